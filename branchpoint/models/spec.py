@@ -1,0 +1,50 @@
+"""Model specs: which server, which model, and how to call it (all from the experiment spec)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EmbeddedServerSpec(BaseModel):
+    """Settings of the embedded llama.cpp server (CPU, 127.0.0.1)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gguf: str | None = Field(
+        None, description="Path to a GGUF file; default: the packaged Gemma 3 270M (Q4_K_M)."
+    )
+    n_ctx: int = Field(2048, ge=256)
+    n_threads: int | None = Field(None, ge=1, description="Default: all cores.")
+    host: str = "127.0.0.1"
+    port: int | None = Field(None, description="Default: a free port.")
+    startup_timeout_s: float = Field(120, gt=0)
+
+
+class ModelSpec(BaseModel):
+    """How to reach a model: the embedded llama.cpp default, any OpenAI-compatible server, or a script.
+
+    `style` picks the endpoint: `completion` (few-shot text completion, for base models) or
+    `chat` (chat completions, for instruct and reasoning models, e.g. served by vLLM).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Literal["embedded", "openai", "scripted"] = "embedded"
+    name: str = Field("gemma-3-270m", description="Model name sent to the server.")
+    base_url: str | None = Field(None, description="e.g. http://127.0.0.1:8000/v1 for vLLM.")
+    api_key_env: str | None = Field(
+        None, description="Name of the environment variable that holds the API key (never the key)."
+    )
+    style: Literal["completion", "chat"] = "completion"
+    temperature: float = Field(0.0, ge=0.0)
+    seed: int | None = 0
+    max_tokens: int = Field(48, ge=1, description="Completion-token limit per model call.")
+    timeout_s: float = Field(60.0, gt=0)
+    retries: int = Field(3, ge=0, description="Retries of a call after a transport fault.")
+    extra_body: dict = Field(default_factory=dict, description="Extra request fields for the server.")
+    server: EmbeddedServerSpec = Field(default_factory=EmbeddedServerSpec)
+    script: list[str] | None = Field(
+        None, description="For provider `scripted`: replies returned in order (tests, demos)."
+    )

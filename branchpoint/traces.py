@@ -1,0 +1,212 @@
+"""The trace contract: one `ExecutionRecord` per agent execution, one JSON object per line.
+
+This module is the contract between whoever produces traces (our agents, or another framework)
+and the evaluation. It imports nothing else from branchpoint. Fields a producer may not know are
+optional, and unknown extra fields are kept rather than rejected, so foreign traces can be scored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+SCHEMA_VERSION = 1
+
+Category = Literal["AU", "FP", "UC"]
+Branch = Literal["THINK", "SEARCH", "STOP", "SWITCH"]
+Status = Literal["ok", "malformed", "length", "incomplete"]
+StepKind = Literal["decide", "search", "answer", "forced_answer"]
+JudgmentKind = Literal["answer", "abstention", "evidence"]
+
+
+class TraceError(ValueError):
+    """A trace (or any JSONL input) that does not follow its schema; the message names file and line."""
+
+
+class _Open(BaseModel):
+    """Base for trace models: extra fields are kept (foreign producers may add their own)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class Usage(_Open):
+    """Token usage of one model call, as the server reported it."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int | None = None
+
+
+class RetrievedDoc(_Open):
+    """One retrieved passage. `title` and `source` are optional for foreign traces."""
+
+    doc_id: str
+    score: float
+    text: str
+    title: str | None = None
+    source: str | None = None
+
+
+class Step(_Open):
+    """One step of an execution: a model decision, a search call, or the final answer."""
+
+    kind: StepKind
+    usage: Usage | None = None
+    latency_s: float = 0.0
+    action: str | None = None
+    text: str | None = None
+    query: str | None = None
+    source: str | None = None
+    retrieved: list[RetrievedDoc] = Field(default_factory=list)
+    cache_hit: bool | None = None
+    finish_reason: str | None = None
+
+
+class Judgment(_Open):
+    """A judge's label on one execution (`raw` keeps the judge's own output)."""
+
+    judge: str
+    kind: JudgmentKind
+    label: str
+    raw: str | None = None
+
+
+class ParentRef(_Open):
+    """Where a forked execution came from."""
+
+    execution_id: str
+    checkpoint_id: str
+    boundary: str
+
+
+class ExecutionRecord(_Open):
+    """One agent execution on one question under one condition."""
+
+    execution_id: str
+    run_id: str
+    condition: dict[str, Any] = Field(default_factory=dict)
+    question_id: str
+    question: str
+    answerable: bool
+    category: Category | None = None
+    gold_answers: list[str] = Field(default_factory=list)
+    stratum: str | None = None
+    support_group: str | None = None
+    parent: ParentRef | None = None
+    branch: Branch | None = None
+    repeat: int = 0
+    status: Status = "ok"
+    final_answer: str | None = None
+    steps: list[Step] = Field(default_factory=list)
+    search_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    wall_s: float = 0.0
+    checkpoint_ids: list[str] | None = None
+    judgments: list[Judgment] = Field(default_factory=list)
+    error: str | None = None
+
+
+def execution_id(
+    run_id: str,
+    condition: dict[str, Any],
+    question_id: str,
+    parent: dict[str, Any] | None = None,
+    branch: str | None = None,
+    repeat: int = 0,
+) -> str:
+    """Deterministic id of an execution: a hash of run, condition, question, parent, branch, repeat."""
+    key = json.dumps(
+        [run_id, condition, question_id, parent, branch, repeat], sort_keys=True, default=str
+    )
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def iter_json_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, object) for each non-blank line of a JSONL file.
+
+    Raises TraceError naming the file and line for bytes that are not UTF-8, lines that are not
+    JSON, and JSON values that are not objects.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise TraceError(f"{path}: file not found")
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise TraceError(f"{path} line {lineno}: not UTF-8 text ({exc.reason})") from None
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TraceError(
+                    f"{path} line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
+                ) from None
+            if not isinstance(obj, dict):
+                raise TraceError(
+                    f"{path} line {lineno}: expected a JSON object, got {type(obj).__name__}"
+                )
+            yield lineno, obj
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per problem: `field "a.b": message`."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(record)"
+        parts.append(f'field "{loc}": {err["msg"]}')
+    return "; ".join(parts)
+
+
+def read_records(path: str | Path) -> list[ExecutionRecord]:
+    """Read and validate every line of a trace file; errors name the file, line and field."""
+    records = []
+    for lineno, obj in iter_json_lines(path):
+        try:
+            records.append(ExecutionRecord.model_validate(obj))
+        except ValidationError as exc:
+            raise TraceError(f"{path} line {lineno}: {describe_validation_error(exc)}") from None
+    return records
+
+
+def dump_record(record: ExecutionRecord) -> str:
+    """One JSON line (no trailing newline) for a record."""
+    return record.model_dump_json(exclude_none=False)
+
+
+def write_records(path: str | Path, records: list[ExecutionRecord]) -> None:
+    """Write records atomically: to a temporary file beside `path`, then rename over it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            for rec in records:
+                fh.write(dump_record(ExecutionRecord.model_validate(rec.model_dump())) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def append_record(path: str | Path, record: ExecutionRecord) -> None:
+    """Append one validated record durably (flush + fsync) so a crash loses at most this line."""
+    line = dump_record(ExecutionRecord.model_validate(record.model_dump()))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())

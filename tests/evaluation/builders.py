@@ -1,0 +1,42 @@
+"""Builders for hand-made execution records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from branchpoint.traces import ExecutionRecord, Judgment
+
+
+def make_record(
+    qid: str,
+    *,
+    answerable: bool = True,
+    category: str | None = None,
+    gold: list[str] | None = None,
+    answer: str | None = "x",
+    status: str = "ok",
+    condition: dict[str, Any] | None = None,
+    labels: dict[str, str] | None = None,
+    judge: str = "human",
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+    search_calls: int = 0,
+    execution_id: str | None = None,
+) -> ExecutionRecord:
+    """One record; `labels` maps judgment kind to label, given by `judge`."""
+    return ExecutionRecord(
+        execution_id=execution_id or f"e-{qid}",
+        run_id="run",
+        condition=condition or {},
+        question_id=qid,
+        question=f"question {qid}?",
+        answerable=answerable,
+        category=category,
+        gold_answers=gold or [],
+        status=status,
+        final_answer=answer,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        search_calls=search_calls,
+        judgments=[Judgment(judge=judge, kind=k, label=v) for k, v in (labels or {}).items()],
+    )

@@ -1,0 +1,178 @@
+"""Judges: normalisation, containment, abstention patterns, rule and given judges."""
+
+from __future__ import annotations
+
+import pytest
+
+from branchpoint.errors import InputError
+from branchpoint.evaluation import (
+    ABSTENTION_PATTERNS,
+    contained_gold,
+    detect_abstention,
+    get_judge,
+    judge_names,
+    judge_records,
+    normalize_answer,
+)
+from branchpoint.traces import Judgment
+from tests.evaluation.builders import make_record as record
+
+
+def labels(judgments: list[Judgment]) -> dict[str, str]:
+    return {j.kind: j.label for j in judgments}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The Eiffel Tower", "eiffel tower"),
+        ("  an   Apple, a pear!  ", "apple pear"),
+        ("U.S.A.", "usa"),
+        ("Théâtre — “Odéon”", "théâtre odéon"),
+        ("Anthem", "anthem"),  # "an" inside a word is not an article
+    ],
+)
+def test_normalize_answer(text, expected):
+    assert normalize_answer(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "gold", "hit"),
+    [
+        ("It is Rome.", ["Rome"], "Rome"),
+        ("Romeo", ["Rome"], None),  # word boundary
+        ("The answer is the Eiffel Tower!", ["Eiffel Tower"], "Eiffel Tower"),
+        ("eiffel", ["Eiffel Tower"], None),  # whole gold string must be contained
+        ("Paris, France", ["London", "paris"], "paris"),
+        ("something", ["The"], None),  # gold that normalises to nothing is ignored
+        (None, ["Rome"], None),
+    ],
+)
+def test_contained_gold(answer, gold, hit):
+    assert contained_gold(answer, gold) == hit
+
+
+@pytest.mark.parametrize(
+    ("answer", "pattern"),
+    [
+        ("I don't know.", "dont_know"),
+        ("I do not know who that is", "dont_know"),
+        ("I don’t know", "dont_know"),  # curly apostrophe
+        ("The winner is unknown.", "unknown"),
+        ("This cannot be determined from the sources.", "cannot_be_determined"),
+        ("There is no reliable information about it.", "no_reliable_information"),
+        ("Not enough information to answer.", "not_enough_information"),
+        ("It is impossible to know.", "impossible_to_know"),
+        ("No one knows for sure.", "no_one_knows"),
+        ("This question is unanswerable.", "unanswerable"),
+        ("Could you clarify the year?", "could_you_clarify"),
+        ("Which Springfield do you mean?", "which_do_you_mean"),
+        ("Please specify the team.", "please_specify"),
+        ("I need more context to answer.", "more_context"),
+        ("The question rests on a false premise.", "false_premise"),
+        ("The premise is wrong.", "the_premise"),
+        ("Actually, Einstein won it for the photoelectric effect.", "actually"),
+        ("There is no such prize.", "there_is_no"),
+        ("He never visited Mars.", "never"),
+        ("She didn't write that novel.", "did_not"),
+        ("She did not write that novel.", "did_not"),
+        ("It was not built in 1900.", "was_not"),
+        ("That is not true.", "is_not_true"),
+        ("That is an incorrect assumption.", "incorrect_assumption"),
+    ],
+)
+def test_detect_abstention(answer, pattern):
+    assert detect_abstention(answer) == pattern
+
+
+def test_every_pattern_family_is_covered():
+    assert {p.family for p in ABSTENTION_PATTERNS} == {"unknown", "clarification", "premise"}
+
+
+@pytest.mark.parametrize("answer", ["Paris", "Leonardo da Vinci painted it.", "", None])
+def test_detect_abstention_negative(answer):
+    assert detect_abstention(answer) is None
+
+
+def test_registry_knows_both_judges():
+    assert {"rule", "given"} <= set(judge_names())
+
+
+def test_unknown_judge_lists_known_names():
+    with pytest.raises(InputError, match=r'unknown judge "nope".*given.*rule'):
+        get_judge("nope")
+
+
+@pytest.mark.parametrize(
+    ("answer", "status", "answer_label", "abstention_label", "raw"),
+    [
+        ("It is Rome.", "ok", "CORRECT", "ANSWERED", "gold=Rome"),
+        ("Romeo", "ok", "INCORRECT", "ANSWERED", None),
+        ("I don't know.", "ok", "NOT_ATTEMPTED", "ABSTAINED", "dont_know"),
+        ("", "ok", "NOT_ATTEMPTED", "ABSTAINED", "empty"),
+        (None, "ok", "NOT_ATTEMPTED", "ABSTAINED", "empty"),
+        ("Rome, I don't know", "ok", "CORRECT", "ABSTAINED", "gold=Rome"),
+        ("Rome", "malformed", "INCORRECT", "ANSWERED", "status=malformed"),
+        ("I don't know", "length", "INCORRECT", "ANSWERED", "status=length"),
+        (None, "length", "INCORRECT", "ANSWERED", "status=length"),
+    ],
+)
+def test_rule_judge(answer, status, answer_label, abstention_label, raw):
+    rec = record("q", gold=["Rome"], answer=answer, status=status)
+    out = get_judge("rule")(rec)
+    assert labels(out) == {"answer": answer_label, "abstention": abstention_label}
+    assert all(j.judge == "rule" for j in out)
+    assert out[0].raw == raw
+
+
+def test_rule_abstention_raw_names_pattern():
+    rec = record("q", answerable=False, category="UC", answer="Which Paris do you mean?")
+    (_, abst) = get_judge("rule")(rec)
+    assert (abst.label, abst.raw) == ("ABSTAINED", "which_do_you_mean")
+
+
+def test_judge_records_replaces_own_judgments_and_copies():
+    rec = record("q", gold=["Rome"], answer="Rome", labels={"answer": "INCORRECT"})
+    rec.judgments.append(Judgment(judge="rule", kind="answer", label="INCORRECT"))
+    (out,) = judge_records([rec], "rule")
+    assert [(j.judge, j.label) for j in out.judgments] == [
+        ("human", "INCORRECT"),
+        ("rule", "CORRECT"),
+        ("rule", "ANSWERED"),
+    ]
+    assert len(rec.judgments) == 2  # the input is untouched
+
+
+def test_given_judge_happy_path():
+    recs = [
+        record("a", labels={"answer": "correct", "abstention": "ANSWERED"}),
+        record("u", answerable=False, category="FP", labels={"abstention": "ABSTAINED"}),
+    ]
+    a, u = judge_records(recs, "given")
+    given = lambda r: {j.kind: j.label for j in r.judgments if j.judge == "given"}  # noqa: E731
+    assert given(a) == {"answer": "CORRECT", "abstention": "ANSWERED"}
+    assert given(u) == {"abstention": "ABSTAINED"}
+
+
+def test_given_judge_uses_last_label_of_a_kind():
+    rec = record("a", labels={"answer": "INCORRECT"})
+    rec.judgments.append(Judgment(judge="llm", kind="answer", label="CORRECT"))
+    (out,) = get_judge("given")(rec)
+    assert (out.label, out.raw) == ("CORRECT", "from=llm")
+
+
+def test_given_judge_missing_label_names_execution_and_kind():
+    rec = record("u", answerable=False, category="AU", labels={"answer": "CORRECT"})
+    with pytest.raises(InputError, match=r"execution e-u: no abstention judgment"):
+        judge_records([rec], "given")
+
+
+def test_given_judge_skips_incomplete_without_label():
+    rec = record("a", status="incomplete", answer=None)
+    assert get_judge("given")(rec) == []
+
+
+def test_given_judge_rejects_unknown_label():
+    rec = record("a", labels={"answer": "MAYBE"})
+    with pytest.raises(InputError, match=r'execution e-a.*"MAYBE".*CORRECT, INCORRECT, NOT_ATTEMPTED'):
+        judge_records([rec], "given")
