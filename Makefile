@@ -1,0 +1,43 @@
+# branchpoint: `make quickstart` and `make test` set up .venv on a fresh machine and reuse it after.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: quickstart test test-fast install install-embedded bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# Python dependencies (re-run when pyproject.toml changes).
+$(VENV)/.deps: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+# llama.cpp runtime for the embedded default model, built with safe CPU flags (see the script).
+$(VENV)/.embedded: scripts/install-llama-cpp.sh | $(VENV)/.deps
+	scripts/install-llama-cpp.sh $(BIN)/python
+	touch $@
+
+install: $(VENV)/.deps $(VENV)/.embedded
+
+install-embedded: $(VENV)/.embedded
+
+## Run the main job on the embedded default stack: search vs no search on the demo set.
+quickstart: install
+	$(BIN)/branchpoint quickstart
+
+## The whole suite: unit tests with the scripted model + the real llama.cpp integration test.
+test: install
+	$(BIN)/python -m pytest -q
+
+## Unit tests only (no llama.cpp server).
+test-fast: $(VENV)/.deps
+	$(BIN)/python -m pytest -q -m "not integration"
+
+bench: install
+	$(BIN)/python benchmarks/step_overhead.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

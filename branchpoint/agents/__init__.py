@@ -1,0 +1,27 @@
+"""Agents: state, graph, action protocols, prompts and the policy registry."""
+
+from branchpoint.agents.graph import build_graph, recursion_limit
+from branchpoint.agents.policies import (
+    Policy,
+    apply_decision,
+    policy,
+    registered_policies,
+    resolve_policy,
+)
+from branchpoint.agents.protocols import Decision
+from branchpoint.agents.state import AgentContext, AgentState, boundary_kind, initial_state
+
+__all__ = [
+    "AgentContext",
+    "AgentState",
+    "Decision",
+    "Policy",
+    "apply_decision",
+    "boundary_kind",
+    "build_graph",
+    "initial_state",
+    "policy",
+    "recursion_limit",
+    "registered_policies",
+    "resolve_policy",
+]

@@ -1,0 +1,97 @@
+"""The agent state machine: START -> decide -> search -> decide ... -> answer -> END.
+
+`decide` is the policy; `search` runs the pending query on the state's source and appends the
+evidence; once the search budget is spent the graph goes straight to `answer`, which makes the
+forced final model call with no tool (also when a policy asks to search where it may not). Checkpoints after every node record the
+boundary kind in the state, so legal action boundaries can be found later for forking.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+
+from branchpoint.agents.policies import Policy, step_from_call
+from branchpoint.agents.state import BOUNDARY_AFTER_SEARCH, BOUNDARY_PENDING, AgentContext, AgentState
+
+
+def search_node(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+    """Run the pending query on the state's current source; one search call, counted."""
+    ctx = runtime.context
+    if ctx.search is None:
+        raise RuntimeError("search node reached without a search tool (routing bug)")
+    pending = state["pending"] or {}
+    result = ctx.search.run(pending["text"], source=state.get("source"))
+    docs = [d.model_dump() for d in result.docs]
+    k = state.get("searches", 0) + 1
+    step = {
+        "kind": "search",
+        "query": result.query,
+        "source": result.source,
+        "retrieved": docs,
+        "latency_s": result.latency_s,
+        "cache_hit": result.cache_hit,
+    }
+    return {
+        "steps": [*state.get("steps", []), step],
+        "evidence": [*state.get("evidence", []), *docs],
+        "searches": k,
+        "pending": None,
+        "boundary": BOUNDARY_AFTER_SEARCH.format(k=k),
+    }
+
+
+def make_answer_node(policy: Policy) -> Any:
+    """The `answer` node for a policy: finalise, forcing a last answer when a search was refused."""
+
+    def answer(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        if state.get("status", "ok") != "ok":
+            return {"final_answer": None, "pending": None, "boundary": None}
+        pending = state.get("pending") or {}
+        if pending.get("action") == "answer":
+            return {"final_answer": pending["text"], "pending": None, "boundary": None}
+        decision = policy.force_answer(state, runtime.context)
+        steps = [*state.get("steps", [])]
+        steps += [step_from_call("forced_answer", c, "answer", c.text) for c in decision.calls]
+        ok = decision.status == "ok"
+        return {
+            "steps": steps,
+            "final_answer": decision.text if ok else None,
+            "status": decision.status,
+            "pending": None,
+            "boundary": None,
+        }
+
+    return answer
+
+
+def route_after_decide(state: AgentState) -> str:
+    """To `search` when a query is pending and may run, else to `answer`."""
+    return "search" if state.get("boundary") == BOUNDARY_PENDING else "answer"
+
+
+def route_after_search(state: AgentState, runtime: Runtime[AgentContext]) -> str:
+    """Back to `decide` while the budget allows another search; else to `answer` (forced)."""
+    return "decide" if state.get("searches", 0) < runtime.context.search_cap else "answer"
+
+
+def build_graph(policy: Policy, checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+    """Compile the agent graph for a policy, checkpointed after every node when a saver is given."""
+    builder = StateGraph(AgentState, context_schema=AgentContext)
+    builder.add_node("decide", policy.decide)
+    builder.add_node("search", search_node)
+    builder.add_node("answer", make_answer_node(policy))
+    builder.add_edge(START, "decide")
+    builder.add_conditional_edges("decide", route_after_decide, ["search", "answer"])
+    builder.add_conditional_edges("search", route_after_search, ["decide", "answer"])
+    builder.add_edge("answer", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def recursion_limit(search_cap: int) -> int:
+    """Enough LangGraph super-steps for `search_cap` searches plus the final answer."""
+    return 2 * search_cap + 10

@@ -1,0 +1,204 @@
+"""Policies: the `decide` node of the agent, registered by name.
+
+A policy is a LangGraph node `(state, runtime) -> update` that reads the state, makes (usually)
+one model call, and writes the pending action with `apply_decision`. Each policy also says how
+to force a final answer when the search budget is spent. Register one with `@policy("name")`,
+or name any module-level function in a spec as `package.module:function`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from branchpoint.agents import prompts
+from branchpoint.agents.protocols import (
+    Decision,
+    decision_grammar,
+    parse_json_decision,
+    parse_tagged,
+    parse_tool_call,
+)
+from branchpoint.agents.state import BOUNDARY_PENDING, AgentContext, AgentState
+from branchpoint.errors import InputError
+from branchpoint.models.call import ModelCall
+from branchpoint.tools.search import SEARCH_TOOL_SCHEMA
+
+DecideNode = Callable[[AgentState, Runtime[AgentContext]], dict[str, Any]]
+ForceAnswer = Callable[[AgentState, AgentContext], Decision]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A registered policy: its decide node and how it answers when it may not search again."""
+
+    name: str
+    decide: DecideNode
+    force_answer: ForceAnswer
+
+
+_POLICIES: dict[str, Policy] = {}
+
+
+def policy(name: str, *, force_answer: ForceAnswer | None = None) -> Callable[[DecideNode], DecideNode]:
+    """Register a decide node under `name` (the forced answer defaults to a chat call, no tools)."""
+
+    def register(fn: DecideNode) -> DecideNode:
+        _POLICIES[name] = Policy(name, fn, force_answer or chat_force_answer)
+        return fn
+
+    return register
+
+
+def registered_policies() -> list[str]:
+    """Names of the registered policies, sorted."""
+    return sorted(_POLICIES)
+
+
+def resolve_policy(name: str) -> Policy:
+    """A registered policy by name, or a node function named `package.module:function`."""
+    if name in _POLICIES:
+        return _POLICIES[name]
+    if ":" in name:
+        module_name, _, attr = name.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise InputError(f"agent.policy: cannot import module {module_name!r} ({exc})") from None
+        fn = getattr(module, attr, None)
+        if fn is None or not callable(fn):
+            raise InputError(f"agent.policy: {module_name!r} has no function {attr!r}")
+        for registered in _POLICIES.values():  # decorated in that module: keep its forced answer
+            if registered.decide is fn:
+                return registered
+        return Policy(name, fn, chat_force_answer)
+    raise InputError(
+        f"agent.policy: unknown policy {name!r} (registered: {', '.join(registered_policies())}; "
+        "or name your own node function as package.module:function)"
+    )
+
+
+def step_from_call(kind: str, call: ModelCall, action: str | None, text: str | None) -> dict[str, Any]:
+    """A trace step (as a state dict) for one model call."""
+    return {
+        "kind": kind,
+        "action": action,
+        "text": text,
+        "usage": call.usage.model_dump(),
+        "latency_s": call.latency_s,
+        "finish_reason": call.finish_reason,
+        "reasoning": call.reasoning,
+    }
+
+
+def apply_decision(state: AgentState, decision: Decision, ctx: AgentContext) -> dict[str, Any]:
+    """The state update for a decision: trace steps, the pending action, and the boundary.
+
+    A SEARCH that may run (tool offered, cap not reached) marks the `pending_query` boundary;
+    otherwise the graph goes to `answer`, which forces a final answer.
+    """
+    steps = list(state.get("steps", []))
+    for i, call in enumerate(decision.calls):
+        last = i == len(decision.calls) - 1
+        steps.append(step_from_call(
+            "decide", call, decision.action if last and decision.status == "ok" else None,
+            decision.text if last and decision.status == "ok" else call.text,
+        ))
+    if decision.status != "ok":
+        return {"steps": steps, "status": decision.status, "pending": None, "boundary": None}
+    can_search = ctx.offers_search and state.get("searches", 0) < ctx.search_cap
+    runs = decision.action == "search" and can_search
+    return {
+        "steps": steps,
+        "pending": {"action": decision.action, "text": decision.text},
+        "boundary": BOUNDARY_PENDING if runs else None,
+    }
+
+
+# --- completion style (base models): few-shot JSON decisions, grammar as the fallback ---------
+
+
+def fewshot_decision(state: AgentState, ctx: AgentContext, allow_search: bool) -> Decision:
+    """One unconstrained few-shot call; if it does not parse, retry with a GBNF grammar."""
+    prompt = prompts.fewshot_prompt(state["question"], state.get("evidence", []), allow_search, ctx.evidence_words)
+    limit = ctx.max_tokens if allow_search else ctx.answer_max_tokens
+    calls = [ctx.model.complete(prompt, stop=["\n"], max_tokens=limit)]
+    parsed = parse_json_decision(calls[-1].text, allow_search)
+    for _ in range(ctx.malformed_retries):
+        if parsed:
+            break
+        grammar = decision_grammar(allow_search)
+        calls.append(ctx.model.complete(prompt, stop=["\n"], grammar=grammar, max_tokens=limit))
+        parsed = parse_json_decision(calls[-1].text, allow_search)
+    if not parsed:
+        return Decision.failed(calls)
+    return Decision(parsed[0], parsed[1], calls)
+
+
+def fewshot_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
+    """Forced final answer for completion-style policies: the answer-only few-shot prompt."""
+    return fewshot_decision(state, ctx, allow_search=False)
+
+
+@policy("constrained", force_answer=fewshot_force_answer)
+def constrained(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+    """Base models on the completion endpoint: few-shot JSON decision, grammar when it fails to parse."""
+    ctx = runtime.context
+    can_search = ctx.offers_search and state.get("searches", 0) < ctx.search_cap
+    return apply_decision(state, fewshot_decision(state, ctx, allow_search=can_search), ctx)
+
+
+# --- chat style (instruct / reasoning models): native tool calls or tagged text --------------
+
+
+def chat_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
+    """Forced final answer for chat policies: the transcript plus 'answer now', no tool offered."""
+    messages = prompts.chat_messages(state, tools=True, allow_search=False, evidence_words=ctx.evidence_words)
+    messages.append({"role": "user", "content": prompts.FORCE_ANSWER})
+    call = ctx.model.chat(messages, max_tokens=ctx.answer_max_tokens)
+    parsed = parse_tool_call(call, allow_search=False)
+    if not parsed or (call.finish_reason == "length" and not call.text.strip()):
+        return Decision.failed([call])
+    return Decision("answer", parsed[1], [call])
+
+
+def _chat_decision(state: AgentState, ctx: AgentContext, *, tools: bool, allow_search: bool) -> Decision:
+    messages = prompts.chat_messages(state, tools=tools, allow_search=allow_search, evidence_words=ctx.evidence_words)
+    calls: list[ModelCall] = []
+    for _ in range(1 + ctx.malformed_retries):
+        if tools:
+            calls.append(ctx.model.chat(messages, tools=[SEARCH_TOOL_SCHEMA] if allow_search else None, max_tokens=ctx.max_tokens))
+            parsed = parse_tool_call(calls[-1], allow_search)
+        else:
+            calls.append(ctx.model.chat(messages, max_tokens=ctx.max_tokens))
+            parsed = parse_tagged(calls[-1].text, allow_search)
+        if parsed and calls[-1].finish_reason != "length":
+            return Decision(parsed[0], parsed[1], calls)
+    return Decision.failed(calls)
+
+
+@policy("native")
+def native(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+    """The model decides through native OpenAI tool calls (the search tool is offered if allowed)."""
+    ctx = runtime.context
+    can_search = ctx.offers_search and state.get("searches", 0) < ctx.search_cap
+    return apply_decision(state, _chat_decision(state, ctx, tools=True, allow_search=can_search), ctx)
+
+
+@policy("tagged")
+def tagged(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+    """The model decides in tagged text, Search-R1 style: `<search>q</search>` or `<answer>a</answer>`."""
+    ctx = runtime.context
+    can_search = ctx.offers_search and state.get("searches", 0) < ctx.search_cap
+    return apply_decision(state, _chat_decision(state, ctx, tools=False, allow_search=can_search), ctx)
+
+
+@policy("no_search")
+def no_search(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+    """The paper's base condition: the search tool is not offered; the model answers directly."""
+    ctx = runtime.context
+    return apply_decision(state, _chat_decision(state, ctx, tools=True, allow_search=False), ctx)

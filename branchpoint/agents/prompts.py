@@ -1,0 +1,168 @@
+"""Prompts: few-shot completion prompts for base models and chat messages for instruct models.
+
+The few-shot examples cover the four behaviours we measure: search, answer from evidence,
+abstain on an unknowable question, correct a false premise, and ask for missing context.
+None of them is about a topic of the demo question set.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from branchpoint.agents.protocols import JSON_DECISION_PREFIX
+
+FEWSHOT_HEADER = (
+    "An assistant answers questions. It may search an encyclopedia first. It answers briefly, "
+    "and says so when a question cannot be answered, rests on a false premise, or lacks context.\n\n"
+)
+
+FEWSHOT_NO_SEARCH_HEADER = (
+    "An assistant answers questions briefly, and says so when a question cannot be answered, "
+    "rests on a false premise, or lacks context.\n\n"
+)
+
+#: (question, evidence lines, action, text): examples that show every decision.
+FEWSHOT_EXAMPLES: list[tuple[str, list[str], str, str]] = [
+    ("What is the capital of Portugal?", [], "search", "capital of Portugal"),
+    (
+        "What is the capital of Portugal?",
+        ['[1] "Lisbon" Lisbon is the capital and largest city of Portugal.'],
+        "answer",
+        "Lisbon",
+    ),
+    (
+        "Why did Charles Dickens write Don Quixote?",
+        ['[1] "Don Quixote" Don Quixote is a novel by Miguel de Cervantes, published in 1605.'],
+        "answer",
+        "He did not: Don Quixote was written by Miguel de Cervantes.",
+    ),
+    (
+        "How much did Julius Caesar's horse weigh at birth?",
+        ['[1] "Julius Caesar" Julius Caesar was a Roman general and statesman.'],
+        "answer",
+        "I don't know: no record of that exists.",
+    ),
+    ("How old is the teacher?", [], "answer", "Which teacher do you mean? Please specify."),
+]
+
+#: Examples for the no-search condition: the same behaviours, answered without evidence.
+FEWSHOT_NO_SEARCH_EXAMPLES: list[tuple[str, list[str], str, str]] = [
+    ("What is the capital of Portugal?", [], "answer", "Lisbon"),
+    (
+        "Why did Charles Dickens write Don Quixote?",
+        [],
+        "answer",
+        "He did not: Don Quixote was written by Miguel de Cervantes.",
+    ),
+    ("How much did Julius Caesar's horse weigh at birth?", [], "answer", "I don't know: no record of that exists."),
+    ("How old is the teacher?", [], "answer", "Which teacher do you mean? Please specify."),
+]
+
+
+def _clip(text: str, words: int) -> str:
+    parts = text.split()
+    return " ".join(parts[:words]) + (" ..." if len(parts) > words else "")
+
+
+def evidence_lines(evidence: list[dict[str, Any]], words: int) -> list[str]:
+    """Numbered evidence lines `[i] "Title" text`, one per distinct passage, clipped to `words`."""
+    seen: set[str] = set()
+    lines = []
+    for doc in evidence:
+        if doc["doc_id"] in seen:
+            continue
+        seen.add(doc["doc_id"])
+        title = f'"{doc["title"]}" ' if doc.get("title") else ""
+        lines.append(f"[{len(lines) + 1}] {title}{_clip(doc['text'], words)}")
+    return lines
+
+
+def _block(question: str, evidence: list[str], with_evidence: bool) -> str:
+    out = f"Question: {question}\n"
+    if with_evidence:
+        out += "Evidence: " + (" ".join(evidence) if evidence else "(none)") + "\n"
+    return out + "Decision: "
+
+
+def fewshot_prompt(
+    question: str, evidence: list[dict[str, Any]], allow_search: bool, evidence_words: int
+) -> str:
+    """A completion prompt ending in JSON_DECISION_PREFIX, so the model writes the decision."""
+    header = FEWSHOT_HEADER if allow_search else FEWSHOT_NO_SEARCH_HEADER
+    examples = FEWSHOT_EXAMPLES if allow_search else FEWSHOT_NO_SEARCH_EXAMPLES
+    parts = [header]
+    for q, ev, action, text in examples:
+        decision = json.dumps({"action": action, "text": text})
+        parts.append(_block(q, ev, allow_search) + decision + "\n\n")
+    parts.append(_block(question, evidence_lines(evidence, evidence_words), allow_search))
+    return "".join(parts) + JSON_DECISION_PREFIX
+
+
+CHAT_SYSTEM = (
+    "You answer questions accurately and briefly. You may use the search tool to look things up "
+    "in an encyclopedia. If a question cannot be answered (nobody knows, it rests on a false "
+    "premise, or it lacks context), say so instead of guessing: say you don't know, correct the "
+    "premise, or ask for clarification."
+)
+
+CHAT_SYSTEM_NO_SEARCH = (
+    "You answer questions accurately and briefly. If a question cannot be answered (nobody knows, "
+    "it rests on a false premise, or it lacks context), say so instead of guessing: say you don't "
+    "know, correct the premise, or ask for clarification."
+)
+
+TAGGED_SYSTEM = (
+    "Answer the question. You may reason inside <think>...</think>. To search an encyclopedia, "
+    "write <search>query</search> and stop; results come back inside <information>...</information>. "
+    "Give the final answer as <answer>...</answer>. If the question cannot be answered (nobody "
+    "knows, a false premise, missing context), say so inside <answer>."
+)
+
+FORCE_ANSWER = "Answer now with the evidence you have; no more searches. Reply with the answer only."
+
+
+def format_docs(docs: list[dict[str, Any]], words: int) -> str:
+    """Search results in the Search-R1 style: `Doc i(Title: t) text`."""
+    return "\n".join(
+        f"Doc {i}(Title: {d.get('title') or ''}) {_clip(d['text'], words)}" for i, d in enumerate(docs, 1)
+    )
+
+
+def search_results(state: dict[str, Any]) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Each search step of the state with the docs it retrieved, in order."""
+    return [(s, s.get("retrieved") or []) for s in state.get("steps", []) if s["kind"] == "search"]
+
+
+def chat_messages(
+    state: dict[str, Any], *, tools: bool, allow_search: bool, evidence_words: int
+) -> list[dict[str, Any]]:
+    """The chat transcript for the native tool-call protocol (tools=True) or tagged text."""
+    if tools:
+        system = CHAT_SYSTEM if allow_search else CHAT_SYSTEM_NO_SEARCH
+    else:
+        system = TAGGED_SYSTEM if allow_search else CHAT_SYSTEM_NO_SEARCH
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": state["question"]},
+    ]
+    for i, (step, docs) in enumerate(search_results(state)):
+        if tools:
+            call_id = f"call_{i}"
+            messages.append({
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "search", "arguments": json.dumps({"query": step["query"]})},
+                }],
+            })
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": format_docs(docs, evidence_words)})
+        else:
+            messages.append({"role": "assistant", "content": f"<search>{step['query']}</search>"})
+            messages.append({
+                "role": "user",
+                "content": f"<information>{format_docs(docs, evidence_words)}</information>",
+            })
+    return messages

@@ -1,0 +1,6 @@
+"""Checkpoints: the SQLite checkpointer factory and legal action boundaries."""
+
+from branchpoint.checkpoints.boundaries import BoundaryInfo, list_boundaries
+from branchpoint.checkpoints.store import sqlite_checkpointer
+
+__all__ = ["BoundaryInfo", "list_boundaries", "sqlite_checkpointer"]

@@ -1,0 +1,63 @@
+"""Legal action boundaries of a recorded execution, read back from its checkpoint history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from pydantic import BaseModel
+
+from branchpoint.agents.state import boundary_kind
+
+
+class BoundaryInfo(BaseModel):
+    """One checkpoint at a legal action boundary, with what the agent had spent by then."""
+
+    checkpoint_id: str
+    step: int
+    boundary: str
+    kind: str
+    searches: int
+    pending_query: str | None
+    input_tokens: int
+    output_tokens: int
+
+
+def boundary_info(checkpoint_id: str, step: int, values: dict[str, Any]) -> BoundaryInfo | None:
+    """The boundary a checkpoint's state values mark, or None when it is not a legal boundary."""
+    kind = boundary_kind(values.get("boundary"))
+    if kind is None:
+        return None
+    usages = [s.get("usage") or {} for s in values.get("steps", [])]
+    pending = values.get("pending") or {}
+    return BoundaryInfo(
+        checkpoint_id=checkpoint_id,
+        step=step,
+        boundary=values["boundary"],
+        kind=kind,
+        searches=int(values.get("searches", 0)),
+        pending_query=pending.get("text") if pending.get("action") == "search" else None,
+        input_tokens=sum(int(u.get("input_tokens", 0)) for u in usages),
+        output_tokens=sum(int(u.get("output_tokens", 0)) for u in usages),
+    )
+
+
+def list_boundaries(saver: BaseCheckpointSaver, thread_id: str) -> list[BoundaryInfo]:
+    """Checkpoints of `thread_id` at legal boundaries, oldest first (the saver lists newest first).
+
+    Input checkpoints (before the graph's first step) are skipped: the `initial` boundary is the
+    first loop checkpoint, where `decide` is about to run.
+    """
+    out = []
+    for tup in saver.list({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}):
+        metadata = tup.metadata or {}
+        if metadata.get("source") == "input":
+            continue
+        info = boundary_info(
+            tup.config["configurable"]["checkpoint_id"],
+            int(metadata.get("step", -1)),
+            tup.checkpoint.get("channel_values") or {},
+        )
+        if info is not None:
+            out.append(info)
+    return sorted(out, key=lambda b: b.step)

@@ -1,0 +1,31 @@
+"""List the legal boundaries of a run's executions (`branchpoint checkpoints ls`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from branchpoint.checkpoints.boundaries import BoundaryInfo, list_boundaries
+from branchpoint.checkpoints.store import sqlite_checkpointer
+from branchpoint.errors import InputError
+from branchpoint.traces import read_records
+
+
+def run_boundaries(run_dir: Path, execution: str | None = None) -> list[tuple[str, BoundaryInfo]]:
+    """(execution id, boundary) for every execution of a run, or for one execution id."""
+    run_dir = Path(run_dir)
+    db = run_dir / "checkpoints.sqlite"
+    traces = run_dir / "executions.jsonl"
+    if not db.is_file() or not traces.is_file():
+        raise InputError(f"{run_dir}: not a run directory (expected executions.jsonl and checkpoints.sqlite)")
+    ids = list(dict.fromkeys(r.execution_id for r in read_records(traces)))
+    if execution is not None:
+        matches = [i for i in ids if i.startswith(execution)]
+        if len(matches) != 1:
+            what = "no" if not matches else f"{len(matches)}"
+            raise InputError(f"--execution {execution}: {what} executions of {run_dir} match")
+        ids = matches
+    rows = []
+    with sqlite_checkpointer(db) as saver:
+        for eid in ids:
+            rows += [(eid, b) for b in list_boundaries(saver, eid)]
+    return rows

@@ -1,0 +1,40 @@
+"""Questions: the record every question set is loaded into, and the embedded demo set."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Question(BaseModel):
+    """One question with what scoring needs: answerability, category, gold answers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    question: str = Field(min_length=1)
+    answerable: bool
+    category: Literal["AU", "FP", "UC"] | None = None
+    gold_answers: list[str] = Field(default_factory=list)
+    support: list[str] = Field(default_factory=list, description="Ids of supporting passages.")
+    stratum: str | None = None
+    support_group: str | None = None
+    note: str | None = None
+
+
+def demo_dir() -> Path:
+    """The folder of the embedded demo data written by this project (questions and corpus)."""
+    return Path(str(files("branchpoint").joinpath("data", "demo")))
+
+
+def demo_questions_path() -> Path:
+    """The demo question set: answerable questions over the demo corpus and unanswerable ones."""
+    return demo_dir() / "questions.jsonl"
+
+
+def demo_corpus_path() -> Path:
+    """The demo corpus (FlashRAG jsonl) that answers the demo set's answerable questions."""
+    return demo_dir() / "corpus.jsonl"

@@ -1,0 +1,259 @@
+"""The sequential runner: spec -> conditions x questions -> checkpointed executions -> run store.
+
+Idempotent: each execution has a deterministic id, and executions already in the store are
+skipped, so a finished spec reruns with no model call and an interrupted one does only what is
+missing. A transport fault that outlives its retries is recorded as `incomplete` (never scored
+as wrong) and redone on the next run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from branchpoint.agents import (
+    AgentContext,
+    build_graph,
+    initial_state,
+    recursion_limit,
+    resolve_policy,
+)
+from branchpoint.checkpoints import list_boundaries, sqlite_checkpointer
+from branchpoint.errors import InputError
+from branchpoint.experiments.loaders import balanced_sample, load_questions
+from branchpoint.experiments.questions import Question, demo_corpus_path
+from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
+from branchpoint.experiments.store import RunStore
+from branchpoint.models import ModelClient, TransportError, open_model
+from branchpoint.retrieval import RetrievalSource, open_dense_source
+from branchpoint.tools import SearchTool
+from branchpoint.traces import ExecutionRecord, Step, execution_id
+
+#: Opens a model client for a spec; tests pass one that yields a scripted model.
+ModelOpener = Callable[[ExperimentSpec, Path], Any]
+
+
+@dataclass
+class PlannedExecution:
+    """One execution to run: its condition, the spec resolved for it, the question and its id."""
+
+    condition: dict[str, Any]
+    spec: ExperimentSpec
+    question: Question
+    execution_id: str
+
+
+@dataclass
+class RunSummary:
+    """What a run did: planned, skipped (already recorded), run, and their statuses."""
+
+    run_dir: Path
+    planned: int = 0
+    skipped: int = 0
+    ran: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+
+def select_questions(spec: ExperimentSpec) -> list[Question]:
+    """The spec's questions: loaded, filtered, and sampled (balanced and seeded) if asked."""
+    q = spec.questions
+    questions = load_questions(q.path, q.format, limit=None if q.sample else q.limit, categories=q.categories)
+    if q.sample:
+        questions = balanced_sample(questions, q.sample.answerable, q.sample.unanswerable, seed=spec.seed)
+        if q.limit:
+            questions = questions[: q.limit]
+    if not questions:
+        raise InputError("questions: the selection is empty (check path, categories and sample)")
+    return questions
+
+
+def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[PlannedExecution]:
+    """Every condition x question, each with its deterministic execution id."""
+    plan = []
+    for condition, resolved in expand_conditions(spec):
+        resolve_policy(resolved.agent.policy)  # unknown policy: fail before any work
+        if resolved.retrieval.default not in resolved.retrieval.sources:
+            raise InputError(
+                f'retrieval.default: unknown source {resolved.retrieval.default!r} '
+                f'(known: {", ".join(sorted(resolved.retrieval.sources))})'
+            )
+        key = {**condition, "_settings": condition_fingerprint(resolved)}
+        for question in questions:
+            eid = execution_id(spec.name, key, question.id)
+            plan.append(PlannedExecution(condition, resolved, question, eid))
+    return plan
+
+
+def corpus_path(source: SourceSpec) -> Path:
+    """The corpus file a source names (`demo` is the embedded demo corpus)."""
+    return demo_corpus_path() if source.corpus == "demo" else Path(source.corpus)
+
+
+class SourcePool:
+    """Opens each retrieval source once per run (indexes are cached on disk by corpus hash)."""
+
+    def __init__(self, progress: bool) -> None:
+        self._open: dict[str, RetrievalSource] = {}
+        self._progress = progress
+
+    def get(self, name: str, source: SourceSpec) -> RetrievalSource:
+        """The source for `name`, opening (and if needed building) its index the first time."""
+        key = json.dumps([name, source.model_dump()], sort_keys=True)
+        if key not in self._open:
+            self._open[key] = open_dense_source(
+                name,
+                corpus_path(source),
+                encoder_name=source.encoder,
+                chunk_words=source.chunk_words,
+                progress=self._progress,
+            )
+        return self._open[key]
+
+    def search_tool(self, spec: ExperimentSpec) -> SearchTool | None:
+        """The search tool for a condition, or None when search is not offered."""
+        if not spec.agent.search:
+            return None
+        sources = {name: self.get(name, s) for name, s in spec.retrieval.sources.items()}
+        return SearchTool(sources, spec.retrieval.default, top_k=spec.agent.top_k)
+
+
+def record_from_state(
+    values: dict[str, Any],
+    planned: PlannedExecution,
+    run_id: str,
+    wall_s: float,
+    checkpoint_ids: list[str] | None,
+) -> ExecutionRecord:
+    """The trace record of a finished execution, from the graph's final state."""
+    steps = [Step.model_validate(s) for s in values.get("steps", [])]
+    usages = [s.usage for s in steps if s.usage is not None]
+    q = planned.question
+    return ExecutionRecord(
+        execution_id=planned.execution_id,
+        run_id=run_id,
+        condition=planned.condition,
+        question_id=q.id,
+        question=q.question,
+        answerable=q.answerable,
+        category=q.category,
+        gold_answers=q.gold_answers,
+        stratum=q.stratum,
+        support_group=q.support_group,
+        status=values.get("status", "ok"),
+        final_answer=values.get("final_answer"),
+        steps=steps,
+        search_calls=int(values.get("searches", 0)),
+        input_tokens=sum(u.input_tokens for u in usages),
+        output_tokens=sum(u.output_tokens for u in usages),
+        reasoning_tokens=sum(u.reasoning_tokens or 0 for u in usages),
+        wall_s=wall_s,
+        checkpoint_ids=checkpoint_ids,
+    )
+
+
+def incomplete_record(planned: PlannedExecution, run_id: str, wall_s: float, error: str) -> ExecutionRecord:
+    """A record for an execution cut short by a transport fault: redone on the next run."""
+    q = planned.question
+    return ExecutionRecord(
+        execution_id=planned.execution_id, run_id=run_id, condition=planned.condition,
+        question_id=q.id, question=q.question, answerable=q.answerable, category=q.category,
+        gold_answers=q.gold_answers, stratum=q.stratum, support_group=q.support_group,
+        status="incomplete", wall_s=wall_s, error=error,
+    )  # fmt: skip
+
+
+def run_one(
+    graph: Any, ctx: AgentContext, planned: PlannedExecution, run_id: str
+) -> ExecutionRecord:
+    """Run one execution on its own checkpointed thread (thread id = execution id)."""
+    spec = planned.spec
+    config = {
+        "configurable": {"thread_id": planned.execution_id},
+        "recursion_limit": recursion_limit(spec.agent.search_cap),
+    }
+    state = initial_state(planned.question.id, planned.question.question, spec.retrieval.default)
+    start = time.perf_counter()
+    try:
+        values = graph.invoke(state, config, context=ctx, durability="sync")
+    except TransportError as exc:
+        return incomplete_record(planned, run_id, time.perf_counter() - start, str(exc))
+    wall = time.perf_counter() - start
+    ids = [b.checkpoint_id for b in list_boundaries(graph.checkpointer, planned.execution_id)]
+    return record_from_state(values, planned, run_id, wall, ids)
+
+
+@contextmanager
+def default_model_opener(spec: ExperimentSpec, run_dir: Path) -> Iterator[ModelClient]:
+    """Open the model of a spec, logging an embedded server's output into the run folder."""
+    with open_model(spec.model, log_dir=run_dir) as client:
+        yield client
+
+
+def _model_key(spec: ExperimentSpec) -> str:
+    return spec.model.model_dump_json()
+
+
+def run_experiment(
+    spec: ExperimentSpec,
+    run_dir: str | Path,
+    *,
+    progress: bool = True,
+    model_opener: ModelOpener = default_model_opener,
+) -> RunSummary:
+    """Run every missing execution of a spec into `run_dir` and return what was done."""
+    started = time.perf_counter()
+    questions = select_questions(spec)
+    plan = plan_executions(spec, questions)  # validates names before anything is written
+    store = RunStore(run_dir)
+    store.create(spec.model_dump(mode="json"))
+    done = store.finished_ids()
+    todo = [p for p in plan if p.execution_id not in done]
+    summary = RunSummary(run_dir=store.run_dir, planned=len(plan), skipped=len(plan) - len(todo))
+    if not todo:
+        summary.wall_s = time.perf_counter() - started
+        return summary
+
+    groups: dict[str, list[PlannedExecution]] = {}
+    for p in todo:  # one model server per distinct model setting, opened once
+        groups.setdefault(_model_key(p.spec), []).append(p)
+    pool = SourcePool(progress)
+    columns = (
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+    )  # fmt: skip
+    with ExitStack() as stack:
+        saver = stack.enter_context(sqlite_checkpointer(store.checkpoints_path))
+        bar = stack.enter_context(Progress(*columns, disable=not progress, transient=False))
+        task = bar.add_task(spec.name, total=len(todo), rate="")
+        graphs: dict[str, Any] = {}
+        for items in groups.values():
+            with model_opener(items[0].spec, store.run_dir) as client:
+                for planned in items:
+                    agent = planned.spec.agent
+                    if agent.policy not in graphs:
+                        graphs[agent.policy] = build_graph(resolve_policy(agent.policy), saver)
+                    ctx = AgentContext(
+                        model=client,
+                        search=pool.search_tool(planned.spec),
+                        search_cap=agent.search_cap,
+                        max_tokens=planned.spec.model.max_tokens,
+                        answer_max_tokens=agent.answer_max_tokens or planned.spec.model.max_tokens,
+                        evidence_words=agent.evidence_words,
+                        malformed_retries=agent.malformed_retries,
+                    )
+                    record = run_one(graphs[agent.policy], ctx, planned, spec.name)
+                    store.append(record)
+                    summary.ran += 1
+                    summary.statuses[record.status] = summary.statuses.get(record.status, 0) + 1
+                    elapsed = time.perf_counter() - started
+                    bar.update(task, advance=1, rate=f"{summary.ran / max(elapsed, 1e-9) * 60:.1f}/min")
+    summary.wall_s = time.perf_counter() - started
+    return summary

@@ -1,0 +1,160 @@
+"""The YAML experiment spec, validated into pydantic, and its expansion into conditions.
+
+A spec names the questions, the model, the agent, the retrieval sources and the evaluation, and
+`sweep` lists axes (dotted paths into the spec, e.g. `agent.search_cap: [0, 1, 3]`) whose
+cartesian product gives the conditions. Unknown keys and wrong types are errors naming the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from branchpoint.errors import InputError
+from branchpoint.models.spec import ModelSpec
+from branchpoint.traces import describe_validation_error
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SampleSpec(_Strict):
+    """A balanced, seeded sample of the question set."""
+
+    answerable: int = Field(ge=0)
+    unanswerable: int = Field(ge=0)
+
+
+class QuestionsSpec(_Strict):
+    """Where the questions come from: `demo` (embedded) or a file in one of the known formats."""
+
+    path: str = "demo"
+    format: str = "auto"
+    limit: int | None = Field(None, ge=1)
+    categories: list[str] | None = None
+    sample: SampleSpec | None = None
+
+
+class SourceSpec(_Strict):
+    """A named dense retrieval source: a corpus (`demo` or a file) and an encoder."""
+
+    corpus: str = "demo"
+    format: str = "auto"
+    encoder: str = "minilm-onnx"
+    chunk_words: int | None = Field(None, ge=10)
+
+
+class RetrievalSpec(_Strict):
+    """Named sources; `default` is the one the agent searches unless a fork switches it."""
+
+    default: str = "demo"
+    sources: dict[str, SourceSpec] = Field(default_factory=lambda: {"demo": SourceSpec()})
+
+
+class AgentSpec(_Strict):
+    """The agent: its policy (registered name or `module:function`), search offer and limits."""
+
+    policy: str = "constrained"
+    search: bool = Field(True, description="Offer the search tool (false: the no-search base condition).")
+    search_cap: int = Field(10, ge=0, description="Most searches per execution; then a forced answer.")
+    top_k: int = Field(3, ge=1)
+    evidence_words: int = Field(60, ge=5, description="Words of each passage shown to the model.")
+    answer_max_tokens: int | None = Field(None, ge=1, description="Default: model.max_tokens.")
+    malformed_retries: int = Field(1, ge=0)
+
+
+class EvaluationSpec(_Strict):
+    """How `branchpoint evaluate` scores the run by default."""
+
+    judge: str = "rule"
+    lam: float = Field(0.25, ge=0)
+    mu: float = Field(500, ge=0)
+
+
+class ExperimentSpec(_Strict):
+    """A whole experiment: what to run on which questions, and the sweep axes."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    seed: int = 0
+    questions: QuestionsSpec = Field(default_factory=QuestionsSpec)
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    agent: AgentSpec = Field(default_factory=AgentSpec)
+    retrieval: RetrievalSpec = Field(default_factory=RetrievalSpec)
+    evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
+    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+
+
+def load_spec(path: str | Path) -> ExperimentSpec:
+    """Read and validate a YAML spec (safe loading); errors name the file and the field or line."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: spec file not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise InputError(f"{path}{where}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping of spec fields at the top level")
+    try:
+        spec = ExperimentSpec.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(f"{path}: {describe_validation_error(exc)}") from None
+    expand_conditions(spec, source=str(path))  # check the sweep axes now, before any work
+    return spec
+
+
+def _set_path(data: dict[str, Any], dotted: str, value: Any, source: str) -> None:
+    keys = dotted.split(".")
+    node: Any = data
+    for key in keys[:-1]:
+        if not isinstance(node, dict) or key not in node or not isinstance(node[key], dict):
+            raise InputError(f'{source}: field "sweep.{dotted}": {key!r} is not a section of the spec')
+        node = node[key]
+    if not isinstance(node, dict) or keys[-1] not in node:
+        raise InputError(f'{source}: field "sweep.{dotted}": no such setting {keys[-1]!r}')
+    node[keys[-1]] = value
+
+
+def expand_conditions(spec: ExperimentSpec, source: str = "spec") -> list[tuple[dict[str, Any], ExperimentSpec]]:
+    """The cartesian product of the sweep axes: (condition dict, spec with those values set)."""
+    if not spec.sweep:
+        return [({}, spec)]
+    axes = sorted(spec.sweep)
+    for axis in axes:
+        if axis.startswith("sweep") or not spec.sweep[axis]:
+            raise InputError(f'{source}: field "sweep.{axis}": expected a non-empty list of values')
+    base = spec.model_dump(exclude={"sweep"})
+    out = []
+    for values in itertools.product(*(spec.sweep[a] for a in axes)):
+        data = json.loads(json.dumps(base))
+        for axis, value in zip(axes, values):
+            _set_path(data, axis, value, source)
+        try:
+            resolved = ExperimentSpec.model_validate(data)
+        except ValidationError as exc:
+            raise InputError(f"{source}: sweep value: {describe_validation_error(exc)}") from None
+        out.append((dict(zip(axes, values)), resolved))
+    return out
+
+
+def condition_fingerprint(spec: ExperimentSpec) -> str:
+    """A hash of every setting that can change an execution's outcome (not timeouts or ports)."""
+    relevant = {
+        "seed": spec.seed,
+        "model": spec.model.model_dump(exclude={"timeout_s", "retries", "server"}),
+        "agent": spec.agent.model_dump(),
+        "retrieval": spec.retrieval.model_dump(),
+    }
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,71 @@
+"""The run store: one folder per run with the spec, `executions.jsonl` and the checkpoints.
+
+Records are appended durably one line at a time, keyed by a deterministic `execution_id`, so a
+rerun skips what is finished. A torn last line (a crash mid-write) is cut off on open; every
+complete line is kept.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from branchpoint.traces import ExecutionRecord, append_record, read_records
+
+
+class RunStore:
+    """A run directory: `spec.yaml`, `executions.jsonl`, `checkpoints.sqlite`, logs, metrics."""
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.run_dir = Path(run_dir)
+
+    @property
+    def executions_path(self) -> Path:
+        """The append-only trace file of this run."""
+        return self.run_dir / "executions.jsonl"
+
+    @property
+    def checkpoints_path(self) -> Path:
+        """The run's SQLite checkpoint database (one per run)."""
+        return self.run_dir / "checkpoints.sqlite"
+
+    def create(self, spec_data: dict) -> None:
+        """Make the folder and write the resolved spec beside the traces (atomically)."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        target = self.run_dir / "spec.yaml"
+        tmp = target.with_name(".spec.yaml.tmp")
+        tmp.write_text(yaml.safe_dump(spec_data, sort_keys=False), encoding="utf-8")
+        os.replace(tmp, target)
+        self.repair_torn_tail()
+
+    def repair_torn_tail(self) -> int:
+        """Cut a last line that has no newline (a crash mid-append); returns the bytes removed."""
+        path = self.executions_path
+        if not path.is_file() or path.stat().st_size == 0:
+            return 0
+        data = path.read_bytes()
+        if data.endswith(b"\n"):
+            return 0
+        keep = data.rfind(b"\n") + 1
+        with path.open("r+b") as fh:
+            fh.truncate(keep)
+        return len(data) - keep
+
+    def records(self) -> list[ExecutionRecord]:
+        """All records in the store, in the order they were written."""
+        if not self.executions_path.is_file():
+            return []
+        return read_records(self.executions_path)
+
+    def finished_ids(self) -> set[str]:
+        """Execution ids already recorded with a final status (`incomplete` ones are redone)."""
+        latest: dict[str, str] = {}
+        for rec in self.records():
+            latest[rec.execution_id] = rec.status
+        return {eid for eid, status in latest.items() if status != "incomplete"}
+
+    def append(self, record: ExecutionRecord) -> None:
+        """Append one record durably."""
+        append_record(self.executions_path, record)

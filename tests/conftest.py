@@ -1,0 +1,45 @@
+"""Shared fixtures: a keyword retrieval source over a few passages and scripted agent contexts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from branchpoint.traces import RetrievedDoc
+
+REPO = Path(__file__).resolve().parents[1]
+
+PASSAGES = {
+    "d-canberra": ("Canberra", "Canberra is the capital city of Australia."),
+    "d-sydney": ("Sydney", "Sydney is the largest city in Australia, but not its capital."),
+    "d-mona": ("Mona Lisa", "The Mona Lisa was painted by Leonardo da Vinci."),
+}
+
+
+class KeywordSource:
+    """A tiny in-memory source ranking passages by shared words (test fixture, not shipped)."""
+
+    def __init__(self, name: str = "mem", passages: dict[str, tuple[str, str]] | None = None) -> None:
+        self.name = name
+        self.passages = passages or PASSAGES
+        self.queries: list[str] = []
+
+    def search(self, query: str, k: int) -> list[RetrievedDoc]:
+        self.queries.append(query)
+        words = set(re.findall(r"\w+", query.lower()))
+        scored = []
+        for doc_id, (title, text) in self.passages.items():
+            overlap = len(words & set(re.findall(r"\w+", f"{title} {text}".lower())))
+            scored.append((overlap, doc_id, title, text))
+        scored.sort(key=lambda r: (-r[0], r[1]))
+        return [
+            RetrievedDoc(doc_id=d, score=float(s), title=t, text=x, source=self.name)
+            for s, d, t, x in scored[:k]
+        ]
+
+
+@pytest.fixture()
+def keyword_source() -> KeywordSource:
+    return KeywordSource()
