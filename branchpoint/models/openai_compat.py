@@ -3,7 +3,8 @@
 One client serves both endpoint styles: `chat` through `ChatOpenAI` (tool calls, reasoning text)
 and `complete` through langchain-openai's completion model (few-shot prompts for base models).
 Every call records usage (input, output and, where reported, reasoning tokens) and latency.
-Transport faults are retried with tenacity and then raised as `TransportError`.
+Transport faults are retried with tenacity and then raised as `TransportError`; other HTTP errors
+(4xx) are not retried and are raised as `ModelServerError` with the server's message.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from branchpoint.errors import InputError
+from branchpoint.errors import InputError, ModelServerError
 from branchpoint.models.call import ModelCall, TransportError
 from branchpoint.models.spec import ModelSpec
 from branchpoint.traces import Usage
@@ -120,6 +121,12 @@ class OpenAICompatibleClient:
         except RetryError as exc:
             last = exc.last_attempt.exception()
             raise TransportError(f"model server {self.base_url}: {last}") from last
+        except openai.APIStatusError as exc:
+            # Not a transport fault (e.g. HTTP 400: vLLM without --enable-auto-tool-choice, a bad
+            # grammar): retrying cannot help, so say what the server said, as an error for people.
+            raise ModelServerError(
+                f"model server {self.base_url} refused the request (HTTP {exc.status_code}): {exc.message}"
+            ) from exc
         raise AssertionError("unreachable")
 
     def _body(self, max_tokens: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -165,6 +165,7 @@ class FakeServer:
     base_url: str
     replies: dict[str, deque[tuple[int, dict[str, Any]]]] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
+    delay_s: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def reply(self, path: str, *replies: tuple[int, dict[str, Any]]) -> None:
@@ -195,12 +196,16 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
             with server.lock:
                 server.requests.append(Recorded(path, dict(self.headers.items()), json.loads(raw)))
             status, body = server.next_reply(path)
+            time.sleep(server.delay_s)
             data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:  # the client gave up (timeout tests)
+                pass
 
     return Handler
 
@@ -418,6 +423,14 @@ def test_connection_refused_raises_transport_error() -> None:
         client.chat(MESSAGES)
     with pytest.raises(TransportError):
         client.complete("p")
+
+
+def test_timeout_is_retried_then_a_transport_error(server: FakeServer) -> None:
+    server.reply("/v1/completions", (200, COMPLETION_LLAMACPP))
+    server.delay_s = 0.6
+    with pytest.raises(TransportError):
+        client_for(server, timeout_s=0.2, retries=1).complete("p")
+    assert len(server.bodies("/v1/completions")) == 2
 
 
 # --- API keys -------------------------------------------------------------------------------

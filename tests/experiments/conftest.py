@@ -1,0 +1,75 @@
+"""Runner fixtures: a deterministic responder for the scripted model and a spec writer."""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import yaml
+
+from branchpoint.models import ScriptedModel
+
+
+def fewshot_responder(prompt: str) -> str:
+    """Answers the few-shot prompt's last block: search once if allowed, then answer."""
+    block = prompt.rsplit("Question: ", 1)[-1]
+    question = block.splitlines()[0]
+    if "Evidence: (none)" in block:
+        return f'search", "text": "{question}"}}'
+    match = re.search(r'\[1\] "([^"]+)"', block)
+    answer = match.group(1) if match else "I do not know"
+    return f'answer", "text": "{answer}"}}'
+
+
+class CountingOpener:
+    """A model opener for `run_experiment` that yields scripted models and counts what it opened."""
+
+    def __init__(self, fail_first: int = 0) -> None:
+        self.opened = 0
+        self.models: list[ScriptedModel] = []
+        self.fail_first = fail_first
+
+    @contextmanager
+    def __call__(self, spec, run_dir):
+        self.opened += 1
+        model = ScriptedModel(responder=fewshot_responder, fail_first=self.fail_first)
+        self.models.append(model)
+        yield model
+
+    @property
+    def calls(self) -> int:
+        return sum(m.calls for m in self.models)
+
+
+@pytest.fixture(scope="session")
+def index_cache(tmp_path_factory) -> Path:
+    """One index cache for the session, so the demo index is built once."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture()
+def isolated_cache(index_cache, monkeypatch) -> Path:
+    monkeypatch.setenv("BRANCHPOINT_CACHE", str(index_cache))
+    return index_cache
+
+
+SPEC = {
+    "name": "unit",
+    "questions": {"path": "demo", "sample": {"answerable": 3, "unanswerable": 3}},
+    "model": {"provider": "scripted", "script": ["unused"], "max_tokens": 32},
+    "agent": {"policy": "constrained", "search_cap": 2, "top_k": 2},
+    "sweep": {"agent.search": [True, False]},
+}
+
+
+@pytest.fixture()
+def write_spec(tmp_path):
+    def write(overrides: dict | None = None, name: str = "spec.yaml") -> Path:
+        data = {**SPEC, **(overrides or {})}
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(data), encoding="utf-8")
+        return path
+
+    return write

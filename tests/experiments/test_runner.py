@@ -1,0 +1,92 @@
+"""The runner end to end with the scripted model: records, resumption, faults, bad specs."""
+
+from __future__ import annotations
+
+import pytest
+
+from branchpoint.errors import InputError
+from branchpoint.experiments import RunStore, load_spec, run_experiment
+from branchpoint.traces import read_records
+from tests.experiments.conftest import CountingOpener
+
+
+def test_run_writes_one_record_per_condition_and_question(tmp_path, write_spec, isolated_cache):
+    opener = CountingOpener()
+    run_dir = tmp_path / "run"
+    summary = run_experiment(load_spec(write_spec()), run_dir, progress=False, model_opener=opener)
+    assert summary.planned == 12 and summary.ran == 12 and summary.skipped == 0
+    records = read_records(run_dir / "executions.jsonl")
+    assert len({r.execution_id for r in records}) == 12
+    assert (run_dir / "spec.yaml").is_file() and (run_dir / "checkpoints.sqlite").is_file()
+    with_search = [r for r in records if r.condition == {"agent.search": True}]
+    without = [r for r in records if r.condition == {"agent.search": False}]
+    assert len(with_search) == len(without) == 6
+    assert all(r.search_calls == 1 for r in with_search)
+    assert all(r.search_calls == 0 for r in without)
+    for r in with_search:
+        assert r.status == "ok" and r.final_answer
+        assert [s.kind for s in r.steps] == ["decide", "search", "decide"]
+        assert r.steps[1].retrieved and r.steps[1].source == "demo"
+        assert r.input_tokens > 0 and r.output_tokens > 0
+        # initial, pending_query and after_search_1 boundaries were checkpointed
+        assert len(r.checkpoint_ids) == 3
+    answerable = [r for r in records if r.answerable]
+    assert answerable and all(r.gold_answers for r in answerable)
+    assert {r.category for r in records if not r.answerable} <= {"AU", "FP", "UC"}
+
+
+def test_rerun_of_finished_spec_makes_no_model_call(tmp_path, write_spec, isolated_cache):
+    spec = load_spec(write_spec())
+    run_experiment(spec, tmp_path / "run", progress=False, model_opener=CountingOpener())
+    again = CountingOpener()
+    summary = run_experiment(spec, tmp_path / "run", progress=False, model_opener=again)
+    assert summary.ran == 0 and summary.skipped == 12
+    assert again.opened == 0 and again.calls == 0
+
+
+def test_interrupted_run_does_only_what_is_missing(tmp_path, write_spec, isolated_cache):
+    spec = load_spec(write_spec())
+    run_dir = tmp_path / "run"
+    run_experiment(spec, run_dir, progress=False, model_opener=CountingOpener())
+    path = run_dir / "executions.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    # drop two records and leave a torn half line, as a crash mid-append would
+    path.write_bytes(b"".join(lines[:-3]) + lines[-3][:40])
+    summary = run_experiment(spec, run_dir, progress=False, model_opener=CountingOpener())
+    assert summary.ran == 3
+    records = read_records(path)
+    assert len(records) == 12 and len({r.execution_id for r in records}) == 12
+
+
+def test_transport_fault_is_incomplete_and_redone(tmp_path, write_spec, isolated_cache):
+    spec = load_spec(write_spec({"sweep": {}, "agent": {"policy": "constrained", "search": False}}))
+    run_dir = tmp_path / "run"
+    summary = run_experiment(spec, run_dir, progress=False, model_opener=CountingOpener(fail_first=2))
+    assert summary.statuses == {"incomplete": 2, "ok": 4}
+    incomplete = [r for r in RunStore(run_dir).records() if r.status == "incomplete"]
+    assert len(incomplete) == 2 and all("transport" in r.error for r in incomplete)
+    summary = run_experiment(spec, run_dir, progress=False, model_opener=CountingOpener())
+    assert summary.ran == 2 and summary.statuses == {"ok": 2}
+    assert len(RunStore(run_dir).finished_ids()) == 6
+
+
+def test_changed_settings_get_new_execution_ids(tmp_path, write_spec, isolated_cache):
+    run_dir = tmp_path / "run"
+    run_experiment(load_spec(write_spec()), run_dir, progress=False, model_opener=CountingOpener())
+    changed = load_spec(write_spec({"agent": {"policy": "constrained", "search_cap": 1}}))
+    summary = run_experiment(changed, run_dir, progress=False, model_opener=CountingOpener())
+    assert summary.ran == 12
+
+
+def test_unknown_policy_fails_before_anything_is_written(tmp_path, write_spec):
+    spec = load_spec(write_spec({"agent": {"policy": "does_not_exist"}}))
+    with pytest.raises(InputError, match="agent.policy: unknown policy 'does_not_exist'"):
+        run_experiment(spec, tmp_path / "run", progress=False, model_opener=CountingOpener())
+    assert not (tmp_path / "run").exists()
+
+
+def test_unknown_default_source_fails_before_anything_is_written(tmp_path, write_spec):
+    spec = load_spec(write_spec({"retrieval": {"default": "wiki"}}))
+    with pytest.raises(InputError, match="retrieval.default: unknown source 'wiki'"):
+        run_experiment(spec, tmp_path / "run", progress=False, model_opener=CountingOpener())
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,60 @@
+"""Spec loading and sweep expansion: clear errors naming file, field or line."""
+
+from __future__ import annotations
+
+import pytest
+
+from branchpoint.errors import InputError
+from branchpoint.experiments.spec import condition_fingerprint, expand_conditions, load_spec
+from tests.conftest import REPO
+
+
+def test_quickstart_spec_is_valid():
+    spec = load_spec(REPO / "experiments" / "quickstart.yaml")
+    conditions = expand_conditions(spec)
+    assert [c for c, _ in conditions] == [{"agent.search": True}, {"agent.search": False}]
+    assert [s.agent.search for _, s in conditions] == [True, False]
+
+
+def test_sweep_is_a_cartesian_product(write_spec):
+    spec = load_spec(write_spec({"sweep": {"agent.search_cap": [0, 1, 3], "agent.top_k": [1, 2]}}))
+    conditions = expand_conditions(spec)
+    assert len(conditions) == 6
+    assert {(c["agent.search_cap"], c["agent.top_k"]) for c, _ in conditions} == {
+        (a, b) for a in (0, 1, 3) for b in (1, 2)
+    }
+    fingerprints = {condition_fingerprint(s) for _, s in conditions}
+    assert len(fingerprints) == 6
+
+
+def test_invalid_field_type_names_the_field(write_spec):
+    with pytest.raises(InputError, match=r'spec.yaml: field "agent.search_cap": Input should be a valid integer'):
+        load_spec(write_spec({"agent": {"search_cap": "many"}}))
+
+
+def test_unknown_key_is_refused(write_spec):
+    with pytest.raises(InputError, match=r'field "agent.serach_cap": Extra inputs are not permitted'):
+        load_spec(write_spec({"agent": {"serach_cap": 3}}))
+
+
+def test_bad_sweep_axis(write_spec):
+    with pytest.raises(InputError, match=r'field "sweep.agent.nope": no such setting'):
+        load_spec(write_spec({"sweep": {"agent.nope": [1]}}))
+    with pytest.raises(InputError, match=r"sweep value: field \"agent.search_cap\""):
+        load_spec(write_spec({"sweep": {"agent.search_cap": [-1]}}))
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\nagent: {policy: [\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"bad.yaml line \d+: invalid YAML"):
+        load_spec(path)
+
+
+def test_missing_file_and_non_mapping(tmp_path):
+    with pytest.raises(InputError, match="spec file not found"):
+        load_spec(tmp_path / "none.yaml")
+    path = tmp_path / "list.yaml"
+    path.write_text("- 1\n- 2\n", encoding="utf-8")
+    with pytest.raises(InputError, match="expected a mapping"):
+        load_spec(path)
