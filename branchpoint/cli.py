@@ -47,7 +47,8 @@ def _print_summary(summary: Any) -> None:
     statuses = ", ".join(f"{k}: {v}" for k, v in sorted(summary.statuses.items())) or "none run"
     console.print(
         f"[bold]{summary.run_dir}[/]: {summary.planned} planned, {summary.skipped} already recorded, "
-        f"{summary.ran} run ({statuses}) in {summary.wall_s:.1f} s"
+        f"{summary.ran} run ({statuses}) in {summary.wall_s:.1f} s",
+        soft_wrap=True,
     )
 
 

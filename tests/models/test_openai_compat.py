@@ -257,7 +257,8 @@ def test_complete_request_body(server: FakeServer) -> None:
     server.reply("/v1/completions", (200, COMPLETION_LLAMACPP))
     client = client_for(server, seed=7)
     client.complete("Q: x\nDecision:", stop=["\n"])
-    client.complete("Q: y\nDecision:", stop=["\n", "Question:"], grammar='root ::= "{" [^}]* "}"', max_tokens=5)
+    grammar = 'root ::= "{" [^}]* "}"'
+    client.complete("Q: y\nDecision:", stop=["\n", "Question:"], grammar=grammar, max_tokens=5)
     first, second = server.bodies("/v1/completions")
     assert first["prompt"] in ("Q: x\nDecision:", ["Q: x\nDecision:"])
     assert first["model"] == "m"
@@ -267,7 +268,7 @@ def test_complete_request_body(server: FakeServer) -> None:
     assert "grammar" not in first
     assert second["max_tokens"] == 5
     assert second["stop"] == ["\n", "Question:"]
-    assert second["grammar"] == 'root ::= "{" [^}]* "}"'
+    assert second["grammar"] == grammar
     assert second["seed"] == 7
 
 

@@ -1,0 +1,93 @@
+"""The command line: exit codes, one clear error line, no partial output."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from typer.testing import CliRunner
+
+from branchpoint.cli import app
+
+runner = CliRunner()
+
+SCRIPTED = {
+    "name": "cli",
+    "questions": {"path": "demo", "sample": {"answerable": 2, "unanswerable": 2}},
+    "model": {"provider": "scripted", "script": ['answer", "text": "I don\'t know"}']},
+    "agent": {"policy": "constrained", "search": False},
+}
+
+
+def write(tmp_path, data, name="spec.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def test_help_lists_commands():
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for cmd in ("run", "evaluate", "quickstart", "checkpoints"):
+        assert cmd in result.output
+
+
+def test_run_then_evaluate_then_checkpoints(tmp_path):
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", str(write(tmp_path, SCRIPTED)), "--out", str(out), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "4 planned" in result.output and "4 run" in result.output
+    result = runner.invoke(app, ["evaluate", str(out)])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert {"answer_accuracy", "abstention_accuracy", "overall_accuracy", "tpc", "n", "by_category"} <= set(metrics)
+    assert metrics["n"] == 4
+    assert metrics["abstention_accuracy"] == 1.0 and metrics["answer_accuracy"] == 0.0
+    result = runner.invoke(app, ["checkpoints", "ls", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    assert len(rows) == 4 and {r["boundary"] for r in rows} == {"initial"}
+    # rerun: nothing to do
+    result = runner.invoke(app, ["run", str(write(tmp_path, SCRIPTED)), "--out", str(out), "--no-progress"])
+    assert "4 already recorded, 0 run" in result.output
+
+
+def test_unknown_policy_is_one_clear_line_and_no_output(tmp_path):
+    spec = write(tmp_path, {**SCRIPTED, "agent": {"policy": "clever"}})
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", str(spec), "--out", str(out)])
+    assert result.exit_code == 2
+    assert "agent.policy: unknown policy 'clever'" in result.output
+    assert "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_invalid_spec_field_names_file_and_field(tmp_path):
+    spec = write(tmp_path, {**SCRIPTED, "agent": {"search_cap": -3}})
+    result = runner.invoke(app, ["run", str(spec)])
+    assert result.exit_code == 2
+    assert "spec.yaml" in result.output and '"agent.search_cap"' in result.output
+
+
+def test_evaluate_broken_trace_names_line_and_field_and_writes_nothing(tmp_path):
+    good = {"execution_id": "a", "run_id": "r", "question_id": "q", "question": "Q?", "answerable": True,
+            "gold_answers": ["x"], "final_answer": "x"}
+    bad = {**good, "execution_id": "b", "search_calls": "three"}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n", encoding="utf-8")
+    result = runner.invoke(app, ["evaluate", str(path)])
+    assert result.exit_code == 2
+    assert "t.jsonl line 2" in result.output and '"search_calls"' in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
+
+
+def test_evaluate_with_given_judge(tmp_path):
+    rec = {"execution_id": "a", "run_id": "r", "question_id": "q", "question": "Q?", "answerable": False,
+           "category": "FP", "final_answer": "x",
+           "judgments": [{"judge": "human", "kind": "abstention", "label": "ABSTAINED"}]}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(rec) + "\n", encoding="utf-8")
+    result = runner.invoke(app, ["evaluate", str(path), "--judge", "given", "--out", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((tmp_path / "m" / "metrics.json").read_text())
+    assert metrics["abstention_accuracy"] == 1.0 and metrics["by_category"]["FP"]["n"] == 1
