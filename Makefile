@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: quickstart test test-fast install install-embedded bench clean
+.PHONY: quickstart test test-fast install install-embedded clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,9 +35,6 @@ test: install
 ## Unit tests only (no llama.cpp server).
 test-fast: $(VENV)/.deps
 	$(BIN)/python -m pytest -q -m "not integration"
-
-bench: install
-	$(BIN)/python benchmarks/step_overhead.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

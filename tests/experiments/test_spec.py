@@ -58,3 +58,8 @@ def test_missing_file_and_non_mapping(tmp_path):
     path.write_text("- 1\n- 2\n", encoding="utf-8")
     with pytest.raises(InputError, match="expected a mapping"):
         load_spec(path)
+
+
+def test_shipped_specs_are_valid():
+    for path in sorted((REPO / "experiments").glob("*.yaml")):
+        assert load_spec(path).name
