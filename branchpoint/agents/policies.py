@@ -122,13 +122,25 @@ def apply_decision(state: AgentState, decision: Decision, ctx: AgentContext) -> 
 # --- completion style (base models): few-shot JSON decisions, grammar as the fallback ---------
 
 
-def fewshot_decision(state: AgentState, ctx: AgentContext, allow_search: bool) -> Decision:
-    """One unconstrained few-shot call; if it does not parse, retry with a GBNF grammar."""
-    prompt = prompts.fewshot_prompt(state["question"], state.get("evidence", []), allow_search, ctx.evidence_words)
+def fewshot_decision(
+    state: AgentState, ctx: AgentContext, allow_search: bool, *, offered: bool | None = None
+) -> Decision:
+    """One unconstrained few-shot call; if it does not parse, retry with a GBNF grammar.
+
+    `offered` says whether the prompt shows the search examples (default: `allow_search`). A
+    forced answer in a search condition keeps the search prompt, so the server's prompt cache
+    is reused, and lets the grammar allow only an answer.
+    """
+    offered = allow_search if offered is None else offered
+    prompt = prompts.fewshot_prompt(state["question"], state.get("evidence", []), offered, ctx.evidence_words)
     limit = ctx.max_tokens if allow_search else ctx.answer_max_tokens
-    calls = [ctx.model.complete(prompt, stop=["\n"], max_tokens=limit)]
-    parsed = parse_json_decision(calls[-1].text, allow_search)
-    for _ in range(ctx.malformed_retries):
+    calls = []
+    if allow_search or not offered:
+        calls.append(ctx.model.complete(prompt, stop=["\n"], max_tokens=limit))
+        parsed = parse_json_decision(calls[-1].text, allow_search)
+    else:
+        parsed = None
+    for _ in range(ctx.malformed_retries + (0 if calls else 1)):
         if parsed:
             break
         grammar = decision_grammar(allow_search)
@@ -140,8 +152,8 @@ def fewshot_decision(state: AgentState, ctx: AgentContext, allow_search: bool) -
 
 
 def fewshot_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
-    """Forced final answer for completion-style policies: the answer-only few-shot prompt."""
-    return fewshot_decision(state, ctx, allow_search=False)
+    """Forced final answer for completion-style policies: the same prompt, answer-only grammar."""
+    return fewshot_decision(state, ctx, allow_search=False, offered=ctx.search is not None)
 
 
 @policy("constrained", force_answer=fewshot_force_answer)

@@ -22,7 +22,9 @@ FEWSHOT_NO_SEARCH_HEADER = (
     "rests on a false premise, or lacks context.\n\n"
 )
 
-#: (question, evidence lines, action, text): examples that show every decision.
+#: (question, evidence lines, action, text): examples that show every decision. With no
+#: evidence in hand the assistant searches (except when context is missing); with evidence it
+#: answers, abstains or corrects the premise.
 FEWSHOT_EXAMPLES: list[tuple[str, list[str], str, str]] = [
     ("What is the capital of Portugal?", [], "search", "capital of Portugal"),
     (
@@ -31,12 +33,14 @@ FEWSHOT_EXAMPLES: list[tuple[str, list[str], str, str]] = [
         "answer",
         "Lisbon",
     ),
+    ("Why did Charles Dickens write Don Quixote?", [], "search", "Don Quixote author"),
     (
         "Why did Charles Dickens write Don Quixote?",
         ['[1] "Don Quixote" Don Quixote is a novel by Miguel de Cervantes, published in 1605.'],
         "answer",
         "He did not: Don Quixote was written by Miguel de Cervantes.",
     ),
+    ("How much did Julius Caesar's horse weigh at birth?", [], "search", "Julius Caesar horse weight"),
     (
         "How much did Julius Caesar's horse weigh at birth?",
         ['[1] "Julius Caesar" Julius Caesar was a Roman general and statesman.'],

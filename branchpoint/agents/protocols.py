@@ -52,10 +52,10 @@ def parse_json_decision(completion: str, allow_search: bool = True) -> tuple[Act
     """Parse `{"action": ..., "text": ...}` continued after JSON_DECISION_PREFIX; None if invalid."""
     raw = JSON_DECISION_PREFIX + completion.strip()
     end = raw.find("}")
-    if end < 0:
-        return None
+    # A base model often stops right after the closing quote: accept the object closed for it.
+    candidate = raw[: end + 1] if end >= 0 else raw + "}"
     try:
-        obj = json.loads(raw[: end + 1])
+        obj = json.loads(candidate)
     except json.JSONDecodeError:
         return None
     if not isinstance(obj, dict):

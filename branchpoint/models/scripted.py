@@ -42,6 +42,7 @@ class ScriptedModel:
         self._cycle = cycle
         self._fail_first = fail_first
         self.prompts: list[str] = []
+        self.requests: list[dict[str, Any]] = []  # per answered call: stop, grammar, tools, max_tokens
         self.calls = 0
 
     def _next(self, prompt: str) -> dict[str, Any]:
@@ -86,6 +87,7 @@ class ScriptedModel:
     ) -> ModelCall:
         """Return the next scripted reply for a completion prompt (cut at the first stop string)."""
         call = self._call(prompt, max_tokens)
+        self.requests.append({"stop": stop, "grammar": grammar, "max_tokens": max_tokens})
         for s in stop or []:
             if s in call.text:
                 call.text = call.text.split(s, 1)[0]
@@ -101,6 +103,7 @@ class ScriptedModel:
         """Return the next scripted reply; the recorded prompt is the messages joined by role."""
         prompt = "\n".join(f"{m['role']}: {m.get('content') or ''}" for m in messages)
         call = self._call(prompt, max_tokens)
+        self.requests.append({"tools": tools, "max_tokens": max_tokens})
         if not tools:
             call.tool_calls = []
         return call

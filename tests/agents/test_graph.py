@@ -15,6 +15,7 @@ from branchpoint.agents import (
     registered_policies,
     resolve_policy,
 )
+from branchpoint.agents.protocols import decision_grammar
 from branchpoint.errors import InputError
 from branchpoint.models import ScriptedModel
 from branchpoint.tools import SearchTool
@@ -51,8 +52,9 @@ def test_search_cap_forces_final_answer(keyword_source):
     assert out["searches"] == 2
     assert [s["kind"] for s in out["steps"]] == ["decide", "search", "decide", "search", "forced_answer"]
     assert out["final_answer"] == "Canberra"
-    # the forced answer prompt offers no search
-    assert "may search" not in model.prompts[-1]
+    # the forced answer reuses the search prompt (server prompt cache) with an answer-only grammar
+    assert "may search an encyclopedia" in model.prompts[-1]
+    assert model.requests[-1]["grammar"] == decision_grammar(allow_search=False)
 
 
 def test_no_search_condition_never_calls_the_tool(keyword_source):

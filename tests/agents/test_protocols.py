@@ -16,6 +16,8 @@ def call(text: str = "", tool_calls=None, finish: str = "stop") -> ModelCall:
 def test_json_decision_parses_continuation_of_prefix():
     assert parse_json_decision('search", "text": "capital of Australia"}') == ("search", "capital of Australia")
     assert parse_json_decision('answer", "text": "Canberra"} trailing') == ("answer", "Canberra")
+    # stopped after the closing quote: the object is closed for it
+    assert parse_json_decision('search", "text": "Shakespeare birthday"') == ("search", "Shakespeare birthday")
 
 
 def test_json_decision_rejects_invalid_output():
