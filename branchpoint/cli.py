@@ -24,6 +24,8 @@ checkpoints_app = typer.Typer(help="Inspect saved agent states (legal action bou
 app.add_typer(checkpoints_app, name="checkpoints")
 
 console = Console()
+if not console.is_terminal:  # logs and pipes: wide enough that tables are not squeezed to 80
+    console = Console(width=max(console.width, 120))
 err_console = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -24,14 +24,16 @@ FEWSHOT_NO_SEARCH_HEADER = (
 
 #: (question, evidence lines, action, text): examples that show every decision. With no
 #: evidence in hand the assistant searches (except when context is missing); with evidence it
-#: answers, abstains or corrects the premise.
+#: abstains, corrects the premise, or answers. The answering examples come last: a base model
+#: follows the most recent examples, and with them last it extracts answers from evidence more
+#: often (measured on the demo set: 4/16 vs 0/16 answerable, at the cost of abstentions).
 FEWSHOT_EXAMPLES: list[tuple[str, list[str], str, str]] = [
-    ("What is the capital of Portugal?", [], "search", "capital of Portugal"),
+    ("How much did Julius Caesar's horse weigh at birth?", [], "search", "Julius Caesar horse weight"),
     (
-        "What is the capital of Portugal?",
-        ['[1] "Lisbon" Lisbon is the capital and largest city of Portugal.'],
+        "How much did Julius Caesar's horse weigh at birth?",
+        ['[1] "Julius Caesar" Julius Caesar was a Roman general and statesman.'],
         "answer",
-        "Lisbon",
+        "I don't know: no record of that exists.",
     ),
     ("Why did Charles Dickens write Don Quixote?", [], "search", "Don Quixote author"),
     (
@@ -40,14 +42,24 @@ FEWSHOT_EXAMPLES: list[tuple[str, list[str], str, str]] = [
         "answer",
         "He did not: Don Quixote was written by Miguel de Cervantes.",
     ),
-    ("How much did Julius Caesar's horse weigh at birth?", [], "search", "Julius Caesar horse weight"),
-    (
-        "How much did Julius Caesar's horse weigh at birth?",
-        ['[1] "Julius Caesar" Julius Caesar was a Roman general and statesman.'],
-        "answer",
-        "I don't know: no record of that exists.",
-    ),
     ("How old is the teacher?", [], "answer", "Which teacher do you mean? Please specify."),
+    ("What is the capital of Portugal?", [], "search", "capital of Portugal"),
+    (
+        "What is the capital of Portugal?",
+        ['[1] "Lisbon" Lisbon is the capital and largest city of Portugal.'],
+        "answer",
+        "Lisbon",
+    ),
+    ("Who wrote the novel Don Quixote?", [], "search", "Don Quixote author"),
+    (
+        "Who wrote the novel Don Quixote?",
+        [
+            '[1] "Don Quixote" Don Quixote is a novel by Miguel de Cervantes, published in 1605.',
+            '[2] "Lisbon" Lisbon is the capital and largest city of Portugal.',
+        ],
+        "answer",
+        "Miguel de Cervantes",
+    ),
 ]
 
 #: Examples for the no-search condition: the same behaviours, answered without evidence.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
 _COLUMNS: tuple[str, ...] = (
@@ -96,13 +97,50 @@ def tpc_caption(metrics: dict[str, Any]) -> str:
     )
 
 
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}"
+
+
+def _whole(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f}"
+
+
+#: Short headers for the terminal table, so it fits 80 columns.
+_SHORT_COLUMNS: tuple[str, ...] = (
+    "condition", "n", "answer", "abstain", "overall", "TPC", "searches", "in tok", "out tok",
+)  # fmt: skip
+
+
+def short_label(label: str) -> str:
+    """`agent.search=true,model.name=x` -> `search=true,name=x` (the last part of each key)."""
+    return ",".join(part.split("=", 1)[0].rsplit(".", 1)[-1] + "=" + part.split("=", 1)[1]
+                    if "=" in part else part for part in label.split(","))
+
+
 def comparison_table(metrics: dict[str, Any]) -> Table:
-    """A rich table with one row per condition."""
-    table = Table(title="Over-searching metrics by condition", caption=tpc_caption(metrics))
-    for i, col in enumerate(_COLUMNS):
-        table.add_column(col, justify="left" if i == 0 else "right")
+    """A rich table with one row per condition (accuracies in %, means per execution)."""
+    table = Table(
+        title="Accuracy (%) and cost by condition",
+        caption=tpc_caption(metrics),
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    for i, col in enumerate(_SHORT_COLUMNS):
+        table.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
+    labels = {label: short_label(label) for label in metrics["by_condition"]}
+    if len(set(labels.values())) < len(labels):  # shortening made two conditions look alike
+        labels = {label: label for label in labels}
     for label, m in metrics["by_condition"].items():
-        table.add_row(*_condition_row(label, m))
+        tpc = m["tpc"]
+        table.add_row(
+            labels[label],
+            str(m["n"]) + (f" (+{m['n_incomplete']})" if m.get("n_incomplete") else ""),
+            *(_pct(m[k]) for k in ("answer_accuracy", "abstention_accuracy", "overall_accuracy")),
+            fmt_tpc(tpc) if tpc is None or math.isinf(float(tpc)) else f"{float(tpc):,.0f}",
+            fmt_mean(m["mean_search_calls"]),
+            *(_whole(m[k]) for k in ("mean_input_tokens", "mean_output_tokens")),
+        )
     return table
 
 
