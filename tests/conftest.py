@@ -43,3 +43,14 @@ class KeywordSource:
 @pytest.fixture()
 def keyword_source() -> KeywordSource:
     return KeywordSource()
+
+
+@pytest.fixture()
+def postgres_url() -> str:
+    """URL of a PostgreSQL server for checkpoint tests; skips when none is configured."""
+    import os
+
+    url = os.environ.get("BRANCHPOINT_TEST_POSTGRES_URL", "").strip()
+    if not url:
+        pytest.skip("set BRANCHPOINT_TEST_POSTGRES_URL (scripts/start-postgres.sh prints it); CI sets it")
+    return url

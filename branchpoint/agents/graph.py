@@ -1,5 +1,8 @@
 """The agent state machine: START -> decide -> search -> decide ... -> answer -> END.
 
+A fork starts a new thread whose input is a checkpoint's state plus a `directive`; `route_start`
+sends it to the node that continues that state (see `branchpoint.checkpoints.fork`).
+
 `decide` is the policy; `search` runs the pending query on the state's source and appends the
 evidence; once the search budget is spent the graph goes straight to `answer`, which makes the
 forced final model call with no tool (also when a policy asks to search where it may not). Checkpoints after every node record the
@@ -69,6 +72,21 @@ def make_answer_node(policy: Policy) -> Any:
     return answer
 
 
+#: Directive actions that end the search: answer now from the evidence in hand.
+ANSWER_NOW = ("THINK", "STOP")
+
+
+def route_start(state: AgentState) -> str:
+    """Where an execution starts: `decide` for a new one; for a fork seeded from a checkpoint,
+    `answer` when its directive is THINK / STOP, `search` when a query is pending (SAME, SWITCH)."""
+    directive = state.get("directive") or {}
+    if directive.get("action") in ANSWER_NOW:
+        return "answer"
+    if state.get("boundary") == BOUNDARY_PENDING and (state.get("pending") or {}).get("action") == "search":
+        return "search"
+    return "decide"
+
+
 def route_after_decide(state: AgentState) -> str:
     """To `search` when a query is pending and may run, else to `answer`."""
     return "search" if state.get("boundary") == BOUNDARY_PENDING else "answer"
@@ -85,7 +103,7 @@ def build_graph(policy: Policy, checkpointer: BaseCheckpointSaver | None = None)
     builder.add_node("decide", policy.decide)
     builder.add_node("search", search_node)
     builder.add_node("answer", make_answer_node(policy))
-    builder.add_edge(START, "decide")
+    builder.add_conditional_edges(START, route_start, ["decide", "search", "answer"])
     builder.add_conditional_edges("decide", route_after_decide, ["search", "answer"])
     builder.add_conditional_edges("search", route_after_search, ["decide", "answer"])
     builder.add_edge("answer", END)

@@ -1,4 +1,5 @@
-"""Checkpointer factory: one SQLite database per run (WAL mode), one saver per file."""
+"""Checkpointer factory: one SQLite database per run (WAL mode, one saver per file) by default,
+PostgreSQL (`postgresql://` URL) at scale."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+
+from branchpoint.checkpoints.postgres import is_postgres_url, postgres_checkpointer
 
 
 @contextmanager
@@ -15,7 +19,9 @@ def sqlite_checkpointer(path: str | Path) -> Iterator[SqliteSaver]:
     """A SqliteSaver on `path` in WAL mode; share this one saver for all threads of a run.
 
     Several connections on one file give "database is locked" under load (a known upstream
-    issue), so a run opens exactly one.
+    issue), so a run opens exactly one. It is shared by every thread of the process
+    (`check_same_thread=False`); `SqliteSaver` serialises its calls with its own lock, and
+    concurrent `graph.invoke` from a thread pool into this one saver is tested.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -28,3 +34,15 @@ def sqlite_checkpointer(path: str | Path) -> Iterator[SqliteSaver]:
         yield saver
     finally:
         conn.close()
+
+
+@contextmanager
+def open_checkpointer(target: str | Path, *, pool_size: int = 8) -> Iterator[BaseCheckpointSaver]:
+    """The checkpointer for `target`: a `postgresql://` (or `postgres://`) URL opens a pooled
+    `PostgresSaver`; anything else is a SQLite file path. Share the one saver for the whole run."""
+    if is_postgres_url(target):
+        with postgres_checkpointer(str(target).strip(), pool_size=pool_size) as saver:
+            yield saver
+    else:
+        with sqlite_checkpointer(target) as saver:
+            yield saver

@@ -9,6 +9,7 @@ as wrong) and redone on the next run.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -33,6 +34,7 @@ from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_f
 from branchpoint.experiments.store import RunStore
 from branchpoint.models import ModelClient, TransportError, open_model
 from branchpoint.retrieval import RetrievalSource, open_dense_source
+from branchpoint.retrieval.cache import CachedSource, RetrievalCache, source_params
 from branchpoint.tools import SearchTool
 from branchpoint.traces import ExecutionRecord, Step, execution_id
 
@@ -98,24 +100,39 @@ def corpus_path(source: SourceSpec) -> Path:
 
 
 class SourcePool:
-    """Opens each retrieval source once per run (indexes are cached on disk by corpus hash)."""
+    """Opens each retrieval source once per run (indexes are cached on disk by corpus hash).
 
-    def __init__(self, progress: bool) -> None:
+    With `cache_path`, every source goes through the run's persistent retrieval cache, so
+    repeated executions (forks, reruns) get exactly the same evidence for the same query.
+    """
+
+    def __init__(self, progress: bool, cache_path: Path | None = None) -> None:
         self._open: dict[str, RetrievalSource] = {}
         self._progress = progress
+        self._lock = threading.Lock()
+        self._cache = RetrievalCache(cache_path) if cache_path is not None else None
 
     def get(self, name: str, source: SourceSpec) -> RetrievalSource:
         """The source for `name`, opening (and if needed building) its index the first time."""
         key = json.dumps([name, source.model_dump()], sort_keys=True)
-        if key not in self._open:
-            self._open[key] = open_dense_source(
-                name,
-                corpus_path(source),
-                encoder_name=source.encoder,
-                chunk_words=source.chunk_words,
-                progress=self._progress,
-            )
-        return self._open[key]
+        with self._lock:
+            if key not in self._open:
+                opened: RetrievalSource = open_dense_source(
+                    name,
+                    corpus_path(source),
+                    encoder_name=source.encoder,
+                    chunk_words=source.chunk_words,
+                    progress=self._progress,
+                )
+                if self._cache is not None:
+                    opened = CachedSource(opened, self._cache, source_params(opened))
+                self._open[key] = opened
+            return self._open[key]
+
+    def close(self) -> None:
+        """Close the retrieval cache's database."""
+        if self._cache is not None:
+            self._cache.close()
 
     def search_tool(self, spec: ExperimentSpec) -> SearchTool | None:
         """The search tool for a condition, or None when search is not offered."""
@@ -125,32 +142,36 @@ class SourcePool:
         return SearchTool(sources, spec.retrieval.default, top_k=spec.agent.top_k)
 
 
+def identity_fields(planned: PlannedExecution, run_id: str) -> dict[str, Any]:
+    """The fields that say which execution a record is: ids, condition and the question."""
+    q = planned.question
+    return dict(
+        execution_id=planned.execution_id, run_id=run_id, condition=planned.condition,
+        question_id=q.id, question=q.question, answerable=q.answerable, category=q.category,
+        gold_answers=q.gold_answers, stratum=q.stratum, support_group=q.support_group,
+    )  # fmt: skip
+
+
 def record_from_state(
     values: dict[str, Any],
-    planned: PlannedExecution,
-    run_id: str,
+    identity: dict[str, Any],
     wall_s: float,
     checkpoint_ids: list[str] | None,
+    searches_before: int = 0,
 ) -> ExecutionRecord:
-    """The trace record of a finished execution, from the graph's final state."""
+    """The trace record of a finished execution, from the graph's final state.
+
+    `searches_before` is the number of searches already in the state it started from (non-zero
+    for forks), so the record counts only its own search calls.
+    """
     steps = [Step.model_validate(s) for s in values.get("steps", [])]
     usages = [s.usage for s in steps if s.usage is not None]
-    q = planned.question
     return ExecutionRecord(
-        execution_id=planned.execution_id,
-        run_id=run_id,
-        condition=planned.condition,
-        question_id=q.id,
-        question=q.question,
-        answerable=q.answerable,
-        category=q.category,
-        gold_answers=q.gold_answers,
-        stratum=q.stratum,
-        support_group=q.support_group,
+        **identity,
         status=values.get("status", "ok"),
         final_answer=values.get("final_answer"),
         steps=steps,
-        search_calls=int(values.get("searches", 0)),
+        search_calls=int(values.get("searches", 0)) - searches_before,
         input_tokens=sum(u.input_tokens for u in usages),
         output_tokens=sum(u.output_tokens for u in usages),
         reasoning_tokens=sum(u.reasoning_tokens or 0 for u in usages),
@@ -159,15 +180,9 @@ def record_from_state(
     )
 
 
-def incomplete_record(planned: PlannedExecution, run_id: str, wall_s: float, error: str) -> ExecutionRecord:
+def incomplete_record(identity: dict[str, Any], wall_s: float, error: str) -> ExecutionRecord:
     """A record for an execution cut short by a transport fault: redone on the next run."""
-    q = planned.question
-    return ExecutionRecord(
-        execution_id=planned.execution_id, run_id=run_id, condition=planned.condition,
-        question_id=q.id, question=q.question, answerable=q.answerable, category=q.category,
-        gold_answers=q.gold_answers, stratum=q.stratum, support_group=q.support_group,
-        status="incomplete", wall_s=wall_s, error=error,
-    )  # fmt: skip
+    return ExecutionRecord(**identity, status="incomplete", wall_s=wall_s, error=error)
 
 
 def run_one(
@@ -184,10 +199,10 @@ def run_one(
     try:
         values = graph.invoke(state, config, context=ctx, durability="sync")
     except TransportError as exc:
-        return incomplete_record(planned, run_id, time.perf_counter() - start, str(exc))
+        return incomplete_record(identity_fields(planned, run_id), time.perf_counter() - start, str(exc))
     wall = time.perf_counter() - start
     ids = [b.checkpoint_id for b in list_boundaries(graph.checkpointer, planned.execution_id)]
-    return record_from_state(values, planned, run_id, wall, ids)
+    return record_from_state(values, identity_fields(planned, run_id), wall, ids)
 
 
 @contextmanager
@@ -224,12 +239,13 @@ def run_experiment(
     groups: dict[str, list[PlannedExecution]] = {}
     for p in todo:  # one model server per distinct model setting, opened once
         groups.setdefault(_model_key(p.spec), []).append(p)
-    pool = SourcePool(progress)
+    pool = SourcePool(progress, cache_path=store.run_dir / "retrieval_cache.sqlite")
     columns = (
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
         TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
     )  # fmt: skip
     with ExitStack() as stack:
+        stack.callback(pool.close)
         saver = stack.enter_context(sqlite_checkpointer(store.checkpoints_path))
         bar = stack.enter_context(Progress(*columns, disable=not progress, transient=False))
         task = bar.add_task(spec.name, total=len(todo), rate="")

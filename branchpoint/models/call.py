@@ -29,6 +29,10 @@ class ModelClient(Protocol):
 
     name: str
 
+    def with_seed(self, seed: int | None) -> ModelClient:
+        """The same model and server with another sampling seed (repeated forked executions)."""
+        ...
+
     def complete(
         self,
         prompt: str,

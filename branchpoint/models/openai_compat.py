@@ -105,6 +105,12 @@ class OpenAICompatibleClient:
         self._chat = ReasoningChatOpenAI(seed=spec.seed, **common)
         self._completion = OpenAI(max_tokens=spec.max_tokens, **common)
 
+    def with_seed(self, seed: int | None) -> OpenAICompatibleClient:
+        """A client for the same server and model that sends another sampling seed."""
+        if seed == self.spec.seed:
+            return self
+        return OpenAICompatibleClient(self.spec.model_copy(update={"seed": seed}), base_url=self.base_url)
+
     def _retrying(self) -> Retrying:
         return Retrying(
             retry=retry_if_exception(is_transport_fault),

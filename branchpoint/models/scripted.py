@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,7 +23,8 @@ class ScriptedModel:
     """A `ModelClient` whose replies are scripted; records every prompt it was given.
 
     `replies` are returned in order (cycling when `cycle` is set); `responder` computes the
-    reply from the prompt instead. `fail_first` raises `TransportError` for the first N calls,
+    reply from the prompt instead (and also gets the call's options as `request=` — stop,
+    grammar, tools, max_tokens — when it takes that keyword). `fail_first` raises `TransportError` for the first N calls,
     to exercise the runner's handling of transport faults.
     """
 
@@ -39,19 +42,32 @@ class ScriptedModel:
         self.name = name
         self._replies = list(replies or [])
         self._responder = responder
+        self._responder_wants_request = responder is not None and (
+            "request" in inspect.signature(responder).parameters
+        )
         self._cycle = cycle
         self._fail_first = fail_first
         self.prompts: list[str] = []
         self.requests: list[dict[str, Any]] = []  # per answered call: stop, grammar, tools, max_tokens
         self.calls = 0
+        self._lock = threading.Lock()  # forks run branches concurrently on one model
 
-    def _next(self, prompt: str) -> dict[str, Any]:
+    def with_seed(self, seed: int | None) -> ScriptedModel:
+        """The scripted model ignores seeds: the same object (its script is the randomness)."""
+        return self
+
+    def _next(self, prompt: str, request: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            return self._next_locked(prompt, request)
+
+    def _next_locked(self, prompt: str, request: dict[str, Any]) -> dict[str, Any]:
         self.calls += 1
         if self.calls <= self._fail_first:
             raise TransportError(f"scripted transport fault {self.calls}/{self._fail_first}")
         self.prompts.append(prompt)
+        self.requests.append(request)
         if self._responder is not None:
-            reply = self._responder(prompt)
+            reply = self._responder(prompt, request=request) if self._responder_wants_request else self._responder(prompt)
         else:
             idx = len(self.prompts) - 1
             if idx >= len(self._replies):
@@ -61,8 +77,8 @@ class ScriptedModel:
             reply = self._replies[idx]
         return {"text": reply} if isinstance(reply, str) else dict(reply)
 
-    def _call(self, prompt: str, max_tokens: int | None) -> ModelCall:
-        reply = self._next(prompt)
+    def _call(self, prompt: str, max_tokens: int | None, request: dict[str, Any]) -> ModelCall:
+        reply = self._next(prompt, request)
         text = str(reply.get("text", ""))
         finish = reply.get("finish_reason", "stop")
         if max_tokens is not None and _count_tokens(text) > max_tokens:
@@ -86,8 +102,8 @@ class ScriptedModel:
         max_tokens: int | None = None,
     ) -> ModelCall:
         """Return the next scripted reply for a completion prompt (cut at the first stop string)."""
-        call = self._call(prompt, max_tokens)
-        self.requests.append({"stop": stop, "grammar": grammar, "max_tokens": max_tokens})
+        request = {"stop": stop, "grammar": grammar, "max_tokens": max_tokens}
+        call = self._call(prompt, max_tokens, request)
         for s in stop or []:
             if s in call.text:
                 call.text = call.text.split(s, 1)[0]
@@ -102,8 +118,8 @@ class ScriptedModel:
     ) -> ModelCall:
         """Return the next scripted reply; the recorded prompt is the messages joined by role."""
         prompt = "\n".join(f"{m['role']}: {m.get('content') or ''}" for m in messages)
-        call = self._call(prompt, max_tokens)
-        self.requests.append({"tools": tools, "max_tokens": max_tokens})
+        request = {"tools": tools, "max_tokens": max_tokens}
+        call = self._call(prompt, max_tokens, request)
         if not tools:
             call.tool_calls = []
         return call

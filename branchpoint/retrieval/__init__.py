@@ -1,6 +1,8 @@
-"""Retrieval: corpora and chunking, encoders, dense FAISS indexes, and named sources for agents."""
+"""Retrieval: corpora and chunking, encoders, dense FAISS indexes, named sources for agents, and
+the persistent exact-query cache."""
 
 from branchpoint.retrieval._deps import MissingPackageError
+from branchpoint.retrieval.cache import CachedSource, CacheStats, RetrievalCache, source_params
 from branchpoint.retrieval.corpus import (
     CORPUS_FORMATS,
     Passage,
@@ -25,6 +27,8 @@ from branchpoint.retrieval.source import (
 
 __all__ = [
     "CORPUS_FORMATS",
+    "CacheStats",
+    "CachedSource",
     "DEFAULT_ENCODER",
     "ENCODERS",
     "DenseIndex",
@@ -34,6 +38,7 @@ __all__ = [
     "MiniLMOnnxEncoder",
     "MissingPackageError",
     "Passage",
+    "RetrievalCache",
     "RetrievalSource",
     "chunk_passages",
     "corpus_fingerprint",
@@ -42,4 +47,5 @@ __all__ = [
     "load_corpus",
     "open_dense_source",
     "read_manifest",
+    "source_params",
 ]

@@ -12,12 +12,27 @@ import yaml
 from branchpoint.models import ScriptedModel
 
 
-def fewshot_responder(prompt: str) -> str:
-    """Answers the few-shot prompt's last block: search once if allowed, then answer."""
+def fewshot_responder(prompt: str, request: dict | None = None) -> str:
+    """Answers the few-shot prompt's last block: search once if allowed, then answer with the
+    first passage's title (or "I do not know" without evidence)."""
     block = prompt.rsplit("Question: ", 1)[-1]
     question = block.splitlines()[0]
-    if "Evidence: (none)" in block:
+    answer_only = bool(request and request.get("grammar") and "search" not in request["grammar"])
+    if "Evidence: (none)" in block and not answer_only:
         return f'search", "text": "{question}"}}'
+    match = re.search(r'\[1\] "([^"]+)"', block)
+    answer = match.group(1) if match else "I do not know"
+    return f'answer", "text": "{answer}"}}'
+
+
+def search_until_told_responder(prompt: str, request: dict | None = None) -> str:
+    """Searches whenever it may (so executions spend the whole cap); answers with the first
+    passage's title when the grammar allows only an answer (a forced answer)."""
+    answer_only = bool(request and request.get("grammar") and "search" not in request["grammar"])
+    block = prompt.rsplit("Question: ", 1)[-1]
+    if not answer_only:
+        n = block.count("] \"")
+        return f'search", "text": "{block.splitlines()[0]} {n}"}}'
     match = re.search(r'\[1\] "([^"]+)"', block)
     answer = match.group(1) if match else "I do not know"
     return f'answer", "text": "{answer}"}}'
@@ -26,15 +41,16 @@ def fewshot_responder(prompt: str) -> str:
 class CountingOpener:
     """A model opener for `run_experiment` that yields scripted models and counts what it opened."""
 
-    def __init__(self, fail_first: int = 0) -> None:
+    def __init__(self, fail_first: int = 0, responder=None) -> None:
         self.opened = 0
         self.models: list[ScriptedModel] = []
         self.fail_first = fail_first
+        self.responder = responder or fewshot_responder
 
     @contextmanager
     def __call__(self, spec, run_dir):
         self.opened += 1
-        model = ScriptedModel(responder=fewshot_responder, fail_first=self.fail_first)
+        model = ScriptedModel(responder=self.responder, fail_first=self.fail_first)
         self.models.append(model)
         yield model
 

@@ -1,0 +1,115 @@
+"""Forking a saved state into THINK / SEARCH / STOP / SWITCH continuations.
+
+A branch is a new LangGraph thread whose input is the checkpoint's state values with a
+`directive` and an empty step list (so its costs are its own), never the original thread: the
+branches cannot see each other's steps and can run concurrently (DESIGN: LangGraph keeps forks
+of one thread interleaved in its history). `route_start` in the graph sends the seeded state to
+the node that continues it.
+
+Legal actions: at `initial` and `after_search_k`, THINK (answer now from the evidence in hand)
+and SEARCH (up to K more searches, then answer); at `pending_query`, STOP (cancel the query and
+answer), SEARCH (= SAME: run the pending query, then continue) and SWITCH (run the pending query
+on another named source, then continue as SEARCH).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Literal
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from pydantic import BaseModel
+
+from branchpoint.agents.state import boundary_kind
+from branchpoint.errors import InputError
+
+ForkAction = Literal["THINK", "SEARCH", "STOP", "SWITCH"]
+FORK_ACTIONS: tuple[str, ...] = ("THINK", "SEARCH", "STOP", "SWITCH")
+
+#: Which actions may fork from which boundary kind.
+LEGAL_ACTIONS: dict[str, tuple[str, ...]] = {
+    "initial": ("THINK", "SEARCH"),
+    "after_search_k": ("THINK", "SEARCH"),
+    "pending_query": ("STOP", "SEARCH", "SWITCH"),
+}
+
+
+class IllegalActionError(InputError):
+    """An action that is not legal at a boundary (e.g. STOP where no query is pending)."""
+
+
+def check_action(action: str, boundary: str, where: str = "") -> None:
+    """Refuse an unknown action, or one that is illegal at this boundary, with a clear message."""
+    if action not in FORK_ACTIONS:
+        raise InputError(f"unknown fork action {action!r} (expected one of {', '.join(FORK_ACTIONS)})")
+    kind = boundary_kind(boundary)
+    if kind is None:
+        raise IllegalActionError(f"{where}{boundary!r} is not a legal action boundary")
+    if action not in LEGAL_ACTIONS[kind]:
+        reason = " (no query is pending there)" if action in ("STOP", "SWITCH") else ""
+        raise IllegalActionError(
+            f"{where}{action} is not legal at {boundary}{reason}; legal there: {', '.join(LEGAL_ACTIONS[kind])}"
+        )
+
+
+def checkpoint_values(saver: BaseCheckpointSaver, thread_id: str, checkpoint_id: str) -> dict[str, Any]:
+    """The state values saved at one checkpoint of a thread; InputError when it does not exist."""
+    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
+    tup = saver.get_tuple(config)
+    if tup is None or tup.config["configurable"].get("checkpoint_id") != checkpoint_id:
+        raise InputError(f"checkpoint {checkpoint_id} of execution {thread_id} does not exist")
+    values = tup.checkpoint.get("channel_values") or {}
+    return {k: copy.deepcopy(v) for k, v in values.items() if not k.startswith("branch:")}
+
+
+class Prefix(BaseModel):
+    """What the parent had spent before the checkpoint (not counted again in the branch record)."""
+
+    steps: int
+    search_calls: int
+    input_tokens: int
+    output_tokens: int
+
+
+def prefix_of(values: dict[str, Any]) -> Prefix:
+    """The prefix sizes of a checkpoint's state: steps, searches and tokens so far."""
+    usages = [s.get("usage") or {} for s in values.get("steps", [])]
+    return Prefix(
+        steps=len(values.get("steps", [])),
+        search_calls=int(values.get("searches", 0)),
+        input_tokens=sum(int(u.get("input_tokens", 0)) for u in usages),
+        output_tokens=sum(int(u.get("output_tokens", 0)) for u in usages),
+    )
+
+
+def branch_input(
+    values: dict[str, Any],
+    action: str,
+    *,
+    search_budget: int = 3,
+    switch_source: str | None = None,
+) -> tuple[dict[str, Any], int]:
+    """The input state of a branch and its search cap (searches so far + the budget).
+
+    The checkpoint's evidence, searches and source are kept; the step list starts empty so the
+    branch records only its own calls; the action goes into the `directive` channel.
+    """
+    check_action(action, values.get("boundary") or "")
+    if action == "SWITCH" and not switch_source:
+        raise InputError("SWITCH needs a source to switch to (--switch-source NAME)")
+    if search_budget < 1 and action in ("SEARCH", "SWITCH"):
+        raise InputError(f"--search-budget must be at least 1 for {action}, got {search_budget}")
+    searches = int(values.get("searches", 0))
+    state = {**values, "steps": [], "status": "ok", "final_answer": None}
+    directive: dict[str, Any] = {"action": action}
+    cap = searches
+    if action == "STOP":
+        state.update(pending=None, boundary=None)
+    elif action in ("SEARCH", "SWITCH"):
+        directive["search_budget"] = search_budget
+        cap = searches + search_budget
+        if action == "SWITCH":
+            directive["source"] = switch_source
+            state["source"] = switch_source
+    state["directive"] = directive
+    return state, cap

@@ -1,0 +1,377 @@
+"""Fork studies on a run directory: branch x repeat continuations from saved states.
+
+For each recorded execution, each selected legal boundary, each legal action and each repeat,
+one branch runs on its own thread seeded from the checkpoint (see `branchpoint.checkpoints.fork`)
+and is appended to `RUN_DIR/forks.jsonl` as an `ExecutionRecord` with `parent`, `branch` and
+`repeat`. Branches run concurrently; reruns skip branches already recorded. Retrieval goes
+through the run's persistent cache, so repeats share evidence exactly.
+
+`--minimal-search` forks THINK at every `after_search_t` (t < k) of each correct execution with
+k searches, and records the smallest t whose continuation is still correct in
+`RUN_DIR/minimal_search.jsonl`: the over-search % from real counterfactuals.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from branchpoint.agents import AgentContext, build_graph, recursion_limit, resolve_policy
+from branchpoint.checkpoints import list_boundaries, sqlite_checkpointer
+from branchpoint.checkpoints.boundaries import BoundaryInfo
+from branchpoint.checkpoints.fork import (
+    FORK_ACTIONS,
+    LEGAL_ACTIONS,
+    IllegalActionError,
+    branch_input,
+    check_action,
+    checkpoint_values,
+    prefix_of,
+)
+from branchpoint.errors import InputError
+from branchpoint.evaluation.judges import judge_records
+from branchpoint.evaluation.metrics import is_correct
+from branchpoint.experiments.runner import (
+    ModelOpener,
+    SourcePool,
+    default_model_opener,
+    incomplete_record,
+    record_from_state,
+)
+from branchpoint.experiments.spec import ExperimentSpec, expand_conditions, load_spec
+from branchpoint.experiments.store import RunStore
+from branchpoint.models import TransportError
+from branchpoint.traces import ExecutionRecord, append_record, execution_id, read_records
+
+FORKS_FILE = "forks.jsonl"
+MINIMAL_FILE = "minimal_search.jsonl"
+BOUNDARY_KINDS = ("initial", "after_search_k", "pending_query")
+
+
+class ForkPlan(BaseModel):
+    """What to fork: which boundaries, which actions, how many repeats, which budget."""
+
+    model_config = {"extra": "forbid"}
+
+    boundaries: list[str] = Field(default_factory=lambda: list(BOUNDARY_KINDS))
+    actions: list[str] = Field(default_factory=lambda: ["THINK", "SEARCH"])
+    repeats: int = Field(4, ge=1)
+    search_budget: int = Field(3, ge=1)
+    switch_source: str | None = None
+    executions: list[str] | None = Field(None, description="Execution id prefixes; default: all.")
+    minimal_search: bool = False
+    concurrency: int = Field(4, ge=1)
+    judge: str = "rule"
+
+    def check(self) -> None:
+        """Refuse unknown boundary kinds and actions before any work."""
+        for kind in self.boundaries:
+            if kind not in BOUNDARY_KINDS:
+                raise InputError(f"--boundaries: unknown kind {kind!r} (expected {', '.join(BOUNDARY_KINDS)})")
+        for action in self.actions:
+            if action not in FORK_ACTIONS:
+                raise InputError(f"--actions: unknown action {action!r} (expected {', '.join(FORK_ACTIONS)})")
+
+
+@dataclass
+class BranchTask:
+    """One branch to run: parent record, boundary, action, repeat, and its execution id."""
+
+    parent: ExecutionRecord
+    boundary: BoundaryInfo
+    action: str
+    repeat: int
+    spec: ExperimentSpec
+    execution_id: str
+
+
+@dataclass
+class ForkSummary:
+    """What a fork study did."""
+
+    run_dir: Path
+    planned: int = 0
+    skipped_done: int = 0
+    ran: int = 0
+    illegal_skipped: dict[str, int] = field(default_factory=dict)
+    statuses: dict[str, int] = field(default_factory=dict)
+    wall_s: float = 0.0
+    minimal: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def over_search_pct(self) -> float | None:
+        """Over-search % = mean searches / mean minimal searches − 1 (None without data)."""
+        if not self.minimal:
+            return None
+        mean_k = sum(m["searches"] for m in self.minimal) / len(self.minimal)
+        mean_t = sum(m["minimal_searches"] for m in self.minimal) / len(self.minimal)
+        return float("inf") if mean_t == 0 else 100.0 * (mean_k / mean_t - 1.0)
+
+
+def _condition_key(condition: dict[str, Any]) -> str:
+    return json.dumps(condition, sort_keys=True, default=str)
+
+
+def condition_specs(spec: ExperimentSpec) -> dict[str, ExperimentSpec]:
+    """The resolved spec of each condition of a run, keyed by its condition dict."""
+    return {_condition_key(c): s for c, s in expand_conditions(spec)}
+
+
+def parent_records(store: RunStore, prefixes: list[str] | None) -> list[ExecutionRecord]:
+    """Finished, non-fork executions of a run (latest record per id), optionally by id prefix."""
+    latest: dict[str, ExecutionRecord] = {}
+    for rec in store.records():
+        latest[rec.execution_id] = rec
+    records = [r for r in latest.values() if r.status != "incomplete" and r.parent is None]
+    if prefixes:
+        picked = []
+        for prefix in prefixes:
+            matches = [r for r in records if r.execution_id.startswith(prefix)]
+            if len(matches) != 1:
+                what = "no" if not matches else str(len(matches))
+                raise InputError(f"--execution {prefix}: {what} finished executions of {store.run_dir} match")
+            picked += matches
+        records = picked
+    return records
+
+
+def branch_condition(parent: ExecutionRecord, action: str, plan: ForkPlan) -> dict[str, Any]:
+    """The branch's condition: the parent's, plus the fork settings that shape the continuation."""
+    condition = dict(parent.condition)
+    if action in ("SEARCH", "SWITCH"):
+        condition["fork.search_budget"] = plan.search_budget
+    if action == "SWITCH":
+        condition["fork.switch_source"] = plan.switch_source
+    return condition
+
+
+def plan_branches(
+    saver: Any, store: RunStore, spec: ExperimentSpec, plan: ForkPlan, parents: list[ExecutionRecord],
+    *, only_think_before_k: bool = False,
+) -> tuple[list[BranchTask], Counter[str]]:
+    """Every (parent, boundary, action, repeat) to run, and counts of illegal pairs skipped.
+
+    With one execution and one boundary kind selected, an illegal action is an error; with
+    several, illegal pairs are skipped and counted.
+    """
+    specs = condition_specs(spec)
+    strict = len(parents) == 1 and len(plan.boundaries) == 1
+    tasks: list[BranchTask] = []
+    skipped: Counter[str] = Counter()
+    for parent in parents:
+        resolved = specs.get(_condition_key(parent.condition))
+        if resolved is None:
+            raise InputError(
+                f"execution {parent.execution_id}: its condition {parent.condition} is not in "
+                f"{store.run_dir / 'spec.yaml'}"
+            )
+        if plan.switch_source and "SWITCH" in plan.actions and plan.switch_source not in resolved.retrieval.sources:
+            raise InputError(
+                f"--switch-source: unknown source {plan.switch_source!r} "
+                f"(sources of this run: {', '.join(sorted(resolved.retrieval.sources))})"
+            )
+        for b in list_boundaries(saver, parent.execution_id):
+            if b.kind not in plan.boundaries:
+                continue
+            if only_think_before_k and not (b.kind in ("initial", "after_search_k") and b.searches < parent.search_calls):
+                continue
+            for action in plan.actions:
+                if action not in LEGAL_ACTIONS[b.kind]:
+                    if strict:
+                        check_action(action, b.boundary, f"execution {parent.execution_id[:12]}: ")
+                    skipped[f"{action}@{b.kind}"] += 1
+                    continue
+                if action == "SWITCH" and not plan.switch_source:
+                    raise InputError("SWITCH needs a source to switch to (--switch-source NAME)")
+                parent_ref = {"execution_id": parent.execution_id, "checkpoint_id": b.checkpoint_id, "boundary": b.boundary}
+                condition = branch_condition(parent, action, plan)
+                for repeat in range(plan.repeats):
+                    eid = execution_id(parent.run_id, condition, parent.question_id, parent_ref, action, repeat)
+                    tasks.append(BranchTask(parent, b, action, repeat, resolved, eid))
+    return tasks, skipped
+
+
+class _Appender:
+    """Appends records to one file from many threads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def __call__(self, record: ExecutionRecord) -> None:
+        with self._lock:
+            append_record(self.path, record)
+
+
+def run_branch(graph: Any, ctx: AgentContext, task: BranchTask, saver: Any, plan: ForkPlan) -> ExecutionRecord:
+    """Run one branch on its own thread, seeded from the parent's checkpoint."""
+    values = checkpoint_values(saver, task.parent.execution_id, task.boundary.checkpoint_id)
+    state, cap = branch_input(values, task.action, search_budget=plan.search_budget, switch_source=plan.switch_source)
+    ctx.search_cap = cap
+    parent = task.parent
+    identity = dict(
+        execution_id=task.execution_id, run_id=parent.run_id,
+        condition=branch_condition(parent, task.action, plan), question_id=parent.question_id,
+        question=parent.question, answerable=parent.answerable, category=parent.category,
+        gold_answers=parent.gold_answers, stratum=parent.stratum, support_group=parent.support_group,
+        parent={"execution_id": parent.execution_id, "checkpoint_id": task.boundary.checkpoint_id,
+                "boundary": task.boundary.boundary},
+        branch=task.action, repeat=task.repeat,
+    )  # fmt: skip
+    config = {"configurable": {"thread_id": task.execution_id}, "recursion_limit": recursion_limit(cap)}
+    start = time.perf_counter()
+    try:
+        final = graph.invoke(state, config, context=ctx, durability="sync")
+    except TransportError as exc:
+        return incomplete_record(identity, time.perf_counter() - start, str(exc))
+    wall = time.perf_counter() - start
+    ids = [b.checkpoint_id for b in list_boundaries(saver, task.execution_id)]
+    record = record_from_state(final, identity, wall, ids, searches_before=int(values.get("searches", 0)))
+    extra = record.model_dump()
+    extra["prefix"] = prefix_of(values).model_dump()
+    extra["directive"] = state["directive"]
+    return ExecutionRecord.model_validate(extra)
+
+
+def _run_tasks(
+    tasks: list[BranchTask], store: RunStore, saver: Any, plan: ForkPlan, summary: ForkSummary,
+    model_opener: ModelOpener, progress: bool, label: str,
+) -> None:
+    append = _Appender(store.run_dir / FORKS_FILE)
+    groups: dict[str, list[BranchTask]] = {}
+    for t in tasks:
+        groups.setdefault(t.spec.model.model_dump_json(), []).append(t)
+    pool = SourcePool(progress=False, cache_path=store.run_dir / "retrieval_cache.sqlite")
+    graphs: dict[str, Any] = {}
+    with ExitStack() as stack, Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        disable=not progress,
+    ) as bar:
+        stack.callback(pool.close)
+        bar_task = bar.add_task(label, total=len(tasks))
+        for items in groups.values():
+            with model_opener(items[0].spec, store.run_dir) as client:
+
+                def one(task: BranchTask) -> ExecutionRecord:
+                    agent = task.spec.agent
+                    ctx = AgentContext(
+                        model=client.with_seed((task.spec.model.seed or 0) + task.repeat),
+                        search=pool.search_tool(task.spec),
+                        max_tokens=task.spec.model.max_tokens,
+                        answer_max_tokens=agent.answer_max_tokens or task.spec.model.max_tokens,
+                        evidence_words=agent.evidence_words,
+                        malformed_retries=agent.malformed_retries,
+                    )
+                    return run_branch(graphs[agent.policy], ctx, task, saver, plan)
+
+                for t in items:  # open sources and compile graphs before the threads start
+                    pool.search_tool(t.spec)
+                    if t.spec.agent.policy not in graphs:
+                        graphs[t.spec.agent.policy] = build_graph(resolve_policy(t.spec.agent.policy), saver)
+                with ThreadPoolExecutor(max_workers=plan.concurrency) as executor:
+                    futures = [executor.submit(one, t) for t in items]
+                    for fut in as_completed(futures):
+                        record = fut.result()
+                        append(record)
+                        summary.ran += 1
+                        summary.statuses[record.status] = summary.statuses.get(record.status, 0) + 1
+                        bar.update(bar_task, advance=1)
+
+
+def fork_records(run_dir: Path) -> list[ExecutionRecord]:
+    """The branch records of a run (empty when none yet)."""
+    path = Path(run_dir) / FORKS_FILE
+    return read_records(path) if path.is_file() else []
+
+
+def minimal_searches(
+    parents: list[ExecutionRecord], branches: list[ExecutionRecord], saver: Any, judge: str
+) -> list[dict[str, Any]]:
+    """For each correct parent with k > 0 searches: the smallest t < k whose THINK continuation
+    from `after_search_t` (t = 0: `initial`) is correct in at least half of its repeats; k if none."""
+    judged_parents = {r.execution_id: r for r in judge_records(parents, judge)}
+    think = [b for b in branches if b.branch == "THINK" and b.status != "incomplete"]
+    judged = judge_records(think, judge)
+    by_checkpoint: dict[tuple[str, str], list[bool]] = {}
+    for b in judged:
+        by_checkpoint.setdefault((b.parent.execution_id, b.parent.checkpoint_id), []).append(is_correct(b, judge))
+    out = []
+    for parent in judged_parents.values():
+        k = parent.search_calls
+        if k == 0 or not is_correct(parent, judge):
+            continue
+        minimal = k
+        for b in list_boundaries(saver, parent.execution_id):
+            if b.kind in ("initial", "after_search_k") and b.searches < minimal:
+                votes = by_checkpoint.get((parent.execution_id, b.checkpoint_id))
+                if votes and sum(votes) * 2 >= len(votes):
+                    minimal = b.searches
+        out.append({
+            "execution_id": parent.execution_id, "question_id": parent.question_id,
+            "condition": parent.condition, "searches": k, "minimal_searches": minimal, "judge": judge,
+        })  # fmt: skip
+    return out
+
+
+def fork_run(
+    run_dir: str | Path,
+    plan: ForkPlan,
+    *,
+    progress: bool = True,
+    model_opener: ModelOpener = default_model_opener,
+) -> ForkSummary:
+    """Run a fork study on a run directory (and, with `minimal_search`, the minimal-search study)."""
+    plan.check()
+    started = time.perf_counter()
+    store = RunStore(run_dir)
+    if not (store.run_dir / "spec.yaml").is_file() or not store.executions_path.is_file():
+        raise InputError(f"{store.run_dir}: not a run directory (expected spec.yaml and executions.jsonl)")
+    if not store.checkpoints_path.is_file():
+        raise InputError(f"{store.checkpoints_path}: not found (the run has no checkpoints to fork)")
+    spec = load_spec(store.run_dir / "spec.yaml")
+    parents = parent_records(store, plan.executions)
+    summary = ForkSummary(run_dir=store.run_dir)
+    with ExitStack() as stack:
+        saver = stack.enter_context(sqlite_checkpointer(store.checkpoints_path))
+        tasks, skipped = plan_branches(saver, store, spec, plan, parents)
+        if plan.minimal_search:
+            think_plan = plan.model_copy(update={"actions": ["THINK"], "boundaries": ["initial", "after_search_k"]})
+            extra, _ = plan_branches(saver, store, spec, think_plan, parents, only_think_before_k=True)
+            known = {t.execution_id for t in tasks}
+            tasks += [t for t in extra if t.execution_id not in known]
+        summary.illegal_skipped = dict(skipped)
+        summary.planned = len(tasks)
+        done = {r.execution_id for r in fork_records(store.run_dir) if r.status != "incomplete"}
+        todo = [t for t in tasks if t.execution_id not in done]
+        summary.skipped_done = len(tasks) - len(todo)
+        if todo:
+            _run_tasks(todo, store, saver, plan, summary, model_opener, progress, f"fork {spec.name}")
+        if plan.minimal_search:
+            summary.minimal = minimal_searches(parents, fork_records(store.run_dir), saver, plan.judge)
+            path = store.run_dir / MINIMAL_FILE
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text("".join(json.dumps(m) + "\n" for m in summary.minimal), encoding="utf-8")
+            tmp.replace(path)
+    summary.wall_s = time.perf_counter() - started
+    return summary
+
+
+__all__ = [
+    "FORKS_FILE",
+    "ForkPlan",
+    "ForkSummary",
+    "IllegalActionError",
+    "fork_records",
+    "fork_run",
+    "minimal_searches",
+]
