@@ -69,8 +69,13 @@ def run(
     from branchpoint.experiments.spec import load_spec
 
     loaded = load_spec(spec)
-    summary = run_experiment(loaded, out or Path("runs") / loaded.name, progress=not no_progress)
+    run_dir = out or Path("runs") / loaded.name
+    summary = run_experiment(loaded, run_dir, progress=not no_progress)
     _print_summary(summary)
+    if loaded.fork is not None:
+        from branchpoint.experiments.forking import fork_run
+
+        _print_fork_summary(fork_run(run_dir, loaded.fork, progress=not no_progress))
 
 
 @app.command()
@@ -120,6 +125,61 @@ def quickstart(
     report = out / "report.md"
     report.write_text(markdown_report(metrics, title=f"branchpoint quickstart: {loaded.name}"), encoding="utf-8")
     console.print(f"wrote {out / 'metrics.json'} and {report}")
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+@app.command()
+@friendly_errors
+def fork(
+    run_dir: Path = typer.Argument(..., help="A run directory (from `branchpoint run`)."),
+    boundaries: str = typer.Option(
+        "initial,after_search_k,pending_query", "--boundaries", help="Boundary kinds to fork from."
+    ),
+    actions: str = typer.Option("THINK,SEARCH", "--actions", help="THINK, SEARCH, STOP, SWITCH (comma-separated)."),
+    repeats: int = typer.Option(4, "--repeats", min=1, help="Executions per branch."),
+    search_budget: int = typer.Option(3, "--search-budget", min=1, help="K: most searches a SEARCH/SWITCH branch adds."),
+    switch_source: str | None = typer.Option(None, "--switch-source", help="Source SWITCH runs the pending query on."),
+    execution: list[str] = typer.Option([], "--execution", help="Only these execution ids (prefixes); repeatable."),
+    minimal_search: bool = typer.Option(
+        False, "--minimal-search", help="Also find each correct execution's minimal searches (THINK forks)."
+    ),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Branches run at once."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+) -> None:
+    """Fork saved states into THINK / SEARCH / STOP / SWITCH continuations (RUN_DIR/forks.jsonl).
+
+    Example: branchpoint fork runs/fork-study --actions THINK,SEARCH,STOP,SWITCH --repeats 4
+    --switch-source demo_chunks --minimal-search
+    """
+    from branchpoint.experiments.forking import ForkPlan, fork_run
+
+    plan = ForkPlan(
+        boundaries=_csv(boundaries), actions=[a.upper() for a in _csv(actions)], repeats=repeats,
+        search_budget=search_budget, switch_source=switch_source, executions=execution or None,
+        minimal_search=minimal_search, concurrency=concurrency,
+    )  # fmt: skip
+    _print_fork_summary(fork_run(run_dir, plan, progress=not no_progress))
+
+
+def _print_fork_summary(summary: Any) -> None:
+    statuses = ", ".join(f"{k}: {v}" for k, v in sorted(summary.statuses.items())) or "none run"
+    console.print(
+        f"[bold]{summary.run_dir / 'forks.jsonl'}[/]: {summary.planned} branches planned, "
+        f"{summary.skipped_done} already recorded, {summary.ran} run ({statuses}) in {summary.wall_s:.1f} s",
+        soft_wrap=True,
+    )
+    if summary.illegal_skipped:
+        skipped = ", ".join(f"{k}: {v}" for k, v in sorted(summary.illegal_skipped.items()))
+        console.print(f"skipped actions illegal at their boundary: {skipped}", soft_wrap=True)
+    if summary.minimal:
+        pct = summary.over_search_pct
+        console.print(
+            f"minimal searches for {len(summary.minimal)} correct executions "
+            f"(RUN_DIR/minimal_search.jsonl); over-search = {pct:.1f}%", soft_wrap=True,
+        )
 
 
 @checkpoints_app.command("ls")

@@ -91,3 +91,21 @@ def test_evaluate_with_given_judge(tmp_path):
     assert result.exit_code == 0, result.output
     metrics = json.loads((tmp_path / "m" / "metrics.json").read_text())
     assert metrics["abstention_accuracy"] == 1.0 and metrics["by_category"]["FP"]["n"] == 1
+
+
+def test_fork_command_end_to_end(tmp_path):
+    spec = {**SCRIPTED, "model": {"provider": "scripted", "script": ['search", "text": "x"}', 'answer", "text": "Canberra"}']},
+            "agent": {"policy": "constrained", "search_cap": 1}}
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", str(write(tmp_path, spec)), "--out", str(out), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["fork", str(out), "--actions", "THINK,SEARCH,STOP", "--repeats", "2",
+                                 "--search-budget", "1", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    # per execution: THINK, SEARCH at initial and after_search_1; STOP, SEARCH at pending_query
+    assert "48 branches planned" in result.output and "48 run" in result.output  # 4 executions x 6 x 2
+    assert "skipped actions illegal at their boundary" in result.output
+    result = runner.invoke(app, ["evaluate", str(out / "forks.jsonl"), "--out", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["fork", str(out), "--actions", "SWITCH", "--no-progress"])
+    assert result.exit_code == 2 and "SWITCH needs a source" in result.output

@@ -11,13 +11,17 @@ from branchpoint.traces import read_records
 
 
 def run_boundaries(run_dir: Path, execution: str | None = None) -> list[tuple[str, BoundaryInfo]]:
-    """(execution id, boundary) for every execution of a run, or for one execution id."""
+    """(execution id, boundary) for every execution and fork branch of a run, or for one id."""
     run_dir = Path(run_dir)
     db = run_dir / "checkpoints.sqlite"
     traces = run_dir / "executions.jsonl"
     if not db.is_file() or not traces.is_file():
         raise InputError(f"{run_dir}: not a run directory (expected executions.jsonl and checkpoints.sqlite)")
-    ids = list(dict.fromkeys(r.execution_id for r in read_records(traces)))
+    records = read_records(traces)
+    forks = run_dir / "forks.jsonl"
+    if forks.is_file():  # branches are executions too: their own boundaries can be forked again
+        records += read_records(forks)
+    ids = list(dict.fromkeys(r.execution_id for r in records))
     if execution is not None:
         matches = [i for i in ids if i.startswith(execution)]
         if len(matches) != 1:

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from branchpoint.checkpoints.plan import ForkPlan
 from branchpoint.errors import InputError
 from branchpoint.models.spec import ModelSpec
 from branchpoint.traces import describe_validation_error
@@ -90,6 +91,7 @@ class ExperimentSpec(_Strict):
     retrieval: RetrievalSpec = Field(default_factory=RetrievalSpec)
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
+    fork: ForkPlan | None = Field(None, description="A fork study `branchpoint run` does after the run.")
 
 
 def load_spec(path: str | Path) -> ExperimentSpec:
@@ -135,7 +137,7 @@ def expand_conditions(spec: ExperimentSpec, source: str = "spec") -> list[tuple[
     for axis in axes:
         if axis.startswith("sweep") or not spec.sweep[axis]:
             raise InputError(f'{source}: field "sweep.{axis}": expected a non-empty list of values')
-    base = spec.model_dump(exclude={"sweep"})
+    base = spec.model_dump(exclude={"sweep", "fork"})
     out = []
     for values in itertools.product(*(spec.sweep[a] for a in axes)):
         data = json.loads(json.dumps(base))
