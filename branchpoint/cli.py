@@ -59,6 +59,10 @@ def _print_summary(summary: Any) -> None:
 def run(
     spec: Path = typer.Argument(..., help="Experiment spec (YAML)."),
     out: Path | None = typer.Option(None, "--out", help="Run directory (default: runs/<spec name>)."),
+    checkpoints: str | None = typer.Option(
+        None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
+        help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
+    ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Run every missing execution of a spec; rerunning a finished spec makes no model call.
@@ -70,12 +74,12 @@ def run(
 
     loaded = load_spec(spec)
     run_dir = out or Path("runs") / loaded.name
-    summary = run_experiment(loaded, run_dir, progress=not no_progress)
+    summary = run_experiment(loaded, run_dir, progress=not no_progress, checkpoints=checkpoints)
     _print_summary(summary)
     if loaded.fork is not None:
         from branchpoint.experiments.forking import fork_run
 
-        _print_fork_summary(fork_run(run_dir, loaded.fork, progress=not no_progress))
+        _print_fork_summary(fork_run(run_dir, loaded.fork, progress=not no_progress, checkpoints=checkpoints))
 
 
 @app.command()
@@ -147,6 +151,10 @@ def fork(
         False, "--minimal-search", help="Also find each correct execution's minimal searches (THINK forks)."
     ),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Branches run at once."),
+    checkpoints: str | None = typer.Option(
+        None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
+        help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
+    ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Fork saved states into THINK / SEARCH / STOP / SWITCH continuations (RUN_DIR/forks.jsonl).
@@ -161,7 +169,7 @@ def fork(
         search_budget=search_budget, switch_source=switch_source, executions=execution or None,
         minimal_search=minimal_search, concurrency=concurrency,
     )  # fmt: skip
-    _print_fork_summary(fork_run(run_dir, plan, progress=not no_progress))
+    _print_fork_summary(fork_run(run_dir, plan, progress=not no_progress, checkpoints=checkpoints))
 
 
 def _print_fork_summary(summary: Any) -> None:
@@ -188,6 +196,10 @@ def checkpoints_ls(
     run_dir: Path = typer.Argument(..., help="A run directory."),
     execution: str | None = typer.Option(None, "--execution", help="Only this execution id."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+    checkpoints: str | None = typer.Option(
+        None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
+        help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
+    ),
 ) -> None:
     """List the checkpoints at legal action boundaries of a run's executions.
 
@@ -197,7 +209,7 @@ def checkpoints_ls(
 
     from branchpoint.checkpoints.listing import run_boundaries
 
-    rows = run_boundaries(run_dir, execution)
+    rows = run_boundaries(run_dir, execution, checkpoints)
     if as_json:
         for eid, b in rows:
             typer.echo(json.dumps({"execution_id": eid, **b.model_dump()}))

@@ -109,3 +109,24 @@ def test_fork_command_end_to_end(tmp_path):
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["fork", str(out), "--actions", "SWITCH", "--no-progress"])
     assert result.exit_code == 2 and "SWITCH needs a source" in result.output
+
+
+def test_run_fork_and_list_with_postgres_checkpoints(tmp_path, postgres_url):
+    """The same commands with `--checkpoints postgresql://…`: nothing goes to SQLite."""
+    import uuid
+
+    spec = {**SCRIPTED, "name": f"pg-{uuid.uuid4().hex[:8]}",
+            "model": {"provider": "scripted", "script": ['search", "text": "x"}', 'answer", "text": "Canberra"}']},
+            "agent": {"policy": "constrained", "search_cap": 1}}
+    out = tmp_path / "run"
+    args = ["--checkpoints", postgres_url, "--no-progress"]
+    result = runner.invoke(app, ["run", str(write(tmp_path, spec)), "--out", str(out), *args])
+    assert result.exit_code == 0, result.output
+    assert not (out / "checkpoints.sqlite").exists()
+    result = runner.invoke(app, ["fork", str(out), "--actions", "THINK", "--repeats", "1", *args])
+    assert result.exit_code == 0, result.output
+    assert "8 run (ok: 8)" in result.output  # 4 executions x THINK at initial and after_search_1
+    result = runner.invoke(app, ["checkpoints", "ls", str(out), "--json", "--checkpoints", postgres_url])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    assert {r["kind"] for r in rows} == {"initial", "pending_query", "after_search_k"}

@@ -5,17 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from branchpoint.checkpoints.boundaries import BoundaryInfo, list_boundaries
-from branchpoint.checkpoints.store import sqlite_checkpointer
+from branchpoint.checkpoints.store import open_checkpointer
 from branchpoint.errors import InputError
 from branchpoint.traces import read_records
 
 
-def run_boundaries(run_dir: Path, execution: str | None = None) -> list[tuple[str, BoundaryInfo]]:
+def run_boundaries(
+    run_dir: Path, execution: str | None = None, checkpoints: str | None = None
+) -> list[tuple[str, BoundaryInfo]]:
     """(execution id, boundary) for every execution and fork branch of a run, or for one id."""
     run_dir = Path(run_dir)
     db = run_dir / "checkpoints.sqlite"
     traces = run_dir / "executions.jsonl"
-    if not db.is_file() or not traces.is_file():
+    if (checkpoints is None and not db.is_file()) or not traces.is_file():
         raise InputError(f"{run_dir}: not a run directory (expected executions.jsonl and checkpoints.sqlite)")
     records = read_records(traces)
     forks = run_dir / "forks.jsonl"
@@ -29,7 +31,7 @@ def run_boundaries(run_dir: Path, execution: str | None = None) -> list[tuple[st
             raise InputError(f"--execution {execution}: {what} executions of {run_dir} match")
         ids = matches
     rows = []
-    with sqlite_checkpointer(db) as saver:
+    with open_checkpointer(checkpoints or db) as saver:
         for eid in ids:
             rows += [(eid, b) for b in list_boundaries(saver, eid)]
     return rows

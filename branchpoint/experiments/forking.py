@@ -26,7 +26,7 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from branchpoint.agents import AgentContext, build_graph, recursion_limit, resolve_policy
-from branchpoint.checkpoints import list_boundaries, sqlite_checkpointer
+from branchpoint.checkpoints import list_boundaries, open_checkpointer
 from branchpoint.checkpoints.boundaries import BoundaryInfo
 from branchpoint.checkpoints.plan import ForkPlan
 from branchpoint.checkpoints.fork import (
@@ -302,6 +302,7 @@ def fork_run(
     *,
     progress: bool = True,
     model_opener: ModelOpener = default_model_opener,
+    checkpoints: str | None = None,
 ) -> ForkSummary:
     """Run a fork study on a run directory (and, with `minimal_search`, the minimal-search study)."""
     plan.check()
@@ -309,13 +310,13 @@ def fork_run(
     store = RunStore(run_dir)
     if not (store.run_dir / "spec.yaml").is_file() or not store.executions_path.is_file():
         raise InputError(f"{store.run_dir}: not a run directory (expected spec.yaml and executions.jsonl)")
-    if not store.checkpoints_path.is_file():
+    if checkpoints is None and not store.checkpoints_path.is_file():
         raise InputError(f"{store.checkpoints_path}: not found (the run has no checkpoints to fork)")
     spec = load_spec(store.run_dir / "spec.yaml")
     parents = parent_records(store, plan.executions)
     summary = ForkSummary(run_dir=store.run_dir)
     with ExitStack() as stack:
-        saver = stack.enter_context(sqlite_checkpointer(store.checkpoints_path))
+        saver = stack.enter_context(open_checkpointer(store.checkpoint_target(checkpoints)))
         tasks, skipped = plan_branches(saver, store, spec, plan, parents)
         if plan.minimal_search:
             think_plan = plan.model_copy(update={"actions": ["THINK"], "boundaries": ["initial", "after_search_k"]})

@@ -26,7 +26,7 @@ from branchpoint.agents import (
     recursion_limit,
     resolve_policy,
 )
-from branchpoint.checkpoints import list_boundaries, sqlite_checkpointer
+from branchpoint.checkpoints import list_boundaries, open_checkpointer
 from branchpoint.errors import InputError
 from branchpoint.experiments.loaders import balanced_sample, load_questions
 from branchpoint.experiments.questions import Question, demo_corpus_path
@@ -222,8 +222,13 @@ def run_experiment(
     *,
     progress: bool = True,
     model_opener: ModelOpener = default_model_opener,
+    checkpoints: str | None = None,
 ) -> RunSummary:
-    """Run every missing execution of a spec into `run_dir` and return what was done."""
+    """Run every missing execution of a spec into `run_dir` and return what was done.
+
+    `checkpoints` is a `postgresql://` URL for runs shared by many workers; default: the run's
+    own SQLite file.
+    """
     started = time.perf_counter()
     questions = select_questions(spec)
     plan = plan_executions(spec, questions)  # validates names before anything is written
@@ -246,7 +251,7 @@ def run_experiment(
     )  # fmt: skip
     with ExitStack() as stack:
         stack.callback(pool.close)
-        saver = stack.enter_context(sqlite_checkpointer(store.checkpoints_path))
+        saver = stack.enter_context(open_checkpointer(store.checkpoint_target(checkpoints)))
         bar = stack.enter_context(Progress(*columns, disable=not progress, transient=False))
         task = bar.add_task(spec.name, total=len(todo), rate="")
         graphs: dict[str, Any] = {}

@@ -31,6 +31,14 @@ class RunStore:
         """The run's SQLite checkpoint database (one per run)."""
         return self.run_dir / "checkpoints.sqlite"
 
+    def checkpoint_target(self, override: str | None = None) -> str:
+        """Where the run's checkpoints live: a `postgresql://` URL if given, else the run's SQLite file.
+
+        A URL is never written into the run folder (it may hold a password): pass it to every
+        command, or set BRANCHPOINT_CHECKPOINTS.
+        """
+        return override or str(self.checkpoints_path)
+
     def create(self, spec_data: dict) -> None:
         """Make the folder and write the resolved spec beside the traces (atomically)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
