@@ -119,8 +119,9 @@ def parent_records(store: RunStore, prefixes: list[str] | None) -> list[Executio
 
 
 def branch_condition(parent: ExecutionRecord, action: str, plan: ForkPlan) -> dict[str, Any]:
-    """The branch's condition: the parent's, plus the fork settings that shape the continuation."""
-    condition = dict(parent.condition)
+    """The branch's condition: the parent's, plus the action and the fork settings that shape the
+    continuation (so `evaluate` on forks.jsonl reports each action as its own condition)."""
+    condition = {**parent.condition, "fork.action": action}
     if action in ("SEARCH", "SWITCH"):
         condition["fork.search_budget"] = plan.search_budget
     if action == "SWITCH":

@@ -76,7 +76,7 @@ def test_every_action_at_every_boundary(base_run):
             assert first.query in [s.query for s in parent.steps if s.kind == "search"]
     for r in branches_by(records, branch="SWITCH"):
         assert r.steps[0].kind == "search" and r.steps[0].source == "demo_chunks"
-        assert r.condition["fork.switch_source"] == "demo_chunks"
+        assert r.condition["fork.switch_source"] == "demo_chunks" and r.condition["fork.action"] == "SWITCH"
         assert all("#" in d.doc_id or d.doc_id.startswith("demo-") for d in r.steps[0].retrieved)
     # token costs are the continuation's own; the prefix is recorded beside them
     for r in records:
