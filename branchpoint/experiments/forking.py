@@ -14,10 +14,8 @@ k searches, and records the smallest t whose continuation is still correct in
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,14 +41,17 @@ from branchpoint.evaluation.metrics import is_correct
 from branchpoint.experiments.runner import (
     ModelOpener,
     SourcePool,
+    agent_context,
     default_model_opener,
     incomplete_record,
+    limit_connections,
     record_from_state,
+    run_concurrently,
 )
 from branchpoint.experiments.spec import ExperimentSpec, expand_conditions, load_spec
 from branchpoint.experiments.store import RunStore
 from branchpoint.models import TransportError
-from branchpoint.traces import ExecutionRecord, append_record, execution_id, read_records
+from branchpoint.traces import ExecutionRecord, execution_id, read_records
 
 FORKS_FILE = "forks.jsonl"
 MINIMAL_FILE = "minimal_search.jsonl"
@@ -175,18 +176,6 @@ def plan_branches(
     return tasks, skipped
 
 
-class _Appender:
-    """Appends records to one file from many threads."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-
-    def __call__(self, record: ExecutionRecord) -> None:
-        with self._lock:
-            append_record(self.path, record)
-
-
 def run_branch(graph: Any, ctx: AgentContext, task: BranchTask, saver: Any, plan: ForkPlan) -> ExecutionRecord:
     """Run one branch on its own thread, seeded from the parent's checkpoint."""
     values = checkpoint_values(saver, task.parent.execution_id, task.boundary.checkpoint_id)
@@ -221,7 +210,13 @@ def _run_tasks(
     tasks: list[BranchTask], store: RunStore, saver: Any, plan: ForkPlan, summary: ForkSummary,
     model_opener: ModelOpener, progress: bool, label: str,
 ) -> None:
-    append = _Appender(store.run_dir / FORKS_FILE)
+
+    def record(rec: ExecutionRecord) -> None:
+        store.append(rec, FORKS_FILE)
+        summary.ran += 1
+        summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
+        bar.update(bar_task, advance=1)
+
     groups: dict[str, list[BranchTask]] = {}
     for t in tasks:
         groups.setdefault(t.spec.model.model_dump_json(), []).append(t)
@@ -234,32 +229,18 @@ def _run_tasks(
         stack.callback(pool.close)
         bar_task = bar.add_task(label, total=len(tasks))
         for items in groups.values():
-            with model_opener(items[0].spec, store.run_dir) as client:
+            with model_opener(items[0].spec, store.run_dir) as opened:
+                client = limit_connections(opened, items[0].spec.model.max_connections or plan.concurrency)
 
                 def one(task: BranchTask) -> ExecutionRecord:
-                    agent = task.spec.agent
-                    ctx = AgentContext(
-                        model=client.with_seed((task.spec.model.seed or 0) + task.repeat),
-                        search=pool.search_tool(task.spec),
-                        max_tokens=task.spec.model.max_tokens,
-                        answer_max_tokens=agent.answer_max_tokens or task.spec.model.max_tokens,
-                        evidence_words=agent.evidence_words,
-                        malformed_retries=agent.malformed_retries,
-                    )
-                    return run_branch(graphs[agent.policy], ctx, task, saver, plan)
+                    ctx = agent_context(task.spec, client.with_seed((task.spec.model.seed or 0) + task.repeat), pool)
+                    return run_branch(graphs[task.spec.agent.policy], ctx, task, saver, plan)
 
                 for t in items:  # open sources and compile graphs before the threads start
                     pool.search_tool(t.spec)
                     if t.spec.agent.policy not in graphs:
                         graphs[t.spec.agent.policy] = build_graph(resolve_policy(t.spec.agent.policy), saver)
-                with ThreadPoolExecutor(max_workers=plan.concurrency) as executor:
-                    futures = [executor.submit(one, t) for t in items]
-                    for fut in as_completed(futures):
-                        record = fut.result()
-                        append(record)
-                        summary.ran += 1
-                        summary.statuses[record.status] = summary.statuses.get(record.status, 0) + 1
-                        bar.update(bar_task, advance=1)
+                run_concurrently(items, one, plan.concurrency, record)
 
 
 def fork_records(run_dir: Path) -> list[ExecutionRecord]:

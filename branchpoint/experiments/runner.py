@@ -12,10 +12,11 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -205,6 +206,76 @@ def run_one(
     return record_from_state(values, identity_fields(planned, run_id), wall, ids)
 
 
+def agent_context(spec: ExperimentSpec, client: ModelClient, pool: SourcePool) -> AgentContext:
+    """The run-time context of one execution under a condition's spec."""
+    agent = spec.agent
+    return AgentContext(
+        model=client,
+        search=pool.search_tool(spec),
+        search_cap=agent.search_cap,
+        max_tokens=spec.model.max_tokens,
+        answer_max_tokens=agent.answer_max_tokens or spec.model.max_tokens,
+        evidence_words=agent.evidence_words,
+        malformed_retries=agent.malformed_retries,
+    )
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def run_concurrently(
+    items: list[T], fn: Callable[[T], R], concurrency: int, on_result: Callable[[R], None]
+) -> None:
+    """Apply `fn` to every item with at most `concurrency` at once; `on_result` runs in this thread.
+
+    Results are handed over as they finish, so each is recorded durably before the next one
+    returns; an exception (a bug, not a transport fault) stops the run after the running ones.
+    """
+    if concurrency == 1:
+        for item in items:
+            on_result(fn(item))
+        return
+    with ThreadPoolExecutor(max_workers=concurrency) as executor:
+        futures = [executor.submit(fn, item) for item in items]
+        try:
+            for fut in as_completed(futures):
+                on_result(fut.result())
+        except BaseException:
+            for fut in futures:
+                fut.cancel()
+            raise
+
+
+class ConnectionLimitedClient:
+    """A model client that lets at most N calls reach its server at once (per-server limit)."""
+
+    def __init__(self, inner: ModelClient, limit: int, semaphore: threading.BoundedSemaphore | None = None) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.limit = limit
+        self._semaphore = semaphore or threading.BoundedSemaphore(limit)
+
+    def with_seed(self, seed: int | None) -> ConnectionLimitedClient:
+        """The same limit (shared) for a client with another seed."""
+        return ConnectionLimitedClient(self.inner.with_seed(seed), self.limit, self._semaphore)
+
+    def complete(self, prompt: str, **kwargs: Any) -> Any:
+        """`complete` once a connection slot is free."""
+        with self._semaphore:
+            return self.inner.complete(prompt, **kwargs)
+
+    def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+        """`chat` once a connection slot is free."""
+        with self._semaphore:
+            return self.inner.chat(messages, **kwargs)
+
+
+def limit_connections(client: ModelClient, limit: int) -> ModelClient:
+    """Wrap a client so at most `limit` calls are in flight to its server."""
+    return ConnectionLimitedClient(client, limit)
+
+
 @contextmanager
 def default_model_opener(spec: ExperimentSpec, run_dir: Path) -> Iterator[ModelClient]:
     """Open the model of a spec, logging an embedded server's output into the run folder."""
@@ -223,12 +294,17 @@ def run_experiment(
     progress: bool = True,
     model_opener: ModelOpener = default_model_opener,
     checkpoints: str | None = None,
+    concurrency: int = 1,
 ) -> RunSummary:
     """Run every missing execution of a spec into `run_dir` and return what was done.
 
+    `concurrency` executions run at once (threads; a server such as vLLM batches the concurrent
+    requests), at most `model.max_connections` of them talking to one server at a time.
     `checkpoints` is a `postgresql://` URL for runs shared by many workers; default: the run's
     own SQLite file.
     """
+    if concurrency < 1:
+        raise InputError(f"--concurrency must be at least 1, got {concurrency}")
     started = time.perf_counter()
     questions = select_questions(spec)
     plan = plan_executions(spec, questions)  # validates names before anything is written
@@ -255,26 +331,27 @@ def run_experiment(
         bar = stack.enter_context(Progress(*columns, disable=not progress, transient=False))
         task = bar.add_task(spec.name, total=len(todo), rate="")
         graphs: dict[str, Any] = {}
+
+        def record(rec: ExecutionRecord) -> None:
+            store.append(rec)
+            summary.ran += 1
+            summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
+            elapsed = time.perf_counter() - started
+            bar.update(task, advance=1, rate=f"{summary.ran / max(elapsed, 1e-9) * 60:.1f}/min")
+
         for items in groups.values():
-            with model_opener(items[0].spec, store.run_dir) as client:
-                for planned in items:
-                    agent = planned.spec.agent
-                    if agent.policy not in graphs:
-                        graphs[agent.policy] = build_graph(resolve_policy(agent.policy), saver)
-                    ctx = AgentContext(
-                        model=client,
-                        search=pool.search_tool(planned.spec),
-                        search_cap=agent.search_cap,
-                        max_tokens=planned.spec.model.max_tokens,
-                        answer_max_tokens=agent.answer_max_tokens or planned.spec.model.max_tokens,
-                        evidence_words=agent.evidence_words,
-                        malformed_retries=agent.malformed_retries,
-                    )
-                    record = run_one(graphs[agent.policy], ctx, planned, spec.name)
-                    store.append(record)
-                    summary.ran += 1
-                    summary.statuses[record.status] = summary.statuses.get(record.status, 0) + 1
-                    elapsed = time.perf_counter() - started
-                    bar.update(task, advance=1, rate=f"{summary.ran / max(elapsed, 1e-9) * 60:.1f}/min")
+            with model_opener(items[0].spec, store.run_dir) as opened:
+                client = limit_connections(opened, items[0].spec.model.max_connections or concurrency)
+                for planned in items:  # open sources and compile graphs before any thread starts
+                    pool.search_tool(planned.spec)
+                    policy = planned.spec.agent.policy
+                    if policy not in graphs:
+                        graphs[policy] = build_graph(resolve_policy(policy), saver)
+
+                def one(planned: PlannedExecution) -> ExecutionRecord:
+                    ctx = agent_context(planned.spec, client, pool)
+                    return run_one(graphs[planned.spec.agent.policy], ctx, planned, spec.name)
+
+                run_concurrently(items, one, concurrency, record)
     summary.wall_s = time.perf_counter() - started
     return summary

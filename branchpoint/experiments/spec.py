@@ -155,7 +155,7 @@ def condition_fingerprint(spec: ExperimentSpec) -> str:
     """A hash of every setting that can change an execution's outcome (not timeouts or ports)."""
     relevant = {
         "seed": spec.seed,
-        "model": spec.model.model_dump(exclude={"timeout_s", "retries", "server"}),
+        "model": spec.model.model_dump(exclude={"timeout_s", "retries", "server", "max_connections"}),
         "agent": spec.agent.model_dump(),
         "retrieval": spec.retrieval.model_dump(),
     }

@@ -8,6 +8,7 @@ complete line is kept.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import yaml
@@ -20,6 +21,7 @@ class RunStore:
 
     def __init__(self, run_dir: str | Path) -> None:
         self.run_dir = Path(run_dir)
+        self._append_lock = threading.Lock()
 
     @property
     def executions_path(self) -> Path:
@@ -74,6 +76,7 @@ class RunStore:
             latest[rec.execution_id] = rec.status
         return {eid for eid, status in latest.items() if status != "incomplete"}
 
-    def append(self, record: ExecutionRecord) -> None:
-        """Append one record durably."""
-        append_record(self.executions_path, record)
+    def append(self, record: ExecutionRecord, file: str = "executions.jsonl") -> None:
+        """Append one record durably (one writer at a time within this process)."""
+        with self._append_lock:
+            append_record(self.run_dir / file, record)

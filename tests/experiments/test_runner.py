@@ -90,3 +90,47 @@ def test_unknown_default_source_fails_before_anything_is_written(tmp_path, write
     with pytest.raises(InputError, match="retrieval.default: unknown source 'wiki'"):
         run_experiment(spec, tmp_path / "run", progress=False, model_opener=CountingOpener())
     assert not (tmp_path / "run").exists()
+
+
+def test_concurrent_run_records_every_execution_once(tmp_path, write_spec, isolated_cache):
+    spec = load_spec(write_spec({"questions": {"path": "demo", "sample": {"answerable": 10, "unanswerable": 10}}}))
+    run_dir = tmp_path / "run"
+    summary = run_experiment(spec, run_dir, progress=False, model_opener=CountingOpener(), concurrency=8)
+    assert summary.ran == 40 and summary.statuses == {"ok": 40}
+    records = read_records(run_dir / "executions.jsonl")
+    assert len(records) == len({r.execution_id for r in records}) == 40
+    sequential = tmp_path / "seq"
+    run_experiment(spec, sequential, progress=False, model_opener=CountingOpener())
+    by_id = {r.execution_id: r for r in read_records(sequential / "executions.jsonl")}
+    for r in records:  # the same outcomes as a sequential run
+        assert r.final_answer == by_id[r.execution_id].final_answer
+        assert [s.kind for s in r.steps] == [s.kind for s in by_id[r.execution_id].steps]
+
+
+def test_connection_limit_bounds_calls_in_flight():
+    import threading
+    import time
+
+    from branchpoint.experiments.runner import limit_connections, run_concurrently
+
+    in_flight, peak, lock = 0, 0, threading.Lock()
+
+    class SlowServer:
+        """A client whose calls take 20 ms and count how many are in flight."""
+
+        name = "slow"
+
+        def complete(self, prompt, **kwargs):
+            nonlocal in_flight, peak
+            with lock:
+                in_flight += 1
+                peak = max(peak, in_flight)
+            time.sleep(0.02)
+            with lock:
+                in_flight -= 1
+            return "ok"
+
+    client = limit_connections(SlowServer(), 3)
+    out = []
+    run_concurrently(list(range(24)), lambda i: client.complete(str(i)), 12, out.append)
+    assert out == ["ok"] * 24 and peak == 3
