@@ -152,10 +152,13 @@ def expand_conditions(spec: ExperimentSpec, source: str = "spec") -> list[tuple[
 
 
 def condition_fingerprint(spec: ExperimentSpec) -> str:
-    """A hash of every setting that can change an execution's outcome (not timeouts or ports)."""
+    """A hash of every setting that can change an execution's outcome (not timeouts, URLs, ports)."""
     relevant = {
         "seed": spec.seed,
-        "model": spec.model.model_dump(exclude={"timeout_s", "retries", "server", "max_connections"}),
+        "model": spec.model.model_dump(
+            # where and how the model is reached does not change what it answers
+            exclude={"base_url", "api_key_env", "timeout_s", "retries", "server", "max_connections"}
+        ),
         "agent": spec.agent.model_dump(),
         "retrieval": spec.retrieval.model_dump(),
     }

@@ -1,0 +1,153 @@
+"""A local OpenAI-compatible server for fault-injection tests and throughput benchmarks.
+
+It answers `/v1/models`, `/v1/completions` and `/v1/chat/completions` with valid replies after a
+fixed latency, and, on a seeded share of requests, answers HTTP 500, drops the connection
+without a reply, answers truncated JSON, or stalls past the client's timeout. Run it as a script
+(`python tests/servers/openai_fault_server.py --port 0 ...`; it prints `PORT <n>` when ready) or
+in-process with `FaultServer(...).start()`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class FaultConfig:
+    """Shares of requests that fail in each way, and the latency of every request."""
+
+    def __init__(
+        self, latency_s: float = 0.0, error_rate: float = 0.0, drop_rate: float = 0.0,
+        truncate_rate: float = 0.0, stall_rate: float = 0.0, stall_s: float = 5.0, seed: int = 0,
+    ) -> None:  # fmt: skip
+        self.latency_s = latency_s
+        self.error_rate = error_rate
+        self.drop_rate = drop_rate
+        self.truncate_rate = truncate_rate
+        self.stall_rate = stall_rate
+        self.stall_s = stall_s
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self.counts: dict[str, int] = {"ok": 0, "error": 0, "drop": 0, "truncate": 0, "stall": 0}
+
+    def draw(self) -> str:
+        """The fate of the next request."""
+        with self._lock:
+            r = self._rng.random()
+            for fate, rate in (("error", self.error_rate), ("drop", self.drop_rate),
+                               ("truncate", self.truncate_rate), ("stall", self.stall_rate)):
+                if r < rate:
+                    self.counts[fate] += 1
+                    return fate
+                r -= rate
+            self.counts["ok"] += 1
+            return "ok"
+
+
+def _reply(path: str, body: dict[str, Any]) -> dict[str, Any]:
+    usage = {"prompt_tokens": len(json.dumps(body).split()), "completion_tokens": 7, "total_tokens": 0}
+    if path.endswith("/completions") and "chat" not in path:
+        text = 'answer", "text": "I do not know"}'
+        return {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": body.get("model", "m"),
+                "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+                "usage": usage}
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body.get("model", "m"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "I don't know."},
+                         "finish_reason": "stop"}], "usage": usage}
+
+
+def make_handler(config: FaultConfig) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:  # quiet
+            pass
+
+        def _send(self, code: int, payload: bytes) -> None:
+            try:
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
+                self.close_connection = True
+
+        def do_GET(self) -> None:  # noqa: N802
+            if self.path.rstrip("/").endswith("/models"):
+                self._send(200, json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode())
+            else:
+                self._send(404, b'{"error": "not found"}')
+
+        def do_POST(self) -> None:  # noqa: N802
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            time.sleep(config.latency_s)
+            fate = config.draw()
+            if fate == "error":
+                self._send(500, b'{"error": {"message": "injected failure"}}')
+            elif fate == "drop":
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+            elif fate == "truncate":
+                payload = json.dumps(_reply(self.path, body)).encode()
+                self._send(200, payload[: len(payload) // 2])
+            elif fate == "stall":
+                time.sleep(config.stall_s)
+                self._send(200, json.dumps(_reply(self.path, body)).encode())
+            else:
+                self._send(200, json.dumps(_reply(self.path, body)).encode())
+
+    return Handler
+
+
+class FaultServer:
+    """The server in a background thread: `with FaultServer(FaultConfig(...)) as s: s.base_url`."""
+
+    def __init__(self, config: FaultConfig | None = None, port: int = 0) -> None:
+        self.config = config or FaultConfig()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), make_handler(self.config))
+        self.httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def start(self) -> FaultServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self) -> FaultServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=0)
+    for name in ("latency-s", "error-rate", "drop-rate", "truncate-rate", "stall-rate"):
+        parser.add_argument(f"--{name}", type=float, default=0.0)
+    parser.add_argument("--stall-s", type=float, default=5.0)
+    parser.add_argument("--seed", type=int, default=0)
+    a = parser.parse_args()
+    config = FaultConfig(a.latency_s, a.error_rate, a.drop_rate, a.truncate_rate, a.stall_rate, a.stall_s, a.seed)
+    server = FaultServer(config, a.port)
+    print(f"PORT {server.httpd.server_address[1]}", flush=True)
+    server.httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
