@@ -1,21 +1,50 @@
-"""Models: specs, the OpenAI-compatible client, the embedded llama.cpp server, a scripted model."""
+"""Models: specs, the OpenAI-compatible client, managed servers (llama.cpp, vLLM), a scripted model.
 
-from branchpoint.models.call import ModelCall, ModelClient, TransportError
-from branchpoint.models.factory import open_model
-from branchpoint.models.llamacpp import LlamaCppServer, packaged_gguf
-from branchpoint.models.openai_compat import OpenAICompatibleClient
-from branchpoint.models.scripted import ScriptedModel
-from branchpoint.models.spec import EmbeddedServerSpec, ModelSpec
+Names are imported on first use, so that light commands (`branchpoint models serve vllm`) do not
+pay for importing the LangChain client.
+"""
 
-__all__ = [
-    "EmbeddedServerSpec",
-    "LlamaCppServer",
-    "ModelCall",
-    "ModelClient",
-    "ModelSpec",
-    "OpenAICompatibleClient",
-    "ScriptedModel",
-    "TransportError",
-    "open_model",
-    "packaged_gguf",
-]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from branchpoint.models.call import ModelCall, ModelClient, TransportError
+    from branchpoint.models.factory import open_model
+    from branchpoint.models.llamacpp import LlamaCppServer, packaged_gguf
+    from branchpoint.models.openai_compat import OpenAICompatibleClient
+    from branchpoint.models.scripted import ScriptedModel
+    from branchpoint.models.server import ManagedServer
+    from branchpoint.models.spec import EmbeddedServerSpec, ModelSpec
+    from branchpoint.models.vllm import VllmServeOptions, VllmServer
+
+_WHERE = {
+    "EmbeddedServerSpec": "spec",
+    "LlamaCppServer": "llamacpp",
+    "ManagedServer": "server",
+    "ModelCall": "call",
+    "ModelClient": "call",
+    "ModelSpec": "spec",
+    "OpenAICompatibleClient": "openai_compat",
+    "ScriptedModel": "scripted",
+    "TransportError": "call",
+    "VllmServeOptions": "vllm",
+    "VllmServer": "vllm",
+    "open_model": "factory",
+    "packaged_gguf": "llamacpp",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'branchpoint.models' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"branchpoint.models.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

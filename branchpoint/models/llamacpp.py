@@ -7,21 +7,17 @@ same OpenAI-compatible client as to vLLM.
 
 from __future__ import annotations
 
-import atexit
 import importlib.util
 import os
-import signal
-import socket
-import subprocess
+import subprocess  # noqa: F401  (tests patch `llamacpp.subprocess.Popen`)
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-import httpx
-
 from branchpoint.errors import ModelServerError
+from branchpoint.models.server import ManagedServer, free_port
 from branchpoint.models.spec import EmbeddedServerSpec
+
+__all__ = ["INSTALL_HINT", "LlamaCppServer", "cache_dir", "free_port", "packaged_gguf", "server_command"]
 
 INSTALL_HINT = (
     "llama-cpp-python with its server extra is not installed in this environment: run "
@@ -58,13 +54,6 @@ def packaged_gguf() -> Path:
     return target
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on `host` right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 def server_command(spec: EmbeddedServerSpec, gguf: Path, alias: str, port: int) -> list[str]:
     """The command line that starts llama-cpp-python's OpenAI-compatible server."""
     threads = spec.n_threads or os.cpu_count() or 1
@@ -80,94 +69,30 @@ def server_command(spec: EmbeddedServerSpec, gguf: Path, alias: str, port: int) 
     ]  # fmt: skip
 
 
-class LlamaCppServer:
+class LlamaCppServer(ManagedServer):
     """A llama.cpp server child process: `with LlamaCppServer(spec, "gemma-3-270m") as s: s.base_url`."""
 
+    label = "llama.cpp server"
+    log_prefix = "branchpoint-llamacpp-"
+
     def __init__(self, spec: EmbeddedServerSpec, alias: str, log_path: Path | None = None) -> None:
+        super().__init__(spec.host, spec.port, spec.startup_timeout_s, log_path)
         self.spec = spec
         self.alias = alias
-        self.log_path = log_path
-        self.port: int | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+        self.gguf: Path | None = None
 
-    @property
-    def base_url(self) -> str:
-        """The OpenAI-compatible base URL (`http://127.0.0.1:PORT/v1`)."""
-        if self.port is None:
-            raise ModelServerError("llama.cpp server is not started")
-        return f"http://{self.spec.host}:{self.port}/v1"
-
-    def start(self) -> str:
-        """Start the server and block until it answers `/v1/models`; returns the base URL."""
+    def check_installed(self) -> None:
+        """llama-cpp-python and its server extra (uvicorn) must be importable."""
         if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None:
             raise ModelServerError(INSTALL_HINT)
+
+    def prepare(self) -> None:
+        """Resolve the GGUF: the spec's file, or the packaged model (written once to the cache)."""
         gguf = Path(self.spec.gguf) if self.spec.gguf else packaged_gguf()
         if not gguf.is_file():
             raise ModelServerError(f"model.server.gguf: file not found: {gguf}")
-        self.port = self.spec.port or free_port(self.spec.host)
-        if self.log_path is None:
-            fd, name = tempfile.mkstemp(prefix="branchpoint-llamacpp-", suffix=".log")
-            os.close(fd)
-            self.log_path = Path(name)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = self.log_path.open("wb")
-        cmd = server_command(self.spec, gguf, self.alias, self.port)
-        self._proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-        )
-        log.close()
-        atexit.register(self.stop)
-        self._wait_healthy()
-        return self.base_url
+        self.gguf = gguf
 
-    def _log_tail(self, lines: int = 15) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace") if self.log_path else ""
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + self.spec.startup_timeout_s
-        url = f"{self.base_url}/models"
-        while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                code = self._proc.returncode
-                self._proc = None
-                raise ModelServerError(
-                    f"llama.cpp server exited with code {code} before it was ready "
-                    f"(log {self.log_path}):\n{self._log_tail()}"
-                )
-            try:
-                if httpx.get(url, timeout=2.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.25)
-        self.stop()
-        raise ModelServerError(
-            f"llama.cpp server did not answer {url} within {self.spec.startup_timeout_s:.0f} s "
-            f"(log {self.log_path}):\n{self._log_tail()}"
-        )
-
-    def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after 10 s); safe to call twice."""
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        except ProcessLookupError:
-            pass
-
-    def __enter__(self) -> LlamaCppServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def command(self) -> list[str]:
+        assert self.gguf is not None and self.port is not None
+        return server_command(self.spec, self.gguf, self.alias, self.port)

@@ -2,14 +2,19 @@
 
 One client serves both endpoint styles: `chat` through `ChatOpenAI` (tool calls, reasoning text)
 and `complete` through langchain-openai's completion model (few-shot prompts for base models).
-Every call records usage (input, output and, where reported, reasoning tokens) and latency.
+Every call records usage (input, output and reasoning tokens) and latency. Chat calls carry the
+spec's reasoning effort in the fields its model family reads, and count reasoning tokens from the
+reasoning text when the server does not report them (see `branchpoint.models.reasoning`).
 Transport faults are retried with tenacity and then raised as `TransportError`; other HTTP errors
 (4xx) are not retried and are raised as `ModelServerError` with the server's message.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
+import ssl
 import time
 from typing import Any
 
@@ -28,6 +33,7 @@ from tenacity import (
 
 from branchpoint.errors import InputError, ModelServerError
 from branchpoint.models.call import ModelCall, TransportError
+from branchpoint.models.reasoning import ServerTokenCounter, merge_body, reasoning_fields
 from branchpoint.models.spec import ModelSpec
 from branchpoint.traces import Usage
 
@@ -36,12 +42,21 @@ NO_KEY = "not-needed"
 
 
 def is_transport_fault(exc: BaseException) -> bool:
-    """True for faults worth retrying: connection errors, timeouts, HTTP 429 and 5xx."""
+    """True for faults worth retrying: connection errors, timeouts, HTTP 429 and 5xx, and a
+    response body cut off in transit (truncated JSON)."""
     if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, httpx.TransportError)):
+        return True
+    if isinstance(exc, (json.JSONDecodeError, openai.APIResponseValidationError)):
         return True
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code == 429 or exc.status_code >= 500
     return False
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """One TLS context (httpx's default) for every client: building one loads the CA bundle (~0.1 s)."""
+    return httpx.create_ssl_context()
 
 
 def resolve_api_key(spec: ModelSpec) -> str:
@@ -87,7 +102,13 @@ def _usage_from_openai(token_usage: dict[str, Any] | None) -> Usage:
 class OpenAICompatibleClient:
     """A `ModelClient` for any OpenAI-compatible server, configured from a `ModelSpec`."""
 
-    def __init__(self, spec: ModelSpec, base_url: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        base_url: str | None = None,
+        *,
+        token_counter: ServerTokenCounter | None = None,
+    ) -> None:
         self.spec = spec
         self.name = spec.name
         self.base_url = base_url or spec.base_url
@@ -101,15 +122,23 @@ class OpenAICompatibleClient:
             temperature=spec.temperature,
             timeout=spec.timeout_s,
             max_retries=0,  # tenacity retries, so the policy is ours and bounded
+            # HTTP clients over one shared TLS context: a client per seed (forks) stays cheap.
+            http_client=openai.DefaultHttpxClient(verify=tls_context()),
+            http_async_client=openai.DefaultAsyncHttpxClient(verify=tls_context()),
         )
         self._chat = ReasoningChatOpenAI(seed=spec.seed, **common)
         self._completion = OpenAI(max_tokens=spec.max_tokens, **common)
+        self.token_counter = token_counter or ServerTokenCounter(
+            self.base_url, spec.name, api_key=key, timeout_s=min(spec.timeout_s, 30.0)
+        )
 
     def with_seed(self, seed: int | None) -> OpenAICompatibleClient:
         """A client for the same server and model that sends another sampling seed."""
         if seed == self.spec.seed:
             return self
-        return OpenAICompatibleClient(self.spec.model_copy(update={"seed": seed}), base_url=self.base_url)
+        return OpenAICompatibleClient(
+            self.spec.model_copy(update={"seed": seed}), base_url=self.base_url, token_counter=self.token_counter
+        )
 
     def _retrying(self) -> Retrying:
         return Retrying(
@@ -135,13 +164,32 @@ class OpenAICompatibleClient:
             ) from exc
         raise AssertionError("unreachable")
 
-    def _body(self, max_tokens: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _chat_body(self, max_tokens: int) -> dict[str, Any]:
         # langchain-openai sends `max_completion_tokens`, which llama.cpp's server ignores:
-        # also send `max_tokens` so every server honours the limit.
-        body = {"max_tokens": max_tokens, **self.spec.extra_body}
-        if extra:
-            body.update(extra)
-        return body
+        # also send `max_tokens` so every server honours the limit. The spec's extra_body wins
+        # over the reasoning-effort fields (merged one level deep, e.g. chat_template_kwargs).
+        body = merge_body({"max_tokens": max_tokens}, reasoning_fields(self.spec))
+        return merge_body(body, self.spec.extra_body)
+
+    def _chat_usage(self, msg: AIMessage) -> Usage:
+        """Usage as reported; reasoning tokens counted from the reasoning text when not reported."""
+        meta = msg.usage_metadata or {}
+        details = meta.get("output_token_details") or {}
+        fields: dict[str, Any] = {
+            "input_tokens": int(meta.get("input_tokens") or 0),
+            "output_tokens": int(meta.get("output_tokens") or 0),
+            "reasoning_tokens": details.get("reasoning"),
+        }
+        reasoning = msg.additional_kwargs.get("reasoning")
+        if fields["reasoning_tokens"] is None and isinstance(reasoning, str) and reasoning:
+            counted = self.token_counter.count(reasoning)
+            # Reasoning is part of the output (vLLM counts it in completion_tokens): an estimate,
+            # or a re-tokenisation that differs, never exceeds what the server says it generated.
+            output = fields["output_tokens"]
+            fields["reasoning_tokens"] = min(counted.tokens, output) if output > 0 else counted.tokens
+            if counted.estimated:
+                fields["reasoning_tokens_estimated"] = True  # an extra field: Usage keeps extras
+        return Usage(**fields)
 
     def complete(
         self,
@@ -185,19 +233,14 @@ class OpenAICompatibleClient:
     ) -> ModelCall:
         """Chat completion on `/v1/chat/completions`, optionally offering function tools."""
         limit = max_tokens or self.spec.max_tokens
-        model = self._chat.bind(max_tokens=limit, extra_body=self._body(limit))
+        body = self._chat_body(limit)
+        model = self._chat.bind(max_tokens=limit, extra_body=body)
         if tools:
-            model = self._chat.bind_tools(tools).bind(max_tokens=limit, extra_body=self._body(limit))
+            model = self._chat.bind_tools(tools).bind(max_tokens=limit, extra_body=body)
         start = time.perf_counter()
         msg: AIMessage = self._with_retries(lambda: model.invoke(messages))
         latency = time.perf_counter() - start
-        meta = msg.usage_metadata or {}
-        details = meta.get("output_token_details") or {}
-        usage = Usage(
-            input_tokens=int(meta.get("input_tokens") or 0),
-            output_tokens=int(meta.get("output_tokens") or 0),
-            reasoning_tokens=details.get("reasoning"),
-        )
+        usage = self._chat_usage(msg)
         text = msg.content if isinstance(msg.content, str) else msg.text
         return ModelCall(
             text=text or "",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +27,8 @@ class ModelSpec(BaseModel):
 
     `style` picks the endpoint: `completion` (few-shot text completion, for base models) or
     `chat` (chat completions, for instruct and reasoning models, e.g. served by vLLM).
+    `reasoning_effort` is translated per model `family` into the fields that family's server and
+    chat template read (see `branchpoint.models.reasoning`); it applies to chat calls only.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -43,7 +45,26 @@ class ModelSpec(BaseModel):
     max_tokens: int = Field(48, ge=1, description="Completion-token limit per model call.")
     timeout_s: float = Field(60.0, gt=0)
     retries: int = Field(3, ge=0, description="Retries of a call after a transport fault.")
-    extra_body: dict = Field(default_factory=dict, description="Extra request fields for the server.")
+    max_connections: int | None = Field(
+        None, ge=1, description="Most calls in flight to this server at once (default: --concurrency)."
+    )
+    extra_body: dict = Field(
+        default_factory=dict,
+        description="Extra request fields for the server; they win over fields derived from reasoning_effort.",
+    )
+    reasoning_effort: Literal["low", "medium", "high"] | None = Field(
+        None, description="Reasoning effort (chat only); None sends nothing and leaves the server's default."
+    )
+    family: Literal["auto", "gpt-oss", "qwen3", "generic"] = Field(
+        "auto", description="How reasoning_effort is sent; auto infers it from the model name."
+    )
+    thinking_budget: dict[Literal["medium", "high"], Annotated[int, Field(ge=1)] | None] = Field(
+        default_factory=dict,
+        description=(
+            "qwen3 family: thinking-token budget per effort, merged over the defaults "
+            "{medium: 1024, high: None}; None means no budget."
+        ),
+    )
     server: EmbeddedServerSpec = Field(default_factory=EmbeddedServerSpec)
     script: list[str] | None = Field(
         None, description="For provider `scripted`: replies returned in order (tests, demos)."

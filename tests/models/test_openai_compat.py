@@ -1,7 +1,8 @@
 """OpenAICompatibleClient against a real local HTTP server that replays recorded response bodies.
 
 The bodies below are shaped like what vLLM's OpenAI server and llama.cpp's server return; the
-server records every request (path, headers, JSON body) so the tests can check what was sent.
+server (tests/models/http_fakes.py) records every request (path, headers, JSON body) so the tests
+can check what was sent.
 """
 
 from __future__ import annotations
@@ -9,20 +10,17 @@ from __future__ import annotations
 import copy
 import json
 import socket
-import threading
 import time
-from collections import deque
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from tenacity import wait_none
 
 import branchpoint.models.openai_compat as oc
+import branchpoint.models.reasoning as oc_reasoning
 from branchpoint.errors import InputError, ModelServerError
 from branchpoint.models import ModelSpec, OpenAICompatibleClient, TransportError
+from tests.models.http_fakes import FakeServer
 
 # --- recorded response bodies -------------------------------------------------------------
 
@@ -148,84 +146,6 @@ TOOLS = [
 MESSAGES = [{"role": "user", "content": "What is the capital of Australia?"}]
 
 
-# --- the recording server -------------------------------------------------------------------
-
-
-@dataclass
-class Recorded:
-    path: str
-    headers: dict[str, str]
-    body: dict[str, Any]
-
-
-@dataclass
-class FakeServer:
-    """Replies from per-path queues of (status, body); the last reply of a queue repeats."""
-
-    base_url: str
-    replies: dict[str, deque[tuple[int, dict[str, Any]]]] = field(default_factory=dict)
-    requests: list[Recorded] = field(default_factory=list)
-    delay_s: float = 0.0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def reply(self, path: str, *replies: tuple[int, dict[str, Any]]) -> None:
-        self.replies[path] = deque(replies)
-
-    def next_reply(self, path: str) -> tuple[int, dict[str, Any]]:
-        with self.lock:
-            queue = self.replies.get(path)
-            if not queue:
-                return 404, {"object": "error", "message": f"no reply for {path}", "code": 404}
-            return queue.popleft() if len(queue) > 1 else queue[0]
-
-    def bodies(self, path: str) -> list[dict[str, Any]]:
-        return [r.body for r in self.requests if r.path == path]
-
-
-def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: Any) -> None:  # keep pytest output clean
-            pass
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b"{}"
-            path = self.path.split("?", 1)[0]
-            with server.lock:
-                server.requests.append(Recorded(path, dict(self.headers.items()), json.loads(raw)))
-            status, body = server.next_reply(path)
-            time.sleep(server.delay_s)
-            data = json.dumps(body).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except OSError:  # the client gave up (timeout tests)
-                pass
-
-    return Handler
-
-
-@pytest.fixture
-def server() -> Iterator[FakeServer]:
-    fake = FakeServer(base_url="")
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
-    httpd.daemon_threads = True
-    fake.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield fake
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
-
-
 @pytest.fixture(autouse=True)
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retries without the exponential backoff waits, so retry tests take milliseconds."""
@@ -343,7 +263,9 @@ def test_chat_reasoning_content_without_details(server: FakeServer) -> None:
     assert call.text == "Paris"
     assert call.reasoning == "France's capital is Paris."
     assert (call.usage.input_tokens, call.usage.output_tokens) == (20, 12)
-    assert call.usage.reasoning_tokens is None
+    # No details and no tokenize endpoint on this server: counted from the text, flagged as an estimate.
+    assert call.usage.reasoning_tokens == oc_reasoning.estimate_tokens("France's capital is Paris.")
+    assert call.usage.model_dump()["reasoning_tokens_estimated"] is True
 
 
 def test_chat_extra_body_is_sent(server: FakeServer) -> None:
