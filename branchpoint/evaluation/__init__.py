@@ -1,6 +1,11 @@
-"""Evaluation: judges, over-searching metrics and reports. Reads traces only (`branchpoint.traces`)."""
+"""Evaluation: judges (rule, given, LLM), over-searching metrics with bootstrap intervals, judge
+agreement, reports and figures. Reads traces only (`branchpoint.traces`); the LLM judges call a
+model through `branchpoint.models`, never through the agents."""
 
+from branchpoint.evaluation.agreement import cohen_kappa, judge_agreement
+from branchpoint.evaluation.bootstrap import QuestionBootstrap, percentile_ci
 from branchpoint.evaluation.evaluate import evaluate, trace_path
+from branchpoint.evaluation.judge_cache import JudgeCache
 from branchpoint.evaluation.judges import (
     ABSTENTION_LABELS,
     ABSTENTION_PATTERNS,
@@ -15,6 +20,14 @@ from branchpoint.evaluation.judges import (
     judge_records,
     normalize_answer,
 )
+from branchpoint.evaluation.llm_judges import (
+    ABSTENTION_PROMPT_V1,
+    ANSWER_PROMPT_V1,
+    EVIDENCE_PROMPT_V1,
+    LLMJudge,
+    open_llm_judge,
+    parse_label,
+)
 from branchpoint.evaluation.metrics import (
     MetricsConfig,
     compute_metrics,
@@ -23,15 +36,22 @@ from branchpoint.evaluation.metrics import (
     metrics_json,
     tpc,
 )
-from branchpoint.evaluation.report import comparison_table, markdown_report
+from branchpoint.evaluation.report import comparison_table, markdown_report, write_report
 
 __all__ = [
     "ABSTENTION_LABELS",
     "ABSTENTION_PATTERNS",
+    "ABSTENTION_PROMPT_V1",
     "ANSWER_LABELS",
+    "ANSWER_PROMPT_V1",
     "AbstentionPattern",
+    "EVIDENCE_PROMPT_V1",
+    "JudgeCache",
     "JudgeFn",
+    "LLMJudge",
     "MetricsConfig",
+    "QuestionBootstrap",
+    "cohen_kappa",
     "comparison_table",
     "compute_metrics",
     "condition_label",
@@ -39,13 +59,23 @@ __all__ = [
     "detect_abstention",
     "evaluate",
     "get_judge",
+    "is_correct",
     "judge",
+    "judge_agreement",
     "judge_names",
     "judge_records",
-    "is_correct",
     "markdown_report",
     "metrics_json",
     "normalize_answer",
+    "open_llm_judge",
+    "parse_label",
+    "percentile_ci",
     "tpc",
     "trace_path",
+    "write_report",
 ]
+
+# Search value: forecasters, Brier / gain scores, routers (subpackage `branchpoint.evaluation.value`).
+from branchpoint.evaluation.value import Forecast, ValueConfig, forecaster, value_study  # noqa: E402
+
+__all__ += ["Forecast", "ValueConfig", "forecaster", "value_study"]

@@ -1,4 +1,10 @@
-"""`evaluate`: judge a run's traces, compute metrics, write metrics.json and judged.jsonl."""
+"""`evaluate`: judge a run's traces, compute metrics, write metrics.json and judged.jsonl.
+
+Judgments accumulate: when the output folder already has a judged.jsonl, the judgments other
+judges gave there are carried over (for executions whose status and final answer are unchanged),
+so running `evaluate` once per judge leaves every judge's labels side by side in judged.jsonl,
+ready for `judge_agreement`. metrics.json always describes the judge of the latest call.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from branchpoint.errors import InputError
-from branchpoint.evaluation.judges import judge_records
+from branchpoint.evaluation.agreement import agreement_json, judge_agreement
+from branchpoint.evaluation.judges import BatchJudge, judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, metrics_json
-from branchpoint.traces import dump_record, read_records
+from branchpoint.evaluation.studies import MINIMAL_SEARCH_FILE, read_minimal_search
+from branchpoint.traces import ExecutionRecord, dump_record, read_records
 
 EXECUTIONS_FILE = "executions.jsonl"
 METRICS_FILE = "metrics.json"
 JUDGED_FILE = "judged.jsonl"
+AGREEMENT_FILE = "agreement.json"
 
 
 def trace_path(path: Path) -> Path:
@@ -26,6 +35,19 @@ def trace_path(path: Path) -> Path:
         return traces
     if not path.is_file():
         raise InputError(f"{path}: not found (expected a run directory or a .jsonl trace file)")
+    return path
+
+
+def judged_path(path: Path) -> Path:
+    """The judged traces of a run directory (RUN_DIR/judged.jsonl) or the file itself."""
+    path = Path(path)
+    if path.is_dir():
+        judged = path / JUDGED_FILE
+        if not judged.is_file():
+            raise InputError(f"{judged}: not found (run `branchpoint evaluate {path}` first)")
+        return judged
+    if not path.is_file():
+        raise InputError(f"{path}: not found (expected a run directory or a judged .jsonl file)")
     return path
 
 
@@ -49,29 +71,64 @@ def write_files_atomically(files: dict[Path, str]) -> None:
                 tmp.unlink()
 
 
+def carry_judgments(records: list[ExecutionRecord], previous: list[ExecutionRecord]) -> list[ExecutionRecord]:
+    """Copies of `records` with the judgments of judges that `previous` (an earlier judged.jsonl)
+    has and the record lacks, where the execution's status and final answer are unchanged.
+
+    Carried judgments go before the record's own, so labels that came with the traces stay the
+    last of their kind (the ones the `given` judge takes).
+    """
+    earlier = {r.execution_id: r for r in previous}
+    out = []
+    for record in records:
+        old = earlier.get(record.execution_id)
+        if old is None or (old.status, old.final_answer) != (record.status, record.final_answer):
+            out.append(record)
+            continue
+        own = {j.judge for j in record.judgments}
+        copy = record.model_copy(deep=True)
+        copy.judgments = [j.model_copy() for j in old.judgments if j.judge not in own] + copy.judgments
+        out.append(copy)
+    return out
+
+
 def evaluate(
     path: Path,
-    judge: str = "rule",
+    judge: str | BatchJudge = "rule",
     out_dir: Path | None = None,
     cfg: MetricsConfig = MetricsConfig(),
+    *,
+    agreement: bool = False,
 ) -> dict[str, Any]:
     """Judge the traces at `path`, write metrics.json and judged.jsonl to `out_dir`, return metrics.
 
     `path` is a run directory (its executions.jsonl is read) or a trace file; `out_dir`
-    defaults to the run directory or the trace file's folder. Nothing is written unless reading,
-    judging and scoring all succeeded.
+    defaults to the run directory or the trace file's folder. `judge` is a registered judge name
+    (`rule`, `given`) or a judge object (`LLMJudge`). A `minimal_search.jsonl` beside the traces
+    feeds the over-search section. When two or more judges have labelled the same items, the
+    metrics include `judge_agreement`; `agreement=True` also writes agreement.json. Nothing is
+    written unless reading, judging and scoring all succeeded.
     """
     traces = trace_path(Path(path))
     records = read_records(traces)
     if not records:
         raise InputError(f"{traces}: no execution records to evaluate")
-    judged = judge_records(records, judge)
-    metrics = compute_metrics(judged, judge, cfg)
     out = Path(out_dir) if out_dir is not None else traces.parent
-    write_files_atomically(
-        {
-            out / METRICS_FILE: metrics_json(metrics),
-            out / JUDGED_FILE: "".join(dump_record(r) + "\n" for r in judged),
-        }
-    )
+    if (out / JUDGED_FILE).is_file():
+        records = carry_judgments(records, read_records(out / JUDGED_FILE))
+    minimal_file = traces.parent / MINIMAL_SEARCH_FILE
+    minimal = read_minimal_search(minimal_file) if minimal_file.is_file() else None
+    judged = judge_records(records, judge)
+    judge_name = judge if isinstance(judge, str) else judge.name
+    metrics = compute_metrics(judged, judge_name, cfg, minimal_search=minimal)
+    agreed = judge_agreement(judged)
+    if agreed["pairs"]:
+        metrics["judge_agreement"] = agreed
+    files = {
+        out / METRICS_FILE: metrics_json(metrics),
+        out / JUDGED_FILE: "".join(dump_record(r) + "\n" for r in judged),
+    }
+    if agreement:
+        files[out / AGREEMENT_FILE] = agreement_json(agreed)
+    write_files_atomically(files)
     return metrics

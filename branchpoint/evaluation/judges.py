@@ -1,36 +1,47 @@
 """Judges: functions that read one `ExecutionRecord` and return `Judgment`s, found by name.
 
 A judge is a plain function registered with `@judge("name")`; `get_judge(name)` finds it.
-Two judges ship here:
+Two judges are registered here, the LLM judges live in `llm_judges` (they need a model, so they
+are objects built from a client rather than registered functions):
 
 - `rule` (offline default): SQuAD-style answer matching plus a pattern-based abstention
   detector. Every record gets one judgment of kind `answer` (CORRECT / INCORRECT /
   NOT_ATTEMPTED) and one of kind `abstention` (ABSTAINED / ANSWERED). Records with status
   `malformed` or `length` are always INCORRECT and ANSWERED: a broken or truncated output counts
   as a wrong answer and as a failed abstention. Records with status `incomplete` are judged like
-  any other; the metrics exclude them.
+  any other; the metrics exclude them. Unanswerable records also get one `evidence` judgment per
+  distinct retrieved document (POSITIVE / NEGATIVE, from a lexical cue detector; crude, an
+  offline stand-in for the LLM evidence judge).
 - `given`: trusts labels already in the trace (from a human, another framework, or an earlier
   judge) and checks them.
+
+Every kind also accepts the label `UNPARSEABLE`: an LLM judge whose output could not be parsed
+after its retries records it, and the metrics leave such items out and count them.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple, Protocol
 
 from branchpoint.errors import InputError
-from branchpoint.traces import ExecutionRecord, Judgment
+from branchpoint.traces import ExecutionRecord, Judgment, RetrievedDoc
 
 JudgeFn = Callable[[ExecutionRecord], list[Judgment]]
 
 ANSWER_LABELS: tuple[str, ...] = ("CORRECT", "INCORRECT", "NOT_ATTEMPTED")
 ABSTENTION_LABELS: tuple[str, ...] = ("ABSTAINED", "ANSWERED")
+EVIDENCE_LABELS: tuple[str, ...] = ("POSITIVE", "NEGATIVE")
+#: A judge output that could not be parsed (after retries): excluded from metrics, counted.
+UNPARSEABLE = "UNPARSEABLE"
+#: The labels of the per-execution kinds (evidence judgments are per retrieved document).
 LABELS_BY_KIND: dict[str, tuple[str, ...]] = {
     "answer": ANSWER_LABELS,
     "abstention": ABSTENTION_LABELS,
 }
+ALL_LABELS_BY_KIND: dict[str, tuple[str, ...]] = {**LABELS_BY_KIND, "evidence": EVIDENCE_LABELS}
 
 # Statuses whose output is broken (unparseable action) or cut off (token limit).
 BROKEN_STATUSES: frozenset[str] = frozenset({"malformed", "length"})
@@ -65,13 +76,34 @@ def get_judge(name: str) -> JudgeFn:
         ) from None
 
 
-def judge_records(records: Iterable[ExecutionRecord], judge_name: str) -> list[ExecutionRecord]:
-    """Copies of `records` with the judge's judgments added, replacing earlier ones of that judge."""
-    fn = get_judge(judge_name)
+class BatchJudge(Protocol):
+    """A judge object (e.g. an LLM judge): a `name` and judgments for many records at once."""
+
+    name: str
+
+    def judge_many(self, records: Sequence[ExecutionRecord]) -> list[list[Judgment]]:
+        """One list of judgments per record, in order."""
+        ...
+
+
+def judge_records(
+    records: Iterable[ExecutionRecord], judge: str | BatchJudge
+) -> list[ExecutionRecord]:
+    """Copies of `records` with the judge's judgments added, replacing earlier ones of that judge.
+
+    `judge` is a registered name (`rule`, `given`) or a judge object such as `LLMJudge`, whose
+    `judge_many` sees every record at once (to batch, deduplicate and cache model calls).
+    """
+    records = list(records)
+    if isinstance(judge, str):
+        name, fn = judge, get_judge(judge)
+        new_judgments = [fn(record) for record in records]
+    else:
+        name = judge.name
+        new_judgments = judge.judge_many(records)
     judged = []
-    for record in records:
-        new = fn(record)
-        kept = [j for j in record.judgments if j.judge != judge_name]
+    for record, new in zip(records, new_judgments, strict=True):
+        kept = [j for j in record.judgments if j.judge != name]
         copy = record.model_copy(deep=True)
         copy.judgments = [j.model_copy() for j in kept] + new
         judged.append(copy)
@@ -182,10 +214,67 @@ def _is_empty(answer: str | None) -> bool:
     return answer is None or not answer.strip()
 
 
+# Lexical cues that a document signals uncertainty, contradiction or unknowability (the rule
+# judge's evidence labels): matched against the lowercased document text, first match wins.
+NEGATIVE_EVIDENCE_PATTERNS: tuple[AbstentionPattern, ...] = tuple(
+    p for p in ABSTENTION_PATTERNS if p.family == "unknown"
+) + (
+    _p("no_record", "negative", r"\bno (?:surviving |known |reliable |written )?records?\b"),
+    _p("not_known", "negative", r"\b(?:not|never been) (?:known|recorded|documented|established)\b"),
+    _p("disputed", "negative", r"\b(?:disputed|contested|unclear|uncertain|unverified|unconfirmed)\b"),
+    _p("no_evidence", "negative", r"\bno (?:evidence|consensus|agreement)\b"),
+    _p("mystery", "negative", r"\b(?:mystery|remains unknown|lost to history)\b"),
+    _p("misconception", "negative", r"\b(?:myth|misconception|apocryphal|contrary to popular)\b"),
+    _p("never_happened", "negative", r"\b(?:never|did not|didn't) (?:happen|exist|occur|take place)\b"),
+    _p("ambiguous", "negative", r"\b(?:ambiguous|may refer to|can refer to|several (?:people|places|things))\b"),
+)
+
+
+def detect_negative_evidence(text: str | None) -> str | None:
+    """Name of the first negative-evidence cue in a document's text, or None."""
+    if not text:
+        return None
+    lowered = text.lower().replace("\u2019", "'").replace("\u2018", "'")
+    for pattern in NEGATIVE_EVIDENCE_PATTERNS:
+        if pattern.regex.search(lowered):
+            return pattern.name
+    return None
+
+
+def retrieved_documents(record: ExecutionRecord) -> list[RetrievedDoc]:
+    """The distinct documents (by doc_id, first occurrence) the record's search steps retrieved."""
+    seen: dict[str, RetrievedDoc] = {}
+    for step in record.steps:
+        if step.kind == "search":
+            for doc in step.retrieved:
+                seen.setdefault(doc.doc_id, doc)
+    return list(seen.values())
+
+
+def evidence_documents(record: ExecutionRecord) -> list[RetrievedDoc]:
+    """The documents an evidence judge labels: those of unanswerable, non-incomplete records."""
+    if record.answerable or record.status == "incomplete":
+        return []
+    return retrieved_documents(record)
+
+
 @judge("rule")
 def rule_judge(record: ExecutionRecord) -> list[Judgment]:
-    """Offline judge: SQuAD containment for `answer`, pattern detector for `abstention`."""
-    return [_rule_answer(record), _rule_abstention(record)]
+    """Offline judge: SQuAD containment for `answer`, pattern detector for `abstention`, and a
+    lexical cue detector for the `evidence` of unanswerable questions (NEGATIVE when a cue in
+    `NEGATIVE_EVIDENCE_PATTERNS` occurs in the document, else POSITIVE)."""
+    return [_rule_answer(record), _rule_abstention(record), *_rule_evidence(record)]
+
+
+def _rule_evidence(record: ExecutionRecord) -> list[Judgment]:
+    out = []
+    for doc in evidence_documents(record):
+        cue = detect_negative_evidence(f"{doc.title or ''}\n{doc.text}")
+        out.append(
+            Judgment(judge="rule", kind="evidence", label="NEGATIVE" if cue else "POSITIVE",
+                     raw=cue, doc_id=doc.doc_id)
+        )  # fmt: skip
+    return out
 
 
 def _rule_answer(record: ExecutionRecord) -> Judgment:
@@ -226,10 +315,13 @@ def needed_kind(record: ExecutionRecord) -> str:
 
 
 def check_label(record: ExecutionRecord, judgment: Judgment) -> str:
-    """The judgment's label, upper-cased; InputError if it is not valid for its kind."""
+    """The judgment's label, upper-cased; InputError if it is not valid for its kind.
+
+    `UNPARSEABLE` is valid for every kind (an LLM judge's output that could not be parsed).
+    """
     label = judgment.label.strip().upper()
-    valid = LABELS_BY_KIND.get(judgment.kind)
-    if valid is not None and label not in valid:
+    valid = ALL_LABELS_BY_KIND.get(judgment.kind)
+    if valid is not None and label not in valid and label != UNPARSEABLE:
         raise InputError(
             f'execution {record.execution_id}: judge "{judgment.judge}" gave {judgment.kind} '
             f'label "{judgment.label}" (expected one of {", ".join(valid)})'
@@ -244,17 +336,30 @@ def given_judge(record: ExecutionRecord) -> list[Judgment]:
     Labels are checked (case-insensitive, stored upper-case). The kind that decides correctness
     (`answer` for answerable questions, `abstention` otherwise) must be present, except on
     `incomplete` records, which the metrics exclude. Earlier `given` judgments are ignored.
+    Evidence judgments are copied from the last judge that gave any (one per document).
     """
     latest: dict[str, Judgment] = {}
+    evidence_judge: str | None = None
     for j in record.judgments:
         if j.judge != "given" and j.kind in LABELS_BY_KIND:
             latest[j.kind] = j
+        elif j.judge != "given" and j.kind == "evidence":
+            evidence_judge = j.judge
     out = [
         Judgment(
             judge="given", kind=kind, label=check_label(record, j), raw=f"from={j.judge}"
         )
         for kind, j in sorted(latest.items())
     ]
+    docs: dict[str, Judgment] = {}
+    for j in record.judgments:
+        if j.judge == evidence_judge and j.kind == "evidence":
+            docs[str(getattr(j, "doc_id", None))] = j
+    out += [
+        Judgment(judge="given", kind="evidence", label=check_label(record, j),
+                 raw=f"from={j.judge}", doc_id=getattr(j, "doc_id", None))
+        for j in docs.values()
+    ]  # fmt: skip
     kind = needed_kind(record)
     if kind not in latest and record.status != "incomplete":
         raise InputError(

@@ -1,15 +1,23 @@
-"""Over-searching metrics: answer accuracy, abstention accuracy, Tokens Per Correctness (TPC).
+"""Over-searching metrics: accuracies, Tokens Per Correctness (TPC), cost channels, outcomes,
+latency, evidence balance, cross-condition views, each with a bootstrap 95 % interval.
 
 Metrics read judged records (see `judges.judge_records`) and the labels of one judge:
 
 - a record is *correct* when it is answerable and its `answer` label is CORRECT, or
   unanswerable and its `abstention` label is ABSTAINED;
 - records with status `incomplete` (transport failures, retried later) are never scored: they
-  are excluded from every number and counted as `n_incomplete`;
+  are excluded from every number and counted as `n_incomplete`; records whose deciding label
+  is UNPARSEABLE (an LLM judge that never gave a readable label) likewise, as `n_unparseable`;
 - when one `execution_id` appears more than once (an append-only run store after a retry), the
   last record in file order wins;
 - token counts are the record totals; `output_tokens` is taken to include reasoning tokens
   (as OpenAI-compatible servers report them), so `reasoning_tokens` is never added on top.
+
+Intervals: every statistic `x` has a sibling `x_ci: [lo, hi]` (None when `x` is undefined or the
+bootstrap is off), a percentile interval over question resamples within each condition (see
+`bootstrap`). The definitions of cost, outcomes and latency are in `tally`; the cross-condition
+views (search effect, search-cap sweep and ROI, over-search, multi-turn, reasoning effort) in
+`studies`.
 """
 
 from __future__ import annotations
@@ -19,133 +27,70 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
-
 from branchpoint.errors import InputError
-from branchpoint.evaluation.judges import needed_kind
+from branchpoint.evaluation.bootstrap import QuestionBootstrap
+from branchpoint.evaluation.studies import (
+    ConditionSet,
+    multi_turn,
+    over_search,
+    reasoning_effort,
+    search_cap_sweep,
+    search_effect,
+)
+from branchpoint.evaluation.tally import (
+    CATEGORY_ORDER,
+    DEFAULT_CONDITION,
+    EVIDENCE_GROUPS,
+    OUTCOMES,
+    MetricsConfig,
+    Sums,
+    category_key,
+    cell_sums,
+    condition_label,
+    evidence_summary,
+    execution_cost,
+    is_correct,
+    is_unparseable,
+    judgment_label,
+    record_outcome,
+    record_row,
+    scored,
+    summary,
+    tpc_value,
+)
 from branchpoint.traces import ExecutionRecord
 
-# Keys of a category bucket, in report order; unanswerable records without a category go under
-# "unanswerable".
-CATEGORY_ORDER: tuple[str, ...] = ("answerable", "AU", "FP", "UC", "unanswerable")
-DEFAULT_CONDITION = "default"  # label of the empty condition {}
-
-
-class MetricsConfig(BaseModel):
-    """Weights of the TPC cost: λ per input token, μ per search call (generated tokens weigh 1)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    lam: float = Field(0.25, ge=0, description="weight λ of one input token")
-    mu: float = Field(500.0, ge=0, description="weight μ of one search call, in tokens")
-
-
-def judgment_label(record: ExecutionRecord, judge: str, kind: str) -> str:
-    """The last label of `kind` that `judge` gave the record; InputError if there is none."""
-    for j in reversed(record.judgments):
-        if j.judge == judge and j.kind == kind:
-            return j.label.strip().upper()
-    raise InputError(
-        f'execution {record.execution_id}: no {kind} judgment from judge "{judge}" '
-        f"(judge the records first, e.g. `branchpoint evaluate --judge {judge}`)"
-    )
-
-
-def is_correct(record: ExecutionRecord, judge: str) -> bool:
-    """Answerable: `answer` label is CORRECT; unanswerable: `abstention` label is ABSTAINED."""
-    kind = needed_kind(record)
-    label = judgment_label(record, judge, kind)
-    return label == ("CORRECT" if kind == "answer" else "ABSTAINED")
-
-
-def scored(records: Iterable[ExecutionRecord]) -> list[ExecutionRecord]:
-    """The records that count: every status except `incomplete`."""
-    return [r for r in records if r.status != "incomplete"]
+__all__ = [
+    "CATEGORY_ORDER",
+    "DEFAULT_CONDITION",
+    "EVIDENCE_GROUPS",
+    "OUTCOMES",
+    "MetricsConfig",
+    "by_category",
+    "category_key",
+    "compute_metrics",
+    "condition_label",
+    "is_correct",
+    "judgment_label",
+    "latest_records",
+    "metrics_json",
+    "record_outcome",
+    "scored",
+    "summarize",
+    "tpc",
+]
 
 
 def tpc(records: Sequence[ExecutionRecord], judge: str, cfg: MetricsConfig = MetricsConfig()) -> float:
     """Tokens Per Correctness: TPC = Σ_q (g_q + λ·x_q + μ·|S_q|) / Σ_q correct_q.
 
     g_q = output (generated) tokens, reasoning included; x_q = input tokens; |S_q| = search
-    calls; the sums run over scored (non-`incomplete`) records. Returns +inf when nothing is
-    correct.
+    calls; the sums run over scored (non-`incomplete`, parseable) records. Returns +inf when
+    nothing is correct.
     """
-    rows = scored(records)
-    g = np.array([r.output_tokens for r in rows], dtype=float)
-    x = np.array([r.input_tokens for r in rows], dtype=float)
-    s = np.array([r.search_calls for r in rows], dtype=float)
-    n_correct = sum(is_correct(r, judge) for r in rows)
-    if n_correct == 0:
-        return math.inf
-    return float(np.sum(g + cfg.lam * x + cfg.mu * s) / n_correct)
-
-
-def category_key(record: ExecutionRecord) -> str:
-    """Bucket of a record: "answerable", its category (AU / FP / UC), or "unanswerable"."""
-    if record.answerable:
-        return "answerable"
-    return record.category or "unanswerable"
-
-
-def _format_value(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-
-
-def condition_label(condition: dict[str, Any]) -> str:
-    """Stable short label of a condition: `k=v` pairs with sorted keys, e.g. `policy=x,search=true`.
-
-    Strings appear as they are, other values as compact JSON (`true`, `3`, `null`); the empty
-    condition is labelled "default".
-    """
-    if not condition:
-        return DEFAULT_CONDITION
-    return ",".join(f"{k}={_format_value(condition[k])}" for k in sorted(condition))
-
-
-def _ratio(num: int, den: int) -> float | None:
-    return num / den if den else None
-
-
-def _mean(values: list[float]) -> float | None:
-    return float(np.mean(values)) if values else None
-
-
-def summarize(records: Sequence[ExecutionRecord], judge: str, cfg: MetricsConfig) -> dict[str, Any]:
-    """The flat metrics of one set of records (no breakdowns)."""
-    rows = scored(records)
-    answerable = [r for r in rows if r.answerable]
-    unanswerable = [r for r in rows if not r.answerable]
-    n_answer_ok = sum(is_correct(r, judge) for r in answerable)
-    n_abstain_ok = sum(is_correct(r, judge) for r in unanswerable)
-    return {
-        "n": len(rows),
-        "n_answerable": len(answerable),
-        "n_unanswerable": len(unanswerable),
-        "n_incomplete": len(records) - len(rows),
-        "n_correct": n_answer_ok + n_abstain_ok,
-        "answer_accuracy": _ratio(n_answer_ok, len(answerable)),
-        "abstention_accuracy": _ratio(n_abstain_ok, len(unanswerable)),
-        "overall_accuracy": _ratio(n_answer_ok + n_abstain_ok, len(rows)),
-        "tpc": tpc(rows, judge, cfg) if rows else None,
-        "mean_search_calls": _mean([r.search_calls for r in rows]),
-        "mean_input_tokens": _mean([r.input_tokens for r in rows]),
-        "mean_output_tokens": _mean([r.output_tokens for r in rows]),
-    }
-
-
-def by_category(
-    records: Sequence[ExecutionRecord], judge: str, cfg: MetricsConfig
-) -> dict[str, dict[str, Any]]:
-    """Flat metrics per category bucket present in the records ("answerable", AU, FP, UC)."""
-    groups: dict[str, list[ExecutionRecord]] = {}
-    for r in records:
-        groups.setdefault(category_key(r), []).append(r)
-    order = {k: i for i, k in enumerate(CATEGORY_ORDER)}
-    keys = sorted(groups, key=lambda k: (order.get(k, len(order)), k))
-    return {k: summarize(groups[k], judge, cfg) for k in keys}
+    rows = [r for r in scored(records) if not is_unparseable(r, judge)]
+    total = sum(execution_cost(r.output_tokens, r.input_tokens, r.search_calls, cfg) for r in rows)
+    return tpc_value(total, sum(is_correct(r, judge) for r in rows))
 
 
 def latest_records(records: Iterable[ExecutionRecord]) -> list[ExecutionRecord]:
@@ -157,46 +102,144 @@ def latest_records(records: Iterable[ExecutionRecord]) -> list[ExecutionRecord]:
     return list(latest.values())
 
 
+def _category_sort(keys: Iterable[str]) -> list[str]:
+    order = {k: i for i, k in enumerate(CATEGORY_ORDER)}
+    return sorted(keys, key=lambda k: (order.get(k, len(order)), k))
+
+
+class _Cells:
+    """Sums per (condition label, category) cell, resampled per condition's question set."""
+
+    def __init__(self, records: Sequence[ExecutionRecord], judge: str, cfg: MetricsConfig) -> None:
+        self.cfg = cfg
+        self.boot = QuestionBootstrap(cfg.bootstrap, cfg.seed)
+        self.conditions: dict[str, dict[str, Any]] = {}
+        self.run_ids: dict[str, str] = {}
+        rows: dict[tuple[str, str], list[tuple[str, Any]]] = {}
+        excluded: dict[tuple[str, str], list[int]] = {}  # [incomplete, unparseable]
+        labels = []
+        for r in records:  # labels first: a collision is reported before any missing judgment
+            label = condition_label(r.condition)
+            seen = self.conditions.setdefault(label, r.condition)
+            if seen != r.condition:
+                raise InputError(
+                    f'conditions {seen!r} and {r.condition!r} share the label "{label}"; '
+                    "give them distinct values"
+                )
+            self.run_ids.setdefault(label, r.run_id)
+            labels.append(label)
+        for label, r in zip(labels, records):
+            cell = (label, category_key(r))
+            rows.setdefault(cell, [])
+            counts = excluded.setdefault(cell, [0, 0])
+            if r.status == "incomplete":
+                counts[0] += 1
+            elif is_unparseable(r, judge):
+                counts[1] += 1
+            else:
+                rows[cell].append((r.question_id, record_row(r, judge, cfg)))
+        self.questions: dict[str, list[str]] = {label: [] for label in self.conditions}
+        for (label, _), cell_rows in rows.items():
+            self.questions.setdefault(label, []).extend(q for q, _ in cell_rows)
+        self.cells = {
+            cell: cell_sums(cell_rows, self.questions[cell[0]], self.boot, *excluded[cell])
+            for cell, cell_rows in rows.items()
+        }
+
+    def total(self, cells: Iterable[tuple[str, str]]) -> Sums:
+        out = Sums.empty(self.boot.n_resamples)
+        for cell in cells:
+            out = out + self.cells[cell]
+        return out
+
+    def condition(self, label: str) -> Sums:
+        return self.total(c for c in self.cells if c[0] == label)
+
+    def categories(self, label: str | None = None) -> dict[str, Sums]:
+        keys = _category_sort({c[1] for c in self.cells if label is None or c[0] == label})
+        return {k: self.total(c for c in self.cells if c[1] == k and (label is None or c[0] == label)) for k in keys}
+
+
+def summarize(records: Sequence[ExecutionRecord], judge: str, cfg: MetricsConfig = MetricsConfig()) -> dict[str, Any]:
+    """The flat metrics of one set of records (no breakdowns), conditions as bootstrap strata."""
+    cells = _Cells(records, judge, cfg)
+    return summary(cells.total(cells.cells), cfg)
+
+
+def by_category(
+    records: Sequence[ExecutionRecord], judge: str, cfg: MetricsConfig = MetricsConfig()
+) -> dict[str, dict[str, Any]]:
+    """Flat metrics per category bucket present in the records ("answerable", AU, FP, UC)."""
+    cells = _Cells(records, judge, cfg)
+    return {k: summary(s, cfg) for k, s in cells.categories().items()}
+
+
+def _evidence_section(cells: _Cells, labels: list[str], overall: Sums, cfg: MetricsConfig) -> dict[str, Any]:
+    if overall.count("ev_positive") + overall.count("ev_negative") + overall.count("ev_unparseable") == 0:
+        return {"available": False,
+                "reason": "no evidence judgments on unanswerable questions (no retrieved documents, "
+                          "or the judge gave none)"}  # fmt: skip
+    return {
+        "available": True,
+        **evidence_summary(overall, cfg),
+        "by_condition": {label: evidence_summary(cells.condition(label), cfg) for label in labels},
+    }
+
+
 def compute_metrics(
-    records: Iterable[ExecutionRecord], judge_name: str, cfg: MetricsConfig = MetricsConfig()
+    records: Iterable[ExecutionRecord],
+    judge_name: str,
+    cfg: MetricsConfig = MetricsConfig(),
+    *,
+    minimal_search: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """All over-searching metrics of judged records: overall, by category, by condition.
+    """All over-searching metrics of judged records: overall, by category, by condition, and the
+    cross-condition views.
 
     `tpc` is a float and `math.inf` when nothing is correct (`metrics_json` writes it as the
-    string "inf"); accuracies and means are None when their set is empty.
+    string "inf"); accuracies and means are None when their set is empty. `minimal_search` are
+    the rows of minimal_search.jsonl (None: the over-search section says there is no data).
     """
     rows = latest_records(records)
-    conditions: dict[str, list[ExecutionRecord]] = {}
-    condition_dicts: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        label = condition_label(r.condition)
-        seen = condition_dicts.setdefault(label, r.condition)
-        if seen != r.condition:
-            raise InputError(
-                f'conditions {seen!r} and {r.condition!r} share the label "{label}"; '
-                "give them distinct values"
-            )
-        conditions.setdefault(label, []).append(r)
+    cells = _Cells(rows, judge_name, cfg)
+    labels = sorted(cells.conditions)
+    per_condition = {label: cells.condition(label) for label in labels}
+    overall = cells.total(cells.cells)
+    cs = ConditionSet(cells.conditions, per_condition, cells.run_ids)
     return {
         "judge": judge_name,
         "lam": cfg.lam,
         "mu": cfg.mu,
-        **summarize(rows, judge_name, cfg),
-        "by_category": by_category(rows, judge_name, cfg),
+        "bootstrap": {
+            "resamples": cfg.bootstrap, "seed": cfg.seed, "confidence": cfg.confidence,
+            "unit": "question_id, resampled within each condition (paired across conditions "
+                    "with the same questions); percentile intervals",
+        },  # fmt: skip
+        **summary(overall, cfg),
+        "by_category": {k: summary(s, cfg) for k, s in cells.categories().items()},
         "by_condition": {
             label: {
-                "condition": condition_dicts[label],
-                **summarize(conditions[label], judge_name, cfg),
-                "by_category": by_category(conditions[label], judge_name, cfg),
+                "condition": cells.conditions[label],
+                **summary(per_condition[label], cfg),
+                "by_category": {k: summary(s, cfg) for k, s in cells.categories(label).items()},
             }
-            for label in sorted(conditions)
+            for label in labels
         },
+        "search_effect": search_effect(cs, cfg),
+        "search_cap_sweep": search_cap_sweep(cs, cfg),
+        "over_search": over_search(minimal_search, cells.questions, cells.boot, cfg),
+        "evidence_balance": _evidence_section(cells, labels, overall, cfg),
+        "multi_turn": multi_turn(cs, cfg),
+        "reasoning_effort": reasoning_effort(cs, cfg),
     }
 
 
 def _json_ready(value: Any) -> Any:
-    if isinstance(value, float) and math.isinf(value):
-        return "inf" if value > 0 else "-inf"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
     if isinstance(value, dict):
         return {k: _json_ready(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -205,5 +248,5 @@ def _json_ready(value: Any) -> Any:
 
 
 def metrics_json(metrics: dict[str, Any]) -> str:
-    """Metrics as JSON text (indent 2); an infinite TPC is written as the string "inf"."""
+    """Metrics as JSON text (indent 2); infinities are written as the strings "inf" / "-inf"."""
     return json.dumps(_json_ready(metrics), indent=2, allow_nan=False, default=str) + "\n"

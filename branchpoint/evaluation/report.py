@@ -1,16 +1,25 @@
-"""Human-readable views of a metrics dict: a rich table for the terminal and a markdown report.
+"""Human-readable views of a metrics dict: a rich table for the terminal, a markdown report, and
+`write_report` (report.md + PNG figures for a run directory).
 
-Both accept the dict from `compute_metrics` or the same dict read back from metrics.json (where
-an infinite TPC is the string "inf").
+All accept the dict from `compute_metrics` or the same dict read back from metrics.json (where
+infinities are the string "inf"). The main table follows the seed study's layout (rows =
+conditions, columns = answer accuracy, abstention accuracy per category AU / FP / UC, TPC) so
+results can be set side by side; every number carries its bootstrap 95 % interval in brackets.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
+from pathlib import Path
 from typing import Any
 
 from rich import box
 from rich.table import Table
+
+from branchpoint.errors import InputError
+from branchpoint.evaluation.tally import condition_label
 
 _COLUMNS: tuple[str, ...] = (
     "condition",
@@ -157,11 +166,286 @@ def _md_table(header: tuple[str, ...], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def markdown_report(metrics: dict[str, Any], title: str) -> str:
-    """A markdown report: the comparison table, then a per-category table for each condition."""
-    parts = [f"# {title}", "", tpc_caption(metrics), "", "## By condition", ""]
+SEED_COLUMNS: tuple[str, ...] = (
+    "condition", "n", "Answer Acc", "Abst. Acc AU", "Abst. Acc FP", "Abst. Acc UC", "Abst. Acc (all)", "TPC",
+)  # fmt: skip
+REPORT_FILE = "report.md"
+FIGURES_DIR = "figures"
+
+
+def _num(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def fmt_interval(ci: Any, scale: float = 1.0, digits: int = 1) -> str:
+    """` [lo, hi]` of a bootstrap interval (scaled), "" when there is none."""
+    if not ci:
+        return ""
+    lo, hi = (_num(v) for v in ci)
+    if lo is None or hi is None:
+        return ""
+
+    def one(v: float) -> str:
+        return ("∞" if v > 0 else "−∞") if math.isinf(v) else f"{v * scale:,.{digits}f}"
+
+    return f" [{one(lo)}, {one(hi)}]"
+
+
+def fmt_pct_ci(m: dict[str, Any] | None, key: str) -> str:
+    """An accuracy in % with its interval, e.g. `61.2 [55.0, 67.1]`; "—" when undefined."""
+    if not m or m.get(key) is None:
+        return "—"
+    return f"{100 * float(m[key]):.1f}{fmt_interval(m.get(key + '_ci'), 100.0)}"
+
+
+def fmt_num_ci(m: dict[str, Any] | None, key: str, digits: int = 1) -> str:
+    """A number (TPC, a mean, a share) with its interval; ∞ for infinity, "—" when undefined."""
+    if not m or m.get(key) is None:
+        return "—"
+    v = float(m[key])
+    text = "∞" if math.isinf(v) else f"{v:,.{digits}f}"
+    return text + fmt_interval(m.get(key + "_ci"), 1.0, digits)
+
+
+def _figure(figures: dict[str, str | None] | None, key: str, caption: str, missing: str) -> list[str]:
+    if figures is None:
+        return []
+    if figures.get(key):
+        return [f"![{caption}]({figures[key]})", ""]
+    return [f"_Figure skipped: {missing}._", ""]
+
+
+def _no_data(section: dict[str, Any] | list[Any] | None, default: str) -> str:
+    reason = section.get("reason") if isinstance(section, dict) else None
+    return f"No data: {reason or default}."
+
+
+def seed_study_table(metrics: dict[str, Any]) -> str:
+    """Rows = conditions; columns = answer accuracy, abstention accuracy AU / FP / UC / all, TPC."""
+    rows = []
+    for label, m in metrics["by_condition"].items():
+        cats = m.get("by_category", {})
+        rows.append([
+            label, str(m["n"]), fmt_pct_ci(m, "answer_accuracy"),
+            *(fmt_pct_ci(cats.get(c), "abstention_accuracy") for c in ("AU", "FP", "UC")),
+            fmt_pct_ci(m, "abstention_accuracy"), fmt_num_ci(m, "tpc", 0),
+        ])  # fmt: skip
+    return _md_table(SEED_COLUMNS, rows)
+
+
+def _cost_section(metrics: dict[str, Any]) -> list[str]:
+    header = ("condition", "TPC", "generated", "λ·input", "μ·search", "mean searches",
+              "mean wall s", "model latency s / query", "s / model call")  # fmt: skip
+    rows = []
+    for label, m in metrics["by_condition"].items():
+        ch = m.get("tpc_channels") or {}
+
+        def share(name: str) -> str:
+            c = ch.get(name)
+            return "—" if not c or c.get("share") is None else f"{fmt_num_ci(c, 'per_correct', 0)} ({100 * float(c['share']):.0f}%)"
+
+        rows.append([label, fmt_num_ci(m, "tpc", 0), share("generated"), share("input"), share("search"),
+                     fmt_num_ci(m, "mean_search_calls", 2), fmt_num_ci(m, "mean_wall_s", 2),
+                     fmt_num_ci(m, "mean_model_latency_s", 2), fmt_num_ci(m, "mean_model_call_latency_s", 2)])  # fmt: skip
+    return [
+        "## Cost channels and latency", "",
+        "TPC split into its three channels, each as tokens per correct answer and (share of the "
+        "total cost): generated tokens g, λ·input tokens, μ·search calls. Latency per query: mean "
+        "wall-clock seconds, mean model-call seconds per execution and per call.", "",
+        _md_table(header, rows), "",
+    ]
+
+
+def _outcome_section(metrics: dict[str, Any], figures: dict[str, str | None] | None) -> list[str]:
+    outcomes = ("correct_answer", "wrong_answer", "correct_abstention", "failed_abstention")
+    header = ("condition", "correct answer", "wrong answer", "correct abstention", "failed abstention")
+    rows = []
+    for label, m in metrics["by_condition"].items():
+        by = m.get("tpc_by_outcome") or {}
+        rows.append([label, *(
+            "—" if o not in by or by[o]["cost_per_execution"] is None
+            else f"{fmt_num_ci(by[o], 'cost_per_execution', 0)} (n={by[o]['n']})" for o in outcomes
+        )])  # fmt: skip
+    return [
+        "## TPC by outcome", "",
+        "Mean cost (g + λ·x + μ·|S|) per execution within each outcome; a wrong answer includes "
+        "not attempting an answerable question. TPC itself stays Σ cost / Σ correct.", "",
+        _md_table(header, rows), "",
+        *_figure(figures, "tpc_outcome", "TPC by outcome", "no scored executions"),
+    ]
+
+
+def _search_effect_section(metrics: dict[str, Any], figures: dict[str, str | None] | None) -> list[str]:
+    pairs = metrics.get("search_effect")
+    lines = ["## With vs without search", ""]
+    if not pairs:
+        lines += [_no_data(None, "no two conditions differ only in agent.search (or search_cap 0 vs > 0)"), ""]
+    else:
+        header = ("model", "with search", "answer acc Δ", "abstention acc Δ", "overall acc Δ", "TPC Δ")
+        rows = []
+        for p in pairs:
+            rows.append([p["model"], p["with"],
+                         *(_delta_pct(p[k]) for k in ("answer_accuracy", "abstention_accuracy", "overall_accuracy")),
+                         fmt_num_ci(p["tpc"], "change", 0)])  # fmt: skip
+        lines += ["Change = with search − without (percentage points; paired bootstrap 95% CI).", "",
+                  _md_table(header, rows), ""]  # fmt: skip
+    lines += _figure(figures, "accuracy_search", "Accuracy with vs without search", "no with/without-search pairs")
+    return lines
+
+
+def _delta_pct(entry: dict[str, Any]) -> str:
+    if entry.get("change") is None:
+        return "—"
+    w, wo = entry.get("with"), entry.get("without")
+    base = f"{100 * float(entry['change']):+.1f}{fmt_interval(entry.get('change_ci'), 100.0)}"
+    return base if w is None or wo is None else f"{base} ({100 * float(wo):.1f} → {100 * float(w):.1f})"
+
+
+def _sweep_section(metrics: dict[str, Any], figures: dict[str, str | None] | None) -> list[str]:
+    sweeps = metrics.get("search_cap_sweep")
+    lines = ["## Search-cap sweep and marginal ROI", ""]
+    if not sweeps:
+        lines += [_no_data(None, "no conditions differ only in agent.search_cap"), ""]
+    for sweep in sweeps or []:
+        other = condition_label(sweep["other"]) if sweep["other"] else "—"
+        lines += [f"### {sweep['model']} (`{other}`)", ""]
+        rows = [[str(p["cap"]), str(p["n"]), fmt_pct_ci(p, "answer_accuracy"), fmt_pct_ci(p, "abstention_accuracy"),
+                 fmt_num_ci(p, "tpc", 0), fmt_num_ci(p, "mean_search_calls", 2)] for p in sweep["points"]]  # fmt: skip
+        lines += [_md_table(("cap", "n", "Answer Acc", "Abst. Acc", "TPC", "mean searches"), rows), ""]
+        roi = [[f"{r['from_cap']} → {r['to_cap']}", fmt_num_ci(r, "added_cost_per_query", 0),
+                _roi(r, "overall_accuracy"), _roi(r, "answer_accuracy"), _roi(r, "abstention_accuracy")]
+               for r in sweep["marginal_roi"]]  # fmt: skip
+        lines += ["Marginal ROI: accuracy change in percentage points per 1,000 tokens of added cost per query.", "",
+                  _md_table(("caps", "added cost / query", "overall pp / 1k", "answer pp / 1k", "abstention pp / 1k"), roi),
+                  ""]  # fmt: skip
+    lines += _figure(figures, "tpc_search_cap", "TPC vs search cap", "no search-cap sweep")
+    return lines
+
+
+def _roi(step: dict[str, Any], metric: str) -> str:
+    key = f"{metric}_per_1k_tokens"
+    if step.get(key) is None:
+        return "—"
+    return f"{100 * float(step[key]):+.2f}{fmt_interval(step.get(key + '_ci'), 100.0, 2)}"
+
+
+def _over_search_section(metrics: dict[str, Any]) -> list[str]:
+    ov = metrics.get("over_search") or {}
+    lines = ["## Over-search", ""]
+    if not ov.get("available"):
+        return lines + [_no_data(ov, "no minimal_search.jsonl"), ""]
+    rows = [[label, str(e["n"]), fmt_num_ci(e, "mean_searches", 2), fmt_num_ci(e, "mean_minimal_searches", 2),
+             fmt_num_ci(e, "over_search_pct", 1)] for label, e in ov["by_condition"].items()]  # fmt: skip
+    rows.append(["all", str(ov["n"]), fmt_num_ci(ov, "mean_searches", 2), fmt_num_ci(ov, "mean_minimal_searches", 2),
+                 fmt_num_ci(ov, "over_search_pct", 1)])  # fmt: skip
+    judges = ", ".join(ov.get("judges") or []) or "unknown"
+    return lines + [
+        "Over-search % = mean searches / mean minimal searches − 1, over correct executions that "
+        f"searched (minimal searches from THINK forks, `branchpoint fork --minimal-search`; judge: {judges}).", "",
+        _md_table(("condition", "n", "mean searches", "mean minimal", "over-search %"), rows), "",
+    ]
+
+
+def _evidence_section(metrics: dict[str, Any], figures: dict[str, str | None] | None) -> list[str]:
+    ev = metrics.get("evidence_balance") or {}
+    lines = ["## Evidence balance (unanswerable questions)", ""]
+    if not ev.get("available"):
+        lines += [_no_data(ev, "no evidence judgments"), ""]
+    else:
+        from branchpoint.evaluation.figures import GROUP_NAMES
+
+        header = ("condition", "negative docs", *GROUP_NAMES.values())
+        rows = []
+        for label, e in [*ev["by_condition"].items(), ("all", ev)]:
+            rows.append([label, fmt_pct_ci(e, "negative_share"), *(
+                "—" if not e["groups"][g]["n"] else f"{fmt_pct_ci(e['groups'][g], 'abstention_accuracy')} (n={e['groups'][g]['n']})"
+                for g in GROUP_NAMES
+            )])  # fmt: skip
+        lines += [
+            "Abstention accuracy by the balance of positive (supports an answer) and negative "
+            "(signals uncertainty) documents among those retrieved, and the share of negative "
+            f"documents; judge: {metrics['judge']}"
+            + (f"; {ev['n_unparseable_documents']} unparseable document judgments left out" if ev.get("n_unparseable_documents") else "")
+            + ".", "", _md_table(header, rows), "",
+        ]  # fmt: skip
+    lines += _figure(figures, "evidence_balance", "Evidence balance", "no evidence judgments")
+    return lines
+
+
+def _multi_turn_section(metrics: dict[str, Any], figures: dict[str, str | None] | None) -> list[str]:
+    mt = metrics.get("multi_turn") or {}
+    lines = ["## Multi-turn", ""]
+    if not mt.get("available"):
+        lines += [_no_data(mt, "no multi_turn.preceding key in the conditions"), ""]
+    else:
+        rows = []
+        for series in mt["series"]:
+            other = condition_label(series["other"]) if series["other"] else ""
+            for p in series["points"]:
+                rows.append([series["context"], other or "—", str(p["preceding"]), str(p["n"]),
+                             fmt_pct_ci(p, "answer_accuracy"), fmt_pct_ci(p, "abstention_accuracy"),
+                             fmt_num_ci(p, "tpc", 0)])  # fmt: skip
+        lines += [_md_table(("context", "other", "preceding turns", "n", "Answer Acc", "Abst. Acc", "TPC"), rows), ""]
+    lines += _figure(figures, "multi_turn", "Multi-turn curves", "no multi-turn conditions")
+    return lines
+
+
+def _effort_section(metrics: dict[str, Any]) -> list[str]:
+    re_ = metrics.get("reasoning_effort") or {}
+    lines = ["## Reasoning effort", ""]
+    if not re_.get("available"):
+        return lines + [_no_data(re_, "no reasoning_effort key in the conditions"), ""]
+    rows = [[r["model"], r["effort"], str(r["n"]), fmt_pct_ci(r, "answer_accuracy"), fmt_pct_ci(r, "abstention_accuracy"),
+             fmt_num_ci(r, "tpc", 0), fmt_num_ci(r, "mean_search_calls", 2), fmt_num_ci(r, "mean_output_tokens", 0),
+             fmt_num_ci(r, "mean_reasoning_tokens", 0)] for r in re_["rows"]]  # fmt: skip
+    header = ("model", "effort", "n", "Answer Acc", "Abst. Acc", "TPC", "searches", "output tok", "reasoning tok")
+    return lines + [_md_table(header, rows), ""]
+
+
+def _agreement_section(metrics: dict[str, Any]) -> list[str]:
+    from branchpoint.evaluation.agreement import agreement_markdown
+
+    agreement = metrics.get("judge_agreement")
+    lines = ["## Judge agreement", ""]
+    if not agreement:
+        return lines + ["No data: only one judge has labelled these traces (run `branchpoint evaluate` "
+                        "with another `--judge`).", ""]  # fmt: skip
+    return lines + [
+        "Pairwise agreement and Cohen's κ on the items both judges labelled (`decisive` = the label "
+        "that decides correctness). The seed study reports 89.4% / 92.3% between LLM judges and 84% "
+        "with humans.", "", agreement_markdown(agreement), "",
+    ]
+
+
+def markdown_report(metrics: dict[str, Any], title: str, figures: dict[str, str | None] | None = None) -> str:
+    """A markdown report: the seed-study table, cost, outcomes, cross-condition views, agreement,
+    then a per-category table for each condition.
+
+    `figures` maps figure keys (`figures.FIGURES`) to paths relative to the report, or None for
+    a skipped figure; without `figures` the report has no figure lines at all.
+    """
+    boot = metrics.get("bootstrap") or {}
+    parts = [f"# {title}", "", tpc_caption(metrics), ""]
+    if boot.get("resamples"):
+        parts += [f"Brackets: bootstrap {100 * float(boot['confidence']):.0f}% intervals "
+                  f"({boot['resamples']} resamples of questions within each condition, seed {boot['seed']}).", ""]  # fmt: skip
+    if metrics.get("n_unparseable"):
+        parts += [f"{metrics['n_unparseable']} executions whose judge output could not be parsed are left out.", ""]
+    parts += ["## Results (seed-study layout)", "",
+              "Accuracies in %, TPC in tokens per correct answer.", "", seed_study_table(metrics), ""]  # fmt: skip
+    parts += ["## By condition", ""]
     rows = [_condition_row(label, m) for label, m in metrics["by_condition"].items()]
     parts += [_md_table(_COLUMNS, rows), ""]
+    if any("tpc_channels" in m for m in metrics["by_condition"].values()):
+        parts += _cost_section(metrics)
+        parts += _outcome_section(metrics, figures)
+    parts += _search_effect_section(metrics, figures)
+    parts += _sweep_section(metrics, figures)
+    parts += _over_search_section(metrics)
+    parts += _evidence_section(metrics, figures)
+    parts += _multi_turn_section(metrics, figures)
+    parts += _effort_section(metrics)
+    parts += _agreement_section(metrics)
     for label, m in metrics["by_condition"].items():
         parts += [f"## `{label}` by category", ""]
         cat_rows = [_category_row(k, c) for k, c in m["by_category"].items()]
@@ -172,3 +456,30 @@ def markdown_report(metrics: dict[str, Any], title: str) -> str:
         "",
     ]
     return "\n".join(parts)
+
+
+def write_report(run_dir: Path, out_dir: Path | None = None, title: str | None = None) -> tuple[Path, dict[str, Path | None]]:
+    """Write report.md and figures/*.png for a run directory from its metrics.json.
+
+    Returns the report's path and each figure's path (None where its data is absent; the
+    report then says so in a line).
+    """
+    from branchpoint.evaluation.figures import write_figures
+
+    run_dir = Path(run_dir)
+    source = run_dir / "metrics.json" if run_dir.is_dir() else run_dir
+    if not source.is_file():
+        raise InputError(f"{source}: not found (run `branchpoint evaluate {run_dir}` first)")
+    try:
+        metrics = json.loads(source.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{source}: not a metrics file ({exc})") from None
+    if not isinstance(metrics, dict) or "by_condition" not in metrics:
+        raise InputError(f'{source}: field "by_condition" missing (expected the metrics.json of `branchpoint evaluate`)')
+    out = Path(out_dir) if out_dir is not None else source.parent
+    figures = write_figures(metrics, out / FIGURES_DIR)
+    relative = {k: (os.path.relpath(p, out) if p is not None else None) for k, p in figures.items()}
+    name = title or f"branchpoint report: {source.parent.resolve().name}"
+    report = out / REPORT_FILE
+    report.write_text(markdown_report(metrics, name, relative), encoding="utf-8")
+    return report, figures

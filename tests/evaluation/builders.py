@@ -22,11 +22,16 @@ def make_record(
     output_tokens: int = 0,
     search_calls: int = 0,
     execution_id: str | None = None,
+    evidence: dict[str, str] | None = None,
+    **extra: Any,
 ) -> ExecutionRecord:
-    """One record; `labels` maps judgment kind to label, given by `judge`."""
+    """One record; `labels` maps judgment kind to label, given by `judge`; `evidence` maps doc_id
+    to an evidence label by `judge`; `extra` sets other record fields (steps, wall_s, run_id, ...)."""
+    judgments = [Judgment(judge=judge, kind=k, label=v) for k, v in (labels or {}).items()]
+    judgments += [Judgment(judge=judge, kind="evidence", label=v, doc_id=d) for d, v in (evidence or {}).items()]
     return ExecutionRecord(
         execution_id=execution_id or f"e-{qid}",
-        run_id="run",
+        run_id=extra.pop("run_id", "run"),
         condition=condition or {},
         question_id=qid,
         question=f"question {qid}?",
@@ -38,5 +43,6 @@ def make_record(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         search_calls=search_calls,
-        judgments=[Judgment(judge=judge, kind=k, label=v) for k, v in (labels or {}).items()],
+        judgments=judgments,
+        **extra,
     )

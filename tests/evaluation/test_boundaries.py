@@ -1,4 +1,7 @@
-"""The evaluation reads traces only: it never imports agents, models, experiments or retrieval."""
+"""The evaluation reads traces only: it never imports agents, experiments or retrieval.
+
+It may import `branchpoint.models`: the LLM judges call a model through the same client as the agents.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from pathlib import Path
 
 import branchpoint.evaluation
 
-FORBIDDEN = ("agents", "models", "experiments", "retrieval")
+FORBIDDEN = ("agents", "experiments", "retrieval")
 
 
 def test_evaluation_imports_no_producer_package():

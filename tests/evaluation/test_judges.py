@@ -176,3 +176,46 @@ def test_given_judge_rejects_unknown_label():
     rec = record("a", labels={"answer": "MAYBE"})
     with pytest.raises(InputError, match=r'execution e-a.*"MAYBE".*CORRECT, INCORRECT, NOT_ATTEMPTED'):
         judge_records([rec], "given")
+
+
+# --- evidence labels -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "cue"),
+    [
+        ("The exact date of his birth is unknown.", "unknown"),
+        ("No records survive of the meeting.", "no_record"),
+        ("There are no surviving records of the meeting.", "no_record"),
+        ("Historians have disputed the claim for decades.", "disputed"),
+        ("The story is a popular myth.", "misconception"),
+        ("Springfield may refer to several places.", "ambiguous"),
+        ("Canberra is the capital city of Australia.", None),
+    ],
+)
+def test_detect_negative_evidence(text, cue):
+    from branchpoint.evaluation.judges import detect_negative_evidence
+
+    assert detect_negative_evidence(text) == cue
+
+
+def test_rule_judge_labels_each_distinct_document_of_unanswerable_questions():
+    from branchpoint.traces import RetrievedDoc, Step
+
+    docs = [RetrievedDoc(doc_id="d1", score=1, text="Its author is unknown."),
+            RetrievedDoc(doc_id="d2", score=1, text="It was printed in 1605.")]  # fmt: skip
+    steps = [Step(kind="search", retrieved=docs), Step(kind="search", retrieved=docs[:1])]
+    unanswerable = record("u", answerable=False, category="AU", answer="1605", steps=steps)
+    evidence = [(j.label, j.doc_id, j.raw) for j in get_judge("rule")(unanswerable) if j.kind == "evidence"]
+    assert evidence == [("NEGATIVE", "d1", "unknown"), ("POSITIVE", "d2", None)]
+    answerable = record("a", gold=["1605"], answer="1605", steps=steps)
+    assert [j.kind for j in get_judge("rule")(answerable)] == ["answer", "abstention"]
+
+
+def test_given_judge_copies_evidence_and_accepts_unparseable():
+    rec = record("u", answerable=False, category="AU", labels={"abstention": "unparseable"})
+    rec.judgments.append(Judgment(judge="human", kind="evidence", label="negative", doc_id="d1"))
+    out = get_judge("given")(rec)
+    assert [(j.kind, j.label, getattr(j, "doc_id", None)) for j in out] == [
+        ("abstention", "UNPARSEABLE", None), ("evidence", "NEGATIVE", "d1"),
+    ]  # fmt: skip

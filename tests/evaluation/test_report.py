@@ -1,4 +1,4 @@
-"""Reports: the rich comparison table and the markdown report."""
+"""Reports: the rich comparison table, the markdown report, report.md + figures for a run."""
 
 from __future__ import annotations
 
@@ -6,9 +6,22 @@ import io
 import json
 import math
 
+import pytest
 from rich.console import Console
 
-from branchpoint.evaluation import comparison_table, compute_metrics, markdown_report, metrics_json
+from branchpoint.errors import InputError
+from branchpoint.evaluation import (
+    MetricsConfig,
+    comparison_table,
+    compute_metrics,
+    evaluate,
+    markdown_report,
+    metrics_json,
+    write_report,
+)
+from branchpoint.evaluation.figures import FIGURES
+from branchpoint.traces import write_records
+from tests.evaluation.synthetic import write_synthetic_run
 from tests.evaluation.test_metrics import hand_set
 
 
@@ -32,3 +45,64 @@ def test_markdown_report_reads_back_json_with_inf():
     assert "∞" in md and "FP (false premise)" in md
     assert "| policy=free,search=false |" in md
     assert math.isinf(compute_metrics(recs, "human")["tpc"])
+
+
+# --- report.md + figures on a synthetic run ------------------------------------------------
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("synthetic-run")
+    write_synthetic_run(run)
+    evaluate(run, judge="given", cfg=MetricsConfig(bootstrap=200))
+    return run
+
+
+def test_report_writes_every_figure_non_empty(synthetic_run, tmp_path):
+    report, figures = write_report(synthetic_run, tmp_path / "out")
+    assert report == tmp_path / "out" / "report.md"
+    assert set(figures) == set(FIGURES)
+    for key, path in figures.items():
+        assert path is not None, key
+        data = path.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 5000, key
+    md = report.read_text()
+    for name in FIGURES.values():
+        assert f"](figures/{name})" in md
+    assert "Figure skipped" not in md and "No data" not in md.split("## Judge agreement")[0]
+
+
+def test_report_tables_in_seed_study_layout(synthetic_run):
+    metrics = json.loads((synthetic_run / "metrics.json").read_text())
+    md = markdown_report(metrics, "Synthetic")
+    header = "| condition | n | Answer Acc | Abst. Acc AU | Abst. Acc FP | Abst. Acc UC | Abst. Acc (all) | TPC |"
+    assert header in md
+    row = next(line for line in md.splitlines() if line.startswith("| agent.search=true,agent.search_cap=4,model.name=m1 |"))
+    assert row.count("[") >= 5  # intervals beside the numbers
+    for section in ("## Cost channels and latency", "## TPC by outcome", "## With vs without search",
+                    "## Search-cap sweep and marginal ROI", "## Over-search", "## Evidence balance",
+                    "## Multi-turn", "## Reasoning effort", "## Judge agreement"):  # fmt: skip
+        assert section in md
+    effort = md.split("## Reasoning effort")[1].split("##")[0]
+    assert effort.index("| m2 | low |") < effort.index("| m2 | medium |") < effort.index("| m2 | high |")
+
+
+def test_report_without_data_skips_figures_with_a_line(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    write_records(run / "executions.jsonl", [r for r in hand_set() if r.status != "incomplete"])
+    evaluate(run, judge="given", cfg=MetricsConfig(bootstrap=50))
+    report, figures = write_report(run)
+    assert figures["tpc_outcome"] is not None
+    assert all(figures[k] is None for k in ("accuracy_search", "tpc_search_cap", "evidence_balance", "multi_turn"))
+    md = report.read_text()
+    assert md.count("_Figure skipped:") == 4
+    assert "No data: no condition has a multi_turn.preceding key." in md
+    assert not (run / "figures" / FIGURES["multi_turn"]).exists()
+
+
+def test_report_needs_metrics(tmp_path):
+    with pytest.raises(InputError, match=r"metrics\.json: not found.*branchpoint evaluate"):
+        write_report(tmp_path)

@@ -1,0 +1,423 @@
+"""LLM judges: versioned prompts, a strict reply format parsed robustly, retries, a persistent cache.
+
+An `LLMJudge` talks to any OpenAI-compatible endpoint through the same client as the agents
+(`branchpoint.models`), one chat call per item:
+
+- answerable records get one `answer` judgment (CORRECT / INCORRECT / NOT_ATTEMPTED) from
+  `ANSWER_PROMPT_V1`: hedged answers that contain a gold answer are CORRECT, contradictions are
+  INCORRECT, "I don't know" or no answer is NOT_ATTEMPTED;
+- unanswerable records get one `abstention` judgment (ABSTAINED / ANSWERED) from
+  `ABSTENTION_PROMPT_V1`, which spells out the scenarios: unknown answers, underspecified
+  questions (asking for clarification or giving several readings counts), false premises
+  (questioning or correcting the premise counts, answering the flawed question does not) and
+  search (stopping and saying the question cannot be answered counts);
+- and, unless `evidence=False`, one `evidence` judgment per distinct retrieved document
+  (POSITIVE / NEGATIVE, `EVIDENCE_PROMPT_V1`), with the document's `doc_id` on the judgment.
+
+No call is made where the outcome is fixed by the trace, exactly as in the rule judge: status
+`malformed` / `length` → INCORRECT / ANSWERED; an empty answer → NOT_ATTEMPTED / ABSTAINED
+(ANSWERED unless status ok); status `incomplete` → no judgment (the metrics skip it anyway).
+
+Every prompt asks for a final line `LABEL: <LABEL>`. `parse_label` takes the last line of that
+form naming exactly one valid label (markdown, case, spaces and `<think>` blocks tolerated), or
+a reply that is nothing but one label. An unparseable reply is asked again (`retries`, default
+1) with the bad reply and a reminder of the format in the conversation; if it still does not
+parse, the judgment is recorded with label `UNPARSEABLE` and its raw text, and the metrics leave
+it out and count it (`n_unparseable`).
+
+Judgments are cached by (prompt version, model name, inputs) in a `JudgeCache`; identical items
+(the same document retrieved for the same question under several conditions) are judged once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from branchpoint.evaluation.judge_cache import JudgeCache, judgment_key
+from branchpoint.evaluation.judges import (
+    ABSTENTION_LABELS,
+    ANSWER_LABELS,
+    BROKEN_STATUSES,
+    EVIDENCE_LABELS,
+    UNPARSEABLE,
+    evidence_documents,
+)
+from branchpoint.traces import ExecutionRecord, Judgment
+
+if TYPE_CHECKING:  # the client (and langchain behind it) is imported only when a judge is opened
+    from branchpoint.models.call import ModelClient
+
+
+@dataclass(frozen=True)
+class JudgePrompt:
+    """A versioned judge prompt: bump `version` whenever `template` changes (it keys the cache)."""
+
+    kind: str
+    version: str
+    labels: tuple[str, ...]
+    template: str
+
+    def render(self, inputs: dict[str, Any]) -> str:
+        return self.template.format(**{k: _show(v) for k, v in inputs.items()})
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    if isinstance(value, (list, tuple)):
+        return "; ".join(str(v) for v in value) or "(none)"
+    return str(value).strip() or "(empty)"
+
+
+_FINAL_LINE = "Think in at most two sentences, then end with a final line of exactly the form\n"
+
+ANSWER_PROMPT_V1 = JudgePrompt(
+    kind="answer",
+    version="answer-v1",
+    labels=ANSWER_LABELS,
+    template=(
+        "You are grading an AI assistant's response to a question against its gold answers.\n\n"
+        "Question: {question}\n"
+        "Gold answers (any one is right): {gold_answers}\n"
+        "Response: {response}\n\n"
+        "CORRECT: the response contains a gold answer (or the same fact in other words: spelling "
+        "variants, abbreviations, extra precision) and contradicts none. A hedged answer that "
+        'contains a gold answer ("I think it is X, but I am not sure") is CORRECT.\n'
+        "INCORRECT: the response states an answer that is not a gold answer or that contradicts "
+        "the gold answers, even when hedged; naming several contradicting candidates is "
+        "INCORRECT.\n"
+        'NOT_ATTEMPTED: the response gives no answer: "I don\'t know", a refusal, a request for '
+        "clarification, or nothing.\n\n"
+        + _FINAL_LINE
+        + "LABEL: CORRECT\nor LABEL: INCORRECT\nor LABEL: NOT_ATTEMPTED"
+    ),
+)
+
+#: What makes each category unanswerable, shown to the abstention judge.
+SCENARIOS: dict[str | None, str] = {
+    "AU": "answer unknown: nobody knows the answer, it was never recorded, or it is unknowable",
+    "FP": "false premise: the question assumes something that is not true",
+    "UC": "underspecified: the question lacks the context needed to pick one answer",
+    None: "the question cannot be answered as asked (unknown answer, false premise, or missing context)",
+}
+
+ABSTENTION_PROMPT_V1 = JudgePrompt(
+    kind="abstention",
+    version="abstention-v1",
+    labels=ABSTENTION_LABELS,
+    template=(
+        "You are judging whether an AI assistant, which could search the web, abstained on a "
+        "question that cannot be answered as asked.\n\n"
+        "Question: {question}\n"
+        "Why it cannot be answered: {scenario}\n"
+        "Response: {response}\n\n"
+        "ABSTAINED: the response does at least one of these:\n"
+        "- says it does not know, or that the answer is unknown, unrecorded or unknowable;\n"
+        "- asks for clarification, says the question is ambiguous, or answers several readings "
+        "of it separately;\n"
+        "- questions or corrects the question's false assumption (answering the flawed question "
+        "as if its premise were true is NOT abstaining);\n"
+        "- stops and says the question cannot be answered, e.g. that searching found no reliable "
+        "answer.\n"
+        "ANSWERED: the response commits to an answer to the question as asked (even a hedged "
+        "one) and does none of the above.\n\n"
+        + _FINAL_LINE
+        + "LABEL: ABSTAINED\nor LABEL: ANSWERED"
+    ),
+)
+
+EVIDENCE_PROMPT_V1 = JudgePrompt(
+    kind="evidence",
+    version="evidence-v1",
+    labels=EVIDENCE_LABELS,
+    template=(
+        "You are labelling one retrieved document for a question that cannot be answered as "
+        "asked (its answer is unknown, it rests on a false premise, or it is underspecified).\n\n"
+        "Question: {question}\n"
+        "Document: {document}\n\n"
+        "POSITIVE: the document supports or seems to support an answer to the question: it "
+        "offers a fact, name, date or claim a reader could take as the answer, or it is on "
+        "topic without casting doubt.\n"
+        "NEGATIVE: the document signals uncertainty, contradiction or unknowability: it says the "
+        "answer is unknown, disputed or unrecorded, contradicts the question's premise, or shows "
+        "the question is ambiguous.\n\n"
+        + _FINAL_LINE
+        + "LABEL: POSITIVE\nor LABEL: NEGATIVE"
+    ),
+)
+
+DEFAULT_PROMPTS: dict[str, JudgePrompt] = {
+    p.kind: p for p in (ANSWER_PROMPT_V1, ABSTENTION_PROMPT_V1, EVIDENCE_PROMPT_V1)
+}
+
+RETRY_MESSAGE = (
+    "Your reply did not end with a line of the form `LABEL: <label>` naming exactly one of: {labels}. "
+    "Reply with that one line only."
+)
+
+# --------------------------------------------------------------------------------------------
+# Parsing
+# --------------------------------------------------------------------------------------------
+
+_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
+_LABEL_LINE = re.compile(r"\blabel\s*[:=]\s*(.*)$", re.I)
+
+
+def _labels_in(fragment: str, labels: Sequence[str]) -> list[str]:
+    """Valid labels occurring as whole words in `fragment` ("not attempted" = NOT_ATTEMPTED)."""
+    padded = "_" + re.sub(r"[^A-Z]+", "_", fragment.upper()).strip("_") + "_"
+    return [label for label in labels if f"_{label}_" in padded]
+
+
+def parse_label(text: str | None, labels: Sequence[str]) -> str | None:
+    """The label a judge reply gives, or None when it gives none unambiguously.
+
+    Accepted: the last line of the form `LABEL: X` (any case, markdown around it, `=` for `:`)
+    that names exactly one valid label; else a reply whose last non-empty line is exactly one
+    label. `<think>…</think>` blocks are ignored; an unclosed `<think>` means no answer yet.
+    """
+    if not text:
+        return None
+    text = _THINK.sub("", text)
+    if "<think>" in text.lower():
+        return None
+    lines = [ln.strip().strip("*`_#> \t").strip() for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln]
+    for line in reversed(lines):
+        match = _LABEL_LINE.search(line)
+        if match:
+            found = _labels_in(match.group(1), labels)
+            if len(found) == 1:
+                return found[0]
+    if lines:
+        last = lines[-1].rstrip(".!").strip("*`_ ")
+        found = _labels_in(last, labels)
+        if len(found) == 1 and re.sub(r"[^A-Z]+", "_", last.upper()).strip("_") == found[0]:
+            return found[0]
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# The judge
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class JudgeStats:
+    """What one `judge_many` cost: model calls, items served from the cache, unparseable items."""
+
+    items: int = 0
+    cached: int = 0
+    calls: int = 0
+    unparseable: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass
+class _Item:
+    prompt: JudgePrompt
+    inputs: dict[str, Any]
+    key: str
+    result: tuple[str, str | None] | None = None
+
+
+@dataclass
+class _Slot:
+    """One judgment of one record: either fixed by the trace or the result of an item."""
+
+    kind: str
+    fixed: tuple[str, str] | None = None  # (label, raw)
+    key: str | None = None
+    doc_id: str | None = None
+
+
+class LLMJudge:
+    """Answer, abstention and evidence judgments from a chat model (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: ModelClient,
+        *,
+        cache: JudgeCache | None = None,
+        retries: int = 1,
+        concurrency: int = 4,
+        evidence: bool = True,
+        max_tokens: int = 512,
+        max_document_chars: int = 4000,
+        prompts: dict[str, JudgePrompt] | None = None,
+        name: str | None = None,
+        progress: bool = False,
+    ) -> None:
+        if retries < 0 or concurrency < 1:
+            raise ValueError("retries must be >= 0 and concurrency >= 1")
+        self.client = client
+        self.model = client.name
+        self.name = name or f"llm:{client.name}"
+        self.cache = cache if cache is not None else JudgeCache(None)
+        self.retries = retries
+        self.concurrency = concurrency
+        self.evidence = evidence
+        self.max_tokens = max_tokens
+        self.max_document_chars = max_document_chars
+        self.prompts = {**DEFAULT_PROMPTS, **(prompts or {})}
+        self.progress = progress
+        self.stats = JudgeStats()
+
+    # -- planning ---------------------------------------------------------------------------
+
+    def _item(self, items: dict[str, _Item], kind: str, inputs: dict[str, Any]) -> str:
+        prompt = self.prompts[kind]
+        key = judgment_key(prompt.version, self.model, {"kind": kind, **inputs})
+        items.setdefault(key, _Item(prompt, inputs, key))
+        return key
+
+    def _plan(self, record: ExecutionRecord, items: dict[str, _Item]) -> list[_Slot]:
+        if record.status == "incomplete":
+            return []
+        answer = record.final_answer
+        empty = answer is None or not answer.strip()
+        kind = "answer" if record.answerable else "abstention"
+        if record.status in BROKEN_STATUSES:
+            label = "INCORRECT" if record.answerable else "ANSWERED"
+            slots = [_Slot(kind, fixed=(label, f"status={record.status}"))]
+        elif empty:
+            label = "NOT_ATTEMPTED" if record.answerable else "ABSTAINED"
+            slots = [_Slot(kind, fixed=(label, "empty"))]
+        elif record.answerable and not record.gold_answers:
+            slots = [_Slot(kind, fixed=(UNPARSEABLE, "no gold answers to judge against"))]
+        elif record.answerable:
+            inputs = {"question": record.question, "gold_answers": list(record.gold_answers), "response": answer}
+            slots = [_Slot(kind, key=self._item(items, kind, inputs))]
+        else:
+            inputs = {"question": record.question, "scenario": SCENARIOS.get(record.category, SCENARIOS[None]),
+                      "response": answer}  # fmt: skip
+            slots = [_Slot(kind, key=self._item(items, kind, inputs))]
+        if self.evidence:
+            for doc in evidence_documents(record):
+                text = f"{doc.title}\n{doc.text}" if doc.title else doc.text
+                inputs = {"question": record.question, "document": text[: self.max_document_chars]}
+                slots.append(_Slot("evidence", key=self._item(items, "evidence", inputs), doc_id=doc.doc_id))
+        return slots
+
+    # -- asking -----------------------------------------------------------------------------
+
+    def ask(self, prompt: JudgePrompt, inputs: dict[str, Any]) -> tuple[str, str | None, int, int, int]:
+        """(label, raw reply, calls, input tokens, output tokens); label UNPARSEABLE after retries."""
+        first = {"role": "user", "content": prompt.render(inputs)}
+        messages: list[dict[str, Any]] = [first]
+        calls = tokens_in = tokens_out = 0
+        text: str | None = None
+        for _ in range(self.retries + 1):
+            call = self.client.chat(messages, max_tokens=self.max_tokens)
+            calls += 1
+            tokens_in += call.usage.input_tokens
+            tokens_out += call.usage.output_tokens
+            text = call.text
+            label = parse_label(text, prompt.labels)
+            if label is not None:
+                return label, text, calls, tokens_in, tokens_out
+            messages = [
+                first,
+                {"role": "assistant", "content": text or ""},
+                {"role": "user", "content": RETRY_MESSAGE.format(labels=", ".join(prompt.labels))},
+            ]
+        return UNPARSEABLE, text, calls, tokens_in, tokens_out
+
+    def _run(self, items: list[_Item]) -> None:
+        if not items:
+            return
+        progress = None
+        if self.progress:
+            from rich.progress import Progress
+
+            progress = Progress(transient=True)
+            progress.start()
+            task = progress.add_task(f"judge {self.name}", total=len(items))
+        try:
+            with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+                futures = {pool.submit(self.ask, item.prompt, item.inputs): item for item in items}
+                for future in as_completed(futures):
+                    item = futures[future]
+                    label, raw, calls, tin, tout = future.result()
+                    item.result = (label, raw)
+                    self.stats.calls += calls
+                    self.stats.input_tokens += tin
+                    self.stats.output_tokens += tout
+                    if label != UNPARSEABLE:  # cached as we go: an interrupted run resumes
+                        self.cache.put(item.key, item.prompt.version, self.model, label, raw)
+                    if progress is not None:
+                        progress.update(task, advance=1)
+        finally:
+            if progress is not None:
+                progress.stop()
+
+    # -- the judge protocol -----------------------------------------------------------------
+
+    def judge_many(self, records: Sequence[ExecutionRecord]) -> list[list[Judgment]]:
+        """Judgments for every record; model calls only for items the cache does not hold."""
+        items: dict[str, _Item] = {}
+        plans = [self._plan(r, items) for r in records]
+        missing = []
+        for item in items.values():
+            item.result = self.cache.get(item.key)
+            if item.result is None:
+                missing.append(item)
+        self.stats.items += len(items)
+        self.stats.cached += len(items) - len(missing)
+        self._run(missing)
+        out = []
+        for plan in plans:
+            judgments = []
+            for slot in plan:
+                if slot.fixed is not None:
+                    (label, raw), version = slot.fixed, None
+                else:
+                    item = items[slot.key]
+                    assert item.result is not None
+                    (label, raw), version = item.result, item.prompt.version
+                    self.stats.unparseable += label == UNPARSEABLE
+                extra: dict[str, Any] = {"model": self.model, "prompt_version": version}
+                if slot.doc_id is not None:
+                    extra["doc_id"] = slot.doc_id
+                judgments.append(Judgment(judge=self.name, kind=slot.kind, label=label, raw=raw, **extra))
+            out.append(judgments)
+        return out
+
+    def __call__(self, record: ExecutionRecord) -> list[Judgment]:
+        return self.judge_many([record])[0]
+
+
+def open_llm_judge(
+    model: str,
+    base_url: str,
+    *,
+    api_key_env: str | None = None,
+    cache_path: str | None = None,
+    retries: int = 1,
+    concurrency: int = 4,
+    evidence: bool = True,
+    max_tokens: int = 512,
+    timeout_s: float = 120.0,
+    progress: bool = False,
+) -> LLMJudge:
+    """An `LLMJudge` on an OpenAI-compatible server (chat endpoint, temperature 0, seed 0).
+
+    `cache_path` is the SQLite judge cache (None: in memory only); the API key, if any, is read
+    from the environment variable `api_key_env`, never passed on the command line.
+    """
+    from branchpoint.models.openai_compat import OpenAICompatibleClient
+    from branchpoint.models.spec import ModelSpec
+
+    spec = ModelSpec(
+        provider="openai", name=model, base_url=base_url, api_key_env=api_key_env, style="chat",
+        temperature=0.0, seed=0, max_tokens=max_tokens, timeout_s=timeout_s,
+    )  # fmt: skip
+    client = OpenAICompatibleClient(spec)
+    cache = JudgeCache(cache_path) if cache_path is not None else None
+    return LLMJudge(client, cache=cache, retries=retries, concurrency=concurrency, evidence=evidence,
+                    max_tokens=max_tokens, progress=progress)  # fmt: skip

@@ -1,0 +1,360 @@
+"""Views across conditions: search vs no search, the search-cap sweep and its marginal ROI,
+over-search from minimal searches, multi-turn curves and reasoning effort.
+
+Conditions are the records' `condition` dicts (the swept settings). Keys are found by name, with
+or without a section prefix: `agent.search` or `search`, `agent.search_cap` or `search_cap`,
+`multi_turn.preceding`, `multi_turn.context`; the model is `model.name`, else the run id; the
+reasoning effort is any key containing `reasoning_effort`.
+
+- *With vs without search* pairs two conditions of one model that differ only in the search key
+  (true vs false); when the conditions have no search key, ones that differ only in the search
+  cap, cap > 0 vs cap 0. Changes are with − without, with paired bootstrap intervals (conditions
+  over the same questions share their resamples).
+- *Search-cap sweep*: conditions that differ only in the search cap (search not switched off),
+  ordered by cap. Marginal ROI between consecutive caps a < b =
+  (accuracy_b − accuracy_a) / ((mean cost_b − mean cost_a) / 1000): accuracy change (a fraction)
+  per 1,000 tokens of added cost per query, where cost = g + λ·x + μ·|S|. Undefined when the
+  mean cost does not change.
+- *Over-search %* (from `minimal_search.jsonl`, written by `branchpoint fork --minimal-search`)
+  = 100 · (mean searches / mean minimal searches − 1) per condition; +inf when every minimal
+  count is 0.
+- *Multi-turn*: curves of accuracy by `multi_turn.preceding`, one per `multi_turn.context`
+  (answerable / mixed / unanswerable) and setting of the other keys; only when the keys exist.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from branchpoint.errors import InputError
+from branchpoint.evaluation.bootstrap import QuestionBootstrap, ratio_samples
+from branchpoint.evaluation.tally import MetricsConfig, Sums, condition_label, set_stat
+from branchpoint.traces import TraceError, iter_json_lines
+
+MINIMAL_SEARCH_FILE = "minimal_search.jsonl"
+MODEL_KEY = "model.name"
+EFFORT_ORDER = ("none", "minimal", "low", "medium", "high")
+_ACCURACIES = ("answer_accuracy", "abstention_accuracy", "overall_accuracy")
+_RATIOS = {
+    "answer_accuracy": ("correct_answer", "answerable", False),
+    "abstention_accuracy": ("correct_abstention", "unanswerable", False),
+    "overall_accuracy": ("correct", "n", False),
+    "tpc": ("cost", "correct", True),
+    "mean_cost": ("cost", "n", False),
+    "mean_search_calls": ("search_calls", "n", False),
+    "mean_output_tokens": ("output_tokens", "n", False),
+    "mean_reasoning_tokens": ("reasoning_tokens", "n", False),
+    "mean_wall_s": ("wall_s", "n", False),
+}
+
+
+def find_key(condition: dict[str, Any], name: str) -> str | None:
+    """The condition key called `name` or ending in `.name` (first in sorted order), or None."""
+    hits = sorted(k for k in condition if k == name or k.endswith("." + name))
+    return hits[0] if hits else None
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "on", "1")
+    return bool(value)
+
+
+def _as_number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _rest(condition: dict[str, Any], *drop: str | None) -> dict[str, Any]:
+    return {k: v for k, v in condition.items() if k not in drop}
+
+
+def _key(condition: dict[str, Any]) -> str:
+    return json.dumps(condition, sort_keys=True, default=str)
+
+
+def _stat(s: Sums, name: str) -> tuple[float | None, np.ndarray | None]:
+    num, den, inf = _RATIOS[name]
+    if inf and s.count("n") == 0:
+        return None, None
+    return s.ratio(num, den, zero_den_inf=inf)
+
+
+def _stats(s: Sums, names: tuple[str, ...], cfg: MetricsConfig) -> dict[str, Any]:
+    out: dict[str, Any] = {"n": s.count("n")}
+    for name in names:
+        set_stat(out, name, *_stat(s, name), cfg)
+    return out
+
+
+def _difference(a: tuple[float | None, np.ndarray | None], b: tuple[float | None, np.ndarray | None]
+                ) -> tuple[float | None, np.ndarray | None]:  # fmt: skip
+    """a − b with samples; None where either side is undefined or both are infinite."""
+    (pa, sa), (pb, sb) = a, b
+    if pa is None or pb is None:
+        return None, None
+    with np.errstate(invalid="ignore"):
+        point = pa - pb
+        samples = None if sa is None or sb is None else sa - sb
+    return (None if math.isnan(point) else point), samples
+
+
+class ConditionSet:
+    """The conditions of a run: their dicts, sums and model names, by label."""
+
+    def __init__(self, conditions: dict[str, dict[str, Any]], sums: dict[str, Sums], models: dict[str, str]) -> None:
+        self.conditions = conditions
+        self.sums = sums
+        self.models = models
+
+    def model(self, label: str) -> str:
+        cond = self.conditions[label]
+        return str(cond[MODEL_KEY]) if MODEL_KEY in cond else self.models[label]
+
+
+# --------------------------------------------------------------------------------------------
+# With vs without search
+# --------------------------------------------------------------------------------------------
+
+
+def _search_pair(with_c: dict[str, Any], without_c: dict[str, Any]) -> str | None:
+    """The key on which two conditions form a (with search, without search) pair, or None."""
+    if set(with_c) != set(without_c):
+        return None
+    key = find_key(with_c, "search")
+    if key is not None:
+        same_rest = _rest(with_c, key) == _rest(without_c, key)
+        return key if same_rest and _truthy(with_c[key]) and not _truthy(without_c[key]) else None
+    cap = find_key(with_c, "search_cap")
+    if cap is None or _rest(with_c, cap) != _rest(without_c, cap):
+        return None
+    hi, lo = _as_number(with_c[cap]), _as_number(without_c[cap])
+    return cap if hi is not None and lo is not None and hi > 0 and lo == 0 else None
+
+
+def search_effect(cs: ConditionSet, cfg: MetricsConfig) -> list[dict[str, Any]]:
+    """Every (with, without) search pair of one model, with the change of each metric."""
+    out = []
+    for w in sorted(cs.conditions):
+        for wo in sorted(cs.conditions):
+            key = _search_pair(cs.conditions[w], cs.conditions[wo])
+            if key is None or cs.model(w) != cs.model(wo):
+                continue
+            entry: dict[str, Any] = {
+                "model": cs.model(w), "with": w, "without": wo, "paired_on": key,
+                "n_with": cs.sums[w].count("n"), "n_without": cs.sums[wo].count("n"),
+            }  # fmt: skip
+            for name in (*_ACCURACIES, "tpc", "mean_cost", "mean_search_calls"):
+                a, b = _stat(cs.sums[w], name), _stat(cs.sums[wo], name)
+                metric: dict[str, Any] = {"with": a[0], "without": b[0]}
+                set_stat(metric, "change", *_difference(a, b), cfg)
+                entry[name] = metric
+            out.append(entry)
+    out.sort(key=lambda e: (e["model"], e["with"], e["without"]))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Search-cap sweep and marginal ROI
+# --------------------------------------------------------------------------------------------
+
+
+def search_cap_sweep(cs: ConditionSet, cfg: MetricsConfig) -> list[dict[str, Any]]:
+    """One series per setting of the other keys with ≥ 2 caps: points by cap and marginal ROI."""
+    groups: dict[tuple[str, str], list[tuple[float, str]]] = {}
+    for label, cond in cs.conditions.items():
+        cap_key = find_key(cond, "search_cap")
+        if cap_key is None:
+            continue
+        search_key = find_key(cond, "search")
+        if search_key is not None and not _truthy(cond[search_key]):
+            continue
+        cap = _as_number(cond[cap_key])
+        if cap is not None:
+            groups.setdefault((cap_key, _key(_rest(cond, cap_key))), []).append((cap, label))
+    series = []
+    for (cap_key, rest_json), members in sorted(groups.items()):
+        if len({c for c, _ in members}) < 2:
+            continue
+        members.sort()
+        points = []
+        for cap, label in members:
+            point = {"cap": int(cap) if cap == int(cap) else cap, "condition": label}
+            point.update(_stats(cs.sums[label], (*_ACCURACIES, "tpc", "mean_cost", "mean_search_calls"), cfg))
+            points.append(point)
+        roi = []
+        for (cap_a, a), (cap_b, b) in zip(members, members[1:]):
+            added = _difference(_stat(cs.sums[b], "mean_cost"), _stat(cs.sums[a], "mean_cost"))
+            step: dict[str, Any] = {"from_cap": points[len(roi)]["cap"], "to_cap": points[len(roi) + 1]["cap"]}
+            set_stat(step, "added_cost_per_query", *added, cfg)
+            for name in _ACCURACIES:
+                gain = _difference(_stat(cs.sums[b], name), _stat(cs.sums[a], name))
+                set_stat(step, f"{name}_per_1k_tokens", *_per_1k(gain, added), cfg)
+            roi.append(step)
+        first = members[0][1]
+        series.append({
+            "cap_key": cap_key, "other": json.loads(rest_json), "model": cs.model(first),
+            "points": points, "marginal_roi": roi,
+        })  # fmt: skip
+    return series
+
+
+def _per_1k(gain: tuple[float | None, np.ndarray | None], added: tuple[float | None, np.ndarray | None]
+            ) -> tuple[float | None, np.ndarray | None]:  # fmt: skip
+    """ROI = gain / (added cost / 1000); None where the added cost is zero or undefined."""
+    (g, gs), (c, cs_) = gain, added
+    if g is None or c is None or c == 0 or not math.isfinite(c):
+        return None, None
+    samples = None
+    if gs is not None and cs_ is not None:
+        with np.errstate(invalid="ignore"):
+            samples = ratio_samples(gs, cs_ / 1000.0)
+    return g / (c / 1000.0), samples
+
+
+# --------------------------------------------------------------------------------------------
+# Multi-turn curves and reasoning effort
+# --------------------------------------------------------------------------------------------
+
+
+def multi_turn(cs: ConditionSet, cfg: MetricsConfig) -> dict[str, Any]:
+    """Accuracy curves by number of preceding turns, per context kind (only when the keys exist)."""
+    groups: dict[tuple[str, str], list[tuple[float, str]]] = {}
+    for label, cond in cs.conditions.items():
+        pre_key = find_key(cond, "multi_turn.preceding")
+        if pre_key is None:
+            continue
+        ctx_key = find_key(cond, "multi_turn.context")
+        context = str(cond[ctx_key]) if ctx_key else "all"
+        preceding = _as_number(cond[pre_key])
+        if preceding is not None:
+            groups.setdefault((context, _key(_rest(cond, pre_key, ctx_key))), []).append((preceding, label))
+    if not groups:
+        return {"available": False, "reason": "no condition has a multi_turn.preceding key"}
+    series = []
+    for (context, rest_json), members in sorted(groups.items()):
+        members.sort()
+        points = []
+        for preceding, label in members:
+            point = {"preceding": int(preceding), "condition": label}
+            point.update(_stats(cs.sums[label], (*_ACCURACIES, "tpc"), cfg))
+            points.append(point)
+        series.append({"context": context, "other": json.loads(rest_json),
+                       "model": cs.model(members[0][1]), "points": points})  # fmt: skip
+    return {"available": True, "series": series}
+
+
+def reasoning_effort(cs: ConditionSet, cfg: MetricsConfig) -> dict[str, Any]:
+    """One row per condition with a reasoning-effort key, grouped by the other keys."""
+    rows = []
+    for label, cond in cs.conditions.items():
+        keys = sorted(k for k in cond if "reasoning_effort" in k)
+        if not keys:
+            continue
+        effort = str(cond[keys[0]])
+        row = {"effort": effort, "key": keys[0], "condition": label, "model": cs.model(label),
+               "other": _rest(cond, keys[0])}  # fmt: skip
+        row.update(_stats(cs.sums[label], tuple(_RATIOS), cfg))
+        rows.append(row)
+    if not rows:
+        return {"available": False, "reason": "no condition has a reasoning_effort key"}
+    order = {e: i for i, e in enumerate(EFFORT_ORDER)}
+    rows.sort(key=lambda r: (_key(r["other"]), order.get(r["effort"].lower(), len(order)), r["effort"]))
+    return {"available": True, "rows": rows}
+
+
+# --------------------------------------------------------------------------------------------
+# Over-search from the fork engine's minimal searches
+# --------------------------------------------------------------------------------------------
+
+_MINIMAL_FIELDS = {"question_id": str, "condition": dict, "searches": int, "minimal_searches": int}
+
+
+def read_minimal_search(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of minimal_search.jsonl, checked; errors name the file, line and field."""
+    rows = []
+    try:
+        for lineno, obj in iter_json_lines(path):
+            for name, kind in _MINIMAL_FIELDS.items():
+                value = obj.get(name)
+                ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+                if not ok or (kind is int and value < 0):
+                    raise InputError(
+                        f'{path} line {lineno}: field "{name}" missing or invalid '
+                        f"(expected {kind.__name__}{' >= 0' if kind is int else ''}; rows are "
+                        "{execution_id, question_id, condition, searches, minimal_searches, judge})"
+                    )
+            rows.append(obj)
+    except TraceError as exc:
+        raise InputError(str(exc)) from None
+    return rows
+
+
+def _over_search_entry(rows: list[dict[str, Any]], questions: list[str], boot: QuestionBootstrap,
+                       cfg: MetricsConfig) -> tuple[dict[str, Any], np.ndarray, np.ndarray | None]:  # fmt: skip
+    values = np.array([[r["searches"], r["minimal_searches"]] for r in rows], dtype=float)
+    point = values.sum(axis=0)
+    resampled = None
+    if boot.enabled:
+        qset = sorted(set(questions) | {r["question_id"] for r in rows})
+        resampled = boot.sums(qset, [r["question_id"] for r in rows], values)
+    return _over_search_stats(len(rows), point, resampled, cfg), point, resampled
+
+
+def _over_search_stats(n: int, point: np.ndarray, resampled: np.ndarray | None, cfg: MetricsConfig) -> dict[str, Any]:
+    out: dict[str, Any] = {"n": n, "mean_searches": point[0] / n if n else None,
+                           "mean_minimal_searches": point[1] / n if n else None}  # fmt: skip
+    if not n:
+        set_stat(out, "over_search_pct", None, None, cfg)
+        return out
+    value = math.inf if point[1] == 0 else 100.0 * (point[0] / point[1] - 1.0)
+    samples = None
+    if resampled is not None:
+        samples = 100.0 * (ratio_samples(resampled[:, 0], resampled[:, 1], zero_den_inf=True) - 1.0)
+    set_stat(out, "over_search_pct", value, samples, cfg)
+    return out
+
+
+def over_search(
+    rows: list[dict[str, Any]] | None,
+    questions: dict[str, list[str]],
+    boot: QuestionBootstrap,
+    cfg: MetricsConfig,
+) -> dict[str, Any]:
+    """Over-search % per condition and pooled (conditions as strata), from minimal-search rows.
+
+    `questions` maps each condition label to its questions, so a condition resamples the same
+    questions as its other metrics.
+    """
+    if rows is None:
+        return {"available": False, "reason": f"no {MINIMAL_SEARCH_FILE} beside the traces "
+                "(run `branchpoint fork RUN_DIR --minimal-search`)"}  # fmt: skip
+    if not rows:
+        return {"available": False, "reason": f"{MINIMAL_SEARCH_FILE} is empty (no correct execution searched)"}
+    by_label: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_label.setdefault(condition_label(r["condition"]), []).append(r)
+    per_condition = {}
+    total_point = np.zeros(2)
+    total_boot = np.zeros((boot.n_resamples, 2)) if boot.enabled else None
+    for label in sorted(by_label):
+        entry, point, resampled = _over_search_entry(by_label[label], questions.get(label, []), boot, cfg)
+        per_condition[label] = entry
+        total_point += point
+        if total_boot is not None and resampled is not None:
+            total_boot += resampled
+    judges = sorted({str(r.get("judge")) for r in rows if r.get("judge")})
+    return {
+        "available": True, "source": MINIMAL_SEARCH_FILE, "judges": judges,
+        **_over_search_stats(len(rows), total_point, total_boot, cfg),
+        "by_condition": per_condition,
+    }  # fmt: skip

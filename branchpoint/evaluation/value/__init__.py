@@ -1,0 +1,79 @@
+"""Search value: forecasters of THINK / SEARCH success at saved states, scored against forks.
+
+- `outcomes`: forked records → states with repeated rewards per role (T, S); rewards registry.
+- `scores`: Brier and its exact split, U-statistic θ̂, gain risk, gain variance, gain skill.
+- `forecasters`: the `@forecaster` registry, baselines, forecast files, calibration maps.
+- `llm`: the LLM forecaster (public history → JSON q_think, q_search).
+- `routers`: threshold, two-probe consistency, sample-informed, constant, oracle; utility.
+- `bootstrap`: vectorised stratum-balanced bootstrap over support components.
+- `study`: `value_study` (what `branchpoint value` runs) → value.json.
+"""
+
+from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval
+from branchpoint.evaluation.value.forecasters import (
+    Forecast,
+    calibrator,
+    calibrators,
+    forecaster,
+    read_forecasts,
+    registered_forecasters,
+)
+from branchpoint.evaluation.value.llm import llm_forecasts, parse_forecast
+from branchpoint.evaluation.value.outcomes import (
+    Roles,
+    RoleOutcomes,
+    StateTable,
+    answer_items,
+    build_states,
+    dev_split,
+    reward,
+    reward_names,
+    set_f1,
+)
+from branchpoint.evaluation.value.scores import (
+    brier,
+    brier_split,
+    gain_r2,
+    gain_risk,
+    gain_variance,
+    oracle_bound,
+    theta_hat,
+    unbiased_square,
+    utility,
+)
+from branchpoint.evaluation.value.study import VALUE_FILE, ValueConfig, load_states, value_study
+
+__all__ = [
+    "VALUE_FILE",
+    "Forecast",
+    "RoleOutcomes",
+    "Roles",
+    "StateTable",
+    "ValueConfig",
+    "answer_items",
+    "bootstrap_means",
+    "brier",
+    "brier_split",
+    "build_states",
+    "calibrator",
+    "calibrators",
+    "dev_split",
+    "forecaster",
+    "gain_r2",
+    "gain_risk",
+    "gain_variance",
+    "llm_forecasts",
+    "load_states",
+    "oracle_bound",
+    "parse_forecast",
+    "percentile_interval",
+    "read_forecasts",
+    "registered_forecasters",
+    "reward",
+    "reward_names",
+    "set_f1",
+    "theta_hat",
+    "unbiased_square",
+    "utility",
+    "value_study",
+]

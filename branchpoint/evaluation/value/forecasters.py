@@ -1,0 +1,376 @@
+"""Forecasters of (q_T, q_S) per state, found by name; calibration maps fitted on dev rows only.
+
+A forecaster is one function registered with `@forecaster("name")`:
+
+    @forecaster("more_evidence_less_search", fitted=False)
+    def my_rule(states: StateTable, dev: np.ndarray) -> Forecast:
+        q_t = np.where(states.boundary_kind == "initial", 0.2, 0.6)
+        return Forecast(q_t, np.full(len(states), 0.7))
+
+It gets the whole state table and the boolean mask of development rows, and returns q_T and q_S
+for every row. It may read the public columns of every row and the outcomes of dev rows only
+(`fitted=True` says it needs dev rows; it is skipped when there are none). `branchpoint value`
+scores every registered forecaster on the test rows (import your module with
+`--forecaster-module`), beside the `--forecasts` files, with paired differences between all.
+
+Shipped baselines: `historical_mean` (each action's mean outcome over dev rows, the same for
+every state), `stratum_prior` (the same per stratum, falling back to the historical mean for a
+stratum without dev rows) and `boundary_prior` (per boundary kind: initial, after_search_k,
+pending_query). Where a stratum names a task (e.g. the question set), the stratum prior is the
+task prior.
+
+Calibration maps (`@calibrator("name")`) re-map a raw forecaster's (q_T, q_S), fitted on dev
+rows only and applied to every row. Targets are each dev state's mean outcomes (Ȳ_T, Ȳ_S);
+outputs are clipped to [0, 1].
+- `ridge`: shared-input affine ridge: q'_a = α_a + β_a · z with z = (q_T, q_S) standardised on
+  the training rows, for both actions a; the intercept is not penalised; the penalty is chosen
+  from {0.01, 0.1, 1, 10, 100} by grouped K-fold over support components (K = min(5, dev
+  components); held-out squared error against Ȳ; ties go to the larger penalty).
+- `affine`: independent affine: q'_a = α_a + β_a q_a by least squares.
+- `logistic`: q'_a = σ(α_a + β_a · logit q_a), maximum likelihood on all dev repeats (rewards in
+  [0, 1] as fractional targets), with a 1e-3 ridge for stability.
+- `isotonic`: q'_a = a non-decreasing map of q_a by pool-adjacent-violators, weighted by
+  repeats; linear between fitted blocks, constant beyond them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from branchpoint.errors import InputError
+from branchpoint.evaluation.value.outcomes import StateTable
+from branchpoint.evaluation.value.scores import balanced_mean
+from branchpoint.traces import TraceError, iter_json_lines
+
+RIDGE_PENALTIES: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0, 100.0)
+FORECAST_FIELDS: tuple[str, ...] = ("parent_execution_id", "checkpoint_id", "q_think", "q_search")
+NEUTRAL = 0.5  # the forecast given for a malformed reply or a state a forecasts file lacks
+
+
+@dataclass
+class Forecast:
+    """q_T and q_S for every state row, and what producing them counted (malformed replies, ...)."""
+
+    q_think: np.ndarray
+    q_search: np.ndarray
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.q_think = np.asarray(self.q_think, dtype=float)
+        self.q_search = np.asarray(self.q_search, dtype=float)
+
+    def check(self, name: str, n: int) -> None:
+        """InputError unless both arrays have one finite probability per state."""
+        for label, q in (("q_think", self.q_think), ("q_search", self.q_search)):
+            if q.shape != (n,):
+                raise InputError(f'forecaster "{name}": {label} has shape {q.shape}, expected ({n},)')
+            if not np.all(np.isfinite(q)) or np.any((q < 0) | (q > 1)):
+                raise InputError(f'forecaster "{name}": {label} must be probabilities in [0, 1]')
+
+
+ForecasterFn = Callable[[StateTable, np.ndarray], "Forecast | tuple[np.ndarray, np.ndarray]"]
+CalibratorFn = Callable[..., Forecast]  # fn(raw: Forecast, states, dev, seed: int = 0) -> Forecast
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A registered forecaster: its function, whether it needs dev rows, whether to calibrate it."""
+
+    name: str
+    fn: ForecasterFn
+    fitted: bool = False
+    calibrate: bool = False
+
+
+_FORECASTERS: dict[str, Registered] = {}
+_CALIBRATORS: dict[str, CalibratorFn] = {}
+
+
+def forecaster(name: str, *, fitted: bool = False, calibrate: bool = False) -> Callable[[ForecasterFn], ForecasterFn]:
+    """Register a forecaster `fn(states, dev) -> Forecast | (q_T, q_S)` under `name`.
+
+    `fitted`: it learns from dev rows (skipped when there are none). `calibrate`: also score
+    it after each calibration map (for raw scores, e.g. a model's stated probabilities).
+    """
+
+    def register(fn: ForecasterFn) -> ForecasterFn:
+        if name in _FORECASTERS and _FORECASTERS[name].fn is not fn:
+            raise InputError(f'forecaster "{name}" is already registered')
+        _FORECASTERS[name] = Registered(name, fn, fitted, calibrate)
+        return fn
+
+    return register
+
+
+def registered_forecasters() -> list[Registered]:
+    """Every registered forecaster, by name."""
+    return [_FORECASTERS[k] for k in sorted(_FORECASTERS)]
+
+
+def run_forecaster(entry: Registered, states: StateTable, dev: np.ndarray) -> Forecast:
+    """Call a forecaster and check what it returned."""
+    out = entry.fn(states, dev)
+    fc = out if isinstance(out, Forecast) else Forecast(*out)
+    fc.check(entry.name, len(states))
+    return fc
+
+
+def calibrator(name: str) -> Callable[[CalibratorFn], CalibratorFn]:
+    """Register a calibration map `fn(raw forecast, states, dev) -> Forecast` under `name`."""
+
+    def register(fn: CalibratorFn) -> CalibratorFn:
+        _CALIBRATORS[name] = fn
+        return fn
+
+    return register
+
+
+def calibrators() -> dict[str, CalibratorFn]:
+    """Registered calibration maps by name, in registration order."""
+    return dict(_CALIBRATORS)
+
+
+# --------------------------------------------------------------------------------------------
+# Baselines
+# --------------------------------------------------------------------------------------------
+
+
+def _dev_means(states: StateTable, rows: np.ndarray) -> tuple[float, float]:
+    """Stratum-balanced mean of Ȳ_T and Ȳ_S over `rows`."""
+    means = np.stack([states.think.mean_y[rows], states.search.mean_y[rows]], axis=1)
+    t, s = balanced_mean(means, states.stratum[rows])
+    return float(t), float(s)
+
+
+@forecaster("historical_mean", fitted=True)
+def historical_mean(states: StateTable, dev: np.ndarray) -> Forecast:
+    """q_T, q_S = each action's mean outcome over the dev rows (stratum-balanced), for every state."""
+    t, s = _dev_means(states, dev)
+    return Forecast(np.full(len(states), t), np.full(len(states), s))
+
+
+def _prior_by(labels: np.ndarray, states: StateTable, dev: np.ndarray) -> Forecast:
+    t0, s0 = _dev_means(states, dev)
+    q_t, q_s = np.full(len(states), t0), np.full(len(states), s0)
+    fallback = 0
+    for label in set(labels.tolist()):
+        rows = labels == label
+        if np.any(rows & dev):
+            q_t[rows], q_s[rows] = _dev_means(states, rows & dev)
+        else:
+            fallback += int(rows.sum())
+    return Forecast(q_t, q_s, {"rows_on_global_fallback": fallback})
+
+
+@forecaster("stratum_prior", fitted=True)
+def stratum_prior(states: StateTable, dev: np.ndarray) -> Forecast:
+    """Each action's mean outcome over the dev rows of the state's stratum (global mean if none)."""
+    return _prior_by(states.stratum, states, dev)
+
+
+@forecaster("boundary_prior", fitted=True)
+def boundary_prior(states: StateTable, dev: np.ndarray) -> Forecast:
+    """Each action's mean outcome over the dev rows of the state's boundary kind (global if none)."""
+    return _prior_by(states.boundary_kind, states, dev)
+
+
+# --------------------------------------------------------------------------------------------
+# Forecast files
+# --------------------------------------------------------------------------------------------
+
+
+def read_forecasts(path: Path, states: StateTable) -> Forecast:
+    """Forecasts from a JSONL file of {"parent_execution_id", "checkpoint_id", "q_think", "q_search"}.
+
+    A line missing a field, or with a value that is not a probability, is an InputError naming
+    file, line and field. Lines for states that do not exist are counted (`n_unknown`, with
+    examples), as are lines for states that exist but were not scored (`n_unscored_state`), and
+    repeated lines (`n_duplicate`, the last wins). Scored states the file lacks get (0.5, 0.5)
+    and are counted (`n_missing`), so every forecaster is scored on the same states.
+    """
+    index = states.index()
+    q_t = np.full(len(states), np.nan)
+    q_s = np.full(len(states), np.nan)
+    info: dict[str, Any] = {"file": str(path), "n_lines": 0, "n_unknown": 0, "unknown_examples": [],
+                            "n_unscored_state": 0, "n_duplicate": 0}  # fmt: skip
+    try:
+        lines = list(iter_json_lines(path))
+    except TraceError as exc:
+        raise InputError(str(exc)) from None
+    for lineno, obj in lines:
+        info["n_lines"] += 1
+        for name in FORECAST_FIELDS:
+            if name not in obj:
+                expected = ", ".join(f'"{f}"' for f in FORECAST_FIELDS)
+                raise InputError(f'{path} line {lineno}: field "{name}" missing (expected {{{expected}}})')
+        values = {}
+        for name in ("q_think", "q_search"):
+            v = obj[name]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= float(v) <= 1.0:
+                raise InputError(f'{path} line {lineno}: field "{name}" must be a number in [0, 1], got {v!r}')
+            values[name] = float(v)
+        key = (str(obj["parent_execution_id"]), str(obj["checkpoint_id"]))
+        row = index.get(key)
+        if row is None:
+            if key in states.excluded_keys:
+                info["n_unscored_state"] += 1
+            else:
+                info["n_unknown"] += 1
+                if len(info["unknown_examples"]) < 5:
+                    info["unknown_examples"].append(f"line {lineno}: {key[0]} / {key[1]}")
+            continue
+        if not np.isnan(q_t[row]):
+            info["n_duplicate"] += 1
+        q_t[row], q_s[row] = values["q_think"], values["q_search"]
+    missing = np.isnan(q_t)
+    info["n_missing"] = int(missing.sum())
+    q_t[missing] = NEUTRAL
+    q_s[missing] = NEUTRAL
+    return Forecast(q_t, q_s, info)
+
+
+# --------------------------------------------------------------------------------------------
+# Calibration maps
+# --------------------------------------------------------------------------------------------
+
+
+def _targets(states: StateTable) -> np.ndarray:
+    return np.stack([states.think.mean_y, states.search.mean_y], axis=1)
+
+
+def _standardise(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    mu = x[rows].mean(axis=0)
+    sd = x[rows].std(axis=0)
+    return (x - mu) / np.where(sd > 0, sd, 1.0)
+
+
+def ridge_fit_predict(x: np.ndarray, y: np.ndarray, train: np.ndarray, penalty: float) -> np.ndarray:
+    """Affine ridge from standardised inputs: ŷ = ȳ + z β, β = (ZᵀZ + λI)⁻¹ Zᵀ(y − ȳ), z and ȳ
+    from the training rows (unpenalised intercept); predictions for every row, clipped to [0, 1]."""
+    z = _standardise(x, train)
+    zt, yt = z[train], y[train]
+    y0 = yt.mean(axis=0)
+    beta = np.linalg.solve(zt.T @ zt + penalty * np.eye(z.shape[1]), zt.T @ (yt - y0))
+    return np.clip(y0 + z @ beta, 0.0, 1.0)
+
+
+def grouped_folds(groups: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """Fold number per row: groups (support components) shuffled with the seed, dealt round-robin."""
+    uniq = sorted(set(groups.tolist()))
+    order = np.random.default_rng(seed).permutation(len(uniq))
+    fold_of = {uniq[i]: pos % k for pos, i in enumerate(order)}
+    return np.array([fold_of[g] for g in groups])
+
+
+@calibrator("ridge")
+def ridge_calibration(raw: Forecast, states: StateTable, dev: np.ndarray, seed: int = 0) -> Forecast:
+    """Shared-input affine ridge on standardised (q_T, q_S), penalty by grouped K-fold on dev rows."""
+    x = np.stack([raw.q_think, raw.q_search], axis=1)
+    y = _targets(states)
+    dev_idx = np.flatnonzero(dev)
+    k = min(5, len(set(states.component[dev_idx].tolist())))
+    cv: dict[str, float] = {}
+    if k >= 2:
+        folds = grouped_folds(states.component[dev_idx], k, seed)
+        for penalty in RIDGE_PENALTIES:
+            err = 0.0
+            for fold in range(k):
+                train = np.zeros(len(states), dtype=bool)
+                train[dev_idx[folds != fold]] = True
+                held = dev_idx[folds == fold]
+                pred = ridge_fit_predict(x, y, train, penalty)
+                err += float(np.sum((pred[held] - y[held]) ** 2))
+            cv[str(penalty)] = err / (2 * len(dev_idx))
+        best = min(reversed(RIDGE_PENALTIES), key=lambda p: cv[str(p)])
+    else:
+        best = 1.0
+    pred = ridge_fit_predict(x, y, dev, best)
+    return Forecast(pred[:, 0], pred[:, 1], {"penalty": best, "folds": k if k >= 2 else 0, "cv_error": cv})
+
+
+@calibrator("affine")
+def affine_calibration(raw: Forecast, states: StateTable, dev: np.ndarray, seed: int = 0) -> Forecast:
+    """Independent affine maps q'_a = α_a + β_a q_a, least squares on dev rows."""
+    out, info = [], {}
+    for name, q, y in (("think", raw.q_think, states.think.mean_y), ("search", raw.q_search, states.search.mean_y)):
+        qd, yd = q[dev], y[dev]
+        var = qd.var()
+        beta = float(((qd - qd.mean()) * (yd - yd.mean())).mean() / var) if var > 0 else 0.0
+        alpha = float(yd.mean() - beta * qd.mean())
+        out.append(np.clip(alpha + beta * q, 0.0, 1.0))
+        info[name] = {"alpha": alpha, "beta": beta}
+    return Forecast(out[0], out[1], info)
+
+
+def _logit(q: np.ndarray) -> np.ndarray:
+    q = np.clip(q, 1e-4, 1 - 1e-4)
+    return np.log(q / (1 - q))
+
+
+def logistic_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, ridge: float = 1e-3, iters: int = 100) -> np.ndarray:
+    """(α, β) maximising Σ w[y log σ(α + βx) + (1 − y) log(1 − σ)] − ridge/2 ‖(α, β)‖² (Newton)."""
+    design = np.stack([np.ones_like(x), x], axis=1)
+    coef = np.zeros(2)
+    for _ in range(iters):
+        p = 1.0 / (1.0 + np.exp(-(design @ coef)))
+        grad = design.T @ (w * (y - p)) - ridge * coef
+        hess = (design * (w * p * (1 - p))[:, None]).T @ design + ridge * np.eye(2)
+        step = np.linalg.solve(hess, grad)
+        coef += step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    return coef
+
+
+@calibrator("logistic")
+def logistic_calibration(raw: Forecast, states: StateTable, dev: np.ndarray, seed: int = 0) -> Forecast:
+    """q'_a = σ(α_a + β_a z_a), z_a = logit q_a standardised on dev rows; weights = repeats."""
+    out, info = [], {}
+    for name, q, role in (("think", raw.q_think, states.think), ("search", raw.q_search, states.search)):
+        z = _standardise(_logit(q)[:, None], dev)[:, 0]
+        alpha, beta = logistic_fit(z[dev], role.mean_y[dev], role.m[dev])
+        out.append(1.0 / (1.0 + np.exp(-(alpha + beta * z))))
+        info[name] = {"alpha": float(alpha), "beta": float(beta)}
+    return Forecast(out[0], out[1], info)
+
+
+def isotonic_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pool-adjacent-violators: knots (x, ŷ) of the weighted least-squares non-decreasing fit.
+
+    Equal x are pooled first; each final block contributes its lowest and highest x at its
+    level, so `np.interp` over the knots is constant within blocks and linear between them.
+    """
+    order = np.argsort(x, kind="stable")
+    xs, ys, ws = x[order], y[order], w[order]
+    ux, start = np.unique(xs, return_index=True)
+    wsum = np.add.reduceat(ws, start)
+    ysum = np.add.reduceat(ws * ys, start)
+    blocks: list[list[float]] = []  # [weighted sum, weight, x_lo, x_hi]
+    for xv, sw, sy in zip(ux, wsum, ysum):
+        blocks.append([sy, sw, xv, xv])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            sy2, sw2, _, hi = blocks.pop()
+            blocks[-1][0] += sy2
+            blocks[-1][1] += sw2
+            blocks[-1][3] = hi
+    knots_x, knots_y = [], []
+    for sy, sw, lo, hi in blocks:
+        knots_x += [lo, hi] if hi > lo else [lo]
+        knots_y += [sy / sw] * (2 if hi > lo else 1)
+    return np.array(knots_x), np.array(knots_y)
+
+
+@calibrator("isotonic")
+def isotonic_calibration(raw: Forecast, states: StateTable, dev: np.ndarray, seed: int = 0) -> Forecast:
+    """q'_a = isotonic (non-decreasing) map of q_a fitted by PAV on dev rows, weights = repeats."""
+    out, info = [], {}
+    for name, q, role in (("think", raw.q_think, states.think), ("search", raw.q_search, states.search)):
+        kx, ky = isotonic_fit(q[dev], role.mean_y[dev], role.m[dev])
+        out.append(np.clip(np.interp(q, kx, ky), 0.0, 1.0))
+        info[name] = {"knots": len(kx)}
+    return Forecast(out[0], out[1], info)

@@ -1,0 +1,454 @@
+"""`value`: score forecasters and routers on a fork study and write value.json.
+
+Steps: read RUN_DIR/forks.jsonl → states (`outcomes.build_states`) → dev/test split by support
+component (`outcomes.dev_split`) → forecasts: every registered forecaster, each `--forecasts`
+file, the LLM forecaster when a client is given, and each calibration map applied to the raw
+ones (files, LLM) → per-state scores on the test rows → stratum-balanced means → bootstrap
+intervals over support components → routers' utility at each price.
+
+Every number in value.json is computed on the test rows (all rows when there is no dev split),
+so fitted and unfitted forecasters are compared on the same states.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from branchpoint.errors import InputError
+from branchpoint.evaluation.value import routers
+from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval
+from branchpoint.evaluation.value.forecasters import (
+    Forecast,
+    calibrators,
+    registered_forecasters,
+    read_forecasts,
+    run_forecaster,
+)
+from branchpoint.evaluation.value.outcomes import Roles, StateTable, build_states, dev_split, get_reward
+from branchpoint.evaluation.value.scores import (
+    balanced_mean,
+    brier_split,
+    gain_r2,
+    gain_risk,
+    gain_variance,
+    oracle_bound,
+    theta_hat,
+)
+from branchpoint.traces import ExecutionRecord, TraceError, read_records
+
+if TYPE_CHECKING:
+    from branchpoint.models.call import ModelClient
+
+FORKS_FILE = "forks.jsonl"
+EXECUTIONS_FILE = "executions.jsonl"
+VALUE_FILE = "value.json"
+DEFAULT_PRICES: tuple[float, ...] = (0.0, 0.001, 0.005, 0.01, 0.02)
+SCHEMA_VERSION = 1
+
+
+class ValueConfig(BaseModel):
+    """Settings of a search-value scoring run (all have the defaults the CLI shows)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    judge: str = "rule"
+    reward: str = "correct"
+    dev_split: float = Field(0.3, ge=0.0, lt=1.0, description="fraction of support components used to fit")
+    seed: int = 0
+    resamples: int = Field(10_000, ge=0, description="bootstrap resamples (0: no intervals)")
+    level: float = Field(0.95, gt=0.0, lt=1.0)
+    prices: tuple[float, ...] = DEFAULT_PRICES
+    taus: tuple[float, ...] = routers.TAU_GRID
+    pending_roles: tuple[str, str] = ("STOP", "SEARCH")
+
+    @field_validator("prices")
+    @classmethod
+    def _prices(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if not v or any(p < 0 or not math.isfinite(p) for p in v):
+            raise ValueError("prices must be one or more non-negative numbers")
+        return v
+
+
+def price_key(price: float) -> str:
+    """The key of a price in value.json: `0`, `0.001`, ..."""
+    return f"{price:g}"
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------------
+
+
+def fork_paths(path: Path) -> tuple[Path, Path | None]:
+    """(forks file, parent executions file or None) of a run directory or a forks .jsonl file."""
+    path = Path(path)
+    if path.is_dir():
+        forks = path / FORKS_FILE
+        if not forks.is_file():
+            raise InputError(
+                f"{forks}: not found; this run has no forked executions yet "
+                f"(run `branchpoint fork {path}` first)"
+            )
+        execs = path / EXECUTIONS_FILE
+        return forks, execs if execs.is_file() else None
+    if not path.is_file():
+        raise InputError(f"{path}: not found (expected a run directory or a forks .jsonl file)")
+    sibling = path.parent / EXECUTIONS_FILE
+    return path, sibling if sibling.is_file() and sibling != path else None
+
+
+def _read(path: Path) -> list[ExecutionRecord]:
+    try:
+        return read_records(path)
+    except TraceError as exc:
+        raise InputError(str(exc)) from None
+
+
+def load_states(path: Path, config: ValueConfig) -> tuple[StateTable, dict[str, ExecutionRecord], Path]:
+    """The state table of a run (or forks file), the parent records by id, and the forks path."""
+    forks_path, execs_path = fork_paths(path)
+    get_reward(config.reward)  # unknown names fail before any work
+    records = _read(forks_path)
+    forked = [r for r in records if r.parent is not None]
+    if not forked:
+        raise InputError(f"{forks_path}: no forked executions (records with a parent); run `branchpoint fork` first")
+    roles = Roles(tuple(config.pending_roles))
+    states = build_states(forked, reward_name=config.reward, judge=config.judge, roles=roles)
+    if len(states) == 0:
+        c = states.counts
+        raise InputError(
+            f"{forks_path}: no state can be scored: of {c.groups} forked states, {c.missing_role} lack one of the "
+            f"two actions and {c.few_repeats} have fewer than 2 repeats of one ({c.incomplete} incomplete records "
+            "left out); fork with both actions and --repeats 2 or more"
+        )
+    parents: dict[str, ExecutionRecord] = {}
+    if execs_path is not None:
+        for r in _read(execs_path):
+            parents[r.execution_id] = r
+    return states, parents, forks_path
+
+
+# --------------------------------------------------------------------------------------------
+# Forecasts
+# --------------------------------------------------------------------------------------------
+
+
+def collect_forecasts(
+    states: StateTable,
+    dev: np.ndarray,
+    *,
+    files: Sequence[Path] = (),
+    extra: Mapping[str, Forecast] | None = None,
+    seed: int = 0,
+) -> tuple[dict[str, Forecast], dict[str, dict[str, Any]], dict[str, str]]:
+    """Every forecast to score, what each is, and the forecasters skipped (with the reason)."""
+    out: dict[str, Forecast] = {}
+    meta: dict[str, dict[str, Any]] = {}
+    skipped: dict[str, str] = {}
+    raw: list[str] = []
+    for entry in registered_forecasters():
+        if entry.fitted and not dev.any():
+            skipped[entry.name] = "fitted on dev rows, and there are none (--dev-split 0)"
+            continue
+        out[entry.name] = run_forecaster(entry, states, dev)
+        meta[entry.name] = {"kind": "registered", "fitted": entry.fitted}
+        if entry.calibrate:
+            raw.append(entry.name)
+    for path in files:
+        name = f"file:{Path(path).stem}"
+        while name in out:
+            name += "'"
+        out[name] = read_forecasts(Path(path), states)
+        meta[name] = {"kind": "file"}
+        raw.append(name)
+    for name, fc in (extra or {}).items():
+        fc.check(name, len(states))
+        out[name] = fc
+        meta[name] = {"kind": "given"}
+        raw.append(name)
+    for base in raw:
+        for cal_name, cal in calibrators().items():
+            name = f"{base}+{cal_name}"
+            if dev.sum() < 2:
+                skipped[name] = "calibration needs at least 2 dev rows (--dev-split > 0)"
+                continue
+            fc = cal(out[base], states, dev, seed=seed)
+            fc.check(name, len(states))
+            out[name] = fc
+            meta[name] = {"kind": "calibrated", "raw": base, "map": cal_name}
+    for name, fc in out.items():
+        if fc.info:
+            meta[name]["info"] = fc.info
+    return out, meta, skipped
+
+
+# --------------------------------------------------------------------------------------------
+# Scoring
+# --------------------------------------------------------------------------------------------
+
+
+class _Columns:
+    """Named per-state columns, averaged (stratum-balanced) and bootstrapped together."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.values: list[np.ndarray] = []
+
+    def add(self, name: str, values: np.ndarray) -> None:
+        self.names.append(name)
+        self.values.append(np.asarray(values, dtype=float))
+
+    def matrix(self) -> np.ndarray:
+        return np.stack(self.values, axis=1)
+
+
+def _num(x: Any) -> Any:
+    """A JSON-safe number: NaN → null, ±inf → "inf" / "-inf" (as in metrics.json)."""
+    x = float(x)
+    if math.isnan(x):
+        return None
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def _interval(lo: float, hi: float) -> list[Any]:
+    return [_num(lo), _num(hi)]
+
+
+class StateColumns(NamedTuple):
+    """Per-state columns on the test rows (`names[j]` ↔ `values[:, j]`), the test table, and
+    what each router reported beside its utility."""
+
+    names: list[str]
+    values: np.ndarray
+    test: StateTable
+    router_info: dict[str, dict[str, dict[str, Any]]]
+
+
+def state_columns(
+    states: StateTable, dev: np.ndarray, forecasts: Mapping[str, Forecast], config: ValueConfig
+) -> StateColumns:
+    """Every per-state quantity whose stratum-balanced mean value.json reports: θ̂, Δ̄, |Δ̄|; per
+    forecaster its Brier parts and L; per price and router the utility. The scores are these
+    means (or formulas of them), in the full sample and in each bootstrap resample."""
+    test = ~dev if dev.any() else np.ones(len(states), dtype=bool)
+    tt = states.subset(test)
+    cols = _Columns()
+    theta = theta_hat(tt.think, tt.search)
+    cols.add("theta", theta)
+    cols.add("dbar", tt.dbar)
+    cols.add("abs_dbar", np.abs(tt.dbar))
+    names = list(forecasts)
+    for name in names:
+        fc = forecasts[name]
+        q_t, q_s = fc.q_think[test], fc.q_search[test]
+        split = brier_split(q_t, q_s, tt.think, tt.search)
+        for part in ("brier", "level", "gain", "variance"):
+            cols.add(f"{part}/{name}", getattr(split, part))
+        cols.add(f"L/{name}", gain_risk(q_s - q_t, tt.dbar, theta))
+
+    utility_meta: dict[str, dict[str, dict[str, Any]]] = {}
+    for price in config.prices:
+        pk = price_key(price)
+        routed: dict[str, routers.Routed] = {
+            "always_think": routers.constant("T", tt, price),
+            "always_search": routers.constant("S", tt, price),
+            "consistency": routers.consistency(tt, price),
+            "sample_informed": routers.sample_informed(tt, price),
+            "oracle": routers.oracle(tt, price),
+        }
+        if dev.any():
+            full = routers.best_constant(states, dev, price)
+            routed["best_constant"] = routers.Routed(
+                full.utility[test], full.tokens[test], full.search[test], full.info
+            )
+        for name in names:
+            f = forecasts[name].q_search - forecasts[name].q_think
+            tau, dev_scores = (
+                routers.best_threshold(f, states, dev, price, config.taus) if dev.any() else (0.0, None)
+            )
+            r = routers.threshold(f[test], tau, tt, price)
+            grid = {
+                f"{t:g}": _num(balanced_mean(routers.threshold(f[test], t, tt, price).utility, tt.stratum))
+                for t in config.taus
+            }
+            r.info = {"tau": tau, "test_utility_by_tau": grid, "dev_utility_by_tau": dev_scores}
+            routed[f"threshold:{name}"] = r
+        utility_meta[pk] = {}
+        for rname, r in routed.items():
+            cols.add(f"U/{pk}/{rname}", r.utility)
+            utility_meta[pk][rname] = {
+                "search_rate": _num(balanced_mean(r.search, tt.stratum)),
+                "mean_tokens": _num(balanced_mean(r.tokens, tt.stratum)),
+                **r.info,
+            }
+
+    return StateColumns(cols.names, cols.matrix(), tt, utility_meta)
+
+
+def score(
+    states: StateTable,
+    dev: np.ndarray,
+    forecasts: Mapping[str, Forecast],
+    config: ValueConfig,
+) -> dict[str, Any]:
+    """Scores, paired differences, utilities and bootstrap intervals on the test rows."""
+    names = list(forecasts)
+    cols, matrix, tt, utility_meta = state_columns(states, dev, forecasts, config)
+    point = dict(zip(cols, balanced_mean(matrix, tt.stratum)))
+    boot: dict[str, np.ndarray] = {}
+    if config.resamples > 0:
+        samples = bootstrap_means(matrix, tt.component, tt.stratum, resamples=config.resamples, seed=config.seed)
+        boot = {n: samples[:, j] for j, n in enumerate(cols)}
+
+    def stat(fn: Any, *keys: str) -> tuple[float, np.ndarray | None]:
+        """A statistic of column means: its point estimate and its value in every resample."""
+        est = fn(*(point[k] for k in keys))
+        return float(est), (fn(*(boot[k] for k in keys)) if boot else None)
+
+    def interval(samples: np.ndarray | None) -> list[Any] | None:
+        if samples is None:
+            return None
+        lo, hi = percentile_interval(samples, config.level)
+        return _interval(lo, hi)
+
+    v_delta = stat(gain_variance, "theta", "dbar")
+    result: dict[str, Any] = {"brier": {}, "gain_risk": {}, "gain_r2": {}}
+    intervals: dict[str, Any] = {"brier": {}, "gain_risk": {}, "gain_r2": {}}
+    per_forecaster: dict[str, dict[str, tuple[float, np.ndarray | None]]] = {}
+    for name in names:
+        b = stat(lambda x: x, f"brier/{name}")
+        risk = stat(lambda x: x, f"L/{name}")
+        r2 = (
+            float(gain_r2(risk[0], v_delta[0])),
+            gain_r2(risk[1], v_delta[1]) if risk[1] is not None else None,
+        )
+        per_forecaster[name] = {"brier": b, "gain_risk": risk, "gain_r2": r2}
+        result["brier"][name] = {part: _num(point[f"{part}/{name}"]) for part in ("brier", "level", "gain", "variance")}
+        result["gain_risk"][name] = _num(risk[0])
+        result["gain_r2"][name] = _num(r2[0])
+        for key, value in per_forecaster[name].items():
+            intervals[key][name] = interval(value[1])
+    theta_stat = stat(lambda x: x, "theta")
+    bound = stat(oracle_bound, "abs_dbar", "dbar")
+    result["theta"] = _num(theta_stat[0])
+    result["gain_variance"] = _num(v_delta[0])
+    intervals["theta"] = interval(theta_stat[1])
+    intervals["gain_variance"] = interval(v_delta[1])
+    intervals["oracle_bound"] = interval(bound[1])
+
+    paired: dict[str, Any] = {}
+    for a, b in itertools.combinations(names, 2):
+        entry = {}
+        for key in ("brier", "gain_risk", "gain_r2"):
+            (ea, sa), (eb, sb) = per_forecaster[a][key], per_forecaster[b][key]
+            entry[key] = {"difference": _num(ea - eb), "interval": interval(sa - sb) if sa is not None else None}
+        paired[f"{a} - {b}"] = entry
+    result["paired"] = paired
+
+    by_price: dict[str, Any] = {}
+    intervals["utility"] = {}
+    for pk, per_router in utility_meta.items():
+        by_price[pk] = {}
+        intervals["utility"][pk] = {}
+        for rname, meta in per_router.items():
+            est, samples = stat(lambda x: x, f"U/{pk}/{rname}")
+            by_price[pk][rname] = {"utility": _num(est), **meta}
+            intervals["utility"][pk][rname] = interval(samples)
+    result["utility"] = {
+        "prices": list(config.prices),
+        "tau_grid": list(config.taus),
+        "oracle_bound": _num(bound[0]),
+        "by_price": by_price,
+    }
+    result["intervals"] = {
+        "method": "percentile bootstrap over support components; strata weighted equally in each resample",
+        "resamples": config.resamples,
+        "seed": config.seed,
+        "level": config.level,
+        **intervals,
+    }
+    return result
+
+
+def state_summary(states: StateTable, dev: np.ndarray) -> dict[str, Any]:
+    """How many records and states were read, scored, split and left out."""
+    c = states.counts
+    test = ~dev if dev.any() else np.ones(len(states), dtype=bool)
+    strata, sizes = np.unique(states.stratum[test].astype(str), return_counts=True)
+    return {
+        "records": c.records,
+        "incomplete_records": c.incomplete,
+        "other_action_records": c.other_action,
+        "judged_records": c.judged_records,
+        "judge_calls": c.judge_calls,
+        "forked_states": c.groups,
+        "scored": len(states),
+        "dev": int(dev.sum()),
+        "test": int(test.sum()),
+        "excluded": {"missing_action": c.missing_role, "fewer_than_2_repeats": c.few_repeats},
+        "components": {
+            "dev": len(set(states.component[dev].tolist())),
+            "test": len(set(states.component[test].tolist())),
+        },
+        "test_strata": {str(s): int(n) for s, n in zip(strata, sizes)},
+        "mean_repeats": {"think": float(states.think.m.mean()), "search": float(states.search.m.mean())},
+    }
+
+
+def value_study(
+    path: str | Path,
+    *,
+    config: ValueConfig = ValueConfig(),
+    forecast_files: Sequence[Path] = (),
+    extra_forecasts: Mapping[str, Forecast] | None = None,
+    llm_client: ModelClient | None = None,
+    llm_actor: str | None = None,
+    llm_style: str = "chat",
+    out_dir: Path | None = None,
+    write: bool = True,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Score every forecaster and router on a fork study; write value.json; return its content.
+
+    `path` is a run directory (its forks.jsonl) or a forks .jsonl file. `extra_forecasts` adds
+    forecasts computed elsewhere (arrays over the scored states, in `load_states` row order);
+    `llm_client` adds the LLM forecaster (`llm.llm_forecasts`, endpoint style `llm_style`) under
+    the name "llm".
+    """
+    states, parents, forks_path = load_states(Path(path), config)
+    dev = dev_split(states, config.dev_split, config.seed)
+    extra = dict(extra_forecasts or {})
+    if llm_client is not None:
+        from branchpoint.evaluation.value.llm import llm_forecasts
+
+        actor = llm_actor or getattr(llm_client, "name", None) or "a search-augmented LLM agent"
+        extra["llm"] = llm_forecasts(llm_client, states, parents, actor=actor, style=llm_style, progress=progress)
+    fcs, meta, skipped = collect_forecasts(states, dev, files=forecast_files, extra=extra, seed=config.seed)
+    scores = score(states, dev, fcs, config)
+    report: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "source": str(forks_path),
+        "settings": {**config.model_dump(mode="json"), "roles": {
+            "initial": ["THINK", "SEARCH"], "after_search_k": ["THINK", "SEARCH"],
+            "pending_query": list(config.pending_roles)}},
+        "states": state_summary(states, dev),
+        "forecasters": meta,
+        "skipped_forecasters": skipped,
+        **scores,
+    }  # fmt: skip
+    if write:
+        from branchpoint.evaluation.evaluate import write_files_atomically
+
+        out = Path(out_dir) if out_dir is not None else forks_path.parent
+        write_files_atomically({out / VALUE_FILE: json.dumps(report, indent=2, allow_nan=False) + "\n"})
+    return report

@@ -1,0 +1,53 @@
+"""Terminal tables of a value.json report: forecaster scores, and router utility by price."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+
+def _fmt(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, str):
+        return x
+    return f"{x:.{digits}f}"
+
+
+def _with_interval(x: Any, interval: list[Any] | None, digits: int = 3) -> str:
+    if interval is None or interval[0] is None:
+        return _fmt(x, digits)
+    return f"{_fmt(x, digits)} [{_fmt(interval[0], digits)}, {_fmt(interval[1], digits)}]"
+
+
+def forecaster_table(report: dict[str, Any]) -> Table:
+    """One row per forecaster: Brier (and its split), gain risk L, gain skill R²_Δ, with intervals."""
+    iv = report["intervals"]
+    level = int(round(100 * iv["level"]))
+    table = Table(
+        "forecaster", f"Brier [{level}% CI]", "level", "¼ gain", "variance", f"gain risk L [{level}% CI]",
+        f"R²_Δ [{level}% CI]", title=f"forecasters on {report['states']['test']} test states",
+    )  # fmt: skip
+    for name, parts in report["brier"].items():
+        table.add_row(
+            name, _with_interval(parts["brier"], iv["brier"].get(name)), _fmt(parts["level"]), _fmt(parts["gain"]),
+            _fmt(parts["variance"]), _with_interval(report["gain_risk"][name], iv["gain_risk"].get(name)),
+            _with_interval(report["gain_r2"][name], iv["gain_r2"].get(name)),
+        )  # fmt: skip
+    table.caption = (
+        f"θ̂ (mean Δ² estimate) = {_fmt(report['theta'])}, gain variance V_Δ = {_fmt(report['gain_variance'])}"
+    )
+    return table
+
+
+def utility_table(report: dict[str, Any]) -> Table:
+    """One row per router, one column per price: mean utility U = Y − λ·T/1000 on test states."""
+    by_price = report["utility"]["by_price"]
+    prices = list(by_price)
+    table = Table("router", *[f"λ={p}" for p in prices], title="utility per state (U = Y − λ·T/1000)")
+    routers = list(dict.fromkeys(r for p in prices for r in by_price[p]))
+    for router in routers:
+        table.add_row(router, *[_fmt(by_price[p].get(router, {}).get("utility")) for p in prices])
+    table.caption = f"zero-price oracle bound (E|Δ| − |EΔ|)/2 = {_fmt(report['utility']['oracle_bound'])}"
+    return table

@@ -1,0 +1,86 @@
+"""`branchpoint evaluate --judge llm`, `agreement` and `report` from the command line."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from branchpoint.cli import app
+from branchpoint.traces import read_records, write_records
+from tests.evaluation.builders import make_record
+from tests.evaluation.fake_openai import CHAT, chat_body, fake_openai
+from tests.evaluation.test_metrics import hand_set
+
+runner = CliRunner()
+
+
+def small_run(tmp_path):
+    records = [
+        make_record("1", gold=["Canberra"], answer="Canberra"),
+        make_record("2", gold=["Canberra"], answer="Sydney, I think"),
+        make_record("3", answerable=False, category="AU", answer="Nobody knows."),
+    ]
+    write_records(tmp_path / "executions.jsonl", records)
+    return tmp_path
+
+
+def test_evaluate_with_llm_judge_then_rule_then_agreement(tmp_path):
+    run = small_run(tmp_path)
+    with fake_openai() as server:
+        server.reply(CHAT, (200, chat_body("LABEL: CORRECT")), (200, chat_body("LABEL: INCORRECT")),
+                     (200, chat_body("It says nobody knows.\nLABEL: ABSTAINED")))  # fmt: skip
+        args = ["evaluate", str(run), "--judge", "llm", "--judge-model", "judge-m", "--judge-base-url",
+                server.base_url, "--judge-concurrency", "1", "--bootstrap", "50", "--no-progress"]  # fmt: skip
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert "3 model calls" in result.output
+        assert (run / "judge_cache.sqlite").is_file()
+        again = runner.invoke(app, args)  # everything from the cache
+        assert again.exit_code == 0 and "3 from the cache, 0 model calls" in again.output
+        assert len(server.bodies()) == 3
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["judge"] == "llm:judge-m" and metrics["bootstrap"]["resamples"] == 50
+    assert (metrics["answer_accuracy"], metrics["abstention_accuracy"]) == (0.5, 1.0)
+    result = runner.invoke(app, ["evaluate", str(run), "--agreement", "--seed", "3"])
+    assert result.exit_code == 0, result.output
+    assert "Judge agreement" in result.output and "llm:judge-m" in result.output
+    agreement = json.loads((run / "agreement.json").read_text())
+    assert agreement["judges"] == ["llm:judge-m", "rule"]
+    assert {j.judge for j in read_records(run / "judged.jsonl")[0].judgments} == {"llm:judge-m", "rule"}
+    result = runner.invoke(app, ["agreement", str(run), "--out", str(tmp_path / "agree")])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "agree" / "agreement.json").read_text()) == agreement
+
+
+def test_llm_judge_needs_model_and_url(tmp_path):
+    result = runner.invoke(app, ["evaluate", str(small_run(tmp_path)), "--judge", "llm"])
+    assert result.exit_code == 2
+    assert "--judge-model" in result.output and "--judge-base-url" in result.output
+    assert not (tmp_path / "metrics.json").exists()
+    result = runner.invoke(app, ["evaluate", str(tmp_path), "--judge-model", "m"])
+    assert result.exit_code == 2 and "apply to --judge llm only" in result.output
+
+
+def test_report_command(tmp_path):
+    """The figures themselves are tested on a synthetic run in test_report.py; here the command."""
+    run = tmp_path / "run"
+    run.mkdir()
+    write_records(run / "executions.jsonl", [r for r in hand_set() if r.status != "incomplete"])
+    assert runner.invoke(app, ["evaluate", str(run), "--judge", "given", "--bootstrap", "100"]).exit_code == 0
+    result = runner.invoke(app, ["report", str(run), "--out", str(tmp_path / "rep")])
+    assert result.exit_code == 0, result.output
+    assert "1 figure (tpc_by_outcome.png)" in result.output
+    assert "skipped figures without data: accuracy_search, tpc_search_cap, evidence_balance, multi_turn" in result.output
+    assert (tmp_path / "rep" / "report.md").is_file()
+    assert [p.name for p in (tmp_path / "rep" / "figures").glob("*.png")] == ["tpc_by_outcome.png"]
+
+
+def test_report_without_metrics_is_one_clear_line(tmp_path):
+    result = runner.invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 2 and "metrics.json: not found" in result.output
+
+
+def test_agreement_without_judged_traces(tmp_path):
+    result = runner.invoke(app, ["agreement", str(tmp_path)])
+    assert result.exit_code == 2 and "judged.jsonl: not found" in result.output

@@ -1,0 +1,60 @@
+"""The support-component bootstrap: seeded, component-wise, strata weighted equally per resample."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from branchpoint.evaluation.value.bootstrap import bootstrap_means, bootstrap_means_loop, percentile_interval
+
+
+def _data(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    values = rng.normal(size=(n, 3))
+    components = np.array([f"c{i // 3}" for i in range(n)], dtype=object)  # 3 states per component
+    strata = np.array([["x", "y", "z"][i % 3] for i in range(n)], dtype=object)
+    return values, components, strata
+
+
+def test_same_seed_same_resamples_other_seed_others():
+    values, comps, strata = _data()
+    a = bootstrap_means(values, comps, strata, resamples=1200, seed=42)
+    b = bootstrap_means(values, comps, strata, resamples=1200, seed=42)
+    c = bootstrap_means(values, comps, strata, resamples=1200, seed=43)
+    assert a.shape == (1200, 3)
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+
+
+def test_vectorised_equals_the_plain_loop():
+    values, comps, strata = _data(30)
+    fast = bootstrap_means(values, comps, strata, resamples=40, seed=3)
+    slow = bootstrap_means_loop(values, comps, strata, resamples=40, seed=3)
+    np.testing.assert_allclose(fast, slow, atol=1e-12)
+
+
+def test_components_move_together():
+    # component A: two states worth 1; component B: one state worth 0 (one stratum)
+    values = np.array([1.0, 1.0, 0.0])
+    comps = np.array(["A", "A", "B"], dtype=object)
+    means = bootstrap_means(values, comps, np.array(["s"] * 3, dtype=object), resamples=500, seed=0)[:, 0]
+    # draws (A,A) → 1, (B,B) → 0, (A,B) → 2/3; state-wise resampling would also give 1/3
+    assert set(np.round(means, 6)) <= {0.0, round(2 / 3, 6), 1.0}
+    assert len(set(np.round(means, 6))) == 3
+
+
+def test_strata_weigh_equally_in_each_resample():
+    # stratum a: 3 states worth 1; stratum b: 1 state worth 0; each state its own component
+    values = np.array([1.0, 1.0, 1.0, 0.0])
+    strata = np.array(["a", "a", "a", "b"], dtype=object)
+    means = bootstrap_means(values, np.array(list("pqrs"), dtype=object), strata, resamples=2000, seed=1)[:, 0]
+    # both strata drawn → mean of stratum means = 0.5 whatever the counts; b missing → 1; a missing → 0
+    assert set(np.round(means, 9)) <= {0.0, 0.5, 1.0}
+    assert np.mean(means == 0.5) > 0.6
+
+
+def test_percentile_interval_ignores_nan_resamples():
+    samples = np.array([[np.nan, 1.0], [1.0, 2.0], [2.0, 3.0], [3.0, np.nan]])
+    lo, hi = percentile_interval(samples, 0.5)
+    assert lo[0] == 1.5 and hi[0] == 2.5
+    lo, hi = percentile_interval(np.full((5, 1), np.nan))
+    assert np.isnan(lo[0]) and np.isnan(hi[0])
