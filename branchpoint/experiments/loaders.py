@@ -25,17 +25,45 @@ and returns a list of `Question`. Supported formats (`QUESTION_FORMATS`):
   (``gold_answers == []``), a control for over-abstention (score them by whether the model
   answered, not by correctness). All subcategories are kept; stratum = subcategory.
 
-``fmt="auto"`` decides by the file name first ("coconot_contrast", "coconot", "nq_open";
-"musique" / "hotpot" only for ``.json`` files, since R1-Searcher ships ``musique_500.jsonl``),
-then by the keys of the first record. The contrast set cannot be told from CoCoNot by its keys:
-a renamed contrast file needs ``fmt="coconot_contrast"``.
+- ``falseqa``: FalseQA csv (columns ``question, answer, label``; label 1 = false premise).
+  Label 1 -> unanswerable FP, ``note`` = the answer (the rebuttal that explains the false
+  premise). Label 0 -> answerable with **no gold answers**: FalseQA's answers are free-text
+  explanations, not short answers a rule judge can match, so the text is kept in ``note`` and the
+  question serves, like the CoCoNot contrast set, as a control for over-abstention. Keep only the
+  false-premise questions with ``categories=["FP"]``. ids: ``falseqa-<file stem>-<line>``.
+- ``selfaware``: SelfAware json ``{"example": [{"question_id", "question", "answer": [...] or
+  null, "answerable", "source"}]}``. answerable -> gold = answer; unanswerable -> AU (its
+  answer, if any, in ``note``); stratum = source. ids: ``selfaware-<question_id>``.
+- ``freshqa``: FreshQA csv (columns ``id, question, false_premise, fact_type, answer_0`` ...
+  ``answer_9``; others such as ``split`` are ignored). The header is the first row (within the
+  first 10 lines) with a ``question`` cell, so the preamble lines of FreshQA's releases are
+  skipped. false_premise TRUE -> unanswerable FP, ``note`` = answer_0 (the debunking answer);
+  FALSE -> answerable, gold = the non-empty answer_0..answer_9. stratum = fact_type. ids:
+  ``freshqa-<id>``.
+- ``generic``: jsonl for your own data, one question a line: ``{"question", "answerable",
+  "category"?, "gold_answers"?, "stratum"?, "support_group"?, "id"?, "support"?, "note"?}``.
+  Unlike ``branchpoint``, ``id`` is optional (default ``<file stem>-<line>``) and other fields
+  are ignored (named in a warning). category: "AU", "FP", "UC" or null (unanswerable only);
+  gold_answers: a string or a list (may be empty: such answerable questions are scored by
+  whether the model answered).
 
-Every error is an `InputError` naming the file, the line (jsonl, 1-based) or item (JSON list,
-``item [i]`` 0-based), the field and what was expected.
+``fmt="auto"`` decides by the file name first ("coconot_contrast", "coconot", "nq_open";
+"musique" / "hotpot" / "selfaware" only for ``.json`` files, since R1-Searcher ships
+``musique_500.jsonl``; "falseqa" / "freshqa" only for ``.csv`` files), then by content: a
+``.csv`` file by its header columns, a ``.json`` object by its ``"example"`` list, otherwise by
+the keys of the first record (``answerable`` with an ``id`` and only `Question` fields ->
+``branchpoint``, ``answerable`` otherwise -> ``generic``). The contrast set cannot be told from
+CoCoNot by its keys: a renamed contrast file needs ``fmt="coconot_contrast"``.
+
+Every error is an `InputError` naming the file, the line (jsonl and csv, 1-based; a csv row's
+first line) or item (JSON list, ``item [i]`` 0-based; SelfAware ``example[i]``), the field or
+column and what was expected.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import logging
 import random
@@ -62,6 +90,10 @@ QUESTION_FORMATS: tuple[str, ...] = (
     "r1searcher",
     "coconot",
     "coconot_contrast",
+    "falseqa",
+    "selfaware",
+    "freshqa",
+    "generic",
 )
 """Format names `load_questions` accepts (besides "auto")."""
 
@@ -179,19 +211,28 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         yield item
 
 
-def _read_json_list(path: Path) -> list[tuple[str, Any]]:
+def _read_text(path: Path) -> str:
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if not text.strip():
         raise InputError(f"{path}: no questions (the file is empty)")
+    return text
+
+
+def _read_json(path: Path) -> Any:
+    text = _read_text(path)
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{path} line {exc.lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
         ) from None
+
+
+def _read_json_list(path: Path) -> list[tuple[str, Any]]:
+    data = _read_json(path)
     if not isinstance(data, list):
         raise InputError(
             f"{path}: expected a JSON list of question objects at the top level, "
@@ -205,6 +246,66 @@ def _objects(items: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, dict[str, 
         if not isinstance(obj, dict):
             raise InputError(f"{where}: expected a JSON object, got {_type_name(obj)}")
         yield where, obj
+
+
+_CSV_HEADER_LINES = 10
+"""How far down a csv file the header row (the first row with a "question" cell) may be."""
+
+
+def _csv_header(path: Path, rows: Iterator[tuple[int, list[str]]]) -> tuple[int, list[str]]:
+    """(line, lower-cased column names) of the first row with a "question" cell."""
+    for line, row in rows:
+        cells = [c.strip().lower() for c in row]
+        if "question" in cells:
+            return line, cells
+        if line >= _CSV_HEADER_LINES:
+            break
+    raise InputError(
+        f'{path}: no header row with a "question" column in the first {_CSV_HEADER_LINES} lines '
+        "(expected a csv file whose header names its columns)"
+    )
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """(first line of the row, cells) for every row of a csv file, blank rows included."""
+    reader = csv.reader(io.StringIO(_read_text(path), newline=""), strict=True)
+    end = 0
+    try:
+        for row in reader:
+            start, end = end + 1, reader.line_num
+            yield start, row
+    except csv.Error as exc:
+        raise InputError(f"{path} line {reader.line_num}: invalid CSV ({exc})") from None
+
+
+def _read_csv(
+    path: Path, required: tuple[str, ...]
+) -> Iterator[tuple[int, str, dict[str, str]]]:
+    """(line, where, {column: cell}) for each non-blank row below the header.
+
+    Rows above the header (a release's preamble) are skipped. A short row's missing cells read
+    as ""; non-empty cells beyond the header's columns are an error (usually broken quoting).
+    """
+    rows = _csv_rows(path)
+    header_line, header = _csv_header(path, rows)
+    missing = [c for c in required if c not in header]
+    if missing:
+        names = ", ".join(f'"{c}"' for c in missing)
+        raise InputError(
+            f"{path} line {header_line}: column {names} "
+            f"missing from the header (expected columns {_fmt_keys(required)}; "
+            f"found {_fmt_keys(c for c in header if c)})"
+        )
+    for line, row in rows:
+        if not any(c.strip() for c in row):
+            continue
+        if len(row) > len(header) and any(c.strip() for c in row[len(header):]):
+            raise InputError(
+                f"{path} line {line}: {len(row)} cells but the header on line {header_line} "
+                f"has {len(header)} columns (check the quoting of this row)"
+            )
+        values = dict(zip(header, row))
+        yield line, f"{path} line {line}", {c: values.get(c, "").strip() for c in header if c}
 
 
 # --------------------------------------------------------------------------- formats
@@ -221,6 +322,8 @@ def _validation_message(exc: ValidationError) -> str:
         name = ".".join(str(p) for p in err["loc"]) or "(record)"
         if err["type"] == "missing":
             parts.append(f'field "{name}" missing (expected {_fmt_keys(_BRANCHPOINT_KEYS)})')
+            if name == "id":
+                parts[-1] += '; for questions without ids use fmt "generic"'
         elif err["type"] == "extra_forbidden":
             parts.append(
                 f'field "{name}" is not a Question field '
@@ -380,6 +483,133 @@ def _parse_coconot_contrast(path: Path) -> _Parsed:
         ), None
 
 
+_FALSEQA_COLUMNS = ("question", "answer", "label")
+
+
+def _parse_falseqa(path: Path) -> _Parsed:
+    for line, where, row in _read_csv(path, _FALSEQA_COLUMNS):
+        rec = _Rec(where, row, _FALSEQA_COLUMNS)
+        question, answer = rec.text("question"), row["answer"] or None
+        label = row["label"].removesuffix(".0")
+        if label not in ("0", "1"):
+            raise rec.error(
+                "label", f"expected 0 (true premise) or 1 (false premise), got {label!r:.40}"
+            )
+        qid = f"falseqa-{path.stem}-{line}"
+        if label == "1":
+            q = Question(id=qid, question=question, answerable=False, category="FP", note=answer)
+        else:  # a free-text answer, not a short gold answer: kept as a note
+            q = Question(id=qid, question=question, answerable=True, gold_answers=[], note=answer)
+        yield where, q, None
+
+
+_SELFAWARE_KEYS = ("question_id", "question", "answer", "answerable", "source")
+
+
+def _read_selfaware(path: Path) -> list[tuple[str, Any]]:
+    data = _read_json(path)
+    if isinstance(data, list):  # the bare list of examples
+        return [(f"{path} example[{i}]", obj) for i, obj in enumerate(data)]
+    if not isinstance(data, dict) or not isinstance(data.get("example"), list):
+        got = (f"an object with keys {_fmt_keys(data)}" if isinstance(data, dict)
+               else _type_name(data))
+        raise InputError(
+            f'{path}: expected {{"example": [question objects]}} at the top level, got {got}'
+        )
+    return [(f"{path} example[{i}]", obj) for i, obj in enumerate(data["example"])]
+
+
+def _parse_selfaware(path: Path) -> _Parsed:
+    for where, obj in _objects(_read_selfaware(path)):
+        rec = _Rec(where, obj, _SELFAWARE_KEYS)
+        qid, question = f"selfaware-{rec.ident('question_id')}", rec.text("question")
+        answerable = rec.raw("answerable")
+        if not isinstance(answerable, bool):
+            raise rec.error("answerable", f"expected true or false, got {answerable!r:.40}")
+        answers = rec.answers("answer", optional=True)
+        source = obj.get("source")
+        if source is not None and not isinstance(source, str):
+            raise rec.error("source", f"expected a string or null, got {_type_name(source)}")
+        if answerable:
+            q = Question(id=qid, question=question, answerable=True, gold_answers=answers,
+                         stratum=source or None)
+        else:
+            q = Question(id=qid, question=question, answerable=False, category="AU",
+                         stratum=source or None, note="; ".join(answers) or None)
+        yield where, q, None
+
+
+_FRESHQA_COLUMNS = ("id", "question", "false_premise", "fact_type", "answer_0")
+_FRESHQA_ANSWERS = tuple(f"answer_{i}" for i in range(10))
+
+
+def _parse_freshqa(path: Path) -> _Parsed:
+    for _, where, row in _read_csv(path, _FRESHQA_COLUMNS):
+        rec = _Rec(where, row, _FRESHQA_COLUMNS)
+        qid, question = f"freshqa-{rec.text('id')}", rec.text("question")
+        premise = row["false_premise"].lower()
+        if premise not in ("true", "false"):
+            got = row["false_premise"]
+            raise rec.error("false_premise", f"expected TRUE or FALSE, got {got!r:.40}")
+        answers = _dedup(row[c] for c in _FRESHQA_ANSWERS if row.get(c))
+        stratum = row["fact_type"] or None
+        if premise == "true":
+            q = Question(id=qid, question=question, answerable=False, category="FP",
+                         stratum=stratum, note=row["answer_0"] or None)
+        elif not answers:
+            raise rec.error("answer_0", "empty (expected at least one answer in answer_0..answer_9 "
+                                        "for a question without a false premise)")
+        else:
+            q = Question(id=qid, question=question, answerable=True, gold_answers=answers,
+                         stratum=stratum)
+        yield where, q, None
+
+
+_GENERIC_REQUIRED = ("question", "answerable")
+_GENERIC_KEYS = (*_GENERIC_REQUIRED, "category", "gold_answers", "stratum", "support_group", "id",
+                 "support", "note")
+
+
+def _optional_text(rec: _Rec, name: str) -> str | None:
+    value = rec.obj.get(name)
+    if value is not None and not isinstance(value, str):
+        raise rec.error(name, f"expected a string or null, got {_type_name(value)} {value!r:.40}")
+    return value or None
+
+
+def _parse_generic(path: Path) -> _Parsed:
+    ignored: Counter[str] = Counter()
+    for lineno, (where, obj) in _iter_jsonl_numbered(path):
+        rec = _Rec(where, obj, _GENERIC_REQUIRED)
+        qid = rec.ident("id") if rec.has("id") else f"{path.stem}-{lineno}"
+        question = rec.text("question")
+        answerable = rec.raw("answerable")
+        if not isinstance(answerable, bool):
+            raise rec.error("answerable", f"expected true or false, got {answerable!r:.40}")
+        category = obj.get("category")
+        if category is not None and category not in UNANSWERABLE_CATEGORIES:
+            raise rec.error("category", f'expected "AU", "FP", "UC" or null, got {category!r:.40}')
+        if answerable and category is not None:
+            raise rec.error("category", f"is {category!r} but the question is answerable "
+                                        "(expected null for answerable questions)")
+        support = obj.get("support") or []
+        if not isinstance(support, list) or not all(isinstance(v, str) for v in support):
+            raise rec.error("support", f"expected a list of passage ids, got {support!r:.60}")
+        ignored.update(k for k in obj if k not in _GENERIC_KEYS)
+        yield where, Question(
+            id=qid, question=question, answerable=answerable, category=category,
+            gold_answers=rec.answers("gold_answers", optional=True), support=support,
+            stratum=_optional_text(rec, "stratum"),
+            support_group=_optional_text(rec, "support_group"), note=_optional_text(rec, "note"),
+        ), None
+    if ignored:
+        log.warning(
+            "%s: ignored fields that the generic format does not read: %s (it reads %s)", path,
+            ", ".join(f'"{k}" ({n} lines)' for k, n in ignored.most_common()),
+            _fmt_keys(_GENERIC_KEYS),
+        )
+
+
 _PARSERS: dict[str, Callable[[Path], _Parsed]] = {
     "branchpoint": _parse_branchpoint,
     "musique": _parse_musique,
@@ -389,6 +619,10 @@ _PARSERS: dict[str, Callable[[Path], _Parsed]] = {
     "r1searcher": _parse_r1searcher,
     "coconot": _parse_coconot,
     "coconot_contrast": _parse_coconot_contrast,
+    "falseqa": _parse_falseqa,
+    "selfaware": _parse_selfaware,
+    "freshqa": _parse_freshqa,
+    "generic": _parse_generic,
 }
 assert set(_PARSERS) == set(QUESTION_FORMATS)
 
@@ -410,6 +644,19 @@ def _first_record(path: Path) -> dict[str, Any] | None:
     return None
 
 
+def _selfaware_object(path: Path) -> bool:
+    """Whether a .json file holds one object with an "example" list (SelfAware's layout)."""
+    with path.open("rb") as fh:
+        head = fh.read(4096).lstrip().removeprefix(b"\xef\xbb\xbf").lstrip()
+    if not head.startswith(b"{"):
+        return False
+    try:
+        data = _read_json(path)
+    except InputError:  # e.g. JSON lines in a .json file: told apart by their records later
+        return False
+    return isinstance(data, dict) and isinstance(data.get("example"), list)
+
+
 def _undecidable(path: Path, why: str) -> InputError:
     return InputError(
         f"{path}: cannot tell the question format ({why}); pass fmt= one of "
@@ -421,7 +668,8 @@ def detect_format(path: str | Path) -> str:
     """The format `load_questions(fmt="auto")` would use for this file."""
     path = Path(path)
     _check_file(path)
-    name, is_json = path.name.lower(), path.suffix.lower() == ".json"
+    name, suffix = path.name.lower(), path.suffix.lower()
+    is_json, is_csv = suffix == ".json", suffix == ".csv"
     if "coconot_contrast" in name:
         return "coconot_contrast"
     if "coconot" in name:
@@ -432,12 +680,31 @@ def detect_format(path: str | Path) -> str:
         return "musique"
     if is_json and "hotpot" in name:
         return "hotpotqa"
+    if is_json and "selfaware" in name:
+        return "selfaware"
+    if is_csv and "falseqa" in name:
+        return "falseqa"
+    if is_csv and "freshqa" in name:
+        return "freshqa"
+    if is_csv:
+        _, header = _csv_header(path, _csv_rows(path))
+        if {"false_premise", "answer_0"} <= set(header):
+            return "freshqa"
+        if {"answer", "label"} <= set(header):
+            return "falseqa"
+        raise _undecidable(path, f"csv header has columns {_fmt_keys(c for c in header if c)}")
+    if is_json and _selfaware_object(path):
+        return "selfaware"
     first = _first_record(path)
     if first is None:
         raise InputError(f"{path}: no questions (the file is empty)")
     keys = set(first)
     if "answerable" in keys and "paragraphs" not in keys:  # ours (a missing field is named later)
-        return "branchpoint"
+        if is_json and "question_id" in keys and "source" in keys:  # a bare list of examples
+            return "selfaware"
+        if "id" in keys and keys <= set(_BRANCHPOINT_KEYS):
+            return "branchpoint"
+        return "generic"
     if {"question", "paragraphs"} <= keys and "answer" in keys:
         return "musique"
     if {"_id", "supporting_facts"} <= keys:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import json
+import logging
 from collections import Counter
 from pathlib import Path
 
@@ -247,7 +249,8 @@ def test_coconot_all_out_of_scope_and_empty_filter(tmp_path):
 
 def test_formats_constant():
     assert set(QUESTION_FORMATS) == {"branchpoint", "musique", "hotpotqa", "nq_open", "flashrag",
-                                     "r1searcher", "coconot", "coconot_contrast"}
+                                     "r1searcher", "coconot", "coconot_contrast", "falseqa",
+                                     "selfaware", "freshqa", "generic"}
 
 
 # ----------------------------------------------------------------------- balanced_sample
@@ -288,3 +291,229 @@ def test_balanced_sample_on_demo():
     s = balanced_sample(qs, 12, 12, seed=7)
     assert sum(q.answerable for q in s) == 12
     assert Counter(q.category for q in s if not q.answerable) == {"AU": 4, "FP": 4, "UC": 4}
+
+
+# ----------------------------------------------------------------------- FalseQA, SelfAware,
+# FreshQA and the generic format (small files in the upstream layouts, written here)
+
+
+def write_csv(path: Path, rows: list[list]) -> Path:
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    return path
+
+
+FALSEQA_ROWS = [
+    ["question", "answer", "label"],
+    ["How many eyes does a rock have?", "Rocks are not living things, so they have no eyes.", 1],
+    ["What do plants need for photosynthesis?",
+     "Plants need sunlight, water and carbon dioxide to photosynthesise.", 0],
+    ["Why do penguins fly south for the winter?",
+     "Penguins cannot fly.\nThey swim, and most live in the Southern Hemisphere already.", 1],
+    ["Which planet is closest to the sun?", "Mercury is the planet closest to the sun.", 0],
+]
+
+
+def test_falseqa(tmp_path):
+    p = write_csv(tmp_path / "test.csv", FALSEQA_ROWS)
+    qs = load_questions(p, "falseqa")
+    # ids follow each row's first line: the multi-line answer of line 4 pushes the next row to 6
+    assert [q.id for q in qs] == ["falseqa-test-2", "falseqa-test-3", "falseqa-test-4",
+                                  "falseqa-test-6"]
+    fp, true_premise = qs[0], qs[1]
+    assert not fp.answerable and fp.category == "FP" and fp.gold_answers == []
+    assert fp.note == "Rocks are not living things, so they have no eyes."
+    assert true_premise.answerable and true_premise.category is None
+    assert true_premise.gold_answers == [] and true_premise.note.startswith("Plants need sunlight")
+    assert qs[2].note.endswith("Southern Hemisphere already.")
+    assert [q.id for q in load_questions(p, "falseqa", categories=["FP"])] == [
+        "falseqa-test-2", "falseqa-test-4"]
+
+
+def test_falseqa_errors(tmp_path):
+    p = write_csv(tmp_path / "falseqa_dev.csv", [["question", "answer"], ["q?", "a"]])
+    with pytest.raises(InputError, match=r'falseqa_dev\.csv line 1: column "label" missing from '
+                                         r'the header \(expected columns \{"question", "answer", '
+                                         r'"label"\}; found \{"question", "answer"\}\)'):
+        load_questions(p)  # auto: by name
+    rows = [*FALSEQA_ROWS[:3], ["Why is the sky green?", "It is not.", "yes"]]
+    p = write_csv(tmp_path / "test.csv", rows)
+    with pytest.raises(InputError, match=r'test\.csv line 4: field "label" expected 0 \(true '
+                                         r"premise\) or 1 \(false premise\), got 'yes'"):
+        load_questions(p, "falseqa")
+    p = write_csv(tmp_path / "test.csv", [*FALSEQA_ROWS[:2], ["", "an answer", 1]])
+    with pytest.raises(InputError, match=r'test\.csv line 3: field "question" expected a non-empty'):
+        load_questions(p, "falseqa")
+    p.write_text("question,answer,label\nWhy?,\"Because, 1\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"test\.csv line \d: invalid CSV"):
+        load_questions(p, "falseqa")
+    p.write_text("question,answer,label\nWhy?,Because,1,extra,cells\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"test\.csv line 2: 5 cells but the header on line 1 has 3"):
+        load_questions(p, "falseqa")
+    p.write_text("prompt,answer,label\nWhy?,Because,1\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r'test\.csv: no header row with a "question" column'):
+        load_questions(p, "falseqa")
+
+
+SELFAWARE = {"example": [
+    {"question_id": 1, "question": "What is the capital city of Australia?",
+     "answer": ["Canberra"], "answerable": True, "source": "SQuAD"},
+    {"question_id": 2, "question": "What will the stock market do next year?",
+     "answer": None, "answerable": False, "source": "quora"},
+    {"question_id": 3, "question": "Who wrote the novel 'Pride and Prejudice'?",
+     "answer": ["Jane Austen", "Austen"], "answerable": True, "source": "TriviaQA"},
+    {"question_id": 4, "question": "Is there life after death?",
+     "answer": None, "answerable": False, "source": "howstuffworks"},
+]}
+
+
+def test_selfaware(tmp_path):
+    p = tmp_path / "SelfAware.json"
+    p.write_text(json.dumps(SELFAWARE, indent=2))
+    assert detect_format(p) == "selfaware"
+    qs = load_questions(p)
+    assert [q.id for q in qs] == ["selfaware-1", "selfaware-2", "selfaware-3", "selfaware-4"]
+    assert qs[0].answerable and qs[0].gold_answers == ["Canberra"] and qs[0].stratum == "SQuAD"
+    assert qs[2].gold_answers == ["Jane Austen", "Austen"]
+    assert not qs[1].answerable and qs[1].category == "AU" and qs[1].stratum == "quora"
+    assert qs[1].gold_answers == [] and qs[1].note is None
+    renamed = tmp_path / "unknowns.json"
+    renamed.write_text(json.dumps(SELFAWARE))
+    assert detect_format(renamed) == "selfaware"
+    assert len(load_questions(renamed, categories=["AU"])) == 2
+
+
+def test_selfaware_errors(tmp_path):
+    p = tmp_path / "selfaware.json"
+    p.write_text(json.dumps({"examples": []}))
+    with pytest.raises(InputError, match=r'selfaware\.json: expected \{"example": \[question '
+                                         r'objects\]\} at the top level, got an object with keys'):
+        load_questions(p)
+    bad = json.loads(json.dumps(SELFAWARE))
+    bad["example"][1]["answerable"] = "no"
+    p.write_text(json.dumps(bad))
+    with pytest.raises(InputError, match=r'selfaware\.json example\[1\]: field "answerable" '
+                                         r"expected true or false, got 'no'"):
+        load_questions(p)
+    del bad["example"][1]["answerable"]
+    p.write_text(json.dumps(bad))
+    with pytest.raises(InputError, match=r'example\[1\]: field "answerable" missing \(expected '
+                                         r'\{"question_id", "question", "answer", "answerable"'):
+        load_questions(p)
+
+
+FRESHQA_HEADER = ["id", "split", "question", "effective_year", "next_review", "false_premise",
+                  "num_hops", "fact_type", "source", *[f"answer_{i}" for i in range(10)], "note"]
+
+
+def freshqa_row(qid, split, question, false_premise, fact_type, *answers):
+    answers = [*answers, *[""] * (10 - len(answers))]
+    return [qid, split, question, "before 2022", "occasionally", false_premise, "one-hop",
+            fact_type, "https://en.wikipedia.org/", *answers, ""]
+
+
+FRESHQA_ROWS = [
+    ["FreshQA (last updated: 2024-12-18)", *[""] * (len(FRESHQA_HEADER) - 1)],
+    ["Answers to fast-changing questions are reviewed weekly.", *[""] * (len(FRESHQA_HEADER) - 1)],
+    FRESHQA_HEADER,
+    freshqa_row(0, "TEST", "What is the name of the first animal to land on the moon?", "TRUE",
+                "none-changing", "No animal has ever landed on the moon."),
+    freshqa_row(1, "TEST", "What is the capital of Australia?", "FALSE", "never-changing",
+                "Canberra"),
+    freshqa_row(2, "DEV", "How many Grand Slam singles titles has Novak Djokovic won?", "FALSE",
+                "slow-changing", "24", "twenty-four", "24"),
+    ["", *[""] * (len(FRESHQA_HEADER) - 1)],
+    freshqa_row(3, "TEST", "Which company did Elon Musk found after leaving Apple?", "true",
+                "never-changing", "Elon Musk never worked at Apple."),
+]
+
+
+def test_freshqa_skips_preamble(tmp_path):
+    p = write_csv(tmp_path / "FreshQA_v12182024 - freshqa.csv", FRESHQA_ROWS)
+    assert detect_format(p) == "freshqa"
+    qs = load_questions(p)
+    assert [q.id for q in qs] == ["freshqa-0", "freshqa-1", "freshqa-2", "freshqa-3"]
+    fp = qs[0]
+    assert not fp.answerable and fp.category == "FP" and fp.stratum == "none-changing"
+    assert fp.note == "No animal has ever landed on the moon." and fp.gold_answers == []
+    assert qs[1].answerable and qs[1].gold_answers == ["Canberra"]
+    assert qs[1].stratum == "never-changing"
+    assert qs[2].gold_answers == ["24", "twenty-four"] and qs[2].stratum == "slow-changing"
+    assert qs[3].category == "FP"  # "true" in any case
+    renamed = write_csv(tmp_path / "fresh_questions.csv", FRESHQA_ROWS)
+    assert detect_format(renamed) == "freshqa"
+
+
+def test_freshqa_errors(tmp_path):
+    rows = [*FRESHQA_ROWS[:4], freshqa_row(1, "TEST", "Who is the UK prime minister?", "maybe",
+                                            "fast-changing", "Keir Starmer")]
+    p = write_csv(tmp_path / "freshqa.csv", rows)
+    with pytest.raises(InputError, match=r'freshqa\.csv line 5: field "false_premise" expected '
+                                         r"TRUE or FALSE, got 'maybe'"):
+        load_questions(p)
+    rows = [*FRESHQA_ROWS[:4], freshqa_row(1, "TEST", "Who is the UK prime minister?", "FALSE",
+                                            "fast-changing")]
+    p = write_csv(tmp_path / "freshqa.csv", rows)
+    with pytest.raises(InputError, match=r'line 5: field "answer_0" empty \(expected at least one '
+                                         r"answer in answer_0\.\.answer_9"):
+        load_questions(p)
+    header = [c for c in FRESHQA_HEADER if c != "fact_type"]
+    p = write_csv(tmp_path / "freshqa.csv", [FRESHQA_ROWS[0], header, ["0"] * len(header)])
+    with pytest.raises(InputError, match=r'freshqa\.csv line 2: column "fact_type" missing from '
+                                         r"the header"):
+        load_questions(p)
+
+
+def test_csv_undecidable(tmp_path):
+    p = write_csv(tmp_path / "questions.csv", [["question", "reply"], ["q?", "a"]])
+    with pytest.raises(InputError, match=r'questions\.csv: cannot tell the question format \(csv '
+                                         r'header has columns \{"question", "reply"\}\)'):
+        load_questions(p)
+    p = write_csv(tmp_path / "q.csv", FALSEQA_ROWS)
+    assert detect_format(p) == "falseqa"
+
+
+def test_generic(tmp_path, caplog):
+    rows = [
+        {"question": "Who painted the Mona Lisa?", "answerable": True,
+         "gold_answers": "Leonardo da Vinci", "source_url": "https://example.org"},
+        {"question": "What did Napoleon tweet before Waterloo?", "answerable": False,
+         "category": "FP", "stratum": "history", "id": "fp-7"},
+        "",
+        {"question": "When will the next big earthquake hit?", "answerable": False,
+         "support_group": "earthquakes", "note": "nobody knows"},
+    ]
+    p = write_jsonl(tmp_path / "mine.jsonl", rows)
+    assert detect_format(p) == "generic"
+    with caplog.at_level(logging.WARNING, logger="branchpoint.experiments.loaders"):
+        qs = load_questions(p)
+    assert [q.id for q in qs] == ["mine-1", "fp-7", "mine-4"]
+    assert qs[0].gold_answers == ["Leonardo da Vinci"] and qs[0].category is None
+    assert qs[1].category == "FP" and qs[1].stratum == "history"
+    assert not qs[2].answerable and qs[2].category is None and qs[2].support_group == "earthquakes"
+    assert '"source_url" (1 lines)' in caplog.text
+    # a file of complete Question records is still ours
+    assert detect_format(write_jsonl(tmp_path / "ours.jsonl", [bp("a")])) == "branchpoint"
+
+
+def test_generic_errors(tmp_path):
+    ok = {"question": "Who painted the Mona Lisa?", "answerable": True}
+    cases = [
+        ({"question": "q?", "answerable": "yes"}, r'field "answerable" expected true or false'),
+        ({"question": "q?", "answerable": False, "category": "unknown"},
+         r'field "category" expected "AU", "FP", "UC" or null'),
+        ({"question": "q?", "answerable": True, "category": "AU"},
+         r'field "category" is \'AU\' but the question is answerable'),
+        ({"answerable": True}, r'field "question" missing \(expected \{"question", "answerable"\}\)'),
+        ({"question": "q?"}, r'field "answerable" missing'),
+        ({"question": "q?", "answerable": True, "gold_answers": [1]},
+         r'field "gold_answers" expected a string or a list of strings'),
+        ({"question": "q?", "answerable": True, "stratum": 3}, r'field "stratum" expected a string'),
+    ]
+    for row, message in cases:
+        p = write_jsonl(tmp_path / "mine.jsonl", [ok, row])
+        with pytest.raises(InputError, match=r"mine\.jsonl line 2: " + message):
+            load_questions(p, "generic")
+    p = write_jsonl(tmp_path / "mine.jsonl", [ok, {**ok, "id": "mine-1"}])
+    with pytest.raises(InputError, match=r'line 2: field "id": duplicate id "mine-1"'):
+        load_questions(p, "generic")
