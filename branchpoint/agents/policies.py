@@ -132,7 +132,9 @@ def fewshot_decision(
     is reused, and lets the grammar allow only an answer.
     """
     offered = allow_search if offered is None else offered
-    prompt = prompts.fewshot_prompt(state["question"], state.get("evidence", []), offered, ctx.evidence_words)
+    prompt = prompts.fewshot_prompt(
+        state["question"], state.get("evidence", []), offered, ctx.evidence_words, state.get("history")
+    )
     limit = ctx.max_tokens if allow_search else ctx.answer_max_tokens
     calls = []
     if allow_search or not offered:
@@ -169,7 +171,9 @@ def constrained(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, 
 
 def chat_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
     """Forced final answer for chat policies: the transcript plus 'answer now', no tool offered."""
-    messages = prompts.chat_messages(state, tools=True, allow_search=False, evidence_words=ctx.evidence_words)
+    messages = prompts.chat_messages(
+        state, tools=True, allow_search=False, evidence_words=ctx.evidence_words, variant=ctx.prompt
+    )
     messages.append({"role": "user", "content": prompts.FORCE_ANSWER})
     call = ctx.model.chat(messages, max_tokens=ctx.answer_max_tokens)
     parsed = parse_tool_call(call, allow_search=False)
@@ -178,9 +182,30 @@ def chat_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
     return Decision("answer", parsed[1], [call])
 
 
+def self_evaluation(state: AgentState, ctx: AgentContext) -> Decision:
+    """The `self_eval` variant's first call. ABSTAIN gives an answer that abstains (with the
+    model's reason); otherwise the returned decision has empty text: the policy goes on, and the
+    call's cost is kept."""
+    messages = prompts.chat_messages(state, tools=True, allow_search=False, evidence_words=ctx.evidence_words)
+    messages.append({"role": "user", "content": prompts.SELF_EVAL_PROMPT})
+    call = ctx.model.chat(messages, max_tokens=ctx.answer_max_tokens)
+    text = call.text.strip()
+    if text.upper().startswith("ABSTAIN"):
+        reason = text.split(":", 1)[1].strip() if ":" in text else ""
+        return Decision("answer", f"I don't know: {reason}" if reason else "I don't know.", [call])
+    return Decision("answer", "", [call])
+
+
 def _chat_decision(state: AgentState, ctx: AgentContext, *, tools: bool, allow_search: bool) -> Decision:
-    messages = prompts.chat_messages(state, tools=tools, allow_search=allow_search, evidence_words=ctx.evidence_words)
     calls: list[ModelCall] = []
+    if ctx.prompt == "self_eval" and not state.get("steps"):
+        verdict = self_evaluation(state, ctx)
+        if verdict.text:
+            return verdict
+        calls += verdict.calls
+    messages = prompts.chat_messages(
+        state, tools=tools, allow_search=allow_search, evidence_words=ctx.evidence_words, variant=ctx.prompt
+    )
     for _ in range(1 + ctx.malformed_retries):
         if tools:
             calls.append(ctx.model.chat(messages, tools=[SEARCH_TOOL_SCHEMA] if allow_search else None, max_tokens=ctx.max_tokens))

@@ -102,18 +102,54 @@ def _block(question: str, evidence: list[str], with_evidence: bool) -> str:
 
 
 def fewshot_prompt(
-    question: str, evidence: list[dict[str, Any]], allow_search: bool, evidence_words: int
+    question: str,
+    evidence: list[dict[str, Any]],
+    allow_search: bool,
+    evidence_words: int,
+    history: list[dict[str, str]] | None = None,
 ) -> str:
-    """A completion prompt ending in JSON_DECISION_PREFIX, so the model writes the decision."""
+    """A completion prompt ending in JSON_DECISION_PREFIX, so the model writes the decision.
+
+    Earlier turns of a multi-turn conversation (`history`) come right before the question, as
+    answered blocks.
+    """
     header = FEWSHOT_HEADER if allow_search else FEWSHOT_NO_SEARCH_HEADER
     examples = FEWSHOT_EXAMPLES if allow_search else FEWSHOT_NO_SEARCH_EXAMPLES
     parts = [header]
     for q, ev, action, text in examples:
         decision = json.dumps({"action": action, "text": text})
         parts.append(_block(q, ev, allow_search) + decision + "\n\n")
+    for turn in history or []:
+        decision = json.dumps({"action": "answer", "text": turn["answer"]})
+        parts.append(f"Question: {turn['question']}\nDecision: {decision}\n\n")
     parts.append(_block(question, evidence_lines(evidence, evidence_words), allow_search))
     return "".join(parts) + JSON_DECISION_PREFIX
 
+
+#: The prompt variants of the mitigation study (agent.prompt): `plain` says nothing about
+#: abstaining; `abstention` (default) tells the model to abstain when it should; `fewshot` adds
+#: worked examples of answering and abstaining; `self_eval` first asks the model whether the
+#: question can be answered at all (an extra call, see the policies).
+PROMPT_VARIANTS = ("plain", "abstention", "fewshot", "self_eval")
+
+PLAIN_SYSTEM = "You answer questions accurately and briefly."
+PLAIN_SEARCH_SYSTEM = (
+    "You answer questions accurately and briefly. You may use the search tool to look things up "
+    "in an encyclopedia."
+)
+FEWSHOT_CHAT_EXAMPLES = (
+    "Examples:\n"
+    "Q: What is the capital of Portugal? A: Lisbon.\n"
+    "Q: Why did Charles Dickens write Don Quixote? A: He did not: Don Quixote was written by "
+    "Miguel de Cervantes.\n"
+    "Q: How much did Julius Caesar's horse weigh at birth? A: I don't know: no record of that exists.\n"
+    "Q: How old is the teacher? A: Which teacher do you mean? Please specify."
+)
+SELF_EVAL_PROMPT = (
+    "Before answering, decide whether this question can be answered at all: nobody knows the "
+    "answer, it rests on a false premise, or it lacks the context needed. Reply with exactly "
+    "'ABSTAIN: <one-sentence reason>' if it cannot be answered, or 'ANSWERABLE' if it can."
+)
 
 CHAT_SYSTEM = (
     "You answer questions accurately and briefly. You may use the search tool to look things up "
@@ -150,18 +186,30 @@ def search_results(state: dict[str, Any]) -> list[tuple[dict[str, Any], list[dic
     return [(s, s.get("retrieved") or []) for s in state.get("steps", []) if s["kind"] == "search"]
 
 
-def chat_messages(
-    state: dict[str, Any], *, tools: bool, allow_search: bool, evidence_words: int
-) -> list[dict[str, Any]]:
-    """The chat transcript for the native tool-call protocol (tools=True) or tagged text."""
+def system_prompt(*, tools: bool, allow_search: bool, variant: str = "abstention") -> str:
+    """The system prompt of a chat policy for a prompt variant (see PROMPT_VARIANTS)."""
+    if variant == "plain":
+        return PLAIN_SEARCH_SYSTEM if allow_search and tools else PLAIN_SYSTEM
     if tools:
         system = CHAT_SYSTEM if allow_search else CHAT_SYSTEM_NO_SEARCH
     else:
         system = TAGGED_SYSTEM if allow_search else CHAT_SYSTEM_NO_SEARCH
+    return system + ("\n\n" + FEWSHOT_CHAT_EXAMPLES if variant == "fewshot" else "")
+
+
+def chat_messages(
+    state: dict[str, Any], *, tools: bool, allow_search: bool, evidence_words: int, variant: str = "abstention"
+) -> list[dict[str, Any]]:
+    """The chat transcript for the native tool-call protocol (tools=True) or tagged text.
+
+    Earlier turns of a multi-turn conversation come first, as user / assistant messages.
+    """
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system},
-        {"role": "user", "content": state["question"]},
+        {"role": "system", "content": system_prompt(tools=tools, allow_search=allow_search, variant=variant)}
     ]
+    for turn in state.get("history") or []:
+        messages += [{"role": "user", "content": turn["question"]}, {"role": "assistant", "content": turn["answer"]}]
+    messages.append({"role": "user", "content": state["question"]})
     for i, (step, docs) in enumerate(search_results(state)):
         if tools:
             call_id = f"call_{i}"

@@ -43,13 +43,20 @@ class AgentState(TypedDict, total=False):
     status: Literal["ok", "malformed", "length"]
     final_answer: str | None
     directive: dict[str, Any] | None
+    history: list[dict[str, str]]
 
 
-def initial_state(question_id: str, question: str, source: str) -> AgentState:
-    """The state before the first decision (the `initial` boundary)."""
+def initial_state(
+    question_id: str, question: str, source: str, history: list[dict[str, str]] | None = None
+) -> AgentState:
+    """The state before the first decision (the `initial` boundary).
+
+    `history` holds earlier turns of a multi-turn conversation: [{"question", "answer"}, ...].
+    """
     return AgentState(
         question_id=question_id,
         question=question,
+        history=list(history or []),
         source=source,
         evidence=[],
         steps=[],
@@ -76,6 +83,7 @@ class AgentContext:
     answer_max_tokens: int = 48
     evidence_words: int = 60
     malformed_retries: int = 1
+    prompt: str = "abstention"
     options: dict[str, Any] = field(default_factory=dict)
 
     @property

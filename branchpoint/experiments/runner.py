@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +30,7 @@ from branchpoint.agents import (
 from branchpoint.checkpoints import list_boundaries, open_checkpointer
 from branchpoint.errors import InputError
 from branchpoint.experiments.loaders import balanced_sample, load_questions
+from branchpoint.experiments.multiturn import history_for
 from branchpoint.experiments.questions import Question, demo_corpus_path
 from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
 from branchpoint.experiments.store import RunStore
@@ -51,6 +52,7 @@ class PlannedExecution:
     spec: ExperimentSpec
     question: Question
     execution_id: str
+    history: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -91,7 +93,8 @@ def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[Pla
         key = {**condition, "_settings": condition_fingerprint(resolved)}
         for question in questions:
             eid = execution_id(spec.name, key, question.id)
-            plan.append(PlannedExecution(condition, resolved, question, eid))
+            history = history_for(question, questions, resolved.multi_turn, spec.seed) if resolved.multi_turn else []
+            plan.append(PlannedExecution(condition, resolved, question, eid, history))
     return plan
 
 
@@ -150,6 +153,7 @@ def identity_fields(planned: PlannedExecution, run_id: str) -> dict[str, Any]:
         execution_id=planned.execution_id, run_id=run_id, condition=planned.condition,
         question_id=q.id, question=q.question, answerable=q.answerable, category=q.category,
         gold_answers=q.gold_answers, stratum=q.stratum, support_group=q.support_group,
+        **({"history": planned.history} if planned.history else {}),
     )  # fmt: skip
 
 
@@ -195,7 +199,7 @@ def run_one(
         "configurable": {"thread_id": planned.execution_id},
         "recursion_limit": recursion_limit(spec.agent.search_cap),
     }
-    state = initial_state(planned.question.id, planned.question.question, spec.retrieval.default)
+    state = initial_state(planned.question.id, planned.question.question, spec.retrieval.default, planned.history)
     start = time.perf_counter()
     try:
         values = graph.invoke(state, config, context=ctx, durability="sync")
@@ -217,6 +221,7 @@ def agent_context(spec: ExperimentSpec, client: ModelClient, pool: SourcePool) -
         answer_max_tokens=agent.answer_max_tokens or spec.model.max_tokens,
         evidence_words=agent.evidence_words,
         malformed_retries=agent.malformed_retries,
+        prompt=agent.prompt,
     )
 
 
@@ -295,19 +300,29 @@ def run_experiment(
     model_opener: ModelOpener = default_model_opener,
     checkpoints: str | None = None,
     concurrency: int = 1,
+    execution_ids: Collection[str] | None = None,
 ) -> RunSummary:
     """Run every missing execution of a spec into `run_dir` and return what was done.
 
     `concurrency` executions run at once (threads; a server such as vLLM batches the concurrent
     requests), at most `model.max_connections` of them talking to one server at a time.
     `checkpoints` is a `postgresql://` URL for runs shared by many workers; default: the run's
-    own SQLite file.
+    own SQLite file. `execution_ids` restricts the run to those planned executions (one shard of
+    a distributed run, see `ray_executor`); an id that the plan lacks is an error.
     """
     if concurrency < 1:
         raise InputError(f"--concurrency must be at least 1, got {concurrency}")
     started = time.perf_counter()
     questions = select_questions(spec)
     plan = plan_executions(spec, questions)  # validates names before anything is written
+    if execution_ids is not None:
+        wanted = set(execution_ids)
+        plan = [p for p in plan if p.execution_id in wanted]
+        if len(plan) != len(wanted):
+            raise InputError(
+                f"{len(wanted) - len(plan)} of {len(wanted)} execution ids are not in the plan of spec "
+                f"{spec.name!r} here (do the spec or its question files differ between machines?)"
+            )
     store = RunStore(run_dir)
     store.create(spec.model_dump(mode="json"))
     done = store.finished_ids()

@@ -11,7 +11,7 @@ import hashlib
 import itertools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -69,6 +69,20 @@ class AgentSpec(_Strict):
     evidence_words: int = Field(60, ge=5, description="Words of each passage shown to the model.")
     answer_max_tokens: int | None = Field(None, ge=1, description="Default: model.max_tokens.")
     malformed_retries: int = Field(1, ge=0)
+    prompt: Literal["plain", "abstention", "fewshot", "self_eval"] = Field(
+        "abstention", description="Prompt variant of the chat policies (the mitigation study)."
+    )
+
+
+class MultiTurnSpec(_Strict):
+    """Earlier turns before each evaluated question: how many, and of which kind.
+
+    The earlier questions are drawn (seeded) from the same question set; their answers are the
+    gold answer (answerable) or an abstention (unanswerable): an oracle conversation history.
+    """
+
+    preceding: int = Field(0, ge=0, le=50)
+    context: Literal["answerable", "mixed", "unanswerable"] = "mixed"
 
 
 class EvaluationSpec(_Strict):
@@ -90,6 +104,7 @@ class ExperimentSpec(_Strict):
     agent: AgentSpec = Field(default_factory=AgentSpec)
     retrieval: RetrievalSpec = Field(default_factory=RetrievalSpec)
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
+    multi_turn: MultiTurnSpec | None = None
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
     fork: ForkPlan | None = Field(None, description="A fork study `branchpoint run` does after the run.")
 
@@ -161,5 +176,6 @@ def condition_fingerprint(spec: ExperimentSpec) -> str:
         ),
         "agent": spec.agent.model_dump(),
         "retrieval": spec.retrieval.model_dump(),
+        "multi_turn": spec.multi_turn.model_dump() if spec.multi_turn else None,
     }
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]

@@ -134,3 +134,40 @@ def test_connection_limit_bounds_calls_in_flight():
     out = []
     run_concurrently(list(range(24)), lambda i: client.complete(str(i)), 12, out.append)
     assert out == ["ok"] * 24 and peak == 3
+
+
+def test_multi_turn_sweep_carries_history_into_records(tmp_path, write_spec, isolated_cache):
+    spec = load_spec(write_spec({
+        "multi_turn": {"preceding": 0, "context": "mixed"},
+        "agent": {"policy": "constrained", "search": False},
+        "sweep": {"multi_turn.preceding": [0, 2], "multi_turn.context": ["answerable", "unanswerable"]},
+    }))
+    run_dir = tmp_path / "run"
+    run_experiment(spec, run_dir, progress=False, model_opener=CountingOpener())
+    records = read_records(run_dir / "executions.jsonl")
+    assert len(records) == 6 * 4
+    for r in records:
+        n = r.condition["multi_turn.preceding"]
+        history = r.model_dump().get("history", [])
+        assert len(history) == n
+        if n and r.condition["multi_turn.context"] == "answerable":
+            assert all(h["answer"] and "know" not in h["answer"] for h in history)
+        assert all(h["question"] != r.question for h in history)
+    again = load_spec(write_spec({"multi_turn": {"preceding": 2, "context": "mixed"}, "sweep": {}}))
+    from branchpoint.experiments.runner import plan_executions, select_questions
+
+    first = plan_executions(again, select_questions(again))
+    second = plan_executions(again, select_questions(again))
+    assert [p.history for p in first] == [p.history for p in second]  # seeded
+
+
+def test_cli_limit_runs_only_the_first_questions(tmp_path, write_spec, isolated_cache):
+    from typer.testing import CliRunner
+
+    from branchpoint.cli import app
+
+    spec = write_spec({"model": {"provider": "scripted", "script": ['answer", "text": "x"}']},
+                       "agent": {"policy": "constrained", "search": False}, "sweep": {}})
+    result = CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "r"), "--limit", "2", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "2 planned" in result.output

@@ -1,0 +1,79 @@
+"""Runner throughput against a local OpenAI-compatible server with a fixed per-request latency.
+
+The server runs in its own process. Runs the same no-search executions (one model call each, SQLite checkpoints, durable appends) at
+concurrency 1, 8 and 64 and prints executions/s and the ratio to the ideal
+(concurrency × single-stream rate). Target: ≥ 0.8 of ideal at 64.
+
+    .venv/bin/python benchmarks/runner_throughput.py [--latency 0.5] [--n 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from contextlib import contextmanager
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from branchpoint.experiments import load_spec, run_experiment  # noqa: E402
+
+SERVER = Path(__file__).resolve().parents[1] / "tests" / "servers" / "openai_fault_server.py"
+
+
+@contextmanager
+def server_process(latency: float):
+    """The test server in its own process (so it does not compete with the runner for the GIL)."""
+    proc = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--latency-s", str(latency)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline().split()[1])
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def run(base_url: str, n: int, concurrency: int, workdir: Path) -> float:
+    """Executions/s for `n` executions (n/2 demo questions x 2 seeds) at a concurrency."""
+    spec_path = workdir / f"spec-{concurrency}.yaml"
+    spec_path.write_text(yaml.safe_dump({
+        "name": f"throughput-{concurrency}",
+        "questions": {"path": "demo", "limit": max(n // 2, 1)},
+        "model": {"provider": "openai", "base_url": base_url, "name": "m", "max_tokens": 16},
+        "agent": {"policy": "constrained", "search": False},
+        "sweep": {"model.seed": [0, 1]},
+    }))
+    n = 2 * max(n // 2, 1)
+    start = time.perf_counter()
+    summary = run_experiment(load_spec(spec_path), workdir / f"run-{concurrency}", progress=False,
+                             concurrency=concurrency)
+    wall = time.perf_counter() - start
+    assert summary.ran == n and summary.statuses == {"ok": n}, summary
+    return n / wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--latency", type=float, default=0.5, help="seconds per request")
+    parser.add_argument("--n", type=int, default=128, help="executions per level (≤ 192; a multiple of 64)")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="bp-throughput-"))
+    with server_process(args.latency) as base_url:
+        single = run(base_url, min(args.n, 16), 1, workdir)
+        print(f"latency {args.latency:.2f} s/request; concurrency 1: {single:.2f} executions/s")
+        for c in (8, 64):
+            rate = run(base_url, args.n, c, workdir)
+            waves = -(-args.n // c)  # executions finish in ceil(n / c) rounds at best
+            ideal = args.n / (waves / single)
+            print(f"concurrency {c:>2}: {rate:6.2f} executions/s  ideal {ideal:6.2f}  ratio {rate / ideal:.2f}")
+    print(f"(reproduce: .venv/bin/python benchmarks/runner_throughput.py --latency {args.latency} --n {args.n})")
+
+
+if __name__ == "__main__":
+    main()
