@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from branchpoint.errors import BranchpointError
 from branchpoint.traces import TraceError
@@ -22,6 +23,10 @@ app = typer.Typer(
 )
 checkpoints_app = typer.Typer(help="Inspect saved agent states (legal action boundaries).", no_args_is_help=True)
 app.add_typer(checkpoints_app, name="checkpoints")
+models_app = typer.Typer(help="Model servers for experiments (vLLM on GPU machines).", no_args_is_help=True)
+serve_app = typer.Typer(help="Start an OpenAI-compatible model server and keep it running.", no_args_is_help=True)
+models_app.add_typer(serve_app, name="serve")
+app.add_typer(models_app, name="models")
 
 console = Console()
 if not console.is_terminal:  # logs and pipes: wide enough that tables are not squeezed to 80
@@ -39,7 +44,7 @@ def friendly_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except (BranchpointError, TraceError) as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
             raise typer.Exit(code=2) from None
 
     return wrapper  # type: ignore[return-value]
@@ -59,6 +64,10 @@ def _print_summary(summary: Any) -> None:
 def run(
     spec: Path = typer.Argument(..., help="Experiment spec (YAML)."),
     out: Path | None = typer.Option(None, "--out", help="Run directory (default: runs/<spec name>)."),
+    concurrency: int = typer.Option(
+        1, "--concurrency", min=1, help="Executions at once (keeps a vLLM server's batch full)."
+    ),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N questions of the spec's selection."),
     checkpoints: str | None = typer.Option(
         None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
         help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
@@ -73,8 +82,12 @@ def run(
     from branchpoint.experiments.spec import load_spec
 
     loaded = load_spec(spec)
+    if limit is not None:  # a quick look at a big study: the first N questions of its selection
+        loaded = loaded.model_copy(update={"questions": loaded.questions.model_copy(update={"limit": limit})})
     run_dir = out or Path("runs") / loaded.name
-    summary = run_experiment(loaded, run_dir, progress=not no_progress, checkpoints=checkpoints)
+    summary = run_experiment(
+        loaded, run_dir, progress=not no_progress, checkpoints=checkpoints, concurrency=concurrency
+    )
     _print_summary(summary)
     if loaded.fork is not None:
         from branchpoint.experiments.forking import fork_run
@@ -86,22 +99,137 @@ def run(
 @friendly_errors
 def evaluate(
     path: Path = typer.Argument(..., help="A run directory or a .jsonl trace file."),
-    judge: str = typer.Option("rule", "--judge", help="rule (offline default) or given (labels in the traces)."),
+    judge: str = typer.Option("rule", "--judge", help="rule (offline default), given (labels in the traces) or llm."),
+    judge_model: str | None = typer.Option(None, "--judge-model", help="--judge llm: model name sent to the server."),
+    judge_base_url: str | None = typer.Option(
+        None, "--judge-base-url", help="--judge llm: OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."
+    ),
+    judge_api_key_env: str | None = typer.Option(
+        None, "--judge-api-key-env", help="--judge llm: environment variable holding the API key (never the key)."
+    ),
+    judge_cache: Path | None = typer.Option(
+        None, "--judge-cache", help="--judge llm: SQLite judgment cache (default: judge_cache.sqlite beside the traces)."
+    ),
+    judge_retries: int = typer.Option(1, "--judge-retries", min=0, help="--judge llm: retries of an unparseable reply."),
+    judge_concurrency: int = typer.Option(4, "--judge-concurrency", min=1, help="--judge llm: requests at once."),
+    evidence: bool = typer.Option(True, "--evidence/--no-evidence", help="--judge llm: also label retrieved documents."),
     out: Path | None = typer.Option(None, "--out", help="Output folder (default: beside the traces)."),
     lam: float = typer.Option(0.25, "--lam", help="TPC weight of input tokens (λ)."),
     mu: float = typer.Option(500.0, "--mu", help="TPC weight of a search call (μ)."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Bootstrap resamples of questions (0: no intervals)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+    agreement: bool = typer.Option(
+        False, "--agreement", help="Also print and write agreement.json: agreement and Cohen's κ between judges."
+    ),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Judge traces and write metrics.json (and judged.jsonl); prints the comparison table.
 
+    Judgments accumulate in judged.jsonl, one set per judge, so evaluating again with another
+    judge lets --agreement compare them.
+
     Example: branchpoint evaluate runs/quickstart --judge rule
+
+    Example: branchpoint evaluate runs/quickstart --judge llm --judge-model Qwen/Qwen3-8B
+    --judge-base-url http://127.0.0.1:8000/v1 --agreement
     """
     from branchpoint.evaluation import MetricsConfig, comparison_table
     from branchpoint.evaluation import evaluate as run_evaluation
+    from branchpoint.evaluation.evaluate import trace_path
 
-    metrics = run_evaluation(path, judge=judge, out_dir=out, cfg=MetricsConfig(lam=lam, mu=mu))
+    from branchpoint.errors import InputError
+
+    judge_obj: Any = judge
+    if judge != "llm" and (judge_model or judge_base_url):
+        raise InputError(f"--judge-model and --judge-base-url apply to --judge llm only (got --judge {judge})")
+    if judge == "llm":
+        from branchpoint.evaluation.judge_cache import CACHE_FILE
+        from branchpoint.evaluation.llm_judges import open_llm_judge
+
+        if not judge_model or not judge_base_url:
+            raise InputError("--judge llm needs --judge-model NAME and --judge-base-url URL (an OpenAI-compatible server)")
+        cache = judge_cache or trace_path(path).parent / CACHE_FILE
+        judge_obj = open_llm_judge(
+            judge_model, judge_base_url, api_key_env=judge_api_key_env, cache_path=str(cache),
+            retries=judge_retries, concurrency=judge_concurrency, evidence=evidence, progress=not no_progress,
+        )  # fmt: skip
+    cfg = MetricsConfig(lam=lam, mu=mu, bootstrap=bootstrap, seed=seed)
+    metrics = run_evaluation(path, judge=judge_obj, out_dir=out, cfg=cfg, agreement=agreement)
     console.print(comparison_table(metrics))
+    if judge == "llm":
+        st = judge_obj.stats
+        console.print(
+            f"judge {judge_obj.name}: {st.items} items, {st.cached} from the cache, {st.calls} model calls "
+            f"({st.input_tokens} input / {st.output_tokens} output tokens), {st.unparseable} unparseable",
+            soft_wrap=True,
+        )
+    if metrics.get("n_unparseable"):
+        console.print(f"{metrics['n_unparseable']} executions left out: their judge output could not be parsed")
     target = out or (path if path.is_dir() else path.parent)
+    if agreement:
+        _print_agreement(metrics.get("judge_agreement") or {"judges": [metrics["judge"]], "pairs": []})
+        console.print(f"wrote {target / 'agreement.json'}")
     console.print(f"wrote {target / 'metrics.json'}")
+
+
+def _print_agreement(agreed: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    if not agreed["pairs"]:
+        console.print(f"no two judges labelled the same items (judges: {', '.join(agreed['judges']) or 'none'})")
+        return
+    table = Table("judge A", "judge B", "kind", "n", "agreement", "Cohen's κ", "excluded", title="Judge agreement")
+    for p in agreed["pairs"]:
+        table.add_row(
+            p["judge_a"], p["judge_b"], p["kind"], str(p["n"]),
+            "—" if p["agreement"] is None else f"{100 * p['agreement']:.1f}%",
+            "—" if p["kappa"] is None else f"{p['kappa']:.3f}", str(p["n_excluded"]),
+        )  # fmt: skip
+    console.print(table)
+
+
+@app.command()
+@friendly_errors
+def agreement(
+    path: Path = typer.Argument(..., help="A run directory (its judged.jsonl) or a judged .jsonl file."),
+    out: Path | None = typer.Option(None, "--out", help="Where to write agreement.json (default: beside the file)."),
+) -> None:
+    """Pairwise agreement and Cohen's κ between every pair of judges in judged traces, per kind.
+
+    Example: branchpoint agreement runs/quickstart
+    """
+    from branchpoint.evaluation.agreement import agreement_json, judge_agreement
+    from branchpoint.evaluation.evaluate import AGREEMENT_FILE, judged_path
+    from branchpoint.traces import read_records
+
+    source = judged_path(path)
+    agreed = judge_agreement(read_records(source))
+    _print_agreement(agreed)
+    target = (out or source.parent) / AGREEMENT_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(agreement_json(agreed), encoding="utf-8")
+    console.print(f"wrote {target}")
+
+
+@app.command()
+@friendly_errors
+def report(
+    run_dir: Path = typer.Argument(..., help="A run directory with metrics.json (from `branchpoint evaluate`)."),
+    out: Path | None = typer.Option(None, "--out", help="Output folder (default: the run directory)."),
+) -> None:
+    """Write report.md and figures/*.png (seed-study tables, with bootstrap 95% intervals).
+
+    Example: branchpoint report runs/quickstart --out reports/quickstart
+    """
+    from branchpoint.evaluation.report import write_report
+
+    path, figures = write_report(run_dir, out)
+    made = [p.name for p in figures.values() if p is not None]
+    skipped = [k for k, p in figures.items() if p is None]
+    noun = "figure" if len(made) == 1 else "figures"
+    console.print(f"wrote {path} and {len(made)} {noun} ({', '.join(made) or 'none'})", soft_wrap=True)
+    if skipped:
+        console.print(f"skipped figures without data: {', '.join(skipped)}", soft_wrap=True)
 
 
 @app.command()
@@ -111,12 +239,14 @@ def quickstart(
     out: Path = typer.Option(Path("runs/quickstart"), "--out", help="Run directory."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
-    """Run the quickstart spec with and without search, evaluate, print the table, write report.md.
+    """Run the quickstart spec with and without search, evaluate, print the table, write report.md
+    and its figures.
 
     Example: branchpoint quickstart
     """
-    from branchpoint.evaluation import MetricsConfig, comparison_table, markdown_report
+    from branchpoint.evaluation import MetricsConfig, comparison_table
     from branchpoint.evaluation import evaluate as run_evaluation
+    from branchpoint.evaluation.report import write_report
     from branchpoint.experiments.runner import run_experiment
     from branchpoint.experiments.spec import load_spec
 
@@ -126,9 +256,8 @@ def quickstart(
     cfg = MetricsConfig(lam=loaded.evaluation.lam, mu=loaded.evaluation.mu)
     metrics = run_evaluation(out, judge=loaded.evaluation.judge, cfg=cfg)
     console.print(comparison_table(metrics))
-    report = out / "report.md"
-    report.write_text(markdown_report(metrics, title=f"branchpoint quickstart: {loaded.name}"), encoding="utf-8")
-    console.print(f"wrote {out / 'metrics.json'} and {report}")
+    report_path, _ = write_report(out, title=f"branchpoint quickstart: {loaded.name}")
+    console.print(f"wrote {out / 'metrics.json'}, {report_path} and {out / 'figures'}")
 
 
 def _csv(value: str) -> list[str]:
@@ -190,6 +319,80 @@ def _print_fork_summary(summary: Any) -> None:
         )
 
 
+@app.command()
+@friendly_errors
+def value(
+    path: Path = typer.Argument(..., help="A run directory with forks.jsonl (or a forks .jsonl file)."),
+    forecasts: list[Path] = typer.Option(
+        [], "--forecasts", help='JSONL of {"parent_execution_id", "checkpoint_id", "q_think", "q_search"}; repeatable.'
+    ),
+    dev_split: float = typer.Option(0.3, "--dev-split", help="Fraction of support components to fit on; the rest is scored."),
+    prices: str = typer.Option("0,0.001,0.005,0.01,0.02", "--prices", help="Token prices λ: U = Y − λ·T/1000."),
+    out: Path | None = typer.Option(None, "--out", help="Output folder (default: beside forks.jsonl)."),
+    judge: str = typer.Option("rule", "--judge", help="rule (offline default) or given (labels in the traces)."),
+    reward: str = typer.Option("correct", "--reward", help="correct (0/1) or set_f1 (collection answers)."),
+    pending_roles: str = typer.Option("STOP,SEARCH", "--pending-roles", help="T and S roles at pending_query."),
+    resamples: int = typer.Option(10_000, "--resamples", min=0, help="Bootstrap resamples (0: no intervals)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the dev split, the folds and the bootstrap."),
+    forecaster_module: list[str] = typer.Option(
+        [], "--forecaster-module", help="Import a module that registers @forecaster functions; repeatable."
+    ),
+    llm_forecaster: bool = typer.Option(False, "--llm-forecaster", help="Also ask the run's model to forecast each state."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+) -> None:
+    """Score search-value forecasters and routers on a fork study; writes value.json.
+
+    Example: branchpoint value runs/fork-study --forecasts my_forecasts.jsonl --dev-split 0.3
+    """
+    import importlib
+    from contextlib import ExitStack
+
+    from pydantic import ValidationError
+
+    from branchpoint.errors import InputError
+    from branchpoint.evaluation.value import ValueConfig, value_study
+    from branchpoint.evaluation.value.tables import forecaster_table, utility_table
+    from branchpoint.traces import describe_validation_error
+
+    try:
+        price_list = tuple(float(p) for p in _csv(prices))
+    except ValueError:
+        raise InputError(f"--prices: expected comma-separated numbers, got {prices!r}") from None
+    try:
+        config = ValueConfig(
+            judge=judge, reward=reward, dev_split=dev_split, prices=price_list, resamples=resamples, seed=seed,
+            pending_roles=tuple(a.upper() for a in _csv(pending_roles)),
+        )  # fmt: skip
+    except ValidationError as exc:
+        raise InputError(f"value settings: {describe_validation_error(exc)}") from None
+    for module in forecaster_module:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise InputError(f"--forecaster-module {module}: cannot import ({exc})") from None
+    with ExitStack() as stack:
+        client, style = None, "chat"
+        if llm_forecaster:
+            from branchpoint.evaluation.value.llm import run_model_spec
+            from branchpoint.models import open_model
+
+            model_spec = run_model_spec(path)
+            client, style = stack.enter_context(open_model(model_spec, log_dir=path)), model_spec.style
+        report = value_study(
+            path, config=config, forecast_files=forecasts, llm_client=client, llm_style=style, out_dir=out,
+            progress=not no_progress,
+        )  # fmt: skip
+    console.print(forecaster_table(report))
+    console.print(utility_table(report))
+    for name, meta in report["forecasters"].items():
+        info = meta.get("info", {})
+        for key in ("n_missing", "n_unknown", "n_unscored_state", "n_malformed"):
+            if info.get(key):
+                console.print(f"[yellow]{name}[/]: {key} = {info[key]}", soft_wrap=True)
+    target = out or (path if path.is_dir() else path.parent)
+    console.print(f"wrote {target / 'value.json'}")
+
+
 @checkpoints_app.command("ls")
 @friendly_errors
 def checkpoints_ls(
@@ -221,6 +424,140 @@ def checkpoints_ls(
             f"{b.input_tokens}/{b.output_tokens}", b.checkpoint_id,
         )  # fmt: skip
     console.print(table)
+
+
+@serve_app.command("vllm")
+@friendly_errors
+def models_serve_vllm(
+    model: str = typer.Option(..., "--model", help="Hugging Face id or local path of the model."),
+    tensor_parallel: int = typer.Option(1, "--tensor-parallel", min=1, help="GPUs to split the model over."),
+    reasoning_parser: str | None = typer.Option(
+        None, "--reasoning-parser", help="vLLM reasoning parser (qwen3, deepseek_r1, openai_gptoss ...)."
+    ),
+    tool_call_parser: str | None = typer.Option(
+        None, "--tool-call-parser",
+        help="vLLM tool-call parser (hermes for Qwen3, openai for gpt-oss); adds --enable-auto-tool-choice.",
+    ),
+    max_model_len: int | None = typer.Option(None, "--max-model-len", min=1, help="Context length."),
+    port: int = typer.Option(8000, "--port", min=1, max=65535, help="Port to listen on."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (0.0.0.0: every interface)."),
+    gpu_memory_utilization: float | None = typer.Option(
+        None, "--gpu-memory-utilization", min=0.01, max=1.0, help="Fraction of GPU memory vLLM may use."
+    ),
+    served_model_name: str | None = typer.Option(
+        None, "--served-model-name", help="Name clients send (default: the model)."
+    ),
+    extra: list[str] = typer.Option(
+        [], "--extra", help="More `vllm serve` arguments, split like a shell line; repeatable."
+    ),
+    startup_timeout: float = typer.Option(
+        900.0, "--startup-timeout", min=1.0, help="Seconds to wait for the server to answer /v1/models."
+    ),
+    log: Path | None = typer.Option(None, "--log", help="vLLM's log file (default: a temporary file)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the vllm command and exit."),
+) -> None:
+    """Start `vllm serve` on 127.0.0.1, wait until it answers, print the spec block; Ctrl-C stops it.
+
+    Example: branchpoint models serve vllm --model Qwen/Qwen3-8B --reasoning-parser qwen3
+    --tool-call-parser hermes --max-model-len 32768
+    """
+    import shlex
+    import tempfile
+
+    from branchpoint.models.vllm import (
+        VllmServeOptions, VllmServer, all_interfaces, serve_until_stopped, spec_block, vllm_command, vllm_launcher,
+    )  # fmt: skip
+
+    opts = VllmServeOptions(
+        model=model, host=host, port=port, tensor_parallel=tensor_parallel, reasoning_parser=reasoning_parser,
+        tool_call_parser=tool_call_parser, max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization, served_model_name=served_model_name,
+        extra_args=[arg for chunk in extra for arg in shlex.split(chunk)], startup_timeout_s=startup_timeout,
+    )  # fmt: skip
+    if dry_run:
+        try:
+            launcher = vllm_launcher()
+        except BranchpointError:
+            launcher = ["vllm"]  # a dry run also works where vLLM is not installed
+        typer.echo(shlex.join(vllm_command(opts, launcher)))
+        return
+    log = log or Path(tempfile.gettempdir()) / f"branchpoint-vllm-{port}.log"
+    server = VllmServer(opts, log_path=log, launcher=vllm_launcher())  # no vLLM: one line saying how to install
+
+    def ready(base_url: str) -> None:
+        console.print(f"[bold green]vLLM is ready[/] at {base_url} (model {opts.name}); Ctrl-C stops it.")
+        if all_interfaces(host):
+            console.print(f"listening on every interface: from other machines use http://<this host>:{port}/v1")
+        console.print("Paste into your experiment spec:\n", highlight=False)
+        typer.echo(spec_block(opts, base_url))
+
+    err_console.print(
+        f"starting: {shlex.join(vllm_command(opts, server.launcher))}\n"
+        f"waiting up to {startup_timeout:.0f} s for /v1/models; log: {log}",
+        highlight=False, markup=False, soft_wrap=True,
+    )  # fmt: skip
+    serve_until_stopped(server, ready)
+    err_console.print("vLLM server stopped.", highlight=False)
+
+
+@app.command()
+@friendly_errors
+def builder(
+    unanswerable: Path = typer.Option(..., "--unanswerable", help="Question file with the unanswerable questions."),
+    answerable: Path = typer.Option(..., "--answerable", help="Question file with the answerable candidates."),
+    out: Path = typer.Option(..., "--out", help="Benchmark to write (branchpoint jsonl)."),
+    format_unanswerable: str = typer.Option("auto", "--format-unanswerable", help="Format of --unanswerable."),
+    format_answerable: str = typer.Option("auto", "--format-answerable", help="Format of --answerable."),
+    k: int = typer.Option(30, "--k", min=1, help="Most similar answerable candidates per unanswerable question."),
+    length_tolerance: float = typer.Option(
+        0.5, "--length-tolerance", min=0.0, help="A candidate's length in words within ±this fraction."
+    ),
+    per_category: int | None = typer.Option(
+        None, "--per-category", min=1, help="At most this many pairs per category (default: the smallest)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the per-category draw."),
+    encoder: str = typer.Option("minilm-onnx", "--encoder", help="Sentence encoder for the similarity."),
+    pairs: Path | None = typer.Option(None, "--pairs", help="Also write the matched pairs (jsonl)."),
+) -> None:
+    """Build a balanced benchmark: each unanswerable question matched to a similar answerable one.
+
+    Both files may be in any question format (auto-detected); only the unanswerable questions of
+    --unanswerable and the answerable ones of --answerable are used.
+
+    Example: branchpoint builder --unanswerable ../shared/data/unanswerable/coconot_eval.jsonl
+    --answerable ../shared/data/answerable/nq_open_dev.jsonl --per-category 30 --out bench.jsonl
+    """
+    from rich.table import Table
+
+    from branchpoint.experiments.builder import build_benchmark_from_files, write_benchmark
+
+    result = build_benchmark_from_files(
+        unanswerable, answerable, unanswerable_format=format_unanswerable, answerable_format=format_answerable,
+        encoder=encoder, k=k, length_tolerance=length_tolerance, per_category=per_category, seed=seed,
+    )  # fmt: skip
+    write_benchmark(out, result, pairs)
+    c = result.counts
+    console.print(
+        f"{c['unanswerable']} unanswerable, {c['answerable']} answerable candidates: {c['matched']} matched "
+        f"({c['no_candidate']} without a candidate of similar length, {c['taken']} outbid by closer pairs), "
+        f"{c['selected']} pairs selected",
+        soft_wrap=True,
+    )
+    table = Table("category", "pairs", title="Per category")
+    for cat, n in result.per_category.items():
+        table.add_row(cat, str(n))
+    console.print(table)
+    table = Table("side", "mean words", "median words", title="Question length")
+    for side, stats in result.lengths.items():
+        table.add_row(side, f"{stats['mean']:.1f}", f"{stats['median']:.1f}")
+    console.print(table)
+    sim = result.similarity
+    table = Table("mean", "median", "p10", "p90", title="Similarity of matched pairs (cosine)")
+    table.add_row(*(f"{sim[key]:.3f}" for key in ("mean", "median", "p10", "p90")))
+    console.print(table)
+    for note in result.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
+    console.print(f"wrote {len(result.questions)} questions to {out}" + (f" and pairs to {pairs}" if pairs else ""))
 
 
 if __name__ == "__main__":
