@@ -2,7 +2,8 @@
 
 A spec names the questions, the model, the agent, the retrieval sources and the evaluation, and
 `sweep` lists axes (dotted paths into the spec, e.g. `agent.search_cap: [0, 1, 3]`) whose
-cartesian product gives the conditions. Unknown keys and wrong types are errors naming the field.
+cartesian product gives the conditions. An axis over a section takes mappings that override
+several of its settings at once (e.g. `model: [{name: a, base_url: …}, {name: b, …}]`). Unknown keys and wrong types are errors naming the field.
 """
 
 from __future__ import annotations
@@ -141,7 +142,12 @@ def _set_path(data: dict[str, Any], dotted: str, value: Any, source: str) -> Non
         node = node[key]
     if not isinstance(node, dict) or keys[-1] not in node:
         raise InputError(f'{source}: field "sweep.{dotted}": no such setting {keys[-1]!r}')
-    node[keys[-1]] = value
+    if isinstance(value, dict) and isinstance(node[keys[-1]], dict):
+        # a mapping value overrides several settings of a section at once and keeps the rest,
+        # e.g. `model: [{name: a, base_url: …}, {name: b, base_url: …}]`
+        node[keys[-1]] = {**node[keys[-1]], **value}
+    else:
+        node[keys[-1]] = value
 
 
 def expand_conditions(spec: ExperimentSpec, source: str = "spec") -> list[tuple[dict[str, Any], ExperimentSpec]]:
