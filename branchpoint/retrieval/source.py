@@ -1,17 +1,31 @@
-"""Named retrieval sources: what the agent's search tool calls, returning trace-ready documents."""
+"""Named retrieval sources: what the agent's search tool calls, returning trace-ready documents.
+
+Every result carries doc id, score, title, text (without the title line) and the source's name.
+Sources over an index (`DenseSource`, `BM25Source`) also answer `search_batch(queries, k)`
+with one index call for all queries, and declare `cache_params` (kind, corpus fingerprint,
+encoder, parameters) for the persistent retrieval cache.
+
+`open_source` opens one from settings: a prebuilt index directory, a FlashRAG index file with
+its corpus, or a corpus whose index is built once and cached on disk by corpus fingerprint,
+encoder, kind and build parameters (`default_index_cache_dir()`).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from branchpoint.errors import InputError, StaleIndexError
-from branchpoint.retrieval.corpus import chunk_passages, corpus_fingerprint, load_corpus
-from branchpoint.retrieval.encoder import DEFAULT_ENCODER, Encoder, get_encoder
-from branchpoint.retrieval.index import DenseIndex
+from branchpoint.retrieval.bm25 import BM25Index
+from branchpoint.retrieval.corpus import Passage, chunk_passages, corpus_fingerprint, load_corpus
+from branchpoint.retrieval.encoder import DEFAULT_ENCODER, Encoder, encode_queries, get_encoder
+from branchpoint.retrieval.index import DENSE_KINDS, SEARCH_PARAMS, DenseIndex
 from branchpoint.traces import RetrievedDoc
 
 log = logging.getLogger(__name__)
@@ -28,29 +42,69 @@ class RetrievalSource(Protocol):
         ...
 
 
-class DenseSource:
+class IndexSource:
+    """A RetrievalSource over an index with `search(queries, k)` and a `manifest`."""
+
+    def __init__(self, name: str, index: Any) -> None:
+        self.name = name
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {self.index.manifest.kind}, {len(self.index)} passages)"
+
+    @property
+    def cache_params(self) -> str:
+        """Kind, corpus fingerprint, encoder, dimension and parameters: the cache key part."""
+        return self.index.manifest.cache_params()
+
+    def _docs(self, hits: list[tuple[Passage, float]]) -> list[RetrievedDoc]:
+        name = self.name
+        return [
+            RetrievedDoc(doc_id=p.doc_id, score=score, text=p.text, title=p.title or None, source=name)
+            for p, score in hits
+        ]
+
+    def _hits(self, queries: list[str], k: int) -> list[list[tuple[Passage, float]]]:
+        return self.index.search(queries, k)
+
+    def search(self, query: str, k: int) -> list[RetrievedDoc]:
+        """Top-k passages for `query` as RetrievedDoc (text without the title line; source = name)."""
+        return self._docs(self._hits([query], k)[0])
+
+    def search_batch(self, queries: list[str], k: int) -> list[list[RetrievedDoc]]:
+        """`search` for many queries at once (one encoder call, one index call)."""
+        return [self._docs(hits) for hits in self._hits(list(queries), k)]
+
+    #: The name SearchR1Source gives the same call.
+    search_many = search_batch
+
+
+class DenseSource(IndexSource):
     """A RetrievalSource over a DenseIndex: encodes the query, returns passages with their scores."""
 
-    def __init__(self, name: str, index: DenseIndex, encoder: Encoder) -> None:
+    def __init__(self, name: str, index: DenseIndex, encoder: Encoder | None = None) -> None:
         """Pair an index with the encoder it was built with (StaleIndexError if they differ)."""
+        encoder = encoder if encoder is not None else index.encoder
         if encoder.name != index.manifest.encoder or encoder.dim != index.manifest.dim:
             raise StaleIndexError(
                 f'source "{name}": index was built with encoder "{index.manifest.encoder}" '
                 f'(dim {index.manifest.dim}) but encoder "{encoder.name}" (dim {encoder.dim}) '
                 "was given"
             )
-        self.name = name
-        self.index = index
+        super().__init__(name, index)
         self.encoder = encoder
 
-    def search(self, query: str, k: int) -> list[RetrievedDoc]:
-        """Top-k passages for `query` as RetrievedDoc (text without the title line; source = name)."""
-        hits = self.index.search_vectors(self.encoder.encode([query]), k)[0]
-        return [
-            RetrievedDoc(doc_id=p.doc_id, score=score, text=p.text, title=p.title or None,
-                         source=self.name)
-            for p, score in hits
-        ]
+    def _hits(self, queries: list[str], k: int) -> list[list[tuple[Passage, float]]]:
+        if not queries:
+            return []
+        return self.index.search_vectors(encode_queries(self.encoder, queries), k)
+
+
+class BM25Source(IndexSource):
+    """A RetrievalSource over a BM25Index (scores are BM25 scores, not cosines)."""
+
+    def __init__(self, name: str, index: BM25Index) -> None:
+        super().__init__(name, index)
 
 
 def default_index_cache_dir() -> Path:
@@ -60,10 +114,133 @@ def default_index_cache_dir() -> Path:
     return base / "indexes"
 
 
-def index_cache_path(cache_dir: Path, fingerprint: str, encoder_name: str) -> Path:
-    """Directory of the cached index for one corpus fingerprint and encoder."""
+def index_cache_path(cache_dir: Path, fingerprint: str, encoder_name: str, kind: str = "flat",
+                     build_params: Mapping[str, Any] | None = None) -> Path:
+    """Directory of the cached index for one corpus fingerprint, encoder, kind and build parameters.
+
+    An exact index with default parameters keeps the original `<fp16>-<encoder>` name.
+    """
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", encoder_name)
-    return cache_dir / f"{fingerprint[:16]}-{safe}"
+    name = f"{fingerprint[:16]}-{safe}"
+    if kind != "flat" or build_params:
+        digest = hashlib.sha256(json.dumps(dict(build_params or {}), sort_keys=True).encode()).hexdigest()[:8]
+        name += f"-{kind}-{digest}"
+    return cache_dir / name
+
+
+def _build_params(kind: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    searchable = SEARCH_PARAMS.get(kind, ())
+    return {k: v for k, v in (params or {}).items() if k not in searchable}
+
+
+def _load_passages(corpus: str | Path, fmt: str, chunk_words: int | None) -> list[Passage]:
+    passages = load_corpus(corpus, fmt)
+    return chunk_passages(passages, chunk_words) if chunk_words is not None else passages
+
+
+def open_source(
+    name: str,
+    *,
+    kind: str = "dense",
+    corpus: str | Path | None = None,
+    fmt: str = "auto",
+    encoder: str = DEFAULT_ENCODER,
+    chunk_words: int | None = None,
+    index_kind: str | None = None,
+    index: str | Path | None = None,
+    index_params: Mapping[str, Any] | None = None,
+    device: str = "cpu",
+    cache_dir: Path | None = None,
+    progress: bool = False,
+) -> IndexSource:
+    """Open a dense or bm25 source.
+
+    - `index` a directory: a saved index (ours), checked against `index_kind`, `index_params`
+      and, when `corpus` is given, that corpus's fingerprint (after chunking).
+    - `index` a file: a FlashRAG faiss index whose row i is passage i of `corpus` (required).
+    - no `index`: `corpus` (required) indexed once and cached under `cache_dir`
+      (default `default_index_cache_dir()`); a stale or damaged cached index is rebuilt.
+    """
+    if kind not in ("dense", "bm25"):
+        raise InputError(f'source "{name}": kind {kind!r} is not an index source (dense or bm25)')
+    if kind == "dense" and index_kind is not None and index_kind not in DENSE_KINDS:
+        raise InputError(f'source "{name}": unknown index_kind {index_kind!r} (expected one of: '
+                         f"{', '.join(DENSE_KINDS)})")
+    if index is not None:
+        return _open_prebuilt(name, Path(index), kind=kind, corpus=corpus, fmt=fmt,
+                              encoder=encoder, chunk_words=chunk_words, index_kind=index_kind,
+                              index_params=index_params, device=device)
+    if corpus is None:
+        raise InputError(f'source "{name}": give a corpus file or a prebuilt index')
+    passages = _load_passages(corpus, fmt, chunk_words)
+    fingerprint = corpus_fingerprint(passages)
+    cache = Path(cache_dir) if cache_dir else default_index_cache_dir()
+    if kind == "bm25":
+        path = index_cache_path(cache, fingerprint, "bm25", "bm25", _build_params("bm25", index_params))
+        if path.exists():
+            try:
+                return BM25Source(name, BM25Index.load(path, fingerprint, params=index_params))
+            except InputError as exc:  # stale or damaged: rebuild below
+                log.warning("rebuilding cached index: %s", exc)
+        built = BM25Index.build(passages, index_params, progress=progress)
+        _cache_save(built, path)
+        return BM25Source(name, built)
+    index_kind = index_kind or "flat"
+    enc = get_encoder(encoder) if device == "cpu" else get_encoder(encoder, device=device)
+    path = index_cache_path(cache, fingerprint, enc.name, index_kind,
+                            _build_params(index_kind, index_params))
+    if path.exists():
+        try:
+            loaded = DenseIndex.load(path, enc, expected_fingerprint=fingerprint, kind=index_kind,
+                                     params=index_params, device=device)
+            return DenseSource(name, loaded, enc)
+        except InputError as exc:  # stale or damaged: rebuild below
+            log.warning("rebuilding cached index: %s", exc)
+    dense = DenseIndex.build(passages, enc, progress=progress, kind=index_kind,
+                             params=index_params, device=device)
+    _cache_save(dense, path)
+    return DenseSource(name, dense, enc)
+
+
+def _cache_save(index: DenseIndex | BM25Index, path: Path) -> None:
+    try:
+        index.save(path)
+    except OSError as exc:  # e.g. another process saved the same index meanwhile
+        log.warning("could not cache index at %s: %s", path, exc)
+
+
+def _open_prebuilt(name: str, path: Path, *, kind: str, corpus: str | Path | None, fmt: str,
+                   encoder: str, chunk_words: int | None, index_kind: str | None,
+                   index_params: Mapping[str, Any] | None, device: str) -> IndexSource:
+    """A saved index directory, or a FlashRAG index file with its corpus."""
+    if path.is_dir():
+        expected = None
+        if corpus is not None:
+            expected = corpus_fingerprint(_load_passages(corpus, fmt, chunk_words))
+        if kind == "bm25":
+            return BM25Source(name, BM25Index.load(path, expected, params=index_params))
+        enc = get_encoder(encoder) if device == "cpu" else get_encoder(encoder, device=device)
+        loaded = DenseIndex.load(path, enc, expected_fingerprint=expected, kind=index_kind,
+                                 params=index_params, device=device)
+        return DenseSource(name, loaded, enc)
+    if not path.exists():
+        raise InputError(f'source "{name}": index {path} not found (expected a directory that '
+                         "`branchpoint index build` wrote, or a FlashRAG faiss index file)")
+    if kind == "bm25":
+        raise InputError(f'source "{name}": index {path} is a file; a bm25 index is a directory '
+                         "that `branchpoint index build --kind bm25` wrote")
+    if corpus is None:
+        raise InputError(f'source "{name}": the FlashRAG index file {path} needs the corpus '
+                         "jsonl it was built from (set corpus)")
+    if chunk_words is not None:
+        raise InputError(f'source "{name}": chunk_words cannot apply to a FlashRAG index file '
+                         "(its rows are the corpus lines as they are)")
+    enc = get_encoder(encoder) if device == "cpu" else get_encoder(encoder, device=device)
+    loaded = DenseIndex.load_flashrag(path, corpus, enc, fmt=fmt, params=index_params, device=device)
+    if index_kind is not None and loaded.kind != index_kind:
+        raise StaleIndexError(f'source "{name}": {path} is a {loaded.kind} index, but '
+                              f"index_kind {index_kind} was asked for")
+    return DenseSource(name, loaded, enc)
 
 
 def open_dense_source(
@@ -74,23 +251,8 @@ def open_dense_source(
     chunk_words: int | None = None,
     progress: bool = False,
 ) -> DenseSource:
-    """Load a corpus (optionally chunked) and its cached index, building and caching it if needed."""
-    passages = load_corpus(corpus)
-    if chunk_words is not None:
-        passages = chunk_passages(passages, chunk_words)
-    fingerprint = corpus_fingerprint(passages)
-    encoder = get_encoder(encoder_name)
-    path = index_cache_path(Path(cache_dir) if cache_dir else default_index_cache_dir(),
-                            fingerprint, encoder.name)
-    if path.exists():
-        try:
-            index = DenseIndex.load(path, encoder, expected_fingerprint=fingerprint)
-            return DenseSource(name, index, encoder)
-        except InputError as exc:  # stale or damaged: rebuild below
-            log.warning("rebuilding cached index: %s", exc)
-    index = DenseIndex.build(passages, encoder, progress=progress)
-    try:
-        index.save(path)
-    except OSError as exc:  # e.g. another process saved the same index meanwhile
-        log.warning("could not cache index at %s: %s", path, exc)
-    return DenseSource(name, index, encoder)
+    """Load a corpus (optionally chunked) and its cached exact index, building and caching it if needed."""
+    source = open_source(name, kind="dense", corpus=corpus, encoder=encoder_name,
+                         chunk_words=chunk_words, cache_dir=cache_dir, progress=progress)
+    assert isinstance(source, DenseSource)
+    return source

@@ -188,3 +188,31 @@ def test_fingerprint_is_stable_and_sensitive() -> None:
     assert corpus_fingerprint([Passage(doc_id="1", title="ab", text="c")]) != corpus_fingerprint(
         [Passage(doc_id="1", title="a", text="bc")]
     )
+
+
+def test_chunking_edge_cases(fake_encoder: object, tmp_path: Path) -> None:
+    """Empty text, exactly 100 / 101 words, a very long title, unicode: chunked, indexed, saved."""
+    from branchpoint.retrieval import DenseIndex
+
+    empty = Passage(doc_id="empty", title="Empty", text="")
+    exact = Passage(doc_id="exact", title="Exact", text=" ".join(f"w{i}" for i in range(100)))
+    one_over = Passage(doc_id="over", title="Over", text=" ".join(f"w{i}" for i in range(101)))
+    long_title = Passage(doc_id="lt", title="T" * 5000 + " " + "word " * 300,
+                         text="short text under a huge title")
+    unicode = Passage(doc_id="uni", title="Zürich — 東京 🚄",
+                      text=" ".join(["café"] * 60 + ["日本語のテキスト"] * 30 + ["naïve\u3000ωμέγα"] * 10))
+    chunks = chunk_passages([empty, exact, one_over, long_title, unicode], words=100)
+    by_id = {c.doc_id: c for c in chunks}
+    assert by_id["empty"] is empty and by_id["exact"] is exact  # fit in one chunk: unchanged
+    assert [len(by_id[f"over#{k}"].text.split()) for k in (0, 1)] == [100, 1]
+    assert by_id["over#1"].text == "w100" and by_id["over#0"].title == "Over"
+    assert by_id["lt"] is long_title  # title words do not count towards the chunk size
+    # U+3000 (ideographic space) separates words; a run of CJK characters is one word
+    assert [len(by_id[f"uni#{k}"].text.split()) for k in (0, 1)] == [100, 10]
+    assert by_id["uni#1"].text == " ".join(["naïve ωμέγα"] * 5) and by_id["uni#1"].title == "Zürich — 東京 🚄"
+    assert set(by_id) == {"empty", "exact", "over#0", "over#1", "lt", "uni#0", "uni#1"}
+
+    index = DenseIndex.build(chunks, fake_encoder)  # every kind of chunk encodes and indexes
+    saved = DenseIndex.load(index.save(tmp_path / "idx"), fake_encoder)
+    assert saved.passages == chunks  # the FlashRAG "Title"\ntext form round-trips all of them
+    assert saved.search(["café"], 1)[0][0][0].doc_id == "uni#0"

@@ -1,0 +1,177 @@
+"""`branchpoint index build`: a corpus file -> a saved index directory, resumable.
+
+Dense kinds encode passages in shards under `OUT/.partial/` (`emb-00000.npy` per
+`shard_size` passages, with the corpus fingerprint and encoder in `state.json`), so an
+interrupted build of a large corpus continues from the last complete shard. The finished index
+is written to a temporary sibling and renamed over OUT (the shards go with the old OUT).
+An OUT that already holds an index of another corpus, encoder, kind or build parameters is
+refused; one that holds the same index is left as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from branchpoint.errors import InputError, StaleIndexError
+from branchpoint.retrieval.bm25 import BM25Index
+from branchpoint.retrieval.corpus import chunk_passages, corpus_fingerprint, load_corpus
+from branchpoint.retrieval.encoder import DEFAULT_ENCODER, Encoder, get_encoder
+from branchpoint.retrieval.index import (
+    DEFAULT_SHARD_SIZE,
+    INDEX_KINDS,
+    MANIFEST_FILE,
+    SEARCH_PARAMS,
+    DenseIndex,
+    IndexManifest,
+    check_gpu,
+    encode_corpus,
+    read_manifest,
+    resolve_params,
+)
+
+PARTIAL_DIR = ".partial"
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    """What `build_index` did: the directory, the index, and how much it encoded this time."""
+
+    out: Path
+    manifest: IndexManifest
+    encoded: int  # passages encoded by this call
+    reused: int  # passages whose vectors came from shards of an interrupted build
+    already_built: bool  # OUT already held this very index: nothing was done
+    seconds: float
+
+
+def _same_index(old: IndexManifest, kind: str, fingerprint: str, encoder_name: str | None,
+                params: Mapping[str, Any]) -> str | None:
+    """None if `old` is the index asked for, else what differs (for the refusal message)."""
+    if old.kind != kind:
+        return f"kind {old.kind} (asked: {kind})"
+    if old.corpus_fingerprint != fingerprint:
+        return f"corpus fingerprint {old.corpus_fingerprint[:16]}… (asked: {fingerprint[:16]}…)"
+    if old.encoder != encoder_name:
+        return f"encoder {old.encoder} (asked: {encoder_name})"
+    searchable = SEARCH_PARAMS.get(kind, ())
+    for name, value in params.items():
+        if name not in searchable and old.params.get(name) != value:
+            return f"{name}={old.params.get(name)!r} (asked: {value!r})"
+    return None
+
+
+def build_index(
+    corpus: str | Path,
+    out: str | Path,
+    *,
+    kind: str = "flat",
+    encoder: str | Encoder = DEFAULT_ENCODER,
+    fmt: str = "auto",
+    chunk_words: int | None = None,
+    batch_size: int = 64,
+    params: Mapping[str, Any] | None = None,
+    device: str = "cpu",
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    overwrite: bool = False,
+    progress: bool = False,
+) -> BuildReport:
+    """Build (or resume building) the `kind` index of a corpus into the directory `out`."""
+    started = time.perf_counter()
+    if kind not in INDEX_KINDS:
+        raise InputError(f"unknown index kind {kind!r} (expected one of: {', '.join(INDEX_KINDS)})")
+    if device not in ("cpu", "gpu"):
+        raise InputError(f"unknown device {device!r} (expected cpu or gpu)")
+    if device == "gpu":
+        if kind == "bm25":
+            raise InputError("device gpu: a bm25 index runs on the CPU; use device cpu")
+        check_gpu(kind)
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a directory (expected the index directory to write)")
+    passages = load_corpus(corpus, fmt)
+    if chunk_words is not None:
+        passages = chunk_passages(passages, chunk_words)
+    fingerprint = corpus_fingerprint(passages)
+    resolved = resolve_params(kind, params, len(passages))
+    enc: Encoder | None = None
+    if kind != "bm25":
+        enc = get_encoder(encoder) if isinstance(encoder, str) else encoder
+    encoder_name = enc.name if enc is not None else None
+
+    if (out / MANIFEST_FILE).is_file():
+        old = read_manifest(out)
+        differs = _same_index(old, kind, fingerprint, encoder_name, resolved)
+        if differs is None:
+            if kind != "bm25" and any(old.params.get(k) != resolved[k] for k in SEARCH_PARAMS[kind]):
+                assert enc is not None  # only the search parameters change: no re-encoding
+                updated = DenseIndex.load(out, enc, fingerprint, kind=kind, params=resolved)
+                updated.save(out)
+                old = updated.manifest
+            return BuildReport(out, old, 0, 0, True, time.perf_counter() - started)
+        if not overwrite:
+            raise StaleIndexError(
+                f"{out}: holds another index ({differs}); choose another --out, or pass "
+                "--overwrite to replace it"
+            )
+
+    if kind == "bm25":
+        built = BM25Index.build(passages, params, progress=progress)
+        built.save(out)
+        return BuildReport(out, built.manifest, 0, 0, False, time.perf_counter() - started)
+
+    assert enc is not None
+    partial = out / PARTIAL_DIR
+    reused = _complete_rows(partial, len(passages), shard_size, fingerprint, enc)
+    vectors = encode_corpus(passages, enc, batch_size, shard_dir=partial, shard_size=shard_size,
+                            fingerprint=fingerprint, progress=progress)
+    if progress:
+        from rich.console import Console
+
+        Console(stderr=True).print(f"indexing {len(passages)} vectors ({kind})…", highlight=False)
+    dense = DenseIndex.from_vectors(passages, vectors, enc, kind=kind, params=params,
+                                    device=device, fingerprint=fingerprint)
+    dense.save(out)
+    return BuildReport(out, dense.manifest, len(passages) - reused, reused, False,
+                       time.perf_counter() - started)
+
+
+def _complete_rows(partial: Path, n: int, shard_size: int, fingerprint: str, enc: Encoder) -> int:
+    """Passages that complete shards in `partial` already cover (0 if they are of another build)."""
+    state_file = partial / "state.json"
+    if not state_file.is_file():
+        return 0
+    try:
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 0
+    if state != {"corpus_fingerprint": fingerprint, "encoder": enc.name, "dim": enc.dim,
+                 "n_passages": n, "shard_size": shard_size}:
+        return 0
+    rows = 0
+    for i, start in enumerate(range(0, n, shard_size)):
+        if (partial / f"emb-{i:05d}.npy").is_file():
+            rows += min(start + shard_size, n) - start
+    return rows
+
+
+def load_index(directory: str | Path, encoder: Encoder | None = None, *,
+               expected_fingerprint: str | None = None, kind: str | None = None,
+               params: Mapping[str, Any] | None = None, device: str = "cpu") -> DenseIndex | BM25Index:
+    """Load any saved index directory; a dense one with `encoder`, else the one its manifest names."""
+    directory = Path(directory)
+    manifest = read_manifest(directory)
+    if manifest.kind == "bm25":
+        if kind not in (None, "bm25"):
+            raise StaleIndexError(f"{directory / MANIFEST_FILE}: a bm25 index, but kind {kind} was asked for")
+        return BM25Index.load(directory, expected_fingerprint, params=params)
+    if encoder is None:
+        assert manifest.encoder is not None
+        encoder = get_encoder(manifest.encoder) if device == "cpu" else \
+            get_encoder(manifest.encoder, device=device)
+    return DenseIndex.load(directory, encoder, expected_fingerprint, kind=kind, params=params,
+                           device=device)
