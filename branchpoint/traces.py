@@ -12,7 +12,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -129,34 +129,65 @@ def execution_id(
     return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
-def iter_json_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+#: Longest line (bytes, newline included) `iter_json_lines` reads: a longer one is an error naming
+#: the line, not a memory spike (a 50 MB line of garbage must not be slurped and parsed).
+MAX_LINE_BYTES = 16 * 1024 * 1024
+
+
+def iter_raw_lines(fh: BinaryIO, path: str | Path, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
+    """Yield (line number, bytes) of an open binary file, reading at most `max_line_bytes` per line.
+
+    Raises TraceError naming the file and line for a longer line.
+    """
+    lineno = 0
+    while True:
+        raw = fh.readline(max_line_bytes + 1)
+        if not raw:
+            return
+        lineno += 1
+        if len(raw) > max_line_bytes:
+            raise TraceError(
+                f"{path} line {lineno}: longer than {max_line_bytes} bytes (the most one JSON line may have; "
+                "is this a JSONL file?)"
+            )
+        yield lineno, raw
+
+
+def parse_json_line(raw: bytes, path: str | Path, lineno: int) -> dict[str, Any] | None:
+    """The JSON object on one line, or None for a blank line.
+
+    Raises TraceError naming the file and line for bytes that are not UTF-8, text that is not
+    JSON, and JSON values that are not objects.
+    """
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{path} line {lineno}: not UTF-8 text ({exc.reason})") from None
+    if not line.strip():
+        return None
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{path} line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(obj, dict):
+        raise TraceError(f"{path} line {lineno}: expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def iter_json_lines(path: str | Path, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, object) for each non-blank line of a JSONL file.
 
     Raises TraceError naming the file and line for bytes that are not UTF-8, lines that are not
-    JSON, and JSON values that are not objects.
+    JSON, JSON values that are not objects, and lines longer than `max_line_bytes`.
     """
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"{path}: file not found")
     with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise TraceError(f"{path} line {lineno}: not UTF-8 text ({exc.reason})") from None
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TraceError(
-                    f"{path} line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
-                ) from None
-            if not isinstance(obj, dict):
-                raise TraceError(
-                    f"{path} line {lineno}: expected a JSON object, got {type(obj).__name__}"
-                )
-            yield lineno, obj
+        for lineno, raw in iter_raw_lines(fh, path, max_line_bytes):
+            obj = parse_json_line(raw, path, lineno)
+            if obj is not None:
+                yield lineno, obj
 
 
 def describe_validation_error(exc: ValidationError) -> str:
@@ -168,15 +199,18 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def read_records(path: str | Path) -> list[ExecutionRecord]:
-    """Read and validate every line of a trace file; errors name the file, line and field."""
-    records = []
+def iter_records(path: str | Path) -> Iterator[ExecutionRecord]:
+    """Validated records one at a time (a large file is never held whole); errors as `read_records`."""
     for lineno, obj in iter_json_lines(path):
         try:
-            records.append(ExecutionRecord.model_validate(obj))
+            yield ExecutionRecord.model_validate(obj)
         except ValidationError as exc:
             raise TraceError(f"{path} line {lineno}: {describe_validation_error(exc)}") from None
-    return records
+
+
+def read_records(path: str | Path) -> list[ExecutionRecord]:
+    """Read and validate every line of a trace file; errors name the file, line and field."""
+    return list(iter_records(path))
 
 
 def dump_record(record: ExecutionRecord) -> str:

@@ -122,7 +122,9 @@ def postgres_checkpointer(
                     f"cannot open a connection pool to the PostgreSQL checkpoint store {masked}: "
                     f"{_scrub(str(exc), url)}"
                 ) from None
-            saver = PostgresSaver(pool)
+            from branchpoint.checkpoints.store import safe_serde
+
+            saver = PostgresSaver(pool, serde=safe_serde())
             # setup() runs the migrations; an advisory lock (held on the probe connection) keeps
             # several processes of a sharded run, e.g. Ray workers, from racing on them.
             probe.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))

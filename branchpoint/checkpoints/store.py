@@ -9,9 +9,20 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from branchpoint.checkpoints.postgres import is_postgres_url, postgres_checkpointer
+
+
+def safe_serde() -> JsonPlusSerializer:
+    """LangGraph's serializer restricted to plain data: no class named in a checkpoint is imported
+    or called on load.
+
+    The default one rebuilds any Python object a checkpoint names (a database someone else wrote
+    could run code on load); our state is plain JSON-like data, so nothing else is needed.
+    """
+    return JsonPlusSerializer(allowed_msgpack_modules=None)
 
 
 @contextmanager
@@ -29,7 +40,7 @@ def sqlite_checkpointer(path: str | Path) -> Iterator[SqliteSaver]:
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-        saver = SqliteSaver(conn)
+        saver = SqliteSaver(conn, serde=safe_serde())
         saver.setup()
         yield saver
     finally:

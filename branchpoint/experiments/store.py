@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from branchpoint.traces import ExecutionRecord, append_record, read_records
+from branchpoint.traces import ExecutionRecord, dump_record, iter_records, read_records
 
 
 class RunStore:
@@ -50,18 +50,28 @@ class RunStore:
         os.replace(tmp, target)
         self.repair_torn_tail()
 
-    def repair_torn_tail(self) -> int:
+    def repair_torn_tail(self, file: str = "executions.jsonl") -> int:
         """Cut a last line that has no newline (a crash mid-append); returns the bytes removed."""
-        path = self.executions_path
+        path = self.run_dir / file
         if not path.is_file() or path.stat().st_size == 0:
             return 0
-        data = path.read_bytes()
-        if data.endswith(b"\n"):
-            return 0
-        keep = data.rfind(b"\n") + 1
-        with path.open("r+b") as fh:
-            fh.truncate(keep)
-        return len(data) - keep
+        with path.open("rb") as fh:  # read backwards from the end, never the whole file
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(size - 1)
+            if fh.read(1) == b"\n":
+                return 0
+            keep, pos = 0, size
+            while pos > 0:
+                start = max(0, pos - 65536)
+                fh.seek(start)
+                chunk = fh.read(pos - start)
+                cut = chunk.rfind(b"\n")
+                if cut >= 0:
+                    keep = start + cut + 1
+                    break
+                pos = start
+        os.truncate(path, keep)
+        return size - keep
 
     def records(self) -> list[ExecutionRecord]:
         """All records in the store, in the order they were written."""
@@ -72,11 +82,24 @@ class RunStore:
     def finished_ids(self) -> set[str]:
         """Execution ids already recorded with a final status (`incomplete` ones are redone)."""
         latest: dict[str, str] = {}
-        for rec in self.records():
+        if not self.executions_path.is_file():
+            return set()
+        for rec in iter_records(self.executions_path):  # streamed: memory stays flat on big runs
             latest[rec.execution_id] = rec.status
         return {eid for eid, status in latest.items() if status != "incomplete"}
 
     def append(self, record: ExecutionRecord, file: str = "executions.jsonl") -> None:
-        """Append one record durably (one writer at a time within this process)."""
-        with self._append_lock:
-            append_record(self.run_dir / file, record)
+        """Append one record durably: whole lines, one writer at a time within this process.
+
+        The line is validated and serialised before taking the lock, and fsync'ed after
+        releasing it, so concurrent executions overlap their disk flushes (the record is
+        durable when this returns).
+        """
+        line = dump_record(ExecutionRecord.model_validate(record.model_dump())) + "\n"
+        path = self.run_dir / file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            with self._append_lock:
+                fh.write(line)
+                fh.flush()
+            os.fsync(fh.fileno())

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,6 +39,7 @@ class FaultConfig:
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.counts: dict[str, int] = {"ok": 0, "error": 0, "drop": 0, "truncate": 0, "stall": 0}
+        self.authorization: set[str] = set()  # every Authorization header seen (API-key tests)
 
     def draw(self) -> str:
         """The fate of the next request."""
@@ -87,6 +92,7 @@ def make_handler(config: FaultConfig) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length") or 0)
+            config.authorization.add(self.headers.get("Authorization") or "")
             body = json.loads(self.rfile.read(length) or b"{}")
             time.sleep(config.latency_s)
             fate = config.draw()
@@ -133,6 +139,50 @@ class FaultServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class ServerProcess:
+    """The server as a child process, so it can be killed (SIGKILL) and restarted on its port:
+    `with ServerProcess("--latency-s", "0.05") as s: ...; s.kill(); s.restart()`."""
+
+    def __init__(self, *args: str, port: int = 0) -> None:
+        self.args = list(args)
+        self.port = port
+        self.proc: subprocess.Popen[str] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self, attempts: int = 50) -> ServerProcess:
+        for _ in range(attempts):  # the old port may take a moment to become free again
+            self.proc = subprocess.Popen(
+                [sys.executable, __file__, "--port", str(self.port), *self.args],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            )
+            line = self.proc.stdout.readline() if self.proc.stdout else ""
+            if line.startswith("PORT "):
+                self.port = int(line.split()[1])
+                return self
+            self.proc.wait()
+            time.sleep(0.1)
+        raise RuntimeError(f"fault server could not bind port {self.port}")
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye to open connections."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def restart(self) -> ServerProcess:
+        self.kill()
+        return self.start()
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
 
 
 def main() -> None:
