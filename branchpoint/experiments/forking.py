@@ -42,8 +42,10 @@ from branchpoint.experiments.runner import (
     ModelOpener,
     SourcePool,
     agent_context,
+    clear_thread,
     default_model_opener,
     incomplete_record,
+    invoke_recording,
     limit_connections,
     record_from_state,
     run_concurrently,
@@ -155,7 +157,13 @@ def plan_branches(
                 f"--switch-source: unknown source {plan.switch_source!r} "
                 f"(sources of this run: {', '.join(sorted(resolved.retrieval.sources))})"
             )
-        for b in list_boundaries(saver, parent.execution_id):
+        bounds = list_boundaries(saver, parent.execution_id)
+        if not bounds:
+            raise InputError(
+                f"execution {parent.execution_id[:12]}: no saved states in the checkpoint store "
+                "(fork with the same --checkpoints as the run)"
+            )
+        for b in bounds:
             if b.kind not in plan.boundaries:
                 continue
             if only_think_before_k and not (b.kind in ("initial", "after_search_k") and b.searches < parent.search_calls):
@@ -192,13 +200,13 @@ def run_branch(graph: Any, ctx: AgentContext, task: BranchTask, saver: Any, plan
         branch=task.action, repeat=task.repeat,
     )  # fmt: skip
     config = {"configurable": {"thread_id": task.execution_id}, "recursion_limit": recursion_limit(cap)}
+    clear_thread(saver, task.execution_id)
     start = time.perf_counter()
     try:
-        final = graph.invoke(state, config, context=ctx, durability="sync")
+        final, ids = invoke_recording(graph, state, config, ctx)
     except TransportError as exc:
         return incomplete_record(identity, time.perf_counter() - start, str(exc))
     wall = time.perf_counter() - start
-    ids = [b.checkpoint_id for b in list_boundaries(saver, task.execution_id)]
     record = record_from_state(final, identity, wall, ids, searches_before=int(values.get("searches", 0)))
     extra = record.model_dump()
     extra["prefix"] = prefix_of(values).model_dump()
@@ -211,8 +219,7 @@ def _run_tasks(
     model_opener: ModelOpener, progress: bool, label: str,
 ) -> None:
 
-    def record(rec: ExecutionRecord) -> None:
-        store.append(rec, FORKS_FILE)
+    def record(rec: ExecutionRecord) -> None:  # in this thread, after the worker stored it
         summary.ran += 1
         summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
         bar.update(bar_task, advance=1)
@@ -234,7 +241,9 @@ def _run_tasks(
 
                 def one(task: BranchTask) -> ExecutionRecord:
                     ctx = agent_context(task.spec, client.with_seed((task.spec.model.seed or 0) + task.repeat), pool)
-                    return run_branch(graphs[task.spec.agent.policy], ctx, task, saver, plan)
+                    rec = run_branch(graphs[task.spec.agent.policy], ctx, task, saver, plan)
+                    store.append(rec, FORKS_FILE)  # durable before the branch counts as done
+                    return rec
 
                 for t in items:  # open sources and compile graphs before the threads start
                     pool.search_tool(t.spec)
@@ -307,6 +316,7 @@ def fork_run(
             tasks += [t for t in extra if t.execution_id not in known]
         summary.illegal_skipped = dict(skipped)
         summary.planned = len(tasks)
+        store.repair_torn_tail(FORKS_FILE)  # a study killed mid-append: cut the torn line, redo that branch
         done = {r.execution_id for r in fork_records(store.run_dir) if r.status != "incomplete"}
         todo = [t for t in tasks if t.execution_id not in done]
         summary.skipped_done = len(tasks) - len(todo)

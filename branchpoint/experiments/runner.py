@@ -8,11 +8,12 @@ as wrong) and redone on the next run.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,8 @@ from branchpoint.agents import (
     recursion_limit,
     resolve_policy,
 )
-from branchpoint.checkpoints import list_boundaries, open_checkpointer
+from branchpoint.agents.state import boundary_kind
+from branchpoint.checkpoints import open_checkpointer
 from branchpoint.errors import InputError
 from branchpoint.experiments.loaders import balanced_sample, load_questions
 from branchpoint.experiments.multiturn import history_for
@@ -35,7 +37,7 @@ from branchpoint.experiments.questions import Question, demo_corpus_path
 from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
 from branchpoint.experiments.store import RunStore
 from branchpoint.models import ModelClient, TransportError, open_model
-from branchpoint.retrieval import RetrievalSource, open_dense_source
+from branchpoint.retrieval import RetrievalSource, open_source
 from branchpoint.retrieval.cache import CachedSource, RetrievalCache, source_params
 from branchpoint.tools import SearchTool
 from branchpoint.traces import ExecutionRecord, Step, execution_id
@@ -90,6 +92,8 @@ def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[Pla
                 f'retrieval.default: unknown source {resolved.retrieval.default!r} '
                 f'(known: {", ".join(sorted(resolved.retrieval.sources))})'
             )
+        for name, source in resolved.retrieval.sources.items():
+            check_source(name, source)
         key = {**condition, "_settings": condition_fingerprint(resolved)}
         for question in questions:
             eid = execution_id(spec.name, key, question.id)
@@ -98,9 +102,41 @@ def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[Pla
     return plan
 
 
-def corpus_path(source: SourceSpec) -> Path:
-    """The corpus file a source names (`demo` is the embedded demo corpus)."""
-    return demo_corpus_path() if source.corpus == "demo" else Path(source.corpus)
+def check_source(name: str, source: SourceSpec) -> None:
+    """Refuse an unknown encoder, or a missing corpus or index file, before anything is written."""
+    from branchpoint.retrieval.encoder import ENCODERS
+
+    if source.kind == "searchr1":
+        return
+    if source.kind == "dense" and source.encoder not in ENCODERS:
+        raise InputError(
+            f"retrieval.sources.{name}.encoder: unknown encoder {source.encoder!r} (known: {', '.join(sorted(ENCODERS))}, "
+            "or st:MODEL for a sentence-transformers model)"
+        )
+    if source.index is not None:
+        index = Path(source.index)
+        if not index.exists():
+            raise InputError(f"retrieval.sources.{name}.index: not found: {source.index}")
+        if index.is_file() and source.corpus == "demo":
+            raise InputError(
+                f"retrieval.sources.{name}.corpus: the FlashRAG index file {source.index} needs the corpus jsonl it was built from"
+            )
+    corpus = corpus_path(source)
+    if corpus is not None and not corpus.is_file():
+        raise InputError(f"retrieval.sources.{name}.corpus: file not found: {source.corpus}")
+
+
+def corpus_path(source: SourceSpec) -> Path | None:
+    """The corpus file a source names (`demo` is the embedded demo corpus).
+
+    None where the source needs none: a Search-R1 server, or a prebuilt index directory whose
+    corpus is left at `demo` (then the index's own passages are used, unchecked).
+    """
+    if source.kind == "searchr1":
+        return None
+    if source.corpus == "demo":
+        return None if source.index is not None and Path(source.index).is_dir() else demo_corpus_path()
+    return Path(source.corpus)
 
 
 class SourcePool:
@@ -121,20 +157,37 @@ class SourcePool:
         key = json.dumps([name, source.model_dump()], sort_keys=True)
         with self._lock:
             if key not in self._open:
-                opened: RetrievalSource = open_dense_source(
-                    name,
-                    corpus_path(source),
-                    encoder_name=source.encoder,
-                    chunk_words=source.chunk_words,
-                    progress=self._progress,
-                )
+                opened: RetrievalSource
+                if source.kind == "searchr1":
+                    # Imported here: the HTTP client is only needed by specs that name a server.
+                    from branchpoint.retrieval.searchr1 import SearchR1Source
+
+                    opened = SearchR1Source(name, str(source.url))
+                else:
+                    opened = open_source(
+                        name,
+                        kind=source.kind,
+                        corpus=corpus_path(source),
+                        fmt=source.format,
+                        encoder=source.encoder,
+                        chunk_words=source.chunk_words,
+                        index_kind=source.index_kind,
+                        index=source.index,
+                        index_params=source.index_params,
+                        device=source.device,
+                        progress=self._progress,
+                    )
                 if self._cache is not None:
                     opened = CachedSource(opened, self._cache, source_params(opened))
                 self._open[key] = opened
             return self._open[key]
 
     def close(self) -> None:
-        """Close the retrieval cache's database."""
+        """Close the retrieval cache's database and the sources that hold connections."""
+        for opened in self._open.values():
+            inner = getattr(opened, "inner", opened)
+            if callable(getattr(inner, "close", None)):
+                inner.close()
         if self._cache is not None:
             self._cache.close()
 
@@ -190,11 +243,36 @@ def incomplete_record(identity: dict[str, Any], wall_s: float, error: str) -> Ex
     return ExecutionRecord(**identity, status="incomplete", wall_s=wall_s, error=error)
 
 
+def clear_thread(saver: Any, thread_id: str) -> None:
+    """Delete what an abandoned attempt (a transport fault, a killed process) left on a thread.
+
+    A redone execution reuses its thread id; without this, its thread would keep the abandoned
+    attempt's checkpoints, and their boundaries would be listed (and forked) with the new ones.
+    """
+    if saver is not None:
+        saver.delete_thread(thread_id)
+
+
+def invoke_recording(
+    graph: Any, state: dict[str, Any], config: dict[str, Any], ctx: AgentContext
+) -> tuple[dict[str, Any], list[str]]:
+    """Run the graph and return its final state and the ids of the checkpoints it saved at legal
+    boundaries, taken from the checkpoint stream as they are written (no reading them back)."""
+    final: dict[str, Any] = {}
+    ids: list[str] = []
+    for event in graph.stream(state, config, context=ctx, durability="sync", stream_mode="checkpoints"):
+        final = event["values"]
+        if (event["metadata"] or {}).get("source") != "input" and boundary_kind(final.get("boundary")):
+            ids.append(event["config"]["configurable"]["checkpoint_id"])
+    return final, ids
+
+
 def run_one(
     graph: Any, ctx: AgentContext, planned: PlannedExecution, run_id: str
 ) -> ExecutionRecord:
     """Run one execution on its own checkpointed thread (thread id = execution id)."""
     spec = planned.spec
+    clear_thread(graph.checkpointer, planned.execution_id)
     config = {
         "configurable": {"thread_id": planned.execution_id},
         "recursion_limit": recursion_limit(spec.agent.search_cap),
@@ -202,11 +280,10 @@ def run_one(
     state = initial_state(planned.question.id, planned.question.question, spec.retrieval.default, planned.history)
     start = time.perf_counter()
     try:
-        values = graph.invoke(state, config, context=ctx, durability="sync")
+        values, ids = invoke_recording(graph, state, config, ctx)
     except TransportError as exc:
         return incomplete_record(identity_fields(planned, run_id), time.perf_counter() - start, str(exc))
     wall = time.perf_counter() - start
-    ids = [b.checkpoint_id for b in list_boundaries(graph.checkpointer, planned.execution_id)]
     return record_from_state(values, identity_fields(planned, run_id), wall, ids)
 
 
@@ -236,18 +313,24 @@ def run_concurrently(
 
     Results are handed over as they finish, so each is recorded durably before the next one
     returns; an exception (a bug, not a transport fault) stops the run after the running ones.
+    At most 2 x `concurrency` items are submitted at a time, so finished results are not held
+    until the end (memory stays flat however long the sweep).
     """
     if concurrency == 1:
         for item in items:
             on_result(fn(item))
         return
+    queue = iter(items)
     with ThreadPoolExecutor(max_workers=concurrency) as executor:
-        futures = [executor.submit(fn, item) for item in items]
+        pending = {executor.submit(fn, item) for item in itertools.islice(queue, 2 * concurrency)}
         try:
-            for fut in as_completed(futures):
-                on_result(fut.result())
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    on_result(fut.result())
+                    pending |= {executor.submit(fn, item) for item in itertools.islice(queue, 1)}
         except BaseException:
-            for fut in futures:
+            for fut in pending:
                 fut.cancel()
             raise
 
@@ -347,8 +430,7 @@ def run_experiment(
         task = bar.add_task(spec.name, total=len(todo), rate="")
         graphs: dict[str, Any] = {}
 
-        def record(rec: ExecutionRecord) -> None:
-            store.append(rec)
+        def record(rec: ExecutionRecord) -> None:  # in this thread, after the worker stored it
             summary.ran += 1
             summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
             elapsed = time.perf_counter() - started
@@ -365,7 +447,9 @@ def run_experiment(
 
                 def one(planned: PlannedExecution) -> ExecutionRecord:
                     ctx = agent_context(planned.spec, client, pool)
-                    return run_one(graphs[planned.spec.agent.policy], ctx, planned, spec.name)
+                    rec = run_one(graphs[planned.spec.agent.policy], ctx, planned, spec.name)
+                    store.append(rec)  # durable before the execution counts as done
+                    return rec
 
                 run_concurrently(items, one, concurrency, record)
     summary.wall_s = time.perf_counter() - started

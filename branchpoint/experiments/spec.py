@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
+from pydantic_core import PydanticCustomError
 
 from branchpoint.checkpoints.plan import ForkPlan
 from branchpoint.errors import InputError
@@ -44,13 +45,85 @@ class QuestionsSpec(_Strict):
     sample: SampleSpec | None = None
 
 
-class SourceSpec(_Strict):
-    """A named dense retrieval source: a corpus (`demo` or a file) and an encoder."""
+#: SourceSpec fields added after the first release, left out of its dump while at their defaults
+#: so that existing specs keep their condition fingerprints (and so their execution ids).
+_SOURCE_FIELDS_DUMPED_IF_SET: dict[str, Any] = {
+    "kind": "dense", "index_kind": None, "index": None, "index_params": {}, "url": None,
+    "device": "cpu",
+}
 
+
+class SourceSpec(_Strict):
+    """A named retrieval source.
+
+    - `kind: dense` (default): `corpus` (`demo` or a file) encoded with `encoder` into a FAISS
+      index of `index_kind` flat (exact, default), hnsw or ivf, built once and cached; or
+      `index`: a directory `branchpoint index build` wrote (then `corpus` is optional and, if
+      given, must be the corpus it was built from), or a FlashRAG faiss index file with its
+      `corpus` jsonl. `device: gpu` puts the faiss index on the GPU (faiss-gpu needed).
+    - `kind: bm25`: BM25 over `corpus` (bm25s), or a saved bm25 `index` directory.
+    - `kind: searchr1`: a Search-R1-compatible retrieval server at `url`.
+    `index_params`: M, efConstruction, efSearch (hnsw); nlist, nprobe (ivf); k1, b (bm25).
+    """
+
+    kind: Literal["dense", "bm25", "searchr1"] = "dense"
     corpus: str = "demo"
     format: str = "auto"
     encoder: str = "minilm-onnx"
     chunk_words: int | None = Field(None, ge=10)
+    index_kind: Literal["flat", "hnsw", "ivf"] | None = None
+    index: str | None = None
+    index_params: dict[str, int | float | str] = Field(default_factory=dict)
+    url: str | None = None
+    device: Literal["cpu", "gpu"] = "cpu"
+
+    @model_validator(mode="after")
+    def _check_combination(self) -> SourceSpec:
+        """Refuse settings the source kind does not use, naming the field."""
+        def refuse(message: str) -> None:
+            raise PydanticCustomError("source_settings", message)
+
+        if self.kind == "searchr1":
+            if not self.url:
+                refuse('"url" is required for kind searchr1 (the server, e.g. http://127.0.0.1:8000)')
+            unused = [name for name, default in (
+                ("corpus", "demo"), ("format", "auto"), ("encoder", "minilm-onnx"),
+                ("chunk_words", None), ("index_kind", None), ("index", None), ("index_params", {}),
+                ("device", "cpu")) if getattr(self, name) != default]
+            if unused:
+                refuse(f'"{unused[0]}" is not used by kind searchr1 (the server holds the corpus and index)')
+            return self
+        if self.url is not None:
+            refuse(f'"url" is only for kind searchr1 (this source is kind {self.kind})')
+        if self.kind == "bm25":
+            if self.index_kind is not None:
+                refuse('"index_kind" is only for kind dense (flat, hnsw, ivf)')
+            if self.encoder != "minilm-onnx":
+                refuse('"encoder" is not used by kind bm25 (it scores words, not vectors)')
+            if self.device == "gpu":
+                refuse('"device: gpu" is only for kind dense (bm25 runs on the CPU)')
+        if self.device == "gpu" and self.index_kind == "hnsw":
+            refuse('"device: gpu" cannot serve index_kind hnsw (faiss has no GPU HNSW); use flat or ivf')
+        params_kind = "bm25" if self.kind == "bm25" else (
+            self.index_kind or (None if self.index else "flat"))
+        if self.index_params and params_kind is not None:
+            from branchpoint.retrieval.index import resolve_params
+
+            try:
+                resolve_params(params_kind, self.index_params)
+            except InputError as exc:
+                hint = " (set index_kind)" if params_kind == "flat" and not self.index_kind else ""
+                refuse(f'"index_params": {exc}{hint}')
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump_new_fields_if_set(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for name, default in _SOURCE_FIELDS_DUMPED_IF_SET.items():
+                if name in data and data[name] == default:
+                    del data[name]
+        return data
 
 
 class RetrievalSpec(_Strict):
@@ -130,7 +203,17 @@ def load_spec(path: str | Path) -> ExperimentSpec:
     except ValidationError as exc:
         raise InputError(f"{path}: {describe_validation_error(exc)}") from None
     expand_conditions(spec, source=str(path))  # check the sweep axes now, before any work
+    check_judges(spec, source=str(path))
     return spec
+
+
+def check_judges(spec: ExperimentSpec, source: str = "spec") -> None:
+    """Refuse a judge name that no judge is registered under (`evaluation.judge`, `fork.judge`)."""
+    from branchpoint.evaluation.judges import judge_names
+
+    for field, name in (("evaluation.judge", spec.evaluation.judge), ("fork.judge", spec.fork and spec.fork.judge)):
+        if name and name not in judge_names():
+            raise InputError(f'{source}: field "{field}": unknown judge {name!r} (known: {", ".join(judge_names())})')
 
 
 def _set_path(data: dict[str, Any], dotted: str, value: Any, source: str) -> None:

@@ -257,7 +257,7 @@ runner = CliRunner()
 def fake_encoder(monkeypatch):
     import branchpoint.retrieval.encoder as encoder_module
 
-    monkeypatch.setattr(encoder_module, "ENCODERS", {**encoder_module.ENCODERS, "bow": BagOfWords})
+    monkeypatch.setattr(encoder_module, "FIXED_ENCODERS", {**encoder_module.FIXED_ENCODERS, "bow": BagOfWords})
 
 
 def test_cli(tmp_path, fake_encoder):
