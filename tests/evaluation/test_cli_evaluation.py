@@ -38,7 +38,7 @@ def test_evaluate_with_llm_judge_then_rule_then_agreement(tmp_path):
         assert (run / "judge_cache.sqlite").is_file()
         again = runner.invoke(app, args)  # everything from the cache
         assert again.exit_code == 0 and "3 from the cache, 0 model calls" in again.output
-        assert len(server.bodies()) == 3
+        assert len(server.bodies(CHAT)) == 3
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["judge"] == "llm:judge-m" and metrics["bootstrap"]["resamples"] == 50
     assert (metrics["answer_accuracy"], metrics["abstention_accuracy"]) == (0.5, 1.0)

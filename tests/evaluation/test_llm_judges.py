@@ -204,7 +204,7 @@ def test_through_the_openai_compatible_client(tmp_path):
         records = [make_record("a", gold=["Canberra"], answer="Sydney"),
                    make_record("b", gold=["Canberra"], answer="Canberra")]  # fmt: skip
         a, b = judge_records(records, judge)
-        bodies = server.bodies()
+        bodies = server.bodies(CHAT)
     assert (a.judgments[-1].label, b.judgments[-1].label) == ("INCORRECT", "CORRECT")
     assert a.judgments[-1].judge == "llm:judge-m"
     assert len(bodies) == 3
