@@ -3,8 +3,8 @@
 One execution per search count (scripted model that searches until the cap; an in-memory source
 returning top-3 passages of ~100 words) runs through the runner's path (`run_one`, SQLite
 checkpoints after every node). For each checkpoint of the thread it reads the stored sizes back
-from the database: the checkpoint blob (every channel's value), its metadata, and the pending
-writes saved with it. Prints the per-step table of the 10-search execution, then the totals by
+from the database: the checkpoint blob (every overwrite channel's value; `steps` and `evidence`
+are delta channels, rebuilt from writes), its metadata, and the writes saved with it. Prints the per-step table of the 10-search execution, then the totals by
 search count with total / searches and total / searches², and the evidence itself (the passages
 the state holds at the end) for scale. Linear growth keeps total / searches flat; quadratic growth
 keeps total / searches² flat.
@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.step_overhead import context  # noqa: E402
 from branchpoint.agents import build_graph, resolve_policy  # noqa: E402
 from branchpoint.checkpoints import sqlite_checkpointer  # noqa: E402
+from branchpoint.checkpoints.values import checkpoint_values  # noqa: E402
 from branchpoint.experiments.questions import Question  # noqa: E402
 from branchpoint.experiments.runner import PlannedExecution, run_one  # noqa: E402
 from branchpoint.experiments.spec import ExperimentSpec  # noqa: E402
@@ -41,7 +42,7 @@ def run(db: Path, searches: int) -> tuple[str, int]:
         graph = build_graph(resolve_policy("constrained"), saver)
         rec = run_one(graph, context(searches), PlannedExecution({}, spec, q, thread), "bytes")
         assert rec.search_calls == searches
-        evidence = saver.get_tuple({"configurable": {"thread_id": thread}}).checkpoint["channel_values"]["evidence"]
+        evidence = checkpoint_values(saver, thread, rec.checkpoint_ids[-1])["evidence"]
     return thread, len(json.dumps(evidence).encode())
 
 

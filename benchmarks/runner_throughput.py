@@ -40,16 +40,17 @@ def server_process(latency: float):
 
 
 def run(base_url: str, n: int, concurrency: int, workdir: Path) -> float:
-    """Executions/s for `n` executions (n/2 demo questions x 2 seeds) at a concurrency."""
+    """Executions/s for `n` executions (up to 64 demo questions x enough seeds) at a concurrency."""
+    workdir.mkdir(parents=True, exist_ok=True)
     spec_path = workdir / f"spec-{concurrency}.yaml"
     spec_path.write_text(yaml.safe_dump({
         "name": f"throughput-{concurrency}",
-        "questions": {"path": "demo", "limit": max(n // 2, 1)},
+        "questions": {"path": "demo", "limit": min(n, 64)},
         "model": {"provider": "openai", "base_url": base_url, "name": "m", "max_tokens": 16},
         "agent": {"policy": "constrained", "search": False},
-        "sweep": {"model.seed": [0, 1]},
+        "sweep": {"model.seed": list(range(-(-n // 64)))},
     }))
-    n = 2 * max(n // 2, 1)
+    n = min(n, 64) * -(-n // 64)
     start = time.perf_counter()
     summary = run_experiment(load_spec(spec_path), workdir / f"run-{concurrency}", progress=False,
                              concurrency=concurrency)
@@ -60,19 +61,21 @@ def run(base_url: str, n: int, concurrency: int, workdir: Path) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--latency", type=float, default=0.5, help="seconds per request")
-    parser.add_argument("--n", type=int, default=128, help="executions per level (≤ 192; a multiple of 64)")
+    parser.add_argument("--latency", type=float, nargs="+", default=[0.5, 2.0], help="seconds per request")
+    parser.add_argument("--n", type=int, default=512, help="executions at concurrency 64 (a multiple of 64)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bp-throughput-"))
-    with server_process(args.latency) as base_url:
-        single = run(base_url, min(args.n, 16), 1, workdir)
-        print(f"latency {args.latency:.2f} s/request; concurrency 1: {single:.2f} executions/s")
-        for c in (8, 64):
-            rate = run(base_url, args.n, c, workdir)
-            waves = -(-args.n // c)  # executions finish in ceil(n / c) rounds at best
-            ideal = args.n / (waves / single)
-            print(f"concurrency {c:>2}: {rate:6.2f} executions/s  ideal {ideal:6.2f}  ratio {rate / ideal:.2f}")
-    print(f"(reproduce: .venv/bin/python benchmarks/runner_throughput.py --latency {args.latency} --n {args.n})")
+    for latency in args.latency:
+        with server_process(latency) as base_url:
+            single = run(base_url, 8, 1, workdir / f"{latency}")
+            print(f"latency {latency:.2f} s/request; concurrency 1: {single:.2f} executions/s")
+            for c, n in ((8, max(args.n // 8, 64)), (64, args.n)):
+                rate = run(base_url, n, c, workdir / f"{latency}")
+                waves = -(-n // c)  # executions finish in ceil(n / c) rounds at best
+                ideal = n / (waves / single)
+                print(f"concurrency {c:>2}: {rate:6.2f} executions/s  ideal {ideal:6.2f}  ratio {rate / ideal:.2f}  ({n} executions)")
+    latencies = " ".join(str(x) for x in args.latency)
+    print(f"(reproduce: .venv/bin/python benchmarks/runner_throughput.py --latency {latencies} --n {args.n})")
 
 
 if __name__ == "__main__":

@@ -40,8 +40,8 @@ def search_node(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, 
         "cache_hit": result.cache_hit,
     }
     return {
-        "steps": [*state.get("steps", []), step],
-        "evidence": [*state.get("evidence", []), *docs],
+        "steps": [step],  # appended (see `AgentState`)
+        "evidence": docs,
         "searches": k,
         "pending": None,
         "boundary": BOUNDARY_AFTER_SEARCH.format(k=k),
@@ -58,8 +58,7 @@ def make_answer_node(policy: Policy) -> Any:
         if pending.get("action") == "answer":
             return {"final_answer": pending["text"], "pending": None, "boundary": None}
         decision = policy.force_answer(state, runtime.context)
-        steps = [*state.get("steps", [])]
-        steps += [step_from_call("forced_answer", c, "answer", c.text) for c in decision.calls]
+        steps = [step_from_call("forced_answer", c, "answer", c.text) for c in decision.calls]
         ok = decision.status == "ok"
         return {
             "steps": steps,

@@ -96,12 +96,13 @@ def step_from_call(kind: str, call: ModelCall, action: str | None, text: str | N
 
 
 def apply_decision(state: AgentState, decision: Decision, ctx: AgentContext) -> dict[str, Any]:
-    """The state update for a decision: trace steps, the pending action, and the boundary.
+    """The state update for a decision: the new trace steps (appended), the pending action, and
+    the boundary.
 
     A SEARCH that may run (tool offered, cap not reached) marks the `pending_query` boundary;
     otherwise the graph goes to `answer`, which forces a final answer.
     """
-    steps = list(state.get("steps", []))
+    steps: list[dict[str, Any]] = []
     for i, call in enumerate(decision.calls):
         last = i == len(decision.calls) - 1
         steps.append(step_from_call(

@@ -1,14 +1,23 @@
 """Agent state (LangGraph channels) and the run-time context passed to every node.
 
-All channels are plain overwrite channels (no reducers): a node returns the whole new value.
-That keeps a forked branch, seeded from a checkpoint's values, free of the original path's
-entries (DESIGN: the reducer trap). Fork directives live in their own `directive` channel.
+Scalar channels are plain overwrite channels. The two lists that grow with every step, `steps`
+and `evidence`, are LangGraph `DeltaChannel`s with an append reducer: a node returns only the
+items it adds, and a checkpoint stores those new items (its writes) instead of the whole list
+again, so checkpoint bytes grow linearly with the number of searches, not quadratically. The
+full lists are rebuilt from the ancestors' writes when a checkpoint is read (`graph.get_state`;
+see `branchpoint.checkpoints.values`). Forks are unaffected by the reducer:
+a branch is a new thread whose input carries the checkpoint's full lists, appended to empty
+ones (DESIGN: the reducer trap bites only updates of the same thread). Fork directives live in
+their own `directive` channel.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, TypedDict
+
+from langgraph.channels.delta import DeltaChannel
 
 from branchpoint.models.call import ModelClient
 from branchpoint.tools.search import SearchTool
@@ -29,14 +38,20 @@ def boundary_kind(boundary: str | None) -> str | None:
     return boundary if boundary in LEGAL_BOUNDARY_KINDS else None
 
 
+def append_items(current: list[Any], writes: Sequence[list[Any]]) -> list[Any]:
+    """The `steps` / `evidence` reducer: append each write's items, in order (batching-invariant,
+    as `DeltaChannel` requires)."""
+    return [*current, *(item for write in writes for item in write)]
+
+
 class AgentState(TypedDict, total=False):
     """What the agent knows at a step; every field is JSON-serialisable so checkpoints are portable."""
 
     question_id: str
     question: str
     source: str
-    evidence: list[dict[str, Any]]
-    steps: list[dict[str, Any]]
+    evidence: Annotated[list[dict[str, Any]], DeltaChannel(append_items)]
+    steps: Annotated[list[dict[str, Any]], DeltaChannel(append_items)]
     pending: dict[str, Any] | None
     searches: int
     boundary: str | None

@@ -8,6 +8,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic import BaseModel
 
 from branchpoint.agents.state import boundary_kind
+from branchpoint.checkpoints.values import thread_states
 
 
 class BoundaryInfo(BaseModel):
@@ -49,14 +50,14 @@ def list_boundaries(saver: BaseCheckpointSaver, thread_id: str) -> list[Boundary
     first loop checkpoint, where `decide` is about to run.
     """
     out = []
-    for tup in saver.list({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}):
-        metadata = tup.metadata or {}
+    for snapshot in thread_states(saver, thread_id):
+        metadata = snapshot.metadata or {}
         if metadata.get("source") == "input":
             continue
         info = boundary_info(
-            tup.config["configurable"]["checkpoint_id"],
+            snapshot.config["configurable"]["checkpoint_id"],
             int(metadata.get("step", -1)),
-            tup.checkpoint.get("channel_values") or {},
+            snapshot.values,
         )
         if info is not None:
             out.append(info)

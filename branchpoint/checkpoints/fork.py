@@ -14,13 +14,12 @@ on another named source, then continue as SEARCH).
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Literal
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic import BaseModel
 
 from branchpoint.agents.state import boundary_kind
+from branchpoint.checkpoints.values import checkpoint_values  # noqa: F401  (read a checkpoint's state)
 from branchpoint.errors import InputError
 
 ForkAction = Literal["THINK", "SEARCH", "STOP", "SWITCH"]
@@ -50,16 +49,6 @@ def check_action(action: str, boundary: str, where: str = "") -> None:
         raise IllegalActionError(
             f"{where}{action} is not legal at {boundary}{reason}; legal there: {', '.join(LEGAL_ACTIONS[kind])}"
         )
-
-
-def checkpoint_values(saver: BaseCheckpointSaver, thread_id: str, checkpoint_id: str) -> dict[str, Any]:
-    """The state values saved at one checkpoint of a thread; InputError when it does not exist."""
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
-    tup = saver.get_tuple(config)
-    if tup is None or tup.config["configurable"].get("checkpoint_id") != checkpoint_id:
-        raise InputError(f"checkpoint {checkpoint_id} of execution {thread_id} does not exist")
-    values = tup.checkpoint.get("channel_values") or {}
-    return {k: copy.deepcopy(v) for k, v in values.items() if not k.startswith("branch:")}
 
 
 class Prefix(BaseModel):

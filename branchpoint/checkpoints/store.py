@@ -57,3 +57,19 @@ def open_checkpointer(target: str | Path, *, pool_size: int = 8) -> Iterator[Bas
     else:
         with sqlite_checkpointer(target) as saver:
             yield saver
+
+
+def delete_threads(saver: BaseCheckpointSaver | None, thread_ids: list[str], chunk: int = 500) -> None:
+    """Delete every checkpoint and write of these threads: with a SQLite saver, one transaction
+    per `chunk` ids instead of one commit per thread (the runner clears a whole run at start)."""
+    if saver is None or not thread_ids:
+        return
+    if not isinstance(saver, SqliteSaver):
+        for thread_id in thread_ids:
+            saver.delete_thread(thread_id)
+        return
+    for start in range(0, len(thread_ids), chunk):
+        rows = [(str(t),) for t in thread_ids[start : start + chunk]]
+        with saver.cursor() as cur:
+            cur.executemany("DELETE FROM checkpoints WHERE thread_id = ?", rows)
+            cur.executemany("DELETE FROM writes WHERE thread_id = ?", rows)

@@ -8,12 +8,11 @@ as wrong) and redone on the next run.
 
 from __future__ import annotations
 
-import itertools
 import json
+import queue
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from branchpoint.agents import (
 )
 from branchpoint.agents.state import boundary_kind
 from branchpoint.checkpoints import open_checkpointer
+from branchpoint.checkpoints.store import delete_threads
 from branchpoint.errors import InputError
 from branchpoint.experiments.loaders import balanced_sample, load_questions
 from branchpoint.experiments.multiturn import history_for
@@ -254,13 +254,13 @@ def clear_thread(saver: Any, thread_id: str) -> None:
 
 
 def invoke_recording(
-    graph: Any, state: dict[str, Any], config: dict[str, Any], ctx: AgentContext
+    graph: Any, state: dict[str, Any], config: dict[str, Any], ctx: AgentContext, durability: str = "sync"
 ) -> tuple[dict[str, Any], list[str]]:
     """Run the graph and return its final state and the ids of the checkpoints it saved at legal
     boundaries, taken from the checkpoint stream as they are written (no reading them back)."""
     final: dict[str, Any] = {}
     ids: list[str] = []
-    for event in graph.stream(state, config, context=ctx, durability="sync", stream_mode="checkpoints"):
+    for event in graph.stream(state, config, context=ctx, durability=durability, stream_mode="checkpoints"):
         final = event["values"]
         if (event["metadata"] or {}).get("source") != "input" and boundary_kind(final.get("boundary")):
             ids.append(event["config"]["configurable"]["checkpoint_id"])
@@ -268,11 +268,16 @@ def invoke_recording(
 
 
 def run_one(
-    graph: Any, ctx: AgentContext, planned: PlannedExecution, run_id: str
+    graph: Any, ctx: AgentContext, planned: PlannedExecution, run_id: str, *, clear: bool = True
 ) -> ExecutionRecord:
-    """Run one execution on its own checkpointed thread (thread id = execution id)."""
+    """Run one execution on its own checkpointed thread (thread id = execution id).
+
+    The thread is cleared first unless `clear` is False (the runner clears all the threads it
+    is about to run in one go, see `delete_threads`).
+    """
     spec = planned.spec
-    clear_thread(graph.checkpointer, planned.execution_id)
+    if clear:
+        clear_thread(graph.checkpointer, planned.execution_id)
     config = {
         "configurable": {"thread_id": planned.execution_id},
         "recursion_limit": recursion_limit(spec.agent.search_cap),
@@ -307,32 +312,66 @@ R = TypeVar("R")
 
 
 def run_concurrently(
-    items: list[T], fn: Callable[[T], R], concurrency: int, on_result: Callable[[R], None]
+    items: Iterable[T], fn: Callable[[T], R], concurrency: int, on_result: Callable[[R], None]
 ) -> None:
-    """Apply `fn` to every item with at most `concurrency` at once; `on_result` runs in this thread.
+    """Apply `fn` to every item with at most `concurrency` at once; `on_result` runs in this
+    thread, once per result, as results arrive.
 
-    Results are handed over as they finish, so each is recorded durably before the next one
-    returns; an exception (a bug, not a transport fault) stops the run after the running ones.
-    At most 2 x `concurrency` items are submitted at a time, so finished results are not held
-    until the end (memory stays flat however long the sweep).
+    `concurrency` worker threads each take the next item as soon as they are free and hand
+    their result over through a bounded queue, so the caller is the only thread that records
+    (appends, progress) and no worker waits on another's disk write or on a dispatcher. At most
+    2 x `concurrency` results wait in the queue and nothing is kept after `on_result`, so memory
+    stays flat however long the sweep. An exception in `fn` or `on_result` (a bug, not a
+    transport fault) stops every worker after its current item and is raised here.
     """
     if concurrency == 1:
         for item in items:
             on_result(fn(item))
         return
-    queue = iter(items)
-    with ThreadPoolExecutor(max_workers=concurrency) as executor:
-        pending = {executor.submit(fn, item) for item in itertools.islice(queue, 2 * concurrency)}
+    source = iter(items)
+    take = threading.Lock()
+    results: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=2 * concurrency)
+    stop = threading.Event()
+
+    def worker() -> None:
         try:
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    on_result(fut.result())
-                    pending |= {executor.submit(fn, item) for item in itertools.islice(queue, 1)}
-        except BaseException:
-            for fut in pending:
-                fut.cancel()
-            raise
+            while not stop.is_set():
+                with take:
+                    item = next(source, _END)
+                if item is _END:
+                    return
+                results.put(("ok", fn(item)))
+        except BaseException as exc:  # handed to the caller, which stops the others
+            results.put(("error", exc))
+        finally:
+            results.put(("exit", None))
+
+    threads = [threading.Thread(target=worker, name=f"branchpoint-worker-{i}", daemon=True) for i in range(concurrency)]
+    for t in threads:
+        t.start()
+    running = len(threads)
+    error: BaseException | None = None
+    try:
+        while running:
+            kind, value = results.get()
+            if kind == "exit":
+                running -= 1
+            elif kind == "error":
+                error = error or value
+                stop.set()
+            elif error is None:
+                on_result(value)
+    except BaseException as exc:
+        error = exc
+    if error is not None:
+        stop.set()
+        while running:  # let the running items finish (their results are dropped)
+            if results.get()[0] == "exit":
+                running -= 1
+        raise error
+
+
+_END = object()
 
 
 class ConnectionLimitedClient:
@@ -429,8 +468,12 @@ def run_experiment(
         bar = stack.enter_context(Progress(*columns, disable=not progress, transient=False))
         task = bar.add_task(spec.name, total=len(todo), rate="")
         graphs: dict[str, Any] = {}
+        # What abandoned attempts (a transport fault, a killed process) left on the threads
+        # about to be redone goes first, in one transaction (see `clear_thread`).
+        delete_threads(saver, [p.execution_id for p in todo])
 
-        def record(rec: ExecutionRecord) -> None:  # in this thread, after the worker stored it
+        def record(rec: ExecutionRecord) -> None:  # in this thread, the run's only writer
+            store.append(rec)  # durable before the execution counts as done
             summary.ran += 1
             summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
             elapsed = time.perf_counter() - started
@@ -447,9 +490,7 @@ def run_experiment(
 
                 def one(planned: PlannedExecution) -> ExecutionRecord:
                     ctx = agent_context(planned.spec, client, pool)
-                    rec = run_one(graphs[planned.spec.agent.policy], ctx, planned, spec.name)
-                    store.append(rec)  # durable before the execution counts as done
-                    return rec
+                    return run_one(graphs[planned.spec.agent.policy], ctx, planned, spec.name, clear=False)
 
                 run_concurrently(items, one, concurrency, record)
     summary.wall_s = time.perf_counter() - started

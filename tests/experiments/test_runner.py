@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from branchpoint.agents import AgentContext, build_graph, initial_state, resolve_policy
 from branchpoint.errors import InputError
 from branchpoint.experiments import RunStore, load_spec, run_experiment
+from branchpoint.models import ScriptedModel
 from branchpoint.traces import read_records
 from tests.experiments.conftest import CountingOpener
 
@@ -134,6 +136,43 @@ def test_connection_limit_bounds_calls_in_flight():
     out = []
     run_concurrently(list(range(24)), lambda i: client.complete(str(i)), 12, out.append)
     assert out == ["ok"] * 24 and peak == 3
+
+
+def test_run_concurrently_records_in_the_calling_thread_and_raises_a_worker_error():
+    import threading
+
+    from branchpoint.experiments.runner import run_concurrently
+
+    caller = threading.get_ident()
+    seen: list[tuple[int, int]] = []
+    run_concurrently(range(50), lambda i: i * i, 8, lambda r: seen.append((r, threading.get_ident())))
+    assert sorted(r for r, _ in seen) == [i * i for i in range(50)]
+    assert {t for _, t in seen} == {caller}  # the caller is the only thread that records
+
+    def fail_on_7(i: int) -> int:
+        if i == 7:
+            raise ValueError("bug in item 7")
+        return i
+
+    done: list[int] = []
+    with pytest.raises(ValueError, match="item 7"):
+        run_concurrently(range(1000), fail_on_7, 4, done.append)
+    assert 7 not in done and len(done) < 1000  # the others stopped after their current item
+
+
+def test_delete_threads_clears_only_the_named_threads(tmp_path):
+    from branchpoint.checkpoints.store import delete_threads, sqlite_checkpointer
+
+    with sqlite_checkpointer(tmp_path / "c.sqlite") as saver:
+        graph = build_graph(resolve_policy("no_search"), saver)
+        ctx = AgentContext(model=ScriptedModel(replies=["Paris"], cycle=True), search=None, search_cap=0,
+                           max_tokens=8, answer_max_tokens=8)  # fmt: skip
+        for tid in ("a", "b", "c"):
+            graph.invoke(initial_state("q", "Capital of France?", None, []), {"configurable": {"thread_id": tid}},
+                         context=ctx)  # fmt: skip
+        delete_threads(saver, ["a", "c"])
+        left = {t.config["configurable"]["thread_id"] for t in saver.list(None)}
+    assert left == {"b"}
 
 
 def test_multi_turn_sweep_carries_history_into_records(tmp_path, write_spec, isolated_cache):

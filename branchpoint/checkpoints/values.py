@@ -1,0 +1,50 @@
+"""Read an execution's state back from its checkpoints, delta channels rebuilt.
+
+`steps` and `evidence` are `DeltaChannel`s (see `branchpoint.agents.state`): a checkpoint's
+blob does not hold them; LangGraph rebuilds them from the writes of the checkpoint's ancestors.
+Reading a checkpoint therefore goes through a graph over the agent's state (any graph over
+`AgentState` has the same channels), never through the saver's raw `channel_values`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StateSnapshot
+
+from branchpoint.agents.state import AgentState
+from branchpoint.errors import InputError
+
+
+def state_reader(saver: BaseCheckpointSaver) -> CompiledStateGraph:
+    """A graph over `AgentState` on `saver`, used only to read states (it runs nothing)."""
+    builder = StateGraph(AgentState)
+    builder.add_node("read_only", lambda state: {})
+    builder.add_edge(START, "read_only")
+    return builder.compile(checkpointer=saver)
+
+
+def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    configurable = {"thread_id": thread_id, "checkpoint_ns": ""}
+    if checkpoint_id is not None:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def checkpoint_values(saver: BaseCheckpointSaver, thread_id: str, checkpoint_id: str) -> dict[str, Any]:
+    """The full state values saved at one checkpoint of a thread; InputError when it does not exist."""
+    tup = saver.get_tuple(_config(thread_id, checkpoint_id))
+    if tup is None or tup.config["configurable"].get("checkpoint_id") != checkpoint_id:
+        raise InputError(f"checkpoint {checkpoint_id} of execution {thread_id} does not exist")
+    snapshot = state_reader(saver).get_state(_config(thread_id, checkpoint_id))
+    return {k: copy.deepcopy(v) for k, v in snapshot.values.items() if not k.startswith("branch:")}
+
+
+def thread_states(saver: BaseCheckpointSaver, thread_id: str) -> Iterator[StateSnapshot]:
+    """Every checkpoint of a thread with its full state values, newest first."""
+    return state_reader(saver).get_state_history(_config(thread_id))
