@@ -10,6 +10,7 @@ concurrency 1, 8 and 64 and prints executions/s and the ratio to the ideal
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from branchpoint.experiments import load_spec, run_experiment  # noqa: E402
+from branchpoint.experiments.process_executor import run_experiment_processes  # noqa: E402
 
 SERVER = Path(__file__).resolve().parents[1] / "tests" / "servers" / "openai_fault_server.py"
 
@@ -39,10 +41,10 @@ def server_process(latency: float):
         proc.wait(timeout=10)
 
 
-def run(base_url: str, n: int, concurrency: int, workdir: Path) -> float:
+def run(base_url: str, n: int, concurrency: int, workdir: Path, processes: int = 1) -> float:
     """Executions/s for `n` executions (up to 64 demo questions x enough seeds) at a concurrency."""
     workdir.mkdir(parents=True, exist_ok=True)
-    spec_path = workdir / f"spec-{concurrency}.yaml"
+    spec_path = workdir / f"spec-{concurrency}-{processes}.yaml"
     spec_path.write_text(yaml.safe_dump({
         "name": f"throughput-{concurrency}",
         "questions": {"path": "demo", "limit": min(n, 64)},
@@ -52,8 +54,12 @@ def run(base_url: str, n: int, concurrency: int, workdir: Path) -> float:
     }))
     n = min(n, 64) * -(-n // 64)
     start = time.perf_counter()
-    summary = run_experiment(load_spec(spec_path), workdir / f"run-{concurrency}", progress=False,
-                             concurrency=concurrency)
+    if processes == 1:
+        summary = run_experiment(load_spec(spec_path), workdir / f"run-{concurrency}", progress=False,
+                                 concurrency=concurrency)
+    else:
+        summary = run_experiment_processes(load_spec(spec_path), workdir / f"run-{concurrency}-{processes}",
+                                           progress=False, concurrency=concurrency, processes=processes)
     wall = time.perf_counter() - start
     assert summary.ran == n and summary.statuses == {"ok": n}, summary
     return n / wall
@@ -63,19 +69,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--latency", type=float, nargs="+", default=[0.5, 2.0], help="seconds per request")
     parser.add_argument("--n", type=int, default=512, help="executions at concurrency 64 (a multiple of 64)")
+    parser.add_argument("--processes", type=int, default=os.cpu_count() or 1,
+                        help="also run concurrency 64 over this many processes (--processes; default: the cores)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bp-throughput-"))
     for latency in args.latency:
         with server_process(latency) as base_url:
             single = run(base_url, 8, 1, workdir / f"{latency}")
             print(f"latency {latency:.2f} s/request; concurrency 1: {single:.2f} executions/s")
-            for c, n in ((8, max(args.n // 8, 64)), (64, args.n)):
-                rate = run(base_url, n, c, workdir / f"{latency}")
+            levels = [(8, max(args.n // 8, 64), 1), (64, args.n, 1)]
+            levels += [(64, args.n, args.processes)] if args.processes > 1 else []
+            for c, n, procs in levels:
+                rate = run(base_url, n, c, workdir / f"{latency}", procs)
                 waves = -(-n // c)  # executions finish in ceil(n / c) rounds at best
                 ideal = n / (waves / single)
-                print(f"concurrency {c:>2}: {rate:6.2f} executions/s  ideal {ideal:6.2f}  ratio {rate / ideal:.2f}  ({n} executions)")
+                how = f"{procs} processes" if procs > 1 else "1 process"
+                print(f"concurrency {c:>2}, {how}: {rate:6.2f} executions/s  ideal {ideal:6.2f}  "
+                      f"ratio {rate / ideal:.2f}  ({n} executions)")
     latencies = " ".join(str(x) for x in args.latency)
-    print(f"(reproduce: .venv/bin/python benchmarks/runner_throughput.py --latency {latencies} --n {args.n})")
+    print(f"(reproduce: .venv/bin/python benchmarks/runner_throughput.py --latency {latencies} --n {args.n} "
+          f"--processes {args.processes})")
 
 
 if __name__ == "__main__":

@@ -82,6 +82,11 @@ def run(
     ray_address: str | None = typer.Option(
         None, "--ray-address", help="--executor ray: cluster to join, e.g. auto or HOST:6379 (default: start a local one)."
     ),
+    processes: int = typer.Option(
+        1, "--processes", min=1,
+        help="--executor local: split the executions over N processes sharing the model server "
+        "(model.provider openai); --concurrency is the total.",
+    ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Run every missing execution of a spec; rerunning a finished spec makes no model call.
@@ -89,6 +94,8 @@ def run(
     Example: branchpoint run experiments/quickstart.yaml --out runs/quickstart
 
     Example: branchpoint run experiments/sweep.yaml --executor ray --ray-address auto --concurrency 32
+
+    Example: branchpoint run experiments/vllm_qwen3.yaml --concurrency 128 --processes 4
     """
     from branchpoint.errors import InputError
     from branchpoint.experiments.runner import run_experiment
@@ -102,12 +109,21 @@ def run(
         raise InputError(f"--executor: expected local or ray, got {executor!r}")
     if ray_address is not None and executor != "ray":
         raise InputError("--ray-address applies to --executor ray only")
+    if processes > 1 and executor != "local":
+        raise InputError("--processes applies to --executor local only (Ray runs one task per condition)")
     if executor == "ray":
         from branchpoint.experiments.ray_executor import run_experiment_ray
 
         summary = run_experiment_ray(
             loaded, run_dir, progress=not no_progress, checkpoints=checkpoints, concurrency=concurrency,
             address=ray_address,
+        )  # fmt: skip
+    elif processes > 1:
+        from branchpoint.experiments.process_executor import run_experiment_processes
+
+        summary = run_experiment_processes(
+            loaded, run_dir, processes=processes, progress=not no_progress, checkpoints=checkpoints,
+            concurrency=concurrency,
         )  # fmt: skip
     else:
         summary = run_experiment(

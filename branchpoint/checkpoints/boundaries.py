@@ -43,14 +43,14 @@ def boundary_info(checkpoint_id: str, step: int, values: dict[str, Any]) -> Boun
     )
 
 
-def list_boundaries(saver: BaseCheckpointSaver, thread_id: str) -> list[BoundaryInfo]:
+def list_boundaries(saver: BaseCheckpointSaver, thread_id: str, reader: Any = None) -> list[BoundaryInfo]:
     """Checkpoints of `thread_id` at legal boundaries, oldest first (the saver lists newest first).
 
     Input checkpoints (before the graph's first step) are skipped: the `initial` boundary is the
-    first loop checkpoint, where `decide` is about to run.
+    first loop checkpoint, where `decide` is about to run. `reader`: see `values.checkpoint_values`.
     """
     out = []
-    for snapshot in thread_states(saver, thread_id):
+    for snapshot in thread_states(saver, thread_id, reader):
         metadata = snapshot.metadata or {}
         if metadata.get("source") == "input":
             continue

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from branchpoint.checkpoints.boundaries import BoundaryInfo, list_boundaries
 from branchpoint.checkpoints.store import open_checkpointer
+from branchpoint.checkpoints.values import state_reader
 from branchpoint.errors import InputError
 from branchpoint.traces import read_records
 
@@ -32,6 +33,7 @@ def run_boundaries(
         ids = matches
     rows = []
     with open_checkpointer(checkpoints or db) as saver:
+        reader = state_reader(saver)
         for eid in ids:
-            rows += [(eid, b) for b in list_boundaries(saver, eid)]
+            rows += [(eid, b) for b in list_boundaries(saver, eid, reader)]
     return rows

@@ -36,15 +36,24 @@ def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
     return {"configurable": configurable}
 
 
-def checkpoint_values(saver: BaseCheckpointSaver, thread_id: str, checkpoint_id: str) -> dict[str, Any]:
-    """The full state values saved at one checkpoint of a thread; InputError when it does not exist."""
+def checkpoint_values(
+    saver: BaseCheckpointSaver, thread_id: str, checkpoint_id: str, reader: CompiledStateGraph | None = None
+) -> dict[str, Any]:
+    """The full state values saved at one checkpoint of a thread; InputError when it does not exist.
+
+    `reader`: a graph over `AgentState` on this saver (e.g. the agent graph) to read through,
+    instead of compiling one per call.
+    """
     tup = saver.get_tuple(_config(thread_id, checkpoint_id))
     if tup is None or tup.config["configurable"].get("checkpoint_id") != checkpoint_id:
         raise InputError(f"checkpoint {checkpoint_id} of execution {thread_id} does not exist")
-    snapshot = state_reader(saver).get_state(_config(thread_id, checkpoint_id))
+    snapshot = (reader or state_reader(saver)).get_state(_config(thread_id, checkpoint_id))
     return {k: copy.deepcopy(v) for k, v in snapshot.values.items() if not k.startswith("branch:")}
 
 
-def thread_states(saver: BaseCheckpointSaver, thread_id: str) -> Iterator[StateSnapshot]:
-    """Every checkpoint of a thread with its full state values, newest first."""
-    return state_reader(saver).get_state_history(_config(thread_id))
+def thread_states(
+    saver: BaseCheckpointSaver, thread_id: str, reader: CompiledStateGraph | None = None
+) -> Iterator[StateSnapshot]:
+    """Every checkpoint of a thread with its full state values, newest first (`reader`: as in
+    `checkpoint_values`)."""
+    return (reader or state_reader(saver)).get_state_history(_config(thread_id))

@@ -25,6 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from branchpoint.agents import AgentContext, build_graph, recursion_limit, resolve_policy
 from branchpoint.checkpoints import list_boundaries, open_checkpointer
+from branchpoint.checkpoints.values import state_reader
 from branchpoint.checkpoints.boundaries import BoundaryInfo
 from branchpoint.checkpoints.plan import ForkPlan
 from branchpoint.checkpoints.fork import (
@@ -145,6 +146,7 @@ def plan_branches(
     strict = len(parents) == 1 and len(plan.boundaries) == 1
     tasks: list[BranchTask] = []
     skipped: Counter[str] = Counter()
+    reader = state_reader(saver)
     for parent in parents:
         resolved = specs.get(_condition_key(parent.condition))
         if resolved is None:
@@ -157,7 +159,7 @@ def plan_branches(
                 f"--switch-source: unknown source {plan.switch_source!r} "
                 f"(sources of this run: {', '.join(sorted(resolved.retrieval.sources))})"
             )
-        bounds = list_boundaries(saver, parent.execution_id)
+        bounds = list_boundaries(saver, parent.execution_id, reader)
         if not bounds:
             raise InputError(
                 f"execution {parent.execution_id[:12]}: no saved states in the checkpoint store "
@@ -186,7 +188,7 @@ def plan_branches(
 
 def run_branch(graph: Any, ctx: AgentContext, task: BranchTask, saver: Any, plan: ForkPlan) -> ExecutionRecord:
     """Run one branch on its own thread, seeded from the parent's checkpoint."""
-    values = checkpoint_values(saver, task.parent.execution_id, task.boundary.checkpoint_id)
+    values = checkpoint_values(saver, task.parent.execution_id, task.boundary.checkpoint_id, reader=graph)
     state, cap = branch_input(values, task.action, search_budget=plan.search_budget, switch_source=plan.switch_source)
     ctx.search_cap = cap
     parent = task.parent
@@ -270,12 +272,13 @@ def minimal_searches(
     for b in judged:
         by_checkpoint.setdefault((b.parent.execution_id, b.parent.checkpoint_id), []).append(is_correct(b, judge))
     out = []
+    reader = state_reader(saver)
     for parent in judged_parents.values():
         k = parent.search_calls
         if k == 0 or not is_correct(parent, judge):
             continue
         minimal = k
-        for b in list_boundaries(saver, parent.execution_id):
+        for b in list_boundaries(saver, parent.execution_id, reader):
             if b.kind in ("initial", "after_search_k") and b.searches < minimal:
                 votes = by_checkpoint.get((parent.execution_id, b.checkpoint_id))
                 if votes and sum(votes) * 2 >= len(votes):

@@ -168,16 +168,26 @@ def complete_records(path: Path) -> list[ExecutionRecord]:
     return records
 
 
-def merge_sqlite_tables(target: Path, source: Path, tables: Iterable[str], conflict: str) -> int:
+def merge_sqlite_tables(
+    target: Path, source: Path, tables: Iterable[str], conflict: str, replace_threads: bool = False
+) -> int:
     """Copy every row of `tables` from `source` into `target` (same schema); returns rows copied.
 
-    `conflict` is `REPLACE` (the source wins) or `IGNORE` (what `target` holds wins).
+    `conflict` is `REPLACE` (the source wins) or `IGNORE` (what `target` holds wins). With
+    `replace_threads`, every `thread_id` the source holds is first deleted from the target's
+    tables: a shard's database is the whole truth about its threads (an execution redone there
+    was cleared there first), so rows of an abandoned attempt folded earlier do not survive.
     """
     conn = sqlite3.connect(str(target), timeout=30)
     try:
         conn.execute("ATTACH DATABASE ? AS shard", (str(source),))
         copied = 0
         with conn:
+            if replace_threads:
+                present = [t for t in tables if conn.execute(f"PRAGMA shard.table_info({t})").fetchall()]
+                threads = " UNION ".join(f"SELECT thread_id FROM shard.{t}" for t in present)
+                for table in present if threads else ():
+                    conn.execute(f"DELETE FROM main.{table} WHERE thread_id IN ({threads})")
             for table in tables:
                 columns = [row[1] for row in conn.execute(f"PRAGMA shard.table_info({table})")]
                 if not columns:
@@ -251,7 +261,7 @@ class ShardMerger:
             db = shard_dir / "checkpoints.sqlite"
             found = db.is_file()
             if found:
-                merge_sqlite_tables(self._target(db.name), db, CHECKPOINT_TABLES, "REPLACE")
+                merge_sqlite_tables(self._target(db.name), db, CHECKPOINT_TABLES, "REPLACE", replace_threads=True)
         cache = shard_dir / "retrieval_cache.sqlite"
         if cache.is_file():  # first writer wins, as within the cache itself
             merge_sqlite_tables(self._target(cache.name), cache, CACHE_TABLES, "IGNORE")
@@ -347,7 +357,7 @@ def _task_error(exc: BaseException, shard: str, condition: dict[str, Any]) -> Ba
     return exc
 
 
-class _ShardProgress:
+class ShardProgress:
     """Counts the lines shards append to their files (where this machine can see them)."""
 
     def __init__(self) -> None:
@@ -423,7 +433,7 @@ def run_experiment_ray(
     with ray_session(address, num_cpus), Progress(*columns, disable=not progress, transient=False) as bar:
         bar_task = bar.add_task(f"{spec.name} (ray, {len(shards)} shards)", total=len(todo), rate="")
         remote = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(run_shard)
-        watcher = _ShardProgress()
+        watcher = ShardProgress()
         pending: dict[Any, str] = {}
         for name, items in shards.items():
             watcher.watch(name, store.run_dir / SHARDS_DIR / name / "executions.jsonl")

@@ -1,0 +1,208 @@
+"""Run a spec over several local processes (`branchpoint run --processes N`).
+
+One Python process runs LangGraph, the checkpoint writes and the client side of every request
+under one GIL: about 10-15 ms of CPU per execution, so at high concurrency against a fast
+server the runner, not the server, sets the pace. Here the missing executions are dealt round
+robin into N parts; each part runs in its own process with the ordinary runner (concurrency
+split between the processes) into its own folder `RUN_DIR/shards/local-<i>/`, exactly as a Ray
+shard does (`ray_executor.run_shard`), so no two processes append to one file or share one
+SQLite saver. When a process finishes, this driver folds its folder into the run folder
+(checkpoint and retrieval-cache rows, then each record once; `ray_executor.ShardMerger`) and
+deletes it. A killed driver takes its processes with it (Linux: parent-death signal); the next
+run first folds whatever folders a killed run left, then plans only what is still missing.
+
+The processes share the model server, so the model must be one they can all reach
+(`provider: openai`, e.g. vLLM); an embedded model would start one server per process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import multiprocessing.queues
+import os
+import pickle
+import queue
+import shutil
+import signal
+import threading
+import time
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from branchpoint.errors import InputError
+from branchpoint.experiments.ray_executor import (
+    SHARDS_DIR,
+    ShardMerger,
+    ShardProgress,
+    ShardTask,
+    complete_records,
+    run_shard,
+)
+from branchpoint.experiments.runner import PlannedExecution, RunSummary, plan_executions, select_questions
+from branchpoint.experiments.spec import ExperimentSpec
+from branchpoint.experiments.store import RunStore
+from branchpoint.traces import ExecutionRecord
+
+#: Model providers whose server the processes can share.
+SHARED_PROVIDERS = ("openai", "scripted")
+#: Folder-name prefix of the local shards (`RUN_DIR/shards/local-<i>`).
+SHARD_PREFIX = "local-"
+
+
+def _die_with_parent() -> None:
+    """Worker initialiser: on Linux, receive SIGKILL when the driver dies (even by SIGKILL)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:  # not Linux: workers finish their part and exit
+        pass
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """`fork` where it is safe (this process has one thread: nothing held by another thread can
+    be copied locked), which starts workers in milliseconds; else `spawn`."""
+    if "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
+def deal(todo: list[PlannedExecution], parts: int) -> list[list[PlannedExecution]]:
+    """Round-robin parts of the plan (conditions and questions mixed into every part)."""
+    return [p for p in (todo[i::parts] for i in range(parts)) if p]
+
+
+def run_experiment_processes(
+    spec: ExperimentSpec,
+    run_dir: str | Path,
+    *,
+    processes: int,
+    progress: bool = True,
+    checkpoints: str | None = None,
+    concurrency: int = 1,
+) -> RunSummary:
+    """Run every missing execution of a spec in `processes` local processes; as `run_experiment`.
+
+    `concurrency` is the total: each process runs its share (rounded up) at once.
+    """
+    if processes < 1:
+        raise InputError(f"--processes must be at least 1, got {processes}")
+    if concurrency < 1:
+        raise InputError(f"--concurrency must be at least 1, got {concurrency}")
+    plan = plan_executions(spec, select_questions(spec))  # validates names before anything is written
+    providers = {p.spec.model.provider for p in plan}
+    if processes > 1 and not providers <= set(SHARED_PROVIDERS):
+        raise InputError(
+            f"--processes {processes} needs a model server the processes share (model.provider: openai, "
+            f"e.g. vLLM); this spec uses {', '.join(sorted(providers - set(SHARED_PROVIDERS)))}, which would "
+            "start one server per process. Run it with --processes 1."
+        )
+    started = time.perf_counter()
+    store = RunStore(run_dir)
+    store.create(spec.model_dump(mode="json"))
+    merger = ShardMerger(store, checkpoints)
+    for folder in merger.shard_dirs():  # what a killed run left: fold it, then drop it
+        if folder.name.startswith(SHARD_PREFIX):
+            _fold(merger, folder)
+    done = merger.finished_ids()
+    todo = [p for p in plan if p.execution_id not in done]
+    summary = RunSummary(run_dir=store.run_dir, planned=len(plan), skipped=len(plan) - len(todo))
+    if not todo:
+        summary.wall_s = time.perf_counter() - started
+        return summary
+
+    parts = deal(todo, min(processes, len(todo)))
+    each = -(-concurrency // len(parts))
+    spec_data = spec.model_dump(mode="json")
+    run_abs = str(store.run_dir.resolve())
+    tasks = {
+        f"{SHARD_PREFIX}{i}": ShardTask(spec_data, run_abs, f"{SHARD_PREFIX}{i}", [p.execution_id for p in part],
+                                        checkpoints, each, os.getcwd())
+        for i, part in enumerate(parts)
+    }  # fmt: skip
+    columns = (
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+    )  # fmt: skip
+    ctx = _context()
+    reports: multiprocessing.queues.Queue = ctx.Queue()
+    workers = {name: ctx.Process(target=_run_part, args=(task, reports), name=f"branchpoint-{name}", daemon=True)
+               for name, task in tasks.items()}  # fmt: skip
+    for proc in workers.values():  # before any thread of ours starts (fork copies only this one)
+        proc.start()
+    try:
+        with Progress(*columns, disable=not progress, transient=False) as bar:
+            bar_task = bar.add_task(f"{spec.name} ({len(parts)} processes)", total=len(todo), rate="")
+            watcher = ShardProgress()
+            for name in tasks:
+                watcher.watch(name, store.run_dir / SHARDS_DIR / name / "executions.jsonl")
+            waiting = set(tasks)
+            while waiting:
+                for name, error in _reports(reports, workers, waiting):
+                    waiting.discard(name)
+                    if error is not None:
+                        raise error
+                    folder = store.run_dir / SHARDS_DIR / name
+                    watcher.forget(name, folder / "executions.jsonl")
+                    workers[name].join()
+                    for rec in _fold(merger, folder):
+                        summary.ran += 1
+                        summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
+                running = watcher.poll()
+                elapsed = time.perf_counter() - started
+                bar.update(bar_task, completed=min(summary.ran + running, len(todo)),
+                           rate=f"{(summary.ran + running) / max(elapsed, 1e-9) * 60:.1f}/min")  # fmt: skip
+    finally:
+        for proc in workers.values():  # a failure or an interrupt: stop the others now
+            if proc.is_alive():
+                proc.kill()
+            proc.join()
+        for folder in merger.shard_dirs():  # keep what the parts recorded before a failure
+            if folder.name.startswith(SHARD_PREFIX):
+                _fold(merger, folder)
+    summary.wall_s = time.perf_counter() - started
+    return summary
+
+
+def _run_part(task: ShardTask, reports: multiprocessing.queues.Queue) -> None:
+    """A worker process: run one part with the ordinary runner; report (name, error or None)."""
+    _die_with_parent()
+    try:
+        run_shard(task)
+    except BaseException as exc:  # sent to the driver, which raises it
+        try:
+            pickle.dumps(exc)
+        except Exception:
+            exc = RuntimeError(f"{type(exc).__name__}: {exc}")
+        reports.put((task.shard, exc))
+    else:
+        reports.put((task.shard, None))
+
+
+def _reports(
+    reports: multiprocessing.queues.Queue, workers: dict[str, BaseProcess], waiting: set[str]
+) -> list[tuple[str, BaseException | None]]:
+    """The reports that arrive within half a second; a worker that died without one is an error."""
+    out = []
+    try:
+        out.append(reports.get(timeout=0.5))
+        while True:
+            out.append(reports.get_nowait())
+    except queue.Empty:
+        pass
+    reported = {name for name, _ in out}
+    for name in sorted(waiting - reported):
+        proc = workers[name]
+        if not proc.is_alive() and proc.exitcode not in (0, None):
+            out.append((name, RuntimeError(f"the process running part {name} died (exit code {proc.exitcode})")))
+    return out
+
+
+def _fold(merger: ShardMerger, folder: Path) -> list[ExecutionRecord]:
+    """Fold a part's folder into the run folder, then delete it; returns the records added."""
+    merger.merge_databases(folder)
+    added = merger.merge_records(complete_records(folder / "executions.jsonl"))
+    shutil.rmtree(folder)
+    return added
