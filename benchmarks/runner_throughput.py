@@ -1,10 +1,13 @@
 """Runner throughput against a local OpenAI-compatible server with a fixed per-request latency.
 
-The server runs in its own process. Runs the same no-search executions (one model call each, SQLite checkpoints, durable appends) at
-concurrency 1, 8 and 64 and prints executions/s and the ratio to the ideal
-(concurrency × single-stream rate). Target: ≥ 0.8 of ideal at 64.
+The server runs in its own process. For each latency, the same no-search executions (one model
+call each, SQLite checkpoints, durable appends) run at concurrency 1 (8 executions), 8 and 64
+(`--n`, default 512 = 64 demo questions x 8 seeds), concurrency 64 also over `--processes`
+local processes (`branchpoint run --processes`); prints executions/s and the ratio to the ideal
+(concurrency x single-stream rate, per round of `concurrency` executions). Target: >= 0.8 of
+ideal at 64. BENCHMARKS.md has the figures and why 0.5 s is CPU-bound on a 2-core machine.
 
-    .venv/bin/python benchmarks/runner_throughput.py [--latency 0.5] [--n 128]
+    .venv/bin/python benchmarks/runner_throughput.py [--latency 0.5 2] [--n 512] [--processes 2]
 """
 
 from __future__ import annotations

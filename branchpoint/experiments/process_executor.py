@@ -21,7 +21,6 @@ import ctypes
 import multiprocessing
 import multiprocessing.queues
 import os
-import pickle
 import queue
 import shutil
 import signal
@@ -29,10 +28,11 @@ import threading
 import time
 from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from branchpoint.errors import InputError
+from branchpoint.errors import BranchpointError, InputError
 from branchpoint.experiments.ray_executor import (
     SHARDS_DIR,
     ShardMerger,
@@ -44,7 +44,7 @@ from branchpoint.experiments.ray_executor import (
 from branchpoint.experiments.runner import PlannedExecution, RunSummary, plan_executions, select_questions
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.store import RunStore
-from branchpoint.traces import ExecutionRecord
+from branchpoint.traces import ExecutionRecord, TraceError
 
 #: Model providers whose server the processes can share.
 SHARED_PROVIDERS = ("openai", "scripted")
@@ -143,7 +143,7 @@ def run_experiment_processes(
                 for name, error in _reports(reports, workers, waiting):
                     waiting.discard(name)
                     if error is not None:
-                        raise error
+                        raise error if isinstance(error, BaseException) else _error(name, error)
                     folder = store.run_dir / SHARDS_DIR / name
                     watcher.forget(name, folder / "executions.jsonl")
                     workers[name].join()
@@ -166,24 +166,33 @@ def run_experiment_processes(
     return summary
 
 
+#: Errors a worker reports by name, raised again as themselves in the driver (clear one-line
+#: messages); anything else is raised as a RuntimeError naming its type.
+_KNOWN_ERRORS: dict[str, type[BaseException]] = {e.__name__: e for e in (InputError, TraceError, BranchpointError)}
+
+
 def _run_part(task: ShardTask, reports: multiprocessing.queues.Queue) -> None:
-    """A worker process: run one part with the ordinary runner; report (name, error or None)."""
+    """A worker process: run one part with the ordinary runner; report (name, None) or
+    (name, (error type, message)) — plain strings, whatever the error holds."""
     _die_with_parent()
     try:
         run_shard(task)
     except BaseException as exc:  # sent to the driver, which raises it
-        try:
-            pickle.dumps(exc)
-        except Exception:
-            exc = RuntimeError(f"{type(exc).__name__}: {exc}")
-        reports.put((task.shard, exc))
+        reports.put((task.shard, (type(exc).__name__, str(exc))))
     else:
         reports.put((task.shard, None))
 
 
+def _error(name: str, report: tuple[str, str]) -> BaseException:
+    kind, message = report
+    if kind in _KNOWN_ERRORS:
+        return _KNOWN_ERRORS[kind](message)
+    return RuntimeError(f"part {name}: {kind}: {message}")
+
+
 def _reports(
     reports: multiprocessing.queues.Queue, workers: dict[str, BaseProcess], waiting: set[str]
-) -> list[tuple[str, BaseException | None]]:
+) -> list[tuple[str, Any]]:
     """The reports that arrive within half a second; a worker that died without one is an error."""
     out = []
     try:
