@@ -30,7 +30,6 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from branchpoint.errors import BranchpointError, InputError
 from branchpoint.experiments.ray_executor import (
@@ -41,7 +40,14 @@ from branchpoint.experiments.ray_executor import (
     complete_records,
     run_shard,
 )
-from branchpoint.experiments.runner import PlannedExecution, RunSummary, plan_executions, select_questions
+from branchpoint.experiments.runner import (
+    PlannedExecution,
+    RunSummary,
+    missing_work,
+    plan_executions,
+    progress_bar,
+    select_questions,
+)
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.store import RunStore
 from branchpoint.traces import ExecutionRecord, TraceError
@@ -106,11 +112,8 @@ def run_experiment_processes(
     for folder in merger.shard_dirs():  # what a killed run left: fold it, then drop it
         if folder.name.startswith(SHARD_PREFIX):
             _fold(merger, folder)
-    done = merger.finished_ids()
-    todo = [p for p in plan if p.execution_id not in done]
-    summary = RunSummary(run_dir=store.run_dir, planned=len(plan), skipped=len(plan) - len(todo))
+    todo, summary = missing_work(plan, merger.finished_ids(), store.run_dir, started)
     if not todo:
-        summary.wall_s = time.perf_counter() - started
         return summary
 
     parts = deal(todo, min(processes, len(todo)))
@@ -122,10 +125,6 @@ def run_experiment_processes(
                                         checkpoints, each, os.getcwd())
         for i, part in enumerate(parts)
     }  # fmt: skip
-    columns = (
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-    )  # fmt: skip
     ctx = _context()
     reports: multiprocessing.queues.Queue = ctx.Queue()
     workers = {name: ctx.Process(target=_run_part, args=(task, reports), name=f"branchpoint-{name}", daemon=True)
@@ -133,7 +132,7 @@ def run_experiment_processes(
     for proc in workers.values():  # before any thread of ours starts (fork copies only this one)
         proc.start()
     try:
-        with Progress(*columns, disable=not progress, transient=False) as bar:
+        with progress_bar(progress) as bar:
             bar_task = bar.add_task(f"{spec.name} ({len(parts)} processes)", total=len(todo), rate="")
             watcher = ShardProgress()
             for name in tasks:

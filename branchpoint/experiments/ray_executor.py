@@ -38,7 +38,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from branchpoint.checkpoints.postgres import is_postgres_url
 from branchpoint.checkpoints.store import sqlite_checkpointer
@@ -46,7 +45,9 @@ from branchpoint.errors import BranchpointError, InputError
 from branchpoint.experiments.runner import (
     PlannedExecution,
     RunSummary,
+    missing_work,
     plan_executions,
+    progress_bar,
     run_experiment,
     select_questions,
 )
@@ -414,11 +415,8 @@ def run_experiment_ray(
     store.create(spec.model_dump(mode="json"))
     merger = ShardMerger(store, checkpoints)
     merger.recover()
-    done = merger.finished_ids()
-    todo = [p for p in plan if p.execution_id not in done]
-    summary = RunSummary(run_dir=store.run_dir, planned=len(plan), skipped=len(plan) - len(todo))
+    todo, summary = missing_work(plan, merger.finished_ids(), store.run_dir, started)
     if not todo:
-        summary.wall_s = time.perf_counter() - started
         return summary
 
     shards: dict[str, list[PlannedExecution]] = {}
@@ -426,11 +424,7 @@ def run_experiment_ray(
         shards.setdefault(shard_name(p), []).append(p)
     spec_data = spec.model_dump(mode="json")
     run_abs = str(store.run_dir.resolve())
-    columns = (
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-    )  # fmt: skip
-    with ray_session(address, num_cpus), Progress(*columns, disable=not progress, transient=False) as bar:
+    with ray_session(address, num_cpus), progress_bar(progress) as bar:
         bar_task = bar.add_task(f"{spec.name} (ray, {len(shards)} shards)", total=len(todo), rate="")
         remote = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(run_shard)
         watcher = ShardProgress()

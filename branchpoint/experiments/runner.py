@@ -69,6 +69,27 @@ class RunSummary:
     wall_s: float = 0.0
 
 
+def missing_work(
+    plan: list[PlannedExecution], done: Collection[str], run_dir: Path, started: float
+) -> tuple[list[PlannedExecution], RunSummary]:
+    """The planned executions without a final record, and the run's summary so far (its wall
+    time counted from `started`, final when nothing is missing)."""
+    todo = [p for p in plan if p.execution_id not in done]
+    summary = RunSummary(run_dir=run_dir, planned=len(plan), skipped=len(plan) - len(todo))
+    summary.wall_s = time.perf_counter() - started
+    return todo, summary
+
+
+def progress_bar(progress: bool) -> Progress:
+    """A run's progress bar: done / total, executions per minute (the task's `rate` field),
+    elapsed time, ETA; nothing is drawn when `progress` is False."""
+    return Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+        disable=not progress, transient=False,
+    )  # fmt: skip
+
+
 def select_questions(spec: ExperimentSpec) -> list[Question]:
     """The spec's questions: loaded, filtered, and sampled (balanced and seeded) if asked."""
     q = spec.questions
@@ -447,25 +468,18 @@ def run_experiment(
             )
     store = RunStore(run_dir)
     store.create(spec.model_dump(mode="json"))
-    done = store.finished_ids()
-    todo = [p for p in plan if p.execution_id not in done]
-    summary = RunSummary(run_dir=store.run_dir, planned=len(plan), skipped=len(plan) - len(todo))
+    todo, summary = missing_work(plan, store.finished_ids(), store.run_dir, started)
     if not todo:
-        summary.wall_s = time.perf_counter() - started
         return summary
 
     groups: dict[str, list[PlannedExecution]] = {}
     for p in todo:  # one model server per distinct model setting, opened once
         groups.setdefault(_model_key(p.spec), []).append(p)
     pool = SourcePool(progress, cache_path=store.run_dir / "retrieval_cache.sqlite")
-    columns = (
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-    )  # fmt: skip
     with ExitStack() as stack:
         stack.callback(pool.close)
         saver = stack.enter_context(open_checkpointer(store.checkpoint_target(checkpoints)))
-        bar = stack.enter_context(Progress(*columns, disable=not progress, transient=False))
+        bar = stack.enter_context(progress_bar(progress))
         task = bar.add_task(spec.name, total=len(todo), rate="")
         graphs: dict[str, Any] = {}
         # What abandoned attempts (a transport fault, a killed process) left on the threads
