@@ -13,8 +13,8 @@ their own `directive` channel.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypedDict
 
 from langgraph.channels.delta import DeltaChannel

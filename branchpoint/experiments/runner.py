@@ -275,13 +275,13 @@ def clear_thread(saver: Any, thread_id: str) -> None:
 
 
 def invoke_recording(
-    graph: Any, state: dict[str, Any], config: dict[str, Any], ctx: AgentContext, durability: str = "sync"
+    graph: Any, state: dict[str, Any], config: dict[str, Any], ctx: AgentContext
 ) -> tuple[dict[str, Any], list[str]]:
     """Run the graph and return its final state and the ids of the checkpoints it saved at legal
     boundaries, taken from the checkpoint stream as they are written (no reading them back)."""
     final: dict[str, Any] = {}
     ids: list[str] = []
-    for event in graph.stream(state, config, context=ctx, durability=durability, stream_mode="checkpoints"):
+    for event in graph.stream(state, config, context=ctx, durability="sync", stream_mode="checkpoints"):
         final = event["values"]
         if (event["metadata"] or {}).get("source") != "input" and boundary_kind(final.get("boundary")):
             ids.append(event["config"]["configurable"]["checkpoint_id"])
