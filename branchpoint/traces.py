@@ -17,6 +17,9 @@ from typing import Any, BinaryIO, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 SCHEMA_VERSION = 1
+#: A run folder's trace files: the executions of its spec, and the branches of its fork studies.
+EXECUTIONS_FILE = "executions.jsonl"
+FORKS_FILE = "forks.jsonl"
 
 Category = Literal["AU", "FP", "UC"]
 Branch = Literal["THINK", "SEARCH", "STOP", "SWITCH"]

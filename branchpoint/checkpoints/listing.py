@@ -8,7 +8,7 @@ from branchpoint.checkpoints.boundaries import BoundaryInfo, list_boundaries
 from branchpoint.checkpoints.store import open_checkpointer
 from branchpoint.checkpoints.values import state_reader
 from branchpoint.errors import InputError
-from branchpoint.traces import read_records
+from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, read_records
 
 
 def run_boundaries(
@@ -17,11 +17,11 @@ def run_boundaries(
     """(execution id, boundary) for every execution and fork branch of a run, or for one id."""
     run_dir = Path(run_dir)
     db = run_dir / "checkpoints.sqlite"
-    traces = run_dir / "executions.jsonl"
+    traces = run_dir / EXECUTIONS_FILE
     if (checkpoints is None and not db.is_file()) or not traces.is_file():
         raise InputError(f"{run_dir}: not a run directory (expected executions.jsonl and checkpoints.sqlite)")
     records = read_records(traces)
-    forks = run_dir / "forks.jsonl"
+    forks = run_dir / FORKS_FILE
     if forks.is_file():  # branches are executions too: their own boundaries can be forked again
         records += read_records(forks)
     ids = list(dict.fromkeys(r.execution_id for r in records))

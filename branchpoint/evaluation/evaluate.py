@@ -17,9 +17,8 @@ from branchpoint.evaluation.agreement import agreement_json, judge_agreement
 from branchpoint.evaluation.judges import BatchJudge, judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, metrics_json
 from branchpoint.evaluation.studies import MINIMAL_SEARCH_FILE, read_minimal_search
-from branchpoint.traces import ExecutionRecord, dump_record, read_records
+from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, dump_record, read_records
 
-EXECUTIONS_FILE = "executions.jsonl"
 METRICS_FILE = "metrics.json"
 JUDGED_FILE = "judged.jsonl"
 AGREEMENT_FILE = "agreement.json"

@@ -54,9 +54,8 @@ from branchpoint.experiments.runner import (
 from branchpoint.experiments.spec import ExperimentSpec, expand_conditions, load_spec
 from branchpoint.experiments.store import RunStore
 from branchpoint.models import TransportError
-from branchpoint.traces import ExecutionRecord, execution_id, read_records
+from branchpoint.traces import FORKS_FILE, ExecutionRecord, execution_id, read_records
 
-FORKS_FILE = "forks.jsonl"
 MINIMAL_FILE = "minimal_search.jsonl"
 
 

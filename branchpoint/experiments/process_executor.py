@@ -50,7 +50,7 @@ from branchpoint.experiments.runner import (
 )
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.store import RunStore
-from branchpoint.traces import ExecutionRecord, TraceError
+from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, TraceError
 
 #: Model providers whose server the processes can share.
 SHARED_PROVIDERS = ("openai", "scripted")
@@ -136,7 +136,7 @@ def run_experiment_processes(
             bar_task = bar.add_task(f"{spec.name} ({len(parts)} processes)", total=len(todo), rate="")
             watcher = ShardProgress()
             for name in tasks:
-                watcher.watch(name, store.run_dir / SHARDS_DIR / name / "executions.jsonl")
+                watcher.watch(name, store.run_dir / SHARDS_DIR / name / EXECUTIONS_FILE)
             waiting = set(tasks)
             while waiting:
                 for name, error in _reports(reports, workers, waiting):
@@ -144,7 +144,7 @@ def run_experiment_processes(
                     if error is not None:
                         raise error if isinstance(error, BaseException) else _error(name, error)
                     folder = store.run_dir / SHARDS_DIR / name
-                    watcher.forget(name, folder / "executions.jsonl")
+                    watcher.forget(name, folder / EXECUTIONS_FILE)
                     workers[name].join()
                     for rec in _fold(merger, folder):
                         summary.ran += 1
@@ -211,6 +211,6 @@ def _reports(
 def _fold(merger: ShardMerger, folder: Path) -> list[ExecutionRecord]:
     """Fold a part's folder into the run folder, then delete it; returns the records added."""
     merger.merge_databases(folder)
-    added = merger.merge_records(complete_records(folder / "executions.jsonl"))
+    added = merger.merge_records(complete_records(folder / EXECUTIONS_FILE))
     shutil.rmtree(folder)
     return added

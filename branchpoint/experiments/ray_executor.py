@@ -54,7 +54,7 @@ from branchpoint.experiments.runner import (
 from branchpoint.experiments.spec import ExperimentSpec, condition_fingerprint
 from branchpoint.experiments.store import RunStore
 from branchpoint.retrieval.cache import RetrievalCache
-from branchpoint.traces import ExecutionRecord, TraceError, dump_record
+from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, TraceError, dump_record
 
 log = logging.getLogger(__name__)
 
@@ -278,7 +278,7 @@ class ShardMerger:
         added = []
         for shard_dir in self.shard_dirs():
             self.merge_databases(shard_dir)
-            added += self.merge_records(complete_records(shard_dir / "executions.jsonl"))
+            added += self.merge_records(complete_records(shard_dir / EXECUTIONS_FILE))
         return added
 
 
@@ -430,7 +430,7 @@ def run_experiment_ray(
         watcher = ShardProgress()
         pending: dict[Any, str] = {}
         for name, items in shards.items():
-            watcher.watch(name, store.run_dir / SHARDS_DIR / name / "executions.jsonl")
+            watcher.watch(name, store.run_dir / SHARDS_DIR / name / EXECUTIONS_FILE)
             task = ShardTask(
                 spec_data, run_abs, name, [p.execution_id for p in items], checkpoints, concurrency, os.getcwd()
             )
@@ -445,7 +445,7 @@ def run_experiment_ray(
                         result: ShardResult = ray.get(ref)
                     except ray.exceptions.RayError as exc:
                         raise _task_error(exc, name, shards[name][0].condition) from None
-                    watcher.forget(name, store.run_dir / SHARDS_DIR / name / "executions.jsonl")
+                    watcher.forget(name, store.run_dir / SHARDS_DIR / name / EXECUTIONS_FILE)
                     if not merger.merge_databases(store.run_dir / SHARDS_DIR / name):
                         unseen.append(f"{name} on {result.node}")
                     for rec in merger.merge_records(ExecutionRecord.model_validate_json(r) for r in result.records):

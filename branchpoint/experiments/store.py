@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from branchpoint.traces import ExecutionRecord, dump_record, iter_records, read_records
+from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, dump_record, iter_records, read_records
 
 
 class RunStore:
@@ -26,7 +26,7 @@ class RunStore:
     @property
     def executions_path(self) -> Path:
         """The append-only trace file of this run."""
-        return self.run_dir / "executions.jsonl"
+        return self.run_dir / EXECUTIONS_FILE
 
     @property
     def checkpoints_path(self) -> Path:
@@ -50,7 +50,7 @@ class RunStore:
         os.replace(tmp, target)
         self.repair_torn_tail()
 
-    def repair_torn_tail(self, file: str = "executions.jsonl") -> int:
+    def repair_torn_tail(self, file: str = EXECUTIONS_FILE) -> int:
         """Cut a last line that has no newline (a crash mid-append); returns the bytes removed."""
         path = self.run_dir / file
         if not path.is_file() or path.stat().st_size == 0:
@@ -88,7 +88,7 @@ class RunStore:
             latest[rec.execution_id] = rec.status
         return {eid for eid, status in latest.items() if status != "incomplete"}
 
-    def append(self, record: ExecutionRecord, file: str = "executions.jsonl") -> None:
+    def append(self, record: ExecutionRecord, file: str = EXECUTIONS_FILE) -> None:
         """Append one record durably: whole lines, one writer at a time within this process.
 
         The line is validated and serialised before taking the lock, and fsync'ed after

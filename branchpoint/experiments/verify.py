@@ -38,6 +38,8 @@ from pydantic import ValidationError
 
 from branchpoint.errors import BranchpointError, InputError
 from branchpoint.traces import (
+    EXECUTIONS_FILE,
+    FORKS_FILE,
     MAX_LINE_BYTES,
     ExecutionRecord,
     RetrievedDoc,
@@ -46,8 +48,6 @@ from branchpoint.traces import (
     parse_json_line,
 )
 
-EXECUTIONS_FILE = "executions.jsonl"
-FORKS_FILE = "forks.jsonl"
 CHECKPOINTS_FILE = "checkpoints.sqlite"
 CACHE_FILE = "retrieval_cache.sqlite"
 

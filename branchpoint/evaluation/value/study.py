@@ -42,13 +42,11 @@ from branchpoint.evaluation.value.scores import (
     oracle_bound,
     theta_hat,
 )
-from branchpoint.traces import ExecutionRecord, TraceError, read_records
+from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, ExecutionRecord, TraceError, read_records
 
 if TYPE_CHECKING:
     from branchpoint.models.call import ModelClient
 
-FORKS_FILE = "forks.jsonl"
-EXECUTIONS_FILE = "executions.jsonl"
 VALUE_FILE = "value.json"
 DEFAULT_PRICES: tuple[float, ...] = (0.0, 0.001, 0.005, 0.01, 0.02)
 SCHEMA_VERSION = 1
