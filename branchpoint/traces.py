@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
@@ -137,10 +137,16 @@ def execution_id(
 MAX_LINE_BYTES = 16 * 1024 * 1024
 
 
-def iter_raw_lines(fh: BinaryIO, path: str | Path, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
+def iter_raw_lines(
+    fh: BinaryIO,
+    path: str | Path,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    on_too_long: Callable[[int], None] | None = None,
+) -> Iterator[tuple[int, bytes]]:
     """Yield (line number, bytes) of an open binary file, reading at most `max_line_bytes` per line.
 
-    Raises TraceError naming the file and line for a longer line.
+    A longer line raises TraceError naming the file and line; with `on_too_long`, its rest is
+    skipped in bounded chunks, `on_too_long(line number)` is called, and reading goes on.
     """
     lineno = 0
     while True:
@@ -149,10 +155,15 @@ def iter_raw_lines(fh: BinaryIO, path: str | Path, max_line_bytes: int = MAX_LIN
             return
         lineno += 1
         if len(raw) > max_line_bytes:
-            raise TraceError(
-                f"{path} line {lineno}: longer than {max_line_bytes} bytes (the most one JSON line may have; "
-                "is this a JSONL file?)"
-            )
+            if on_too_long is None:
+                raise TraceError(
+                    f"{path} line {lineno}: longer than {max_line_bytes} bytes (the most one JSON line may have; "
+                    "is this a JSONL file?)"
+                )
+            while raw and not raw.endswith(b"\n"):
+                raw = fh.readline(max_line_bytes)
+            on_too_long(lineno)
+            continue
         yield lineno, raw
 
 

@@ -45,6 +45,7 @@ from branchpoint.traces import (
     RetrievedDoc,
     TraceError,
     describe_validation_error,
+    iter_raw_lines,
     parse_json_line,
 )
 
@@ -106,18 +107,12 @@ class _Entry:
 
 def _raw_lines(path: Path, report: Verification) -> Iterator[tuple[int, bytes]]:
     """Complete lines of a file with bounded memory; over-long and torn lines become problems."""
+
+    def too_long(lineno: int) -> None:
+        report.problem("schema", f"{path.name} line {lineno}", f"longer than {MAX_LINE_BYTES} bytes")
+
     with path.open("rb") as fh:
-        lineno = 0
-        while True:
-            raw = fh.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                return
-            lineno += 1
-            if len(raw) > MAX_LINE_BYTES:
-                while raw and not raw.endswith(b"\n"):  # skip the rest of the line in chunks
-                    raw = fh.readline(MAX_LINE_BYTES)
-                report.problem("schema", f"{path.name} line {lineno}", f"longer than {MAX_LINE_BYTES} bytes")
-                continue
+        for lineno, raw in iter_raw_lines(fh, path, on_too_long=too_long):
             if not raw.endswith(b"\n"):
                 report.problem(
                     "torn_tail", f"{path.name} line {lineno}",
