@@ -26,6 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.timing import best_of  # noqa: E402
+
 from branchpoint.retrieval import (  # noqa: E402
     BM25Index,
     BM25Source,
@@ -40,16 +42,6 @@ from branchpoint.retrieval.encoder import encode_queries  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "corpora" / "wikipedia_vital_summaries_en.json"
 K = 10
-
-
-def best_of(fn, repeats: int) -> float:
-    """The fastest of `repeats` timed calls (seconds): the least disturbed by other load."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def paired(ours, bare, repeats: int) -> tuple[float, float]:

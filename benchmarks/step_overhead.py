@@ -22,11 +22,12 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.timing import best_of  # noqa: E402
 
 from branchpoint.agents import AgentContext, build_graph, initial_state, recursion_limit, resolve_policy  # noqa: E402
 from branchpoint.agents.graph import make_answer_node, route_after_decide, route_after_search, search_node  # noqa: E402
@@ -119,15 +120,6 @@ def ours(n: int, searches: int, workdir: Path, append: bool) -> None:
                 store.append(rec)
 
 
-def best_of(repeats: int, fn) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--executions", type=int, default=100)
@@ -145,10 +137,10 @@ def main() -> None:
         return d
 
     ours(2, s, fresh(), append=True)  # warm up imports and SQLite
-    t_plain = best_of(a.repeats, lambda: plain(n, s))
-    t_lg = best_of(a.repeats, lambda: bare_langgraph(n, s))
-    t_ours = best_of(a.repeats, lambda: ours(n, s, fresh(), append=False))
-    t_full = best_of(a.repeats, lambda: ours(n, s, fresh(), append=True))
+    t_plain = best_of(lambda: plain(n, s), a.repeats)
+    t_lg = best_of(lambda: bare_langgraph(n, s), a.repeats)
+    t_ours = best_of(lambda: ours(n, s, fresh(), append=False), a.repeats)
+    t_full = best_of(lambda: ours(n, s, fresh(), append=True), a.repeats)
     ms = {k: 1000 * v / steps for k, v in
           {"plain": t_plain, "langgraph": t_lg, "ours": t_ours, "ours + append": t_full}.items()}  # fmt: skip
     print(f"{n} executions x {2 * s + 1} steps ({s} searches, top_k 3, ~100-word passages) = {steps} steps; "
