@@ -232,21 +232,30 @@ def dump_record(record: ExecutionRecord) -> str:
     return record.model_dump_json(exclude_none=False)
 
 
+def write_files_atomically(files: dict[Path, str]) -> None:
+    """Write every file to a temporary sibling first, then rename each over its target."""
+    tmps: dict[Path, Path] = {}
+    try:
+        for target, text in files.items():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.tmp.{os.getpid()}")
+            tmps[target] = tmp
+            with tmp.open("w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+        for target, tmp in tmps.items():
+            os.replace(tmp, target)
+    finally:
+        for tmp in tmps.values():
+            if tmp.exists():
+                tmp.unlink()
+
+
 def write_records(path: str | Path, records: list[ExecutionRecord]) -> None:
     """Write records atomically: to a temporary file beside `path`, then rename over it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
-    try:
-        with tmp.open("w", encoding="utf-8") as fh:
-            for rec in records:
-                fh.write(dump_record(ExecutionRecord.model_validate(rec.model_dump())) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    lines = [dump_record(ExecutionRecord.model_validate(rec.model_dump())) + "\n" for rec in records]
+    write_files_atomically({Path(path): "".join(lines)})
 
 
 def append_record(path: str | Path, record: ExecutionRecord) -> None:

@@ -8,7 +8,6 @@ ready for `judge_agreement`. metrics.json always describes the judge of the late
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from branchpoint.evaluation.agreement import agreement_json, judge_agreement
 from branchpoint.evaluation.judges import BatchJudge, judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, metrics_json
 from branchpoint.evaluation.studies import MINIMAL_SEARCH_FILE, read_minimal_search
-from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, dump_record, read_records
+from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, dump_record, read_records, write_files_atomically
 
 METRICS_FILE = "metrics.json"
 JUDGED_FILE = "judged.jsonl"
@@ -48,26 +47,6 @@ def judged_path(path: Path) -> Path:
     if not path.is_file():
         raise InputError(f"{path}: not found (expected a run directory or a judged .jsonl file)")
     return path
-
-
-def write_files_atomically(files: dict[Path, str]) -> None:
-    """Write every file to a temporary sibling first, then rename each over its target."""
-    tmps: dict[Path, Path] = {}
-    try:
-        for target, text in files.items():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.tmp.{os.getpid()}")
-            tmps[target] = tmp
-            with tmp.open("w", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-        for target, tmp in tmps.items():
-            os.replace(tmp, target)
-    finally:
-        for tmp in tmps.values():
-            if tmp.exists():
-                tmp.unlink()
 
 
 def carry_judgments(records: list[ExecutionRecord], previous: list[ExecutionRecord]) -> list[ExecutionRecord]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import statistics
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ import numpy as np
 from branchpoint.errors import InputError
 from branchpoint.experiments.loaders import UNANSWERABLE_CATEGORIES, load_questions_with_report
 from branchpoint.experiments.questions import Question
+from branchpoint.traces import write_files_atomically
 
 NO_CATEGORY = "none"
 """Group name, in summaries, of unanswerable questions without a category."""
@@ -306,29 +306,14 @@ def build_benchmark(
     )
 
 
-def _write_lines_atomically(path: Path, lines: list[str]) -> None:
-    """Write to a temporary file beside `path`, then rename it over `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
-    try:
-        with tmp.open("w", encoding="utf-8") as fh:
-            fh.writelines(line + "\n" for line in lines)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def write_benchmark(
     path: str | Path, result: BuildResult, pairs_path: str | Path | None = None
 ) -> None:
     """Write the questions as `branchpoint` jsonl (readable by `load_questions`), atomically;
     with `pairs_path`, also one line per pair (ids, category, similarity, lengths)."""
-    _write_lines_atomically(Path(path), [q.model_dump_json() for q in result.questions])
+    write_files_atomically({Path(path): "".join(q.model_dump_json() + "\n" for q in result.questions)})
     if pairs_path is not None:
-        _write_lines_atomically(Path(pairs_path), [json.dumps(p.to_json()) for p in result.pairs])
+        write_files_atomically({Path(pairs_path): "".join(json.dumps(p.to_json()) + "\n" for p in result.pairs)})
 
 
 def _load_side(path: str | Path, fmt: str, answerable: bool) -> list[Question]:

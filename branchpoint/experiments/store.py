@@ -13,7 +13,14 @@ from pathlib import Path
 
 import yaml
 
-from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, dump_record, iter_records, read_records
+from branchpoint.traces import (
+    EXECUTIONS_FILE,
+    ExecutionRecord,
+    dump_record,
+    iter_records,
+    read_records,
+    write_files_atomically,
+)
 
 
 class RunStore:
@@ -44,10 +51,7 @@ class RunStore:
     def create(self, spec_data: dict) -> None:
         """Make the folder and write the resolved spec beside the traces (atomically)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        target = self.run_dir / "spec.yaml"
-        tmp = target.with_name(".spec.yaml.tmp")
-        tmp.write_text(yaml.safe_dump(spec_data, sort_keys=False), encoding="utf-8")
-        os.replace(tmp, target)
+        write_files_atomically({self.run_dir / "spec.yaml": yaml.safe_dump(spec_data, sort_keys=False)})
         self.repair_torn_tail()
 
     def repair_torn_tail(self, file: str = EXECUTIONS_FILE) -> int:

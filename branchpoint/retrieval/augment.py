@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -38,7 +37,7 @@ from branchpoint.errors import InputError
 from branchpoint.models.call import ModelClient
 from branchpoint.retrieval.corpus import Passage
 from branchpoint.retrieval.source import RetrievalSource
-from branchpoint.traces import TraceError, iter_json_lines
+from branchpoint.traces import TraceError, iter_json_lines, write_files_atomically
 
 log = logging.getLogger(__name__)
 
@@ -400,11 +399,7 @@ def read_generated(path: str | Path) -> dict[str, NegativeDoc]:
 
 def _write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     """Write rows to `path` atomically (a temporary sibling renamed into place)."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    write_files_atomically({path: "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)})
 
 
 def write_augmented_corpus(out_dir: str | Path, passages: Sequence[Passage],

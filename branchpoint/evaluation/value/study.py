@@ -445,7 +445,7 @@ def value_study(
         **scores,
     }  # fmt: skip
     if write:
-        from branchpoint.evaluation.evaluate import write_files_atomically
+        from branchpoint.traces import write_files_atomically
 
         out = Path(out_dir) if out_dir is not None else forks_path.parent
         write_files_atomically({out / VALUE_FILE: json.dumps(report, indent=2, allow_nan=False) + "\n"})
