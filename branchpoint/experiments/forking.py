@@ -185,6 +185,21 @@ def plan_branches(
     return tasks, skipped
 
 
+def plan_study(
+    saver: Any, store: RunStore, spec: ExperimentSpec, plan: ForkPlan, parents: list[ExecutionRecord]
+) -> tuple[list[BranchTask], Counter[str]]:
+    """The branches of a whole fork study: the plan's, plus (with `minimal_search`) THINK at
+    every `initial` / `after_search_k` boundary before each parent's last search; and the counts
+    of illegal pairs skipped."""
+    tasks, skipped = plan_branches(saver, store, spec, plan, parents)
+    if plan.minimal_search:
+        think_plan = plan.model_copy(update={"actions": ["THINK"], "boundaries": ["initial", "after_search_k"]})
+        extra, _ = plan_branches(saver, store, spec, think_plan, parents, only_think_before_k=True)
+        known = {t.execution_id for t in tasks}
+        tasks += [t for t in extra if t.execution_id not in known]
+    return tasks, skipped
+
+
 def run_branch(graph: Any, ctx: AgentContext, task: BranchTask, saver: Any, plan: ForkPlan) -> ExecutionRecord:
     """Run one branch on its own thread, seeded from the parent's checkpoint."""
     values = checkpoint_values(saver, task.parent.execution_id, task.boundary.checkpoint_id, reader=graph)
@@ -310,12 +325,7 @@ def fork_run(
     summary = ForkSummary(run_dir=store.run_dir)
     with ExitStack() as stack:
         saver = stack.enter_context(open_checkpointer(store.checkpoint_target(checkpoints)))
-        tasks, skipped = plan_branches(saver, store, spec, plan, parents)
-        if plan.minimal_search:
-            think_plan = plan.model_copy(update={"actions": ["THINK"], "boundaries": ["initial", "after_search_k"]})
-            extra, _ = plan_branches(saver, store, spec, think_plan, parents, only_think_before_k=True)
-            known = {t.execution_id for t in tasks}
-            tasks += [t for t in extra if t.execution_id not in known]
+        tasks, skipped = plan_study(saver, store, spec, plan, parents)
         summary.illegal_skipped = dict(skipped)
         summary.planned = len(tasks)
         store.repair_torn_tail(FORKS_FILE)  # a study killed mid-append: cut the torn line, redo that branch

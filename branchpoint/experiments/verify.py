@@ -334,19 +334,14 @@ def _check_plan(spec: Any, executions: dict[str, _Entry], report: Verification) 
 
 def _check_fork_plan(saver: Any, run_dir: Path, spec: Any, forks: dict[str, _Entry], report: Verification) -> None:
     """With a `fork:` section in the spec, every branch that study plans must be recorded."""
-    from branchpoint.experiments.forking import parent_records, plan_branches
+    from branchpoint.experiments.forking import parent_records, plan_study
     from branchpoint.experiments.store import RunStore
 
     store = RunStore(run_dir)
     plan = spec.fork
     try:
         parents = parent_records(store, plan.executions)
-        tasks, _ = plan_branches(saver, store, spec, plan, parents)
-        if plan.minimal_search:
-            think = plan.model_copy(update={"actions": ["THINK"], "boundaries": ["initial", "after_search_k"]})
-            extra, _ = plan_branches(saver, store, spec, think, parents, only_think_before_k=True)
-            known = {t.execution_id for t in tasks}
-            tasks += [t for t in extra if t.execution_id not in known]
+        tasks, _ = plan_study(saver, store, spec, plan, parents)
     except (BranchpointError, TraceError) as exc:
         report.problem("plan", "spec.yaml fork", f"cannot plan the spec's fork study: {exc}")
         return
