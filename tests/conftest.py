@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,25 @@ import pytest
 from branchpoint.traces import RetrievedDoc
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def process_gone(pid: int) -> bool:
+    """True when no process has this pid any more (it exited and was reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def wait_gone(pid: int, timeout_s: float = 5.0) -> bool:
+    """Wait up to `timeout_s` for a process to be gone; True if it went."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process_gone(pid):
+            return True
+        time.sleep(0.02)
+    return False
 
 PASSAGES = {
     "d-canberra": ("Canberra", "Canberra is the capital city of Australia."),

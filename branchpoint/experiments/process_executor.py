@@ -59,7 +59,7 @@ SHARD_PREFIX = "local-"
 
 
 def _die_with_parent() -> None:
-    """Worker initialiser: on Linux, receive SIGKILL when the driver dies (even by SIGKILL)."""
+    """In a worker: on Linux, receive SIGKILL when the driver dies (even by SIGKILL)."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

@@ -145,7 +145,7 @@ def test_sigkill_of_the_driver_takes_its_processes_and_a_rerun_completes_exactly
     import time
 
     from branchpoint.experiments.verify import verify_run
-    from tests.conftest import REPO
+    from tests.conftest import REPO, wait_gone
     from tests.experiments.test_faults import spec_file
     from tests.servers.openai_fault_server import FaultConfig, FaultServer
 
@@ -167,11 +167,7 @@ def test_sigkill_of_the_driver_takes_its_processes_and_a_rerun_completes_exactly
         assert len(workers) >= 2
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        deadline = time.monotonic() + 10
-        while any(Path(f"/proc/{w}").exists() and "Z" not in Path(f"/proc/{w}/stat").read_text().split()[2]
-                  for w in workers if Path(f"/proc/{w}/stat").exists()):  # fmt: skip
-            assert time.monotonic() < deadline, "worker processes outlived their killed driver"
-            time.sleep(0.05)
+        assert all(wait_gone(w, 10.0) for w in workers), "worker processes outlived their killed driver"
         summary = run_experiment_processes(load_spec(spec), run_dir, processes=2, concurrency=2, progress=False)
     assert summary.planned == 40 and summary.skipped >= 3 and summary.ran == 40 - summary.skipped
     ids = [r.execution_id for r in read_records(run_dir / "executions.jsonl")]

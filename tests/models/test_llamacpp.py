@@ -20,6 +20,7 @@ import pytest
 import branchpoint.models.llamacpp as lc
 from branchpoint.errors import ModelServerError
 from branchpoint.models import EmbeddedServerSpec, LlamaCppServer
+from tests.conftest import process_gone
 
 _real_find_spec = importlib.util.find_spec
 
@@ -75,14 +76,6 @@ def use_command(monkeypatch: pytest.MonkeyPatch, *argv: str, with_port: bool = F
         return [sys.executable, *argv, *([str(port)] if with_port else [])]
 
     monkeypatch.setattr(lc, "server_command", command)
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 # --- the command line and ports --------------------------------------------------------------
@@ -199,7 +192,7 @@ def test_fake_server_becomes_healthy_and_stops(
     finally:
         server.stop()
     assert proc.poll() is not None
-    assert _gone(proc.pid)
+    assert process_gone(proc.pid)
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"{url}/models", timeout=2)
     server.stop()  # idempotent

@@ -27,6 +27,7 @@ from branchpoint.cli import app
 from branchpoint.errors import ModelServerError
 from branchpoint.models.server import free_port
 from branchpoint.models.vllm import VllmServeOptions, VllmServer, serve_until_stopped, spec_block, vllm_command
+from tests.conftest import wait_gone
 
 FAKE_VLLM = Path(__file__).with_name("fake_vllm.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -35,23 +36,6 @@ _real_find_spec = importlib.util.find_spec
 
 def flag(cmd: list[str], name: str) -> str:
     return cmd[cmd.index(name) + 1]
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
-def _wait_gone(pid: int, timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if _gone(pid):
-            return True
-        time.sleep(0.02)
-    return False
 
 
 @pytest.fixture
@@ -194,7 +178,7 @@ def test_start_health_and_stop_with_workers(
         server_pid, worker_pid = map(int, (tmp_path / "pids").read_text().split())
         assert os.getpgid(worker_pid) == os.getpgid(server_pid) == server_pid  # its own group
         assert os.getpgid(server_pid) != os.getpgid(0)
-    assert _wait_gone(server_pid) and _wait_gone(worker_pid)  # the worker went with the group
+    assert wait_gone(server_pid) and wait_gone(worker_pid)  # the worker went with the group
     assert "serving Qwen/Qwen3-8B" in (tmp_path / "vllm.log").read_text()
     server.stop()  # idempotent
 
@@ -226,7 +210,7 @@ def test_server_ignoring_sigterm_is_killed_after_the_grace_period(
     start = time.monotonic()
     server.stop()
     assert 0.4 <= time.monotonic() - start < 5
-    assert _wait_gone(pid)
+    assert wait_gone(pid)
     assert server.log_path is not None
     server.log_path.unlink()
 
@@ -254,7 +238,7 @@ def test_serve_until_stopped_stops_on_interrupt(fake_vllm_on_path: Path, tmp_pat
     serve_until_stopped(server, ready)
     ((url, pid),) = seen
     assert url == server.base_url
-    assert _wait_gone(pid)
+    assert wait_gone(pid)
 
 
 def test_serve_until_stopped_reports_a_server_that_dies(
@@ -320,5 +304,5 @@ def test_cli_serves_until_sigterm(fake_vllm_on_path: Path, tmp_path: Path) -> No
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert _wait_gone(server_pid)
+    assert wait_gone(server_pid)
     assert proc.stderr is not None and "vLLM server stopped" in proc.stderr.read()
