@@ -223,12 +223,14 @@ def _check_checkpoints(
     saver: Any, executions: dict[str, _Entry], forks: dict[str, _Entry], sample: int, seed: int, report: Verification,
 ) -> None:
     from branchpoint.checkpoints import list_boundaries
+    from branchpoint.checkpoints.values import state_reader
 
     boundaries: dict[str, set[str]] = {}
+    reader = state_reader(saver)
 
     def listed(eid: str) -> set[str]:
         if eid not in boundaries:
-            boundaries[eid] = {b.checkpoint_id for b in list_boundaries(saver, eid)}
+            boundaries[eid] = {b.checkpoint_id for b in list_boundaries(saver, eid, reader)}
         return boundaries[eid]
 
     checked = 0
