@@ -69,6 +69,7 @@ class Step(_Open):
     retrieved: list[RetrievedDoc] = Field(default_factory=list)
     cache_hit: bool | None = None
     finish_reason: str | None = None
+    raw: str | None = Field(None, description="A model step's reply as returned (`text` holds the parsed action text).")
 
 
 class Judgment(_Open):
@@ -104,6 +105,10 @@ class ExecutionRecord(_Open):
     parent: ParentRef | None = None
     branch: Branch | None = None
     repeat: int = 0
+    kind: str | None = Field(None, description='"replay" for a replay (the policy decided again; `branch` is null).')
+    sampling: dict[str, Any] | None = Field(
+        None, description="A branch's or replay's sampling: {temperature, top_p, seed} (its own seed per repeat)."
+    )
     status: Status = "ok"
     final_answer: str | None = None
     steps: list[Step] = Field(default_factory=list)
