@@ -123,7 +123,9 @@ def fewshot_prompt(
     for turn in history or []:
         decision = json.dumps({"action": "answer", "text": turn["answer"]})
         parts.append(f"Question: {turn['question']}\nDecision: {decision}\n\n")
-    parts.append(_block(question, evidence_lines(evidence, evidence_words), allow_search))
+    # Evidence in hand is always shown, also where search is no longer offered (a forced answer
+    # in the no-search prompt): an answer "from the evidence you have" must see it.
+    parts.append(_block(question, evidence_lines(evidence, evidence_words), allow_search or bool(evidence)))
     return "".join(parts) + JSON_DECISION_PREFIX
 
 
