@@ -339,7 +339,7 @@ def fork(
         [], "--execution", help="Only these execution ids (prefixes; a fork branch's id forks it again); repeatable."
     ),
     checkpoint: list[str] = typer.Option(
-        [], "--checkpoint", help="Fork only these saved states, by checkpoint id (or unique prefix); repeatable."
+        [], "--checkpoint", help="Fork only these saved states, by checkpoint id (or a unique start or end of it); repeatable."
     ),
     minimal_search: bool = typer.Option(
         False, "--minimal-search", help="Also find each correct execution's minimal searches (THINK forks)."
@@ -407,7 +407,7 @@ def replay(
     run_dir: Path = typer.Argument(..., help="A run directory (from `branchpoint run`)."),
     execution: str = typer.Option(..., "--execution", help="The execution (or fork branch) to replay: id or prefix."),
     checkpoint: str | None = typer.Option(
-        None, "--checkpoint", help="The saved state to replay from (id or prefix; default: its initial state)."
+        None, "--checkpoint", help="The saved state to replay from (id, or a unique start or end of it; default: its initial state)."
     ),
     repeats: int = typer.Option(1, "--repeats", min=1, help="Replays, each on its own new thread."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Replays run at once."),
@@ -571,7 +571,7 @@ def checkpoints_ls(
         table.add_row(*cells)
     console.print(table)
     if not wide and rows:
-        console.print("ids shortened; --wide or --json for full ids (fork --checkpoint takes an id or a unique prefix)")
+        console.print("ids shortened; --wide or --json for full ids (fork/replay --checkpoint take an id or its shown end)")
 
 
 def _clip(text: str, n: int) -> str:

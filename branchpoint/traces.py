@@ -20,6 +20,7 @@ SCHEMA_VERSION = 1
 #: A run folder's trace files: the executions of its spec, and the branches of its fork studies.
 EXECUTIONS_FILE = "executions.jsonl"
 FORKS_FILE = "forks.jsonl"
+REPLAYS_FILE = "replays.jsonl"
 
 Category = Literal["AU", "FP", "UC"]
 Branch = Literal["THINK", "SEARCH", "STOP", "SWITCH"]

@@ -37,7 +37,7 @@ class ForkPlan(BaseModel):
     switch_source: str | None = None
     executions: list[str] | None = Field(None, description="Execution id prefixes; default: all.")
     checkpoints: list[str] | None = Field(
-        None, description="Saved states to fork, by checkpoint id (or a unique prefix); default: every selected boundary."
+        None, description="Saved states to fork, by checkpoint id (or its unique start or end); default: every selected boundary."
     )
     minimal_search: bool = False
     concurrency: int = Field(4, ge=1)

@@ -63,12 +63,11 @@ from branchpoint.experiments.spec import ExperimentSpec, expand_conditions, load
 from branchpoint.experiments.store import RunStore
 from branchpoint.models import TransportError
 from branchpoint.models.request_log import current_execution
-from branchpoint.traces import FORKS_FILE, ExecutionRecord, execution_id, read_records
+from branchpoint.traces import FORKS_FILE, REPLAYS_FILE, ExecutionRecord, execution_id, read_records
 
 MINIMAL_FILE = "minimal_search.jsonl"
 
 
-REPLAYS_FILE = "replays.jsonl"
 #: The `kind` of a replay record (its `branch` is null: no action was forced).
 REPLAY_KIND = "replay"
 
@@ -183,11 +182,17 @@ def branch_condition(parent: ExecutionRecord, action: str | None, plan: ForkPlan
     return condition
 
 
-def select_checkpoints(bounds: list[BoundaryInfo], prefixes: list[str] | None) -> list[BoundaryInfo]:
-    """The boundaries whose checkpoint id starts with one of `prefixes` (all when None)."""
-    if prefixes is None:
+def checkpoint_matches(checkpoint_id: str, wanted: str) -> bool:
+    """A saved state named by its full id, or by the start or end of it (`checkpoints ls` shows
+    the last 12 characters: ids of one thread share their leading, time-ordered part)."""
+    return checkpoint_id.startswith(wanted) or checkpoint_id.endswith(wanted)
+
+
+def select_checkpoints(bounds: list[BoundaryInfo], wanted: list[str] | None) -> list[BoundaryInfo]:
+    """The boundaries whose checkpoint id matches one of `wanted` (all when None)."""
+    if wanted is None:
         return bounds
-    return [b for b in bounds if any(b.checkpoint_id.startswith(p) for p in prefixes)]
+    return [b for b in bounds if any(checkpoint_matches(b.checkpoint_id, w) for w in wanted)]
 
 
 def plan_branches(
@@ -250,7 +255,7 @@ def plan_branches(
                     )
                 tasks += branch_tasks(parent, b, action, plan, resolved)
     if plan.checkpoints is not None:
-        missing = [c for c in plan.checkpoints if not any(f.startswith(c) for f in found)]
+        missing = [c for c in plan.checkpoints if not any(checkpoint_matches(f, c) for f in found)]
         if missing:
             raise InputError(
                 f"--checkpoint {missing[0]}: no saved state of the selected executions has this id "
