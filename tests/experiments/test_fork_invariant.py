@@ -134,10 +134,10 @@ def forced_answer_request(tmp_path, run_dir, checkpoint_id: str) -> dict:
 
 @pytest.mark.parametrize(("policy", "style", "prompt"), CASES, ids=[f"{p}-{v}" for p, _, v in CASES])
 def test_branch_first_request_is_the_parents_request(policy, style, prompt, tmp_path, isolated_cache, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # fork imports a module:function policy from the working directory…
-    monkeypatch.syspath_prepend(str(tmp_path / "specs"))  # …or the import path
     with agent_server() as server:
         study = Study(tmp_path, server, policy, style, prompt)
+        # run from the folder that holds the user's policy module, as the README says
+        monkeypatch.chdir(study.folder)
         main_dir, main = study.parent(2)
         # where decide request j sits in a parent's requests: after the self-evaluation call; the
         # user policy's first decision (search the question verbatim) makes no model call
