@@ -135,3 +135,27 @@ def judge_agreement_with_labels(
         "correct": _score(correct),
         "disagreements": disagreements,
     }
+
+
+def agreement_table(result: dict[str, Any]) -> str:
+    """A markdown table of `judge_agreement_with_labels`: n, agreement, κ and the disagreements' direction."""
+    lines = ["| measure | n | agreement | Cohen's κ | judge yes / reader no | judge no / reader yes |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    names = {"abstention": "abstention (all responses)", "abstention_unanswerable": "abstention (unanswerable)",
+             "correct": "correctness (answerable)"}  # fmt: skip
+    for key, name in names.items():
+        s = result[key]
+        kappa = "—" if s["kappa"] is None else f"{s['kappa']:.3f}"
+        lines.append(f"| {name} | {s['n']} | {100 * s['agreement']:.1f}% | {kappa} | "
+                     f"{s['judge_yes_human_no']} | {s['judge_no_human_yes']} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m branchpoint.evaluation.judge_labels LABELS.jsonl [judge]
+    import sys
+
+    labelled = read_labels(sys.argv[1])
+    for split in SPLITS:
+        part = [i for i in labelled if i.split == split]
+        print(f"\n{split} ({len(part)} responses)\n")
+        print(agreement_table(judge_agreement_with_labels(part, sys.argv[2] if len(sys.argv) > 2 else "rule")))
