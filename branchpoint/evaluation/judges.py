@@ -9,9 +9,10 @@ are objects built from a client rather than registered functions):
   NOT_ATTEMPTED) and one of kind `abstention` (ABSTAINED / ANSWERED). Records with status
   `malformed` or `length` are always INCORRECT and ANSWERED: a broken or truncated output counts
   as a wrong answer and as a failed abstention. Records with status `incomplete` are judged like
-  any other; the metrics exclude them. Unanswerable records also get one `evidence` judgment per
+  any other; the metrics exclude them. Every record also gets one `evidence` judgment per
   distinct retrieved document (POSITIVE / NEGATIVE, from a lexical cue detector; crude, an
-  offline stand-in for the LLM evidence judge).
+  offline stand-in for the LLM evidence judge), answerable ones too: the study reports the
+  negative-evidence share for both.
 - `given`: trusts labels already in the trace (from a human, another framework, or an earlier
   judge) and checks them.
 
@@ -173,17 +174,17 @@ def retrieved_documents(record: ExecutionRecord) -> list[RetrievedDoc]:
 
 
 def evidence_documents(record: ExecutionRecord) -> list[RetrievedDoc]:
-    """The documents an evidence judge labels: those of unanswerable, non-incomplete records."""
-    if record.answerable or record.status == "incomplete":
+    """The documents an evidence judge labels: those of non-incomplete records (answerable or not)."""
+    if record.status == "incomplete":
         return []
     return retrieved_documents(record)
 
 
 @judge("rule")
 def rule_judge(record: ExecutionRecord) -> list[Judgment]:
-    """Offline judge: SQuAD containment for `answer`, pattern detector for `abstention`, and a
-    lexical cue detector for the `evidence` of unanswerable questions (NEGATIVE when a cue in
-    `NEGATIVE_EVIDENCE_PATTERNS` occurs in the document, else POSITIVE)."""
+    """Offline judge: gold matching for `answer`, the question-aware detector for `abstention`
+    (`response_rules`), and a lexical cue detector for the `evidence` of every retrieved document
+    (NEGATIVE when a cue in `NEGATIVE_EVIDENCE_PATTERNS` occurs in the document, else POSITIVE)."""
     return [_rule_answer(record), _rule_abstention(record), *_rule_evidence(record)]
 
 

@@ -175,10 +175,11 @@ def by_category(
 
 
 def _evidence_section(cells: _Cells, labels: list[str], overall: Sums, cfg: MetricsConfig) -> dict[str, Any]:
-    if overall.count("ev_positive") + overall.count("ev_negative") + overall.count("ev_unparseable") == 0:
+    judged = sum(overall.count(c) for c in ("ev_positive", "ev_negative", "ev_unparseable",
+                                              "ev_ans_positive", "ev_ans_negative", "ev_ans_unparseable"))  # fmt: skip
+    if judged == 0:
         return {"available": False,
-                "reason": "no evidence judgments on unanswerable questions (no retrieved documents, "
-                          "or the judge gave none)"}  # fmt: skip
+                "reason": "no evidence judgments (no retrieved documents, or the judge gave none)"}  # fmt: skip
     return {
         "available": True,
         **evidence_summary(overall, cfg),

@@ -199,7 +199,7 @@ def test_detect_negative_evidence(text, cue):
     assert detect_negative_evidence(text) == cue
 
 
-def test_rule_judge_labels_each_distinct_document_of_unanswerable_questions():
+def test_rule_judge_labels_each_distinct_document_answerable_or_not():
     from branchpoint.traces import RetrievedDoc, Step
 
     docs = [RetrievedDoc(doc_id="d1", score=1, text="Its author is unknown."),
@@ -208,8 +208,10 @@ def test_rule_judge_labels_each_distinct_document_of_unanswerable_questions():
     unanswerable = record("u", answerable=False, category="AU", answer="1605", steps=steps)
     evidence = [(j.label, j.doc_id, j.raw) for j in get_judge("rule")(unanswerable) if j.kind == "evidence"]
     assert evidence == [("NEGATIVE", "d1", "unknown"), ("POSITIVE", "d2", None)]
+    # answerable questions get evidence judgments too (the study's Table 10 reports both)
     answerable = record("a", gold=["1605"], answer="1605", steps=steps)
-    assert [j.kind for j in get_judge("rule")(answerable)] == ["answer", "abstention"]
+    evidence = [(j.label, j.doc_id) for j in get_judge("rule")(answerable) if j.kind == "evidence"]
+    assert evidence == [("NEGATIVE", "d1"), ("POSITIVE", "d2")]
 
 
 def test_given_judge_copies_evidence_and_accepts_unparseable():
