@@ -228,11 +228,22 @@ def compute_metrics(
         },
         "search_effect": search_effect(cs, cfg),
         "search_cap_sweep": search_cap_sweep(cs, cfg),
-        "over_search": over_search(minimal_search, cells.questions, cells.boot, cfg),
+        "over_search": over_search(minimal_search, cells.questions, cells.boot, cfg,
+                                   no_search=_no_search_rows(rows, judge_name), model_of=cs.model),
         "evidence_balance": _evidence_section(cells, labels, overall, cfg),
         "multi_turn": multi_turn(cs, cfg),
         "reasoning_effort": reasoning_effort(cs, cfg),
     }
+
+
+def _no_search_rows(records: Sequence[ExecutionRecord], judge: str) -> list[dict[str, Any]]:
+    """Minimal-search rows (k = k* = 0) of the scored, correct executions that made no search."""
+    return [
+        {"execution_id": r.execution_id, "question_id": r.question_id, "condition": r.condition,
+         "searches": 0, "minimal_searches": 0, "judge": judge}
+        for r in scored(records)
+        if r.search_calls == 0 and not is_unparseable(r, judge) and is_correct(r, judge)
+    ]  # fmt: skip
 
 
 def _json_ready(value: Any) -> Any:

@@ -71,7 +71,7 @@ def test_report_command(tmp_path):
     result = runner.invoke(app, ["report", str(run), "--out", str(tmp_path / "rep")])
     assert result.exit_code == 0, result.output
     assert "1 figure (tpc_by_outcome.png)" in result.output
-    assert "skipped figures without data: accuracy_search, tpc_search_cap, evidence_balance, multi_turn" in result.output
+    assert "skipped figures without data: accuracy_search, tpc_search_cap, marginal_roi, evidence_balance, multi_turn" in result.output
     assert (tmp_path / "rep" / "report.md").is_file()
     assert [p.name for p in (tmp_path / "rep" / "figures").glob("*.png")] == ["tpc_by_outcome.png"]
 

@@ -96,9 +96,10 @@ def test_report_without_data_skips_figures_with_a_line(tmp_path):
     evaluate(run, judge="given", cfg=MetricsConfig(bootstrap=50))
     report, figures = write_report(run)
     assert figures["tpc_outcome"] is not None
-    assert all(figures[k] is None for k in ("accuracy_search", "tpc_search_cap", "evidence_balance", "multi_turn"))
+    skipped = ("accuracy_search", "tpc_search_cap", "marginal_roi", "evidence_balance", "multi_turn")
+    assert all(figures[k] is None for k in skipped)
     md = report.read_text()
-    assert md.count("_Figure skipped:") == 4
+    assert md.count("_Figure skipped:") == len(skipped)
     assert "No data: no condition has a multi_turn.preceding key." in md
     assert not (run / "figures" / FIGURES["multi_turn"]).exists()
 
