@@ -199,12 +199,13 @@ def _first(patterns: Iterable[AbstentionPattern], text: str) -> str | None:
 def detect_abstention(answer: str | None) -> str | None:
     """Name of the first abstention cue in the response, read without its question, or None.
 
-    Context-free: negations count as premise cues here ("He never visited Mars."). The rule
-    judge uses `classify_abstention`, which reads the question too.
+    Context-free: the negations "never", "did not", "was not" count as premise cues here ("He
+    never visited Mars."), as they always did; the broader present-tense `is_not` only counts
+    with a question. The rule judge uses `classify_abstention`, which reads the question too.
     """
     if not answer:
         return None
-    return _first(ABSTENTION_PATTERNS, _lower(answer))
+    return _first((p for p in ABSTENTION_PATTERNS if p.name != "is_not"), _lower(answer))
 
 
 def _content_words(text: str) -> set[str]:
