@@ -30,6 +30,7 @@ from branchpoint.errors import InputError
 from branchpoint.evaluation.response_rules import (
     ABSTENTION_PATTERNS,
     AbstentionPattern,
+    GoldMatch,
     _p,
     classify_abstention,
     contained_gold,
@@ -39,10 +40,11 @@ from branchpoint.evaluation.response_rules import (
 )
 from branchpoint.traces import ExecutionRecord, Judgment, RetrievedDoc
 
+# The rules live in `response_rules`; these names are re-exported from here as before.
 __all__ = [
     "ABSTENTION_PATTERNS", "AbstentionPattern", "classify_abstention", "contained_gold",
     "detect_abstention", "match_gold", "normalize_answer",
-]  # fmt: skip (re-exported: the rules live in response_rules)
+]  # fmt: skip
 
 JudgeFn = Callable[[ExecutionRecord], list[Judgment]]
 
@@ -206,8 +208,8 @@ def _abstention_reason(record: ExecutionRecord, gold_given: bool) -> str | None:
     )  # fmt: skip
 
 
-def _gold_raw(match: object) -> str:
-    gold, how = match  # a GoldMatch
+def _gold_raw(match: GoldMatch) -> str:
+    gold, how = match
     return f"gold={gold}" if how == "contained" else f"gold={gold};match={how}"
 
 

@@ -34,8 +34,10 @@ count when every occurrence is negated ("It wasn't Canberra") or hedged between 
 ("Theodore Roosevelt" for "Franklin D. Roosevelt"). Gold "yes" / "no" is read from the
 response's polarity.
 
-Every pattern lives here; the patterns and the rules were tuned on the `dev` part of
-tests/evaluation/data/judge_labels.jsonl only (docs/judges.md reports the held-out part).
+Every pattern lives here. The rules were written while reading the `dev` part of
+tests/evaluation/data/judge_labels.jsonl; the `heldout` part was written after they were frozen
+and is never used to tune them (docs/judges.md reports both, tests/evaluation/test_judge_labels.py
+re-measures the held-out part).
 """
 
 from __future__ import annotations
@@ -177,7 +179,7 @@ _WEAK = re.compile(r"\b(?:i'm|i am) not (?:entirely |completely |totally |100% )
 _COMMIT = re.compile(r"\bi (?:believe|think|suspect|guess)\b|\bmy (?:best )?guess\b|\b(?:probably|most likely|likely)\b|\bi'd (?:say|guess)\b|\beither\b[^.;!?]*\bor\b")
 _POLAR_START = re.compile(r"^\s*(?:is|are|was|were|do|does|did|can|could|will|would|should|has|have|had|may|might|must|shall)\b", re.I)
 _NEGATION = re.compile(r"\b(?:not|never|no|none|nothing|nobody|neither|nor|rather than|instead of)\b|n't\b")
-_BARE_DENIAL = re.compile(r"^(?:no[,.]?\s+)?(?:(?:he|she|it|they|we|you|i)\s+(?:did|does|do|was|were|is|are|has|have|had|could|can|would|will)\s*(?:not|n't)|none|nothing|nobody|no one|neither|not at all|no president did|nobody did)\b[^a-z]*$")
+_BARE_DENIAL = re.compile(r"^(?:no[,.]?\s+)?(?:(?:he|she|it|they|we|you|i)\s+(?:did|does|do|was|were|is|are|has|have|had|could|can|would|will)\s*(?:not|n't)|none|nothing|nobody|no one|neither|not at all)\b[^a-z]*$")
 _CLAUSE_SPLIT = re.compile(r"[,;:.!?()\u2014\u2013]|\s-\s|\bbut\b|\bwhereas\b|\balthough\b|\bthough\b|\bwhile\b")
 _ATTRIBUTION = re.compile(r"\b(?:written|painted|invented|composed|directed|built|made|created|developed|discovered|designed|sculpted|credited to|attributed to|is by|was by|a play by|a novel by|a poem by|a book by)\s+(?:by\s+)?((?:[A-Z][\w'.-]+\s*){1,4})")
 _POSSESSIVE_WORK = re.compile(r"\b([A-Z][\w.-]+(?:\s+[A-Z][\w.-]+){0,3})'s\s+(?:work|mural|painting|novel|play|poem|book|film|invention|discovery)\b")
