@@ -24,6 +24,7 @@ Agreement on *abstention* compares `label_abstained` with the judge's `abstentio
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,21 @@ def as_record(item: LabelledResponse) -> ExecutionRecord:
     )  # fmt: skip
 
 
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> list[float] | None:
+    """Wilson score interval of a proportion k / n (95 % by default); None when n = 0.
+
+    (p̂ + z²/2n ± z·sqrt(p̂(1 − p̂)/n + z²/4n²)) / (1 + z²/n), which stays inside [0, 1] and
+    behaves at p̂ near 1, where agreements live.
+    """
+    if n == 0:
+        return None
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
 def _score(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
     n = len(pairs)
     human = ["Y" if h else "N" for h, _ in pairs]
@@ -101,6 +117,7 @@ def _score(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
     return {
         "n": n,
         "agreement": sum(h == j for h, j in pairs) / n if n else None,
+        "agreement_ci": wilson_interval(sum(h == j for h, j in pairs), n),
         "kappa": cohen_kappa(human, judge),
         "judge_yes_human_no": sum(j and not h for h, j in pairs),
         "judge_no_human_yes": sum(h and not j for h, j in pairs),
@@ -139,14 +156,15 @@ def judge_agreement_with_labels(
 
 def agreement_table(result: dict[str, Any]) -> str:
     """A markdown table of `judge_agreement_with_labels`: n, agreement, κ and the disagreements' direction."""
-    lines = ["| measure | n | agreement | Cohen's κ | judge yes / reader no | judge no / reader yes |",
+    lines = ["| measure | n | agreement (Wilson 95%) | Cohen's κ | judge yes / reader no | judge no / reader yes |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
     names = {"abstention": "abstention (all responses)", "abstention_unanswerable": "abstention (unanswerable)",
              "correct": "correctness (answerable)"}  # fmt: skip
     for key, name in names.items():
         s = result[key]
         kappa = "—" if s["kappa"] is None else f"{s['kappa']:.3f}"
-        lines.append(f"| {name} | {s['n']} | {100 * s['agreement']:.1f}% | {kappa} | "
+        lo, hi = s["agreement_ci"] or (math.nan, math.nan)
+        lines.append(f"| {name} | {s['n']} | {100 * s['agreement']:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] | {kappa} | "
                      f"{s['judge_yes_human_no']} | {s['judge_no_human_yes']} |")  # fmt: skip
     return "\n".join(lines)
 

@@ -17,6 +17,7 @@ from branchpoint.evaluation.judge_labels import (
     agreement_table,
     judge_agreement_with_labels,
     read_labels,
+    wilson_interval,
 )
 
 LABELS = Path(__file__).parent / "data" / "judge_labels.jsonl"
@@ -79,7 +80,8 @@ def test_agreement_counts_and_kappa_by_hand(tmp_path):
     assert result["abstention"]["kappa"] == pytest.approx(8 / 13)
     assert result["abstention"]["judge_no_human_yes"] == 1
     assert result["abstention_unanswerable"]["n"] == 4
-    assert result["correct"] == {"n": 1, "agreement": 1.0, "kappa": None, "judge_yes_human_no": 0, "judge_no_human_yes": 0}
+    assert result["correct"] == {"n": 1, "agreement": 1.0, "agreement_ci": pytest.approx([0.2065, 1.0], abs=1e-4),
+                                 "kappa": None, "judge_yes_human_no": 0, "judge_no_human_yes": 0}  # fmt: skip
     assert [d["id"] for d in result["disagreements"]] == ["t3"]
 
 
@@ -101,3 +103,11 @@ def test_read_labels_names_line_and_field(tmp_path, line, message):
     path.write_text(line + "\n", encoding="utf-8")
     with pytest.raises(InputError, match=message):
         read_labels(path)
+
+
+def test_wilson_interval_by_hand():
+    # k = 8, n = 10, z = 1.96: centre (0.8 + 0.19208) / 1.38416 = 0.71674,
+    # half 1.96 · sqrt(0.016 + 0.009604) / 1.38416 = 0.22658
+    lo, hi = wilson_interval(8, 10)
+    assert (lo, hi) == (pytest.approx(0.4902, abs=1e-4), pytest.approx(0.9433, abs=1e-4))
+    assert wilson_interval(0, 0) is None
