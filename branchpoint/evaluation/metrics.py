@@ -35,6 +35,7 @@ from branchpoint.evaluation.studies import (
     over_search,
     reasoning_effort,
     search_cap_sweep,
+    search_disabled,
     search_effect,
 )
 from branchpoint.evaluation.tally import (
@@ -237,12 +238,14 @@ def compute_metrics(
 
 
 def _no_search_rows(records: Sequence[ExecutionRecord], judge: str) -> list[dict[str, Any]]:
-    """Minimal-search rows (k = k* = 0) of the scored, correct executions that made no search."""
+    """Minimal-search rows (k = k* = 0) of the scored, correct executions that made no search
+    although they could (conditions with search switched off are left out)."""
     return [
         {"execution_id": r.execution_id, "question_id": r.question_id, "condition": r.condition,
          "searches": 0, "minimal_searches": 0, "judge": judge}
         for r in scored(records)
-        if r.search_calls == 0 and not is_unparseable(r, judge) and is_correct(r, judge)
+        if r.search_calls == 0 and not search_disabled(r.condition) and not is_unparseable(r, judge)
+        and is_correct(r, judge)
     ]  # fmt: skip
 
 

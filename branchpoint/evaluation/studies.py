@@ -21,7 +21,8 @@ reasoning effort is any key containing `reasoning_effort`.
 - *Over-search %* (from `minimal_search.jsonl`, written by `branchpoint fork --minimal-search`)
   = 100 · (mean searches / mean minimal searches − 1) per condition; +inf when every minimal
   count is 0. The means run over *all* correct executions, those that needed no search
-  (searches = minimal = 0, taken from the judged records) included, as the study reports them;
+  (searches = minimal = 0, taken from the judged records) included, as the study reports them
+  (conditions with search switched off take no part: there was nothing to over-search);
   per model the conditions of a model are pooled, and `model_average` is the unweighted mean
   of the per-model figures (the study's "70.5 % on average" over six models).
 - *Multi-turn*: curves of accuracy by `multi_turn.preceding`, one per `multi_turn.context`
@@ -80,6 +81,15 @@ def _as_number(value: Any) -> float | None:
         return float(value)
     except (TypeError, ValueError):
         return None
+
+
+def search_disabled(condition: dict[str, Any]) -> bool:
+    """True when the condition switches search off (a false `search` key, or `search_cap` 0)."""
+    key = find_key(condition, "search")
+    if key is not None and not _truthy(condition[key]):
+        return True
+    cap = find_key(condition, "search_cap")
+    return cap is not None and _as_number(condition[cap]) == 0
 
 
 def _rest(condition: dict[str, Any], *drop: str | None) -> dict[str, Any]:

@@ -132,6 +132,10 @@ def test_over_search_per_model_and_averaged_over_models():
 def test_over_search_counts_no_search_executions_even_without_rows():
     ov = compute_metrics([make_record("q1", labels=OK)], "human", FAST, minimal_search=[])["over_search"]
     assert ov["available"] and (ov["n"], ov["n_no_search"], ov["over_search_pct"]) == (1, 1, 0.0)
+    # conditions with search switched off take no part
+    off = [make_record("q1", labels=OK, condition={"agent.search": False}),
+           make_record("q2", labels=OK, condition={"agent.search_cap": 0}, execution_id="c0")]  # fmt: skip
+    assert not compute_metrics(off, "human", FAST, minimal_search=[])["over_search"]["available"]
 
 
 def test_marginal_roi_formula_and_threshold():

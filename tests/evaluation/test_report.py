@@ -122,7 +122,8 @@ def test_synthetic_run_new_over_searching_quantities_match_their_construction(sy
     # over-search per model: minimal = searches // 2 by construction, no-search correct executions included
     ov = metrics["over_search"]
     for model in ("m1", "m2"):
-        correct = [r for r in records if r.condition["model.name"] == model and r.judgments[0].label in ("CORRECT", "ABSTAINED")]
+        correct = [r for r in records if r.condition["model.name"] == model and r.condition.get("agent.search", True)
+                   and r.judgments[0].label in ("CORRECT", "ABSTAINED")]  # fmt: skip
         k = sum(r.search_calls for r in correct)
         k_min = sum(r.search_calls // 2 for r in correct)
         entry = ov["by_model"][model]
