@@ -235,6 +235,15 @@ def _print_agreement(agreed: dict[str, Any]) -> None:
             "—" if p["kappa"] is None else f"{p['kappa']:.3f}", str(p["n_excluded"]),
         )  # fmt: skip
     console.print(table)
+    for a in agreed.get("averages") or []:
+        kappa = "—" if a["mean_kappa"] is None else f"{a['mean_kappa']:.3f}"
+        console.print(f"average over {len(a['judges'])} judges ({a['kind']}): {100 * a['mean_agreement']:.1f}% agreement, "
+                      f"mean κ {kappa}", soft_wrap=True)  # fmt: skip
+    for d in agreed.get("vs_reference") or []:
+        if d["n_disagree"]:
+            console.print(f"{d['judge']} vs {agreed['reference']} ({d['kind']}): {d['n_disagree']} disagreements, "
+                          f"{d['other_yes_ref_no']} where only {d['judge']} gave the positive label, "
+                          f"{d['other_no_ref_yes']} where only {agreed['reference']} did", soft_wrap=True)  # fmt: skip
 
 
 @app.command()
@@ -242,8 +251,12 @@ def _print_agreement(agreed: dict[str, Any]) -> None:
 def agreement(
     path: Path = typer.Argument(..., help="A run directory (its judged.jsonl) or a judged .jsonl file."),
     out: Path | None = typer.Option(None, "--out", help="Where to write agreement.json (default: beside the file)."),
+    reference: str | None = typer.Option(
+        None, "--reference", help='Judge whose labels count as right for the direction of disagreements (default: "human" if present).'
+    ),
 ) -> None:
-    """Pairwise agreement and Cohen's κ between every pair of judges in judged traces, per kind.
+    """Pairwise agreement and Cohen's κ between every pair of judges in judged traces, per kind;
+    the average over three or more judges; which way each judge disagrees with the reference.
 
     Example: branchpoint agreement runs/quickstart
     """
@@ -252,7 +265,12 @@ def agreement(
     from branchpoint.traces import read_records
 
     source = judged_path(path)
-    agreed = judge_agreement(read_records(source))
+    from branchpoint.errors import InputError
+
+    records = read_records(source)
+    if reference is not None and not any(j.judge == reference for r in records for j in r.judgments):
+        raise InputError(f'{source}: no judgments by the reference judge "{reference}"')
+    agreed = judge_agreement(records, reference=reference)
     _print_agreement(agreed)
     target = (out or source.parent) / AGREEMENT_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
