@@ -58,8 +58,11 @@ CASES = [
     ("native", "chat", "fewshot"),
     ("native", "chat", "self_eval"),
     ("tagged", "chat", "abstention"),
+    ("tagged", "chat", "plain"),
+    ("tagged", "chat", "fewshot"),
     ("tagged", "chat", "self_eval"),
     ("no_search", "chat", "abstention"),
+    ("no_search", "chat", "self_eval"),
     ("invariant_policies:search_first", "completion", "abstention"),
 ]
 
