@@ -425,6 +425,8 @@ def value(
         )  # fmt: skip
     console.print(forecaster_table(report))
     console.print(utility_table(report))
+    for warning in report.get("warnings", []):
+        console.print(f"[yellow]warning[/]: {warning}", soft_wrap=True)
     for name, meta in report["forecasters"].items():
         info = meta.get("info", {})
         for key in ("n_missing", "n_unknown", "n_unscored_state", "n_malformed"):

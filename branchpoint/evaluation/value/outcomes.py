@@ -244,11 +244,14 @@ def support_components(records: Iterable[ExecutionRecord]) -> dict[str, str]:
 
 @dataclass
 class RoleOutcomes:
-    """One role's repeats at every scored state, ordered by `repeat`: rewards, tokens, answers."""
+    """One role's repeats at every scored state, ordered by `repeat`: rewards, tokens, answers,
+    and each repeat's record status (`ok`, `malformed`, `length`; None when not known: treated
+    as `ok`)."""
 
     y: list[np.ndarray]
     tokens: list[np.ndarray]
     answers: list[list[str | None]]
+    status: list[list[str]] | None = None
     m: np.ndarray = field(init=False)
     sum_y: np.ndarray = field(init=False)
     sum_y2: np.ndarray = field(init=False)
@@ -263,7 +266,14 @@ class RoleOutcomes:
         self.mean_tokens = np.array([t.mean() for t in self.tokens], dtype=float)
 
     def subset(self, idx: np.ndarray) -> RoleOutcomes:
-        return RoleOutcomes([self.y[i] for i in idx], [self.tokens[i] for i in idx], [self.answers[i] for i in idx])
+        return RoleOutcomes(
+            [self.y[i] for i in idx], [self.tokens[i] for i in idx], [self.answers[i] for i in idx],
+            [self.status[i] for i in idx] if self.status is not None else None,
+        )
+
+    def statuses(self, i: int) -> list[str]:
+        """The record status of each repeat at state i (`ok` when unknown)."""
+        return list(self.status[i]) if self.status is not None else ["ok"] * len(self.y[i])
 
 
 @dataclass
@@ -382,7 +392,7 @@ def build_states(
     cols: dict[str, list[Any]] = {k: [] for k in (
         "keys", "qid", "question", "stratum", "component", "boundary", "kind", "t", "s", "prefix", "budget",
     )}  # fmt: skip
-    roles_out: dict[str, dict[str, list[Any]]] = {r: {"y": [], "tok": [], "ans": []} for r in ("T", "S")}
+    roles_out: dict[str, dict[str, list[Any]]] = {r: {"y": [], "tok": [], "ans": [], "st": []} for r in ("T", "S")}
     excluded: set[tuple[str, str]] = set()
     for key, idx in groups.items():
         first = kept[idx[0]]
@@ -406,6 +416,7 @@ def build_states(
                 np.array([kept[i].input_tokens + kept[i].output_tokens for i in members], dtype=float)
             )
             roles_out[role]["ans"].append([kept[i].final_answer for i in members])
+            roles_out[role]["st"].append([kept[i].status for i in members])
         search_rec = kept[by_role["S"][0]]
         budget = search_rec.condition.get("fork.search_budget")
         cols["keys"].append(key)
@@ -419,7 +430,7 @@ def build_states(
         cols["s"].append(s_action)
         cols["prefix"].append(_prefix_steps(first))
         cols["budget"].append(int(budget) if isinstance(budget, int) else None)
-    role = lambda r: RoleOutcomes(roles_out[r]["y"], roles_out[r]["tok"], roles_out[r]["ans"])  # noqa: E731
+    role = lambda r: RoleOutcomes(roles_out[r]["y"], roles_out[r]["tok"], roles_out[r]["ans"], roles_out[r]["st"])  # noqa: E731
     return StateTable(
         keys=cols["keys"], question_id=cols["qid"], question=cols["question"],
         stratum=np.array(cols["stratum"], dtype=object), component=np.array(cols["component"], dtype=object),

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.value import routers
-from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval
+from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval, single_component_strata
 from branchpoint.evaluation.value.forecasters import (
     Forecast,
     calibrators,
@@ -39,7 +39,9 @@ from branchpoint.evaluation.value.scores import (
     gain_r2,
     gain_risk,
     gain_variance,
+    level_split,
     oracle_bound,
+    oracle_range,
     theta_hat,
 )
 from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, ExecutionRecord, TraceError, read_records
@@ -223,28 +225,75 @@ def _interval(lo: float, hi: float) -> list[Any]:
 
 
 class StateColumns(NamedTuple):
-    """Per-state columns on the test rows (`names[j]` ↔ `values[:, j]`), the test table, and
-    what each router reported beside its utility."""
+    """Per-state columns on the test rows (`names[j]` ↔ `values[:, j]`), the test table, what
+    each router reported beside its utility, the routers left out (with the reason), and how
+    the rules that choose something (best constant, τ, fixed factorial terms) chose it."""
 
     names: list[str]
     values: np.ndarray
     test: StateTable
     router_info: dict[str, dict[str, dict[str, Any]]]
+    skipped_routers: dict[str, str] = {}
+    selection: dict[str, Any] = {}
+
+
+FACTORIAL_CELLS: tuple[tuple[str, bool, bool], ...] = (
+    # (name, query-specific gain, query-specific cost)
+    ("fixed_gain_fixed_cost", False, False),
+    ("query_gain_fixed_cost", True, False),
+    ("fixed_gain_query_cost", False, True),
+    ("query_gain_query_cost", True, True),
+)
+
+
+def fixed_decision_terms(states: StateTable, rows: np.ndarray) -> dict[str, float]:
+    """The fixed terms of the decision factorial, from `rows` (dev rows, or the scored set when
+    there are none): the stratum-balanced mean reward of each action, their difference (the
+    fixed gain) and the mean incremental tokens T̄_S − T̄_T (the fixed cost). Search-value study,
+    Appendix E ("Fixed action rewards are 0.68125 and 0.725 …; the fixed incremental token cost
+    is 7,007.49375")."""
+    cols = np.stack([states.think.mean_y[rows], states.search.mean_y[rows],
+                     states.think.mean_tokens[rows], states.search.mean_tokens[rows]], axis=1)  # fmt: skip
+    r_t, r_s, t_t, t_s = balanced_mean(cols, states.stratum[rows])
+    return {"reward_think": float(r_t), "reward_search": float(r_s), "gain": float(r_s - r_t),
+            "incremental_tokens": float(t_s - t_t)}  # fmt: skip
+
+
+def constant_level(q_think: np.ndarray, q_search: np.ndarray) -> float | None:
+    """ℓ₀ when the forecast's success level (q_T + q_S)/2 is the same at every row, else None."""
+    level = 0.5 * (q_think + q_search)
+    if len(level) and float(np.ptp(level)) <= 1e-12:
+        return float(level[0])
+    return None
 
 
 def state_columns(
     states: StateTable, dev: np.ndarray, forecasts: Mapping[str, Forecast], config: ValueConfig
 ) -> StateColumns:
-    """Every per-state quantity whose stratum-balanced mean value.json reports: θ̂, Δ̄, |Δ̄|; per
-    forecaster its Brier parts and L; per price and router the utility. The scores are these
-    means (or formulas of them), in the full sample and in each bootstrap resample."""
-    test = ~dev if dev.any() else np.ones(len(states), dtype=bool)
+    """Every per-state quantity whose stratum-balanced mean value.json reports: θ̂, Δ̄, |Δ̄|, ℓ̂*;
+    per forecaster its Brier parts, L and the level moments; per price and router the utility.
+    The scores are these means (or formulas of them), in the full sample and in each bootstrap
+    resample.
+
+    Rules that choose (the best constant, the threshold τ, the factorial's fixed terms) choose
+    on the dev rows; with no dev rows (`--dev-split 0`) they choose on the scored set itself
+    and say so (`selection["in_sample"]`): optimistic, labelled in-sample.
+    """
+    has_dev = bool(dev.any())
+    test = ~dev if has_dev else np.ones(len(states), dtype=bool)
+    choose_on = dev if has_dev else test
+    selection = {
+        "rows": "dev" if has_dev else "scored (in-sample: no dev rows, --dev-split 0)",
+        "in_sample": not has_dev,
+    }
     tt = states.subset(test)
     cols = _Columns()
     theta = theta_hat(tt.think, tt.search)
+    target = 0.5 * (tt.think.mean_y + tt.search.mean_y)
     cols.add("theta", theta)
     cols.add("dbar", tt.dbar)
     cols.add("abs_dbar", np.abs(tt.dbar))
+    cols.add("target_level", target)
     names = list(forecasts)
     for name in names:
         fc = forecasts[name]
@@ -253,33 +302,57 @@ def state_columns(
         for part in ("brier", "level", "gain", "variance"):
             cols.add(f"{part}/{name}", getattr(split, part))
         cols.add(f"L/{name}", gain_risk(q_s - q_t, tt.dbar, theta))
+        level = 0.5 * (q_t + q_s)
+        cols.add(f"ell/{name}", level)
+        cols.add(f"ell2/{name}", level * level)
+        cols.add(f"ellt/{name}", level * target)
 
+    fixed = fixed_decision_terms(states, choose_on)
+    selection["factorial_fixed_terms"] = fixed
+    skipped_routers: dict[str, str] = {}
+    if not bool(routers.consistency_defined(tt).all()):
+        short = int((~routers.consistency_defined(tt)).sum())
+        skipped_routers["consistency"] = (
+            f"needs at least 3 THINK repeats per state (2 probes + draws to score the choice on); "
+            f"{short} test states have fewer: fork with --repeats 3 or more (4 in the study)"
+        )
     utility_meta: dict[str, dict[str, dict[str, Any]]] = {}
     for price in config.prices:
         pk = price_key(price)
         routed: dict[str, routers.Routed] = {
             "always_think": routers.constant("T", tt, price),
             "always_search": routers.constant("S", tt, price),
-            "consistency": routers.consistency(tt, price),
-            "sample_informed": routers.sample_informed(tt, price),
-            "oracle": routers.oracle(tt, price),
         }
-        if dev.any():
-            full = routers.best_constant(states, dev, price)
-            routed["best_constant"] = routers.Routed(
-                full.utility[test], full.tokens[test], full.search[test], full.info
-            )
+        if "consistency" not in skipped_routers:
+            r = routers.consistency(tt, price)
+            agree = r.info.pop("agreement_by_state")
+            r.info["agreement_rate"] = _num(balanced_mean(agree, tt.stratum))
+            r.info["scored_on"] = "draws disjoint from the probes, averaged over every paired split"
+            routed["consistency"] = r
+        routed["sample_informed"] = routers.sample_informed(tt, price)
+        routed["oracle"] = routers.oracle(tt, price)
+        full = routers.best_constant(states, choose_on, price)
+        full.info["chosen_on"] = selection["rows"]
+        full.info["in_sample"] = not has_dev
+        routed["best_constant"] = routers.Routed(full.utility[test], full.tokens[test], full.search[test], full.info)
+        for cell, query_gain, query_cost in FACTORIAL_CELLS:
+            r = routers.split_rule(
+                tt, price, fixed_gain=None if query_gain else fixed["gain"],
+                fixed_cost=None if query_cost else fixed["incremental_tokens"],
+            )  # fmt: skip
+            r.info.update({"gain": "query-specific" if query_gain else "fixed",
+                           "cost": "query-specific" if query_cost else "fixed"})  # fmt: skip
+            routed[f"factorial:{cell}"] = r
         for name in names:
             f = forecasts[name].q_search - forecasts[name].q_think
-            tau, dev_scores = (
-                routers.best_threshold(f, states, dev, price, config.taus) if dev.any() else (0.0, None)
-            )
+            tau, sel_scores = routers.best_threshold(f, states, choose_on, price, config.taus)
             r = routers.threshold(f[test], tau, tt, price)
             grid = {
                 f"{t:g}": _num(balanced_mean(routers.threshold(f[test], t, tt, price).utility, tt.stratum))
                 for t in config.taus
             }
-            r.info = {"tau": tau, "test_utility_by_tau": grid, "dev_utility_by_tau": dev_scores}
+            r.info = {"tau": tau, "tau_chosen_on": selection["rows"], "in_sample": not has_dev,
+                      "test_utility_by_tau": grid, "dev_utility_by_tau": sel_scores if has_dev else None}  # fmt: skip
             routed[f"threshold:{name}"] = r
         utility_meta[pk] = {}
         for rname, r in routed.items():
@@ -290,7 +363,7 @@ def state_columns(
                 **r.info,
             }
 
-    return StateColumns(cols.names, cols.matrix(), tt, utility_meta)
+    return StateColumns(cols.names, cols.matrix(), tt, utility_meta, skipped_routers, selection)
 
 
 def score(
@@ -301,10 +374,25 @@ def score(
 ) -> dict[str, Any]:
     """Scores, paired differences, utilities and bootstrap intervals on the test rows."""
     names = list(forecasts)
-    cols, matrix, tt, utility_meta = state_columns(states, dev, forecasts, config)
+    cols, matrix, tt, utility_meta, skipped_routers, selection = state_columns(states, dev, forecasts, config)
     point = dict(zip(cols, balanced_mean(matrix, tt.stratum)))
+    warnings: list[str] = []
+    if selection["in_sample"]:
+        warnings.append(
+            "no dev rows (--dev-split 0): best_constant, the threshold routers' τ and the factorial's fixed "
+            "terms are chosen on the scored states themselves (in-sample, optimistic)"
+        )
+    single = single_component_strata(tt.component, tt.stratum)
+    withheld = None
+    if single:
+        withheld = (
+            f"stratum {', '.join(repr(s) for s in single)} has a single support component, so a component "
+            "bootstrap cannot resample its variation; every equal-stratum quantity depends on it, so no "
+            "interval is reported (point estimates only)"
+        )
+        warnings.append(withheld)
     boot: dict[str, np.ndarray] = {}
-    if config.resamples > 0:
+    if config.resamples > 0 and not single:
         samples = bootstrap_means(matrix, tt.component, tt.stratum, resamples=config.resamples, seed=config.seed)
         boot = {n: samples[:, j] for j, n in enumerate(cols)}
 
@@ -337,12 +425,17 @@ def score(
         for key, value in per_forecaster[name].items():
             intervals[key][name] = interval(value[1])
     theta_stat = stat(lambda x: x, "theta")
-    bound = stat(oracle_bound, "abs_dbar", "dbar")
     result["theta"] = _num(theta_stat[0])
+    result["mean_gain"] = _num(point["dbar"])
     result["gain_variance"] = _num(v_delta[0])
     intervals["theta"] = interval(theta_stat[1])
+    intervals["mean_gain"] = interval(boot["dbar"]) if boot else None
     intervals["gain_variance"] = interval(v_delta[1])
-    intervals["oracle_bound"] = interval(bound[1])
+    rng_lo, rng_hi = oracle_range(point["theta"], point["dbar"])
+    result["oracle_range"] = {
+        "lower": _num(rng_lo), "upper": _num(rng_hi),
+        "formula": "max{0, (Eθ̂ − |EΔ̄|)/2} ≤ H = (E|Δ| − |EΔ|)/2 ≤ (√Eθ̂ − |EΔ̄|)/2",
+    }  # fmt: skip
 
     paired: dict[str, Any] = {}
     for a, b in itertools.combinations(names, 2):
@@ -352,6 +445,7 @@ def score(
             entry[key] = {"difference": _num(ea - eb), "interval": interval(sa - sb) if sa is not None else None}
         paired[f"{a} - {b}"] = entry
     result["paired"] = paired
+    result["level_split"] = _level_splits(names, forecasts, tt, dev, point, boot, interval)
 
     by_price: dict[str, Any] = {}
     intervals["utility"] = {}
@@ -365,17 +459,99 @@ def score(
     result["utility"] = {
         "prices": list(config.prices),
         "tau_grid": list(config.taus),
-        "oracle_bound": _num(bound[0]),
+        "chosen_on": selection["rows"],
+        "in_sample": selection["in_sample"],
+        "oracle_range": result["oracle_range"],
+        "oracle_plugin_optimistic": _num(oracle_bound(point["abs_dbar"], point["dbar"])),
+        "skipped_routers": skipped_routers,
         "by_price": by_price,
     }
+    result["decision_factorial"] = _factorial(utility_meta, point, boot, interval, selection)
     result["intervals"] = {
-        "method": "percentile bootstrap over support components; strata weighted equally in each resample",
+        "method": "percentile bootstrap over support components, resampled within strata; strata weighted "
+                  "equally in each resample",
         "resamples": config.resamples,
         "seed": config.seed,
         "level": config.level,
+        "withheld": withheld,
         **intervals,
-    }
+    }  # fmt: skip
+    result["warnings"] = warnings
     return result
+
+
+def _level_splits(
+    names: Sequence[str], forecasts: Mapping[str, Forecast], tt: StateTable, dev: np.ndarray,
+    point: dict[str, float], boot: dict[str, np.ndarray], interval: Any,
+) -> dict[str, Any]:
+    """`level_split` of every forecaster against each constant-level forecaster (ℓ the same at
+    every test row, e.g. `historical_mean`): the level contrast, its mean-bias and variation
+    parts, and the gain part ¼ΔL beside it, each with its interval."""
+    test = ~dev if dev.any() else np.ones(len(dev), dtype=bool)
+    refs = {n: lv for n in names if (lv := constant_level(forecasts[n].q_think[test], forecasts[n].q_search[test])) is not None}
+    out: dict[str, Any] = {}
+    for ref, level0 in refs.items():
+        for name in names:
+            if name == ref:
+                continue
+            keys = (f"ell/{name}", f"ell2/{name}", f"ellt/{name}", "target_level")
+
+            def parts(src: dict[str, Any]) -> Any:
+                return level_split(*(src[k] for k in keys), level0)
+
+            est = parts(point)
+            samples = parts(boot) if boot else None
+            gain_part = point[f"gain/{name}"] - point[f"gain/{ref}"]
+            gain_samples = boot[f"gain/{name}"] - boot[f"gain/{ref}"] if boot else None
+            entry: dict[str, Any] = {"reference_level": level0}
+            for field_name in ("total", "mean_bias", "variation"):
+                entry[f"level_{field_name}"] = {
+                    "value": _num(getattr(est, field_name)),
+                    "interval": interval(getattr(samples, field_name)) if samples is not None else None,
+                }
+            entry["gain_quarter"] = {"value": _num(gain_part), "interval": interval(gain_samples)}
+            out[f"{name} - {ref}"] = entry
+    return out
+
+
+def _factorial(
+    utility_meta: dict[str, dict[str, dict[str, Any]]], point: dict[str, float], boot: dict[str, np.ndarray],
+    interval: Any, selection: dict[str, Any],
+) -> dict[str, Any]:
+    """The decision factorial per price: each cell's utility over the best constant, and the
+    contrasts of adding one kind of information to the other (search-value study §5.4)."""
+    out: dict[str, Any] = {
+        "fixed_terms": selection["factorial_fixed_terms"],
+        "fixed_terms_from": selection["rows"],
+        "selection_draws": "free (not charged); ⌊m/2⌋ per action select, the rest evaluate; all splits averaged",
+        "by_price": {},
+    }
+    contrasts = {
+        "cost_added_to_gain": ("query_gain_query_cost", "query_gain_fixed_cost"),
+        "gain_added_to_cost": ("query_gain_query_cost", "fixed_gain_query_cost"),
+    }
+    for pk in utility_meta:
+        col = lambda cell: f"U/{pk}/factorial:{cell}"  # noqa: E731
+        best = f"U/{pk}/best_constant"
+        entry: dict[str, Any] = {"over_best_constant": {}, "contrasts": {}}
+        for cell, _, _ in FACTORIAL_CELLS:
+            diff = point[col(cell)] - point[best]
+            entry["over_best_constant"][cell] = {
+                "utility": _num(point[col(cell)]), "difference": _num(diff),
+                "interval": interval(boot[col(cell)] - boot[best]) if boot else None,
+            }  # fmt: skip
+        for cname, (a, b) in contrasts.items():
+            entry["contrasts"][cname] = {
+                "difference": _num(point[col(a)] - point[col(b)]),
+                "interval": interval(boot[col(a)] - boot[col(b)]) if boot else None,
+            }
+        qq, qf, fq, ff = (col(c) for c in ("query_gain_query_cost", "query_gain_fixed_cost",
+                                            "fixed_gain_query_cost", "fixed_gain_fixed_cost"))  # fmt: skip
+        inter = lambda src: src[qq] - src[qf] - src[fq] + src[ff]  # noqa: E731
+        entry["contrasts"]["interaction"] = {"difference": _num(inter(point)),
+                                             "interval": interval(inter(boot)) if boot else None}  # fmt: skip
+        out["by_price"][pk] = entry
+    return out
 
 
 def state_summary(states: StateTable, dev: np.ndarray) -> dict[str, Any]:

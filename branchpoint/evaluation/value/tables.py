@@ -49,5 +49,10 @@ def utility_table(report: dict[str, Any]) -> Table:
     routers = list(dict.fromkeys(r for p in prices for r in by_price[p]))
     for router in routers:
         table.add_row(router, *[_fmt(by_price[p].get(router, {}).get("utility")) for p in prices])
-    table.caption = f"zero-price oracle bound (E|Δ| − |EΔ|)/2 = {_fmt(report['utility']['oracle_bound'])}"
+    rng = report["utility"]["oracle_range"]
+    table.caption = (
+        f"zero-price oracle improvement H = (E|Δ| − |EΔ|)/2 lies in [{_fmt(rng['lower'])}, {_fmt(rng['upper'])}] "
+        f"(from θ̂; plug-in {_fmt(report['utility']['oracle_plugin_optimistic'])} is optimistic). "
+        f"Choices made on: {report['utility']['chosen_on']}."
+    )
     return table

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from branchpoint.evaluation.value.bootstrap import bootstrap_means, bootstrap_means_loop, percentile_interval
+from branchpoint.evaluation.value.bootstrap import (
+    bootstrap_means,
+    bootstrap_means_loop,
+    home_groups,
+    percentile_interval,
+    single_component_strata,
+)
 
 
 def _data(n=60, seed=0):
@@ -46,10 +52,28 @@ def test_strata_weigh_equally_in_each_resample():
     # stratum a: 3 states worth 1; stratum b: 1 state worth 0; each state its own component
     values = np.array([1.0, 1.0, 1.0, 0.0])
     strata = np.array(["a", "a", "a", "b"], dtype=object)
-    means = bootstrap_means(values, np.array(list("pqrs"), dtype=object), strata, resamples=2000, seed=1)[:, 0]
-    # both strata drawn → mean of stratum means = 0.5 whatever the counts; b missing → 1; a missing → 0
-    assert set(np.round(means, 9)) <= {0.0, 0.5, 1.0}
-    assert np.mean(means == 0.5) > 0.6
+    comps = np.array(list("pqrs"), dtype=object)
+    across = bootstrap_means(values, comps, strata, resamples=2000, seed=1, within_strata=False)[:, 0]
+    # across strata: both drawn → 0.5 whatever the counts; b missing → 1 (in (3/4)^4 ≈ 32% of resamples)
+    assert set(np.round(across, 9)) <= {0.0, 0.5, 1.0}
+    assert 0.25 < np.mean(across == 1.0) < 0.39
+    # within strata (the default): b's single component is drawn in every resample
+    within = bootstrap_means(values, comps, strata, resamples=2000, seed=1)[:, 0]
+    assert np.all(within == 0.5)
+    assert single_component_strata(comps, strata) == ["b"]
+
+
+def test_within_strata_draws_keep_each_stratum_size():
+    # components: A (2 states in x), B (1 in x, 2 in y: home y), C (1 in y), D (1 in x)
+    comps = np.array(["A", "A", "B", "B", "B", "C", "D"], dtype=object)
+    strata = np.array(["x", "x", "x", "y", "y", "y", "x"], dtype=object)
+    groups = home_groups(comps, strata)
+    assert [g.tolist() for g in groups] == [[0, 3], [1, 2]]  # x: A, D; y: B, C
+    values = np.arange(7, dtype=float)
+    fast = bootstrap_means(values, comps, strata, resamples=50, seed=2)
+    slow = bootstrap_means_loop(values, comps, strata, resamples=50, seed=2)
+    np.testing.assert_allclose(fast, slow, atol=1e-12)
+    assert single_component_strata(comps, strata) == []
 
 
 def test_percentile_interval_ignores_nan_resamples():
