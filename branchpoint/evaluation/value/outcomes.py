@@ -314,6 +314,9 @@ class StateTable:
     search: RoleOutcomes
     counts: StateCounts = field(default_factory=StateCounts)
     excluded_keys: set[tuple[str, str]] = field(default_factory=set)
+    #: public per-state feature matrices a study attaches (rows = states), e.g. "public_prefix"
+    #: (`features.prefix_features`) or "minilm" (frozen text embeddings)
+    features: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -337,7 +340,7 @@ class StateTable:
             boundary_kind=self.boundary_kind[idx], t_action=pick(self.t_action), s_action=pick(self.s_action),
             prefix_steps=pick(self.prefix_steps), search_budget=pick(self.search_budget),
             think=self.think.subset(idx), search=self.search.subset(idx), counts=self.counts,
-            excluded_keys=self.excluded_keys,
+            excluded_keys=self.excluded_keys, features={k: v[idx] for k, v in self.features.items()},
         )  # fmt: skip
 
 

@@ -25,8 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from branchpoint.errors import InputError
 from branchpoint.evaluation.value import routers
 from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval, single_component_strata
+from branchpoint.evaluation.value import fitted  # noqa: F401  (registers the fitted forecasters and maps)
 from branchpoint.evaluation.value.forecasters import (
     Forecast,
+    ForecasterUnavailable,
     calibrators,
     registered_forecasters,
     read_forecasts,
@@ -68,6 +70,8 @@ class ValueConfig(BaseModel):
     prices: tuple[float, ...] = DEFAULT_PRICES
     taus: tuple[float, ...] = routers.TAU_GRID
     pending_roles: tuple[str, str] = ("STOP", "SEARCH")
+    text_head: bool = Field(False, description="embed each state's public text with `encoder` for minilm_ridge")
+    encoder: str = "minilm-onnx"
 
     @field_validator("prices")
     @classmethod
@@ -158,7 +162,11 @@ def collect_forecasts(
         if entry.fitted and not dev.any():
             skipped[entry.name] = "fitted on dev rows, and there are none (--dev-split 0)"
             continue
-        out[entry.name] = run_forecaster(entry, states, dev)
+        try:
+            out[entry.name] = run_forecaster(entry, states, dev)
+        except ForecasterUnavailable as exc:
+            skipped[entry.name] = str(exc)
+            continue
         meta[entry.name] = {"kind": "registered", "fitted": entry.fitted}
         if entry.calibrate:
             raw.append(entry.name)
@@ -180,7 +188,11 @@ def collect_forecasts(
             if dev.sum() < 2:
                 skipped[name] = "calibration needs at least 2 dev rows (--dev-split > 0)"
                 continue
-            fc = cal(out[base], states, dev, seed=seed)
+            try:
+                fc = cal(out[base], states, dev, seed=seed)
+            except ForecasterUnavailable as exc:
+                skipped[name] = str(exc)
+                continue
             fc.check(name, len(states))
             out[name] = fc
             meta[name] = {"kind": "calibrated", "raw": base, "map": cal_name}
@@ -579,6 +591,17 @@ def state_summary(states: StateTable, dev: np.ndarray) -> dict[str, Any]:
     }
 
 
+def attach_features(states: StateTable, parents: Mapping[str, ExecutionRecord], config: ValueConfig) -> None:
+    """Attach the public per-state features the fitted forecasters read: "public_prefix" always
+    (`features.prefix_features`), "minilm" (frozen embeddings of `features.state_texts`) when
+    `config.text_head`."""
+    from branchpoint.evaluation.value.features import encoder_features, prefix_features, state_texts
+
+    states.features["public_prefix"] = prefix_features(states, parents)
+    if config.text_head:
+        states.features["minilm"] = encoder_features(state_texts(states, parents), config.encoder)
+
+
 def value_study(
     path: str | Path,
     *,
@@ -600,6 +623,7 @@ def value_study(
     the name "llm".
     """
     states, parents, forks_path = load_states(Path(path), config)
+    attach_features(states, parents, config)
     dev = dev_split(states, config.dev_split, config.seed)
     extra = dict(extra_forecasts or {})
     if llm_client is not None:

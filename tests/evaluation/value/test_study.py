@@ -212,3 +212,20 @@ def test_single_component_stratum_gets_no_interval_and_a_warning(tmp_path):
     assert any("'four_hop' has a single support component" in w for w in report["warnings"])
     assert report["intervals"]["theta"] is None and report["intervals"]["withheld"]
     assert report["theta"] is not None
+
+
+def test_fitted_forecasters_and_text_head_in_value_json(tmp_path):
+    run = make_run(tmp_path)
+    forecasts = tmp_path / "mine.jsonl"
+    forecasts.write_text("".join(
+        json.dumps({"parent_execution_id": f"p{q}", "checkpoint_id": c, "q_think": 0.2 + 0.05 * (q % 5),
+                    "q_search": 0.5}) + "\n" for q in range(12) for c in ("c0", "c1")
+    ))
+    config = ValueConfig(judge="given", resamples=0, text_head=True)
+    report = value_study(run, config=config, forecast_files=[forecasts], write=False)
+    assert {"public_prefix_ridge", "metadata_ridge", "minilm_ridge", "file:mine+beta", "file:mine+direct_gain",
+            "file:mine+residual", "file:mine+public_prefix", "file:mine+stop_offset",
+            "file:mine+stop_feedback"} <= set(report["brier"])
+    assert report["forecasters"]["minilm_ridge"]["info"]["penalty"] is not None
+    without = value_study(run, config=ValueConfig(judge="given", resamples=0), write=False)
+    assert "--text-head" in without["skipped_forecasters"]["minilm_ridge"]
