@@ -26,6 +26,7 @@ from branchpoint.errors import InputError
 from branchpoint.evaluation.value import routers
 from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval, single_component_strata
 from branchpoint.evaluation.value import fitted  # noqa: F401  (registers the fitted forecasters and maps)
+from branchpoint.evaluation.value.objectives import LEXICAL_OBJECTIVES, align, objective_comparison
 from branchpoint.evaluation.value.forecasters import (
     Forecast,
     ForecasterUnavailable,
@@ -591,6 +592,24 @@ def state_summary(states: StateTable, dev: np.ndarray) -> dict[str, Any]:
     }
 
 
+def compare_objectives(states: StateTable, dev: np.ndarray, forks_path: Path, config: ValueConfig) -> dict[str, Any]:
+    """The scoring-objective comparison (`objectives.objective_comparison`): the main `correct`
+    reward (reference equivalence under `config.judge`) beside normalised containment and
+    exact match, on the same executions and test states. Only for the `correct` reward."""
+    if config.reward != "correct":
+        return {"skipped": f'compares answer-correctness objectives; the reward here is "{config.reward}"'}
+    forked = [r for r in _read(forks_path) if r.parent is not None]
+    roles = Roles(tuple(config.pending_roles))
+    tables: dict[str, StateTable] = {"correct": states}
+    for name in LEXICAL_OBJECTIVES:
+        tables[name] = align(states, build_states(forked, reward_name=name, judge=config.judge, roles=roles))
+    test = ~dev if dev.any() else np.ones(len(states), dtype=bool)
+    out = objective_comparison(tables, test, reference="correct", resamples=config.resamples, seed=config.seed,
+                               level=config.level)  # fmt: skip
+    out["reference_judge"] = config.judge
+    return out
+
+
 def attach_features(states: StateTable, parents: Mapping[str, ExecutionRecord], config: ValueConfig) -> None:
     """Attach the public per-state features the fitted forecasters read: "public_prefix" always
     (`features.prefix_features`), "minilm" (frozen embeddings of `features.state_texts`) when
@@ -633,6 +652,7 @@ def value_study(
         extra["llm"] = llm_forecasts(llm_client, states, parents, actor=actor, style=llm_style, progress=progress)
     fcs, meta, skipped = collect_forecasts(states, dev, files=forecast_files, extra=extra, seed=config.seed)
     scores = score(states, dev, fcs, config)
+    scores["scoring_objectives"] = compare_objectives(states, dev, forks_path, config)
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "source": str(forks_path),

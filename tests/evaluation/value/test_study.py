@@ -229,3 +229,29 @@ def test_fitted_forecasters_and_text_head_in_value_json(tmp_path):
     assert report["forecasters"]["minilm_ridge"]["info"]["penalty"] is not None
     without = value_study(run, config=ValueConfig(judge="given", resamples=0), write=False)
     assert "--text-head" in without["skipped_forecasters"]["minilm_ridge"]
+
+
+def test_scoring_objectives_on_the_same_executions(tmp_path):
+    # one question, 4 repeats each; gold "Paris". THINK answers: "Paris" (CORRECT), "It is Paris."
+    # (CORRECT), "the city of paris" (INCORRECT by the given labels), "I don't know".
+    # SEARCH: "Paris" ×3 CORRECT, one length failure. One SEARCH repeat is incomplete.
+    think = [("Paris", "CORRECT", "ok"), ("It is Paris.", "CORRECT", "ok"),
+             ("the city of paris", "INCORRECT", "ok"), ("I don't know", "INCORRECT", "ok")]
+    search = [("Paris", "CORRECT", "ok")] * 3 + [("Paris", "CORRECT", "length")]
+    recs = [fork_record("p", "c", "THINK", i, answer=a, label=lab, status=st, gold=["Paris"])
+            for i, (a, lab, st) in enumerate(think)]
+    recs += [fork_record("p", "c", "SEARCH", i, answer=a, label=lab, status=st, gold=["Paris"])
+             for i, (a, lab, st) in enumerate(search)]
+    recs.append(fork_record("p", "c", "SEARCH", 9, answer="Paris", status="incomplete", gold=["Paris"]))
+    run = tmp_path / "run"
+    write_records(run / "forks.jsonl", recs)
+    report = value_study(run, config=ValueConfig(judge="given", resamples=0, dev_split=0.0), write=False)
+    obj = report["scoring_objectives"]["objectives"]
+    # correct (given labels): T = 2/4, S = 4/4 (the given label of the length failure is CORRECT)
+    assert obj["correct"]["think"]["value"] == 0.5 and obj["correct"]["search"]["value"] == 1.0
+    # containment: Paris, It is Paris., the city of paris → 3/4; S: 3/4 (length failure 0)
+    assert obj["containment"]["think"]["value"] == 0.75 and obj["containment"]["search"]["value"] == 0.75
+    # exact match: only "Paris" → 1/4; S 3/4
+    assert obj["exact_match"]["think"]["value"] == 0.25 and obj["exact_match"]["gain"]["value"] == 0.5
+    assert obj["exact_match"]["gain_minus_reference"]["value"] == pytest.approx(0.5 - 0.5)
+    assert report["scoring_objectives"]["incomplete_records"] == 1
