@@ -72,6 +72,7 @@ class ValueConfig(BaseModel):
     taus: tuple[float, ...] = routers.TAU_GRID
     pending_roles: tuple[str, str] = ("STOP", "SEARCH")
     text_head: bool = Field(False, description="embed each state's public text with `encoder` for minilm_ridge")
+    audit_judges: tuple[str, str] | None = Field(None, description="two judges whose disagreements bound the labels")
     encoder: str = "minilm-onnx"
 
     @field_validator("prices")
@@ -610,6 +611,61 @@ def compare_objectives(states: StateTable, dev: np.ndarray, forks_path: Path, co
     return out
 
 
+def audit_bounds(
+    states: StateTable, dev: np.ndarray, forecasts: Mapping[str, Forecast], forks_path: Path, config: ValueConfig
+) -> dict[str, Any]:
+    """Shared-label audit bounds (`audit.shared_label_bounds`): the labels of two judges
+    (`config.audit_judges`) fix the answers they agree on and leave the others in [0, 1]; for
+    every forecaster, the gain-risk contrast against the mean-gain comparator
+    (`historical_mean`) and against zero gain, and the Brier contrast against
+    `historical_mean`, under the original labels and at both bounds, with an interval from
+    the lower bound's lower end to the upper bound's upper end."""
+    from branchpoint.evaluation.value.audit import (
+        bound_summary, brier_contrast, gain_contrast, label_intervals, shared_label_bounds,
+    )  # fmt: skip
+
+    forked = [r for r in _read(forks_path) if r.parent is not None]
+    roles = Roles(tuple(config.pending_roles))
+    panels = [align(states, build_states(forked, reward_name="correct", judge=j, roles=roles))
+              for j in config.audit_judges or ()]  # fmt: skip
+    low, high = label_intervals(*((p.think.y, p.search.y) for p in panels))
+    test = ~dev if dev.any() else np.ones(len(states), dtype=bool)
+    tt = states.subset(test)
+    idx = np.flatnonzero(test)
+    low_t = tuple([side[i] for i in idx] for side in low)
+    high_t = tuple([side[i] for i in idx] for side in high)
+    single = single_component_strata(tt.component, tt.stratum)
+
+    def summarise(contrast: Any) -> dict[str, Any]:
+        b = shared_label_bounds(tt, contrast, low_t, high_t)
+        samples = None
+        if config.resamples > 0 and not single:
+            boot = bootstrap_means(np.stack([b.lower, b.upper], axis=1), tt.component, tt.stratum,
+                                   resamples=config.resamples, seed=config.seed)  # fmt: skip
+            samples = {"lower": boot[:, 0], "upper": boot[:, 1]}
+
+        def iv(x: np.ndarray) -> list[Any]:
+            lo, hi = percentile_interval(x, config.level)
+            return _interval(lo, hi)
+
+        return bound_summary(b, tt.stratum, samples, iv)
+
+    out: dict[str, Any] = {"judges": list(config.audit_judges or ()), "gain_vs_mean_gain": {}, "gain_vs_zero": {},
+                           "brier_vs_mean": {}}  # fmt: skip
+    ref = forecasts.get("historical_mean")
+    for name, fc in forecasts.items():
+        q_t, q_s = fc.q_think[test], fc.q_search[test]
+        f = q_s - q_t
+        out["gain_vs_zero"][name] = summarise(gain_contrast(f, np.zeros_like(f)))
+        if ref is not None and name != "historical_mean":
+            rt, rs = ref.q_think[test], ref.q_search[test]
+            out["gain_vs_mean_gain"][name] = summarise(gain_contrast(f, rs - rt))
+            out["brier_vs_mean"][name] = summarise(brier_contrast(q_t, q_s, rt, rs))
+    if single:
+        out["intervals_withheld"] = f"single-component strata: {', '.join(single)}"
+    return out
+
+
 def attach_features(states: StateTable, parents: Mapping[str, ExecutionRecord], config: ValueConfig) -> None:
     """Attach the public per-state features the fitted forecasters read: "public_prefix" always
     (`features.prefix_features`), "minilm" (frozen embeddings of `features.state_texts`) when
@@ -653,6 +709,8 @@ def value_study(
     fcs, meta, skipped = collect_forecasts(states, dev, files=forecast_files, extra=extra, seed=config.seed)
     scores = score(states, dev, fcs, config)
     scores["scoring_objectives"] = compare_objectives(states, dev, forks_path, config)
+    if config.audit_judges:
+        scores["audit_bounds"] = audit_bounds(states, dev, fcs, forks_path, config)
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "source": str(forks_path),

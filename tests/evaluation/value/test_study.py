@@ -255,3 +255,16 @@ def test_scoring_objectives_on_the_same_executions(tmp_path):
     assert obj["exact_match"]["think"]["value"] == 0.25 and obj["exact_match"]["gain"]["value"] == 0.5
     assert obj["exact_match"]["gain_minus_reference"]["value"] == pytest.approx(0.5 - 0.5)
     assert report["scoring_objectives"]["incomplete_records"] == 1
+
+
+def test_audit_bounds_from_two_judges(tmp_path):
+    run = make_run(tmp_path)  # answers "a0".."a3", gold "x": the rule judge says INCORRECT everywhere
+    report = value_study(run, config=ValueConfig(judge="given", resamples=100, audit_judges=("rule", "given")),
+                         write=False)  # fmt: skip
+    audit = report["audit_bounds"]
+    assert audit["judges"] == ["rule", "given"]
+    entry = audit["gain_vs_mean_gain"]["stratum_prior"]
+    assert entry["lower"] <= entry["upper"] and entry["uncertain_pairs"] > 0
+    assert entry["interval"][0] <= entry["lower"] and entry["interval"][1] >= entry["upper"]
+    assert set(audit["brier_vs_mean"]) == set(audit["gain_vs_mean_gain"])
+    assert "historical_mean" in audit["gain_vs_zero"]
