@@ -66,7 +66,7 @@ def ridge_fit(x: np.ndarray, y: np.ndarray, train: np.ndarray, penalty: float, w
     z = (x - mu) / sd
     model = Ridge(alpha=penalty)
     model.fit(z[train], y[train], sample_weight=None if weights is None else weights[train])
-    return model.predict(z)
+    return np.asarray(model.predict(z)).reshape((len(z), *y.shape[1:]))  # sklearn squeezes a (n, 1) target
 
 
 def ridge_cv(

@@ -73,6 +73,9 @@ class ValueConfig(BaseModel):
     pending_roles: tuple[str, str] = ("STOP", "SEARCH")
     text_head: bool = Field(False, description="embed each state's public text with `encoder` for minilm_ridge")
     audit_judges: tuple[str, str] | None = Field(None, description="two judges whose disagreements bound the labels")
+    learning_curves: bool = Field(False, description="matched-configuration gain learning curves (curves.py)")
+    curve_budgets: tuple[int, ...] = (20, 40, 80, 120, 240, 480, 800, 1100)
+    curve_samples: int = Field(10, ge=1)
     encoder: str = "minilm-onnx"
 
     @field_validator("prices")
@@ -711,6 +714,14 @@ def value_study(
     scores["scoring_objectives"] = compare_objectives(states, dev, forks_path, config)
     if config.audit_judges:
         scores["audit_bounds"] = audit_bounds(states, dev, fcs, forks_path, config)
+    if config.learning_curves:
+        from branchpoint.evaluation.value.curves import curve_families, learning_curves
+
+        raw = {name: fcs[name] for name, m in meta.items() if m["kind"] in ("file", "given")}
+        scores["learning_curves"] = learning_curves(
+            states, curve_families(states, raw), budgets=config.curve_budgets, samples=config.curve_samples,
+            seed=config.seed, resamples=config.resamples, level=config.level,
+        )  # fmt: skip
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "source": str(forks_path),

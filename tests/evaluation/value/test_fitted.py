@@ -96,3 +96,11 @@ def test_fitted_maps_run_on_a_study_table():
         fn(states, dev).check(fn.__name__, n)
     with pytest.raises(fitted.ForecasterUnavailable, match="--text-head"):
         fitted.minilm_ridge(states, dev)
+
+
+def test_ridge_cv_on_a_one_column_target_learns_it():
+    x = np.arange(40, dtype=float)[:, None] % 2
+    y = 0.2 + 0.5 * x[:, 0]
+    groups = np.array([f"g{i // 2}" for i in range(40)], dtype=object)
+    pred, info = fitted.ridge_cv(x, y, np.ones(40, dtype=bool), groups, mean_guard=True)
+    assert info["penalty"] != "mean" and pred.shape == (40,) and np.abs(pred - y).max() < 0.01
