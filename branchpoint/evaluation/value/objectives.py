@@ -10,7 +10,7 @@ E[Δ̄] and each action's success are reported under each, with intervals.
   whitespace collapsed: `judges.normalize_answer`); no aliases are added.
 - `exact_match` reward: 1 when the normalised answer equals a normalised alias.
 - Both give 0 to failed outputs (status `malformed`, `length`) and to empty or UNKNOWN answers
-  (`routers.is_unknown_answer`) on answerable questions; on an unanswerable question (no gold
+  (`outcomes.is_unknown_answer`) on answerable questions; on an unanswerable question (no gold
   answers) an UNKNOWN answer scores 1, as under `correct`.
 - Missing transport stays incomplete until recovery: `incomplete` records are never scored
   (not as 0 either); `build_states` leaves them out and counts them, under every objective.
@@ -25,7 +25,7 @@ import numpy as np
 
 from branchpoint.evaluation.judges import contained_gold, normalize_answer
 from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval, single_component_strata
-from branchpoint.evaluation.value.outcomes import StateTable, reward
+from branchpoint.evaluation.value.outcomes import StateTable, is_unknown_answer, reward
 from branchpoint.evaluation.value.scores import balanced_mean
 from branchpoint.traces import ExecutionRecord
 
@@ -34,8 +34,6 @@ FAILED = ("malformed", "length")
 
 
 def _lexical(record: ExecutionRecord, match: Any) -> float:
-    from branchpoint.evaluation.value.routers import is_unknown_answer
-
     if record.status in FAILED:
         return 0.0
     unknown = is_unknown_answer(record.final_answer)

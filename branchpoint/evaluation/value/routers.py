@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from branchpoint.evaluation.judges import detect_abstention, normalize_answer
-from branchpoint.evaluation.value.outcomes import RoleOutcomes, StateTable
+from branchpoint.evaluation.judges import normalize_answer
+from branchpoint.evaluation.value.outcomes import RoleOutcomes, StateTable, is_unknown_answer
 from branchpoint.evaluation.value.scores import balanced_mean, utility
 
 TAU_GRID: tuple[float, ...] = (-0.2, -0.1, -0.05, 0.0, 0.05, 0.1, 0.2)
@@ -97,28 +97,6 @@ def best_threshold(
     top = max(scores.values())
     best = min((t for t in grid if scores[t] >= top - 1e-12), key=lambda t: (abs(t), t))
     return best, {f"{t:g}": v for t, v in scores.items()}
-
-
-def is_unknown_answer(text: str | None) -> bool:
-    """True for an empty answer or an explicit UNKNOWN: the answer normalises to nothing, or
-    the abstention detector names a pattern of its "unknown" family ("I don't know", "cannot be
-    determined", ...). Premise corrections and clarification requests are *not* UNKNOWN here:
-    they are answers, compared like any other."""
-    norm = normalize_answer(text or "")
-    if not norm:
-        return True
-    if norm in _UNKNOWN_ANSWERS:
-        return True
-    name = detect_abstention(text)
-    if name is None:
-        return False
-    from branchpoint.evaluation import judges
-
-    families = {p.name: p.family for p in getattr(judges, "ABSTENTION_PATTERNS", ())}
-    return families.get(name, "unknown" if "know" in name else "") == "unknown"
-
-
-_UNKNOWN_ANSWERS = frozenset({"unknown", "i dont know", "i do not know", "dont know", "not known", "no answer"})
 
 
 def valid_probe_answer(answer: str | None, status: str) -> str | None:
