@@ -102,14 +102,6 @@ def state_texts(states: StateTable, parents: Mapping[str, ExecutionRecord]) -> l
     return out
 
 
-def encoder_features(texts: list[str], encoder_name: str = "minilm-onnx") -> np.ndarray:
-    """Frozen sentence embeddings of `texts` from the packaged encoder (MiniLM ONNX by default)."""
-    from branchpoint.retrieval.encoder import get_encoder
-
-    encoder = get_encoder(encoder_name)
-    return np.asarray(encoder.encode(texts), dtype=float)
-
-
 def one_hot(labels: Sequence[str]) -> np.ndarray:
     """Indicator columns of the sorted distinct labels."""
     uniq = sorted(set(labels))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -669,15 +669,25 @@ def audit_bounds(
     return out
 
 
-def attach_features(states: StateTable, parents: Mapping[str, ExecutionRecord], config: ValueConfig) -> None:
+TextEncoder = Callable[[list[str]], np.ndarray]
+
+
+def attach_features(
+    states: StateTable, parents: Mapping[str, ExecutionRecord], config: ValueConfig,
+    text_encoder: TextEncoder | None = None,
+) -> None:
     """Attach the public per-state features the fitted forecasters read: "public_prefix" always
     (`features.prefix_features`), "minilm" (frozen embeddings of `features.state_texts`) when
-    `config.text_head`."""
-    from branchpoint.evaluation.value.features import encoder_features, prefix_features, state_texts
+    `config.text_head`. The encoder is passed in (`text_encoder`: texts → (n, d) array; the CLI
+    passes the packaged MiniLM ONNX encoder's `encode`), since the evaluation never imports the
+    retrieval package."""
+    from branchpoint.evaluation.value.features import prefix_features, state_texts
 
     states.features["public_prefix"] = prefix_features(states, parents)
     if config.text_head:
-        states.features["minilm"] = encoder_features(state_texts(states, parents), config.encoder)
+        if text_encoder is None:
+            raise InputError("text_head needs a text encoder (`branchpoint value --text-head` passes the packaged MiniLM)")
+        states.features["minilm"] = np.asarray(text_encoder(state_texts(states, parents)), dtype=float)
 
 
 def value_study(
@@ -689,6 +699,7 @@ def value_study(
     llm_client: ModelClient | None = None,
     llm_actor: str | None = None,
     llm_style: str = "chat",
+    text_encoder: TextEncoder | None = None,
     out_dir: Path | None = None,
     write: bool = True,
     progress: bool = False,
@@ -698,10 +709,10 @@ def value_study(
     `path` is a run directory (its forks.jsonl) or a forks .jsonl file. `extra_forecasts` adds
     forecasts computed elsewhere (arrays over the scored states, in `load_states` row order);
     `llm_client` adds the LLM forecaster (`llm.llm_forecasts`, endpoint style `llm_style`) under
-    the name "llm".
+    the name "llm". `text_encoder` (texts → embeddings) is needed with `config.text_head`.
     """
     states, parents, forks_path = load_states(Path(path), config)
-    attach_features(states, parents, config)
+    attach_features(states, parents, config, text_encoder)
     dev = dev_split(states, config.dev_split, config.seed)
     extra = dict(extra_forecasts or {})
     if llm_client is not None:

@@ -56,3 +56,17 @@ def utility_table(report: dict[str, Any]) -> Table:
         f"Choices made on: {report['utility']['chosen_on']}."
     )
     return table
+
+
+def factorial_table(report: dict[str, Any]) -> Table:
+    """The decision factorial: utility over the best constant per price (selection draws free)."""
+    fac = report.get("decision_factorial", {}).get("by_price", {})
+    table = Table("λ", "gain only", "cost only", "gain + cost", "cost added to gain", "gain added to cost",
+                  title="decision factorial: utility over the best constant (selection draws free)")  # fmt: skip
+    for pk, entry in fac.items():
+        cells, c = entry["over_best_constant"], entry["contrasts"]
+        table.add_row(pk, *[_with_interval(cells[k]["difference"], cells[k]["interval"]) for k in (
+            "query_gain_fixed_cost", "fixed_gain_query_cost", "query_gain_query_cost")],
+            _with_interval(c["cost_added_to_gain"]["difference"], c["cost_added_to_gain"]["interval"]),
+            _with_interval(c["gain_added_to_cost"]["difference"], c["gain_added_to_cost"]["interval"]))  # fmt: skip
+    return table

@@ -221,8 +221,11 @@ def test_fitted_forecasters_and_text_head_in_value_json(tmp_path):
         json.dumps({"parent_execution_id": f"p{q}", "checkpoint_id": c, "q_think": 0.2 + 0.05 * (q % 5),
                     "q_search": 0.5}) + "\n" for q in range(12) for c in ("c0", "c1")
     ))
+    from branchpoint.retrieval.encoder import get_encoder
+
     config = ValueConfig(judge="given", resamples=0, text_head=True)
-    report = value_study(run, config=config, forecast_files=[forecasts], write=False)
+    report = value_study(run, config=config, forecast_files=[forecasts], write=False,
+                         text_encoder=get_encoder("minilm-onnx").encode)  # fmt: skip
     assert {"public_prefix_ridge", "metadata_ridge", "minilm_ridge", "file:mine+beta", "file:mine+direct_gain",
             "file:mine+residual", "file:mine+public_prefix", "file:mine+stop_offset",
             "file:mine+stop_feedback"} <= set(report["brier"])
@@ -268,3 +271,26 @@ def test_audit_bounds_from_two_judges(tmp_path):
     assert entry["interval"][0] <= entry["lower"] and entry["interval"][1] >= entry["upper"]
     assert set(audit["brier_vs_mean"]) == set(audit["gain_vs_mean_gain"])
     assert "historical_mean" in audit["gain_vs_zero"]
+
+
+def test_cli_options_and_report_section(tmp_path):
+    from branchpoint.evaluation.report import write_report
+
+    run = make_run(tmp_path)
+    result = CliRunner().invoke(app, [
+        "value", str(run), "--judge", "given", "--resamples", "50", "--audit-judges", "rule,given",
+        "--learning-curves", "--curve-budgets", "2,4", "--curve-samples", "2", "--text-head", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "decision factorial" in result.output
+    saved = json.loads((run / "value.json").read_text())
+    assert saved["learning_curves"]["budgets"] == [2, 4] and saved["audit_bounds"]["judges"] == ["rule", "given"]
+    assert "minilm_ridge" in saved["brier"] and "minilm" in saved["learning_curves"]["families"]
+    report, figures = write_report(run)  # no metrics.json: the value section alone
+    text = report.read_text()
+    for heading in ("## Search value", "### Forecasters", "### Brier contrast against a constant level",
+                    "### Router utility", "### Decision factorial", "### Scoring objectives",
+                    "### Shared-label audit bounds", "### Matched-configuration learning curves"):
+        assert heading in text
+    assert "Zero-price oracle improvement" in text and figures == {}
+    bad = CliRunner().invoke(app, ["value", str(run), "--audit-judges", "rule"])
+    assert bad.exit_code == 2 and "--audit-judges: expected two judge names" in bad.output
