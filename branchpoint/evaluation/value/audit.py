@@ -12,7 +12,10 @@ pair k over all its occurrences ("We sum each case's coefficients before varying
 uncertain label"). The lower bound sets each uncertain y_k to 1 where C_k < 0 and 0 otherwise;
 the upper bound the reverse. With audit inclusion probabilities π (a sampled audit), each
 audited pair's correction (bound − original label) is weighted by 1/π (inverse inclusion,
-Horvitz–Thompson); π = 1 (everything audited) by default.
+Horvitz–Thompson); π = 1 (everything audited) by default. The audit-sampling uncertainty of
+those corrections is reported separately from the component bootstrap ("A finite-population
+variance estimate reports the uncertainty of the sampled corrections separately"), as a
+Poisson-sampling variance estimate Σ (w·correction)² (1 − π)/π² over the audited pairs.
 
 Three-pair composition (Appendix D, Eqs. 7–9): from histories of actor/source pairs A/X, A/Y
 and B/X, the B/Y forecast is p̃_BY,T = p̃_BX,T, Δ̃_BY = Δ̃_BX + Δ̃_AY − Δ̃_AX,
@@ -51,12 +54,15 @@ def brier_contrast(q_think_a: np.ndarray, q_search_a: np.ndarray, q_think_b: np.
 
 class LabelBounds(NamedTuple):
     """Per-state columns whose (stratum-balanced) means are the contrast under the original
-    labels, its lower bound and its upper bound; `uncertain_pairs` counts the varied labels."""
+    labels, its lower bound and its upper bound; `uncertain_pairs` counts the varied labels;
+    `sampling_variance` is the finite-population (audit-sampling) variance estimate of the
+    lower and upper bound's inverse-inclusion corrections (0 when everything is audited)."""
 
     original: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
     uncertain_pairs: int
+    sampling_variance: tuple[float, float] = (0.0, 0.0)
 
 
 def _keys(states: StateTable, role: RoleOutcomes, i: int) -> list[tuple[str, str | None]]:
@@ -112,12 +118,18 @@ def shared_label_bounds(
                 pair_coef[key] = pair_coef.get(key, 0.0) + c * w[i] / w[first_of_question[key[0]]]
                 pair_orig[key] = pair_orig.get(key, 0.0) + c * y0 * w[i] / w[first_of_question[key[0]]]
                 pair_state.setdefault(key, first_of_question[key[0]])
+    var_lo = var_hi = 0.0
     for key, coef in pair_coef.items():
         i = pair_state[key]
         y0_part = pair_orig[key]
-        lower[i] += y0_part + (min(0.0, coef) - y0_part) / pi[i]
-        upper[i] += y0_part + (max(0.0, coef) - y0_part) / pi[i]
-    return LabelBounds(original, lower, upper, len(pair_coef))
+        corr_lo, corr_hi = min(0.0, coef) - y0_part, max(0.0, coef) - y0_part
+        lower[i] += y0_part + corr_lo / pi[i]
+        upper[i] += y0_part + corr_hi / pi[i]
+        # Poisson-sampling estimate of Var(Σ w·corr/π) from the audited pairs: Σ (w·corr)² (1 − π)/π²
+        factor = (1.0 - pi[i]) / pi[i] ** 2 * w[i] ** 2
+        var_lo += factor * corr_lo**2
+        var_hi += factor * corr_hi**2
+    return LabelBounds(original, lower, upper, len(pair_coef), (var_lo, var_hi))
 
 
 def label_intervals(
@@ -156,6 +168,7 @@ def bound_summary(
     out: dict[str, Any] = {
         "original": float(w @ bounds.original), "lower": float(w @ bounds.lower), "upper": float(w @ bounds.upper),
         "uncertain_pairs": bounds.uncertain_pairs,
+        "sampling_se": [float(np.sqrt(bounds.sampling_variance[0])), float(np.sqrt(bounds.sampling_variance[1]))],
     }  # fmt: skip
     if samples is not None:
         lo = interval(samples["lower"])

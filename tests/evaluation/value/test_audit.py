@@ -38,6 +38,8 @@ def test_one_shared_variable_for_every_occurrence_of_an_answer():
     # inclusion probability 0.5: corrections doubled: A (0 − 0.5)/0.5 = −1, D (−0.5 − (−0.5))/0.5 = 0
     sampled = shared_label_bounds(_one_state(["D", "C"]), contrast, low, high, inclusion=np.array([0.5]))
     assert sampled.lower[0] == pytest.approx(0.25 - 0.5 + (0.5 - 1.0) + (-0.5))
+    # audit-sampling variance of the lower bound's corrections: (−0.5)²·(1 − 0.5)/0.5² + 0 = 0.5
+    assert sampled.sampling_variance[0] == pytest.approx(0.5) and apart.sampling_variance == (0.0, 0.0)
 
 
 def test_brier_contrast_is_linear_in_the_rewards():
