@@ -24,7 +24,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.value import routers
-from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval, single_component_strata
+from branchpoint.evaluation.value.bootstrap import (
+    bootstrap_means,
+    few_component_strata,
+    percentile_interval,
+    single_component_strata,
+)
 from branchpoint.evaluation.value import fitted  # noqa: F401  (registers the fitted forecasters and maps)
 from branchpoint.evaluation.value.objectives import LEXICAL_OBJECTIVES, align, objective_comparison
 from branchpoint.evaluation.value.forecasters import (
@@ -408,6 +413,12 @@ def score(
             "interval is reported (point estimates only)"
         )
         warnings.append(withheld)
+    few = few_component_strata(tt.component, tt.stratum)
+    if few:
+        warnings.append(
+            "few support components in stratum " + ", ".join(f"{s!r} ({k})" for s, k in few.items())
+            + ": intervals may undercover (a bootstrap cannot learn a spread from so few clusters)"
+        )
     boot: dict[str, np.ndarray] = {}
     if config.resamples > 0 and not single:
         samples = bootstrap_means(matrix, tt.component, tt.stratum, resamples=config.resamples, seed=config.seed)
