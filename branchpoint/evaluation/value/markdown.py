@@ -49,7 +49,25 @@ def value_markdown(report: dict[str, Any]) -> str:
     out += _objectives(report)
     out += _audit(report)
     out += _curves(report)
+    out += _three_action(report)
     return "\n".join(out)
+
+
+def _three_action(report: dict[str, Any]) -> list[str]:
+    block = report.get("three_action")
+    if not block:
+        return []
+    rows = [[f"`{name}`", _ci(e["outcome_error"]["value"], e["outcome_error"]["interval"]),
+             _ci(e["gain_loss"]["value"], e["gain_loss"]["interval"])] for name, e in block["forecasts"].items()]  # fmt: skip
+    prices = list(block["utility"])
+    routers = list(dict.fromkeys(r for p in prices for r in block["utility"][p]))
+    urows = [[f"`{r}`", *[_ci(block["utility"][p][r]["value"], block["utility"][p][r]["interval"]) for p in prices]]
+             for r in routers]  # fmt: skip
+    return ["### STOP / SAME / SWITCH at pending queries", "",
+            f"{block['states']['test']} test states with all three actions; references fitted on "
+            f"{block['chosen_on']}. Gain loss = ½[L(SAME − STOP) + L(SWITCH − STOP)].", "",
+            *_table(["forecast", "outcome error", "gain loss"], rows),
+            *_table(["router", *[f"λ={p}" for p in prices]], urows)]  # fmt: skip
 
 
 def _forecasters(report: dict[str, Any], iv: dict[str, Any]) -> list[str]:

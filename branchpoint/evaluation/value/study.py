@@ -683,6 +683,53 @@ def audit_bounds(
 TextEncoder = Callable[[list[str]], np.ndarray]
 
 
+def three_action_study(states: StateTable, dev: np.ndarray, forks_path: Path, config: ValueConfig) -> dict[str, Any] | None:
+    """STOP / SAME / SWITCH at pending queries (`three_action`): outcome error and two-action
+    gain loss of the dev references, and constant / best-constant / sample-informed utility per
+    price, with intervals; None when no pending_query state has all three actions. Dev rows
+    are the main split's (by state key)."""
+    from branchpoint.evaluation.value.three_action import three_action_columns, three_action_table
+
+    forked = [r for r in _read(forks_path) if r.parent is not None]
+    if not any(r.branch == "SWITCH" and r.parent.boundary == "pending_query" for r in forked):
+        return None
+    same = build_states(forked, reward_name=config.reward, judge=config.judge, roles=Roles(("STOP", "SEARCH")))
+    switch = build_states(forked, reward_name=config.reward, judge=config.judge, roles=Roles(("STOP", "SWITCH")))
+    table = three_action_table(same, switch)
+    if table is None:
+        return None
+    dev_keys = {k for k, d in zip(states.keys, dev) if d}
+    t_dev = np.array([k in dev_keys for k in table.states.keys], dtype=bool)
+    t_test = ~t_dev if t_dev.any() else np.ones(len(t_dev), dtype=bool)
+    names, matrix, chosen = three_action_columns(table, t_dev, t_test, config.prices)
+    strata = chosen.pop("strata")
+    comps = table.states.component[t_test]
+    point = dict(zip(names, balanced_mean(matrix, strata)))
+    single = single_component_strata(comps, strata)
+    samples: dict[str, np.ndarray] = {}
+    if config.resamples > 0 and not single:
+        boot = bootstrap_means(matrix, comps, strata, resamples=config.resamples, seed=config.seed)
+        samples = {n: boot[:, j] for j, n in enumerate(names)}
+
+    def entry(name: str) -> dict[str, Any]:
+        iv = None
+        if samples:
+            lo, hi = percentile_interval(samples[name], config.level)
+            iv = _interval(lo, hi)
+        return {"value": _num(point[name]), "interval": iv}
+
+    forecasts = sorted({n.split("/", 1)[1] for n in names if n.startswith("outcome/")})
+    return {
+        "states": {"dev": int(t_dev.sum()), "test": int(t_test.sum())},
+        "forecasts": {f: {"outcome_error": entry(f"outcome/{f}"), "gain_loss": entry(f"gain/{f}")} for f in forecasts},
+        "utility": {pk: {n.split("/", 2)[2]: entry(n) for n in names if n.startswith(f"U/{pk}/")}
+                    for pk in (price_key(p) for p in config.prices)},  # fmt: skip
+        "best_constant": {k: v for k, v in chosen.items() if k != "chosen_on"},
+        "chosen_on": chosen["chosen_on"],
+        "intervals_withheld": f"single-component strata: {', '.join(single)}" if single else None,
+    }
+
+
 def attach_features(
     states: StateTable, parents: Mapping[str, ExecutionRecord], config: ValueConfig,
     text_encoder: TextEncoder | None = None,
@@ -736,6 +783,9 @@ def value_study(
     scores["scoring_objectives"] = compare_objectives(states, dev, forks_path, config)
     if config.audit_judges:
         scores["audit_bounds"] = audit_bounds(states, dev, fcs, forks_path, config)
+    three = three_action_study(states, dev, forks_path, config)
+    if three is not None:
+        scores["three_action"] = three
     if config.learning_curves:
         from branchpoint.evaluation.value.curves import curve_families, learning_curves
 
