@@ -50,3 +50,6 @@ def test_three_action_block_in_value_json(tmp_path):
     assert block["utility"]["0"]["always_stop"]["value"] == pytest.approx(
         report["utility"]["by_price"]["0"]["always_think"]["utility"])
     assert block["forecasts"]["action_means"]["gain_loss"]["interval"] is not None
+    from branchpoint.evaluation.value.markdown import value_markdown
+
+    assert "### STOP / SAME / SWITCH at pending queries" in value_markdown(report)
