@@ -373,7 +373,9 @@ def value(
     prices: str = typer.Option("0,0.001,0.005,0.01,0.02", "--prices", help="Token prices λ: U = Y − λ·T/1000."),
     out: Path | None = typer.Option(None, "--out", help="Output folder (default: beside forks.jsonl)."),
     judge: str = typer.Option("rule", "--judge", help="rule (offline default) or given (labels in the traces)."),
-    reward: str = typer.Option("correct", "--reward", help="correct (0/1) or set_f1 (collection answers)."),
+    reward: str = typer.Option(
+        "correct", "--reward", help="correct (0/1), set_f1 (collection answers), containment or exact_match."
+    ),
     pending_roles: str = typer.Option("STOP,SEARCH", "--pending-roles", help="T and S roles at pending_query."),
     resamples: int = typer.Option(10_000, "--resamples", min=0, help="Bootstrap resamples (0: no intervals)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the dev split, the folds and the bootstrap."),
