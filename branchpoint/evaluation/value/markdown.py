@@ -117,7 +117,9 @@ def _utility(report: dict[str, Any], iv: dict[str, Any]) -> list[str]:
     lines = ["### Router utility (U = Y − λ·T/1000)", ""]
     lines += _table(["router", *[f"λ={p}" for p in prices]], rows)
     lines += [f"Zero-price oracle improvement over the best constant H = (E|Δ| − |EΔ|)/2 lies in "
-              f"[{_f(rng.get('lower'))}, {_f(rng.get('upper'))}] (from θ̂); the plug-in (mean|Δ̄| − |mean Δ̄|)/2 = "
+              f"[{_f(rng.get('lower'))}, {_f(rng.get('upper'))}] (from θ̂"
+              + (f"; {_f(rng['interval'][0])} to {_f(rng['interval'][1])} with sampling uncertainty"
+                 if rng.get("interval") else "") + f"); the plug-in (mean|Δ̄| − |mean Δ̄|)/2 = "
               f"{_f(util.get('oracle_plugin_optimistic'))} is optimistic (generation noise inflates |Δ̄|). "
               f"Best constant and τ chosen on: {util.get('chosen_on', 'dev')}.", ""]  # fmt: skip
     for name, why in (util.get("skipped_routers") or {}).items():

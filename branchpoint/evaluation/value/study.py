@@ -460,8 +460,12 @@ def score(
     intervals["mean_gain"] = interval(boot["dbar"]) if boot else None
     intervals["gain_variance"] = interval(v_delta[1])
     rng_lo, rng_hi = oracle_range(point["theta"], point["dbar"])
+    range_iv = None
+    if boot:  # from the lower bound's lower end to the upper bound's upper end
+        b_lo, b_hi = oracle_range(boot["theta"], boot["dbar"])
+        range_iv = [interval(b_lo)[0], interval(b_hi)[1]]  # type: ignore[index]
     result["oracle_range"] = {
-        "lower": _num(rng_lo), "upper": _num(rng_hi),
+        "lower": _num(rng_lo), "upper": _num(rng_hi), "interval": range_iv,
         "formula": "max{0, (Eθ̂ − |EΔ̄|)/2} ≤ H = (E|Δ| − |EΔ|)/2 ≤ (√Eθ̂ − |EΔ̄|)/2",
     }  # fmt: skip
 

@@ -294,3 +294,9 @@ def test_cli_options_and_report_section(tmp_path):
     assert "Zero-price oracle improvement" in text and figures == {}
     bad = CliRunner().invoke(app, ["value", str(run), "--audit-judges", "rule"])
     assert bad.exit_code == 2 and "--audit-judges: expected two judge names" in bad.output
+
+
+def test_oracle_range_interval_spans_both_bounds(tmp_path):
+    report = value_study(make_run(tmp_path), config=ValueConfig(judge="given", resamples=300), write=False)
+    rng = report["oracle_range"]
+    assert rng["interval"][0] <= rng["lower"] <= rng["upper"] <= rng["interval"][1]
