@@ -281,7 +281,9 @@ def agreement(
 @app.command()
 @friendly_errors
 def report(
-    run_dir: Path = typer.Argument(..., help="A run directory with metrics.json (from `branchpoint evaluate`)."),
+    run_dir: Path = typer.Argument(
+        ..., help="A run directory with metrics.json (`branchpoint evaluate`) and/or value.json (`branchpoint value`)."
+    ),
     out: Path | None = typer.Option(None, "--out", help="Output folder (default: the run directory)."),
 ) -> None:
     """Write report.md and figures/*.png (seed-study tables, with bootstrap 95% intervals).
@@ -470,7 +472,9 @@ def value(
     prices: str = typer.Option("0,0.001,0.005,0.01,0.02", "--prices", help="Token prices λ: U = Y − λ·T/1000."),
     out: Path | None = typer.Option(None, "--out", help="Output folder (default: beside forks.jsonl)."),
     judge: str = typer.Option("rule", "--judge", help="rule (offline default) or given (labels in the traces)."),
-    reward: str = typer.Option("correct", "--reward", help="correct (0/1) or set_f1 (collection answers)."),
+    reward: str = typer.Option(
+        "correct", "--reward", help="correct (0/1), set_f1 (collection answers), containment or exact_match."
+    ),
     pending_roles: str = typer.Option("STOP,SEARCH", "--pending-roles", help="T and S roles at pending_query."),
     resamples: int = typer.Option(10_000, "--resamples", min=0, help="Bootstrap resamples (0: no intervals)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the dev split, the folds and the bootstrap."),
@@ -478,6 +482,13 @@ def value(
         [], "--forecaster-module", help="Import a module that registers @forecaster functions; repeatable."
     ),
     llm_forecaster: bool = typer.Option(False, "--llm-forecaster", help="Also ask the run's model to forecast each state."),
+    text_head: bool = typer.Option(False, "--text-head", help="Also fit minilm_ridge on frozen MiniLM embeddings."),
+    audit_judges: str = typer.Option("", "--audit-judges", help="Two judges (e.g. rule,given): shared-label audit bounds."),
+    learning_curves: bool = typer.Option(False, "--learning-curves", help="Matched-configuration gain learning curves."),
+    curve_budgets: str = typer.Option(
+        "20,40,80,120,240,480,800,1100", "--curve-budgets", help="Training budgets (questions) of the learning curves."
+    ),
+    curve_samples: int = typer.Option(10, "--curve-samples", min=1, help="Nested training samples per budget."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Score search-value forecasters and routers on a fork study; writes value.json.
@@ -491,7 +502,7 @@ def value(
 
     from branchpoint.errors import InputError
     from branchpoint.evaluation.value import ValueConfig, value_study
-    from branchpoint.evaluation.value.tables import forecaster_table, utility_table
+    from branchpoint.evaluation.value.tables import factorial_table, forecaster_table, utility_table
     from branchpoint.traces import describe_validation_error
 
     try:
@@ -499,9 +510,18 @@ def value(
     except ValueError:
         raise InputError(f"--prices: expected comma-separated numbers, got {prices!r}") from None
     try:
+        budgets = tuple(int(b) for b in _csv(curve_budgets))
+    except ValueError:
+        raise InputError(f"--curve-budgets: expected comma-separated whole numbers, got {curve_budgets!r}") from None
+    panels = tuple(_csv(audit_judges))
+    if panels and len(panels) != 2:
+        raise InputError(f"--audit-judges: expected two judge names (e.g. rule,given), got {audit_judges!r}")
+    try:
         config = ValueConfig(
             judge=judge, reward=reward, dev_split=dev_split, prices=price_list, resamples=resamples, seed=seed,
-            pending_roles=tuple(a.upper() for a in _csv(pending_roles)),
+            pending_roles=tuple(a.upper() for a in _csv(pending_roles)), text_head=text_head,
+            audit_judges=panels or None, learning_curves=learning_curves, curve_budgets=budgets,
+            curve_samples=curve_samples,
         )  # fmt: skip
     except ValidationError as exc:
         raise InputError(f"value settings: {describe_validation_error(exc)}") from None
@@ -518,12 +538,20 @@ def value(
 
             model_spec = run_model_spec(path)
             client, style = stack.enter_context(open_model(model_spec, log_dir=path)), model_spec.style
+        text_encoder = None
+        if text_head:
+            from branchpoint.retrieval.encoder import get_encoder
+
+            text_encoder = get_encoder("minilm-onnx").encode
         report = value_study(
             path, config=config, forecast_files=forecasts, llm_client=client, llm_style=style, out_dir=out,
-            progress=not no_progress,
+            progress=not no_progress, text_encoder=text_encoder,
         )  # fmt: skip
     console.print(forecaster_table(report))
     console.print(utility_table(report))
+    console.print(factorial_table(report))
+    for warning in report.get("warnings", []):
+        console.print(f"[yellow]warning[/]: {warning}", soft_wrap=True)
     for name, meta in report["forecasters"].items():
         info = meta.get("info", {})
         for key in ("n_missing", "n_unknown", "n_unscored_state", "n_malformed"):
