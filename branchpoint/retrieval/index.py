@@ -29,7 +29,7 @@ import math
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -40,7 +40,8 @@ from pydantic import BaseModel, ValidationError, model_validator
 import branchpoint
 from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.retrieval._deps import require
-from branchpoint.retrieval.corpus import Passage, corpus_fingerprint, load_corpus
+from branchpoint.retrieval.corpus import Passage, corpus_fingerprint
+from branchpoint.retrieval.corpus_store import fingerprint_of, open_corpus, open_mapped_corpus
 from branchpoint.retrieval.encoder import Encoder, encode_passages, encode_queries
 from branchpoint.traces import describe_validation_error
 
@@ -193,7 +194,7 @@ def encode_corpus(passages: list[Passage], encoder: Encoder, batch_size: int = 6
     done = [False] * len(shards)
     directory = Path(shard_dir) if shard_dir is not None else None
     if directory is not None:
-        state = {"corpus_fingerprint": fingerprint or corpus_fingerprint(passages),
+        state = {"corpus_fingerprint": fingerprint or fingerprint_of(passages),
                  "encoder": encoder.name, "dim": encoder.dim, "n_passages": n,
                  "shard_size": shard_size}
         _prepare_shard_dir(directory, state)
@@ -407,7 +408,7 @@ Hits = list[list[tuple[Passage, float]]]
 class DenseIndex:
     """Passages, their vectors in a faiss index (flat, hnsw or ivf), and the encoder that made them."""
 
-    def __init__(self, passages: list[Passage], faiss_index: Any, encoder: Encoder,
+    def __init__(self, passages: Sequence[Passage], faiss_index: Any, encoder: Encoder,
                  manifest: IndexManifest) -> None:
         """Wrap parts already checked to agree; use `build`, `load` or `load_flashrag` to make one."""
         self.passages = passages
@@ -463,7 +464,7 @@ class DenseIndex:
             index.train(_ivf_training_sample(vectors, int(resolved["nlist"])))
         index.add(vectors)
         apply_search_params(index, kind, resolved)
-        manifest = new_manifest(kind, len(passages), fingerprint or corpus_fingerprint(passages),
+        manifest = new_manifest(kind, len(passages), fingerprint or fingerprint_of(passages),
                                 resolved, encoder)
         return cls(list(passages), index, encoder, manifest)
 
@@ -495,6 +496,7 @@ class DenseIndex:
         def fill(tmp: Path) -> None:
             _faiss().write_index(cpu_index, str(tmp / INDEX_FILE))
             write_passages(tmp / PASSAGES_FILE, self.passages)
+            open_mapped_corpus(tmp / PASSAGES_FILE).close()  # its offsets and fingerprint, once
             write_manifest(tmp / MANIFEST_FILE, self.manifest)
 
         return write_dir_atomically(directory, fill)
@@ -522,16 +524,16 @@ class DenseIndex:
             if not (directory / name).is_file():
                 raise InputError(f"{directory / name}: file missing (expected a saved index)")
         faiss_index = _faiss().read_index(str(directory / INDEX_FILE))
-        passages = load_corpus(directory / PASSAGES_FILE, fmt="flashrag-jsonl")
+        passages = open_mapped_corpus(directory / PASSAGES_FILE)
         if faiss_index.d != manifest.dim or faiss_index.ntotal != manifest.n_passages:
             raise StaleIndexError(
                 f"{directory / INDEX_FILE}: holds {faiss_index.ntotal} vectors of dim "
                 f"{faiss_index.d}, but {where} says {manifest.n_passages} of dim {manifest.dim}; "
                 "the index is damaged, rebuild it"
             )
-        if corpus_fingerprint(passages) != manifest.corpus_fingerprint:
+        if passages.fingerprint != manifest.corpus_fingerprint:
             raise StaleIndexError(
-                f"{directory / PASSAGES_FILE}: fingerprint {corpus_fingerprint(passages)} differs "
+                f"{directory / PASSAGES_FILE}: fingerprint {passages.fingerprint} differs "
                 f"from corpus_fingerprint {manifest.corpus_fingerprint} in {where}; the index is "
                 "damaged, rebuild it"
             )
@@ -556,7 +558,7 @@ class DenseIndex:
             faiss_index = faiss.read_index(str(index_file))
         except RuntimeError as exc:
             raise InputError(f"{index_file}: not a faiss index file ({str(exc).strip().splitlines()[-1]})") from None
-        passages = load_corpus(corpus, fmt)
+        passages = open_corpus(corpus, fmt)
         if faiss_index.ntotal != len(passages):
             raise StaleIndexError(
                 f"{index_file}: holds {faiss_index.ntotal} vectors but {corpus} has "
@@ -575,7 +577,7 @@ class DenseIndex:
         manifest = IndexManifest(
             kind=kind,  # type: ignore[arg-type]
             encoder=encoder.name, dim=encoder.dim, n_passages=len(passages),
-            corpus_fingerprint=corpus_fingerprint(passages), params=found,
+            corpus_fingerprint=fingerprint_of(passages), params=found,
             created_at=datetime.fromtimestamp(index_file.stat().st_mtime, timezone.utc)
             .isoformat(timespec="seconds"),
             branchpoint_version=branchpoint.__version__,
