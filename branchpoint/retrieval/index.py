@@ -23,6 +23,7 @@ when the installed faiss has GPU support (the faiss-gpu wheels), else a clear In
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -114,6 +115,12 @@ class IndexManifest(BaseModel):
     n_passages: int
     corpus_fingerprint: str
     params: Params = {}
+    #: The faiss index factory string, exactly (`IVF4096,PQ64x8`, `HNSW32`, `Flat`): IVF-PQ and
+    #: IVF-Flat are both kind ivf, so the kind alone does not say what the results are.
+    factory: str | None = None
+    #: For an index file served as it is (FlashRAG): sha256 of its size and first and last MiB,
+    #: so a swapped file never matches another file's cached results.
+    index_digest: str | None = None
     created_at: str
     branchpoint_version: str
 
@@ -126,21 +133,59 @@ class IndexManifest(BaseModel):
     def cache_params(self) -> str:
         """What, besides query and k, decides this index's results (the retrieval cache key part).
 
-        Same form as `cache.source_params` for an exact index, plus the parameters otherwise.
+        Same form as `cache.source_params` for an exact index, plus the parameters otherwise;
+        the factory string when it says more than kind and parameters (IVF-PQ, OPQ, SQ), and
+        the digest of an index file served as it is.
         """
+        factory = None if self.factory == default_factory(self.kind, self.params) else self.factory
         parts = {"kind": self.kind, "corpus": self.corpus_fingerprint, "encoder": self.encoder,
-                 "dim": self.dim}
+                 "dim": self.dim, "factory": factory, "index": self.index_digest}
         text = ";".join(f"{k}={v}" for k, v in parts.items() if v is not None)
         if self.params:
             text += ";params=" + json.dumps(self.params, sort_keys=True)
         return text
 
 
+def default_factory(kind: str, params: Mapping[str, Any]) -> str | None:
+    """The factory string of the index `branchpoint index build` makes for a kind and parameters."""
+    if kind == "flat":
+        return "Flat"
+    if kind == "hnsw" and "M" in params:
+        return f"HNSW{params['M']}"
+    if kind == "ivf" and "nlist" in params:
+        return f"IVF{params['nlist']},Flat"
+    return None
+
+
+def factory_string(index: Any) -> str | None:
+    """The faiss index factory string that rebuilds `index`'s structure (None if faiss cannot say)."""
+    try:
+        from faiss.contrib.factory_tools import reverse_index_factory
+
+        return str(reverse_index_factory(_to_cpu(index)))
+    except Exception:  # noqa: BLE001 - faiss raises NotImplementedError / RuntimeError for exotic types
+        return None
+
+
+def file_digest(path: Path, window: int = 1 << 20) -> str:
+    """sha256 of a file's size and its first and last `window` bytes: cheap on a 60 GB index, and
+    different for any two index files that differ in size, training or head/tail contents."""
+    size = path.stat().st_size
+    digest = hashlib.sha256(str(size).encode())
+    with path.open("rb") as fh:
+        digest.update(fh.read(window))
+        if size > window:
+            fh.seek(max(window, size - window))
+            digest.update(fh.read(window))
+    return digest.hexdigest()
+
+
 def new_manifest(kind: str, n_passages: int, fingerprint: str, params: Params,
-                 encoder: Encoder | None = None) -> IndexManifest:
+                 encoder: Encoder | None = None, factory: str | None = None) -> IndexManifest:
     """A manifest stamped with the time and branchpoint's version."""
     return IndexManifest(
         kind=kind,  # type: ignore[arg-type]
+        factory=factory,
         encoder=encoder.name if encoder is not None else None,
         dim=encoder.dim if encoder is not None else None,
         n_passages=n_passages,
@@ -350,7 +395,11 @@ def _ivf_training_sample(vectors: np.ndarray, nlist: int, seed: int = 0) -> np.n
 
 
 def _describe_faiss(index: Any, where: str) -> tuple[str, Params]:
-    """(kind, parameters) of a faiss index read from a file; InputError for other types."""
+    """(kind, parameters) of a faiss index read from a file; InputError for other types.
+
+    Any IVF index (Flat, PQ, SQ, fast-scan, behind an OPQ / PCA transform or not) is kind ivf;
+    its factory string (recorded beside) says which.
+    """
     faiss = _faiss()
     if isinstance(index, faiss.IndexFlat):
         return "flat", {}
@@ -358,8 +407,12 @@ def _describe_faiss(index: Any, where: str) -> tuple[str, Params]:
         return "hnsw", {"M": int(index.hnsw.nb_neighbors(1)),
                         "efConstruction": int(index.hnsw.efConstruction),
                         "efSearch": int(index.hnsw.efSearch)}
-    if isinstance(index, faiss.IndexIVF):
-        return "ivf", {"nlist": int(index.nlist), "nprobe": int(index.nprobe)}
+    try:
+        ivf = faiss.extract_index_ivf(index)
+    except (RuntimeError, AttributeError):
+        ivf = None
+    if ivf is not None:
+        return "ivf", {"nlist": int(ivf.nlist), "nprobe": int(ivf.nprobe)}
     raise InputError(f"{where}: faiss index type {type(index).__name__} is not supported "
                      "(expected a Flat, HNSW or IVF index, as FlashRAG builds)")
 
@@ -457,6 +510,7 @@ class DenseIndex:
             raise InputError(f"expected vectors of shape ({len(passages)}, {encoder.dim}), got {vectors.shape}")
         resolved = resolve_params(kind, params, len(passages))
         index = _new_faiss_index(kind, encoder.dim, resolved)
+        factory = factory_string(index)
         if device == "gpu":
             check_gpu(kind)
             index = to_gpu(index)
@@ -465,7 +519,7 @@ class DenseIndex:
         index.add(vectors)
         apply_search_params(index, kind, resolved)
         manifest = new_manifest(kind, len(passages), fingerprint or fingerprint_of(passages),
-                                resolved, encoder)
+                                resolved, encoder, factory=factory)
         return cls(list(passages), index, encoder, manifest)
 
     def search(self, queries: list[str], k: int) -> Hits:
@@ -576,6 +630,7 @@ class DenseIndex:
         kind, found = _describe_faiss(faiss_index, str(index_file))
         manifest = IndexManifest(
             kind=kind,  # type: ignore[arg-type]
+            factory=factory_string(faiss_index), index_digest=file_digest(index_file),
             encoder=encoder.name, dim=encoder.dim, n_passages=len(passages),
             corpus_fingerprint=fingerprint_of(passages), params=found,
             created_at=datetime.fromtimestamp(index_file.stat().st_mtime, timezone.utc)
