@@ -65,6 +65,12 @@ class ModelSpec(BaseModel):
             "{medium: 1024, high: None}; None means no budget."
         ),
     )
+    server_kind: Literal["auto", "vllm", "llamacpp", "other"] = Field(
+        "auto", description=(
+            "Which server this is, for fields only some servers read (structured output: vLLM's "
+            "structured_outputs vs llama.cpp's grammar); auto asks GET /version and /props once."
+        ),
+    )
     server: EmbeddedServerSpec = Field(default_factory=EmbeddedServerSpec)
     script: list[str] | None = Field(
         None, description="For provider `scripted`: replies returned in order (tests, demos)."
