@@ -113,6 +113,7 @@ def worker(index_file: str, corpus: str, n_queries: int) -> None:
         "passages": len(source.index), "open_s": open_s, "query_s": query_s, "served": served,
         "baseline_mib": baseline / 1024, "after_open_mib": after_open / 1024,
         "after_queries_mib": status_kib("VmRSS") / 1024, "peak_mib": status_kib("VmHWM") / 1024,
+        "anon_mib": status_kib("RssAnon") / 1024, "file_mib": status_kib("RssFile") / 1024,
         "factory": source.index.manifest.factory,
     }))
 

@@ -5,9 +5,11 @@ passages, so Wikipedia (21M passages) would take minutes and tens of GB in every
 opens it (each `--processes` or Ray worker). A `MappedCorpus` instead reads one pass over the
 file once, writes a sidecar (`<file>.bpoffsets.npy`: the byte span of every row, and
 `<file>.bpoffsets.json`: file size, mtime, row count, corpus fingerprint), and from then on
-opens in milliseconds: the file and the offsets are memory-mapped, and a row is parsed only
-when it is asked for. The OS page cache is shared by every process on the machine, so resident
-memory does not grow with the corpus.
+opens in milliseconds: a row is read (`os.pread` of its span, found by one `pread` in the
+offsets file) and parsed only when it is asked for. Nothing is mapped into the process: the OS
+page cache, shared by every process on the machine, holds what was read, so a worker's
+resident memory does not grow with the corpus. (An mmap would work too, but each random access
+maps the kernel's read-ahead window into the process: about 170 KB of RSS per passage served.)
 
 The sidecar is written beside the corpus when its folder is writable, else under
 `$BRANCHPOINT_CACHE/corpora/` (keyed by the file's absolute path). It is trusted only while the
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import mmap
 import os
 import uuid
 from array import array
@@ -54,23 +55,54 @@ def sidecar_paths(path: Path) -> tuple[Path, Path]:
     return folder / f"{stem}.npy", folder / f"{stem}.json"
 
 
+class _Spans:
+    """Row spans (start, stop) read on demand from the offsets .npy file (or held, if given)."""
+
+    def __init__(self, source: Path | np.ndarray) -> None:
+        if isinstance(source, np.ndarray):
+            self._array: np.ndarray | None = source
+            self.rows = int(source.shape[0])
+            self._fd = -1
+            return
+        self._array = None
+        with source.open("rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read_header(fh)
+            self._offset = fh.tell()
+        if len(shape) != 2 or shape[1] != 2 or dtype != np.dtype("<i8"):
+            raise ValueError(f"{source}: not a row-span array")
+        self.rows = int(shape[0])
+        self._fd = os.open(source, os.O_RDONLY)
+
+    def __getitem__(self, i: int) -> tuple[int, int]:
+        if self._array is not None:
+            return int(self._array[i, 0]), int(self._array[i, 1])
+        start, stop = np.frombuffer(os.pread(self._fd, 16, self._offset + 16 * i), dtype="<i8")
+        return int(start), int(stop)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
 class MappedCorpus(Sequence[Passage]):
     """The passages of a FlashRAG jsonl file, read on demand; row i is the i-th non-blank line."""
 
-    def __init__(self, path: Path, spans: np.ndarray, fingerprint: str) -> None:
-        """Wrap a file and its row spans (use `open_mapped_corpus`)."""
+    def __init__(self, path: Path, spans: Path | np.ndarray, fingerprint: str) -> None:
+        """Wrap a file and its row spans: the offsets file, or an array (use `open_mapped_corpus`)."""
         self.path = path
         self.fingerprint = fingerprint
-        self._spans = spans
-        self._fh = path.open("rb")
-        size = os.fstat(self._fh.fileno()).st_size
-        self._map = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        self._spans = _Spans(spans)
+        self._fd = os.open(path, os.O_RDONLY)
 
     def __repr__(self) -> str:
         return f"MappedCorpus({str(self.path)!r}, {len(self)} passages)"
 
     def __len__(self) -> int:
-        return int(self._spans.shape[0])
+        return self._spans.rows
 
     @overload
     def __getitem__(self, i: int) -> Passage: ...
@@ -86,8 +118,8 @@ class MappedCorpus(Sequence[Passage]):
             i += n
         if not 0 <= i < n:
             raise IndexError(f"passage {i} out of range (corpus of {n})")
-        start, stop = (int(v) for v in self._spans[i])
-        obj = json.loads(self._map[start:stop])
+        start, stop = self._spans[i]
+        obj = json.loads(os.pread(self._fd, stop - start, start))
         return passage_from_row(obj, f"{self.path} row {i}")
 
     def __iter__(self) -> Iterator[Passage]:
@@ -95,10 +127,17 @@ class MappedCorpus(Sequence[Passage]):
             yield self[i]
 
     def close(self) -> None:
-        """Release the file mapping."""
-        if isinstance(self._map, mmap.mmap):
-            self._map.close()
-        self._fh.close()
+        """Close the corpus and offsets files."""
+        self._spans.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except (OSError, AttributeError):
+            pass
 
 
 def _stat_key(path: Path) -> dict[str, Any]:
@@ -106,19 +145,21 @@ def _stat_key(path: Path) -> dict[str, Any]:
     return {"version": SIDECAR_VERSION, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def _read_sidecar(path: Path) -> tuple[np.ndarray, str] | None:
+def _read_sidecar(path: Path) -> tuple[Path, str] | None:
+    """(offsets file, fingerprint) of a sidecar that matches the file as it is now, else None."""
     offsets_file, meta_file = sidecar_paths(path)
     try:
         meta = json.loads(meta_file.read_text(encoding="utf-8"))
-        spans = np.load(offsets_file, mmap_mode="r", allow_pickle=False)
+        spans = _Spans(offsets_file)
     except (OSError, ValueError):
         return None
+    spans.close()
     key = _stat_key(path)
     if any(meta.get(k) != v for k, v in key.items()):
         return None
-    if spans.ndim != 2 or spans.shape != (meta.get("rows"), 2) or not isinstance(meta.get("fingerprint"), str):
+    if spans.rows != meta.get("rows") or not isinstance(meta.get("fingerprint"), str):
         return None
-    return spans, meta["fingerprint"]
+    return offsets_file, meta["fingerprint"]
 
 
 def _scan(path: Path) -> tuple[np.ndarray, str]:
@@ -187,9 +228,10 @@ def open_mapped_corpus(path: str | Path) -> MappedCorpus:
             _write_sidecar(path, spans, fingerprint, key)
         except OSError:  # read-only everywhere: keep the spans in memory for this process
             return MappedCorpus(path, spans, fingerprint)
-        found = _read_sidecar(path) or (spans, fingerprint)
-    spans, fingerprint = found
-    return MappedCorpus(path, spans, fingerprint)
+        found = _read_sidecar(path)
+        if found is None:
+            return MappedCorpus(path, spans, fingerprint)
+    return MappedCorpus(path, *found)
 
 
 def is_jsonl_corpus(path: str | Path, fmt: str = "auto") -> bool:
