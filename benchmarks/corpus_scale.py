@@ -2,7 +2,7 @@
 
 For each corpus size (default 200,000 and 2,000,000 passages) this script generates a FlashRAG
 corpus jsonl (`{"id", "contents"}`, `"Page i"\\ntext` of 40-70 words drawn from a fixed vocabulary,
-seeded: about 400 bytes a row) and a FlashRAG-style index file over it, then starts a fresh
+seeded, from the ~2,000 English words of the demo corpus: about 400 bytes a row) and a FlashRAG-style index file over it, then starts a fresh
 worker process that does what every `--processes` or Ray worker does: open the source
 (`open_source(index=FILE, corpus=JSONL, encoder="minilm-onnx")`, the FlashRAG route) and serve
 1,000 queries (`search_batch`, 100 at a time). The worker reports its open time and its resident
@@ -40,7 +40,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 DIM = 384
 FACTORY = "IVF256,PQ16"
-VOCAB_SIZE = 5000
 
 
 def status_kib(field: str) -> int:
@@ -51,15 +50,20 @@ def status_kib(field: str) -> int:
     raise KeyError(field)
 
 
-def vocabulary(seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    return ["".join(rng.choice(letters) for _ in range(rng.randint(3, 10))) for _ in range(VOCAB_SIZE)]
+def vocabulary() -> list[str]:
+    """The English words of the packaged demo corpus (about 2,000): passages and queries drawn from
+    them tokenize like real text (random letter strings would split into many word pieces)."""
+    import re
+
+    from branchpoint.experiments.questions import demo_corpus_path
+    from branchpoint.retrieval import load_corpus
+
+    return sorted({w.lower() for p in load_corpus(demo_corpus_path()) for w in re.findall(r"[A-Za-z]+", p.text)})
 
 
 def write_corpus(path: Path, n: int, seed: int = 0) -> None:
     """n FlashRAG rows, seeded, written in blocks."""
-    words = vocabulary(seed)
+    words = vocabulary()
     rng = random.Random(seed + 1)
     with path.open("w", encoding="utf-8") as fh:
         block = []
@@ -135,7 +139,7 @@ def main() -> None:
 
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
-        corpus, index_file = workdir / f"corpus-{n}.jsonl", workdir / f"ivfpq-{n}.index"
+        corpus, index_file = workdir / f"corpus-en-{n}.jsonl", workdir / f"ivfpq-{n}.index"
         if not corpus.is_file():
             start = time.perf_counter()
             write_corpus(corpus, n)
