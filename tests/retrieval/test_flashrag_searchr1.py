@@ -194,3 +194,18 @@ def test_factory_strings_in_manifest_and_cache_key(tmp_path, minilm, flashrag_ro
     # a built index records its factory too, and our own defaults keep the old key
     built = DenseIndex.build(load_corpus(demo_corpus_path())[:40], FakeEncoder(), kind="hnsw", params={"M": 8})
     assert built.manifest.factory == "HNSW8" and "factory" not in built.manifest.cache_params()
+
+
+def test_a_bm25_index_directory_is_served_too(tmp_path):
+    from branchpoint.retrieval.bm25 import BM25Index
+
+    saved = BM25Index.build(load_corpus(demo_corpus_path())[:30]).save(tmp_path / "bm25")
+    index = load_served_index(saved)
+    with pytest.raises(InputError, match="holds its own passages"):
+        load_served_index(saved, corpus=demo_corpus_path())
+    with running_server(RetrievalService(index)) as base:
+        body = searchr1_request(f"{base}/retrieve", ["capital of Australia"] * 300, topk=2)
+        health = requests.get(f"{base}/health", timeout=10).json()
+    direct = [p.doc_id for p, _ in index.search(["capital of Australia"], 2)[0]]
+    assert len(body["result"]) == 300 and [h["document"]["id"] for h in body["result"][299]] == direct
+    assert health["kind"] == "bm25" and health["encoder"] is None
