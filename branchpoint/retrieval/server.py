@@ -16,7 +16,8 @@ any client written for it, can use our indexes):
 
 One result list per query, in request order, best first; `contents` is the corpus row's
 `contents` exactly as given (FlashRAG's `"Title"\\ntext`, or an unquoted title line); rows of
-the `{"id", "title", "text"}` shape are served with contents `"Title"\\ntext`. Dense scores are inner products (cosine for unit vectors), bm25 scores BM25.
+the `{"id", "title", "text"}` shape are served with contents `"Title"\\ntext`. Dense scores
+are inner products (cosine for unit vectors), bm25 scores BM25.
 
 Batch sizes: Search-R1's own traffic is hundreds of queries per request (its
 `retrieval_request.py` sends 400, its agent one per rollout), so a request may carry up to
