@@ -793,40 +793,115 @@ def builder(
     console.print(f"wrote {len(result.questions)} questions to {out}" + (f" and pairs to {pairs}" if pairs else ""))
 
 
+import_app = typer.Typer(help="Import other frameworks' logs as branchpoint traces.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
+
+
+@import_app.command("inspect")
+@friendly_errors
+def import_inspect(
+    log: Path = typer.Argument(..., help="An inspect_ai eval log (.eval or .json), as inspect_ai wrote it."),
+    out: Path = typer.Option(..., "--out", help="The traces file to write (JSON lines, one record per sample and epoch)."),
+    search_tool: list[str] = typer.Option([], "--search-tool", help="Tool names that are searches (default: search, web_search, retrieve, wikipedia_search); repeatable."),
+) -> None:
+    """Turn an inspect_ai eval log into branchpoint traces (needs pip install 'branchpoint[inspect]').
+
+    Example: branchpoint import inspect logs/2026-12-01T08-23_task.eval --out traces.jsonl && branchpoint evaluate traces.jsonl --judge given
+    """
+    from branchpoint.importers.inspect_log import SEARCH_TOOLS, read_inspect_log
+    from branchpoint.traces import dump_record, write_files_atomically
+
+    records = list(read_inspect_log(log, search_tool or SEARCH_TOOLS))
+    write_files_atomically({out: "".join(dump_record(r) + "\n" for r in records)})
+    searches = sum(r.search_calls for r in records)
+    console.print(f"wrote {len(records)} traces ({searches} search calls) to {out}", soft_wrap=True, highlight=False)
+
+
+@app.command("schema")
+@friendly_errors
+def schema(
+    which: str = typer.Argument(..., help="trace (one line of executions.jsonl / forks.jsonl), metrics (metrics.json) or value (value.json)."),
+) -> None:
+    """Print the JSON Schema of a trace record, metrics.json or value.json.
+
+    Example: branchpoint schema trace > trace.schema.json
+    """
+    import json
+
+    from branchpoint.errors import InputError
+    from branchpoint.evaluation.report_schemas import json_schema
+
+    try:
+        text = json.dumps(json_schema(which), indent=2)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    typer.echo(text)
+
+
 @retrieval_app.command("serve")
 @friendly_errors
 def retrieval_serve(
-    index: Path = typer.Option(..., "--index", help="A saved index directory (index.faiss, passages.jsonl, manifest.json)."),
+    index: Path = typer.Option(..., "--index", help="A saved index directory, or a FlashRAG / Search-R1 faiss index file (e5_Flat.index) with --corpus."),
+    corpus: Path | None = typer.Option(None, "--corpus", help="The corpus jsonl a FlashRAG index file was built from (row i = line i)."),
+    encoder: str | None = typer.Option(None, "--encoder", help="Encoder of a FlashRAG index file (e.g. st:intfloat/e5-base-v2); a directory's manifest names its own."),
+    retrieval_method: str | None = typer.Option(None, "--retrieval-method", help="FlashRAG retrieval_method (e5, bge, contriever, jina, dpr): its prefixes, pooling, normalisation."),
+    query_prefix: str | None = typer.Option(None, "--query-prefix", help="Text put before every query (wins over --retrieval-method)."),
+    passage_prefix: str | None = typer.Option(None, "--passage-prefix", help="Text put before every passage (recorded; the index is not re-encoded)."),
+    pooling: str | None = typer.Option(None, "--pooling", help="mean or cls."),
+    normalize: bool | None = typer.Option(None, "--normalize/--no-normalize", help="L2-normalise query vectors (default on)."),
+    corpus_format: str = typer.Option("auto", "--format", help="Corpus format of --corpus (auto, flashrag-jsonl, ...)."),
+    param: list[str] = typer.Option([], "--param", help="Search parameter NAME=VALUE (nprobe, efSearch); repeatable."),
+    device: str = typer.Option("cpu", "--device", help="cpu or gpu (faiss-gpu) for the index."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (0.0.0.0: every interface; no authentication)."),
     port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to listen on (0: a free one)."),
-    max_queries: int = typer.Option(64, "--max-queries", min=1, help="Most queries in one request (more: HTTP 400)."),
+    max_queries: int = typer.Option(4096, "--max-queries", min=1, help="Most queries in one request (more: HTTP 400)."),
     max_topk: int = typer.Option(50, "--max-topk", min=1, help="Largest topk a request may ask for (more: HTTP 400)."),
+    max_results: int = typer.Option(50_000, "--max-results", min=1, help="Most passages (queries x topk) in one request."),
+    search_batch: int = typer.Option(256, "--search-batch", min=1, help="Queries encoded and searched at once inside a request."),
     max_body_bytes: int = typer.Option(
-        1_000_000, "--max-body-bytes", min=1, help="Largest request body in bytes (more: HTTP 413)."
+        16_000_000, "--max-body-bytes", min=1, help="Largest request body in bytes (more: HTTP 413)."
     ),
     default_topk: int = typer.Option(3, "--default-topk", min=1, help="Passages per query when a request gives no topk."),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level (warning: no access log)."),
 ) -> None:
-    """Serve a saved index over HTTP with Search-R1's retriever protocol; Ctrl-C stops it.
+    """Serve an index over HTTP with Search-R1's retriever protocol; Ctrl-C stops it.
 
     POST /retrieve {"queries": [...], "topk": 3, "return_scores": true} answers
     {"result": [[{"document": {"id", "contents"}, "score": s}, ...], ...]}; GET /health.
 
-    Example: branchpoint retrieval serve --index ~/.cache/branchpoint/indexes/3f2a...-minilm-onnx --port 8000
+    Example: branchpoint retrieval serve --index e5_Flat.index --corpus wiki-18.jsonl --encoder st:intfloat/e5-base-v2 --retrieval-method e5
     """
+    from branchpoint.errors import InputError
+    from branchpoint.retrieval.encoder import EncoderSettings, get_encoder, resolve_encoder_name
     from branchpoint.retrieval.server import (
-        RetrievalService, ServerLimits, bind_socket, is_loopback, load_index_dir, serve, url_of,
+        RetrievalService, ServerLimits, bind_socket, is_loopback, load_served_index, serve, url_of,
     )  # fmt: skip
 
+    if pooling not in (None, "mean", "cls"):
+        raise InputError(f"--pooling {pooling!r}: expected mean or cls")
+    if device not in ("cpu", "gpu"):
+        raise InputError(f"--device {device!r}: expected cpu or gpu")
     limits = ServerLimits(max_queries=max_queries, max_topk=max_topk, max_body_bytes=max_body_bytes,
-                          default_topk=default_topk)
-    service = RetrievalService(load_index_dir(index), limits)
+                          default_topk=default_topk, max_results=max_results, search_batch=search_batch)
+    settings = EncoderSettings(query_prefix=query_prefix, passage_prefix=passage_prefix,
+                               pooling=pooling, normalize=normalize)  # type: ignore[arg-type]
+    enc = None
+    if encoder is not None:
+        name = resolve_encoder_name(encoder, retrieval_method, settings)
+        enc = get_encoder(name) if device == "cpu" else get_encoder(name, device=device)
+    elif retrieval_method or not settings.is_default():
+        raise InputError("--retrieval-method and the encoder settings need --encoder")
+    loaded = load_served_index(index, corpus=corpus, encoder=enc, fmt=corpus_format,
+                               params=_index_params(param) or None, device=device)
+    service = RetrievalService(loaded, limits)
     sock = bind_socket(host, port)
     url = url_of(sock)
     manifest = service.index.manifest
+    what = f"{index} + {corpus}" if corpus is not None else f"{index}"
     console.print(
-        f"[bold green]serving[/] {len(service.index)} passages of {index} (encoder {manifest.encoder}) at "
-        f"{url}/retrieve; Ctrl-C stops it.", soft_wrap=True,
+        f"[bold green]serving[/] {len(service.index)} passages of {what} ({manifest.kind}"
+        f"{', encoder ' + manifest.encoder if manifest.encoder else ''}) at {url}/retrieve; Ctrl-C stops it.",
+        soft_wrap=True, highlight=False,
     )  # fmt: skip
     if not is_loopback(host):
         console.print(f"[yellow]listening on {host}:[/] other machines can query this index (no authentication).")
