@@ -122,19 +122,36 @@ def usage_of(message: Any, reasoning: str | None) -> Usage:
 class LangChainChatClient:
     """A `ModelClient` over any LangChain chat model (see the module docstring)."""
 
-    def __init__(self, spec: ModelSpec, model: Any | None = None) -> None:
+    def __init__(self, spec: ModelSpec, model: Any | None = None, request_log: Any = None) -> None:
         if spec.style != "chat":
             raise InputError("model.style: provider 'langchain' needs style chat (chat models have no "
                              "text-completion endpoint)")
         self.spec = spec
         self.name = spec.name
         self.model = model if model is not None else build_chat_model(spec)
+        self.request_log = request_log
+        self._sampled: dict[str, Any] = {}  # set by with_sampling: sent with every call
 
     def with_seed(self, seed: int | None) -> LangChainChatClient:
         """The same model with another seed (sent where the model has a seed setting)."""
-        if seed == self.spec.seed:
+        return self.with_sampling(seed=seed)
+
+    def with_sampling(
+        self, *, temperature: float | None = None, top_p: float | None = None, seed: int | None = None
+    ) -> LangChainChatClient:
+        """The same model sampling with these settings (each sent where the model has that setting)."""
+        update = {k: v for k, v in (("temperature", temperature), ("top_p", top_p), ("seed", seed)) if v is not None}
+        if all(getattr(self.spec, k) == v for k, v in update.items()):
             return self
-        return LangChainChatClient(self.spec.model_copy(update={"seed": seed}), model=self.model)
+        clone = LangChainChatClient(self.spec.model_copy(update=update), model=self.model, request_log=self.request_log)
+        clone._sampled = {**self._sampled, **{k: v for k, v in update.items() if k != "seed"}}
+        return clone
+
+    def with_request_log(self, request_log: Any) -> LangChainChatClient:
+        """The same client, logging each request it makes (messages, tools, call settings)."""
+        clone = LangChainChatClient(self.spec, model=self.model, request_log=request_log)
+        clone._sampled = dict(self._sampled)
+        return clone
 
     def _call_kwargs(self, max_tokens: int) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}
@@ -142,6 +159,9 @@ class LangChainChatClient:
             kwargs["max_tokens"] = max_tokens
         if self.spec.seed is not None and _has_setting(self.model, "seed"):
             kwargs["seed"] = self.spec.seed
+        for name, value in self._sampled.items():
+            if _has_setting(self.model, name):
+                kwargs[name] = value
         return kwargs
 
     def _invoke(self, runnable: Any, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
@@ -167,8 +187,11 @@ class LangChainChatClient:
             except NotImplementedError:
                 raise InputError(f"model.factory {self.spec.factory!r}: {type(self.model).__name__} has no "
                                  "tool calling (bind_tools); use a tagged-text policy instead") from None
+        kwargs = self._call_kwargs(limit)
+        if self.request_log is not None:
+            self.request_log.write("chat", {"messages": messages, "tools": tools, **kwargs})
         start = time.perf_counter()
-        message = self._invoke(runnable, messages, **self._call_kwargs(limit))
+        message = self._invoke(runnable, messages, **kwargs)
         latency = time.perf_counter() - start
         reasoning = reasoning_text(message)
         meta = getattr(message, "response_metadata", None) or {}
