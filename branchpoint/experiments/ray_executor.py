@@ -45,6 +45,8 @@ from branchpoint.errors import BranchpointError, InputError
 from branchpoint.experiments.runner import (
     PlannedExecution,
     RunSummary,
+    check_run_dir,
+    check_sources,
     missing_work,
     plan_executions,
     progress_bar,
@@ -52,7 +54,7 @@ from branchpoint.experiments.runner import (
     select_questions,
 )
 from branchpoint.experiments.spec import ExperimentSpec, condition_fingerprint
-from branchpoint.experiments.store import RunStore
+from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.retrieval.cache import RetrievalCache
 from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, TraceError, dump_record
 
@@ -270,7 +272,12 @@ class ShardMerger:
 
     def shard_dirs(self) -> list[Path]:
         """The shard folders present in the run folder."""
-        root = self.store.run_dir / SHARDS_DIR
+        return self.shard_dirs_of(self.store)
+
+    @staticmethod
+    def shard_dirs_of(store: RunStore) -> list[Path]:
+        """The shard folders present in a run folder (read-only)."""
+        root = store.run_dir / SHARDS_DIR
         return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
 
     def recover(self) -> list[ExecutionRecord]:
@@ -412,7 +419,23 @@ def run_experiment_ray(
     started = time.perf_counter()
     plan = plan_executions(spec, select_questions(spec))  # validates names before anything is written
     store = RunStore(run_dir)
-    store.create(spec.model_dump(mode="json"))
+    with run_lock(store.run_dir) as lock:  # one writer per run folder; the shards write their own folders
+        check_run_dir(store, spec, checkpoints)
+        done = store.finished_ids()
+        missing = [p for p in plan if p.execution_id not in done]
+        if not missing and not ShardMerger.shard_dirs_of(store):
+            return missing_work(plan, done, store.run_dir, started)[1]
+        check_sources(missing)
+        lock.committed = True
+        store.create(spec.model_dump(mode="json"))
+        return _run_ray_locked(ray, spec, store, plan, progress, checkpoints, concurrency, address, num_cpus, started)
+
+
+def _run_ray_locked(
+    ray: Any, spec: ExperimentSpec, store: RunStore, plan: list[PlannedExecution], progress: bool,
+    checkpoints: str | None, concurrency: int, address: str | None, num_cpus: int | None, started: float,
+) -> RunSummary:
+    """`run_experiment_ray` once the run folder is locked and its spec written."""
     merger = ShardMerger(store, checkpoints)
     merger.recover()
     todo, summary = missing_work(plan, merger.finished_ids(), store.run_dir, started)

@@ -3,24 +3,157 @@
 Records are appended durably one line at a time, keyed by a deterministic `execution_id`, so a
 rerun skips what is finished. A torn last line (a crash mid-write) is cut off on open; every
 complete line is kept.
+
+One writer: every command that writes a run folder (`run`, `fork`, `replay`) holds
+`run_lock(run_dir)`, an exclusive `flock` on `RUN_DIR/.lock` for the life of the process (the OS
+releases it when the process dies, SIGKILL included). A second writer is refused with the
+holder's pid and host. Processes that a holder starts (the local executor's workers, forked
+with the lock's descriptor) run under its lock and write only their own shard folders.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 
+from branchpoint.errors import InputError
+
+from pydantic import ValidationError
+
 from branchpoint.traces import (
     EXECUTIONS_FILE,
     ExecutionRecord,
+    TraceError,
+    describe_validation_error,
     dump_record,
-    iter_records,
-    read_records,
+    iter_raw_lines,
+    parse_json_line,
     write_files_atomically,
 )
+
+
+LOCK_FILE = ".lock"
+
+
+class RunDirBusyError(InputError):
+    """Another process holds the run folder's lock (one writer per run folder)."""
+
+
+class RunLock:
+    """The exclusive lock of one run folder, held while this object is open (see `run_lock`).
+
+    `committed` is set by the holder once it has written something: a folder that the lock
+    itself created and that stayed uncommitted is removed again on release, so a command that
+    fails before its first write leaves no trace.
+    """
+
+    def __init__(self, run_dir: Path, fd: int, created: list[Path], created_file: bool) -> None:
+        self.run_dir = run_dir
+        self.path = run_dir / LOCK_FILE
+        self._fd: int | None = fd
+        self._created = created
+        self._created_file = created_file
+        self.committed = False
+
+    def release(self) -> None:
+        """Empty the lock file (no holder) and unlock; undo what the lock created if nothing was written."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            os.ftruncate(fd, 0)
+            if not self.committed and self._created_file:
+                self.path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+        if not self.committed:
+            for folder in reversed(self._created):
+                try:
+                    folder.rmdir()  # only if still empty
+                except OSError:
+                    break
+
+
+def lock_holder(run_dir: str | Path) -> str:
+    """Who holds (or last held) a run folder's lock, as `pid N on host H`, from the lock file."""
+    try:
+        text = (Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8").split()
+    except OSError:
+        text = []
+    if len(text) >= 2 and text[0].isdigit():
+        return f"pid {text[0]} on host {text[1]}"
+    return "another process (pid unknown)"
+
+
+def _missing_parents(path: Path) -> list[Path]:
+    """The folders from the first missing ancestor of `path` down to `path`."""
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    return list(reversed(missing))
+
+
+def acquire_run_lock(run_dir: str | Path, command: str = "run") -> RunLock:
+    """Take the run folder's exclusive lock (creating the folder if needed); RunDirBusyError if
+    another process holds it. Prefer the `run_lock` context manager."""
+    run_dir = Path(run_dir)
+    created = _missing_parents(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / LOCK_FILE
+    while True:
+        created_file = not path.exists()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            for folder in reversed(created):  # made just now for a writer that is not us
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+            raise RunDirBusyError(
+                f"{run_dir}: in use by {lock_holder(run_dir)} (one writer per run folder: wait for it to "
+                f"finish, or stop it, then run `{command}` again)"
+            ) from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:  # else a releasing holder removed the file between our open and flock: retry
+            break
+        os.close(fd)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+    return RunLock(run_dir, fd, created, created_file)
+
+
+@contextmanager
+def run_lock(run_dir: str | Path, command: str = "run") -> Iterator[RunLock]:
+    """Hold a run folder's exclusive lock for the block: one writer per run folder.
+
+    `run`, `fork` and `replay` take it before their first write; a second process is refused
+    (RunDirBusyError, exit code 2) naming the holder's pid and host. Set `lock.committed = True`
+    once the folder holds something worth keeping; if the folder was created here and nothing
+    was committed, it is removed again on exit.
+    """
+    lock = acquire_run_lock(run_dir, command)
+    try:
+        yield lock
+    finally:
+        lock.release()
 
 
 class RunStore:
@@ -44,9 +177,12 @@ class RunStore:
         """Where the run's checkpoints live: a `postgresql://` URL if given, else the run's SQLite file.
 
         A URL is never written into the run folder (it may hold a password): pass it to every
-        command, or set BRANCHPOINT_CHECKPOINTS.
+        command, or set BRANCHPOINT_CHECKPOINTS. Anything but a `.sqlite` path or a
+        `postgres://` / `postgresql://` URL is refused (InputError listing the accepted forms).
         """
-        return override or str(self.checkpoints_path)
+        from branchpoint.checkpoints.store import check_target
+
+        return check_target(override) if override else str(self.checkpoints_path)
 
     def create(self, spec_data: dict) -> None:
         """Make the folder and write the resolved spec beside the traces (atomically)."""
@@ -77,18 +213,35 @@ class RunStore:
         os.truncate(path, keep)
         return size - keep
 
-    def records(self) -> list[ExecutionRecord]:
-        """All records in the store, in the order they were written."""
-        if not self.executions_path.is_file():
-            return []
-        return read_records(self.executions_path)
+    def iter_records(self, file: str = EXECUTIONS_FILE) -> Iterator[ExecutionRecord]:
+        """The records of one trace file of the store, streamed, in the order they were written.
+
+        A torn last line (a crash mid-append, cut by the next writer) is left out, so reading
+        never needs a write first; any other bad line is a TraceError naming file and line.
+        """
+        path = self.run_dir / file
+        if not path.is_file():
+            return
+        with path.open("rb") as fh:
+            for lineno, raw in iter_raw_lines(fh, path):
+                if not raw.endswith(b"\n"):
+                    return  # torn tail
+                obj = parse_json_line(raw, path, lineno)
+                if obj is None:
+                    continue
+                try:
+                    yield ExecutionRecord.model_validate(obj)
+                except ValidationError as exc:
+                    raise TraceError(f"{path} line {lineno}: {describe_validation_error(exc)}") from None
+
+    def records(self, file: str = EXECUTIONS_FILE) -> list[ExecutionRecord]:
+        """All records of a trace file of the store, in the order they were written."""
+        return list(self.iter_records(file))
 
     def finished_ids(self) -> set[str]:
         """Execution ids already recorded with a final status (`incomplete` ones are redone)."""
         latest: dict[str, str] = {}
-        if not self.executions_path.is_file():
-            return set()
-        for rec in iter_records(self.executions_path):  # streamed: memory stays flat on big runs
+        for rec in self.iter_records():  # streamed: memory stays flat on big runs
             latest[rec.execution_id] = rec.status
         return {eid for eid, status in latest.items() if status != "incomplete"}
 
