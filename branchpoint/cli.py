@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from branchpoint.errors import BranchpointError
+from branchpoint.redact import redact
 from branchpoint.traces import TraceError
 
 app = typer.Typer(
@@ -48,7 +50,12 @@ def friendly_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except (BranchpointError, TraceError) as exc:
-            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, markup=True, soft_wrap=True)
+            raise typer.Exit(code=2) from None
+        except sqlite3.DatabaseError as exc:  # damage found mid-run, past the checks made before it
+            message = (f"a SQLite database of the run is damaged ({exc}); `branchpoint runs verify RUN_DIR` tells "
+                       "which: the caches can be deleted and rebuilt, checkpoints.sqlite cannot")
+            err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
             raise typer.Exit(code=2) from None
 
     return wrapper  # type: ignore[return-value]
@@ -91,6 +98,10 @@ def run(
 ) -> None:
     """Run every missing execution of a spec; rerunning a finished spec makes no model call.
 
+    Exit code 0: every planned execution is recorded; 3: some are incomplete (transport faults),
+    the printed command resumes them; 2: bad input (nothing written), or the run folder is in use
+    by another writer.
+
     Example: branchpoint run experiments/quickstart.yaml --out runs/quickstart
 
     Example: branchpoint run experiments/sweep.yaml --executor ray --ray-address auto --concurrency 32
@@ -130,10 +141,25 @@ def run(
             loaded, run_dir, progress=not no_progress, checkpoints=checkpoints, concurrency=concurrency
         )
     _print_summary(summary)
+    incomplete = summary.statuses.get("incomplete", 0)
     if loaded.fork is not None:
         from branchpoint.experiments.forking import fork_run
 
-        _print_fork_summary(fork_run(run_dir, loaded.fork, progress=not no_progress, checkpoints=checkpoints))
+        fork_summary = fork_run(run_dir, loaded.fork, progress=not no_progress, checkpoints=checkpoints)
+        _print_fork_summary(fork_summary)
+        incomplete += fork_summary.statuses.get("incomplete", 0)
+    if incomplete:  # exit code 3: some executions were cut short and are redone by the same command
+        import shlex
+
+        resume = ["branchpoint", "run", str(spec), "--out", str(run_dir)]
+        resume += [*(["--limit", str(limit)] if limit else []), *(["--concurrency", str(concurrency)] if concurrency > 1 else [])]
+        resume += [*(["--executor", executor] if executor != "local" else []), *(["--processes", str(processes)] if processes > 1 else [])]
+        hint = " (with the same --checkpoints or BRANCHPOINT_CHECKPOINTS)" if checkpoints else ""
+        console.print(
+            f"[bold yellow]{incomplete} executions incomplete[/] (transport faults: recorded as incomplete, never "
+            f"scored); to resume them: {escape(shlex.join(resume))}{hint}", soft_wrap=True, highlight=False,
+        )  # fmt: skip
+        raise typer.Exit(code=3)
 
 
 @app.command()

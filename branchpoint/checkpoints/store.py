@@ -13,7 +13,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from branchpoint.checkpoints.postgres import is_postgres_url, mask_url, postgres_checkpointer
-from branchpoint.dbfiles import CHECKPOINTS_HINT, damaged
+from branchpoint.dbfiles import CHECKPOINTS_HINT, damaged, probe
 from branchpoint.errors import InputError
 
 #: What a checkpoint store may be, as said to people.
@@ -55,6 +55,7 @@ def sqlite_checkpointer(path: str | Path) -> Iterator[SqliteSaver]:
     concurrent `graph.invoke` from a thread pool into this one saver is tested.
     """
     path = Path(path)
+    probe(path, "checkpoint database", CHECKPOINTS_HINT, ("checkpoints", "writes"))
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(path), check_same_thread=False)
     try:

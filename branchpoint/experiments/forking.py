@@ -52,7 +52,7 @@ from branchpoint.experiments.runner import (
     run_concurrently,
 )
 from branchpoint.experiments.spec import ExperimentSpec, expand_conditions, load_spec
-from branchpoint.experiments.store import RunStore
+from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.models import TransportError
 from branchpoint.traces import FORKS_FILE, ExecutionRecord, execution_id, read_records
 
@@ -324,6 +324,7 @@ def fork_run(
     parents = parent_records(store, plan.executions)
     summary = ForkSummary(run_dir=store.run_dir)
     with ExitStack() as stack:
+        stack.enter_context(run_lock(store.run_dir, "fork"))  # one writer per run folder
         saver = stack.enter_context(open_checkpointer(store.checkpoint_target(checkpoints)))
         tasks, skipped = plan_study(saver, store, spec, plan, parents)
         summary.illegal_skipped = dict(skipped)

@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from branchpoint.errors import InputError
+from branchpoint.redact import redact
 
 from pydantic import ValidationError
 
@@ -252,7 +253,10 @@ class RunStore:
         releasing it, so concurrent executions overlap their disk flushes (the record is
         durable when this returns).
         """
-        line = dump_record(ExecutionRecord.model_validate(record.model_dump())) + "\n"
+        data = record.model_dump()
+        if data.get("error"):  # a server's error text may quote the API key (see branchpoint.redact)
+            data["error"] = redact(data["error"])
+        line = dump_record(ExecutionRecord.model_validate(data)) + "\n"
         path = self.run_dir / file
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as fh:

@@ -238,39 +238,56 @@ def _check_checkpoints(
         for eid in _sample(list(_finished(entries)), sample, seed):
             entry = entries[eid]
             where = f"{name} line {entry.line}"
-            ids = listed(eid)
             checked += 1
-            if not ids and entry.checkpoint_ids is None and entry.parent is None:  # `initial` is always saved
-                report.problem("checkpoints", where, f"execution {eid[:12]}: no saved states in the checkpoint database")
-                continue
-            starts = sum(1 for _ in saver.list(_thread(eid), filter={"source": "input"}))
-            if starts > 1:
+            try:
+                _check_execution(saver, eid, entry, where, executions, listed, report)
+            except UNREADABLE_STATE as exc:  # e.g. a row whose serializer this LangGraph does not know
                 report.problem(
                     "checkpoints", where,
-                    f"execution {eid[:12]}: its thread was started {starts} times: an abandoned attempt's saved "
-                    "states are still there, and forks would start from them",
+                    f"execution {eid[:12]}: a saved state cannot be read ({type(exc).__name__}: {exc})",
                 )  # fmt: skip
-            if entry.checkpoint_ids is not None:
-                lost = set(entry.checkpoint_ids) - ids
-                extra = ids - set(entry.checkpoint_ids)
-                if lost:
-                    report.problem(
-                        "checkpoints", where,
-                        f"execution {eid[:12]}: {len(lost)} of the {len(entry.checkpoint_ids)} checkpoints its record "
-                        "lists are not in the database" + (" (no saved states at all)" if not ids else ""),
-                    )  # fmt: skip
-                if extra:
-                    report.problem(
-                        "checkpoints", where,
-                        f"execution {eid[:12]}: {len(extra)} saved boundaries that its record does not list",
-                    )  # fmt: skip
-            if entry.parent is not None and entry.parent[0] in executions:
-                if entry.parent[1] not in listed(entry.parent[0]):
-                    report.problem(
-                        "checkpoints", where,
-                        f"execution {eid[:12]}: parent checkpoint {entry.parent[1]} of {entry.parent[0][:12]} does not exist",
-                    )  # fmt: skip
     report.counts["checkpoints_checked"] = checked
+
+
+#: What reading a damaged or foreign saved state raises (an unknown serializer type, bad bytes).
+UNREADABLE_STATE = (NotImplementedError, ValueError, TypeError, KeyError, sqlite3.Error)
+
+
+def _check_execution(
+    saver: Any, eid: str, entry: _Entry, where: str, executions: dict[str, _Entry], listed: Any, report: Verification
+) -> None:
+    """The checkpoint checks of one sampled execution (see `_check_checkpoints`)."""
+    ids = listed(eid)
+    if not ids and entry.checkpoint_ids is None and entry.parent is None:  # `initial` is always saved
+        report.problem("checkpoints", where, f"execution {eid[:12]}: no saved states in the checkpoint database")
+        return
+    starts = sum(1 for _ in saver.list(_thread(eid), filter={"source": "input"}))
+    if starts > 1:
+        report.problem(
+            "checkpoints", where,
+            f"execution {eid[:12]}: its thread was started {starts} times: an abandoned attempt's saved "
+            "states are still there, and forks would start from them",
+        )  # fmt: skip
+    if entry.checkpoint_ids is not None:
+        lost = set(entry.checkpoint_ids) - ids
+        extra = ids - set(entry.checkpoint_ids)
+        if lost:
+            report.problem(
+                "checkpoints", where,
+                f"execution {eid[:12]}: {len(lost)} of the {len(entry.checkpoint_ids)} checkpoints its record "
+                "lists are not in the database" + (" (no saved states at all)" if not ids else ""),
+            )  # fmt: skip
+        if extra:
+            report.problem(
+                "checkpoints", where,
+                f"execution {eid[:12]}: {len(extra)} saved boundaries that its record does not list",
+            )  # fmt: skip
+    if entry.parent is not None and entry.parent[0] in executions:
+        if entry.parent[1] not in listed(entry.parent[0]):
+            report.problem(
+                "checkpoints", where,
+                f"execution {eid[:12]}: parent checkpoint {entry.parent[1]} of {entry.parent[0][:12]} does not exist",
+            )  # fmt: skip
 
 
 def _check_retrieval_cache(path: Path, sample: int, report: Verification) -> None:
@@ -303,7 +320,7 @@ def _check_retrieval_cache(path: Path, sample: int, report: Verification) -> Non
             report.counts["cache_checked"] = checked
         finally:
             conn.close()
-    except (sqlite3.Error, OSError, RuntimeError) as exc:
+    except (sqlite3.Error, OSError, RuntimeError, BranchpointError) as exc:
         report.problem("retrieval_cache", CACHE_FILE, f"cannot read the retrieval cache: {exc}")
 
 
@@ -368,6 +385,10 @@ def verify_run(
     """
     from branchpoint.experiments.spec import load_spec
 
+    from branchpoint.checkpoints.store import check_target
+
+    if checkpoints is not None:
+        check_target(checkpoints)
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise InputError(f"{run_dir}: not a directory (expected a run directory from `branchpoint run`)")
@@ -402,7 +423,7 @@ def verify_run(
                 clean = not any(f.kind in ("schema", "torn_tail") for f in report.problems)
                 if spec.fork is not None and clean:
                     _check_fork_plan(saver, run_dir, spec, forks, report)
-        except (sqlite3.Error, BranchpointError) as exc:
+        except (sqlite3.Error, BranchpointError, *UNREADABLE_STATE) as exc:
             report.problem("checkpoints", str(checkpoints and "--checkpoints" or CHECKPOINTS_FILE), f"cannot read: {exc}")
     _check_retrieval_cache(run_dir / CACHE_FILE, sample, report)
     return report

@@ -33,6 +33,7 @@ from tenacity import (
 
 from branchpoint.errors import InputError, ModelServerError
 from branchpoint.models.call import ModelCall, TransportError
+from branchpoint.redact import redact
 from branchpoint.models.reasoning import ServerTokenCounter, merge_body, reasoning_fields
 from branchpoint.models.spec import ModelSpec
 from branchpoint.traces import Usage
@@ -115,6 +116,7 @@ class OpenAICompatibleClient:
         if not self.base_url:
             raise InputError("model.base_url: required for provider 'openai' (e.g. http://127.0.0.1:8000/v1)")
         key = resolve_api_key(spec)
+        self._api_key = key
         common: dict[str, Any] = dict(
             model=spec.name,
             base_url=self.base_url,
@@ -155,13 +157,16 @@ class OpenAICompatibleClient:
                     return fn()
         except RetryError as exc:
             last = exc.last_attempt.exception()
-            raise TransportError(f"model server {self.base_url}: {last}") from last
+            # The server's text may quote our Authorization header: redacted before anyone stores,
+            # logs or prints it; the original exception is not chained (it holds the raw text).
+            raise TransportError(redact(f"model server {self.base_url}: {last}", [self._api_key])) from None
         except openai.APIStatusError as exc:
             # Not a transport fault (e.g. HTTP 400: vLLM without --enable-auto-tool-choice, a bad
             # grammar): retrying cannot help, so say what the server said, as an error for people.
-            raise ModelServerError(
-                f"model server {self.base_url} refused the request (HTTP {exc.status_code}): {exc.message}"
-            ) from exc
+            raise ModelServerError(redact(
+                f"model server {self.base_url} refused the request (HTTP {exc.status_code}): {exc.message}",
+                [self._api_key],
+            )) from None
         raise AssertionError("unreachable")
 
     def _chat_body(self, max_tokens: int) -> dict[str, Any]:
