@@ -17,7 +17,6 @@ The processes share the model server, so the model must be one they can all reac
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import multiprocessing.queues
 import os
@@ -32,6 +31,7 @@ from typing import Any
 
 
 from branchpoint.errors import BranchpointError, InputError
+from branchpoint.processes import die_with_parent
 from branchpoint.experiments.ray_executor import (
     SHARDS_DIR,
     ShardMerger,
@@ -62,11 +62,7 @@ SHARD_PREFIX = "local-"
 
 def _die_with_parent() -> None:
     """In a worker: on Linux, receive SIGKILL when the driver dies (even by SIGKILL)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:  # not Linux: workers finish their part and exit
-        pass
+    die_with_parent(signal.SIGKILL)  # not Linux: workers finish their part and exit
 
 
 def _context() -> multiprocessing.context.BaseContext:
