@@ -56,7 +56,7 @@ from branchpoint.experiments.runner import (
 from branchpoint.experiments.spec import ExperimentSpec, condition_fingerprint
 from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.retrieval.cache import RetrievalCache
-from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, TraceError, dump_record
+from branchpoint.traces import EXECUTIONS_FILE, PASSAGES_FILE, ExecutionRecord, PassageResolver, TraceError, dump_record
 
 log = logging.getLogger(__name__)
 
@@ -162,10 +162,12 @@ def complete_records(path: Path) -> list[ExecutionRecord]:
     """The records of a trace file's complete lines (a torn last line, still being written, is left)."""
     data = path.read_bytes() if path.is_file() else b""
     records = []
+    resolver = PassageResolver(path.parent / PASSAGES_FILE)  # the shard's own passage store
     for lineno, raw in enumerate(data[: data.rfind(b"\n") + 1].splitlines(), start=1):
         if raw.strip():
             try:
-                records.append(ExecutionRecord.model_validate_json(raw))
+                obj = resolver.resolve(json.loads(raw), f"{path} line {lineno}")
+                records.append(ExecutionRecord.model_validate(obj))
             except ValueError as exc:
                 raise TraceError(f"{path} line {lineno}: not a valid record ({exc})") from None
     return records

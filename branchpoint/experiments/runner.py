@@ -552,7 +552,7 @@ def _run_todo(
     delete_threads(saver, [p.execution_id for p in todo])
 
     def record(rec: ExecutionRecord) -> None:  # in this thread, the run's only writer
-        store.append(rec)  # durable before the execution counts as done
+        rec = store.append(rec)  # durable before the execution counts as done (as written: see append)
         summary.ran += 1
         summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
         elapsed = time.perf_counter() - started

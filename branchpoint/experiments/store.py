@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
+import logging
 import os
 import socket
 import threading
@@ -31,8 +33,13 @@ from pydantic import ValidationError
 
 from branchpoint.traces import (
     EXECUTIONS_FILE,
+    PASSAGES_FILE,
     ExecutionRecord,
+    PassageResolver,
+    RecordTooLargeError,
     TraceError,
+    check_line_size,
+    passage_ref,
     describe_validation_error,
     dump_record,
     iter_raw_lines,
@@ -40,6 +47,8 @@ from branchpoint.traces import (
     write_files_atomically,
 )
 
+
+log = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
 
@@ -163,6 +172,7 @@ class RunStore:
     def __init__(self, run_dir: str | Path) -> None:
         self.run_dir = Path(run_dir)
         self._append_lock = threading.Lock()
+        self._passage_refs: set[str] | None = None
 
     @property
     def executions_path(self) -> Path:
@@ -190,6 +200,7 @@ class RunStore:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         write_files_atomically({self.run_dir / "spec.yaml": yaml.safe_dump(spec_data, sort_keys=False)})
         self.repair_torn_tail()
+        self.repair_torn_tail(PASSAGES_FILE)
 
     def repair_torn_tail(self, file: str = EXECUTIONS_FILE) -> int:
         """Cut a last line that has no newline (a crash mid-append); returns the bytes removed."""
@@ -223,6 +234,7 @@ class RunStore:
         path = self.run_dir / file
         if not path.is_file():
             return
+        resolver = PassageResolver(self.passages_path)
         with path.open("rb") as fh:
             for lineno, raw in iter_raw_lines(fh, path):
                 if not raw.endswith(b"\n"):
@@ -231,7 +243,7 @@ class RunStore:
                 if obj is None:
                     continue
                 try:
-                    yield ExecutionRecord.model_validate(obj)
+                    yield ExecutionRecord.model_validate(resolver.resolve(obj, f"{path} line {lineno}"))
                 except ValidationError as exc:
                     raise TraceError(f"{path} line {lineno}: {describe_validation_error(exc)}") from None
 
@@ -246,21 +258,86 @@ class RunStore:
             latest[rec.execution_id] = rec.status
         return {eid for eid, status in latest.items() if status != "incomplete"}
 
-    def append(self, record: ExecutionRecord, file: str = EXECUTIONS_FILE) -> None:
-        """Append one record durably: whole lines, one writer at a time within this process.
+    @property
+    def passages_path(self) -> Path:
+        """The run's passage store: each retrieved passage's text once (see `traces.PASSAGES_FILE`)."""
+        return self.run_dir / PASSAGES_FILE
 
-        The line is validated and serialised before taking the lock, and fsync'ed after
-        releasing it, so concurrent executions overlap their disk flushes (the record is
-        durable when this returns).
+    def _known_passages(self) -> set[str]:
+        """The refs already in the passage store (read once; its torn tail cut first). Lock held."""
+        if self._passage_refs is None:
+            self.repair_torn_tail(PASSAGES_FILE)
+            refs: set[str] = set()
+            if self.passages_path.is_file():
+                with self.passages_path.open("rb") as fh:
+                    for lineno, raw in iter_raw_lines(fh, self.passages_path):
+                        obj = parse_json_line(raw, self.passages_path, lineno)
+                        if obj is not None and isinstance(obj.get("ref"), str):
+                            refs.add(obj["ref"])
+            self._passage_refs = refs
+        return self._passage_refs
+
+    def append(self, record: ExecutionRecord, file: str = EXECUTIONS_FILE) -> ExecutionRecord:
+        """Append one record durably: whole lines, one writer at a time within this process;
+        returns the record as written.
+
+        Each retrieved passage's text goes to the run's passage store once (the record keeps a
+        `text_ref`; readers put the text back). Error texts are redacted (`branchpoint.redact`).
+        A record whose line would still be longer than readers accept (MAX_LINE_BYTES) is
+        recorded as `incomplete` with an error saying so, and a warning is logged, so the run
+        goes on and the file stays readable. The record line is written after its passages and
+        fsync'ed after the lock is released, so concurrent executions overlap their disk flushes
+        (the record is durable when this returns).
         """
         data = record.model_dump()
         if data.get("error"):  # a server's error text may quote the API key (see branchpoint.redact)
             data["error"] = redact(data["error"])
-        line = dump_record(ExecutionRecord.model_validate(data)) + "\n"
+        texts: dict[str, str] = {}
+        for step in data.get("steps") or ():
+            for doc in step.get("retrieved") or ():
+                text = doc.pop("text")
+                doc["text_ref"] = ref = passage_ref(text)
+                texts[ref] = text
         path = self.run_dir / file
+        line = dump_record(ExecutionRecord.model_validate({**data, "steps": _with_empty_texts(data)})) + "\n"
+        written = record
+        try:
+            check_line_size(line, record.execution_id, path)
+        except RecordTooLargeError as exc:
+            log.warning("%s", exc)
+            written = ExecutionRecord.model_validate({
+                **{k: v for k, v in data.items() if k in _IDENTITY_FIELDS},
+                "status": "incomplete", "error": f"not recorded: {exc}",
+            })  # fmt: skip
+            line, texts = dump_record(written) + "\n", {}
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as fh:
             with self._append_lock:
+                known = self._known_passages() if texts else set()
+                new = [json.dumps({"ref": r, "text": t}, ensure_ascii=False) + "\n" for r, t in texts.items() if r not in known]
+                if new:  # durable before the record that refers to them
+                    with self.passages_path.open("a", encoding="utf-8") as store:
+                        store.write("".join(new))
+                        store.flush()
+                        os.fsync(store.fileno())
+                    known.update(texts)
                 fh.write(line)
                 fh.flush()
             os.fsync(fh.fileno())
+        return written
+
+
+#: What an over-long record keeps when it is recorded as `incomplete` (which execution it is).
+_IDENTITY_FIELDS = (
+    "execution_id", "run_id", "condition", "question_id", "question", "answerable", "category", "gold_answers",
+    "stratum", "support_group", "parent", "branch", "repeat", "history", "wall_s",
+)  # fmt: skip
+
+
+def _with_empty_texts(data: dict) -> list[dict]:
+    """The steps of a record dump whose passages refer to the store: `text` is "" beside `text_ref`
+    (a reader that ignores references still sees valid documents)."""
+    return [
+        {**step, "retrieved": [{**doc, "text": ""} for doc in step.get("retrieved") or ()]}
+        for step in data.get("steps") or ()
+    ]

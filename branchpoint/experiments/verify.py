@@ -41,7 +41,9 @@ from branchpoint.traces import (
     EXECUTIONS_FILE,
     FORKS_FILE,
     MAX_LINE_BYTES,
+    PASSAGES_FILE,
     ExecutionRecord,
+    PassageResolver,
     RetrievedDoc,
     TraceError,
     describe_validation_error,
@@ -128,6 +130,7 @@ def _scan(path: Path, run_name: str, report: Verification, *, forks: bool) -> di
     if not path.is_file():
         return entries
     lines = 0
+    passages = PassageResolver(path.parent / PASSAGES_FILE)
     for lineno, raw in _raw_lines(path, report):
         where = f"{path.name} line {lineno}"
         try:
@@ -139,9 +142,12 @@ def _scan(path: Path, run_name: str, report: Verification, *, forks: bool) -> di
             continue
         lines += 1
         try:
-            rec = ExecutionRecord.model_validate(obj)
+            rec = ExecutionRecord.model_validate(passages.resolve(obj, where))
         except ValidationError as exc:
             report.problem("schema", where, describe_validation_error(exc))
+            continue
+        except TraceError as exc:  # a passage reference the run's passage store lacks
+            report.problem("schema", where, str(exc).removeprefix(f"{where}: "))
             continue
         eid = rec.execution_id
         if rec.run_id != run_name:
