@@ -456,6 +456,14 @@ def value(
         for key in ("n_missing", "n_unknown", "n_unscored_state", "n_malformed"):
             if info.get(key):
                 console.print(f"[yellow]{name}[/]: {key} = {info[key]}", soft_wrap=True)
+        if info.get("n_lines") and info.get("n_unknown", 0) + info.get("n_unscored_state", 0) == info["n_lines"]:
+            examples = "; ".join(info.get("unknown_examples") or [])
+            console.print(
+                f"[bold yellow]warning:[/] {escape(str(info.get('file', name)))}: none of its {info['n_lines']} forecasts "
+                "matches a scored state of this fork study (is it for another run? its keys are parent_execution_id "
+                f"and checkpoint_id{', e.g. ' + escape(examples) if examples else ''}); {name} is scored as 0.5 everywhere",
+                soft_wrap=True, highlight=False,
+            )  # fmt: skip
     target = out or (path if path.is_dir() else path.parent)
     console.print(f"wrote {target / 'value.json'}")
 

@@ -295,3 +295,33 @@ def test_verify_reports_a_checkpoint_row_with_an_unknown_serializer(tmp_path, do
     result = cli("runs", "verify", str(out), "--sample", "0")
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     assert "checkpoints" in result.output and "no-such-serializer" in result.output, result.output
+
+
+# --- exit codes -------------------------------------------------------------------------------
+
+
+def test_run_exit_codes_0_all_recorded_3_some_incomplete_2_bad_input(tmp_path, monkeypatch):
+    from tests.servers.openai_fault_server import FaultConfig, FaultServer
+
+    monkeypatch.setattr("branchpoint.models.openai_compat.wait_exponential", lambda **kw: (lambda rs: 0.0))
+    config = FaultConfig(error_rate=1.0)
+    with FaultServer(config) as server:
+        data = base_spec(tmp_path, agent={"search": False},
+                         model={"provider": "openai", "base_url": server.base_url, "name": "m", "retries": 0})
+        data["model"].pop("script")
+        spec = write_spec(tmp_path, data)
+        out = tmp_path / "run"
+        args = ["run", str(spec), "--out", str(out), "--no-progress", "--concurrency", "2"]
+        result = cli(*args)
+        assert result.exit_code == 3, result.output
+        assert "4 executions incomplete" in result.output
+        assert f"to resume them: branchpoint run {spec} --out {out} --concurrency 2" in result.output
+        config.error_rate = 0.0
+        result = cli(*args)
+        assert result.exit_code == 0 and "4 run (ok: 4)" in result.output, result.output
+    assert cli("run", str(tmp_path / "missing.yaml"), "--out", str(out)).exit_code == 2
+
+
+def test_search_cap_is_at_most_1000(tmp_path):
+    with pytest.raises(InputError, match='field "agent.search_cap": Input should be less than or equal to 1000'):
+        load_spec(write_spec(tmp_path, base_spec(tmp_path, agent={"search_cap": 5000})))

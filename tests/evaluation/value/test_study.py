@@ -149,3 +149,14 @@ def test_forecaster_module_plugs_a_function_into_the_command(tmp_path, monkeypat
     assert "always_sixty_forty - historical_mean" in report["paired"]  # registered forecasters by name
     result = CliRunner().invoke(app, ["value", str(run), "--forecaster-module", "no_such_module_xyz"])
     assert result.exit_code == 2 and "--forecaster-module no_such_module_xyz: cannot import" in result.output
+
+
+def test_a_forecasts_file_matching_no_state_warns_on_the_console(tmp_path):
+    run = make_run(tmp_path)
+    other = tmp_path / "other_run_forecasts.jsonl"
+    other.write_text('{"parent_execution_id": "elsewhere", "checkpoint_id": "c9", "q_think": 0.4, "q_search": 0.6}\n',
+                     encoding="utf-8")
+    result = CliRunner().invoke(app, ["value", str(run), "--forecasts", str(other), "--judge", "given", "--resamples", "0"])
+    assert result.exit_code == 0, result.output
+    assert "warning:" in result.output and "none of its 1 forecasts matches a scored state" in result.output
+    assert "elsewhere / c9" in result.output
