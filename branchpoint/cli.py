@@ -148,18 +148,25 @@ def run(
         fork_summary = fork_run(run_dir, loaded.fork, progress=not no_progress, checkpoints=checkpoints)
         _print_fork_summary(fork_summary)
         incomplete += fork_summary.statuses.get("incomplete", 0)
-    if incomplete:  # exit code 3: some executions were cut short and are redone by the same command
-        import shlex
+    resume = ["branchpoint", "run", str(spec), "--out", str(run_dir)]
+    resume += [*(["--limit", str(limit)] if limit else []), *(["--concurrency", str(concurrency)] if concurrency > 1 else [])]
+    resume += [*(["--executor", executor] if executor != "local" else []), *(["--processes", str(processes)] if processes > 1 else [])]
+    _exit_if_incomplete(incomplete, "executions", resume, checkpoints)
 
-        resume = ["branchpoint", "run", str(spec), "--out", str(run_dir)]
-        resume += [*(["--limit", str(limit)] if limit else []), *(["--concurrency", str(concurrency)] if concurrency > 1 else [])]
-        resume += [*(["--executor", executor] if executor != "local" else []), *(["--processes", str(processes)] if processes > 1 else [])]
-        hint = " (with the same --checkpoints or BRANCHPOINT_CHECKPOINTS)" if checkpoints else ""
-        console.print(
-            f"[bold yellow]{incomplete} executions incomplete[/] (transport faults: recorded as incomplete, never "
-            f"scored); to resume them: {escape(shlex.join(resume))}{hint}", soft_wrap=True, highlight=False,
-        )  # fmt: skip
-        raise typer.Exit(code=3)
+
+def _exit_if_incomplete(incomplete: int, what: str, resume: list[str], checkpoints: str | None) -> None:
+    """Exit code 3 when some executions were cut short (transport faults), printing the command
+    that redoes them (the URL of --checkpoints is not printed: it may hold a password)."""
+    if not incomplete:
+        return
+    import shlex
+
+    hint = " (with the same --checkpoints or BRANCHPOINT_CHECKPOINTS)" if checkpoints else ""
+    console.print(
+        f"[bold yellow]{incomplete} {what} incomplete[/] (transport faults: recorded as incomplete, never "
+        f"scored); to resume them: {escape(shlex.join(resume))}{hint}", soft_wrap=True, highlight=False,
+    )  # fmt: skip
+    raise typer.Exit(code=3)
 
 
 @app.command()
@@ -355,6 +362,9 @@ def fork(
 ) -> None:
     """Fork saved states into THINK / SEARCH / STOP / SWITCH continuations (RUN_DIR/forks.jsonl).
 
+    Exit code 0: every planned branch is recorded; 3: some are incomplete (rerun the printed
+    command); 2: bad input, or the run folder is in use by another writer.
+
     Example: branchpoint fork runs/fork-study --actions THINK,SEARCH,STOP,SWITCH --repeats 4
     --switch-source demo_chunks --minimal-search
     """
@@ -365,7 +375,13 @@ def fork(
         search_budget=search_budget, switch_source=switch_source, executions=execution or None,
         minimal_search=minimal_search, concurrency=concurrency,
     )  # fmt: skip
-    _print_fork_summary(fork_run(run_dir, plan, progress=not no_progress, checkpoints=checkpoints))
+    summary = fork_run(run_dir, plan, progress=not no_progress, checkpoints=checkpoints)
+    _print_fork_summary(summary)
+    resume = ["branchpoint", "fork", str(run_dir), "--boundaries", boundaries, "--actions", actions, "--repeats",
+              str(repeats), "--search-budget", str(search_budget), "--concurrency", str(concurrency)]
+    resume += [*(["--switch-source", switch_source] if switch_source else []), *(["--minimal-search"] if minimal_search else [])]
+    resume += [arg for prefix in execution for arg in ("--execution", prefix)]
+    _exit_if_incomplete(summary.statuses.get("incomplete", 0), "branches", resume, checkpoints)
 
 
 def _print_fork_summary(summary: Any) -> None:
