@@ -174,7 +174,8 @@ def complete_records(path: Path) -> list[ExecutionRecord]:
 
 
 def merge_sqlite_tables(
-    target: Path, source: Path, tables: Iterable[str], conflict: str, replace_threads: bool = False
+    target: Path, source: Path, tables: Iterable[str], conflict: str, replace_threads: bool = False,
+    skip_threads: Iterable[str] = (),
 ) -> int:
     """Copy every row of `tables` from `source` into `target` (same schema); returns rows copied.
 
@@ -182,24 +183,30 @@ def merge_sqlite_tables(
     `replace_threads`, every `thread_id` the source holds is first deleted from the target's
     tables: a shard's database is the whole truth about its threads (an execution redone there
     was cleared there first), so rows of an abandoned attempt folded earlier do not survive.
+    Threads in `skip_threads` (executions the run already recorded from elsewhere, e.g. redone by
+    a run without this shard) are left as the target has them, neither deleted nor copied.
     """
     conn = sqlite3.connect(str(target), timeout=30)
     try:
         conn.execute("ATTACH DATABASE ? AS shard", (str(source),))
+        conn.execute("CREATE TEMP TABLE skip_threads (thread_id TEXT PRIMARY KEY)")
+        conn.executemany("INSERT OR IGNORE INTO temp.skip_threads VALUES (?)", [(str(t),) for t in skip_threads])
         copied = 0
         with conn:
+            present = [t for t in tables if conn.execute(f"PRAGMA shard.table_info({t})").fetchall()]
+            threaded = {t for t in present
+                        if "thread_id" in {row[1] for row in conn.execute(f"PRAGMA shard.table_info({t})")}}
+            keep = "thread_id NOT IN (SELECT thread_id FROM temp.skip_threads)"
             if replace_threads:
-                present = [t for t in tables if conn.execute(f"PRAGMA shard.table_info({t})").fetchall()]
-                threads = " UNION ".join(f"SELECT thread_id FROM shard.{t}" for t in present)
+                threads = " UNION ".join(f"SELECT thread_id FROM shard.{t}" for t in present if t in threaded)
                 for table in present if threads else ():
-                    conn.execute(f"DELETE FROM main.{table} WHERE thread_id IN ({threads})")
-            for table in tables:
+                    conn.execute(f"DELETE FROM main.{table} WHERE thread_id IN ({threads}) AND {keep}")
+            for table in present:
                 columns = [row[1] for row in conn.execute(f"PRAGMA shard.table_info({table})")]
-                if not columns:
-                    continue
                 names = ", ".join(f'"{c}"' for c in columns)
+                where = f" WHERE {keep}" if table in threaded else ""
                 cur = conn.execute(
-                    f"INSERT OR {conflict} INTO main.{table} ({names}) SELECT {names} FROM shard.{table}"
+                    f"INSERT OR {conflict} INTO main.{table} ({names}) SELECT {names} FROM shard.{table}{where}"
                 )
                 copied += max(cur.rowcount, 0)
         conn.execute("DETACH DATABASE shard")
@@ -266,7 +273,8 @@ class ShardMerger:
             db = shard_dir / "checkpoints.sqlite"
             found = db.is_file()
             if found:
-                merge_sqlite_tables(self._target(db.name), db, CHECKPOINT_TABLES, "REPLACE", replace_threads=True)
+                merge_sqlite_tables(self._target(db.name), db, CHECKPOINT_TABLES, "REPLACE", replace_threads=True,
+                                    skip_threads=self._finished)
         cache = shard_dir / "retrieval_cache.sqlite"
         if cache.is_file():  # first writer wins, as within the cache itself
             merge_sqlite_tables(self._target(cache.name), cache, CACHE_TABLES, "IGNORE")

@@ -117,12 +117,17 @@ def acquire_run_lock(run_dir: str | Path, command: str = "run") -> RunLock:
     """Take the run folder's exclusive lock (creating the folder if needed); RunDirBusyError if
     another process holds it. Prefer the `run_lock` context manager."""
     run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise InputError(f"{run_dir}: not a directory (expected a run folder, or a path where one can be made)")
     created = _missing_parents(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / LOCK_FILE
-    while True:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
         created_file = not path.exists()
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise InputError(f"{run_dir}: cannot create or lock the run folder ({exc.strerror or exc})") from None
+    while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -145,6 +150,8 @@ def acquire_run_lock(run_dir: str | Path, command: str = "run") -> RunLock:
         if same:  # else a releasing holder removed the file between our open and flock: retry
             break
         os.close(fd)
+        created_file = not path.exists()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
     return RunLock(run_dir, fd, created, created_file)
