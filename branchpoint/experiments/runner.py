@@ -260,10 +260,10 @@ def check_sources(todo: Iterable[PlannedExecution]) -> None:
     from branchpoint.retrieval import load_corpus
 
     seen: set[tuple[str, str]] = set()
-    for p in todo:
-        if not p.spec.agent.search:
+    for spec in {id(p.spec): p.spec for p in todo}.values():  # one spec object per condition
+        if not spec.agent.search:
             continue
-        for source in p.spec.retrieval.sources.values():
+        for source in spec.retrieval.sources.values():
             corpus = corpus_path(source)
             if corpus is not None and (str(corpus), source.format) not in seen:
                 seen.add((str(corpus), source.format))
@@ -526,8 +526,8 @@ def run_experiment(
             return summary
         pool = SourcePool(progress, cache_path=store.run_dir / "retrieval_cache.sqlite")
         stack.callback(pool.close)
-        for p in todo:  # open every source now: a bad corpus or a stale index writes nothing
-            pool.prepare(p.spec)
+        for condition_spec in {id(p.spec): p.spec for p in todo}.values():  # one spec object per condition
+            pool.prepare(condition_spec)  # open every source now: a bad corpus or a stale index writes nothing
         lock.committed = True  # the first write: from here on the folder is the run's
         store.create(spec.model_dump(mode="json"))
         _run_todo(spec, store, todo, summary, pool, stack, target, progress, model_opener, concurrency, started)
