@@ -156,7 +156,7 @@ def test_api_key_is_used_but_never_written_or_printed(tmp_path, monkeypatch, cap
         ):
             result = runner.invoke(app, args)
             outputs.append(result.output)
-            assert result.exit_code in (0, 1), result.output
+            assert result.exit_code in (0, 1, 3), result.output  # 3: some executions incomplete (faults)
     assert f"Bearer {SENTINEL}" in config.authorization, "the key from the environment was sent"
     assert config.counts["error"] + config.counts["drop"] + config.counts["truncate"] > 0
     leaks = [p for p in run_dir.rglob("*") if p.is_file() and SENTINEL.encode() in p.read_bytes()]

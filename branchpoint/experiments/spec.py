@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_serializer, model_validator
 from pydantic_core import PydanticCustomError
 
 from branchpoint.checkpoints.plan import ForkPlan
@@ -191,9 +191,22 @@ class ExperimentSpec(_Strict):
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
     fork: ForkPlan | None = Field(None, description="A fork study `branchpoint run` does after the run.")
 
+    _source_dir: Path | None = PrivateAttr(None)
 
-def load_spec(path: str | Path) -> ExperimentSpec:
-    """Read and validate a YAML spec (safe loading); errors name the file and the field or line."""
+    @property
+    def source_dir(self) -> Path | None:
+        """The folder of the spec file this spec was loaded from (None when built in code):
+        `module:function` policies are imported from there too."""
+        return self._source_dir
+
+
+def load_spec(path: str | Path, *, check_policy: bool = True) -> ExperimentSpec:
+    """Read and validate a YAML spec (safe loading); errors name the file and the field or line.
+
+    With `check_policy`, every condition's agent policy must resolve (registered, or an
+    importable `module:function` beside the spec or in the working directory); a run folder's
+    recorded `spec.yaml` is read without it (its policy module lives beside the original spec).
+    """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: spec file not found")
@@ -213,18 +226,20 @@ def load_spec(path: str | Path) -> ExperimentSpec:
         raise InputError(f"{path}: {describe_validation_error(exc)}") from None
     conditions = expand_conditions(spec, source=str(path))  # check the sweep axes now, before any work
     check_judges(spec, source=str(path))
-    check_policies([resolved for _, resolved in conditions], source=str(path))
+    spec._source_dir = path.resolve().parent
+    if check_policy:
+        check_policies([resolved for _, resolved in conditions], source=str(path), search_paths=[spec._source_dir])
     return spec
 
 
-def check_policies(specs: list[ExperimentSpec], source: str = "spec") -> None:
-    """Refuse an agent policy that is neither registered nor an importable `module:function`,
-    naming the spec file."""
+def check_policies(specs: list[ExperimentSpec], source: str = "spec", search_paths: list[Path] | None = None) -> None:
+    """Refuse an agent policy that is neither registered nor an importable `module:function`
+    (looked for in `search_paths` and the working directory), naming the spec file."""
     from branchpoint.agents import resolve_policy
 
     for policy in dict.fromkeys(s.agent.policy for s in specs):
         try:
-            resolve_policy(policy)
+            resolve_policy(policy, search_paths or [])
         except InputError as exc:
             raise InputError(f"{source}: {exc}") from None
 
@@ -282,8 +297,10 @@ def condition_fingerprint(spec: ExperimentSpec) -> str:
     relevant = {
         "seed": spec.seed,
         "model": spec.model.model_dump(
-            # where and how the model is reached does not change what it answers
+            # where and how the model is reached does not change what it answers; an unset top_p
+            # is left out so that ids of runs made before the field existed stay the same
             exclude={"base_url", "api_key_env", "timeout_s", "retries", "server", "max_connections"}
+            | ({"top_p"} if spec.model.top_p is None else set())
         ),
         "agent": spec.agent.model_dump(),
         "retrieval": spec.retrieval.model_dump(),
