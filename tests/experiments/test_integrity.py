@@ -284,6 +284,10 @@ def test_damaged_judge_cache_is_one_line(tmp_path, done_run):
     (tmp_path / "judge.sqlite").write_bytes(b"garbage" * 1000)
     with pytest.raises(InputError, match="judge.sqlite: the judge cache is damaged .*can be rebuilt"):
         JudgeCache(tmp_path / "judge.sqlite")
+    spec, out = done_run
+    fails_cleanly(["evaluate", str(out), "--judge", "llm", "--judge-model", "m", "--judge-base-url",
+                   "http://127.0.0.1:9/v1", "--judge-cache", str(tmp_path / "judge.sqlite")], out,
+                  "judge.sqlite: the judge cache is damaged")  # fmt: skip
 
 
 def test_verify_reports_a_checkpoint_row_with_an_unknown_serializer(tmp_path, done_run):
