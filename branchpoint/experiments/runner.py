@@ -261,20 +261,33 @@ def check_run_dir(store: RunStore, spec: ExperimentSpec, checkpoints: str | None
 
 
 def check_sources(todo: Iterable[PlannedExecution]) -> None:
-    """Read every corpus the planned executions search, without building anything (the light
-    check of the executors whose workers open the sources themselves): a corpus that is not
-    JSON, not UTF-8 or empty is an InputError before the run folder is written."""
+    """Read every corpus the planned executions search, and check every saved index directory
+    against it, without loading an encoder or building anything (the check of the executors
+    whose workers open the sources themselves): a corpus that is not JSON, not UTF-8 or empty,
+    or an index of another corpus, kind or build parameters, is an InputError before the run
+    folder is written."""
     from branchpoint.retrieval import load_corpus
+    from branchpoint.retrieval.corpus import chunk_passages, corpus_fingerprint
+    from branchpoint.retrieval.index import check_manifest, read_manifest
 
-    seen: set[tuple[str, str]] = set()
+    seen: set[str] = set()
     for spec in {id(p.spec): p.spec for p in todo}.values():  # one spec object per condition
         if not spec.agent.search:
             continue
         for source in spec.retrieval.sources.values():
+            key = source.model_dump_json()
             corpus = corpus_path(source)
-            if corpus is not None and (str(corpus), source.format) not in seen:
-                seen.add((str(corpus), source.format))
-                load_corpus(corpus, source.format)
+            if corpus is None or key in seen:
+                continue
+            seen.add(key)
+            passages = load_corpus(corpus, source.format)
+            index = Path(source.index) if source.index is not None else None
+            if index is not None and index.is_dir():
+                if source.chunk_words is not None:
+                    passages = chunk_passages(passages, source.chunk_words)
+                kind = "bm25" if source.kind == "bm25" else source.index_kind
+                check_manifest(read_manifest(index), index / "manifest.json", kind=kind,
+                               expected_fingerprint=corpus_fingerprint(passages), params=source.index_params)
 
 
 def identity_fields(planned: PlannedExecution, run_id: str) -> dict[str, Any]:
