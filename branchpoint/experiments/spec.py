@@ -261,7 +261,9 @@ def condition_fingerprint(spec: ExperimentSpec) -> str:
         "seed": spec.seed,
         "model": spec.model.model_dump(
             # where and how the model is reached does not change what it answers
-            exclude={"base_url", "api_key_env", "timeout_s", "retries", "server", "max_connections"}
+            exclude={"base_url", "api_key_env", "timeout_s", "retries", "server", "max_connections",
+                     # the simulator's settings matter only to it (and leave other ids unchanged)
+                     *(() if spec.model.provider == "sim" else ("sim",))}
         ),
         "agent": spec.agent.model_dump(),
         "retrieval": spec.retrieval.model_dump(),

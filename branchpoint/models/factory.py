@@ -1,4 +1,5 @@
-"""Open the model a spec names: embedded llama.cpp, any OpenAI-compatible server, or a script."""
+"""Open the model a spec names: embedded llama.cpp, any OpenAI-compatible server, the simulated
+model, or a script."""
 
 from __future__ import annotations
 
@@ -24,6 +25,12 @@ def open_model(spec: ModelSpec, log_dir: Path | None = None) -> Iterator[ModelCl
     elif spec.provider == "embedded":
         log = log_dir / "llamacpp-server.log" if log_dir else None
         with LlamaCppServer(spec.server, alias=spec.name, log_path=log) as server:
+            yield OpenAICompatibleClient(spec, base_url=server.base_url)
+    elif spec.provider == "sim":
+        from branchpoint.models.sim import SimServer
+
+        log = log_dir / "sim-server.log" if log_dir else None
+        with SimServer(spec.sim, served_name=spec.name, log_path=log) as server:
             yield OpenAICompatibleClient(spec, base_url=server.base_url)
     else:
         yield OpenAICompatibleClient(spec)
