@@ -50,6 +50,7 @@ from branchpoint.experiments.runner import (
     limit_connections,
     record_from_state,
     run_concurrently,
+    simulated_marker,
 )
 from branchpoint.experiments.spec import ExperimentSpec, expand_conditions, load_spec
 from branchpoint.experiments.store import RunStore
@@ -213,7 +214,7 @@ def run_branch(graph: Any, ctx: AgentContext, task: BranchTask, saver: Any, plan
         gold_answers=parent.gold_answers, stratum=parent.stratum, support_group=parent.support_group,
         parent={"execution_id": parent.execution_id, "checkpoint_id": task.boundary.checkpoint_id,
                 "boundary": task.boundary.boundary},
-        branch=task.action, repeat=task.repeat,
+        branch=task.action, repeat=task.repeat, **simulated_marker(task.spec),
     )  # fmt: skip
     config = {"configurable": {"thread_id": task.execution_id}, "recursion_limit": recursion_limit(cap)}
     clear_thread(saver, task.execution_id)

@@ -235,16 +235,36 @@ class Check:
     detail: str
 
 
+def pooled_z(rows: list[dict[str, Any]], level: float = 0.95) -> tuple[float, int] | None:
+    """z = Σ errors / sqrt(Σ se²) over the studies, each study's standard error read off its
+    interval (width / 2z); None unless some study has a non-degenerate interval."""
+    zq = float(sps.norm.ppf(0.5 + level / 2))
+    num, var, k = 0.0, 0.0, 0
+    for row in rows:
+        ci, est, truth = row.get("ci"), row.get("estimate"), row.get("truth")
+        if not (isinstance(ci, list) and len(ci) == 2 and ci[0] is not None and ci[1] is not None and est is not None):
+            continue
+        se = (float(ci[1]) - float(ci[0])) / (2 * zq)
+        if se <= 0:
+            continue
+        num += est - truth
+        var += se * se
+        k += 1
+    return (num / math.sqrt(var), k) if k else None
+
+
 def aggregate(per_study: list[dict[str, Any]], *, target: tuple[float, float] = (0.90, 0.99),
               alpha: float = 0.01, bias_alpha: float = 0.001) -> tuple[dict[str, Any], list[Check]]:  # fmt: skip
     """Coverage and bias of each quantity over the studies, and the checks.
 
     Checks: coverage is not implausibly low for 95% intervals (one-sided binomial test at
     `alpha`: fewer covered studies than chance allows fails), and, for two-sided estimators with
-    three or more studies, the mean error is not significantly different from zero (errors across
-    independent studies: a t-test at `bias_alpha`, two-sided). Coverage within `target` is reported (`in_target`), and is a check only
+    three or more studies, the mean error is not significantly different from zero at `bias_alpha`
+    (two-sided): a z-test pooling the studies' own standard errors (read off their intervals)
+    where they have intervals, else a t-test on the errors across the independent studies. Coverage within `target` is reported (`in_target`), and is a check only
     with 20 or more studies.
     """
+    z_crit = float(sps.norm.ppf(1 - bias_alpha / 2))
     names: list[str] = []
     for s in per_study:
         names += [k for k in s if k not in names]
@@ -271,9 +291,16 @@ def aggregate(per_study: list[dict[str, Any]], *, target: tuple[float, float] = 
             if n >= 20:
                 checks.append(Check(name, "coverage in target", bool(summary[name]["in_target"]),
                                     f"{coverage:.2f} (target {target[0]:.2f}-{target[1]:.2f})"))  # fmt: skip
-        if kind == "two_sided" and se is not None and len(errs) >= 3:
-            crit = float(sps.t.ppf(1 - bias_alpha / 2, len(errs) - 1))
-            ok = abs(mean_err) <= crit * se + 1e-9  # type: ignore[arg-type]
-            checks.append(Check(name, "unbiased", ok,
-                                f"mean error {mean_err:+.4f} ± {se:.4f} (SE; |t| ≤ {crit:.1f} passes)"))
+        if kind == "two_sided":
+            pooled = pooled_z(rows)
+            if pooled is not None:
+                z, k = pooled
+                summary[name]["pooled_z"] = z
+                checks.append(Check(name, "unbiased", abs(z) <= z_crit,
+                                    f"pooled z = {z:+.2f} over {k} studies (|z| ≤ {z_crit:.2f} passes)"))
+            elif se is not None and len(errs) >= 3:
+                crit = float(sps.t.ppf(1 - bias_alpha / 2, len(errs) - 1))
+                ok = abs(mean_err) <= crit * se + 1e-9  # type: ignore[arg-type]
+                checks.append(Check(name, "unbiased", ok,
+                                    f"mean error {mean_err:+.4f} ± {se:.4f} (SE; |t| ≤ {crit:.1f} passes)"))
     return summary, checks

@@ -180,6 +180,7 @@ def load_profile(name_or_path: str | Path) -> Profile:
         raise InputError(f"{path}: invalid YAML ({exc})") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of profile fields")
+    named = "name" in data
     base = data.pop("extends", None)
     if base is not None:
         if base not in BUILTIN_PROFILES:
@@ -188,7 +189,8 @@ def load_profile(name_or_path: str | Path) -> Profile:
         for k, v in data.items():
             merged[k] = {**merged[k], **v} if isinstance(v, dict) and isinstance(merged.get(k), dict) else v
         data = merged
-    data.setdefault("name", path.stem)
+    if not named:
+        data["name"] = path.stem
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:
