@@ -149,8 +149,24 @@ def validate(
         "checks": [asdict(c) for c in checks], "passed": all(c.passed for c in checks),
         "wall_s": time.perf_counter() - started, "per_study": studies_out,
     }  # fmt: skip
-    (out / VALIDATION_FILE).write_text(json.dumps(report, indent=2, default=_json_default) + "\n", encoding="utf-8")
+    (out / VALIDATION_FILE).write_text(
+        json.dumps(_finite(report), indent=2, default=_json_default, allow_nan=False) + "\n", encoding="utf-8"
+    )
+    from branchpoint.experiments.validation.figure import DELTA_FIGURE, delta_figure
+
+    delta_figure(report, out / DELTA_FIGURE)
     return report
+
+
+def _finite(x: Any) -> Any:
+    """The report with every non-finite float (an infinite X², an undefined ratio) as null."""
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    if isinstance(x, (float, np.floating)) and not math.isfinite(float(x)):
+        return None
+    return x
 
 
 def _json_default(x: Any) -> Any:

@@ -16,6 +16,10 @@ outputs, how its truth is computed, and how its interval is read:
   Var(mean Δ̄), seed 002 appendix "Gain variance and explained variation"): coverage and bias
   are reported, and not checked.
 
+- `chi2`: the goodness of fit of single-call branches (THINK, STOP) to Binomial(m, p_true) state
+  by state, Σ (s − m p)² / (m p (1 − p)) against its degrees of freedom (summed over studies),
+  which catches a pipeline that shows branches the wrong state even where errors cancel on average.
+
 A quantity whose key is missing from a study's outputs is skipped and listed (so keys that other
 work adds or renames show up instead of failing silently). Truths are stratum-balanced means,
 the functional every estimate in value.json targets.
@@ -34,7 +38,7 @@ from scipy import stats as sps
 from branchpoint.evaluation.value.scores import balanced_mean
 from branchpoint.experiments.validation.study import StudyResult
 
-Kind = Literal["two_sided", "upper_bound", "range", "plug_in"]
+Kind = Literal["two_sided", "upper_bound", "range", "plug_in", "chi2"]
 
 
 def _get(d: Any, path: str) -> Any:
@@ -213,15 +217,48 @@ def compare_study(r: StudyResult, level: float = 0.95) -> tuple[dict[str, Any], 
         "estimate": mean_hat, "truth": float(np.mean(d)), "ci": [mean_hat - z * se, mean_hat + z * se],
         "covered": bool(abs(mean_hat - float(np.mean(d))) <= z * se + 1e-12), "kind": "two_sided",
     }  # fmt: skip
-    if r.switch:
-        obs = np.array([s[0] for s in r.switch])
-        tru = np.array([s[1] for s in r.switch])
-        m = float(obs.mean())
-        se_s = clustered_se(obs - tru, [s[3] for s in r.switch])
-        out["SWITCH success"] = {
-            "estimate": m, "truth": float(tru.mean()), "ci": [m - z * se_s, m + z * se_s],
-            "covered": bool(abs(m - tru.mean()) <= z * se_s + 1e-12), "kind": "two_sided",
-        }  # fmt: skip
+    # Branch outcomes: each forked (state, action)'s successes against Binomial(m, p_true), states
+    # that show the simulator the same content counted once (they share draws).
+    for action in ("THINK", "SEARCH", "STOP", "SWITCH"):
+        seen: set[int] = set()
+        succ = reps = mean_p = var = 0.0
+        resid: dict[str, float] = {}
+        for g in r.branches:
+            if g.action != action or g.content in seen:
+                continue
+            seen.add(g.content)
+            succ += g.successes
+            reps += g.repeats
+            mean_p += g.repeats * g.truth
+            var += g.repeats * g.truth * (1 - g.truth)
+            resid[g.question] = resid.get(g.question, 0.0) + g.successes - g.repeats * g.truth
+        if action in ("THINK", "STOP"):
+            x2, df = 0.0, 0
+            seen_fit: set[int] = set()
+            for g in r.branches:
+                if g.action != action or g.content in seen_fit:
+                    continue
+                seen_fit.add(g.content)
+                v = g.repeats * g.truth * (1 - g.truth)
+                dev = g.successes - g.repeats * g.truth
+                if v > 1e-9:
+                    x2 += dev * dev / v
+                    df += 1
+                elif abs(dev) > 1e-6:
+                    x2 = float("inf")
+            if df:
+                out[f"goodness of fit: {action}"] = {"estimate": x2, "truth": float(df), "ci": None, "covered": None,
+                                                     "kind": "chi2"}  # fmt: skip
+        if reps:
+            # Binomial SE, or the question-clustered one where larger (a SEARCH branch can reach
+            # another state's content and then shares its draws).
+            k = len(resid)
+            clustered = math.sqrt(k / (k - 1) * sum(v * v for v in resid.values())) if k > 1 else 0.0
+            est, tru, se_b = succ / reps, mean_p / reps, max(math.sqrt(var), clustered) / reps
+            out[f"branch success: {action}"] = {
+                "estimate": est, "truth": tru, "ci": [est - z * se_b, est + z * se_b],
+                "covered": bool(abs(est - tru) <= z * se_b + 1e-12), "kind": "two_sided",
+            }  # fmt: skip
     return out, skipped
 
 
@@ -291,6 +328,14 @@ def aggregate(per_study: list[dict[str, Any]], *, target: tuple[float, float] = 
             if n >= 20:
                 checks.append(Check(name, "coverage in target", bool(summary[name]["in_target"]),
                                     f"{coverage:.2f} (target {target[0]:.2f}-{target[1]:.2f})"))  # fmt: skip
+        if kind == "chi2":
+            x2 = float(sum(row["estimate"] for row in rows))
+            df = float(sum(row["truth"] for row in rows))
+            p = float(sps.chi2.sf(x2, df)) if math.isfinite(x2) else 0.0
+            summary[name]["p_value"] = p
+            checks.append(Check(name, "fits the truth", p >= bias_alpha,
+                                f"X² = {x2:.1f} on {df:.0f} df, p = {p:.3g} (p ≥ {bias_alpha:g} passes)"))
+            continue
         if kind == "two_sided":
             pooled = pooled_z(rows)
             if pooled is not None:

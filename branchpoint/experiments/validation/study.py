@@ -109,6 +109,22 @@ def shared_server_opener(base_url: str) -> Any:
     return opener
 
 
+@dataclass(frozen=True)
+class BranchGroup:
+    """The repeats of one action from one saved state: successes, repeats, and the true p.
+
+    `content` identifies what the simulator is shown: states of one question with the same
+    passages (a search that found nothing new) get the same replies for the same seeds, so only
+    one of them counts as an independent draw."""
+
+    action: str
+    question: str
+    content: int
+    successes: int
+    repeats: int
+    truth: float
+
+
 @dataclass
 class StudyResult:
     """A finished study: its outputs and the truth beside them."""
@@ -124,7 +140,7 @@ class StudyResult:
     both_correct_think: np.ndarray  # P(two THINK answers agree and succeed)
     questions: list[Question]
     natural: dict[str, tuple[float, float]]  # question id -> (P(success), E[searches]) of a run's execution
-    switch: list[tuple[float, float, int, str]] = field(default_factory=list)  # (observed, truth, repeats, question id)
+    branches: list[BranchGroup] = field(default_factory=list)  # every forked (state, action) with its truth
     statuses: dict[str, int] = field(default_factory=dict)
 
 
@@ -189,23 +205,19 @@ def run_study(
         n = len(states)
         p_t, p_s = np.zeros(n), np.zeros(n)
         agree, both = np.zeros(n), np.zeros(n)
-        switch: list[tuple[float, float, int, str]] = []
-        switch_records = [r for r in fork_records(out) if r.branch == "SWITCH" and r.parent is not None
-                          and r.status != "incomplete"]
-        switch_y: dict[tuple[str, str], list[bool]] = {}
-        switch_q: dict[tuple[str, str], str] = {}
-        for r in judge_records(switch_records, "rule"):
-            key = (r.parent.execution_id, r.parent.checkpoint_id)
-            switch_y.setdefault(key, []).append(is_correct(r, "rule"))
-            switch_q[key] = r.question_id
+        branches: list[BranchGroup] = []
+        all_forks = [r for r in fork_records(out) if r.parent is not None and r.status != "incomplete"]
+        groups: dict[tuple[str, str, str], list[bool]] = {}
+        for r in judge_records(all_forks, "rule"):
+            groups.setdefault((r.parent.execution_id, r.parent.checkpoint_id, r.branch or ""), []).append(
+                is_correct(r, "rule"))
         with open_checkpointer(RunStore(out).checkpoint_target()) as saver:
             reader = state_reader(saver)
             for i, (eid, cid) in enumerate(states.keys):
                 values = checkpoint_values(saver, eid, cid, reader=reader)
-                t_action, s_action = states.t_action[i], states.s_action[i]
                 budget = states.search_budget[i] or settings.search_budget
-                p_t[i] = truth.continuation(values, t_action, search_budget=budget).p
-                p_s[i] = truth.continuation(values, s_action, search_budget=budget).p
+                p_t[i] = truth.continuation(values, states.t_action[i], search_budget=budget).p
+                p_s[i] = truth.continuation(values, states.s_action[i], search_budget=budget).p
                 dist = truth.think_answers(values)
                 q = truth.question_of(values)
                 by_norm: dict[str, float] = {}
@@ -216,10 +228,13 @@ def run_study(
                     success[key] = is_success(q, ans)
                 agree[i] = sum(p * p for p in by_norm.values())
                 both[i] = sum(p * p for k, p in by_norm.items() if success[k])
-            for (eid, cid), ys in switch_y.items():
+            for (eid, cid, action), ys in groups.items():
                 values = checkpoint_values(saver, eid, cid, reader=reader)
-                v = truth.continuation(values, "SWITCH", search_budget=settings.search_budget, switch_source=ALT_SOURCE)
-                switch.append((float(np.mean(ys)), v.p, len(ys), switch_q[(eid, cid)]))
+                v = truth.continuation(values, action, search_budget=settings.search_budget, switch_source=ALT_SOURCE)
+                shown = truth.passages_of(values)
+                pending = (values.get("pending") or {}).get("text") if values.get("boundary") == "pending_query" else None
+                content = hash((values.get("question"), frozenset(shown), shown[-1:], pending, values.get("source"), action))
+                branches.append(BranchGroup(action, values.get("question") or "", content, int(sum(ys)), len(ys), v.p))
         natural = {}
         for q in questions:
             v = truth.natural(q, spec.agent.search_cap, MAIN_SOURCE)
@@ -237,6 +252,6 @@ def run_study(
         statuses[r.status] = statuses.get(r.status, 0) + 1
     return StudyResult(
         seed=seed, run_dir=out, value=value, metrics=metrics, states=states, p_think=p_t, p_search=p_s,
-        agree_think=agree, both_correct_think=both, questions=questions, natural=natural, switch=switch,
+        agree_think=agree, both_correct_think=both, questions=questions, natural=natural, branches=branches,
         statuses=statuses,
     )  # fmt: skip
