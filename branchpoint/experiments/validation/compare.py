@@ -67,6 +67,14 @@ def _defined(r: StudyResult, value: float) -> float:
     return value if _v_delta(r) > 1e-6 else float("nan")
 
 
+def _gain(r: StudyResult, value: float) -> float:
+    """Gain statistics (θ, V_Δ, gain risk) are compared only where the true gain is not zero at
+    every state: at Δ ≡ 0 (e.g. `no_search`, whose SEARCH branch cannot search) their truth sits
+    on the boundary of the parameter space (θ, V_Δ ≥ 0), where percentile intervals of a skewed
+    U-statistic over a few dozen states do not keep their nominal coverage. NaN then."""
+    return value if _bal(true_delta(r) ** 2, r) > 1e-6 else float("nan")
+
+
 def _outcome_var(r: StudyResult) -> float:
     return _bal(0.5 * (r.p_think * (1 - r.p_think) + r.p_search * (1 - r.p_search)), r)
 
@@ -114,13 +122,14 @@ def _q(name: str, est: str, ci: str | None, truth: Callable[[StudyResult], float
 P0 = "0"  # price key of the zero price in value.json
 
 QUANTITIES: list[Quantity] = [
-    _q("theta (mean Δ²)", "theta", "intervals.theta", lambda r: _bal(true_delta(r) ** 2, r)),
-    _q("V_Δ", "gain_variance", "intervals.gain_variance", _v_delta),
+    _q("theta (mean Δ²)", "theta", "intervals.theta", lambda r: _gain(r, _bal(true_delta(r) ** 2, r))),
+    _q("V_Δ", "gain_variance", "intervals.gain_variance", lambda r: _gain(r, _v_delta(r))),
     _q("R²_Δ truth forecaster", "gain_r2.truth", "intervals.gain_r2.truth", lambda r: _defined(r, 1.0)),
     _q("R²_Δ best constant", "gain_r2.truth_constant", "intervals.gain_r2.truth_constant", lambda r: _defined(r, 0.0),
        "plug_in"),
-    _q("gain risk truth", "gain_risk.truth", "intervals.gain_risk.truth", lambda r: 0.0),
-    _q("gain risk constant", "gain_risk.truth_constant", "intervals.gain_risk.truth_constant", _v_delta),
+    _q("gain risk truth", "gain_risk.truth", "intervals.gain_risk.truth", lambda r: _gain(r, 0.0)),
+    _q("gain risk constant", "gain_risk.truth_constant", "intervals.gain_risk.truth_constant",
+       lambda r: _gain(r, _v_delta(r))),
     _q("Brier truth", "brier.truth.brier", "intervals.brier.truth", _outcome_var),
     _q("Brier truth: level", "brier.truth.level", None, lambda r: 0.0),
     _q("Brier truth: gain", "brier.truth.gain", None, lambda r: 0.0),

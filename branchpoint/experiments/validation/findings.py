@@ -1,7 +1,7 @@
 """The over-searching study's qualitative findings, reproduced on the simulator with branchpoint's metrics.
 
 One run sweeps the search cap (0 = no search tool, 1, 3, 6) over the whole question set, on the
-demo corpus plus templated negative-evidence documents for each unanswerable question (as
+demo corpus plus templated negative-evidence documents for every other unanswerable question (as
 `branchpoint augment` would add with a model; here written from a template so the study needs
 no model), and checks with `compute_metrics`:
 
@@ -39,10 +39,12 @@ NEGATIVE_TEMPLATE = (
 
 
 def augmented_corpus(path: Path, questions: str = "demo") -> Path:
-    """The demo corpus plus one templated negative-evidence document per unanswerable question."""
+    """The demo corpus plus one templated negative-evidence document for every other unanswerable
+    question (so that some unanswerable executions retrieve only positive evidence, some negative)."""
     lines = demo_corpus_path().read_text(encoding="utf-8").splitlines()
-    for q in load_questions(questions):
-        if not q.answerable:
+    unanswerable = [q for q in load_questions(questions) if not q.answerable]
+    for i, q in enumerate(unanswerable):
+        if i % 2 == 0:
             title = q.question.rstrip("?")
             lines.append(json.dumps({"id": f"neg-{q.id}-0", "contents": f'"{title}"\n' + NEGATIVE_TEMPLATE.format(q=q.question)}))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,7 +89,7 @@ def seed_findings(
     acc = {c: by[_label(c)]["answer_accuracy"] for c in CAPS}
     abst = {c: by[_label(c)]["abstention_accuracy"] for c in CAPS}
     tpc = {c: by[_label(c)]["tpc"] for c in CAPS}
-    groups = (m.get("evidence") or {}).get("groups") or {}
+    groups = (m.get("evidence_balance") or {}).get("groups") or {}
     pos = (groups.get("only_positive") or {}).get("abstention_accuracy")
     neg = (groups.get("only_negative") or {}).get("abstention_accuracy")
     checks = [

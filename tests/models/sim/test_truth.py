@@ -155,3 +155,23 @@ def test_profile_file_extends_a_builtin_and_errors_name_the_field(tmp_path: Any)
         load_profile(bad)
     with pytest.raises(InputError, match="neither a built-in"):
         load_profile("no-such-profile")
+
+
+def test_truth_endpoint_answers_over_http(tmp_path: Any) -> None:
+    from starlette.testclient import TestClient
+
+    from branchpoint.models.sim.server import build_state, create_app
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: t\nmodel: {provider: sim, temperature: 0.6}\n"
+                    "retrieval: {default: bm, sources: {bm: {kind: bm25}}}\n")  # fmt: skip
+    client = TestClient(create_app(build_state("instruct", latency_scale=0.0, spec=str(spec))))
+    state = {"question": "What is the capital of Australia?", "evidence": [], "searches": 0, "boundary": "initial",
+             "source": "bm"}  # fmt: skip
+    body = client.post("/v1/sim/truth", json={"state": state, "actions": ["THINK", "SEARCH"]}).json()
+    assert 0 <= body["values"]["THINK"]["p"] <= 1 and body["values"]["SEARCH"]["expected_searches"] > 0
+    assert body["values"]["SEARCH"]["p"] > body["values"]["THINK"]["p"]  # the demo corpus has the answer
+    bad = client.post("/v1/sim/truth", json={"state": {"question": "not in the set"}})
+    assert bad.status_code == 400
+    none = TestClient(create_app(build_state("instruct", latency_scale=0.0))).post("/v1/sim/truth", json={"state": state})
+    assert none.status_code == 501
