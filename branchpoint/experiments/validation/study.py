@@ -75,6 +75,13 @@ class StudySettings:
         return POLICY_STYLES.get(self.policy) != "completion"
 
 
+def available(questions: str, answerable: bool) -> int:
+    """How many answerable (or unanswerable) questions the set has."""
+    from branchpoint.experiments.loaders import load_questions
+
+    return sum(q.answerable == answerable for q in load_questions(questions))
+
+
 def study_spec(settings: StudySettings, seed: int, served_name: str) -> ExperimentSpec:
     """The experiment spec of one study (seeded questions sample, model seed, sampling)."""
     chat = settings.chat
@@ -91,7 +98,8 @@ def study_spec(settings: StudySettings, seed: int, served_name: str) -> Experime
     return ExperimentSpec(
         name=f"validate-{settings.profile}-{seed}", seed=seed,
         questions=QuestionsSpec(path=settings.questions, sample=SampleSpec(
-            answerable=settings.answerable * settings.run_factor, unanswerable=settings.unanswerable * settings.run_factor)),
+            answerable=min(settings.answerable * settings.run_factor, available(settings.questions, True)),
+            unanswerable=min(settings.unanswerable * settings.run_factor, available(settings.questions, False)))),
         model=model,
         agent=AgentSpec(policy=settings.policy, search=True, search_cap=settings.search_cap, top_k=settings.top_k,
                         answer_max_tokens=1024 if chat else 48),
