@@ -165,3 +165,21 @@ def test_the_real_client_reads_the_simulator(sim: tuple[TestClient, str]) -> Non
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def test_capacity_mode_shares_a_tokens_per_second_ceiling() -> None:
+    import asyncio
+
+    from branchpoint.models.sim.server import Scheduler
+
+    async def batch(n: int) -> float:
+        sched = Scheduler(tokens_per_s=1000.0, max_batch=4, decode_s_per_token=0.002)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await asyncio.gather(*(sched.decode(100) for _ in range(n)))
+        return loop.time() - start
+
+    one = asyncio.run(batch(1))  # one stream: 100 tokens at 500 tokens/s
+    eight = asyncio.run(batch(8))  # 800 tokens at the 1000 tokens/s ceiling, 4 at a time
+    assert 0.18 <= one <= 0.35
+    assert 0.75 <= eight <= 1.2
