@@ -11,7 +11,9 @@ passages in hand. The agent graph it mirrors (`branchpoint.agents.graph`):
   unconstrained call fails and then its grammar retry does too); else it searches with the
   search probability (where the policy offers search and the cap allows) or answers;
 - `search` runs the query on the state's source and appends the top-k documents;
-- after a search, `decide` again while searches < cap, else the forced answer;
+- after a search, `decide` again while searches < cap, else the forced answer; a search that adds
+  no passage leaves the few-shot completion prompt unchanged, so (same request, same seed, same
+  reply) the `constrained` agent repeats that search until the cap and then answers;
 - the forced answer is one call without search (chat: its failure probability; `constrained`:
   grammar calls only).
 
@@ -146,6 +148,14 @@ class TruthModel:
             self._docs[key] = [shown_passage(d, self.agent.evidence_words) for d in self.search(query, source)]
         return self._docs[key]
 
+    def replays_futile_search(self, passages: tuple[Passage, ...], query: str, source: str) -> bool:
+        """True when a search adds no passage and the policy's next prompt is then the same as
+        this one: the few-shot completion prompt shows only the passages (chat transcripts grow
+        with every search, so their next request differs and draws afresh)."""
+        if self.agent.style != "completion":
+            return False
+        return tuple(distinct([*passages, *self.retrieved(query, source)])) == passages
+
     def forced(self, question: Question, passages: Sequence[Passage]) -> Value:
         return Value(self.forced_ok() * self.answer_success(question, passages))
 
@@ -168,6 +178,12 @@ class TruthModel:
             searches = 0.0
             if ps > 0:
                 for query, pq in reshape(query_probs(self.profile, question.question, list(passages)), a.temperature, a.top_p).items():
+                    if self.replays_futile_search(passages, query, source):
+                        # Nothing new: the next prompt is this one again and, with the same seed,
+                        # so is the reply: it searches the same query until the cap, then answers.
+                        p += ps * pq * self.forced(question, passages).p
+                        searches += ps * pq * (cap - k)
+                        continue
                     after = self.after_search(question, passages, query, k, cap, source)
                     p += ps * pq * after.p
                     searches += ps * pq * (1.0 + after.searches)
