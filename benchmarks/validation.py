@@ -43,13 +43,15 @@ def main() -> None:
     ap.add_argument("--policies", nargs="+", default=["constrained"])
     ap.add_argument("--studies", type=int, default=None, help="default: the full preset (40)")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--seed-per-action", action="store_true",
+                    help="diagnostic: fork each action with its own model seed")
     args = ap.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="bp-validation-"))
     for profile in args.profiles:
         for policy in args.policies:
             start = time.perf_counter()
             report = validate(out / f"{profile}-{policy}", profile=profile, policy=policy, quick=False,
-                              studies=args.studies, progress=False)  # fmt: skip
+                              studies=args.studies, progress=False, seed_per_action=args.seed_per_action)  # fmt: skip
             s = report["settings"]
             print(f"\n### profile {profile}, policy {policy}: {report['studies']} studies of "
                   f"{s['answerable']}+{s['unanswerable']} forked questions (run: x{s['run_factor']}), m = {s['repeats']}, "
@@ -60,7 +62,8 @@ def main() -> None:
             if report.get("findings"):
                 print(f"\nseed-study findings: {report['findings']}")
     print(f"\n(reproduce: .venv/bin/python benchmarks/validation.py --profiles {' '.join(args.profiles)} "
-          f"--policies {' '.join(args.policies)}" + (f" --studies {args.studies}" if args.studies else "") + ")")
+          f"--policies {' '.join(args.policies)}" + (f" --studies {args.studies}" if args.studies else "")
+          + (" --seed-per-action" if args.seed_per_action else "") + ")")
 
 
 if __name__ == "__main__":

@@ -84,7 +84,7 @@ def state_rows(r: StudyResult) -> list[dict[str, Any]]:
 def validate(
     out: Path, *, profile: str = "instruct", policy: str = "constrained", quick: bool = True,
     studies: int | None = None, seed: int = 1, reasoning_effort: str | None = None, progress: bool = True,
-    keep_runs: bool = False,
+    keep_runs: bool = False, seed_per_action: bool = False,
 ) -> dict[str, Any]:
     """Run the studies, compare, write OUT/validation.json and return its content."""
     from branchpoint.agents import resolve_policy
@@ -96,7 +96,8 @@ def validate(
     prof = load_profile(profile)
     cfg, size = preset(quick)
     n_studies = studies or cfg.studies
-    settings = StudySettings(profile=profile, policy=policy, reasoning_effort=reasoning_effort, **size)
+    settings = StudySettings(profile=profile, policy=policy, reasoning_effort=reasoning_effort,
+                             seed_per_action=seed_per_action, **size)  # fmt: skip
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     runs = out / "runs"

@@ -69,6 +69,9 @@ class StudySettings:
     resamples: int = 2000
     concurrency: int = 8
     top_k: int = 2
+    #: Diagnostic: fork each action with its own model seed (the pipeline's forks give every action
+    #: of a repeat the same seed; see BENCHMARKS.md "Validation on the simulated model").
+    seed_per_action: bool = False
 
     @property
     def chat(self) -> bool:
@@ -173,6 +176,23 @@ def search_function(pool: SourcePool, spec: ExperimentSpec) -> Any:
     return search
 
 
+def fork_per_action_seed(out: Path, plan: ForkPlan, spec: ExperimentSpec, opener: Any) -> None:
+    """Fork each action on its own, the run's spec.yaml carrying a model seed of that action's own
+    (restored afterwards), so no two actions of a state share random numbers."""
+    import yaml
+
+    spec_path = out / "spec.yaml"
+    original = spec_path.read_text(encoding="utf-8")
+    try:
+        for i, action in enumerate(plan.actions):
+            data = yaml.safe_load(original)
+            data["model"]["seed"] = (spec.model.seed or 0) + 100 * (i + 1)
+            spec_path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+            fork_run(out, plan.model_copy(update={"actions": [action]}), progress=False, model_opener=opener)
+    finally:
+        spec_path.write_text(original, encoding="utf-8")
+
+
 def fork_parents(records: list[Any], settings: StudySettings) -> list[str]:
     """The executions a study forks: the first `answerable` answerable and `unanswerable`
     unanswerable ones, in question order."""
@@ -197,7 +217,10 @@ def run_study(
         repeats=settings.repeats, search_budget=settings.search_budget, switch_source=ALT_SOURCE,
         concurrency=settings.concurrency,
     )  # fmt: skip
-    fork_run(out, plan, progress=False, model_opener=opener)
+    if settings.seed_per_action:
+        fork_per_action_seed(out, plan, spec, opener)
+    else:
+        fork_run(out, plan, progress=False, model_opener=opener)
     records = read_records(RunStore(out).executions_path)
     metrics = compute_metrics(judge_records(records, "rule"), "rule", MetricsConfig(bootstrap=settings.resamples, seed=seed))
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str), encoding="utf-8")
