@@ -8,6 +8,14 @@ local processes (`branchpoint run --processes`); prints executions/s and the rat
 ideal at 64. BENCHMARKS.md has the figures and why 0.5 s is CPU-bound on a 2-core machine.
 
     .venv/bin/python benchmarks/runner_throughput.py [--latency 0.5 2] [--n 512] [--processes 2]
+
+`--server sim` runs the same executions against the simulated model in capacity mode (continuous
+batching: every request in flight shares a decode ceiling of `--tokens-per-s`, each stream decodes
+at most 1 / decode_s_per_token tokens/s, at most 256 decode at once, the rest queue) at
+concurrency 64 and 256, one process and `--processes`, and prints the request rate sustained as a
+fraction of the server's capacity (ceiling / mean completion tokens per request):
+
+    .venv/bin/python benchmarks/runner_throughput.py --server sim [--tokens-per-s 1500] [--n 1024]
 """
 
 from __future__ import annotations
@@ -44,6 +52,55 @@ def server_process(latency: float):
         proc.wait(timeout=10)
 
 
+@contextmanager
+def sim_server(tokens_per_s: float, workdir: Path):
+    """The simulated model in capacity mode, with a latency model like a GPU server's."""
+    from branchpoint.models.sim import SimServer
+    from branchpoint.models.spec import SimServerSpec
+
+    profile = workdir / "capacity-profile.yaml"
+    profile.write_text(yaml.safe_dump({
+        "extends": "instruct", "name": "capacity",
+        "latency": {"base_s": 0.03, "prefill_s_per_token": 1e-5, "decode_s_per_token": 0.02},
+        "capacity": {"tokens_per_s": tokens_per_s, "max_batch": 256},
+        "failures": {"malformed": 0.0, "length": 0.0},
+    }))
+    spec = SimServerSpec(profile=str(profile), latency_scale=1.0, capacity=True)
+    with SimServer(spec, served_name="m", log_path=workdir / "sim.log") as server:
+        yield server.base_url
+
+
+def completion_tokens(run_dir: Path) -> float:
+    """Mean output tokens per model call of a finished run (all its executions)."""
+    import json
+
+    calls = tokens = 0
+    for line in (run_dir / "executions.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        for step in rec["steps"]:
+            if step.get("usage"):
+                calls += 1
+                tokens += step["usage"]["output_tokens"]
+    return tokens / max(calls, 1)
+
+
+def main_sim(args: argparse.Namespace) -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="bp-throughput-sim-"))
+    print(f"simulated server, capacity mode: {args.tokens_per_s:.0f} tokens/s ceiling, 0.02 s/token per stream, "
+          f"0.03 s base latency")
+    with sim_server(args.tokens_per_s, workdir) as base_url:
+        for c in (64, 256):
+            for procs in sorted({1, args.processes}):
+                rate = run(base_url, args.n, c, workdir / f"sim-{c}-{procs}", procs)
+                run_dir = next((workdir / f"sim-{c}-{procs}").glob("run-*"))
+                capacity = args.tokens_per_s / completion_tokens(run_dir)
+                how = f"{procs} processes" if procs > 1 else "1 process"
+                print(f"concurrency {c:>3}, {how}: {rate:6.1f} requests/s  server capacity {capacity:6.1f}  "
+                      f"fraction {rate / capacity:.2f}  ({args.n} executions, one request each)")
+    print(f"(reproduce: .venv/bin/python benchmarks/runner_throughput.py --server sim --tokens-per-s "
+          f"{args.tokens_per_s:g} --n {args.n} --processes {args.processes})")
+
+
 def run(base_url: str, n: int, concurrency: int, workdir: Path, processes: int = 1) -> float:
     """Executions/s for `n` executions (up to 64 demo questions x enough seeds) at a concurrency."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -74,7 +131,13 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=512, help="executions at concurrency 64 (a multiple of 64)")
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1,
                         help="also run concurrency 64 over this many processes (--processes; default: the cores)")
+    parser.add_argument("--server", choices=["fault", "sim"], default="fault",
+                        help="fault: fixed latency per request; sim: the simulated model in capacity mode")
+    parser.add_argument("--tokens-per-s", type=float, default=1500.0, help="--server sim: the decode ceiling")
     args = parser.parse_args()
+    if args.server == "sim":
+        main_sim(args)
+        return
     workdir = Path(tempfile.mkdtemp(prefix="bp-throughput-"))
     for latency in args.latency:
         with server_process(latency) as base_url:

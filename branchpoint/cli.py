@@ -779,6 +779,82 @@ def models_serve_vllm(
     err_console.print("vLLM server stopped.", highlight=False)
 
 
+@serve_app.command("sim")
+@friendly_errors
+def models_serve_sim(
+    port: int = typer.Option(8000, "--port", min=1, max=65535, help="Port to listen on (127.0.0.1)."),
+    profile: str = typer.Option(
+        "instruct", "--profile", help="Built-in profile (instruct, over_searching, search_helps_little) or a YAML file."
+    ),
+    questions: str = typer.Option("demo", "--questions", help="The question set it knows (a path, or demo)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of its own generator (requests without a seed)."),
+    latency_scale: float = typer.Option(1.0, "--latency-scale", min=0.0, help="Multiplies the latency model (0: none)."),
+    capacity: bool = typer.Option(False, "--capacity", help="Continuous batching under a tokens/s ceiling."),
+    served_model_name: str | None = typer.Option(None, "--served-model-name", help="Default: branchpoint-sim-PROFILE."),
+    spec: Path | None = typer.Option(None, "--spec", help="A spec whose retrieval the /v1/sim/truth endpoint uses."),
+) -> None:
+    """Start the simulated model (known truth, vLLM's wire format) on 127.0.0.1; Ctrl-C stops it.
+
+    Example: branchpoint models serve sim --profile over_searching --port 8001
+    """
+    import yaml
+
+    from branchpoint.models.sim import SimServer
+    from branchpoint.models.sim.profile import load_profile
+    from branchpoint.models.spec import SimServerSpec
+    from branchpoint.models.vllm import serve_until_stopped
+
+    prof = load_profile(profile)  # a bad profile: one line, before anything starts
+    name = served_model_name or prof.served_name
+    sim = SimServerSpec(profile=profile, questions=questions, seed=seed, latency_scale=latency_scale,
+                        capacity=capacity, port=port)  # fmt: skip
+    server = SimServer(sim, served_name=name, truth_spec=str(spec) if spec else None)
+
+    def ready(base_url: str) -> None:
+        console.print(f"[bold green]simulated model ready[/] at {base_url} (model {name}, profile {prof.name}); "
+                      "Ctrl-C stops it.")  # fmt: skip
+        console.print("Paste into your experiment spec:\n", highlight=False)
+        block = {"model": {"provider": "openai", "base_url": base_url, "name": name, "style": "chat"}}
+        typer.echo(yaml.safe_dump(block, sort_keys=False))
+
+    serve_until_stopped(server, ready)
+    err_console.print("simulated model server stopped.", highlight=False)
+
+
+@app.command()
+@friendly_errors
+def validate(
+    out: Path = typer.Option(..., "--out", help="Folder for validation.json (and the studies' runs with --keep-runs)."),
+    quick: bool = typer.Option(False, "--quick", help="A few small studies (under 2 minutes)."),
+    profile: str = typer.Option("instruct", "--profile", help="Simulator profile: a built-in name or a YAML file."),
+    policy: str = typer.Option("constrained", "--policy", help="A registered policy or package.module:function."),
+    studies: int | None = typer.Option(None, "--studies", min=1, help="Number of studies (default: 3 quick, 40 full)."),
+    seed: int = typer.Option(1, "--seed", help="Seed of the first study (study i uses seed + i)."),
+    reasoning_effort: str | None = typer.Option(None, "--reasoning-effort", help="low | medium | high (chat policies)."),
+    keep_runs: bool = typer.Option(False, "--keep-runs", help="Keep each study's run folder under OUT/runs."),
+) -> None:
+    """Run whole studies on the simulated model and check every estimate against the known truth.
+
+    Exits with code 1 when a check fails. Example: branchpoint validate --quick --policy native --out val/
+    """
+    from branchpoint.errors import InputError
+    from branchpoint.experiments.validation import format_table
+    from branchpoint.experiments.validation import validate as run_validation
+
+    if reasoning_effort not in (None, "low", "medium", "high"):
+        raise InputError(f"--reasoning-effort: expected low, medium or high, got {reasoning_effort!r}")
+    report = run_validation(
+        out, profile=profile, policy=policy, quick=quick, studies=studies, seed=seed,
+        reasoning_effort=reasoning_effort, keep_runs=keep_runs,
+    )  # fmt: skip
+    console.print(format_table(report))
+    failed = [c for c in report["checks"] if not c["passed"]]
+    verdict = "[bold green]all checks passed[/]" if not failed else f"[bold red]{len(failed)} check(s) failed[/]"
+    console.print(f"{verdict}; {out / 'validation.json'} ({report['wall_s']:.0f} s)")
+    if failed:
+        raise typer.Exit(code=1)
+
+
 @app.command()
 @friendly_errors
 def builder(

@@ -480,6 +480,32 @@ def markdown_report(metrics: dict[str, Any], title: str, figures: dict[str, str 
     return "\n".join(parts)
 
 
+def is_simulated(run_dir: Path) -> bool:
+    """True when a run's records came from the simulated model: its spec names provider `sim`, or
+    a record says `model_provider: sim` (see `branchpoint.experiments.runner.simulated_marker`)."""
+    import yaml
+
+    spec = run_dir / "spec.yaml"
+    if spec.is_file():
+        try:
+            model = (yaml.safe_load(spec.read_text(encoding="utf-8")) or {}).get("model") or {}
+        except yaml.YAMLError:
+            model = {}
+        if model.get("provider") == "sim" or str(model.get("name", "")).startswith("branchpoint-sim"):
+            return True
+    for name in ("executions.jsonl", "judged.jsonl", "forks.jsonl"):
+        path = run_dir / name
+        if path.is_file():
+            with path.open(encoding="utf-8") as f:
+                first = f.readline()
+            try:
+                if (json.loads(first) if first.strip() else {}).get("model_provider") == "sim":
+                    return True
+            except (json.JSONDecodeError, AttributeError):
+                pass
+    return False
+
+
 def write_report(run_dir: Path, out_dir: Path | None = None, title: str | None = None) -> tuple[Path, dict[str, Path | None]]:
     """Write report.md and figures/*.png for a run directory from its metrics.json, with the
     search-value section when the directory has a value.json (`branchpoint value`); a directory
@@ -512,6 +538,8 @@ def write_report(run_dir: Path, out_dir: Path | None = None, title: str | None =
     figures = write_figures(metrics, out / FIGURES_DIR)
     relative = {k: (os.path.relpath(p, out) if p is not None else None) for k, p in figures.items()}
     name = title or f"branchpoint report: {source.parent.resolve().name}"
+    if is_simulated(source.parent) and "simulated model" not in name:
+        name = f"{name} (simulated model)"
     report = out / REPORT_FILE
     text = markdown_report(metrics, name, relative)
     if value is not None:

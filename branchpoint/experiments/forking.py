@@ -69,6 +69,7 @@ from branchpoint.experiments.runner import (
     record_from_state,
     run_concurrently,
     with_request_log,
+    simulated_marker,
 )
 from branchpoint.experiments.spec import ExperimentSpec, expand_conditions, load_spec
 from branchpoint.experiments.store import RunStore, run_lock
@@ -346,7 +347,7 @@ def run_branch(graph: Any, ctx: AgentContext, task: BranchTask, saver: Any, plan
         parent={"execution_id": parent.execution_id, "checkpoint_id": task.boundary.checkpoint_id,
                 "boundary": task.boundary.boundary},
         branch=task.action, repeat=task.repeat, sampling=plan.sampling(task.execution_id),
-        **({"kind": REPLAY_KIND} if task.action is None else {}),
+        **({"kind": REPLAY_KIND} if task.action is None else {}), **simulated_marker(task.spec),
     )  # fmt: skip
     config = {"configurable": {"thread_id": task.execution_id}, "recursion_limit": recursion_limit(cap)}
     clear_thread(saver, task.execution_id)

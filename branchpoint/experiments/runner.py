@@ -298,7 +298,16 @@ def identity_fields(planned: PlannedExecution, run_id: str) -> dict[str, Any]:
         question_id=q.id, question=q.question, answerable=q.answerable, category=q.category,
         gold_answers=q.gold_answers, stratum=q.stratum, support_group=q.support_group,
         **({"history": planned.history} if planned.history else {}),
+        **simulated_marker(planned.spec),
     )  # fmt: skip
+
+
+def simulated_marker(spec: ExperimentSpec) -> dict[str, str]:
+    """`{"model_provider": "sim"}` for records made with the simulated model (provider `sim`, or a
+    served name `branchpoint-sim-*` behind provider `openai`), so every report can say so; else {}."""
+    if spec.model.provider == "sim" or spec.model.name.startswith("branchpoint-sim"):
+        return {"model_provider": "sim"}
+    return {}
 
 
 def record_from_state(

@@ -316,10 +316,10 @@ def condition_fingerprint(spec: ExperimentSpec) -> str:
     relevant = {
         "seed": spec.seed,
         "model": spec.model.model_dump(
-            # where and how the model is reached does not change what it answers; an unset top_p
-            # is left out so that ids of runs made before the field existed stay the same
-            exclude={"base_url", "api_key_env", "timeout_s", "retries", "server", "max_connections"}
-            | ({"top_p"} if spec.model.top_p is None else set())
+            # where and how the model is reached does not change what it answers
+            exclude={"base_url", "api_key_env", "timeout_s", "retries", "server", "max_connections",
+                     # the simulator's settings matter only to it (and leave other ids unchanged)
+                     *(() if spec.model.provider == "sim" else ("sim",))}
         ),
         "agent": spec.agent.model_dump(),
         "retrieval": spec.retrieval.model_dump(),

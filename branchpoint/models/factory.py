@@ -1,5 +1,5 @@
 """Open the model a spec names: embedded llama.cpp, any OpenAI-compatible server, a LangChain
-chat model, or a script."""
+chat model, the simulated model, or a script."""
 
 from __future__ import annotations
 
@@ -30,5 +30,11 @@ def open_model(spec: ModelSpec, log_dir: Path | None = None) -> Iterator[ModelCl
         from branchpoint.models.langchain_chat import LangChainChatClient
 
         yield LangChainChatClient(spec)
+    elif spec.provider == "sim":
+        from branchpoint.models.sim import SimServer
+
+        log = log_dir / "sim-server.log" if log_dir else None
+        with SimServer(spec.sim, served_name=spec.name, log_path=log) as server:
+            yield OpenAICompatibleClient(spec, base_url=server.base_url)
     else:
         yield OpenAICompatibleClient(spec)

@@ -26,12 +26,28 @@ class EmbeddedServerSpec(BaseModel):
 
 #: Fields added after runs were recorded: left out of dumps while at their defaults, so condition
 #: fingerprints (and so execution ids) of earlier specs do not change.
-_MODEL_FIELDS_DUMPED_IF_SET: dict[str, Any] = {"server_kind": "auto", "factory": None, "options": {}}
+_MODEL_FIELDS_DUMPED_IF_SET: dict[str, Any] = {"server_kind": "auto", "factory": None, "options": {}, "top_p": None}
+
+
+class SimServerSpec(BaseModel):
+    """Settings of the simulated model server (provider `sim`; see `branchpoint.models.sim`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    profile: str = Field("instruct", description="A built-in profile name or a profile YAML / JSON file.")
+    questions: str = Field("demo", description="The question set it looks questions up in (a path or demo).")
+    seed: int = Field(0, description="Seed of the server's own generator (requests without a seed).")
+    latency_scale: float = Field(1.0, ge=0, description="Multiplies the profile's latency model (0: no wait).")
+    capacity: bool = Field(False, description="Capacity mode: continuous batching under a tokens/s ceiling.")
+    host: str = "127.0.0.1"
+    port: int | None = Field(None, description="Default: a free port.")
+    startup_timeout_s: float = Field(60, gt=0)
 
 
 class ModelSpec(BaseModel):
     """How to reach a model: the embedded llama.cpp default, any OpenAI-compatible server, any
-    LangChain chat model (`provider: langchain`, `factory`, `options`), or a script.
+    LangChain chat model (`provider: langchain`, `factory`, `options`), the simulated model with
+    known truth (`sim`), or a script.
 
     `style` picks the endpoint: `completion` (few-shot text completion, for base models) or
     `chat` (chat completions, for instruct and reasoning models, e.g. served by vLLM).
@@ -41,7 +57,7 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    provider: Literal["embedded", "openai", "langchain", "scripted"] = "embedded"
+    provider: Literal["embedded", "openai", "langchain", "scripted", "sim"] = "embedded"
     name: str = Field("gemma-3-270m", description="Model name sent to the server.")
     base_url: str | None = Field(None, description="e.g. http://127.0.0.1:8000/v1 for vLLM.")
     api_key_env: str | None = Field(
@@ -88,6 +104,7 @@ class ModelSpec(BaseModel):
         ),
     )
     options: dict = Field(default_factory=dict, description="For provider `langchain`: the factory's keyword arguments.")
+    sim: SimServerSpec = Field(default_factory=SimServerSpec, description="For provider `sim`.")
     script: list[str] | None = Field(
         None, description="For provider `scripted`: replies returned in order (tests, demos)."
     )

@@ -1,0 +1,70 @@
+"""The full validation on the simulated model: coverage of every quantity's 95% interval.
+
+Runs `branchpoint validate` (the full preset unless told otherwise) for each profile x policy and
+prints the markdown coverage table that BENCHMARKS.md holds: per quantity its kind, coverage over
+the studies, mean error ± its standard error over studies, and whether its checks passed.
+
+    .venv/bin/python benchmarks/validation.py [--profiles instruct over_searching] [--policies constrained]
+        [--studies 40] [--out /tmp/bp-validation]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from branchpoint.experiments.validation import validate  # noqa: E402
+
+
+def table(report: dict) -> str:
+    by_q: dict[str, list[dict]] = {}
+    for c in report["checks"]:
+        by_q.setdefault(c["quantity"], []).append(c)
+    lines = ["| quantity | kind | coverage | mean error ± SE | checks |", "|---|---|---|---|---|"]
+    for name, s in report["quantities"].items():
+        cov = "–" if s["coverage"] is None else f"{s['coverage']:.2f}"
+        err = "–" if s["mean_error"] is None else f"{s['mean_error']:+.4f}" + (
+            "" if s["mean_error_se"] is None else f" ± {s['mean_error_se']:.4f}")
+        checks = by_q.get(name, [])
+        verdict = "–" if not checks else ("pass" if all(c["passed"] for c in checks) else "FAIL: " + "; ".join(
+            c["detail"] for c in checks if not c["passed"]))
+        lines.append(f"| {name} | {s['kind']} | {cov} | {err} | {verdict} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--profiles", nargs="+", default=["instruct"])
+    ap.add_argument("--policies", nargs="+", default=["constrained"])
+    ap.add_argument("--studies", type=int, default=None, help="default: the full preset (40)")
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--seed-per-action", action="store_true",
+                    help="diagnostic: fork each action with its own model seed")
+    args = ap.parse_args()
+    out = args.out or Path(tempfile.mkdtemp(prefix="bp-validation-"))
+    for profile in args.profiles:
+        for policy in args.policies:
+            start = time.perf_counter()
+            report = validate(out / f"{profile}-{policy}", profile=profile, policy=policy, quick=False,
+                              studies=args.studies, progress=False, seed_per_action=args.seed_per_action)  # fmt: skip
+            s = report["settings"]
+            print(f"\n### profile {profile}, policy {policy}: {report['studies']} studies of "
+                  f"{s['answerable']}+{s['unanswerable']} forked questions (run: x{s['run_factor']}), m = {s['repeats']}, "
+                  f"budget {s['search_budget']}; overall coverage {report['coverage']:.3f}; "
+                  f"{'all checks passed' if report['passed'] else 'SOME CHECKS FAILED'} "
+                  f"({time.perf_counter() - start:.0f} s)\n")  # fmt: skip
+            print(table(report))
+            if report.get("findings"):
+                print(f"\nseed-study findings: {report['findings']}")
+    print(f"\n(reproduce: .venv/bin/python benchmarks/validation.py --profiles {' '.join(args.profiles)} "
+          f"--policies {' '.join(args.policies)}" + (f" --studies {args.studies}" if args.studies else "")
+          + (" --seed-per-action" if args.seed_per_action else "") + ")")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,358 @@
+"""Every estimate of a study against its truth, table-driven, and the checks over many studies.
+
+`QUANTITIES` lists each compared quantity once: where its estimate and interval are in a study's
+outputs, how its truth is computed, and how its interval is read:
+
+- `two_sided`: an estimator of the truth; its 95% interval should cover the truth in 0.90-0.99
+  of the studies, and its error should average to zero within Monte Carlo error;
+- `upper_bound`: an estimator that is optimistic by design (the plug-in oracle utility and
+  bound, `scores.oracle_bound`): covered when the truth is at most the interval's upper end;
+  its bias is reported, not checked;
+- `range`: the interval is a range meant to contain the truth (e.g. `oracle_range` of issue
+  15, when value.json has it): covered when the truth lies inside it.
+
+- `plug_in`: a consistent estimator with a known finite-sample bias that the seed study accepts
+  (R²_Δ of a constant: V̂_Δ = mean θ̂ − (mean Δ̄)² is a plug-in population variance, low by
+  Var(mean Δ̄), seed 002 appendix "Gain variance and explained variation"): coverage and bias
+  are reported, and not checked.
+
+- `chi2`: the goodness of fit of single-call branches (THINK, STOP) to Binomial(m, p_true) state
+  by state, Σ (s − m p)² / (m p (1 − p)) against its degrees of freedom (summed over studies),
+  which catches a pipeline that shows branches the wrong state even where errors cancel on average.
+
+A quantity whose key is missing from a study's outputs is skipped and listed (so keys that other
+work adds or renames show up instead of failing silently). Truths are stratum-balanced means,
+the functional every estimate in value.json targets.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from scipy import stats as sps
+
+from branchpoint.evaluation.value.scores import balanced_mean
+from branchpoint.experiments.validation.study import StudyResult
+
+Kind = Literal["two_sided", "upper_bound", "range", "plug_in", "chi2"]
+
+
+def _get(d: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(d, dict) or part not in d:
+            raise KeyError(path)
+        d = d[part]
+    return d
+
+
+def _bal(x: np.ndarray, r: StudyResult) -> float:
+    return float(balanced_mean(np.asarray(x, dtype=float), r.states.stratum))
+
+
+def true_delta(r: StudyResult) -> np.ndarray:
+    return r.p_search - r.p_think
+
+
+def _v_delta(r: StudyResult) -> float:
+    d = true_delta(r)
+    return _bal(d * d, r) - _bal(d, r) ** 2
+
+
+def _defined(r: StudyResult, value: float) -> float:
+    """R²_Δ is defined only where the gain varies over states (V_Δ > 0); NaN otherwise."""
+    return value if _v_delta(r) > 1e-6 else float("nan")
+
+
+def _gain(r: StudyResult, value: float) -> float:
+    """Gain statistics (θ, V_Δ, gain risk) are compared only where the true gain is not zero at
+    every state: at Δ ≡ 0 (e.g. `no_search`, whose SEARCH branch cannot search) their truth sits
+    on the boundary of the parameter space (θ, V_Δ ≥ 0), where percentile intervals of a skewed
+    U-statistic over a few dozen states do not keep their nominal coverage. NaN then."""
+    return value if _bal(true_delta(r) ** 2, r) > 1e-6 else float("nan")
+
+
+def _outcome_var(r: StudyResult) -> float:
+    return _bal(0.5 * (r.p_think * (1 - r.p_think) + r.p_search * (1 - r.p_search)), r)
+
+
+def _constant(r: StudyResult) -> tuple[float, float]:
+    return _bal(r.p_think, r), _bal(r.p_search, r)
+
+
+def _const_level(r: StudyResult) -> float:
+    ct, cs = _constant(r)
+    return _bal((0.5 * (ct + cs) - 0.5 * (r.p_think + r.p_search)) ** 2, r)
+
+
+def _const_gain(r: StudyResult) -> float:
+    ct, cs = _constant(r)
+    return _bal((cs - ct - true_delta(r)) ** 2, r)
+
+
+def _consistency(r: StudyResult) -> float:
+    return _bal(r.both_correct_think + (1.0 - r.agree_think) * r.p_search, r)
+
+
+def _natural(r: StudyResult, answerable: bool, which: int = 0) -> float:
+    vals = [r.natural[q.id][which] for q in r.questions if q.answerable == answerable]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A compared quantity: its estimate (and interval) path in a study's outputs and its truth."""
+
+    name: str
+    source: Literal["value", "metrics"]
+    estimate: str
+    interval: str | None
+    truth: Callable[[StudyResult], float]
+    kind: Kind = "two_sided"
+
+
+def _q(name: str, est: str, ci: str | None, truth: Callable[[StudyResult], float], kind: Kind = "two_sided",
+       source: Literal["value", "metrics"] = "value") -> Quantity:  # fmt: skip
+    return Quantity(name, source, est, ci, truth, kind)
+
+
+P0 = "0"  # price key of the zero price in value.json
+
+QUANTITIES: list[Quantity] = [
+    _q("theta (mean Δ²)", "theta", "intervals.theta", lambda r: _gain(r, _bal(true_delta(r) ** 2, r))),
+    _q("V_Δ", "gain_variance", "intervals.gain_variance", lambda r: _gain(r, _v_delta(r))),
+    _q("R²_Δ truth forecaster", "gain_r2.truth", "intervals.gain_r2.truth", lambda r: _defined(r, 1.0)),
+    _q("R²_Δ best constant", "gain_r2.truth_constant", "intervals.gain_r2.truth_constant", lambda r: _defined(r, 0.0),
+       "plug_in"),
+    _q("gain risk truth", "gain_risk.truth", "intervals.gain_risk.truth", lambda r: _gain(r, 0.0)),
+    _q("gain risk constant", "gain_risk.truth_constant", "intervals.gain_risk.truth_constant",
+       lambda r: _gain(r, _v_delta(r))),
+    _q("Brier truth", "brier.truth.brier", "intervals.brier.truth", _outcome_var),
+    _q("Brier truth: level", "brier.truth.level", None, lambda r: 0.0),
+    _q("Brier truth: gain", "brier.truth.gain", None, lambda r: 0.0),
+    _q("Brier truth: variance", "brier.truth.variance", None, _outcome_var),
+    _q("Brier constant", "brier.truth_constant.brier", "intervals.brier.truth_constant",
+       lambda r: _const_level(r) + 0.25 * _const_gain(r) + _outcome_var(r)),
+    _q("Brier constant: level", "brier.truth_constant.level", None, _const_level),
+    _q("Brier constant: gain", "brier.truth_constant.gain", None, lambda r: 0.25 * _const_gain(r)),
+    _q("U(0) always THINK", f"utility.by_price.{P0}.always_think.utility",
+       f"intervals.utility.{P0}.always_think", lambda r: _bal(r.p_think, r)),
+    _q("U(0) always SEARCH", f"utility.by_price.{P0}.always_search.utility",
+       f"intervals.utility.{P0}.always_search", lambda r: _bal(r.p_search, r)),
+    _q("U(0) threshold:truth", f"utility.by_price.{P0}.threshold:truth.utility",
+       f"intervals.utility.{P0}.threshold:truth", lambda r: _bal(np.maximum(r.p_think, r.p_search), r)),
+    _q("U(0) consistency (two-probe)", f"utility.by_price.{P0}.consistency.utility",
+       f"intervals.utility.{P0}.consistency", _consistency),
+    _q("U(0) oracle (plug-in)", f"utility.by_price.{P0}.oracle.utility", f"intervals.utility.{P0}.oracle",
+       lambda r: _bal(np.maximum(r.p_think, r.p_search), r), "upper_bound"),
+    _q("oracle bound (plug-in)", "utility.oracle_bound", "intervals.oracle_bound",
+       lambda r: 0.5 * (_bal(np.abs(true_delta(r)), r) - abs(_bal(true_delta(r), r))), "upper_bound"),
+    _q("oracle range", "utility.oracle_range", "utility.oracle_range",
+       lambda r: 0.5 * (_bal(np.abs(true_delta(r)), r) - abs(_bal(true_delta(r), r))), "range"),
+    _q("answer accuracy", "answer_accuracy", "answer_accuracy_ci", lambda r: _natural(r, True), source="metrics"),
+    _q("abstention accuracy", "abstention_accuracy", "abstention_accuracy_ci", lambda r: _natural(r, False),
+       source="metrics"),
+    _q("mean search calls", "mean_search_calls", "mean_search_calls_ci",
+       lambda r: float(np.mean([r.natural[q.id][1] for q in r.questions])), source="metrics"),
+]
+
+
+def _num(x: Any) -> float | None:
+    if x is None or isinstance(x, str):
+        return None
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+def _covered(kind: Kind, truth: float, ci: list[float | None] | None, tol: float = 1e-9) -> bool | None:
+    if ci is None or ci[0] is None or ci[1] is None:
+        return None
+    lo, hi = float(ci[0]), float(ci[1])
+    if kind == "upper_bound":
+        return truth <= hi + tol
+    return lo - tol <= truth <= hi + tol
+
+
+def clustered_se(err: np.ndarray, clusters: list[str]) -> float:
+    """Standard error of mean(err) with errors correlated within clusters (questions): the
+    cluster-robust sandwich sqrt(Σ_c (Σ_{i∈c} e_i − n_c ē)²) / n."""
+    err = np.asarray(err, dtype=float)
+    n = len(err)
+    if n < 2:
+        return float("nan")
+    resid = err - err.mean()
+    sums: dict[str, float] = {}
+    for c, e in zip(clusters, resid):
+        sums[c] = sums.get(c, 0.0) + float(e)
+    g = len(sums)
+    scale = g / (g - 1) if g > 1 else 1.0
+    return float(math.sqrt(scale * sum(v * v for v in sums.values())) / n)
+
+
+def compare_study(r: StudyResult, level: float = 0.95) -> tuple[dict[str, Any], list[str]]:
+    """{quantity: {estimate, truth, ci, covered, kind}} for one study, and the quantities skipped."""
+    out: dict[str, Any] = {}
+    skipped: list[str] = []
+    sources = {"value": r.value, "metrics": r.metrics}
+    for q in QUANTITIES:
+        try:
+            est = _num(_get(sources[q.source], q.estimate))
+            ci = _get(sources[q.source], q.interval) if q.interval else None
+        except KeyError:
+            skipped.append(q.name)
+            continue
+        if q.kind == "range" and isinstance(ci, dict):
+            ci = [ci.get("lo"), ci.get("hi")]
+        if q.kind == "range" and est is None and isinstance(ci, list):
+            est = _num(ci[0])
+        truth = q.truth(r)
+        if not math.isfinite(truth):
+            skipped.append(f"{q.name} (undefined in this study)")
+            continue
+        out[q.name] = {
+            "estimate": est, "truth": float(truth), "ci": ci, "covered": _covered(q.kind, truth, ci), "kind": q.kind,
+        }  # fmt: skip
+    # Per-state gain: the plug-in Δ̄ against Δ, and its mean with a normal interval whose standard
+    # error is clustered by question (states of one execution, and states whose passages are the
+    # same, get the same draws for the same seeds: they are not independent).
+    d_hat, d = r.states.dbar, true_delta(r)
+    z = sps.norm.ppf(0.5 + level / 2)
+    mean_hat = float(np.mean(d_hat))
+    se = clustered_se(d_hat - d, r.states.question_id)
+    out["mean Δ"] = {
+        "estimate": mean_hat, "truth": float(np.mean(d)), "ci": [mean_hat - z * se, mean_hat + z * se],
+        "covered": bool(abs(mean_hat - float(np.mean(d))) <= z * se + 1e-12), "kind": "two_sided",
+    }  # fmt: skip
+    # Branch outcomes: each forked (state, action)'s successes against Binomial(m, p_true), states
+    # that show the simulator the same content counted once (they share draws).
+    for action in ("THINK", "SEARCH", "STOP", "SWITCH"):
+        seen: set[int] = set()
+        succ = reps = mean_p = var = 0.0
+        resid: dict[str, float] = {}
+        for g in r.branches:
+            if g.action != action or g.content in seen:
+                continue
+            seen.add(g.content)
+            succ += g.successes
+            reps += g.repeats
+            mean_p += g.repeats * g.truth
+            var += g.repeats * g.truth * (1 - g.truth)
+            resid[g.question] = resid.get(g.question, 0.0) + g.successes - g.repeats * g.truth
+        if action in ("THINK", "STOP"):
+            x2, df = 0.0, 0
+            seen_fit: set[int] = set()
+            for g in r.branches:
+                if g.action != action or g.content in seen_fit:
+                    continue
+                seen_fit.add(g.content)
+                v = g.repeats * g.truth * (1 - g.truth)
+                dev = g.successes - g.repeats * g.truth
+                if v > 1e-9:
+                    x2 += dev * dev / v
+                    df += 1
+                elif abs(dev) > 1e-6:
+                    x2 = float("inf")
+            if df:
+                out[f"goodness of fit: {action}"] = {"estimate": x2, "truth": float(df), "ci": None, "covered": None,
+                                                     "kind": "chi2"}  # fmt: skip
+        if reps:
+            # Binomial SE, or the question-clustered one where larger (a SEARCH branch can reach
+            # another state's content and then shares its draws).
+            k = len(resid)
+            clustered = math.sqrt(k / (k - 1) * sum(v * v for v in resid.values())) if k > 1 else 0.0
+            est, tru, se_b = succ / reps, mean_p / reps, max(math.sqrt(var), clustered) / reps
+            out[f"branch success: {action}"] = {
+                "estimate": est, "truth": tru, "ci": [est - z * se_b, est + z * se_b],
+                "covered": bool(abs(est - tru) <= z * se_b + 1e-12), "kind": "two_sided",
+            }  # fmt: skip
+    return out, skipped
+
+
+@dataclass
+class Check:
+    """One pass/fail check over the studies."""
+
+    quantity: str
+    what: str
+    passed: bool
+    detail: str
+
+
+def pooled_z(rows: list[dict[str, Any]], level: float = 0.95) -> tuple[float, int] | None:
+    """z = Σ errors / sqrt(Σ se²) over the studies, each study's standard error read off its
+    interval (width / 2z); None unless some study has a non-degenerate interval."""
+    zq = float(sps.norm.ppf(0.5 + level / 2))
+    num, var, k = 0.0, 0.0, 0
+    for row in rows:
+        ci, est, truth = row.get("ci"), row.get("estimate"), row.get("truth")
+        if not (isinstance(ci, list) and len(ci) == 2 and ci[0] is not None and ci[1] is not None and est is not None):
+            continue
+        se = (float(ci[1]) - float(ci[0])) / (2 * zq)
+        if se <= 0:
+            continue
+        num += est - truth
+        var += se * se
+        k += 1
+    return (num / math.sqrt(var), k) if k else None
+
+
+def aggregate(per_study: list[dict[str, Any]], *, target: tuple[float, float] = (0.90, 0.99),
+              alpha: float = 0.01, bias_alpha: float = 0.001) -> tuple[dict[str, Any], list[Check]]:  # fmt: skip
+    """Coverage and bias of each quantity over the studies, and the checks.
+
+    Checks: coverage is not implausibly low for 95% intervals (one-sided binomial test at
+    `alpha`: fewer covered studies than chance allows fails), and, for two-sided estimators with
+    three or more studies, the mean error is not significantly different from zero at `bias_alpha`
+    (two-sided): a z-test pooling the studies' own standard errors (read off their intervals)
+    where they have intervals, else a t-test on the errors across the independent studies.
+    Coverage within `target` is reported (`in_target`), not checked: 20 of 20 covered has
+    probability 0.36 at a true 95%, and intervals over support components are conservative.
+    """
+    z_crit = float(sps.norm.ppf(1 - bias_alpha / 2))
+    names: list[str] = []
+    for s in per_study:
+        names += [k for k in s if k not in names]
+    summary: dict[str, Any] = {}
+    checks: list[Check] = []
+    for name in names:
+        rows = [s[name] for s in per_study if name in s]
+        cov = [row["covered"] for row in rows if row["covered"] is not None]
+        errs = [row["estimate"] - row["truth"] for row in rows if row["estimate"] is not None
+                and row["truth"] is not None and math.isfinite(row["truth"])]  # fmt: skip
+        kind = rows[0]["kind"]
+        n = len(cov)
+        coverage = float(np.mean(cov)) if cov else None
+        mean_err = float(np.mean(errs)) if errs else None
+        se = float(np.std(errs, ddof=1) / math.sqrt(len(errs))) if len(errs) > 1 else None
+        summary[name] = {"kind": kind, "studies": len(rows), "coverage": coverage, "mean_error": mean_err,
+                         "mean_error_se": se,
+                         "in_target": None if coverage is None else target[0] <= coverage <= target[1]}  # fmt: skip
+        if n and kind != "plug_in":
+            covered = int(sum(cov))
+            p_low = float(sps.binom.cdf(covered, n, 0.95))
+            ok = p_low >= alpha
+            checks.append(Check(name, "coverage", ok, f"{covered}/{n} covered (P(≤ this | 95%) = {p_low:.3g})"))
+        if kind == "chi2":
+            x2 = float(sum(row["estimate"] for row in rows))
+            df = float(sum(row["truth"] for row in rows))
+            p = float(sps.chi2.sf(x2, df)) if math.isfinite(x2) else 0.0
+            summary[name]["p_value"] = p
+            checks.append(Check(name, "fits the truth", p >= bias_alpha,
+                                f"X² = {x2:.1f} on {df:.0f} df, p = {p:.3g} (p ≥ {bias_alpha:g} passes)"))
+            continue
+        if kind == "two_sided":
+            pooled = pooled_z(rows)
+            if pooled is not None:
+                z, k = pooled
+                summary[name]["pooled_z"] = z
+                checks.append(Check(name, "unbiased", abs(z) <= z_crit,
+                                    f"pooled z = {z:+.2f} over {k} studies (|z| ≤ {z_crit:.2f} passes)"))
+            elif se is not None and len(errs) >= 3:
+                crit = float(sps.t.ppf(1 - bias_alpha / 2, len(errs) - 1))
+                ok = abs(mean_err) <= crit * se + 1e-9  # type: ignore[arg-type]
+                checks.append(Check(name, "unbiased", ok,
+                                    f"mean error {mean_err:+.4f} ± {se:.4f} (SE; |t| ≤ {crit:.1f} passes)"))
+    return summary, checks

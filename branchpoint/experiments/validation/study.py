@@ -1,0 +1,288 @@
+"""One validation study: a whole run → fork → evaluate → value on the simulator, with the truth.
+
+`run_study` writes an ordinary run directory (spec.yaml, executions.jsonl, forks.jsonl,
+metrics.json, value.json), then computes, for every scored state, the exact success
+probabilities of its two roles (and of SWITCH where forked) with `TruthModel`, from the state
+values saved in the checkpoint, and for every question the exact expectation of the run's
+own execution. Nothing in the pipeline knows it is being validated: the studies go through the
+public run, fork, metrics and value APIs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from branchpoint.checkpoints import open_checkpointer
+from branchpoint.checkpoints.plan import ForkPlan
+from branchpoint.checkpoints.values import checkpoint_values, state_reader
+from branchpoint.evaluation.judges import judge_records, normalize_answer
+from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, is_correct
+from branchpoint.evaluation.value import Forecast, ValueConfig, load_states, value_study
+from branchpoint.evaluation.value.outcomes import StateTable
+from branchpoint.evaluation.value.scores import balanced_mean
+from branchpoint.experiments.forking import fork_records, fork_run
+from branchpoint.experiments.questions import Question
+from branchpoint.experiments.runner import SourcePool, run_experiment, select_questions
+from branchpoint.experiments.spec import (
+    AgentSpec,
+    ExperimentSpec,
+    QuestionsSpec,
+    RetrievalSpec,
+    SampleSpec,
+    SourceSpec,
+)
+from branchpoint.experiments.store import RunStore
+from branchpoint.models.openai_compat import OpenAICompatibleClient
+from branchpoint.models.sim.behaviour import QuestionBank, is_success
+from branchpoint.models.sim.profile import Profile
+from branchpoint.models.sim.truth import POLICY_STYLES, AgentModel, Style, TruthModel
+from branchpoint.models.spec import ModelSpec, SimServerSpec
+from branchpoint.traces import read_records
+
+#: The two retrieval sources of a validation study (BM25 over the demo corpus, two settings).
+MAIN_SOURCE, ALT_SOURCE = "main", "alt"
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    """What every study of one validation shares (seeds differ between studies)."""
+
+    profile: str
+    policy: str
+    questions: str = "demo"
+    answerable: int = 8  # questions whose executions are forked
+    unanswerable: int = 8
+    run_factor: int = 3  # the run has this many times as many questions (metrics on all of them)
+    search_cap: int = 3
+    repeats: int = 4
+    search_budget: int = 2
+    temperature: float = 0.6
+    top_p: float = 0.95
+    reasoning_effort: str | None = None
+    resamples: int = 2000
+    concurrency: int = 8
+    top_k: int = 2
+    #: Diagnostic: fork each action with its own model seed (the pipeline's forks give every action
+    #: of a repeat the same seed; see BENCHMARKS.md "Validation on the simulated model").
+    seed_per_action: bool = False
+
+    @property
+    def chat(self) -> bool:
+        return POLICY_STYLES.get(self.policy) != "completion"
+
+
+def available(questions: str, answerable: bool) -> int:
+    """How many answerable (or unanswerable) questions the set has."""
+    from branchpoint.experiments.loaders import load_questions
+
+    return sum(q.answerable == answerable for q in load_questions(questions))
+
+
+def study_spec(settings: StudySettings, seed: int, served_name: str) -> ExperimentSpec:
+    """The experiment spec of one study (seeded questions sample, model seed, sampling)."""
+    chat = settings.chat
+    model = ModelSpec(
+        provider="sim", name=served_name, style="chat" if chat else "completion",
+        temperature=settings.temperature, seed=seed * 1000, max_tokens=1024 if chat else 48,
+        extra_body={"top_p": settings.top_p}, reasoning_effort=settings.reasoning_effort,  # type: ignore[arg-type]
+        sim=SimServerSpec(profile=settings.profile, questions=settings.questions, latency_scale=0.0),
+    )  # fmt: skip
+    sources = {
+        MAIN_SOURCE: SourceSpec(kind="bm25", corpus="demo"),
+        ALT_SOURCE: SourceSpec(kind="bm25", corpus="demo", index_params={"k1": 0.6, "b": 0.3}),
+    }
+    return ExperimentSpec(
+        name=f"validate-{settings.profile}-{seed}", seed=seed,
+        questions=QuestionsSpec(path=settings.questions, sample=SampleSpec(
+            answerable=min(settings.answerable * settings.run_factor, available(settings.questions, True)),
+            unanswerable=min(settings.unanswerable * settings.run_factor, available(settings.questions, False)))),
+        model=model,
+        agent=AgentSpec(policy=settings.policy, search=True, search_cap=settings.search_cap, top_k=settings.top_k,
+                        answer_max_tokens=1024 if chat else 48),
+        retrieval=RetrievalSpec(default=MAIN_SOURCE, sources=sources),
+    )  # fmt: skip
+
+
+def shared_server_opener(base_url: str) -> Any:
+    """A model opener that talks to one already running simulated server (all studies share it)."""
+
+    @contextmanager
+    def opener(spec: ExperimentSpec, run_dir: Path) -> Iterator[OpenAICompatibleClient]:
+        yield OpenAICompatibleClient(spec.model, base_url=base_url)
+
+    return opener
+
+
+@dataclass(frozen=True)
+class BranchGroup:
+    """The repeats of one action from one saved state: successes, repeats, and the true p.
+
+    `content` identifies what the simulator is shown: states of one question with the same
+    passages (a search that found nothing new) get the same replies for the same seeds, so only
+    one of them counts as an independent draw."""
+
+    action: str
+    question: str
+    content: int
+    successes: int
+    repeats: int
+    truth: float
+
+
+@dataclass
+class StudyResult:
+    """A finished study: its outputs and the truth beside them."""
+
+    seed: int
+    run_dir: Path
+    value: dict[str, Any]
+    metrics: dict[str, Any]
+    states: StateTable
+    p_think: np.ndarray
+    p_search: np.ndarray
+    agree_think: np.ndarray  # P(two THINK answers agree) per state
+    both_correct_think: np.ndarray  # P(two THINK answers agree and succeed)
+    questions: list[Question]
+    natural: dict[str, tuple[float, float]]  # question id -> (P(success), E[searches]) of a run's execution
+    branches: list[BranchGroup] = field(default_factory=list)  # every forked (state, action) with its truth
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+def agent_model(settings: StudySettings, spec: ExperimentSpec, profile: Profile, style: Style) -> AgentModel:
+    """The truth's view of the agent a study runs."""
+    return AgentModel(
+        style=style, temperature=spec.model.temperature, top_p=float(spec.model.extra_body.get("top_p", 1.0)),
+        effort=spec.model.reasoning_effort or profile.default_effort, max_tokens=spec.model.max_tokens,
+        answer_max_tokens=spec.agent.answer_max_tokens or spec.model.max_tokens,
+        malformed_retries=spec.agent.malformed_retries, evidence_words=spec.agent.evidence_words,
+        offers_search=spec.agent.search,
+    )  # fmt: skip
+
+
+def search_function(pool: SourcePool, spec: ExperimentSpec) -> Any:
+    tool = pool.search_tool(spec)
+    assert tool is not None
+
+    def search(query: str, source: str) -> list[dict[str, Any]]:
+        return [d.model_dump() for d in tool.run(query, source=source).docs]
+
+    return search
+
+
+def fork_per_action_seed(out: Path, plan: ForkPlan, spec: ExperimentSpec, opener: Any) -> None:
+    """Fork each action on its own, the run's spec.yaml carrying a model seed of that action's own
+    (restored afterwards), so no two actions of a state share random numbers."""
+    import yaml
+
+    spec_path = out / "spec.yaml"
+    original = spec_path.read_text(encoding="utf-8")
+    try:
+        for i, action in enumerate(plan.actions):
+            data = yaml.safe_load(original)
+            data["model"]["seed"] = (spec.model.seed or 0) + 100 * (i + 1)
+            spec_path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+            fork_run(out, plan.model_copy(update={"actions": [action]}), progress=False, model_opener=opener)
+    finally:
+        spec_path.write_text(original, encoding="utf-8")
+
+
+def fork_parents(records: list[Any], settings: StudySettings) -> list[str]:
+    """The executions a study forks: the first `answerable` answerable and `unanswerable`
+    unanswerable ones, in question order."""
+    picked: list[str] = []
+    for answerable, n in ((True, settings.answerable), (False, settings.unanswerable)):
+        picked += [r.execution_id for r in records if r.answerable == answerable and r.status != "incomplete"][:n]
+    return picked
+
+
+def run_study(
+    settings: StudySettings, seed: int, out: Path, *, base_url: str, served_name: str, profile: Profile,
+    style: Style | None = None,
+) -> StudyResult:
+    """Run, fork, evaluate and value one study into `out`, and compute its truth."""
+    spec = study_spec(settings, seed, served_name)
+    opener = shared_server_opener(base_url)
+    run_experiment(spec, out, progress=False, model_opener=opener, concurrency=settings.concurrency)
+    parents = fork_parents(read_records(RunStore(out).executions_path), settings)
+    plan = ForkPlan(
+        executions=parents,
+        boundaries=["initial", "after_search_k", "pending_query"], actions=["THINK", "SEARCH", "STOP", "SWITCH"],
+        repeats=settings.repeats, search_budget=settings.search_budget, switch_source=ALT_SOURCE,
+        concurrency=settings.concurrency,
+    )  # fmt: skip
+    if settings.seed_per_action:
+        fork_per_action_seed(out, plan, spec, opener)
+    else:
+        fork_run(out, plan, progress=False, model_opener=opener)
+    records = read_records(RunStore(out).executions_path)
+    metrics = compute_metrics(judge_records(records, "rule"), "rule", MetricsConfig(bootstrap=settings.resamples, seed=seed))
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str), encoding="utf-8")
+
+    questions = select_questions(spec)
+    bank = QuestionBank(questions)
+    config = ValueConfig(dev_split=0.0, seed=seed, resamples=settings.resamples)
+    states, _, _ = load_states(out, config)
+    chosen = style or POLICY_STYLES[settings.policy]
+    pool = SourcePool(progress=False)
+    try:
+        truth = TruthModel(profile, bank, agent_model(settings, spec, profile, chosen), search_function(pool, spec))
+        n = len(states)
+        p_t, p_s = np.zeros(n), np.zeros(n)
+        agree, both = np.zeros(n), np.zeros(n)
+        branches: list[BranchGroup] = []
+        all_forks = [r for r in fork_records(out) if r.parent is not None and r.status != "incomplete"]
+        groups: dict[tuple[str, str, str], list[bool]] = {}
+        for r in judge_records(all_forks, "rule"):
+            groups.setdefault((r.parent.execution_id, r.parent.checkpoint_id, r.branch or ""), []).append(
+                is_correct(r, "rule"))
+        with open_checkpointer(RunStore(out).checkpoint_target()) as saver:
+            reader = state_reader(saver)
+            for i, (eid, cid) in enumerate(states.keys):
+                values = checkpoint_values(saver, eid, cid, reader=reader)
+                budget = states.search_budget[i] or settings.search_budget
+                p_t[i] = truth.continuation(values, states.t_action[i], search_budget=budget).p
+                p_s[i] = truth.continuation(values, states.s_action[i], search_budget=budget).p
+                dist = truth.think_answers(values)
+                q = truth.question_of(values)
+                by_norm: dict[str, float] = {}
+                success: dict[str, bool] = {}
+                for ans, p in dist.items():
+                    key = normalize_answer(ans or "")
+                    by_norm[key] = by_norm.get(key, 0.0) + p
+                    success[key] = is_success(q, ans)
+                agree[i] = sum(p * p for p in by_norm.values())
+                both[i] = sum(p * p for k, p in by_norm.items() if success[k])
+            for (eid, cid, action), ys in groups.items():
+                values = checkpoint_values(saver, eid, cid, reader=reader)
+                v = truth.continuation(values, action, search_budget=settings.search_budget, switch_source=ALT_SOURCE)
+                shown = truth.passages_of(values)
+                pending = (values.get("pending") or {}).get("text") if values.get("boundary") == "pending_query" else None
+                content = hash((values.get("question"), frozenset(shown), shown[-1:], pending, values.get("source"), action))
+                branches.append(BranchGroup(action, values.get("question") or "", content, int(sum(ys)), len(ys), v.p))
+        natural = {}
+        for q in questions:
+            v = truth.natural(q, spec.agent.search_cap, MAIN_SOURCE)
+            natural[q.id] = (v.p, v.searches)
+    finally:
+        pool.close()
+    extra = {
+        "truth": Forecast(p_t, p_s),
+        "truth_constant": Forecast(np.full(n, float(balanced_mean(p_t, states.stratum))),
+                                   np.full(n, float(balanced_mean(p_s, states.stratum)))),
+    }
+    value = value_study(out, config=config, extra_forecasts=extra, write=True)
+    statuses: dict[str, int] = {}
+    for r in [*records, *fork_records(out)]:
+        statuses[r.status] = statuses.get(r.status, 0) + 1
+    return StudyResult(
+        seed=seed, run_dir=out, value=value, metrics=metrics, states=states, p_think=p_t, p_search=p_s,
+        agree_think=agree, both_correct_think=both, questions=questions, natural=natural, branches=branches,
+        statuses=statuses,
+    )  # fmt: skip

@@ -1,0 +1,570 @@
+"""The simulated model's behaviour: a documented, seeded stochastic function of what it is shown.
+
+What it reads from a request (`observe`):
+- the question (the last user turn of a chat that is not search results or an instruction; the
+  last `Question:` block of a few-shot completion prompt), looked up by its text in the question
+  set the server was given (`QuestionBank`): gold answers, answerability, category;
+- the passages shown (chat: `Doc i(Title: t) text` lines in tool results or `<information>`;
+  completion: the `[i] "Title" text` items of the last `Evidence:` line), distinct by
+  (title, text);
+- whether it may search (chat: a `search` tool offered, or the tagged-text system prompt with
+  `<search>`; completion: the search header of the few-shot prompt, and a grammar that allows
+  `search`), whether output is constrained (a grammar or structured output: never malformed),
+  and its reasoning effort (`reasoning_effort`; `chat_template_kwargs.enable_thinking`; else the
+  profile's default; completions never reason).
+
+What it computes from them (`Features`): a gold-bearing passage is shown (a gold answer occurs in
+a shown passage's title or text, SQuAD-normalised), and the counts of negative passages (the
+rule judge's lexical cues of uncertainty, `detect_negative_evidence`) and positive ones (all
+other passages). The distributions (`decision_probs`, `query_probs`, `answer_probs`) are
+functions of (question, these features, effort) only, which is what makes the truth computable
+(`branchpoint.models.sim.truth`):
+
+- answer: answerable → correct with 1 − (1 − prior_q)(1 − lift·gold); the rest abstains with
+  σ(a_ans + n_neg·w_neg + n_pos·w_pos), else one of four wrong answers (equally likely).
+  Unanswerable → abstains with σ(a_category + n_neg·w_neg + n_pos·w_pos), else a wrong answer.
+- search (when allowed): σ(base + effort + unanswerable + gold·gold_shown + n·per_passage).
+- query: the question itself with `direct_query`, else the last shown passage's title followed
+  by the question (with no passage shown: the question followed by "facts").
+
+Sampling: each categorical is reshaped by the request's temperature (p^(1/T), T = 0 takes the
+most probable outcome) and `top_p` (nucleus: the smallest most-probable set whose mass reaches
+top_p, renormalised) (`reshape`). Failures per call (none at temperature 0): malformed with
+`failures.malformed` unless constrained; cut off (`finish_reason: length`, no content) with
+`failures.length`, or when the reasoning drawn (uniform on the effort's [lo, hi]; the midpoint
+at temperature 0) exceeds max_tokens − content_reserve. Random numbers come from a generator
+seeded by a hash of the request body (its `seed` included), so a request with a seed, or at
+temperature 0, always gets the same reply; without a seed, from the server's own generator.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from branchpoint.agents.protocols import JSON_DECISION_PREFIX
+from branchpoint.evaluation.judges import contained_gold, detect_negative_evidence, normalize_answer
+from branchpoint.experiments.questions import Question
+from branchpoint.models.sim.profile import Profile
+
+Protocol = Literal["completion", "native", "tagged", "plain"]
+
+#: Wrong answers the model gives (none contains an abstention cue); one is dropped if it holds a gold.
+WRONG_ANSWERS: tuple[str, ...] = ("Halvard Brenning", "Ostrava Minor", "Teodor Wilkes", "Marisol Dunleavy")
+
+#: Abstentions by category (each matches the rule judge's abstention patterns).
+ABSTAIN_TEXT: dict[str | None, str] = {
+    "AU": "I don't know: nobody can know that yet.",
+    "FP": "The premise is false, so there is no such answer.",
+    "UC": "Which one do you mean? Please specify.",
+    None: "I don't know.",
+}
+
+REFINED_SUFFIX = "facts"
+
+#: Words used to spell out reasoning text: each one a single token for `count_tokens`.
+_REASONING_WORDS = (
+    "the question asks about this so I check what the passages say and whether they answer it "
+    "or if I need to search again before I give a short answer"
+).split()
+
+
+def count_tokens(text: str) -> int:
+    """The simulator's tokenizer: word pieces (`branchpoint.models.reasoning.estimate_tokens`)."""
+    from branchpoint.models.reasoning import estimate_tokens
+
+    return estimate_tokens(text) if text else 0
+
+
+def token_ids(text: str) -> list[int]:
+    """Token ids for /tokenize: a stable hash of each word piece (vocabulary of 151,936)."""
+    from branchpoint.models.reasoning import _PIECES, LETTERS_PER_TOKEN
+
+    ids = []
+    for piece in _PIECES.findall(text):
+        parts = [piece[i : i + LETTERS_PER_TOKEN] for i in range(0, len(piece), LETTERS_PER_TOKEN)] if (
+            piece[0].isalpha() and len(piece) > 1
+        ) else [piece]
+        ids += [int.from_bytes(hashlib.blake2b(p.encode(), digest_size=4).digest()) % 151_936 for p in parts]
+    return ids
+
+
+def reasoning_text(n: int) -> str:
+    """A reasoning text of exactly `n` tokens."""
+    words = [_REASONING_WORDS[i % len(_REASONING_WORDS)] for i in range(n)]
+    return " ".join(words)
+
+
+def sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+# --------------------------------------------------------------------------------------------
+# The question set and the passages shown
+# --------------------------------------------------------------------------------------------
+
+
+def question_key(text: str) -> str:
+    """How questions are matched: whitespace collapsed, case folded."""
+    return " ".join(text.split()).casefold()
+
+
+class QuestionBank:
+    """The question set the server was given, looked up by question text."""
+
+    def __init__(self, questions: Iterable[Question]) -> None:
+        self.by_text: dict[str, Question] = {}
+        for q in questions:
+            self.by_text.setdefault(question_key(q.question), q)
+
+    def lookup(self, text: str) -> Question | None:
+        return self.by_text.get(question_key(text))
+
+    def __len__(self) -> int:
+        return len(self.by_text)
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A passage as shown to the model: its title and (clipped) text."""
+
+    title: str
+    text: str
+
+
+def clip_words(text: str, words: int) -> str:
+    """The clipping the prompts apply (`branchpoint.agents.prompts`): first `words` words + ' ...'."""
+    parts = text.split()
+    return " ".join(parts[:words]) + (" ..." if len(parts) > words else "")
+
+
+def shown_passage(doc: Mapping[str, Any], evidence_words: int) -> Passage:
+    """How a retrieved document appears in a prompt that clips passages to `evidence_words`."""
+    return Passage(doc.get("title") or "", clip_words(doc.get("text") or "", evidence_words))
+
+
+def distinct(passages: Iterable[Passage]) -> list[Passage]:
+    seen: set[Passage] = set()
+    out = []
+    for p in passages:
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+@dataclass(frozen=True)
+class Features:
+    """What the answer and search distributions depend on."""
+
+    gold: bool
+    n_pos: int
+    n_neg: int
+
+    @property
+    def n(self) -> int:
+        return self.n_pos + self.n_neg
+
+
+def features(question: Question | None, passages: Iterable[Passage]) -> Features:
+    """Gold-bearing shown?, and the numbers of positive and negative passages (distinct)."""
+    gold = False
+    n_pos = n_neg = 0
+    for p in distinct(passages):
+        both = f"{p.title}\n{p.text}"
+        if question is not None and question.gold_answers and contained_gold(both, question.gold_answers):
+            gold = True
+        if detect_negative_evidence(both):
+            n_neg += 1
+        else:
+            n_pos += 1
+    return Features(gold, n_pos, n_neg)
+
+
+# --------------------------------------------------------------------------------------------
+# Distributions
+# --------------------------------------------------------------------------------------------
+
+
+def _unit_hash(text: str) -> float:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8]) / 2**64
+
+
+def prior(profile: Profile, question: Question) -> float:
+    """P(correct) without a gold-bearing passage: the per-question prior, or one fixed by the id."""
+    k = profile.knowledge
+    if question.id in k.priors:
+        return k.priors[question.id]
+    return min(1.0, max(0.0, k.prior + k.prior_spread * (_unit_hash(question.id) - 0.5)))
+
+
+def wrong_answers(question: Question | None) -> list[str]:
+    gold = question.gold_answers if question is not None else []
+    return [w for w in WRONG_ANSWERS if not (gold and contained_gold(w, gold))]
+
+
+def abstain_text(question: Question | None) -> str:
+    if question is None or question.answerable:
+        return ABSTAIN_TEXT[None]
+    return ABSTAIN_TEXT.get(question.category, ABSTAIN_TEXT[None])
+
+
+def answer_probs(profile: Profile, question: Question | None, f: Features) -> dict[str, float]:
+    """Answer text → probability at temperature 1 (see the module docstring)."""
+    ab = profile.abstention
+    evidence = f.n_neg * ab.per_negative + f.n_pos * ab.per_positive
+    wrong = wrong_answers(question)
+    out: dict[str, float] = {}
+    if question is not None and question.answerable:
+        pc = 1.0 - (1.0 - prior(profile, question)) * (1.0 - profile.knowledge.gold_lift * f.gold)
+        a = (1.0 - pc) * sigmoid(ab.answerable + evidence)
+        out[question.gold_answers[0] if question.gold_answers else "yes"] = pc
+    else:
+        logit = ab.unanswerable.get(question.category or "AU", 0.0) if question is not None else 0.0
+        a = sigmoid(logit + evidence)
+        pc = 0.0
+    out[abstain_text(question)] = out.get(abstain_text(question), 0.0) + a
+    for w in wrong:
+        out[w] = (1.0 - pc - a) / len(wrong)
+    return out
+
+
+def is_success(question: Question | None, answer: str | None) -> bool:
+    """Whether an answer of the simulator is a success under the rule judge (correct or abstained)."""
+    if question is None or answer is None:
+        return False
+    if question.answerable:
+        return bool(question.gold_answers) and normalize_answer(answer) == normalize_answer(question.gold_answers[0])
+    return answer == abstain_text(question)
+
+
+def search_prob(profile: Profile, question: Question | None, f: Features, effort: str) -> float:
+    """P(SEARCH) at temperature 1 when searching is allowed."""
+    s = profile.search
+    unanswerable = question is not None and not question.answerable
+    logit = s.base + s.effort.get(effort, 0.0) + s.unanswerable * unanswerable + s.gold_shown * f.gold + s.per_passage * f.n
+    return sigmoid(logit)
+
+
+def query_probs(profile: Profile, question_text: str, passages: list[Passage]) -> dict[str, float]:
+    """Query text → probability at temperature 1."""
+    shown = distinct(passages)
+    refined = f"{shown[-1].title or ' '.join(shown[-1].text.split()[:4])} {question_text}" if shown else (
+        f"{question_text} {REFINED_SUFFIX}"
+    )
+    d = profile.search.direct_query
+    out = {question_text: d}
+    out[refined] = out.get(refined, 0.0) + (1.0 - d)
+    return out
+
+
+def reshape(probs: Mapping[str, float], temperature: float, top_p: float = 1.0) -> dict[str, float]:
+    """The categorical a sampler with `temperature` and `top_p` draws from (T = 0: the argmax)."""
+    items = [(k, float(v)) for k, v in probs.items() if v > 0]
+    if not items:
+        return {}
+    if temperature <= 0:
+        best = max(items, key=lambda kv: kv[1])[0]  # first of the most probable on ties
+        return {best: 1.0}
+    if temperature != 1.0:
+        logs = np.array([math.log(v) / temperature for _, v in items])
+        w = np.exp(logs - logs.max())
+        items = [(k, float(x)) for (k, _), x in zip(items, w / w.sum())]
+    total = sum(v for _, v in items)
+    items = [(k, v / total) for k, v in items]
+    if top_p < 1.0:
+        ranked = sorted(items, key=lambda kv: -kv[1])
+        kept, mass = [], 0.0
+        for k, v in ranked:
+            kept.append((k, v))
+            mass += v
+            if mass >= top_p - 1e-12:
+                break
+        keep = {k for k, _ in kept}
+        items = [(k, v / mass) for k, v in items if k in keep]
+    return dict(items)
+
+
+def reasoning_range(profile: Profile, effort: str) -> tuple[int, int]:
+    lo, hi = profile.tokens.reasoning.get(effort, (0, 0))
+    return int(lo), int(hi)
+
+
+def length_overflow_prob(profile: Profile, effort: str, max_tokens: int, temperature: float) -> float:
+    """P(the reasoning drawn leaves no room for content under `max_tokens`)."""
+    lo, hi = reasoning_range(profile, effort)
+    room = max(max_tokens - profile.tokens.content_reserve, 0)
+    if temperature <= 0:
+        return float((lo + hi) // 2 > room)
+    over = max(0, hi - max(room, lo - 1))
+    return over / (hi - lo + 1)
+
+
+def call_failure_prob(profile: Profile, *, constrained: bool, effort: str, max_tokens: int, temperature: float) -> float:
+    """P(one call fails: malformed, or cut off) (see the module docstring)."""
+    overflow = length_overflow_prob(profile, effort, max_tokens, temperature)
+    if temperature <= 0:
+        return overflow
+    malformed = 0.0 if constrained else profile.failures.malformed
+    length = profile.failures.length
+    return malformed + (1.0 - malformed) * (length + (1.0 - length) * overflow)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading a request
+# --------------------------------------------------------------------------------------------
+
+_CHAT_DOC = re.compile(r"^Doc \d+\(Title: (.*?)\) (.*)$", re.MULTILINE)
+_FEWSHOT_ITEM = re.compile(r"\[(\d+)\] ")
+
+
+@dataclass
+class Observation:
+    """What the simulator read from one request."""
+
+    protocol: Protocol
+    question_text: str
+    question: Question | None
+    passages: list[Passage]
+    can_search: bool
+    constrained: bool
+    effort: str
+    task: Literal["decide", "self_eval"] = "decide"
+    structured: dict[str, Any] | None = None
+    tool_required: bool = False
+
+
+def _content(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):  # OpenAI content parts
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return content or ""
+
+
+def chat_passages(text: str) -> list[Passage]:
+    return [Passage(t, x) for t, x in _CHAT_DOC.findall(text)]
+
+
+def fewshot_passages(line: str) -> list[Passage]:
+    body = line.strip()
+    if body in ("", "(none)"):
+        return []
+    pieces = _FEWSHOT_ITEM.split(body)
+    out = []
+    # pieces: [before, n1, text1, n2, text2, ...]
+    for i in range(2, len(pieces), 2):
+        item = pieces[i].strip()
+        title = ""
+        m = re.match(r'^"([^"]*)" (.*)$', item, re.DOTALL)
+        if m:
+            title, item = m.group(1), m.group(2)
+        out.append(Passage(title, item.strip()))
+    return out
+
+
+def request_effort(profile: Profile, body: Mapping[str, Any]) -> str:
+    """The effort a chat request asks for (vLLM fields), else the profile's default."""
+    kwargs = body.get("chat_template_kwargs") or {}
+    effort = body.get("reasoning_effort")
+    if effort == "minimal":
+        effort = "low"
+    thinking = kwargs.get("enable_thinking") if isinstance(kwargs, dict) else None
+    if thinking is False:
+        return "none"
+    if effort in ("none", "low", "medium", "high"):
+        return str(effort)
+    if thinking is True:
+        return profile.thinking_effort if profile.thinking_effort != "none" else "medium"
+    return profile.default_effort
+
+
+def structured_of(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """vLLM `structured_outputs` / `guided_*` / `response_format` / llama.cpp `grammar`, as one dict."""
+    so = body.get("structured_outputs")
+    if isinstance(so, dict) and so:
+        return dict(so)
+    if body.get("grammar"):
+        return {"grammar": body["grammar"]}
+    for key in ("guided_choice", "guided_json", "guided_grammar"):
+        if body.get(key) is not None:
+            return {key.removeprefix("guided_"): body[key]}
+    rf = body.get("response_format")
+    if isinstance(rf, dict) and rf.get("type") == "json_schema":
+        return {"json": (rf.get("json_schema") or {}).get("schema") or {}}
+    if isinstance(rf, dict) and rf.get("type") == "json_object":
+        return {"json": {"type": "object"}}
+    return None
+
+
+def observe_chat(profile: Profile, bank: QuestionBank, body: Mapping[str, Any]) -> Observation:
+    from branchpoint.agents import prompts
+
+    messages = body.get("messages") or []
+    system = " ".join(_content(m) for m in messages if m.get("role") in ("system", "developer"))
+    instructions = {prompts.FORCE_ANSWER, prompts.SELF_EVAL_PROMPT}
+    candidates = []
+    passages: list[Passage] = []
+    for m in messages:
+        text = _content(m)
+        if m.get("role") == "tool":
+            passages += chat_passages(text)
+        elif m.get("role") == "user":
+            if text.startswith("<information>"):
+                passages += chat_passages(text.removeprefix("<information>").removesuffix("</information>"))
+            elif text.strip() not in instructions:
+                candidates.append(text)
+    last_user = next((_content(m) for m in reversed(messages) if m.get("role") == "user"), "")
+    question_text = candidates[-1].strip() if candidates else ""
+    tools = body.get("tools") or []
+    tool_choice = body.get("tool_choice", "auto")
+    has_search_tool = any((t.get("function") or {}).get("name") == "search" for t in tools if isinstance(t, dict))
+    forced = last_user.strip() == prompts.FORCE_ANSWER
+    if has_search_tool and tool_choice != "none":
+        protocol: Protocol = "native"
+        can_search = not forced
+    elif "<search>" in system and not forced:
+        protocol, can_search = "tagged", True
+    else:
+        protocol, can_search = "plain", False
+    structured = structured_of(body)
+    return Observation(
+        protocol=protocol, question_text=question_text, question=bank.lookup(question_text),
+        passages=passages, can_search=can_search, constrained=structured is not None,
+        effort=request_effort(profile, body),
+        task="self_eval" if last_user.strip() == prompts.SELF_EVAL_PROMPT else "decide",
+        structured=structured, tool_required=tool_choice == "required",
+    )  # fmt: skip
+
+
+def observe_completion(profile: Profile, bank: QuestionBank, body: Mapping[str, Any]) -> Observation:
+    from branchpoint.agents import prompts
+
+    prompt = body.get("prompt") or ""
+    if isinstance(prompt, list):
+        prompt = prompt[0] if prompt and isinstance(prompt[0], str) else ""
+    block = prompt.rsplit("Question: ", 1)[-1] if "Question: " in prompt else ""
+    question_text, _, rest = block.partition("\n")
+    evidence_line = ""
+    for line in rest.split("\n"):
+        if line.startswith("Evidence: "):
+            evidence_line = line.removeprefix("Evidence: ")
+    structured = structured_of(body)
+    grammar = (structured or {}).get("grammar")
+    offered = prompt.startswith(prompts.FEWSHOT_HEADER)
+    can_search = offered and (grammar is None or "search" in str(grammar))
+    return Observation(
+        protocol="completion", question_text=question_text.strip(), question=bank.lookup(question_text),
+        passages=fewshot_passages(evidence_line), can_search=can_search, constrained=structured is not None,
+        effort="none", structured=structured,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# Drawing a reply
+# --------------------------------------------------------------------------------------------
+
+
+def request_rng(body: Mapping[str, Any], fallback: np.random.Generator) -> np.random.Generator:
+    """A generator seeded by the request body (its seed included): the same request, the same draws.
+
+    Without a seed at temperature > 0 the server's own generator is used (not reproducible).
+    """
+    temperature = float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0)
+    if body.get("seed") is None and temperature > 0:
+        return np.random.default_rng(fallback.integers(2**63))
+    material = {k: v for k, v in body.items() if k not in ("stream", "stream_options", "user")}
+    digest = hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:16]))
+
+
+def draw(rng: np.random.Generator, probs: Mapping[str, float]) -> str:
+    """One draw from a categorical (keys in their given order)."""
+    keys = list(probs)
+    u = rng.random()
+    acc = 0.0
+    for k in keys:
+        acc += probs[k]
+        if u < acc:
+            return k
+    return keys[-1]
+
+
+@dataclass
+class Reply:
+    """What the model "generated": an action or a failure, its texts and token counts."""
+
+    kind: Literal["search", "answer", "malformed", "length", "text"]
+    text: str = ""
+    reasoning: str | None = None
+    reasoning_tokens: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def sampling(body: Mapping[str, Any]) -> tuple[float, float]:
+    t = body.get("temperature")
+    p = body.get("top_p")
+    return (1.0 if t is None else float(t)), (1.0 if p is None else float(p))
+
+
+def generate(profile: Profile, obs: Observation, body: Mapping[str, Any], rng: np.random.Generator, max_tokens: int) -> Reply:
+    """Draw one reply to an observed request (see the module docstring for every rule)."""
+    temperature, top_p = sampling(body)
+    lo, hi = reasoning_range(profile, obs.effort)
+    n_reason = (lo + hi) // 2 if temperature <= 0 else int(rng.integers(lo, hi + 1))
+    reasoning = reasoning_text(n_reason) if n_reason > 0 else None
+    u_malformed, u_length = rng.random(), rng.random()
+    room = max(max_tokens - profile.tokens.content_reserve, 0)
+    malformed = temperature > 0 and not obs.constrained and u_malformed < profile.failures.malformed
+    if not malformed and (n_reason > room or (temperature > 0 and u_length < profile.failures.length)):
+        cut = max(0, min(n_reason, max_tokens))
+        return Reply("length", "", reasoning_text(cut) if cut else None, cut)
+    if malformed:
+        return Reply("malformed", "Let me think about how to", reasoning, n_reason)
+    f = features(obs.question, obs.passages)
+    answers = reshape(answer_probs(profile, obs.question, f), temperature, top_p)
+    if obs.task == "self_eval":
+        answer = draw(rng, answers)
+        abstains = answer == abstain_text(obs.question)
+        return Reply("text", f"ABSTAIN: {answer}" if abstains else "ANSWERABLE", reasoning, n_reason)
+    if obs.can_search:
+        p = search_prob(profile, obs.question, f, obs.effort)
+        decision = "search" if obs.tool_required else draw(rng, reshape({"search": p, "answer": 1 - p}, temperature, top_p))
+        if decision == "search":
+            query = draw(rng, reshape(query_probs(profile, obs.question_text, obs.passages), temperature, top_p))
+            return Reply("search", query, reasoning, n_reason)
+    return Reply("answer", draw(rng, answers), reasoning, n_reason)
+
+
+def minimal_instance(schema: Mapping[str, Any]) -> Any:
+    """The smallest value that a (simple) JSON schema accepts: what structured output returns
+    for a schema the simulator has no behaviour for."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = kind[0]
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        return {k: minimal_instance(v) for k, v in props.items()}
+    return {"string": "", "number": 0.5, "integer": 0, "boolean": False, "array": [], "null": None}.get(kind, None)
+
+
+def completion_text(reply: Reply) -> str:
+    """The continuation of a few-shot prompt that ends with JSON_DECISION_PREFIX."""
+    if reply.kind in ("search", "answer"):
+        return f'{reply.kind}", "text": {json.dumps(reply.text)}}}'
+    if reply.kind == "length":
+        return ""
+    return reply.text  # malformed: no valid JSON follows the prefix
+
+
+assert JSON_DECISION_PREFIX.endswith('"'), "completion_text continues a JSON string"

@@ -1,0 +1,504 @@
+"""The simulated model's HTTP server: vLLM's OpenAI-compatible wire format, on 127.0.0.1.
+
+Routes: `GET /v1/models`, `GET /health`, `POST /v1/chat/completions`, `POST /v1/completions`
+(both with `stream` and `stream_options.include_usage`), `POST /tokenize` (vLLM), and the
+simulator's own `GET /v1/sim/stats` (requests served, sampling settings seen) and
+`POST /v1/sim/truth` (exact values of continuations, when the server was given a retrieval
+spec; see `truth_endpoint`). Replies follow vLLM's shapes field for field (`message.reasoning`,
+`tool_calls` with `chatcmpl-tool-` ids, `usage.completion_tokens_details.reasoning_tokens`,
+`stop_reason`, `kv_transfer_params`, ...), and every reply says `system_fingerprint:
+"branchpoint-sim"` so a trace can tell it came from the simulator.
+
+Latency: each request waits base + prefill × prompt tokens + decode × completion tokens
+(× `latency_scale`, 0 = no wait). In capacity mode the decode shares a tokens/s ceiling among
+the requests in flight (continuous batching, at most `max_batch` decoding at once): see
+`Scheduler`.
+
+Run it with `branchpoint models serve sim` or `python -m branchpoint.models.sim.server`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import heapq
+import json
+import secrets
+import threading
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from branchpoint.models.sim.behaviour import (
+    Observation,
+    QuestionBank,
+    Reply,
+    completion_text,
+    count_tokens,
+    generate,
+    minimal_instance,
+    observe_chat,
+    observe_completion,
+    request_rng,
+    sampling,
+    token_ids,
+)
+from branchpoint.models.sim.profile import Profile
+
+MAX_MODEL_LEN = 32768
+FINGERPRINT = "branchpoint-sim"
+
+
+def _error(status: int, message: str, kind: str = "BadRequestError", param: str | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": status}}, status_code=status)
+
+
+class Scheduler:
+    """Capacity mode: decode tokens shared among the requests in flight (processor sharing).
+
+    While n requests decode, each advances at r(n) = min(1 / decode_s_per_token, tokens_per_s / n)
+    tokens per second; at most `max_batch` decode at once, the others wait for a slot. Event
+    driven: a virtual clock V advances at r(n); a request of T tokens that starts at V0 finishes
+    when V reaches V0 + T, and one loop sleeps until the next finish or arrival.
+    """
+
+    def __init__(self, tokens_per_s: float, max_batch: int, decode_s_per_token: float) -> None:
+        self.tokens_per_s = tokens_per_s
+        self.max_batch = max_batch
+        self.decode_s_per_token = decode_s_per_token
+        self._v = 0.0
+        self._t = 0.0
+        self._jobs: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._waiting: list[tuple[int, asyncio.Future[None]]] = []
+        self._seq = 0
+        self._wake: asyncio.Event | None = None
+        self._loop_task: asyncio.Task[None] | None = None
+
+    @property
+    def active(self) -> int:
+        return len(self._jobs)
+
+    def _rate(self) -> float:
+        n = max(len(self._jobs), 1)
+        rate = self.tokens_per_s / n
+        return min(rate, 1.0 / self.decode_s_per_token) if self.decode_s_per_token > 0 else rate
+
+    def _advance(self, now: float) -> None:
+        if self._jobs:
+            self._v += (now - self._t) * self._rate()
+        self._t = now
+
+    async def decode(self, tokens: int) -> None:
+        """Wait until `tokens` tokens of this request have been decoded."""
+        if tokens <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        if self._loop_task is None or self._loop_task.done():
+            self._t = loop.time()
+            self._loop_task = loop.create_task(self._run())
+        done: asyncio.Future[None] = loop.create_future()
+        self._advance(loop.time())
+        self._seq += 1
+        if len(self._jobs) < self.max_batch:
+            heapq.heappush(self._jobs, (self._v + tokens, self._seq, done))
+        else:
+            self._waiting.append((tokens, done))
+        self._wake.set()
+        await done
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._wake is not None
+        while True:
+            self._advance(loop.time())
+            while self._jobs and self._jobs[0][0] <= self._v + 1e-9:
+                _, _, fut = heapq.heappop(self._jobs)
+                if not fut.done():
+                    fut.set_result(None)
+                if self._waiting:
+                    tokens, waiting = self._waiting.pop(0)
+                    self._seq += 1
+                    heapq.heappush(self._jobs, (self._v + tokens, self._seq, waiting))
+            self._wake.clear()
+            timeout = (self._jobs[0][0] - self._v) / self._rate() if self._jobs else None
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+            except asyncio.TimeoutError:
+                pass
+
+
+@dataclass
+class SimState:
+    """Everything the app holds: profile, question set, generator, counters, truth helper."""
+
+    profile: Profile
+    bank: QuestionBank
+    served_name: str
+    seed: int = 0
+    latency_scale: float = 1.0
+    capacity: bool = False
+    truth: Any = None  # callable(body) -> dict, see truth_endpoint
+    rng: np.random.Generator = field(init=False)
+    counts: Counter[str] = field(default_factory=Counter)
+    sampling_seen: Counter[str] = field(default_factory=Counter)
+    unknown_questions: Counter[str] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    scheduler: Scheduler | None = None
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+        if self.capacity:
+            c = self.profile.capacity
+            self.scheduler = Scheduler(c.tokens_per_s, c.max_batch, self.profile.latency.decode_s_per_token)
+
+    def note(self, obs: Observation, body: Mapping[str, Any]) -> None:
+        t, p = sampling(body)
+        with self.lock:
+            self.counts[obs.protocol] += 1
+            self.sampling_seen[json.dumps({"temperature": t, "top_p": p, "seeded": body.get("seed") is not None})] += 1
+            if obs.question is None:
+                self.unknown_questions[obs.question_text[:120]] += 1
+
+    async def wait(self, prompt_tokens: int, completion_tokens: int) -> None:
+        lat = self.profile.latency
+        if self.scheduler is not None:
+            await asyncio.sleep(self.latency_scale * (lat.base_s + lat.prefill_s_per_token * prompt_tokens))
+            await self.scheduler.decode(completion_tokens)
+            return
+        delay = self.latency_scale * (
+            lat.base_s + lat.prefill_s_per_token * prompt_tokens + lat.decode_s_per_token * completion_tokens
+        )
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+
+def _limit(body: Mapping[str, Any], default: int) -> int:
+    for key in ("max_completion_tokens", "max_tokens"):
+        if body.get(key) is not None:
+            return int(body[key])
+    return default
+
+
+def _chat_prompt_tokens(body: Mapping[str, Any]) -> int:
+    total = 0
+    for m in body.get("messages") or []:
+        content = m.get("content")
+        if isinstance(content, list):
+            content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+        total += 4 + count_tokens(content or "")
+        for tc in m.get("tool_calls") or []:
+            total += count_tokens(json.dumps(tc.get("function") or {}))
+    if body.get("tools"):
+        total += count_tokens(json.dumps(body["tools"]))
+    return total + 2
+
+
+def _usage(prompt: int, completion: int, reasoning: int | None) -> dict[str, Any]:
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + completion,
+        "completion_tokens": completion,
+        "prompt_tokens_details": None,
+    }
+    if reasoning is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return usage
+
+
+def _structured_content(obs: Observation, reply: Reply, rng: np.random.Generator) -> str | None:
+    """Content under a chat request's structured output (a decision where the schema asks one)."""
+    so = obs.structured or {}
+    if "choice" in so and so["choice"]:
+        choices = list(so["choice"])
+        want = reply.kind if reply.kind in choices else None
+        return want or choices[int(rng.integers(len(choices)))]
+    if "json" in so:
+        schema = so["json"] if isinstance(so["json"], dict) else json.loads(so["json"])
+        props = set((schema.get("properties") or {}))
+        if {"action", "text"} <= props and reply.kind in ("search", "answer"):
+            return json.dumps({"action": reply.kind, "text": reply.text})
+        return json.dumps(minimal_instance(schema))
+    return None
+
+
+def chat_message(obs: Observation, reply: Reply, rng: np.random.Generator) -> tuple[dict[str, Any], str, int]:
+    """(message, finish_reason, content tokens) of a chat reply, vLLM's message fields."""
+    content: str | None
+    tool_calls: list[dict[str, Any]] = []
+    finish = "stop"
+    structured = _structured_content(obs, reply, rng) if obs.structured else None
+    if reply.kind == "length":
+        content, finish = "", "length"
+    elif structured is not None:
+        content = structured
+    elif reply.kind == "search" and obs.protocol == "native":
+        content, finish = None, "tool_calls"
+        args = json.dumps({"query": reply.text})
+        tool_calls = [{
+            "id": f"chatcmpl-tool-{secrets.token_hex(8)}",
+            "type": "function",
+            "function": {"name": "search", "arguments": args},
+        }]
+    elif reply.kind == "search":
+        content = f"<search>{reply.text}</search>"
+    elif reply.kind == "answer" and obs.protocol == "tagged":
+        content = f"<answer>{reply.text}</answer>"
+    elif reply.kind == "malformed":
+        content = "" if obs.protocol in ("native", "plain") else reply.text
+    else:
+        content = reply.text
+    content_tokens = count_tokens(content or "") + sum(count_tokens(t["function"]["arguments"]) + 2 for t in tool_calls)
+    message = {
+        "role": "assistant",
+        "content": content,
+        "refusal": None,
+        "annotations": None,
+        "audio": None,
+        "function_call": None,
+        "tool_calls": tool_calls,
+        "reasoning": reply.reasoning,
+    }
+    return message, finish, content_tokens
+
+
+def _apply_stop(text: str, stop: Any) -> tuple[str, str | None]:
+    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    cut, which = len(text), None
+    for s in stops:
+        i = text.find(s)
+        if 0 <= i < cut:
+            cut, which = i, s
+    return text[:cut], which
+
+
+def create_app(state: SimState) -> Starlette:
+    """The ASGI app of the simulated server."""
+
+    async def models(_: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{
+            "id": state.served_name, "object": "model", "created": int(time.time()), "owned_by": "branchpoint-sim",
+            "root": state.served_name, "parent": None, "max_model_len": MAX_MODEL_LEN,
+            "permission": [],
+        }]})  # fmt: skip
+
+    async def health(_: Request) -> Response:
+        return Response(status_code=200)
+
+    async def read_body(request: Request) -> dict[str, Any] | JSONResponse:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "request body is not valid JSON")
+        if not isinstance(body, dict):
+            return _error(400, "request body must be a JSON object")
+        model = body.get("model")
+        if model is not None and model != state.served_name:
+            return _error(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
+        if int(body.get("n") or 1) != 1:
+            return _error(400, "the simulated server supports n = 1 only", param="n")
+        return body
+
+    async def chat(request: Request) -> Response:
+        body = await read_body(request)
+        if isinstance(body, Response):
+            return body
+        if not isinstance(body.get("messages"), list) or not body["messages"]:
+            return _error(400, "messages: expected a non-empty list", param="messages")
+        obs = observe_chat(state.profile, state.bank, body)
+        state.note(obs, body)
+        rng = request_rng(body, state.rng)
+        prompt_tokens = _chat_prompt_tokens(body)
+        limit = _limit(body, MAX_MODEL_LEN - prompt_tokens)
+        reply = generate(state.profile, obs, body, rng, limit)
+        message, finish, content_tokens = chat_message(obs, reply, rng)
+        completion = reply.reasoning_tokens + content_tokens
+        await state.wait(prompt_tokens, completion)
+        usage = _usage(prompt_tokens, completion, reply.reasoning_tokens)
+        rid, created = f"chatcmpl-{secrets.token_hex(8)}", int(time.time())
+        if body.get("stream"):
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(_chat_stream(rid, created, message, finish, usage if include else None),
+                                     media_type="text/event-stream")  # fmt: skip
+        return JSONResponse({
+            "id": rid, "object": "chat.completion", "created": created, "model": state.served_name,
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish,
+                         "stop_reason": None, "token_ids": None}],
+            "service_tier": None, "system_fingerprint": FINGERPRINT, "usage": usage,
+            "prompt_logprobs": None, "prompt_token_ids": None, "kv_transfer_params": None,
+        })  # fmt: skip
+
+    async def _chat_stream(
+        rid: str, created: int, message: dict[str, Any], finish: str, usage: dict[str, Any] | None
+    ) -> AsyncIterator[bytes]:
+        def chunk(delta: dict[str, Any], reason: str | None = None) -> bytes:
+            payload = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": state.served_name,
+                       "system_fingerprint": FINGERPRINT,
+                       "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason,
+                                    **({"stop_reason": None} if reason else {})}]}  # fmt: skip
+            return f"data: {json.dumps(payload)}\n\n".encode()
+
+        yield chunk({"role": "assistant", "content": ""})
+        for piece in _pieces(message.get("reasoning") or ""):
+            yield chunk({"reasoning": piece})
+        for piece in _pieces(message.get("content") or ""):
+            yield chunk({"content": piece})
+        for i, tc in enumerate(message.get("tool_calls") or []):
+            yield chunk({"tool_calls": [{"index": i, "id": tc["id"], "type": "function",
+                                         "function": {"name": tc["function"]["name"], "arguments": tc["function"]["arguments"]}}]})  # fmt: skip
+        yield chunk({}, finish)
+        if usage is not None:
+            payload = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": state.served_name,
+                       "choices": [], "usage": usage}  # fmt: skip
+            yield f"data: {json.dumps(payload)}\n\n".encode()
+        yield b"data: [DONE]\n\n"
+
+    async def completions(request: Request) -> Response:
+        body = await read_body(request)
+        if isinstance(body, Response):
+            return body
+        if not isinstance(body.get("prompt"), (str, list)):
+            return _error(400, "prompt: expected a string", param="prompt")
+        obs = observe_completion(state.profile, state.bank, body)
+        state.note(obs, body)
+        rng = request_rng(body, state.rng)
+        prompt = body["prompt"] if isinstance(body["prompt"], str) else str(body["prompt"][0])
+        prompt_tokens = count_tokens(prompt)
+        limit = _limit(body, 16)
+        reply = generate(state.profile, obs, body, rng, limit)
+        text = completion_text(reply)
+        finish, stop_reason = ("length", None) if reply.kind == "length" else ("stop", None)
+        text, hit = _apply_stop(text, body.get("stop"))
+        if hit is not None:
+            stop_reason = hit
+        completion = count_tokens(text)
+        await state.wait(prompt_tokens, completion)
+        usage = _usage(prompt_tokens, completion, None)
+        rid, created = f"cmpl-{secrets.token_hex(8)}", int(time.time())
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": stop_reason,
+                  "token_ids": None, "prompt_logprobs": None, "prompt_token_ids": None}  # fmt: skip
+        if body.get("stream"):
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+
+            async def stream() -> AsyncIterator[bytes]:
+                pieces = _pieces(text) or [""]
+                for i, piece in enumerate(pieces):
+                    last = i == len(pieces) - 1
+                    c = {**choice, "text": piece, "finish_reason": finish if last else None,
+                         "stop_reason": stop_reason if last else None}
+                    payload = {"id": rid, "object": "text_completion", "created": created, "model": state.served_name,
+                               "choices": [c]}
+                    yield f"data: {json.dumps(payload)}\n\n".encode()
+                if include:
+                    payload = {"id": rid, "object": "text_completion", "created": created,
+                               "model": state.served_name, "choices": [], "usage": usage}
+                    yield f"data: {json.dumps(payload)}\n\n".encode()
+                yield b"data: [DONE]\n\n"
+
+            return StreamingResponse(stream(), media_type="text/event-stream")
+        return JSONResponse({
+            "id": rid, "object": "text_completion", "created": created, "model": state.served_name,
+            "choices": [choice], "service_tier": None, "system_fingerprint": FINGERPRINT, "usage": usage,
+            "kv_transfer_params": None,
+        })  # fmt: skip
+
+    async def tokenize(request: Request) -> Response:
+        body = await read_body(request)
+        if isinstance(body, Response):
+            return body
+        if isinstance(body.get("prompt"), str):
+            text = body["prompt"]
+        elif isinstance(body.get("messages"), list):
+            text = "\n".join(str(m.get("content") or "") for m in body["messages"])
+        else:
+            return _error(400, "tokenize: expected prompt (a string) or messages", param="prompt")
+        ids = token_ids(text)
+        return JSONResponse({"count": len(ids), "max_model_len": MAX_MODEL_LEN, "tokens": ids, "token_strs": None})
+
+    async def stats(_: Request) -> Response:
+        with state.lock:
+            return JSONResponse({
+                "profile": state.profile.name, "questions": len(state.bank), "requests": dict(state.counts),
+                "sampling": {k: v for k, v in state.sampling_seen.items()},
+                "unknown_questions": dict(state.unknown_questions.most_common(20)),
+            })  # fmt: skip
+
+    async def truth(request: Request) -> Response:
+        if state.truth is None:
+            return _error(
+                501, "this server has no retrieval to compute truth with: start it with --spec SPEC.yaml", "NotImplemented"
+            )
+        try:
+            body = await request.json()
+            return JSONResponse(state.truth(body))
+        except (KeyError, ValueError, TypeError) as exc:
+            return _error(400, f"truth: {exc}")
+
+    return Starlette(routes=[
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/tokenize", tokenize, methods=["POST"]),
+        Route("/v1/sim/stats", stats, methods=["GET"]),
+        Route("/v1/sim/truth", truth, methods=["POST"]),
+    ])  # fmt: skip
+
+
+def _pieces(text: str, size: int = 16) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def build_state(
+    profile: str, questions: str = "demo", *, seed: int = 0, latency_scale: float = 1.0, capacity: bool = False,
+    served_name: str | None = None, spec: str | None = None,
+) -> SimState:
+    """The server's state from command-line settings (profile name or file, question set path)."""
+    from branchpoint.experiments.loaders import load_questions
+    from branchpoint.models.sim.profile import load_profile
+
+    prof = load_profile(profile)
+    bank = QuestionBank(load_questions(questions))
+    state = SimState(prof, bank, served_name or prof.served_name, seed=seed, latency_scale=latency_scale, capacity=capacity)
+    if spec:
+        from branchpoint.models.sim.endpoint import truth_endpoint
+
+        state.truth = truth_endpoint(prof, bank, spec)
+    return state
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m branchpoint.models.sim.server --port P --profile NAME|FILE --questions PATH`."""
+    import uvicorn
+
+    ap = argparse.ArgumentParser(description="branchpoint's simulated model server (vLLM wire format)")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--profile", default="instruct")
+    ap.add_argument("--questions", default="demo")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--latency-scale", type=float, default=1.0)
+    ap.add_argument("--capacity", action="store_true")
+    ap.add_argument("--served-model-name", default=None)
+    ap.add_argument("--spec", default=None, help="experiment spec whose retrieval the truth endpoint uses")
+    args = ap.parse_args(argv)
+    state = build_state(
+        args.profile, args.questions, seed=args.seed, latency_scale=args.latency_scale, capacity=args.capacity,
+        served_name=args.served_model_name, spec=args.spec,
+    )
+    print(f"simulated model {state.served_name} (profile {state.profile.name}, {len(state.bank)} questions) "
+          f"on http://{args.host}:{args.port}/v1", flush=True)  # fmt: skip
+    uvicorn.run(create_app(state), host=args.host, port=args.port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""The checks of `validate`, on synthetic study rows (fast; the end-to-end runs are in test_validate)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from branchpoint.experiments.validation.compare import QUANTITIES, aggregate, clustered_se, pooled_z
+
+
+def row(est: float, truth: float, half: float, kind: str = "two_sided") -> dict:
+    from branchpoint.experiments.validation.compare import _covered
+
+    ci = [est - half, est + half]
+    return {"estimate": est, "truth": truth, "ci": ci, "covered": _covered(kind, truth, ci), "kind": kind}  # type: ignore[arg-type]
+
+
+def test_an_unbiased_estimator_passes_and_a_biased_one_fails() -> None:
+    rng = np.random.default_rng(0)
+    good = [{"q": row(float(rng.normal(0.3, 0.05)), 0.3, 0.098)} for _ in range(30)]
+    summary, checks = aggregate(good)
+    assert all(c.passed for c in checks) and 0.85 <= summary["q"]["coverage"] <= 1.0
+    bad = [{"q": row(float(rng.normal(0.4, 0.05)), 0.3, 0.098)} for _ in range(30)]
+    _, checks = aggregate(bad)
+    assert {c.what for c in checks if not c.passed} >= {"coverage", "unbiased"}
+
+
+def test_upper_bound_kind_is_one_sided_and_plug_in_is_not_checked() -> None:
+    rows = [{"oracle": row(0.6, 0.5, 0.02, "upper_bound"), "r2": row(-0.05, 0.0, 0.01, "plug_in")} for _ in range(5)]
+    summary, checks = aggregate(rows)
+    assert summary["oracle"]["coverage"] == 1.0
+    assert all(c.passed for c in checks) and not [c for c in checks if c.quantity == "r2"]
+
+
+def test_chi2_kind_sums_over_studies() -> None:
+    fit = [{"fit": {"estimate": 12.0, "truth": 10.0, "ci": None, "covered": None, "kind": "chi2"}} for _ in range(3)]
+    assert all(c.passed for c in aggregate(fit)[1])
+    misfit = [{"fit": {"estimate": 60.0, "truth": 10.0, "ci": None, "covered": None, "kind": "chi2"}} for _ in range(3)]
+    assert not any(c.passed for c in aggregate(misfit)[1])
+
+
+def test_pooled_z_and_clustered_se() -> None:
+    z, k = pooled_z([row(0.52, 0.5, 0.0392), row(0.52, 0.5, 0.0392)])  # se 0.02 each
+    assert k == 2 and abs(z - 0.04 / np.sqrt(2 * 0.02**2)) < 1e-3
+    err = np.array([1.0, 1.0, -1.0, -1.0])
+    assert clustered_se(err, ["a", "a", "b", "b"]) > clustered_se(err, ["a", "b", "c", "d"])
+
+
+def test_every_quantity_names_where_its_estimate_is() -> None:
+    names = [q.name for q in QUANTITIES]
+    assert len(names) == len(set(names))
+    assert all(q.source in ("value", "metrics") and q.estimate for q in QUANTITIES)

@@ -1,0 +1,54 @@
+"""`model.provider: sim`: started and stopped like the embedded server; records and reports say so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from branchpoint.evaluation.report import is_simulated
+from branchpoint.experiments.spec import AgentSpec, ExperimentSpec, QuestionsSpec, RetrievalSpec, SourceSpec
+from branchpoint.models import ModelSpec, open_model
+from branchpoint.models.spec import SimServerSpec
+
+
+def test_provider_sim_starts_a_server_and_stops_it() -> None:
+    spec = ModelSpec(provider="sim", name="branchpoint-sim-instruct", style="chat", temperature=0.6, seed=1,
+                     max_tokens=256, sim=SimServerSpec(profile="instruct", latency_scale=0.0))  # fmt: skip
+    with open_model(spec) as client:
+        call = client.chat([{"role": "user", "content": "What is the capital of Australia?"}])
+        assert call.text and call.usage.input_tokens > 0
+        url = client.base_url
+        assert httpx.get(f"{url}/models").json()["data"][0]["id"] == "branchpoint-sim-instruct"
+    assert url.startswith("http://127.0.0.1:")
+    with pytest.raises(httpx.ConnectError):  # stopped on exit
+        httpx.get(f"{url}/models", timeout=2)
+
+
+def test_records_and_reports_of_a_sim_run_are_labelled(tmp_path: Path) -> None:
+    from branchpoint.evaluation.evaluate import evaluate
+    from branchpoint.evaluation.report import write_report
+    from branchpoint.experiments.runner import run_experiment
+
+    spec = ExperimentSpec(
+        name="simlabel", questions=QuestionsSpec(limit=4),
+        model=ModelSpec(provider="sim", name="branchpoint-sim-instruct", style="chat", temperature=0.6, seed=1,
+                        max_tokens=256, sim=SimServerSpec(latency_scale=0.0)),
+        agent=AgentSpec(policy="native", search_cap=1),
+        retrieval=RetrievalSpec(default="bm", sources={"bm": SourceSpec(kind="bm25")}),
+    )  # fmt: skip
+    run_experiment(spec, tmp_path, progress=False)
+    rows = [json.loads(line) for line in (tmp_path / "executions.jsonl").read_text().splitlines()]
+    assert rows and all(r["model_provider"] == "sim" for r in rows)
+    assert is_simulated(tmp_path)
+    evaluate(tmp_path, judge="rule")
+    report, _ = write_report(tmp_path)
+    assert "simulated model" in report.read_text().splitlines()[0]
+
+
+def test_a_non_sim_run_is_not_labelled(tmp_path: Path) -> None:
+    (tmp_path / "spec.yaml").write_text("model: {provider: openai, name: qwen}\n")
+    (tmp_path / "executions.jsonl").write_text(json.dumps({"execution_id": "x"}) + "\n")
+    assert not is_simulated(tmp_path)
