@@ -1,8 +1,9 @@
 """`branchpoint validate --quick`: whole studies on the simulator, every estimate against the truth.
 
-Each case runs the CLI as a user would (about a minute on a 2-core machine). The chat policies
-are expected to fail until fork branches keep the checkpoint's transcript (issue 12): their
-branches are shown a state without its evidence, which the branch-outcome checks catch.
+Each case runs the CLI as a user would (about a minute on a 2-core machine), for every built-in
+policy and a `module:function` one. Before fork branches kept the checkpoint's transcript (issue
+12) the chat policies failed here: their branches were shown a state without its evidence, which
+the branch-outcome checks caught.
 """
 
 from __future__ import annotations
@@ -15,12 +16,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-
-CHAT_FORK_DEFECT = (
-    "issue 12: chat-policy fork branches are built from the (empty) step list, so they lose the "
-    "checkpoint's evidence; validate's branch-outcome checks fail until that fix is merged"
-)
-
 
 def run_validate(tmp_path: Path, policy: str) -> tuple[int, dict, str]:
     out = tmp_path / "val"
@@ -53,8 +48,8 @@ def check_report(report: dict, policy: str) -> None:
         "constrained",
         "no_search",
         "tests.experiments.user_policy:careful",
-        pytest.param("native", marks=pytest.mark.xfail(reason=CHAT_FORK_DEFECT, strict=False)),
-        pytest.param("tagged", marks=pytest.mark.xfail(reason=CHAT_FORK_DEFECT, strict=False)),
+        "native",
+        "tagged",
     ],
 )
 def test_quick_validation_passes(tmp_path: Path, policy: str) -> None:

@@ -94,7 +94,10 @@ def _const_gain(r: StudyResult) -> float:
 
 
 def _consistency(r: StudyResult) -> float:
-    return _bal(r.both_correct_think + (1.0 - r.agree_think) * r.p_search, r)
+    """Two-probe consistency at price 0 (search-value study): two valid THINK answers that agree
+    choose THINK, else SEARCH, and the chosen action is scored on other draws, so
+    U = P(agree)·p_T + (1 − P(agree))·p_S (UNKNOWN and failed probes never agree)."""
+    return _bal(r.agree_think * r.p_think + (1.0 - r.agree_think) * r.p_search, r)
 
 
 def _natural(r: StudyResult, answerable: bool, which: int = 0) -> float:
@@ -148,9 +151,11 @@ QUANTITIES: list[Quantity] = [
        f"intervals.utility.{P0}.consistency", _consistency),
     _q("U(0) oracle (plug-in)", f"utility.by_price.{P0}.oracle.utility", f"intervals.utility.{P0}.oracle",
        lambda r: _bal(np.maximum(r.p_think, r.p_search), r), "upper_bound"),
-    _q("oracle bound (plug-in)", "utility.oracle_bound", "intervals.oracle_bound",
+    # the plug-in (E|Δ̄| − |EΔ̄|)/2 is optimistic and has no interval (reported, not checked); the
+    # study's range from θ̂ is checked through its interval (lower bound's low end to upper's high)
+    _q("oracle bound (plug-in)", "utility.oracle_plugin_optimistic", None,
        lambda r: 0.5 * (_bal(np.abs(true_delta(r)), r) - abs(_bal(true_delta(r), r))), "upper_bound"),
-    _q("oracle range", "utility.oracle_range", "utility.oracle_range",
+    _q("oracle range", "oracle_range.upper", "oracle_range.interval",
        lambda r: 0.5 * (_bal(np.abs(true_delta(r)), r) - abs(_bal(true_delta(r), r))), "range"),
     _q("answer accuracy", "answer_accuracy", "answer_accuracy_ci", lambda r: _natural(r, True), source="metrics"),
     _q("abstention accuracy", "abstention_accuracy", "abstention_accuracy_ci", lambda r: _natural(r, False),

@@ -25,7 +25,7 @@ from branchpoint.checkpoints.values import checkpoint_values, state_reader
 from branchpoint.evaluation.judges import judge_records, normalize_answer
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, is_correct
 from branchpoint.evaluation.value import Forecast, ValueConfig, load_states, value_study
-from branchpoint.evaluation.value.outcomes import StateTable
+from branchpoint.evaluation.value.outcomes import StateTable, is_unknown_answer
 from branchpoint.evaluation.value.scores import balanced_mean
 from branchpoint.experiments.forking import fork_records, fork_run
 from branchpoint.experiments.questions import Question
@@ -254,7 +254,9 @@ def run_study(
                 by_norm: dict[str, float] = {}
                 success: dict[str, bool] = {}
                 for ans, p in dist.items():
-                    key = normalize_answer(ans or "")
+                    if ans is None or is_unknown_answer(ans):  # failed / UNKNOWN: never agreement
+                        continue
+                    key = normalize_answer(ans)
                     by_norm[key] = by_norm.get(key, 0.0) + p
                     success[key] = is_success(q, ans)
                 agree[i] = sum(p * p for p in by_norm.values())
