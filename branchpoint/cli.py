@@ -61,6 +61,23 @@ def _print_summary(summary: Any) -> None:
         f"{summary.ran} run ({statuses}) in {summary.wall_s:.1f} s",
         soft_wrap=True,
     )
+    _print_identical(_run_identical(summary.run_dir))
+
+
+def _run_identical(run_dir: Path) -> list[dict[str, Any]]:
+    """The groups of conditions of a run directory that sent identical requests."""
+    from branchpoint.evaluation.sameness import identical_conditions
+    from branchpoint.experiments.store import RunStore
+
+    return identical_conditions(RunStore(run_dir).records())
+
+
+def _print_identical(groups: list[dict[str, Any]]) -> None:
+    """Say loudly which sweep conditions sent the model identical requests."""
+    from branchpoint.evaluation.sameness import identical_warnings
+
+    for line in identical_warnings(groups):
+        err_console.print(f"[bold red]warning:[/] [bold]{escape(line)}[/]", soft_wrap=True)
 
 
 @app.command()
@@ -205,6 +222,7 @@ def evaluate(
     cfg = MetricsConfig(lam=lam, mu=mu, bootstrap=bootstrap, seed=seed)
     metrics = run_evaluation(path, judge=judge_obj, out_dir=out, cfg=cfg, agreement=agreement)
     console.print(comparison_table(metrics))
+    _print_identical(metrics.get("identical_conditions") or [])
     if judge == "llm":
         st = judge_obj.stats
         console.print(

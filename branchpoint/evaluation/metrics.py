@@ -47,6 +47,7 @@ from branchpoint.evaluation.tally import (
     category_key,
     cell_sums,
     condition_label,
+    natural_condition_key,
     evidence_summary,
     execution_cost,
     is_correct,
@@ -202,7 +203,7 @@ def compute_metrics(
     """
     rows = latest_records(records)
     cells = _Cells(rows, judge_name, cfg)
-    labels = sorted(cells.conditions)
+    labels = sorted(cells.conditions, key=lambda label: (natural_condition_key(cells.conditions[label]), label))
     per_condition = {label: cells.condition(label) for label in labels}
     overall = cells.total(cells.cells)
     cs = ConditionSet(cells.conditions, per_condition, cells.run_ids)

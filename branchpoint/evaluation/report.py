@@ -417,6 +417,19 @@ def _agreement_section(metrics: dict[str, Any]) -> list[str]:
     ]
 
 
+def _identical_section(metrics: dict[str, Any]) -> list[str]:
+    """A loud warning block naming the sweep conditions that sent the model identical requests."""
+    from branchpoint.evaluation.sameness import identical_warnings
+
+    lines = identical_warnings(metrics.get("identical_conditions") or [])
+    if not lines:
+        return []
+    out = ["> **Warning: identical conditions.** These conditions sent the model exactly the same "
+           "requests; their rows below differ only by label (or by sampling).", ">"]
+    out += [f"> - {_md_cell(line.removeprefix('IDENTICAL CONDITIONS: '))}" for line in lines]
+    return [*out, ""]
+
+
 def markdown_report(metrics: dict[str, Any], title: str, figures: dict[str, str | None] | None = None) -> str:
     """A markdown report: the seed-study table, cost, outcomes, cross-condition views, agreement,
     then a per-category table for each condition.
@@ -425,7 +438,9 @@ def markdown_report(metrics: dict[str, Any], title: str, figures: dict[str, str 
     a skipped figure; without `figures` the report has no figure lines at all.
     """
     boot = metrics.get("bootstrap") or {}
-    parts = [f"# {title}", "", tpc_caption(metrics), ""]
+    parts = [f"# {title}", ""]
+    parts += _identical_section(metrics)
+    parts += [tpc_caption(metrics), ""]
     if boot.get("resamples"):
         parts += [f"Brackets: bootstrap {100 * float(boot['confidence']):.0f}% intervals "
                   f"({boot['resamples']} resamples of questions within each condition, seed {boot['seed']}).", ""]  # fmt: skip

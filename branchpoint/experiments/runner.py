@@ -37,6 +37,7 @@ from branchpoint.experiments.questions import Question, demo_corpus_path
 from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
 from branchpoint.experiments.store import RunStore
 from branchpoint.models import ModelClient, TransportError, open_model
+from branchpoint.models.request_fingerprint import RequestFingerprints, RequestSinks
 from branchpoint.models.request_log import REQUESTS_FILE, RequestLog, current_execution
 from branchpoint.retrieval import RetrievalSource, open_source
 from branchpoint.retrieval.cache import CachedSource, RetrievalCache, source_params
@@ -435,16 +436,26 @@ def limit_connections(client: ModelClient, limit: int) -> ModelClient:
     return ConnectionLimitedClient(client, limit)
 
 
-def with_request_log(client: ModelClient, run_dir: Path, log_requests: bool, stack: ExitStack) -> ModelClient:
-    """`client`, logging every request body to RUN_DIR/requests.jsonl when `log_requests` is set."""
-    if not log_requests:
-        return client
+def with_request_log(
+    client: ModelClient, run_dir: Path, log_requests: bool, stack: ExitStack,
+    fingerprints: RequestFingerprints | None = None,
+) -> ModelClient:
+    """`client`, logging every request body to RUN_DIR/requests.jsonl when `log_requests` is set,
+    and feeding `fingerprints` (when given and the client can log its requests)."""
     with_log = getattr(client, "with_request_log", None)
-    if with_log is None:
-        raise InputError(f"--log-requests: the model client {type(client).__name__} cannot log its requests")
-    log = RequestLog(Path(run_dir) / REQUESTS_FILE)
-    stack.callback(log.close)
-    return with_log(log)
+    sinks: list[Any] = []
+    if log_requests:
+        if with_log is None:
+            raise InputError(f"--log-requests: the model client {type(client).__name__} cannot log its requests")
+        log = RequestLog(Path(run_dir) / REQUESTS_FILE)
+        stack.callback(log.close)
+        sinks.append(log)
+    if fingerprints is not None and with_log is not None:
+        sinks.append(fingerprints)
+    if not sinks:
+        return client
+    assert with_log is not None
+    return with_log(sinks[0] if len(sinks) == 1 else RequestSinks(sinks))
 
 
 @contextmanager
@@ -501,6 +512,7 @@ def run_experiment(
     for p in todo:  # one model server per distinct model setting, opened once
         groups.setdefault(_model_key(p.spec), []).append(p)
     pool = SourcePool(progress, cache_path=store.run_dir / "retrieval_cache.sqlite")
+    fingerprints = RequestFingerprints()  # what each execution sent (see `evaluation.sameness`)
     with ExitStack() as stack:
         stack.callback(pool.close)
         saver = stack.enter_context(open_checkpointer(store.checkpoint_target(checkpoints)))
@@ -520,7 +532,7 @@ def run_experiment(
 
         for items in groups.values():
             with ExitStack() as group, model_opener(items[0].spec, store.run_dir) as opened:
-                opened = with_request_log(opened, store.run_dir, log_requests, group)
+                opened = with_request_log(opened, store.run_dir, log_requests, group, fingerprints)
                 client = limit_connections(opened, items[0].spec.model.max_connections or concurrency)
                 for planned in items:  # open sources and compile graphs before any thread starts
                     pool.search_tool(planned.spec)
@@ -533,7 +545,9 @@ def run_experiment(
                     # execution), and the execution named in any request log.
                     ctx = agent_context(planned.spec, client.with_seed(planned.spec.model.seed), pool)
                     current_execution.set(planned.execution_id)
-                    return run_one(graphs[planned.spec.agent.policy], ctx, planned, spec.name, clear=False)
+                    rec = run_one(graphs[planned.spec.agent.policy], ctx, planned, spec.name, clear=False)
+                    rec.request_fingerprint = fingerprints.pop(planned.execution_id)
+                    return rec
 
                 run_concurrently(items, one, concurrency, record)
     summary.wall_s = time.perf_counter() - started
