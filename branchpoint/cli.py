@@ -16,19 +16,34 @@ from branchpoint.errors import BranchpointError
 from branchpoint.traces import TraceError
 
 app = typer.Typer(
-    help="Experiments on search-augmented LLM agents: when should an agent search?",
+    help="Experiments on search-augmented LLM agents: when should an agent search?\n\n"
+    "Example: branchpoint quickstart   (then: branchpoint run experiments/search_cap_sweep.yaml --sample 4,4; "
+    "branchpoint evaluate runs/search-cap-sweep; branchpoint report runs/search-cap-sweep)",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-checkpoints_app = typer.Typer(help="Inspect saved agent states (legal action boundaries).", no_args_is_help=True)
+checkpoints_app = typer.Typer(
+    help="Inspect saved agent states (legal action boundaries).\n\nExample: branchpoint checkpoints ls runs/quickstart",
+    no_args_is_help=True,
+)
 app.add_typer(checkpoints_app, name="checkpoints")
-models_app = typer.Typer(help="Model servers for experiments (vLLM on GPU machines).", no_args_is_help=True)
-serve_app = typer.Typer(help="Start an OpenAI-compatible model server and keep it running.", no_args_is_help=True)
+models_app = typer.Typer(
+    help="Model servers for experiments (vLLM on GPU machines).\n\n"
+    "Example: branchpoint models serve vllm --model Qwen/Qwen3-8B --reasoning-parser qwen3 --tool-call-parser hermes",
+    no_args_is_help=True,
+)
+serve_app = typer.Typer(
+    help="Start an OpenAI-compatible model server and keep it running.\n\n"
+    "Example: branchpoint models serve vllm --model Qwen/Qwen3-8B --dry-run",
+    no_args_is_help=True,
+)
 models_app.add_typer(serve_app, name="serve")
 app.add_typer(models_app, name="models")
 retrieval_app = typer.Typer(
-    help="Retrieval servers: serve a saved index over HTTP (Search-R1 protocol).", no_args_is_help=True
+    help="Retrieval servers: serve a saved index over HTTP (Search-R1 protocol).\n\n"
+    "Example: branchpoint retrieval serve --index indexes/wiki-hnsw --port 8000",
+    no_args_is_help=True,
 )
 app.add_typer(retrieval_app, name="retrieval")
 
@@ -80,6 +95,37 @@ def _print_identical(groups: list[dict[str, Any]]) -> None:
         err_console.print(f"[bold red]warning:[/] [bold]{escape(line)}[/]", soft_wrap=True)
 
 
+SET_HELP = ("Override a spec setting: KEY=VALUE, a dotted path with a YAML value (agent.search_cap=3, "
+            "model='{name: m, base_url: ...}', sweep.agent.search_cap='[0, 2]'); repeatable.")
+SAMPLE_HELP = "A,U: a balanced seeded sample of A answerable and U unanswerable questions (questions.sample)."
+
+
+def _sample_counts(sample: str) -> tuple[int, int]:
+    """`--sample A,U` as (answerable, unanswerable) counts."""
+    from branchpoint.errors import InputError
+
+    parts = [p.strip() for p in sample.split(",")]
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise InputError(f"--sample {sample!r}: expected A,U (answerable, unanswerable counts), e.g. --sample 4,4")
+    return int(parts[0]), int(parts[1])
+
+
+def _sample_override(sample: str | None) -> list[str]:
+    """`--sample A,U` as the override `questions.sample={answerable: A, unanswerable: U}`."""
+    if sample is None:
+        return []
+    a, u = _sample_counts(sample)
+    return [f"questions.sample={{answerable: {a}, unanswerable: {u}}}"]
+
+
+def _load_spec_with(spec: Path, sets: list[str], sample: str | None, limit: int | None = None) -> Any:
+    """The spec with --set / --sample / --limit applied: the resolved spec that a run stores."""
+    from branchpoint.experiments.spec import load_spec
+
+    limit_set = [f"questions.limit={limit}"] if limit is not None else []
+    return load_spec(spec, [*sets, *_sample_override(sample), *limit_set])
+
+
 @app.command()
 @friendly_errors
 def run(
@@ -88,7 +134,11 @@ def run(
     concurrency: int = typer.Option(
         1, "--concurrency", min=1, help="Executions at once (keeps a vLLM server's batch full)."
     ),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N questions of the spec's selection."),
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, help="Only N questions of the spec's selection (keeping its answerable / unanswerable balance)."
+    ),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+    sample: str | None = typer.Option(None, "--sample", help=SAMPLE_HELP),
     checkpoints: str | None = typer.Option(
         None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
         help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
@@ -113,17 +163,16 @@ def run(
 
     Example: branchpoint run experiments/quickstart.yaml --out runs/quickstart
 
-    Example: branchpoint run experiments/sweep.yaml --executor ray --ray-address auto --concurrency 32
+    Example: branchpoint run experiments/search_cap_sweep.yaml --sample 4,4 --set 'sweep.agent.search_cap=[0, 2, 5]'
+
+    Example: branchpoint run experiments/search_cap_sweep.yaml --executor ray --ray-address auto --concurrency 32
 
     Example: branchpoint run experiments/vllm_qwen3.yaml --concurrency 128 --processes 4
     """
     from branchpoint.errors import InputError
     from branchpoint.experiments.runner import run_experiment
-    from branchpoint.experiments.spec import load_spec
 
-    loaded = load_spec(spec)
-    if limit is not None:  # a quick look at a big study: the first N questions of its selection
-        loaded = loaded.model_copy(update={"questions": loaded.questions.model_copy(update={"limit": limit})})
+    loaded = _load_spec_with(spec, set_, sample, limit)  # a quick look at a big study: --limit / --sample
     run_dir = out or Path("runs") / loaded.name
     if executor not in ("local", "ray"):
         raise InputError(f"--executor: expected local or ray, got {executor!r}")
@@ -304,20 +353,24 @@ def report(
 def quickstart(
     spec: Path = typer.Option(Path("experiments/quickstart.yaml"), "--spec", help="The quickstart spec."),
     out: Path = typer.Option(Path("runs/quickstart"), "--out", help="Run directory."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+    sample: str | None = typer.Option(None, "--sample", help=SAMPLE_HELP),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only N questions (balance kept)."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Run the quickstart spec with and without search, evaluate, print the table, write report.md
     and its figures.
 
     Example: branchpoint quickstart
+
+    Example: branchpoint quickstart --sample 3,3 --set agent.search_cap=1 --out runs/quick-small
     """
     from branchpoint.evaluation import MetricsConfig, comparison_table
     from branchpoint.evaluation import evaluate as run_evaluation
     from branchpoint.evaluation.report import write_report
     from branchpoint.experiments.runner import run_experiment
-    from branchpoint.experiments.spec import load_spec
 
-    loaded = load_spec(spec)
+    loaded = _load_spec_with(spec, set_, sample, limit)
     summary = run_experiment(loaded, out, progress=not no_progress)
     _print_summary(summary)
     cfg = MetricsConfig(lam=loaded.evaluation.lam, mu=loaded.evaluation.mu)
@@ -372,6 +425,14 @@ def fork(
         help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
     ),
     log_requests: bool = typer.Option(False, "--log-requests", help=LOG_REQUESTS_HELP),
+    set_: list[str] = typer.Option(
+        [], "--set", help="Override a fork-plan setting: KEY=VALUE with a YAML value (search_budget=2, "
+        "boundaries='[initial]'); repeatable, applied after the other options."
+    ),
+    sample: str | None = typer.Option(
+        None, "--sample", help="A,U: fork only the executions of a balanced seeded sample of A answerable and U "
+        "unanswerable questions of the run."
+    ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Fork saved states into THINK / SEARCH / STOP / SWITCH continuations (RUN_DIR/forks.jsonl).
@@ -382,18 +443,65 @@ def fork(
     --switch-source demo_chunks --minimal-search
 
     Example: branchpoint fork runs/fork-study --checkpoint 1f0c2a --actions THINK,SEARCH --repeats 8
-    """
-    from branchpoint.experiments.forking import ForkPlan, fork_run
 
-    plan = ForkPlan(
+    Example: branchpoint fork runs/quickstart --sample 2,2 --repeats 2 --set search_budget=1
+    """
+    from branchpoint.experiments.forking import fork_run
+
+    settings = dict(
         boundaries=_csv(boundaries), actions=[a.upper() for a in _csv(actions)], repeats=repeats,
         search_budget=search_budget, switch_source=switch_source, executions=execution or None,
         checkpoints=checkpoint or None, minimal_search=minimal_search, concurrency=concurrency,
         **_sampling_options(temperature, top_p, seed, allow_identical_repeats),
     )  # fmt: skip
+    plan = _fork_plan(run_dir, settings, set_, sample)
     _print_fork_summary(
         fork_run(run_dir, plan, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests)
     )
+
+
+def _fork_plan(run_dir: Path, settings: dict[str, Any], sets: list[str], sample: str | None) -> Any:
+    """The fork plan from the options, `--set` overrides and a `--sample` of the run's questions."""
+    from pydantic import ValidationError
+
+    from branchpoint.errors import InputError
+    from branchpoint.experiments.forking import ForkPlan
+    from branchpoint.experiments.spec import apply_overrides, did_you_mean
+
+    data = apply_overrides(settings, sets)
+    if sample is not None:
+        if data.get("executions"):
+            raise InputError("--sample and --execution: give one of them (both choose the executions to fork)")
+        data["executions"] = _sampled_executions(run_dir, sample, int(data.get("seed") or 0))
+    try:
+        return ForkPlan.model_validate(data)
+    except ValidationError as exc:
+        parts = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            hint = did_you_mean(key, ForkPlan.model_fields) if err.get("type") == "extra_forbidden" else ""
+            parts.append(f'field "{key}": {err["msg"]}{hint}')
+        raise InputError(f"fork settings: {'; '.join(parts)}") from None
+
+
+def _sampled_executions(run_dir: Path, sample: str, seed: int) -> list[str]:
+    """The ids of a run's own executions whose questions a balanced seeded sample draws."""
+    from branchpoint.errors import InputError
+    from branchpoint.experiments.loaders import balanced_sample
+    from branchpoint.experiments.questions import Question
+    from branchpoint.experiments.store import RunStore
+
+    counts = _sample_counts(sample)
+    records = [r for r in RunStore(run_dir).records() if r.parent is None and r.kind is None]
+    if not records:
+        raise InputError(f"{run_dir}: no executions to sample from (run `branchpoint run` first)")
+    questions: dict[str, Question] = {}
+    for r in records:
+        questions.setdefault(r.question_id, Question(
+            id=r.question_id, question=r.question or "?", answerable=r.answerable, category=r.category,
+        ))  # fmt: skip
+    chosen = {q.id for q in balanced_sample(list(questions.values()), counts[0], counts[1], seed=seed)}
+    return [r.execution_id for r in records if r.question_id in chosen]
 
 
 def _print_fork_summary(summary: Any, file: str = "forks.jsonl", what: str = "branches") -> None:
@@ -596,7 +704,9 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-runs_app = typer.Typer(help="Check run directories.", no_args_is_help=True)
+runs_app = typer.Typer(
+    help="Check run directories.\n\nExample: branchpoint runs verify runs/quickstart", no_args_is_help=True
+)
 app.add_typer(runs_app, name="runs")
 
 
@@ -940,7 +1050,8 @@ def augment(
 
 
 # --- branchpoint index … (retrieval indexes) ------------------------------------------------
-index_app = typer.Typer(help="Retrieval indexes: build a FAISS (flat, hnsw, ivf) or BM25 index of a corpus.",
+index_app = typer.Typer(help="Retrieval indexes: build a FAISS (flat, hnsw, ivf) or BM25 index of a corpus.\n\n"
+                        "Example: branchpoint index build --corpus corpus.jsonl --kind hnsw --out indexes/wiki-hnsw",
                         no_args_is_help=True)
 app.add_typer(index_app, name="index")
 

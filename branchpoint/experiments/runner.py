@@ -93,21 +93,58 @@ def progress_bar(progress: bool) -> Progress:
 
 
 def select_questions(spec: ExperimentSpec) -> list[Question]:
-    """The spec's questions: loaded, filtered, and sampled (balanced and seeded) if asked."""
+    """The spec's questions: loaded, filtered, sampled (balanced and seeded) if asked, and cut to
+    `limit` keeping the selection's answerable / unanswerable balance (`limit_balanced`)."""
     q = spec.questions
-    questions = load_questions(q.path, q.format, limit=None if q.sample else q.limit, categories=q.categories)
+    questions = load_questions(q.path, q.format, limit=None, categories=q.categories)
     if q.sample:
         questions = balanced_sample(questions, q.sample.answerable, q.sample.unanswerable, seed=spec.seed)
-        if q.limit:
-            questions = questions[: q.limit]
+    if q.limit:
+        questions = limit_balanced(questions, q.limit)
     if not questions:
         raise InputError("questions: the selection is empty (check path, categories and sample)")
     return questions
 
 
+def limit_balanced(questions: list[Question], n: int) -> list[Question]:
+    """At most `n` questions, in input order, keeping the answerable / unanswerable shares.
+
+    `round(n * answerable share)` answerable questions (at least one of each kind when `n >= 2`
+    and both are present) and the rest unanswerable, those taken round-robin over their
+    categories (AU, FP, UC, none) so that no category is left out while another has several; a
+    kind that runs out is filled in by the other.
+    """
+    if n >= len(questions):
+        return list(questions)
+    answerable = [q for q in questions if q.answerable]
+    unanswerable = [q for q in questions if not q.answerable]
+    k = round(n * len(answerable) / len(questions))
+    if answerable and unanswerable and n >= 2:
+        k = min(max(k, 1), n - 1)
+    k = min(max(k, n - len(unanswerable)), len(answerable))
+    by_category: dict[str | None, list[Question]] = {}
+    for q in unanswerable:
+        by_category.setdefault(q.category, []).append(q)
+    picked_u: list[Question] = []
+    queues = [list(v) for v in by_category.values()]
+    while len(picked_u) < n - k and any(queues):
+        for queue_ in queues:
+            if queue_ and len(picked_u) < n - k:
+                picked_u.append(queue_.pop(0))
+    keep = {id(q) for q in answerable[:k]} | {id(q) for q in picked_u}
+    return [q for q in questions if id(q) in keep]
+
+
+def history_pool(spec: ExperimentSpec) -> list[Question]:
+    """Where multi-turn earlier turns are drawn from: the whole question file (not the selection:
+    a `--limit` or a sample must not starve the histories)."""
+    return load_questions(spec.questions.path, spec.questions.format)
+
+
 def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[PlannedExecution]:
     """Every condition x question, each with its deterministic execution id."""
     plan = []
+    pool: list[Question] | None = None
     for condition, resolved in expand_conditions(spec):
         resolve_policy(resolved.agent.policy, policy_paths(spec))  # unknown policy: fail before any work
         if resolved.retrieval.default not in resolved.retrieval.sources:
@@ -118,9 +155,11 @@ def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[Pla
         for name, source in resolved.retrieval.sources.items():
             check_source(name, source)
         key = {**condition, "_settings": condition_fingerprint(resolved)}
+        if resolved.multi_turn and resolved.multi_turn.preceding and pool is None:
+            pool = history_pool(spec)
         for question in questions:
             eid = execution_id(spec.name, key, question.id)
-            history = history_for(question, questions, resolved.multi_turn, spec.seed) if resolved.multi_turn else []
+            history = history_for(question, pool or questions, resolved.multi_turn, spec.seed) if resolved.multi_turn else []
             plan.append(PlannedExecution(condition, resolved, question, eid, history))
     return plan
 
