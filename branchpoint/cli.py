@@ -330,16 +330,30 @@ def agreement(
 @app.command()
 @friendly_errors
 def report(
-    run_dir: Path = typer.Argument(..., help="A run directory with metrics.json (from `branchpoint evaluate`)."),
-    out: Path | None = typer.Option(None, "--out", help="Output folder (default: the run directory)."),
+    run_dirs: list[Path] = typer.Argument(
+        ..., help="One or more run directories with metrics.json (from `branchpoint evaluate`)."
+    ),
+    out: Path | None = typer.Option(None, "--out", help="Output folder (default: the run directory; required for several)."),
 ) -> None:
-    """Write report.md and figures/*.png (seed-study tables, with bootstrap 95% intervals).
+    """Write report.md and figures (PNG + SVG, data as CSV beside each; seed-study tables with
+    bootstrap 95% intervals). Several runs: one report setting them side by side, and each run's
+    own report under OUT/<run>/.
 
     Example: branchpoint report runs/quickstart --out reports/quickstart
+
+    Example: branchpoint report runs/corpora runs/mitigations --out reports/both
     """
+    from branchpoint.errors import InputError
     from branchpoint.evaluation.report import write_report
 
-    path, figures = write_report(run_dir, out)
+    if len(run_dirs) > 1:
+        from branchpoint.evaluation.combined import write_combined_report
+
+        if out is None:
+            raise InputError("report: several run directories need --out DIR for the combined report")
+        path, figures = write_combined_report(run_dirs, out)
+    else:
+        path, figures = write_report(run_dirs[0], out)
     made = [p.name for p in figures.values() if p is not None]
     skipped = [k for k, p in figures.items() if p is None]
     noun = "figure" if len(made) == 1 else "figures"

@@ -9,9 +9,11 @@ one fingerprint per execution (`current_execution` names the execution). The run
 the record (`request_fingerprint`), and `branchpoint.evaluation.sameness` compares conditions.
 
 Left out of the hash: the sampling `seed` (a per-execution or per-repeat draw, not a setting the
-sweep compares) and exact repeats of the previous request of the same execution (a transport
-retry resends the same body). Sampling settings (temperature, top-p) stay in: the model does
-receive them.
+sweep compares). Everything else stays in, repeats included: an agent may legitimately send the
+same prompt twice (its shown evidence unchanged after a search), so a repeat counts. A transport
+retry that resends a body therefore makes its execution's fingerprint differ from its twin's; that
+errs on the safe side (two conditions are only ever reported identical when they are). Sampling
+settings (temperature, top-p) stay in: the model does receive them.
 """
 
 from __future__ import annotations
@@ -41,23 +43,18 @@ class RequestFingerprints:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._hashes: dict[str | None, Any] = {}
-        self._last: dict[str | None, str] = {}
 
     def write(self, endpoint: str, body: Any) -> None:
         """Add one request to the fingerprint of the execution running in this thread."""
         line = canonical_request(endpoint, body)
         execution = current_execution.get()
         with self._lock:
-            if self._last.get(execution) == line:  # a retry of the same request
-                return
-            self._last[execution] = line
             self._hashes.setdefault(execution, hashlib.sha256()).update(line.encode() + b"\n")
 
     def pop(self, execution_id: str) -> str | None:
         """The fingerprint of an execution's requests (16 hex digits), forgotten here; None when
         it sent nothing through this sink."""
         with self._lock:
-            self._last.pop(execution_id, None)
             digest = self._hashes.pop(execution_id, None)
         return None if digest is None else digest.hexdigest()[:16]
 

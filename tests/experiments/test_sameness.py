@@ -16,18 +16,19 @@ from branchpoint.traces import read_records
 from tests.experiments.conftest import CountingOpener
 
 
-def test_fingerprint_ignores_seed_and_retries_but_not_content():
+def test_fingerprint_ignores_seeds_but_not_content_or_repeats():
     sink = RequestFingerprints()
     for eid, bodies in {
         "a": [{"prompt": "p", "seed": 1}, {"prompt": "q", "seed": 1}],
-        "b": [{"prompt": "p", "seed": 9}, {"prompt": "p", "seed": 9}, {"prompt": "q", "seed": 2}],  # a retry
+        "b": [{"prompt": "p", "seed": 9}, {"prompt": "q", "seed": 2}],
         "c": [{"prompt": "p", "seed": 1}, {"prompt": "q", "temperature": 0.7}],
+        "d": [{"prompt": "p"}, {"prompt": "q"}, {"prompt": "q"}],  # the same prompt again is another call
     }.items():
         current_execution.set(eid)
         for body in bodies:
             sink.write("completions", body)
-    a, b, c = sink.pop("a"), sink.pop("b"), sink.pop("c")
-    assert a == b and a != c and sink.pop("a") is None
+    a, b, c, d = sink.pop("a"), sink.pop("b"), sink.pop("c"), sink.pop("d")
+    assert a == b and len({a, c, d}) == 3 and sink.pop("a") is None
 
 
 def test_prompt_axis_the_policy_ignores_is_reported_by_run_evaluate_and_report(tmp_path, write_spec, isolated_cache):
