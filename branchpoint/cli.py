@@ -832,7 +832,10 @@ def models_serve_vllm(
 @app.command()
 @friendly_errors
 def builder(
-    unanswerable: Path = typer.Option(..., "--unanswerable", help="Question file with the unanswerable questions."),
+    unanswerable: list[str] = typer.Option(
+        ..., "--unanswerable", help="Question file with unanswerable questions, FILE or FILE:CATEGORY (AU, FP, UC: "
+        "replaces the file's own category, for sets without subtypes such as SelfAware); repeatable."
+    ),
     answerable: Path = typer.Option(..., "--answerable", help="Question file with the answerable candidates."),
     out: Path = typer.Option(..., "--out", help="Benchmark to write (branchpoint jsonl)."),
     format_unanswerable: str = typer.Option("auto", "--format-unanswerable", help="Format of --unanswerable."),
@@ -847,6 +850,17 @@ def builder(
     seed: int = typer.Option(0, "--seed", help="Seed of the per-category draw."),
     encoder: str = typer.Option("minilm-onnx", "--encoder", help="Sentence encoder for the similarity."),
     pairs: Path | None = typer.Option(None, "--pairs", help="Also write the matched pairs (jsonl)."),
+    min_similarity: float | None = typer.Option(
+        None, "--min-similarity", min=-1.0, max=1.0, help="Drop candidate pairs less similar than this (cosine)."
+    ),
+    near_duplicate: float = typer.Option(
+        0.98, "--near-duplicate", min=-1.0, max=1.0,
+        help="Drop candidate pairs at least this similar, or with the same text: the same question on both sides.",
+    ),
+    split: str | None = typer.Option(None, "--split", help="FreshQA files: keep one split (TEST or DEV)."),
+    figure: Path | None = typer.Option(
+        None, "--figure", help="Pairing report figure (PNG; SVG and CSV beside it). Default: OUT with .pairing.png."
+    ),
 ) -> None:
     """Build a balanced benchmark: each unanswerable question matched to a similar answerable one.
 
@@ -855,21 +869,28 @@ def builder(
 
     Example: branchpoint builder --unanswerable ../shared/data/unanswerable/coconot_eval.jsonl
     --answerable ../shared/data/answerable/nq_open_dev.jsonl --per-category 30 --out bench.jsonl
+
+    Example: branchpoint builder --unanswerable SelfAware.json:AU --unanswerable FalseQA/test.csv
+    --unanswerable freshqa.csv --split TEST --answerable nq_open_dev.jsonl --min-similarity 0.5 --out bench.jsonl
     """
     from rich.table import Table
 
     from branchpoint.experiments.builder import build_benchmark_from_files, write_benchmark
+    from branchpoint.experiments.pairing_figure import write_pairing_figure
 
     result = build_benchmark_from_files(
-        unanswerable, answerable, unanswerable_format=format_unanswerable, answerable_format=format_answerable,
+        list(unanswerable), answerable, unanswerable_format=format_unanswerable, answerable_format=format_answerable,
         encoder=encoder, k=k, length_tolerance=length_tolerance, per_category=per_category, seed=seed,
+        min_similarity=min_similarity, near_duplicate=near_duplicate, split=split,
     )  # fmt: skip
     write_benchmark(out, result, pairs)
+    figure_path = write_pairing_figure(result, figure or out.with_suffix(".pairing.png"))
     c = result.counts
     console.print(
         f"{c['unanswerable']} unanswerable, {c['answerable']} answerable candidates: {c['matched']} matched "
-        f"({c['no_candidate']} without a candidate of similar length, {c['taken']} outbid by closer pairs), "
-        f"{c['selected']} pairs selected",
+        f"({c['no_candidate']} without a candidate of similar length, {c['taken']} outbid by closer pairs; "
+        f"{c['near_duplicate_pairs']} near-duplicate and {c['below_min_similarity_pairs']} too dissimilar "
+        f"candidate pairs dropped), {c['selected']} pairs selected",
         soft_wrap=True,
     )
     table = Table("category", "pairs", title="Per category")
@@ -887,6 +908,7 @@ def builder(
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     console.print(f"wrote {len(result.questions)} questions to {out}" + (f" and pairs to {pairs}" if pairs else ""))
+    console.print(f"wrote the pairing report {figure_path} (and .svg, .csv)", soft_wrap=True)
 
 
 @retrieval_app.command("serve")

@@ -96,7 +96,7 @@ def select_questions(spec: ExperimentSpec) -> list[Question]:
     """The spec's questions: loaded, filtered, sampled (balanced and seeded) if asked, and cut to
     `limit` keeping the selection's answerable / unanswerable balance (`limit_balanced`)."""
     q = spec.questions
-    questions = load_questions(q.path, q.format, limit=None, categories=q.categories)
+    questions = load_questions(q.path, q.format, limit=None, categories=q.categories, split=q.split)
     if q.sample:
         questions = balanced_sample(questions, q.sample.answerable, q.sample.unanswerable, seed=spec.seed)
     if q.limit:
@@ -138,7 +138,7 @@ def limit_balanced(questions: list[Question], n: int) -> list[Question]:
 def history_pool(spec: ExperimentSpec) -> list[Question]:
     """Where multi-turn earlier turns are drawn from: the whole question file (not the selection:
     a `--limit` or a sample must not starve the histories)."""
-    return load_questions(spec.questions.path, spec.questions.format)
+    return load_questions(spec.questions.path, spec.questions.format, split=spec.questions.split)
 
 
 def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[PlannedExecution]:

@@ -46,6 +46,7 @@ class QuestionsSpec(_Strict):
     limit: int | None = Field(None, ge=1)
     categories: list[str] | None = None
     sample: SampleSpec | None = None
+    split: str | None = Field(None, description="FreshQA files: keep one split (TEST or DEV).")
 
 
 #: SourceSpec fields added after the first release, left out of its dump while at their defaults
