@@ -218,7 +218,8 @@ def plot_tpc_outcome(metrics: dict[str, Any], path: Path) -> Path | None:
 def _tpc_outcome_rows(conds: dict[str, Any], labels: list[str], colors: tuple[str, ...], path: Path) -> Path:
     """Cost by outcome as a dot plot: conditions as rows (in their natural order), one marker per
     outcome with its interval, so the figure stays a page wide however many conditions."""
-    fig = Figure(figsize=(7.5, 1.2 + 0.32 * len(labels)))
+    lines = max(label.count(",") + 1 for label in labels)  # one line per setting: never cut off
+    fig = Figure(figsize=(7.5, 1.2 + (0.22 + 0.12 * lines) * len(labels)))
     ax = fig.add_subplot()
     offsets = [(i - (len(OUTCOME_NAMES) - 1) / 2) * 0.18 for i in range(len(OUTCOME_NAMES))]
     for i, (outcome, name) in enumerate(OUTCOME_NAMES.items()):
@@ -235,7 +236,7 @@ def _tpc_outcome_rows(conds: dict[str, Any], labels: list[str], colors: tuple[st
             errs[1].append(hi)
         ax.errorbar(xs, ys, xerr=errs, fmt="o", markersize=4, capsize=2, color=colors[i], label=name)
     ax.set_yticks(range(len(labels)))
-    ax.set_yticklabels([short(lbl, 48) for lbl in labels], fontsize=7)
+    ax.set_yticklabels(["\n".join(short(part, 48) for part in lbl.split(",")) for lbl in labels], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("cost per execution (tokens)")
     ax.grid(axis="x", alpha=0.3)
