@@ -70,7 +70,12 @@ def combined_metrics(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def write_combined_report(run_dirs: list[Path], out_dir: Path, title: str | None = None) -> tuple[Path, dict[str, Path | None]]:
     """Write DIR/report.md over several runs, each run's own report under DIR/<run>/, and the
     combined cost-by-outcome figure; returns the report's path and the figures written."""
-    from branchpoint.evaluation.figures import FIGURE_DATA, FIGURES, plot_tpc_outcome, write_csv
+    from branchpoint.evaluation.figures import (
+        FIGURE_DATA,
+        FIGURES,
+        plot_tpc_outcome,
+        write_csv,
+    )
 
     if len(run_dirs) < 2:
         raise InputError("report: a combined report needs two or more run directories")

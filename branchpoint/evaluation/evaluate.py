@@ -14,8 +14,8 @@ from typing import Any
 from branchpoint.errors import InputError
 from branchpoint.evaluation.agreement import agreement_json, judge_agreement
 from branchpoint.evaluation.judges import BatchJudge, judge_records
-from branchpoint.evaluation.sameness import identical_conditions
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, metrics_json
+from branchpoint.evaluation.sameness import identical_conditions
 from branchpoint.evaluation.studies import MINIMAL_SEARCH_FILE, read_minimal_search
 from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, dump_record, read_records, write_files_atomically
 

@@ -24,7 +24,6 @@ from pydantic_core import PydanticCustomError
 from branchpoint.checkpoints.plan import ForkPlan
 from branchpoint.errors import InputError
 from branchpoint.models.spec import ModelSpec
-from branchpoint.traces import describe_validation_error
 
 
 class _Strict(BaseModel):

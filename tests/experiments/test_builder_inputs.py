@@ -12,7 +12,11 @@ from typer.testing import CliRunner
 
 from branchpoint.cli import app
 from branchpoint.errors import InputError
-from branchpoint.experiments.builder import build_benchmark, build_benchmark_from_files, parse_file_category
+from branchpoint.experiments.builder import (
+    build_benchmark,
+    build_benchmark_from_files,
+    parse_file_category,
+)
 from branchpoint.experiments.loaders import falseqa_answers, load_questions
 from branchpoint.experiments.pairing_figure import write_pairing_figure
 from branchpoint.experiments.questions import Question

@@ -26,7 +26,7 @@ DOCUMENT = ("No reliable source records this; the premise of the question is not
 def recipe_commands(text: str) -> list[list[str]]:
     """The `branchpoint ...` commands of the page's bash blocks, split like a shell line."""
     commands = []
-    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.DOTALL):
         for line in block.replace("\\\n", " ").splitlines():
             if line.strip().startswith("branchpoint "):
                 commands.append(shlex.split(line)[1:])
