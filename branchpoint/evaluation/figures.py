@@ -111,6 +111,8 @@ def plot_accuracy_search(metrics: dict[str, Any], path: Path) -> Path | None:
     if not pairs:
         return None
     conds = metrics["by_condition"]
+    if len(pairs) > 6:  # many pairs: one row each, readable at 20 conditions or more
+        return _accuracy_rows(pairs, conds, path)
     fig = Figure(figsize=(max(5.0, 2.2 * len(pairs) + 1.5), 3.8))
     ax = fig.add_subplot()
     width = 0.2
@@ -136,6 +138,35 @@ def plot_accuracy_search(metrics: dict[str, Any], path: Path) -> Path | None:
     ax.set_ylim(0, 105)
     ax.set_title("Accuracy with vs without search (95% CI)")
     ax.legend(fontsize=7, ncols=2, loc="upper center", bbox_to_anchor=(0.5, -0.18))
+    return _save(fig, path)
+
+
+def _accuracy_rows(pairs: list[dict[str, Any]], conds: dict[str, Any], path: Path) -> Path:
+    """Accuracy with vs without search as a dot plot: one row per pair, answer and abstention
+    accuracy without (open marker) and with search (filled), each with its interval."""
+    fig = Figure(figsize=(7.5, 1.4 + 0.45 * len(pairs)))
+    ax = fig.add_subplot()
+    series = (("answer acc", "answer_accuracy", "#3182bd", -0.12), ("abstention acc", "abstention_accuracy", "#e6550d", 0.12))
+    for name, metric, color, offset in series:
+        for side, face, tag in (("without", "white", "no search"), ("with", color, "search")):
+            xs, ys, errs = [], [], ([], [])
+            for j, pair in enumerate(pairs):
+                m = conds[pair[side]]
+                lo, hi = _err(m[metric], m.get(f"{metric}_ci"), 100.0)
+                xs.append(_pct(m[metric]))
+                ys.append(j + offset)
+                errs[0].append(lo)
+                errs[1].append(hi)
+            ax.errorbar(xs, ys, xerr=errs, fmt="o", markersize=5, capsize=2, color=color, markerfacecolor=face,
+                        label=f"{name}, {tag}")  # fmt: skip
+    ax.set_yticks(range(len(pairs)))
+    ax.set_yticklabels([f"{p['model']}\n{short(p['with'], 40)}" for p in pairs], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 105)
+    ax.set_xlabel("accuracy (%)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=7, ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    ax.set_title("Accuracy with vs without search (95% CI)", fontsize=9, pad=22)
     return _save(fig, path)
 
 

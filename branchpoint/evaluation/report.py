@@ -141,6 +141,10 @@ def comparison_table(metrics: dict[str, Any]) -> Table:
     labels = {label: short_label(label) for label in metrics["by_condition"]}
     if len(set(labels.values())) < len(labels):  # shortening made two conditions look alike
         labels = {label: label for label in labels}
+    for k, group in enumerate(metrics.get("identical_conditions") or [], start=1):
+        for label in group["conditions"]:  # rows that sent identical requests, marked ≡k
+            if label in labels:
+                labels[label] += f" ≡{k}"
     for label, m in metrics["by_condition"].items():
         tpc = m["tpc"]
         table.add_row(

@@ -106,3 +106,30 @@ def test_one_report_over_several_runs(swept_run, tmp_path):
     assert (out / "figures" / "tpc_by_outcome.csv").is_file()
     result = runner.invoke(app, ["report", str(swept_run), str(other)])
     assert result.exit_code == 2 and "need --out" in result.output
+
+
+def test_many_with_without_pairs_are_drawn_as_rows(swept_run, tmp_path):
+    from branchpoint.evaluation.figures import plot_accuracy_search
+
+    metrics = json.loads((swept_run / "metrics.json").read_text())
+    pair = metrics["search_effect"][0]
+    metrics["search_effect"] = [{**pair, "model": f"model-{i}"} for i in range(10)]
+    path = plot_accuracy_search(metrics, tmp_path / "acc.png")
+    width, height = struct.unpack(">II", path.read_bytes()[16:24])
+    assert width < 1000 and height < 1000
+
+
+def test_terminal_table_marks_identical_conditions():
+    from rich.console import Console
+
+    from branchpoint.evaluation.report import comparison_table
+
+    row = {"n": 2, "answer_accuracy": 0.5, "abstention_accuracy": None, "overall_accuracy": 0.5, "tpc": 10.0,
+           "mean_search_calls": 1.0, "mean_input_tokens": 5.0, "mean_output_tokens": 2.0}
+    metrics = {"lam": 0.25, "mu": 500, "judge": "rule",
+               "by_condition": {"agent.prompt=plain": row, "agent.prompt=fewshot": row},
+               "identical_conditions": [{"conditions": ["agent.prompt=fewshot", "agent.prompt=plain"]}]}
+    console = Console(width=160, record=True)
+    console.print(comparison_table(metrics))
+    text = console.export_text()
+    assert "agent.prompt=plain ≡1" in text and "agent.prompt=fewshot ≡1" in text
