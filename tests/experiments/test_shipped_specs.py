@@ -56,3 +56,22 @@ def test_multi_turn_with_a_small_limit_draws_earlier_turns_from_the_whole_set(mo
     assert nine and all(len(p.history) == 9 for p in nine)
     selected = {q.question for q in questions}
     assert any(turn["question"] not in selected for p in nine for turn in p.history)
+
+
+def test_every_spec_the_docs_name_exists():
+    import re
+
+    texts = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    named = {m for path in texts for m in re.findall(r"experiments/[A-Za-z0-9_.-]+\.yaml", path.read_text())}
+    assert "experiments/search_cap_sweep.yaml" in named
+    missing = sorted(n for n in named if not (REPO / n).is_file())
+    assert not missing, f"README/docs name specs that do not exist: {missing}"
+
+
+def test_did_you_mean_reaches_nested_sections(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({"name": "x", "model": {"server": {"ggfu": "m.gguf"}}, "fork": {"repet": 2}}))
+    with pytest.raises(InputError) as err:
+        load_spec(path)
+    assert 'field "model.server.ggfu": Extra inputs are not permitted (did you mean "gguf"?)' in str(err.value)
+    assert 'field "fork.repet": Extra inputs are not permitted (did you mean "repeats"?)' in str(err.value)
