@@ -18,19 +18,34 @@ from branchpoint.redact import redact
 from branchpoint.traces import TraceError
 
 app = typer.Typer(
-    help="Experiments on search-augmented LLM agents: when should an agent search?",
+    help="Experiments on search-augmented LLM agents: when should an agent search?\n\n"
+    "Example: branchpoint quickstart   (then: branchpoint run experiments/search_cap_sweep.yaml --sample 4,4; "
+    "branchpoint evaluate runs/search-cap-sweep; branchpoint report runs/search-cap-sweep)",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-checkpoints_app = typer.Typer(help="Inspect saved agent states (legal action boundaries).", no_args_is_help=True)
+checkpoints_app = typer.Typer(
+    help="Inspect saved agent states (legal action boundaries).\n\nExample: branchpoint checkpoints ls runs/quickstart",
+    no_args_is_help=True,
+)
 app.add_typer(checkpoints_app, name="checkpoints")
-models_app = typer.Typer(help="Model servers for experiments (vLLM on GPU machines).", no_args_is_help=True)
-serve_app = typer.Typer(help="Start an OpenAI-compatible model server and keep it running.", no_args_is_help=True)
+models_app = typer.Typer(
+    help="Model servers for experiments (vLLM on GPU machines).\n\n"
+    "Example: branchpoint models serve vllm --model Qwen/Qwen3-8B --reasoning-parser qwen3 --tool-call-parser hermes",
+    no_args_is_help=True,
+)
+serve_app = typer.Typer(
+    help="Start an OpenAI-compatible model server and keep it running.\n\n"
+    "Example: branchpoint models serve vllm --model Qwen/Qwen3-8B --dry-run",
+    no_args_is_help=True,
+)
 models_app.add_typer(serve_app, name="serve")
 app.add_typer(models_app, name="models")
 retrieval_app = typer.Typer(
-    help="Retrieval servers: serve a saved index over HTTP (Search-R1 protocol).", no_args_is_help=True
+    help="Retrieval servers: serve a saved index over HTTP (Search-R1 protocol).\n\n"
+    "Example: branchpoint retrieval serve --index indexes/wiki-hnsw --port 8000",
+    no_args_is_help=True,
 )
 app.add_typer(retrieval_app, name="retrieval")
 
@@ -68,6 +83,54 @@ def _print_summary(summary: Any) -> None:
         f"{summary.ran} run ({statuses}) in {summary.wall_s:.1f} s",
         soft_wrap=True,
     )
+    _print_identical(_run_identical(summary.run_dir))
+
+
+def _run_identical(run_dir: Path) -> list[dict[str, Any]]:
+    """The groups of conditions of a run directory that sent identical requests."""
+    from branchpoint.evaluation.sameness import identical_conditions
+    from branchpoint.experiments.store import RunStore
+
+    return identical_conditions(RunStore(run_dir).records())
+
+
+def _print_identical(groups: list[dict[str, Any]]) -> None:
+    """Say loudly which sweep conditions sent the model identical requests."""
+    from branchpoint.evaluation.sameness import identical_warnings
+
+    for line in identical_warnings(groups):
+        err_console.print(f"[bold red]warning:[/] [bold]{escape(line)}[/]", soft_wrap=True)
+
+
+SET_HELP = ("Override a spec setting: KEY=VALUE, a dotted path with a YAML value (agent.search_cap=3, "
+            "model='{name: m, base_url: ...}', sweep.agent.search_cap='[0, 2]'); repeatable.")
+SAMPLE_HELP = "A,U: a balanced seeded sample of A answerable and U unanswerable questions (questions.sample)."
+
+
+def _sample_counts(sample: str) -> tuple[int, int]:
+    """`--sample A,U` as (answerable, unanswerable) counts."""
+    from branchpoint.errors import InputError
+
+    parts = [p.strip() for p in sample.split(",")]
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise InputError(f"--sample {sample!r}: expected A,U (answerable, unanswerable counts), e.g. --sample 4,4")
+    return int(parts[0]), int(parts[1])
+
+
+def _sample_override(sample: str | None) -> list[str]:
+    """`--sample A,U` as the override `questions.sample={answerable: A, unanswerable: U}`."""
+    if sample is None:
+        return []
+    a, u = _sample_counts(sample)
+    return [f"questions.sample={{answerable: {a}, unanswerable: {u}}}"]
+
+
+def _load_spec_with(spec: Path, sets: list[str], sample: str | None, limit: int | None = None) -> Any:
+    """The spec with --set / --sample / --limit applied: the resolved spec that a run stores."""
+    from branchpoint.experiments.spec import load_spec
+
+    limit_set = [f"questions.limit={limit}"] if limit is not None else []
+    return load_spec(spec, [*sets, *_sample_override(sample), *limit_set])
 
 
 @app.command()
@@ -78,7 +141,11 @@ def run(
     concurrency: int = typer.Option(
         1, "--concurrency", min=1, help="Executions at once (keeps a vLLM server's batch full)."
     ),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N questions of the spec's selection."),
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, help="Only N questions of the spec's selection (keeping its answerable / unanswerable balance)."
+    ),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+    sample: str | None = typer.Option(None, "--sample", help=SAMPLE_HELP),
     checkpoints: str | None = typer.Option(
         None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
         help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
@@ -107,17 +174,16 @@ def run(
 
     Example: branchpoint run experiments/quickstart.yaml --out runs/quickstart
 
-    Example: branchpoint run experiments/sweep.yaml --executor ray --ray-address auto --concurrency 32
+    Example: branchpoint run experiments/search_cap_sweep.yaml --sample 4,4 --set 'sweep.agent.search_cap=[0, 2, 5]'
+
+    Example: branchpoint run experiments/search_cap_sweep.yaml --executor ray --ray-address auto --concurrency 32
 
     Example: branchpoint run experiments/vllm_qwen3.yaml --concurrency 128 --processes 4
     """
     from branchpoint.errors import InputError
     from branchpoint.experiments.runner import run_experiment
-    from branchpoint.experiments.spec import load_spec
 
-    loaded = load_spec(spec)
-    if limit is not None:  # a quick look at a big study: the first N questions of its selection
-        loaded = loaded.model_copy(update={"questions": loaded.questions.model_copy(update={"limit": limit})})
+    loaded = _load_spec_with(spec, set_, sample, limit)  # a quick look at a big study: --limit / --sample
     run_dir = out or Path("runs") / loaded.name
     if executor not in ("local", "ray"):
         raise InputError(f"--executor: expected local or ray, got {executor!r}")
@@ -240,6 +306,7 @@ def evaluate(
     cfg = MetricsConfig(lam=lam, mu=mu, bootstrap=bootstrap, seed=seed)
     metrics = run_evaluation(path, judge=judge_obj, out_dir=out, cfg=cfg, agreement=agreement)
     console.print(comparison_table(metrics))
+    _print_identical(metrics.get("identical_conditions") or [])
     if judge == "llm":
         st = judge_obj.stats
         console.print(
@@ -316,18 +383,31 @@ def agreement(
 @app.command()
 @friendly_errors
 def report(
-    run_dir: Path = typer.Argument(
-        ..., help="A run directory with metrics.json (`branchpoint evaluate`) and/or value.json (`branchpoint value`)."
+    run_dirs: list[Path] = typer.Argument(
+        ..., help="One or more run directories with metrics.json (`branchpoint evaluate`) and/or value.json "
+        "(`branchpoint value`)."
     ),
-    out: Path | None = typer.Option(None, "--out", help="Output folder (default: the run directory)."),
+    out: Path | None = typer.Option(None, "--out", help="Output folder (default: the run directory; required for several)."),
 ) -> None:
-    """Write report.md and figures/*.png (seed-study tables, with bootstrap 95% intervals).
+    """Write report.md and figures (PNG + SVG, data as CSV beside each; seed-study tables with
+    bootstrap 95% intervals). Several runs: one report setting them side by side, and each run's
+    own report under OUT/<run>/.
 
     Example: branchpoint report runs/quickstart --out reports/quickstart
+
+    Example: branchpoint report runs/corpora runs/mitigations --out reports/both
     """
+    from branchpoint.errors import InputError
     from branchpoint.evaluation.report import write_report
 
-    path, figures = write_report(run_dir, out)
+    if len(run_dirs) > 1:
+        from branchpoint.evaluation.combined import write_combined_report
+
+        if out is None:
+            raise InputError("report: several run directories need --out DIR for the combined report")
+        path, figures = write_combined_report(run_dirs, out)
+    else:
+        path, figures = write_report(run_dirs[0], out)
     made = [p.name for p in figures.values() if p is not None]
     skipped = [k for k, p in figures.items() if p is None]
     noun = "figure" if len(made) == 1 else "figures"
@@ -341,20 +421,24 @@ def report(
 def quickstart(
     spec: Path = typer.Option(Path("experiments/quickstart.yaml"), "--spec", help="The quickstart spec."),
     out: Path = typer.Option(Path("runs/quickstart"), "--out", help="Run directory."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+    sample: str | None = typer.Option(None, "--sample", help=SAMPLE_HELP),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only N questions (balance kept)."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Run the quickstart spec with and without search, evaluate, print the table, write report.md
     and its figures.
 
     Example: branchpoint quickstart
+
+    Example: branchpoint quickstart --sample 3,3 --set agent.search_cap=1 --out runs/quick-small
     """
     from branchpoint.evaluation import MetricsConfig, comparison_table
     from branchpoint.evaluation import evaluate as run_evaluation
     from branchpoint.evaluation.report import write_report
     from branchpoint.experiments.runner import run_experiment
-    from branchpoint.experiments.spec import load_spec
 
-    loaded = load_spec(spec)
+    loaded = _load_spec_with(spec, set_, sample, limit)
     summary = run_experiment(loaded, out, progress=not no_progress)
     _print_summary(summary)
     cfg = MetricsConfig(lam=loaded.evaluation.lam, mu=loaded.evaluation.mu)
@@ -409,6 +493,14 @@ def fork(
         help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
     ),
     log_requests: bool = typer.Option(False, "--log-requests", help=LOG_REQUESTS_HELP),
+    set_: list[str] = typer.Option(
+        [], "--set", help="Override a fork-plan setting: KEY=VALUE with a YAML value (search_budget=2, "
+        "boundaries='[initial]'); repeatable, applied after the other options."
+    ),
+    sample: str | None = typer.Option(
+        None, "--sample", help="A,U: fork only the executions of a balanced seeded sample of A answerable and U "
+        "unanswerable questions of the run."
+    ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Fork saved states into THINK / SEARCH / STOP / SWITCH continuations (RUN_DIR/forks.jsonl).
@@ -422,18 +514,65 @@ def fork(
     --switch-source demo_chunks --minimal-search
 
     Example: branchpoint fork runs/fork-study --checkpoint 1f0c2a --actions THINK,SEARCH --repeats 8
-    """
-    from branchpoint.experiments.forking import ForkPlan, fork_run
 
-    plan = ForkPlan(
+    Example: branchpoint fork runs/quickstart --sample 2,2 --repeats 2 --set search_budget=1
+    """
+    from branchpoint.experiments.forking import fork_run
+
+    settings = dict(
         boundaries=_csv(boundaries), actions=[a.upper() for a in _csv(actions)], repeats=repeats,
         search_budget=search_budget, switch_source=switch_source, executions=execution or None,
         checkpoints=checkpoint or None, minimal_search=minimal_search, concurrency=concurrency,
         **_sampling_options(temperature, top_p, seed, allow_identical_repeats),
     )  # fmt: skip
+    plan = _fork_plan(run_dir, settings, set_, sample)
     summary = fork_run(run_dir, plan, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests)
     _print_fork_summary(summary)
     _exit_if_incomplete(summary.statuses.get("incomplete", 0), "branches", None, checkpoints)
+
+
+def _fork_plan(run_dir: Path, settings: dict[str, Any], sets: list[str], sample: str | None) -> Any:
+    """The fork plan from the options, `--set` overrides and a `--sample` of the run's questions."""
+    from pydantic import ValidationError
+
+    from branchpoint.errors import InputError
+    from branchpoint.experiments.forking import ForkPlan
+    from branchpoint.experiments.spec import apply_overrides, did_you_mean
+
+    data = apply_overrides(settings, sets)
+    if sample is not None:
+        if data.get("executions"):
+            raise InputError("--sample and --execution: give one of them (both choose the executions to fork)")
+        data["executions"] = _sampled_executions(run_dir, sample, int(data.get("seed") or 0))
+    try:
+        return ForkPlan.model_validate(data)
+    except ValidationError as exc:
+        parts = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            hint = did_you_mean(key, ForkPlan.model_fields) if err.get("type") == "extra_forbidden" else ""
+            parts.append(f'field "{key}": {err["msg"]}{hint}')
+        raise InputError(f"fork settings: {'; '.join(parts)}") from None
+
+
+def _sampled_executions(run_dir: Path, sample: str, seed: int) -> list[str]:
+    """The ids of a run's own executions whose questions a balanced seeded sample draws."""
+    from branchpoint.errors import InputError
+    from branchpoint.experiments.loaders import balanced_sample
+    from branchpoint.experiments.questions import Question
+    from branchpoint.experiments.store import RunStore
+
+    counts = _sample_counts(sample)
+    records = [r for r in RunStore(run_dir).records() if r.parent is None and r.kind is None]
+    if not records:
+        raise InputError(f"{run_dir}: no executions to sample from (run `branchpoint run` first)")
+    questions: dict[str, Question] = {}
+    for r in records:
+        questions.setdefault(r.question_id, Question(
+            id=r.question_id, question=r.question or "?", answerable=r.answerable, category=r.category,
+        ))  # fmt: skip
+    chosen = {q.id for q in balanced_sample(list(questions.values()), counts[0], counts[1], seed=seed)}
+    return [r.execution_id for r in records if r.question_id in chosen]
 
 
 def _print_fork_summary(summary: Any, file: str = "forks.jsonl", what: str = "branches") -> None:
@@ -670,7 +809,9 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-runs_app = typer.Typer(help="Check run directories.", no_args_is_help=True)
+runs_app = typer.Typer(
+    help="Check run directories.\n\nExample: branchpoint runs verify runs/quickstart", no_args_is_help=True
+)
 app.add_typer(runs_app, name="runs")
 
 
@@ -858,7 +999,10 @@ def validate(
 @app.command()
 @friendly_errors
 def builder(
-    unanswerable: Path = typer.Option(..., "--unanswerable", help="Question file with the unanswerable questions."),
+    unanswerable: list[str] = typer.Option(
+        ..., "--unanswerable", help="Question file with unanswerable questions, FILE or FILE:CATEGORY (AU, FP, UC: "
+        "replaces the file's own category, for sets without subtypes such as SelfAware); repeatable."
+    ),
     answerable: Path = typer.Option(..., "--answerable", help="Question file with the answerable candidates."),
     out: Path = typer.Option(..., "--out", help="Benchmark to write (branchpoint jsonl)."),
     format_unanswerable: str = typer.Option("auto", "--format-unanswerable", help="Format of --unanswerable."),
@@ -873,6 +1017,17 @@ def builder(
     seed: int = typer.Option(0, "--seed", help="Seed of the per-category draw."),
     encoder: str = typer.Option("minilm-onnx", "--encoder", help="Sentence encoder for the similarity."),
     pairs: Path | None = typer.Option(None, "--pairs", help="Also write the matched pairs (jsonl)."),
+    min_similarity: float | None = typer.Option(
+        None, "--min-similarity", min=-1.0, max=1.0, help="Drop candidate pairs less similar than this (cosine)."
+    ),
+    near_duplicate: float = typer.Option(
+        0.98, "--near-duplicate", min=-1.0, max=1.0,
+        help="Drop candidate pairs at least this similar, or with the same text: the same question on both sides.",
+    ),
+    split: str | None = typer.Option(None, "--split", help="FreshQA files: keep one split (TEST or DEV)."),
+    figure: Path | None = typer.Option(
+        None, "--figure", help="Pairing report figure (PNG; SVG and CSV beside it). Default: OUT with .pairing.png."
+    ),
 ) -> None:
     """Build a balanced benchmark: each unanswerable question matched to a similar answerable one.
 
@@ -881,21 +1036,28 @@ def builder(
 
     Example: branchpoint builder --unanswerable ../shared/data/unanswerable/coconot_eval.jsonl
     --answerable ../shared/data/answerable/nq_open_dev.jsonl --per-category 30 --out bench.jsonl
+
+    Example: branchpoint builder --unanswerable SelfAware.json:AU --unanswerable FalseQA/test.csv
+    --unanswerable freshqa.csv --split TEST --answerable nq_open_dev.jsonl --min-similarity 0.5 --out bench.jsonl
     """
     from rich.table import Table
 
     from branchpoint.experiments.builder import build_benchmark_from_files, write_benchmark
+    from branchpoint.experiments.pairing_figure import write_pairing_figure
 
     result = build_benchmark_from_files(
-        unanswerable, answerable, unanswerable_format=format_unanswerable, answerable_format=format_answerable,
+        list(unanswerable), answerable, unanswerable_format=format_unanswerable, answerable_format=format_answerable,
         encoder=encoder, k=k, length_tolerance=length_tolerance, per_category=per_category, seed=seed,
+        min_similarity=min_similarity, near_duplicate=near_duplicate, split=split,
     )  # fmt: skip
     write_benchmark(out, result, pairs)
+    figure_path = write_pairing_figure(result, figure or out.with_suffix(".pairing.png"))
     c = result.counts
     console.print(
         f"{c['unanswerable']} unanswerable, {c['answerable']} answerable candidates: {c['matched']} matched "
-        f"({c['no_candidate']} without a candidate of similar length, {c['taken']} outbid by closer pairs), "
-        f"{c['selected']} pairs selected",
+        f"({c['no_candidate']} without a candidate of similar length, {c['taken']} outbid by closer pairs; "
+        f"{c['near_duplicate_pairs']} near-duplicate and {c['below_min_similarity_pairs']} too dissimilar "
+        f"candidate pairs dropped), {c['selected']} pairs selected",
         soft_wrap=True,
     )
     table = Table("category", "pairs", title="Per category")
@@ -913,6 +1075,7 @@ def builder(
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     console.print(f"wrote {len(result.questions)} questions to {out}" + (f" and pairs to {pairs}" if pairs else ""))
+    console.print(f"wrote the pairing report {figure_path} (and .svg, .csv)", soft_wrap=True)
 
 
 import_app = typer.Typer(help="Import other frameworks' logs as branchpoint traces.", no_args_is_help=True)
@@ -1165,7 +1328,8 @@ def augment(
 
 
 # --- branchpoint index … (retrieval indexes) ------------------------------------------------
-index_app = typer.Typer(help="Retrieval indexes: build a FAISS (flat, hnsw, ivf) or BM25 index of a corpus.",
+index_app = typer.Typer(help="Retrieval indexes: build a FAISS (flat, hnsw, ivf) or BM25 index of a corpus.\n\n"
+                        "Example: branchpoint index build --corpus corpus.jsonl --kind hnsw --out indexes/wiki-hnsw",
                         no_args_is_help=True)
 app.add_typer(index_app, name="index")
 

@@ -125,6 +125,10 @@ class ExecutionRecord(_Open):
     checkpoint_ids: list[str] | None = None
     judgments: list[Judgment] = Field(default_factory=list)
     error: str | None = None
+    request_fingerprint: str | None = Field(
+        None, description="Hash of the request bodies this execution sent to the model (seeds left out); "
+        "equal across conditions when a sweep axis changed nothing the model received.",
+    )
 
 
 def execution_id(

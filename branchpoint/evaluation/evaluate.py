@@ -15,6 +15,7 @@ from branchpoint.errors import InputError
 from branchpoint.evaluation.agreement import agreement_json, judge_agreement
 from branchpoint.evaluation.judges import BatchJudge, judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, metrics_json
+from branchpoint.evaluation.sameness import identical_conditions
 from branchpoint.evaluation.studies import MINIMAL_SEARCH_FILE, read_minimal_search
 from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, dump_record, read_records, write_files_atomically
 
@@ -99,6 +100,7 @@ def evaluate(
     judged = judge_records(records, judge)
     judge_name = judge if isinstance(judge, str) else judge.name
     metrics = compute_metrics(judged, judge_name, cfg, minimal_search=minimal)
+    metrics["identical_conditions"] = identical_conditions(records)  # a sweep axis that changed nothing
     agreed = judge_agreement(judged)
     if agreed["pairs"]:
         metrics["judge_agreement"] = agreed

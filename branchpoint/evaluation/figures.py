@@ -1,19 +1,25 @@
-"""PNG figures of a metrics dict (matplotlib, Agg canvas; pyplot's global state is never touched).
+"""Figures of a metrics dict (matplotlib, Agg canvas; pyplot's global state is never touched).
 
 Each `plot_*` function takes the metrics (as computed, or read back from metrics.json) and a
 path, draws one figure and returns the path, or returns None without writing anything when the
-metrics hold no data for it. Error bars and bands are the bootstrap 95 % intervals.
+metrics hold no data for it. Error bars and bands are the bootstrap 95 % intervals. Every
+figure is written as PNG and SVG side by side, and `write_figures` puts the numbers behind each
+one beside it as CSV (`FIGURE_DATA`), so a figure can be redrawn or checked elsewhere.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from branchpoint.evaluation.tally import condition_label
 
@@ -69,20 +75,35 @@ def _pct(value: Any) -> float:
 
 
 def _save(fig: Figure, path: Path) -> Path:
+    """Write the figure as PNG at `path` and as SVG beside it."""
     FigureCanvasAgg(fig)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
+    with rc_context({"svg.fonttype": "none"}):  # text stays text: editable, searchable
+        fig.savefig(path.with_suffix(".svg"), bbox_inches="tight")
     return path
 
 
+def section_key(key: str) -> str:
+    """A dotted setting with its section kept: `retrieval.default` stays, `retrieval.sources.x.chunk_words`
+    becomes `x.chunk_words` (the last two parts)."""
+    return ".".join(key.split(".")[-2:])
+
+
 def short(label: str, width: int = 28) -> str:
-    """`agent.search=true,model.name=x` -> `search=true,name=x`, cut to `width` characters."""
+    """`agent.search=true,model.name=x` with each key cut to its section and setting
+    (`retrieval.default=clean`, never a bare `default=clean`), cut to `width` characters."""
     parts = []
     for part in label.split(","):
         key, sep, value = part.partition("=")
-        parts.append(f"{key.rsplit('.', 1)[-1]}={value}" if sep else part)
+        parts.append(f"{section_key(key)}={value}" if sep else part)
     text = ",".join(parts)
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _integer_ticks(ax: Any) -> None:
+    """Counts (search caps, turns, searches) get whole-number ticks only."""
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def plot_accuracy_search(metrics: dict[str, Any], path: Path) -> Path | None:
@@ -91,6 +112,8 @@ def plot_accuracy_search(metrics: dict[str, Any], path: Path) -> Path | None:
     if not pairs:
         return None
     conds = metrics["by_condition"]
+    if len(pairs) > 6:  # many pairs: one row each, readable at 20 conditions or more
+        return _accuracy_rows(pairs, conds, path)
     fig = Figure(figsize=(max(5.0, 2.2 * len(pairs) + 1.5), 3.8))
     ax = fig.add_subplot()
     width = 0.2
@@ -119,6 +142,35 @@ def plot_accuracy_search(metrics: dict[str, Any], path: Path) -> Path | None:
     return _save(fig, path)
 
 
+def _accuracy_rows(pairs: list[dict[str, Any]], conds: dict[str, Any], path: Path) -> Path:
+    """Accuracy with vs without search as a dot plot: one row per pair, answer and abstention
+    accuracy without (open marker) and with search (filled), each with its interval."""
+    fig = Figure(figsize=(7.5, 1.4 + 0.45 * len(pairs)))
+    ax = fig.add_subplot()
+    series = (("answer acc", "answer_accuracy", "#3182bd", -0.12), ("abstention acc", "abstention_accuracy", "#e6550d", 0.12))
+    for name, metric, color, offset in series:
+        for side, face, tag in (("without", "white", "no search"), ("with", color, "search")):
+            xs, ys, errs = [], [], ([], [])
+            for j, pair in enumerate(pairs):
+                m = conds[pair[side]]
+                lo, hi = _err(m[metric], m.get(f"{metric}_ci"), 100.0)
+                xs.append(_pct(m[metric]))
+                ys.append(j + offset)
+                errs[0].append(lo)
+                errs[1].append(hi)
+            ax.errorbar(xs, ys, xerr=errs, fmt="o", markersize=5, capsize=2, color=color, markerfacecolor=face,
+                        label=f"{name}, {tag}")  # fmt: skip
+    ax.set_yticks(range(len(pairs)))
+    ax.set_yticklabels([f"{p['model']}\n{short(p['with'], 40)}" for p in pairs], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 105)
+    ax.set_xlabel("accuracy (%)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=7, ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    ax.set_title("Accuracy with vs without search (95% CI)", fontsize=9, pad=22)
+    return _save(fig, path)
+
+
 def plot_tpc_search_cap(metrics: dict[str, Any], path: Path) -> Path | None:
     """TPC against the search cap (left axis), answer and abstention accuracy (right axis)."""
     sweeps = metrics.get("search_cap_sweep") or []
@@ -132,6 +184,17 @@ def plot_tpc_search_cap(metrics: dict[str, Any], path: Path) -> Path | None:
         caps = [p["cap"] for p in sweep["points"]]
         tpcs = [_finite(p["tpc"]) for p in sweep["points"]]
         ax.plot(caps, [math.nan if t is None else t for t in tpcs], "o-", color="#444444", label="TPC")
+        infinite = [c for c, p in zip(caps, sweep["points"]) if num(p["tpc"]) is not None and math.isinf(num(p["tpc"]))]
+        if infinite:  # nothing correct: TPC = ∞, drawn as a marked point at the top edge
+            finite = [t for t in tpcs if t is not None]
+            top = max(finite) * 1.15 if finite else 1.0
+            ax.set_ylim(0, top * 1.05)
+            ax.plot(infinite, [top] * len(infinite), "^", color="#de2d26", markersize=8, clip_on=False,
+                    label="TPC = ∞ (nothing correct)")
+            caps_text = ", ".join(str(c) for c in infinite) if len(infinite) <= 8 else f"{len(infinite)} caps ({infinite[0]}–{infinite[-1]})"
+            ax.text(0.5, -0.26, f"▲ at the top edge: TPC = ∞ (nothing correct) at {caps_text if len(infinite) > 8 else 'cap ' + caps_text}",
+                    transform=ax.transAxes, ha="center", va="top", fontsize=7, color="#de2d26")
+        _integer_ticks(ax)
         lo = [_finite((p.get("tpc_ci") or [None, None])[0]) for p in sweep["points"]]
         hi = [_finite((p.get("tpc_ci") or [None, None])[1]) for p in sweep["points"]]
         ax.fill_between(caps, [math.nan if v is None else v for v in lo],
@@ -195,10 +258,12 @@ def plot_tpc_outcome(metrics: dict[str, Any], path: Path) -> Path | None:
     if not conds or not any("tpc_by_outcome" in m for m in conds.values()):
         return None
     labels = list(conds)
+    colors = ("#31a354", "#de2d26", "#3182bd", "#fd8d3c")
+    if len(labels) > 6:  # many conditions: one row each, readable at 20 or more
+        return _tpc_outcome_rows(conds, labels, colors, path)
     fig = Figure(figsize=(max(5.0, 1.1 * len(labels) + 2.0), 3.8))
     ax = fig.add_subplot()
     width = 0.8 / len(OUTCOME_NAMES)
-    colors = ("#31a354", "#de2d26", "#3182bd", "#fd8d3c")
     for i, (outcome, name) in enumerate(OUTCOME_NAMES.items()):
         ys, errs = [], ([], [])
         for label in labels:
@@ -218,6 +283,36 @@ def plot_tpc_outcome(metrics: dict[str, Any], path: Path) -> Path | None:
     return _save(fig, path)
 
 
+def _tpc_outcome_rows(conds: dict[str, Any], labels: list[str], colors: tuple[str, ...], path: Path) -> Path:
+    """Cost by outcome as a dot plot: conditions as rows (in their natural order), one marker per
+    outcome with its interval, so the figure stays a page wide however many conditions."""
+    lines = max(label.count(",") + 1 for label in labels)  # one line per setting: never cut off
+    fig = Figure(figsize=(7.5, 1.2 + (0.22 + 0.12 * lines) * len(labels)))
+    ax = fig.add_subplot()
+    offsets = [(i - (len(OUTCOME_NAMES) - 1) / 2) * 0.18 for i in range(len(OUTCOME_NAMES))]
+    for i, (outcome, name) in enumerate(OUTCOME_NAMES.items()):
+        xs, ys, errs = [], [], ([], [])
+        for j, label in enumerate(labels):
+            entry = conds[label].get("tpc_by_outcome", {}).get(outcome) or {}
+            v = _finite(entry.get("cost_per_execution"))
+            if v is None:
+                continue
+            lo, hi = _err(v, entry.get("cost_per_execution_ci"))
+            xs.append(v)
+            ys.append(j + offsets[i])
+            errs[0].append(lo)
+            errs[1].append(hi)
+        ax.errorbar(xs, ys, xerr=errs, fmt="o", markersize=4, capsize=2, color=colors[i], label=name)
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(["\n".join(short(part, 48) for part in lbl.split(",")) for lbl in labels], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("cost per execution (tokens)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=7, ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    ax.set_title("Cost by outcome (g + λ·x + μ·|S| per execution, 95% CI)", fontsize=9, pad=22)
+    return _save(fig, path)
+
+
 def plot_evidence_balance(metrics: dict[str, Any], path: Path) -> Path | None:
     """Abstention accuracy by evidence-balance group (pooled over conditions), n on each bar."""
     ev = metrics.get("evidence_balance") or {}
@@ -231,10 +326,9 @@ def plot_evidence_balance(metrics: dict[str, Any], path: Path) -> Path | None:
                       for g in groups))) or ([], [])  # fmt: skip
     bars = ax.bar(range(len(groups)), ys, yerr=errs, capsize=3,
                   color=["#e6550d", "#fdae6b", "#9ecae1", "#3182bd", "#bdbdbd"][: len(groups)])  # fmt: skip
-    for bar, g in zip(bars, groups):
-        ax.annotate(f"n={ev['groups'][g]['n']}", (bar.get_x() + bar.get_width() / 2, 2), ha="center", fontsize=7)
+    del bars  # counts go under the axis, never over an error bar
     ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([GROUP_NAMES[g] for g in groups], fontsize=8)
+    ax.set_xticklabels([f"{GROUP_NAMES[g]}\nn={ev['groups'][g]['n']}" for g in groups], fontsize=8)
     ax.set_ylim(0, 105)
     ax.set_ylabel("abstention accuracy (%)")
     share = _finite(ev.get("negative_share"))
@@ -260,6 +354,7 @@ def plot_multi_turn(metrics: dict[str, Any], path: Path) -> Path | None:
             ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=2,
                         label=short(f"{series['context']} {other}".strip(), 36))  # fmt: skip
         ax.set_xlabel("preceding turns")
+        _integer_ticks(ax)
         ax.set_ylabel(f"{title} (%)")
         ax.set_ylim(0, 105)
         ax.set_title(title)
@@ -278,6 +373,98 @@ PLOTTERS: dict[str, Callable[[dict[str, Any], Path], Path | None]] = {
 }
 
 
+Rows = list[list[Any]]
+
+
+def _ci(entry: dict[str, Any] | None, key: str) -> list[Any]:
+    entry = entry or {}
+    ci = entry.get(f"{key}_ci") or [None, None]
+    return [entry.get(key), ci[0], ci[1]]
+
+
+def data_accuracy_search(metrics: dict[str, Any]) -> tuple[list[str], Rows]:
+    """The numbers of the with/without-search figure, one row per pair, side and metric."""
+    header = ["model", "condition", "search", "metric", "value", "ci_low", "ci_high", "n"]
+    rows: Rows = []
+    for pair in metrics.get("search_effect") or []:
+        for side in ("without", "with"):
+            m = metrics["by_condition"][pair[side]]
+            for metric in ("answer_accuracy", "abstention_accuracy"):
+                rows.append([pair["model"], pair[side], side, metric, *_ci(m, metric), m.get("n")])
+    return header, rows
+
+
+def data_tpc_search_cap(metrics: dict[str, Any]) -> tuple[list[str], Rows]:
+    """The numbers of the search-cap figure, one row per sweep and cap (TPC `inf` kept)."""
+    header = ["model", "other", "cap", "n", "tpc", "tpc_ci_low", "tpc_ci_high", "answer_accuracy", "abstention_accuracy"]
+    rows: Rows = []
+    for sweep in metrics.get("search_cap_sweep") or []:
+        other = condition_label(sweep["other"]) if sweep["other"] else ""
+        for p in sweep["points"]:
+            rows.append([sweep["model"], other, p["cap"], p.get("n"), *_ci(p, "tpc"), p.get("answer_accuracy"),
+                         p.get("abstention_accuracy")])  # fmt: skip
+    return header, rows
+
+
+def data_tpc_outcome(metrics: dict[str, Any]) -> tuple[list[str], Rows]:
+    """The numbers of the cost-by-outcome figure, one row per condition and outcome."""
+    header = ["condition", "outcome", "n", "cost_per_execution", "ci_low", "ci_high"]
+    rows: Rows = []
+    for label, m in (metrics.get("by_condition") or {}).items():
+        for outcome in OUTCOME_NAMES:
+            entry = (m.get("tpc_by_outcome") or {}).get(outcome)
+            if entry is not None:
+                rows.append([label, outcome, entry.get("n"), *_ci(entry, "cost_per_execution")])
+    return header, rows
+
+
+def data_evidence_balance(metrics: dict[str, Any]) -> tuple[list[str], Rows]:
+    """The numbers of the evidence-balance figure, one row per group."""
+    ev = metrics.get("evidence_balance") or {}
+    header = ["group", "n", "abstention_accuracy", "ci_low", "ci_high"]
+    groups = ev.get("groups") or {}
+    return header, [[g, groups[g]["n"], *_ci(groups[g], "abstention_accuracy")] for g in GROUP_NAMES if g in groups]
+
+
+def data_multi_turn(metrics: dict[str, Any]) -> tuple[list[str], Rows]:
+    """The numbers of the multi-turn figure, one row per context, other settings and turns."""
+    header = ["context", "other", "preceding", "n", "answer_accuracy", "answer_ci_low", "answer_ci_high",
+              "abstention_accuracy", "abstention_ci_low", "abstention_ci_high"]  # fmt: skip
+    rows: Rows = []
+    for series in (metrics.get("multi_turn") or {}).get("series") or []:
+        other = condition_label(series["other"]) if series["other"] else ""
+        for p in series["points"]:
+            rows.append([series["context"], other, p["preceding"], p.get("n"), *_ci(p, "answer_accuracy"),
+                         *_ci(p, "abstention_accuracy")])  # fmt: skip
+    return header, rows
+
+
+#: The data behind each figure, written as CSV beside it (same name, .csv).
+FIGURE_DATA: dict[str, Callable[[dict[str, Any]], tuple[list[str], Rows]]] = {
+    "accuracy_search": data_accuracy_search,
+    "tpc_search_cap": data_tpc_search_cap,
+    "tpc_outcome": data_tpc_outcome,
+    "evidence_balance": data_evidence_balance,
+    "multi_turn": data_multi_turn,
+}
+
+
+def write_csv(path: Path, header: list[str], rows: Rows) -> Path:
+    """A CSV file of a figure's data (numbers as written in metrics.json; infinity as `inf`)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow(["" if v is None else v for v in row])
+    path.write_text(buf.getvalue(), encoding="utf-8")
+    return path
+
+
 def write_figures(metrics: dict[str, Any], folder: Path) -> dict[str, Path | None]:
-    """Every figure whose data is present, as folder/<name>.png; None for those skipped."""
-    return {key: PLOTTERS[key](metrics, Path(folder) / FIGURES[key]) for key in PLOTTERS}
+    """Every figure whose data is present, as folder/<name>.png and .svg with its data as .csv;
+    None for those skipped."""
+    out = {key: PLOTTERS[key](metrics, Path(folder) / FIGURES[key]) for key in PLOTTERS}
+    for key, path in out.items():
+        if path is not None and key in FIGURE_DATA:
+            write_csv(path.with_suffix(".csv"), *FIGURE_DATA[key](metrics))
+    return out

@@ -53,6 +53,7 @@ from branchpoint.evaluation.tally import (
     is_correct,
     is_unparseable,
     judgment_label,
+    natural_condition_key,
     record_outcome,
     record_row,
     scored,
@@ -204,7 +205,7 @@ def compute_metrics(
     """
     rows = latest_records(records)
     cells = _Cells(rows, judge_name, cfg)
-    labels = sorted(cells.conditions)
+    labels = sorted(cells.conditions, key=lambda label: (natural_condition_key(cells.conditions[label]), label))
     per_condition = {label: cells.condition(label) for label in labels}
     overall = cells.total(cells.cells)
     cs = ConditionSet(cells.conditions, per_condition, cells.run_ids)

@@ -121,8 +121,9 @@ _SHORT_COLUMNS: tuple[str, ...] = (
 
 
 def short_label(label: str) -> str:
-    """`agent.search=true,model.name=x` -> `search=true,name=x` (the last part of each key)."""
-    return ",".join(part.split("=", 1)[0].rsplit(".", 1)[-1] + "=" + part.split("=", 1)[1]
+    """`agent.search=true,retrieval.sources.noisy.chunk_words=40` -> `agent.search=true,noisy.chunk_words=40`:
+    each key keeps its section and setting (the last two parts), never a bare `default=clean`."""
+    return ",".join(".".join(part.split("=", 1)[0].split(".")[-2:]) + "=" + part.split("=", 1)[1]
                     if "=" in part else part for part in label.split(","))
 
 
@@ -140,6 +141,10 @@ def comparison_table(metrics: dict[str, Any]) -> Table:
     labels = {label: short_label(label) for label in metrics["by_condition"]}
     if len(set(labels.values())) < len(labels):  # shortening made two conditions look alike
         labels = {label: label for label in labels}
+    for k, group in enumerate(metrics.get("identical_conditions") or [], start=1):
+        for label in group["conditions"]:  # rows that sent identical requests, marked ≡k
+            if label in labels:
+                labels[label] += f" ≡{k}"
     for label, m in metrics["by_condition"].items():
         tpc = m["tpc"]
         table.add_row(
@@ -234,7 +239,7 @@ def seed_study_table(metrics: dict[str, Any]) -> str:
 
 
 def _cost_section(metrics: dict[str, Any]) -> list[str]:
-    header = ("condition", "TPC", "generated", "λ·input", "μ·search", "mean searches",
+    header = ("condition", "n", "TPC", "generated", "λ·input", "μ·search", "mean searches",
               "mean wall s", "model latency s / query", "s / model call")  # fmt: skip
     rows = []
     for label, m in metrics["by_condition"].items():
@@ -244,7 +249,7 @@ def _cost_section(metrics: dict[str, Any]) -> list[str]:
             c = ch.get(name)
             return "—" if not c or c.get("share") is None else f"{fmt_num_ci(c, 'per_correct', 0)} ({100 * float(c['share']):.0f}%)"
 
-        rows.append([label, fmt_num_ci(m, "tpc", 0), share("generated"), share("input"), share("search"),
+        rows.append([label, str(m["n"]), fmt_num_ci(m, "tpc", 0), share("generated"), share("input"), share("search"),
                      fmt_num_ci(m, "mean_search_calls", 2), fmt_num_ci(m, "mean_wall_s", 2),
                      fmt_num_ci(m, "mean_model_latency_s", 2), fmt_num_ci(m, "mean_model_call_latency_s", 2)])  # fmt: skip
     return [
@@ -258,11 +263,11 @@ def _cost_section(metrics: dict[str, Any]) -> list[str]:
 
 def _outcome_section(metrics: dict[str, Any], figures: dict[str, str | None] | None) -> list[str]:
     outcomes = ("correct_answer", "wrong_answer", "correct_abstention", "failed_abstention")
-    header = ("condition", "correct answer", "wrong answer", "correct abstention", "failed abstention")
+    header = ("condition", "n", "correct answer", "wrong answer", "correct abstention", "failed abstention")
     rows = []
     for label, m in metrics["by_condition"].items():
         by = m.get("tpc_by_outcome") or {}
-        rows.append([label, *(
+        rows.append([label, str(m["n"]), *(
             "—" if o not in by or by[o]["cost_per_execution"] is None
             else f"{fmt_num_ci(by[o], 'cost_per_execution', 0)} (n={by[o]['n']})" for o in outcomes
         )])  # fmt: skip
@@ -281,10 +286,10 @@ def _search_effect_section(metrics: dict[str, Any], figures: dict[str, str | Non
     if not pairs:
         lines += [_no_data(None, "no two conditions differ only in agent.search (or search_cap 0 vs > 0)"), ""]
     else:
-        header = ("model", "with search", "answer acc Δ", "abstention acc Δ", "overall acc Δ", "TPC Δ")
+        header = ("model", "with search", "n with / without", "answer acc Δ", "abstention acc Δ", "overall acc Δ", "TPC Δ")
         rows = []
         for p in pairs:
-            rows.append([p["model"], p["with"],
+            rows.append([p["model"], p["with"], f"{p.get('n_with', '—')} / {p.get('n_without', '—')}",
                          *(_delta_pct(p[k]) for k in ("answer_accuracy", "abstention_accuracy", "overall_accuracy")),
                          fmt_num_ci(p["tpc"], "change", 0)])  # fmt: skip
         lines += ["Change = with search − without (percentage points; paired bootstrap 95% CI).", "",
@@ -312,7 +317,9 @@ def _sweep_section(metrics: dict[str, Any], figures: dict[str, str | None] | Non
         rows = [[str(p["cap"]), str(p["n"]), fmt_pct_ci(p, "answer_accuracy"), fmt_pct_ci(p, "abstention_accuracy"),
                  fmt_num_ci(p, "tpc", 0), fmt_num_ci(p, "mean_search_calls", 2)] for p in sweep["points"]]  # fmt: skip
         lines += [_md_table(("cap", "n", "Answer Acc", "Abst. Acc", "TPC", "mean searches"), rows), ""]
-        roi = [[f"{r['from_cap']} → {r['to_cap']}", fmt_num_ci(r, "added_cost_per_query", 0),
+        n_at = {p["cap"]: p["n"] for p in sweep["points"]}
+        roi = [[f"{r['from_cap']} → {r['to_cap']}", f"{n_at.get(r['from_cap'], '—')} / {n_at.get(r['to_cap'], '—')}",
+                fmt_num_ci(r, "added_cost_per_query", 0),
                 _roi(r, "overall_accuracy"), _roi(r, "answer_accuracy"), _roi(r, "abstention_accuracy")]
                for r in sweep["marginal_roi"]]  # fmt: skip
         threshold = sweep.get("roi_min_added_cost")
@@ -320,7 +327,7 @@ def _sweep_section(metrics: dict[str, Any], figures: dict[str, str | None] | Non
                 if threshold is not None else "")
         lines += ["Marginal ROI (study Appendix A.2): accuracy change in percentage points per 1,000 tokens "
                   "of added cost per query." + note, "",
-                  _md_table(("caps", "added cost / query", "overall pp / 1k", "answer pp / 1k", "abstention pp / 1k"), roi),
+                  _md_table(("caps", "n", "added cost / query", "overall pp / 1k", "answer pp / 1k", "abstention pp / 1k"), roi),
                   ""]  # fmt: skip
     lines += _figure(figures, "tpc_search_cap", "TPC vs search cap", "no search-cap sweep")
     lines += _figure(figures, "marginal_roi", "Marginal ROI per search-cap step", "no search-cap sweep")
@@ -375,10 +382,10 @@ def _evidence_section(metrics: dict[str, Any], figures: dict[str, str | None] | 
     else:
         from branchpoint.evaluation.figures import GROUP_NAMES
 
-        header = ("condition", "negative docs (unanswerable)", "negative docs (answerable)", *GROUP_NAMES.values())
+        header = ("condition", "n", "negative docs (unanswerable)", "negative docs (answerable)", *GROUP_NAMES.values())
         rows = []
         for label, e in [*ev["by_condition"].items(), ("all", ev)]:
-            rows.append([label, fmt_pct_ci(e, "negative_share"), fmt_pct_ci(e.get("answerable"), "negative_share"), *(
+            rows.append([label, str(e.get("n_unanswerable", "—")), fmt_pct_ci(e, "negative_share"), fmt_pct_ci(e.get("answerable"), "negative_share"), *(
                 "—" if not e["groups"][g]["n"] else f"{fmt_pct_ci(e['groups'][g], 'abstention_accuracy')} (n={e['groups'][g]['n']})"
                 for g in GROUP_NAMES
             )])  # fmt: skip
@@ -439,6 +446,19 @@ def _agreement_section(metrics: dict[str, Any]) -> list[str]:
     ]
 
 
+def _identical_section(metrics: dict[str, Any]) -> list[str]:
+    """A loud warning block naming the sweep conditions that sent the model identical requests."""
+    from branchpoint.evaluation.sameness import identical_warnings
+
+    lines = identical_warnings(metrics.get("identical_conditions") or [])
+    if not lines:
+        return []
+    out = ["> **Warning: identical conditions.** These conditions sent the model exactly the same "
+           "requests; their rows below differ only by label (or by sampling).", ">"]
+    out += [f"> - {_md_cell(line.removeprefix('IDENTICAL CONDITIONS: '))}" for line in lines]
+    return [*out, ""]
+
+
 def markdown_report(metrics: dict[str, Any], title: str, figures: dict[str, str | None] | None = None) -> str:
     """A markdown report: the seed-study table, cost, outcomes, cross-condition views, agreement,
     then a per-category table for each condition.
@@ -447,7 +467,9 @@ def markdown_report(metrics: dict[str, Any], title: str, figures: dict[str, str 
     a skipped figure; without `figures` the report has no figure lines at all.
     """
     boot = metrics.get("bootstrap") or {}
-    parts = [f"# {title}", "", tpc_caption(metrics), ""]
+    parts = [f"# {title}", ""]
+    parts += _identical_section(metrics)
+    parts += [tpc_caption(metrics), ""]
     if boot.get("resamples"):
         parts += [f"Brackets: bootstrap {100 * float(boot['confidence']):.0f}% intervals "
                   f"({boot['resamples']} resamples of questions within each condition, seed {boot['seed']}).", ""]  # fmt: skip

@@ -145,6 +145,27 @@ def condition_label(condition: dict[str, Any]) -> str:
     return ",".join(f"{k}={_format_value(condition[k])}" for k in sorted(condition))
 
 
+def _natural_value(value: Any) -> tuple[Any, ...]:
+    """Sort key of one condition value: numbers by size, text with its digit runs as numbers
+    (`q2` before `q10`), booleans and null before them, other values by their JSON."""
+    import re
+
+    if value is None or isinstance(value, bool):
+        return (0, int(bool(value)))
+    if isinstance(value, (int, float)):
+        return (1, float(value))
+    if isinstance(value, str):
+        return (2, tuple((0, int(part), "") if part.isdigit() else (1, 0, part.lower())
+                         for part in re.split(r"(\d+)", value) if part))
+    return (3, _format_value(value))
+
+
+def natural_condition_key(condition: dict[str, Any]) -> tuple[Any, ...]:
+    """Sort key of a condition that puts its values in natural order: `search_cap=2` before
+    `search_cap=10`, `preceding=1, 3, 9` as numbers, text naturally; axes in sorted order."""
+    return tuple((k, _natural_value(condition[k])) for k in sorted(condition))
+
+
 def cost_channels(g: Any, x: Any, s: Any, cfg: MetricsConfig) -> tuple[Any, Any, Any]:
     """The three cost channels of an execution: (g, λ·x, μ·|S|) — generated, input, search."""
     return g, cfg.lam * x, cfg.mu * s

@@ -11,6 +11,9 @@ without knowing anything. `build_benchmark` pairs them up as the over-searching 
 3. match greedily by similarity over all kept pairs, most similar first, each answerable
    question used at most once (an unanswerable question whose candidates are all taken by closer
    pairs stays unmatched);
+   Pairs below `min_similarity` are dropped, and so are near-duplicates (the same question on
+   both sides: equal text once case and punctuation are ignored, or cosine similarity of at
+   least `near_duplicate`), which would pair a question with itself;
 4. balance the categories: the same number of matched pairs for every unanswerable category
    present (AU / FP / UC; questions with no category form their own group), the size of the
    smallest group or `per_category` if smaller, drawn with `seed`.
@@ -157,6 +160,10 @@ def _check_inputs(
         raise InputError(f"per_category: expected a positive integer or None, got {per_category!r}")
 
 
+def _squashed(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
 def _candidates(
     u_vecs: np.ndarray, a_vecs: np.ndarray, u_words: np.ndarray, a_words: np.ndarray, k: int,
     length_tolerance: float,
@@ -189,6 +196,8 @@ def build_benchmark(
     length_tolerance: float = 0.5,
     per_category: int | None = None,
     seed: int = 0,
+    min_similarity: float | None = None,
+    near_duplicate: float = 0.98,
 ) -> BuildResult:
     """Pair each unanswerable question with a similar answerable one and balance the categories.
 
@@ -200,6 +209,9 @@ def build_benchmark(
     unanswerable question's (0.5 with 10 words: 5 to 15).
     per_category: at most this many pairs per category (default: the smallest category's count).
     seed: which matched pairs a category keeps when it has more than the others.
+    min_similarity: drop candidate pairs less similar than this (cosine; default: keep all).
+    near_duplicate: drop candidate pairs at least this similar, or with the same text (ignoring
+    case and punctuation): the same question on both sides.
 
     Raises InputError for empty or mixed-up inputs, ids shared by both sides, bad settings, and
     when a category present in the input has no matched pair (raise k or length_tolerance).
@@ -220,6 +232,11 @@ def build_benchmark(
     a_words = np.array([word_count(q.question) for q in answerable])
 
     candidates = _candidates(u_vecs, a_vecs, u_words, a_words, k, length_tolerance)
+    u_text = [_squashed(q.question) for q in unanswerable]
+    a_text = [_squashed(q.question) for q in answerable]
+    duplicates = {(i, j) for sim, i, j in candidates if sim >= near_duplicate or u_text[i] == a_text[j]}
+    below = {(i, j) for sim, i, j in candidates if min_similarity is not None and sim < min_similarity}
+    candidates = [c for c in candidates if (c[1], c[2]) not in duplicates and (c[1], c[2]) not in below]
     candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
     match: dict[int, tuple[int, float]] = {}
     used: set[int] = set()
@@ -235,12 +252,14 @@ def build_benchmark(
         "unanswerable": len(unanswerable), "answerable": len(answerable),
         "no_candidate": len(unanswerable) - len(with_candidate),
         "taken": len(with_candidate) - len(match), "matched": len(match),
+        "near_duplicate_pairs": len(duplicates), "below_min_similarity_pairs": len(below),
     }  # fmt: skip
     if not matched:
+        floor = f" and at least {min_similarity:g} similar" if min_similarity is not None else ""
         raise InputError(
             f"no unanswerable question has an answerable question within ±{length_tolerance:g} "
-            f"of its length among its {k} most similar (raise k or length_tolerance, or add "
-            "answerable questions)"
+            f"of its length{floor} among its {k} most similar (raise k or length_tolerance, lower "
+            "--min-similarity, or add answerable questions)"
         )
 
     groups: dict[str, list[MatchedPair]] = {}
@@ -273,6 +292,11 @@ def build_benchmark(
     )
     counts["selected"] = len(selected)
 
+    if duplicates:
+        notes.append(
+            f"{len(duplicates)} candidate pairs dropped as near-duplicates (the same question on both sides: "
+            f"same text, or similarity ≥ {near_duplicate:g})"
+        )
     if counts["no_candidate"]:
         notes.append(
             f"{counts['no_candidate']} unanswerable questions had no answerable question within "
@@ -300,7 +324,7 @@ def build_benchmark(
         },
         settings={
             "k": k, "length_tolerance": length_tolerance, "per_category": per_category,
-            "seed": seed,
+            "seed": seed, "min_similarity": min_similarity, "near_duplicate": near_duplicate,
         },  # fmt: skip
         notes=notes,
     )
@@ -316,9 +340,24 @@ def write_benchmark(
         write_files_atomically({Path(pairs_path): "".join(json.dumps(p.to_json()) + "\n" for p in result.pairs)})
 
 
-def _load_side(path: str | Path, fmt: str, answerable: bool) -> list[Question]:
-    report = load_questions_with_report(path, fmt)
+def parse_file_category(item: str | Path) -> tuple[Path, str | None]:
+    """`FILE[:CATEGORY]` (CATEGORY one of AU, FP, UC) as (path, category or None)."""
+    text = str(item)
+    head, sep, tail = text.rpartition(":")
+    if sep and tail.upper() in UNANSWERABLE_CATEGORIES and head:
+        return Path(head), tail.upper()
+    if sep and head and "/" not in tail and "." not in tail and tail:
+        raise InputError(f"--unanswerable {text}: unknown category {tail!r} (expected FILE or FILE:AU, FILE:FP, FILE:UC)")
+    return Path(text), None
+
+
+def _load_side(
+    path: str | Path, fmt: str, answerable: bool, category: str | None = None, split: str | None = None
+) -> list[Question]:
+    report = load_questions_with_report(path, fmt, split=split if _is_freshqa(path, fmt) else None)
     questions = [q for q in report.questions if q.answerable is answerable]
+    if category is not None:  # a set without subtypes (SelfAware): one category for the whole file
+        questions = [q.model_copy(update={"category": category}) for q in questions]
     if not questions:
         side = "answerable" if answerable else "unanswerable"
         raise InputError(
@@ -328,8 +367,19 @@ def _load_side(path: str | Path, fmt: str, answerable: bool) -> list[Question]:
     return questions
 
 
+def _is_freshqa(path: str | Path, fmt: str) -> bool:
+    from branchpoint.experiments.loaders import detect_format
+
+    if fmt != "auto":
+        return fmt == "freshqa"
+    try:
+        return detect_format(Path(path)) == "freshqa"
+    except InputError:
+        return False
+
+
 def build_benchmark_from_files(
-    unanswerable_path: str | Path,
+    unanswerable_path: str | Path | list[str | Path],
     answerable_path: str | Path,
     *,
     unanswerable_format: str = "auto",
@@ -339,20 +389,31 @@ def build_benchmark_from_files(
     length_tolerance: float = 0.5,
     per_category: int | None = None,
     seed: int = 0,
+    min_similarity: float | None = None,
+    near_duplicate: float = 0.98,
+    split: str | None = None,
 ) -> BuildResult:
-    """Load both question files (any `QUESTION_FORMATS`) and build the benchmark.
+    """Load the question files (any `QUESTION_FORMATS`) and build the benchmark.
 
-    Only the unanswerable questions of the first file and the answerable questions of the second
-    are used, so one mixed file (SelfAware, FreshQA, FalseQA) can serve as both.
-    encoder: a name for `branchpoint.retrieval.get_encoder` or an encoder object.
+    Only the unanswerable questions of the unanswerable files and the answerable questions of
+    the answerable file are used, so one mixed file (SelfAware, FreshQA, FalseQA) can serve as
+    both. `unanswerable_path` may be several files, each `FILE` or `FILE:CATEGORY`: the category
+    (AU, FP, UC) then replaces that file's own, for sets without subtypes (SelfAware's
+    unanswerable questions load as AU). `split` keeps one FreshQA split (TEST or DEV) of any
+    FreshQA file among them. encoder: a name for `branchpoint.retrieval.get_encoder` or an
+    encoder object.
     """
-    unanswerable = _load_side(unanswerable_path, unanswerable_format, answerable=False)
-    answerable = _load_side(answerable_path, answerable_format, answerable=True)
+    items = unanswerable_path if isinstance(unanswerable_path, list) else [unanswerable_path]
+    unanswerable = []
+    for item in items:
+        path, category = parse_file_category(item)
+        unanswerable += _load_side(path, unanswerable_format, answerable=False, category=category, split=split)
+    answerable = _load_side(answerable_path, answerable_format, answerable=True, split=split)
     if isinstance(encoder, str):
         from branchpoint.retrieval import get_encoder
 
         encoder = get_encoder(encoder)
     return build_benchmark(
         unanswerable, answerable, encoder, k=k, length_tolerance=length_tolerance,
-        per_category=per_category, seed=seed,
+        per_category=per_category, seed=seed, min_similarity=min_similarity, near_duplicate=near_duplicate,
     )  # fmt: skip

@@ -63,6 +63,7 @@ column and what was expected.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import logging
@@ -486,10 +487,27 @@ def _parse_coconot_contrast(path: Path) -> _Parsed:
 _FALSEQA_COLUMNS = ("question", "answer", "label")
 
 
+def falseqa_answers(cell: str) -> list[str]:
+    """FalseQA's answer cell as a list: its releases write several explanations as a Python list
+    literal (`['Rocks have no eyes.', "..."]`), others one plain text."""
+    import ast
+
+    text = cell.strip()
+    if text.startswith("[") and text.endswith("]"):
+        try:
+            items = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            items = None
+        if isinstance(items, list) and all(isinstance(i, str) for i in items):
+            return [i.strip() for i in items if i.strip()]
+    return [text] if text else []
+
+
 def _parse_falseqa(path: Path) -> _Parsed:
     for line, where, row in _read_csv(path, _FALSEQA_COLUMNS):
         rec = _Rec(where, row, _FALSEQA_COLUMNS)
-        question, answer = rec.text("question"), row["answer"] or None
+        notes = falseqa_answers(row["answer"])
+        question, answer = rec.text("question"), (notes[0] if notes else None)
         label = row["label"].removesuffix(".0")
         if label not in ("0", "1"):
             raise rec.error(
@@ -497,9 +515,9 @@ def _parse_falseqa(path: Path) -> _Parsed:
             )
         qid = f"falseqa-{path.stem}-{line}"
         if label == "1":
-            q = Question(id=qid, question=question, answerable=False, category="FP", note=answer)
+            q = Question(id=qid, question=question, answerable=False, category="FP", note=answer, notes=notes)
         else:  # a free-text answer, not a short gold answer: kept as a note
-            q = Question(id=qid, question=question, answerable=True, gold_answers=[], note=answer)
+            q = Question(id=qid, question=question, answerable=True, gold_answers=[], note=answer, notes=notes)
         yield where, q, None
 
 
@@ -543,8 +561,18 @@ _FRESHQA_COLUMNS = ("id", "question", "false_premise", "fact_type", "answer_0")
 _FRESHQA_ANSWERS = tuple(f"answer_{i}" for i in range(10))
 
 
-def _parse_freshqa(path: Path) -> _Parsed:
+#: FreshQA's splits (its `split` column).
+FRESHQA_SPLITS = ("TEST", "DEV")
+
+
+def _parse_freshqa(path: Path, split: str | None = None) -> _Parsed:
     for _, where, row in _read_csv(path, _FRESHQA_COLUMNS):
+        if split is not None:
+            if "split" not in row:
+                raise InputError(f'{where}: column "split" missing (needed for split {split})')
+            if row["split"].upper() != split:
+                yield where, None, f"split {row['split'] or '(empty)'}"
+                continue
         rec = _Rec(where, row, _FRESHQA_COLUMNS)
         qid, question = f"freshqa-{rec.text('id')}", rec.text("question")
         premise = row["false_premise"].lower()
@@ -771,19 +799,30 @@ def load_questions_with_report(
     *,
     limit: int | None = None,
     categories: list[str] | None = None,
+    split: str | None = None,
 ) -> LoadReport:
-    """Like `load_questions`, also saying how many records were skipped or filtered out."""
+    """Like `load_questions`, also saying how many records were skipped or filtered out.
+
+    `split` keeps one FreshQA split (TEST or DEV); the other rows count as skipped.
+    """
     wanted = _check_categories(categories)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InputError(f"limit: expected a positive integer or None, got {limit!r}")
     path, fmt = _resolve(path, fmt)
+    parse = _PARSERS[fmt]
+    if split is not None:
+        if fmt != "freshqa":
+            raise InputError(f"{path}: split {split!r} applies to FreshQA files only (this file is format {fmt})")
+        if split.upper() not in FRESHQA_SPLITS:
+            raise InputError(f"split: expected one of {', '.join(FRESHQA_SPLITS)}, got {split!r}")
+        parse = functools.partial(_parse_freshqa, split=split.upper())
 
     questions: list[Question] = []
     first_seen: dict[str, str] = {}
     skipped: Counter[str] = Counter()
     present: Counter[str] = Counter()
     records = filtered = 0
-    for where, q, skip in _PARSERS[fmt](path):
+    for where, q, skip in parse(path):
         records += 1
         if q is None:
             skipped[skip or "out of scope"] += 1
@@ -832,6 +871,7 @@ def load_questions(
     *,
     limit: int | None = None,
     categories: list[str] | None = None,
+    split: str | None = None,
 ) -> list[Question]:
     """Load a question set into `Question` records, in file order.
 
@@ -846,7 +886,7 @@ def load_questions(
     question is left. Out-of-scope records (CoCoNot's non-QA subcategories) are skipped; use
     `load_questions_with_report` to see how many.
     """
-    return load_questions_with_report(path, fmt, limit=limit, categories=categories).questions
+    return load_questions_with_report(path, fmt, limit=limit, categories=categories, split=split).questions
 
 
 def balanced_sample(

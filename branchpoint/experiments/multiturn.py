@@ -2,7 +2,7 @@
 
 The seed study asks the last question of a conversation whose 1..9 earlier turns are answerable,
 unanswerable, or mixed questions. The earlier turns here are drawn (seeded per question) from the
-same question set, and answered by an oracle: the first gold answer for an answerable question,
+whole question file (not the `--limit` or sample selection), and answered by an oracle: the first gold answer for an answerable question,
 an abstention of the right kind for an unanswerable one. The agent carries them in its state
 (`history`) and every prompt shows them as earlier turns.
 """
@@ -46,8 +46,9 @@ def history_for(question: Question, pool: list[Question], spec: MultiTurnSpec, s
     candidates = [q for q in candidates if q.id != question.id]
     if len(candidates) < spec.preceding:
         raise InputError(
-            f"multi_turn: {spec.preceding} preceding {spec.context} turns asked, but the question set "
-            f"has only {len(candidates)} such questions besides {question.id}"
+            f"multi_turn: {spec.preceding} preceding {spec.context} turns asked, but the whole question file "
+            f"has only {len(candidates)} such questions besides {question.id} (earlier turns are drawn from "
+            "the whole file; lower multi_turn.preceding or use a larger question set)"
         )
     rng = random.Random(f"{seed}/{question.id}/{spec.context}/{spec.preceding}")
     turns = rng.sample(candidates, spec.preceding)

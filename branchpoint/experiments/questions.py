@@ -23,6 +23,9 @@ class Question(BaseModel):
     stratum: str | None = None
     support_group: str | None = None
     note: str | None = None
+    notes: list[str] = Field(
+        default_factory=list, description="Every explanation a set gives (FalseQA's answer lists); note is the first."
+    )
 
 
 def demo_dir() -> Path:

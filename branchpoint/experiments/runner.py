@@ -37,6 +37,7 @@ from branchpoint.experiments.questions import Question, demo_corpus_path
 from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
 from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.models import ModelClient, TransportError, open_model
+from branchpoint.models.request_fingerprint import RequestFingerprints, RequestSinks
 from branchpoint.models.request_log import REQUESTS_FILE, RequestLog, current_execution
 from branchpoint.retrieval import RetrievalSource, open_source
 from branchpoint.retrieval.cache import CachedSource, RetrievalCache, source_params
@@ -92,21 +93,58 @@ def progress_bar(progress: bool) -> Progress:
 
 
 def select_questions(spec: ExperimentSpec) -> list[Question]:
-    """The spec's questions: loaded, filtered, and sampled (balanced and seeded) if asked."""
+    """The spec's questions: loaded, filtered, sampled (balanced and seeded) if asked, and cut to
+    `limit` keeping the selection's answerable / unanswerable balance (`limit_balanced`)."""
     q = spec.questions
-    questions = load_questions(q.path, q.format, limit=None if q.sample else q.limit, categories=q.categories)
+    questions = load_questions(q.path, q.format, limit=None, categories=q.categories, split=q.split)
     if q.sample:
         questions = balanced_sample(questions, q.sample.answerable, q.sample.unanswerable, seed=spec.seed)
-        if q.limit:
-            questions = questions[: q.limit]
+    if q.limit:
+        questions = limit_balanced(questions, q.limit)
     if not questions:
         raise InputError("questions: the selection is empty (check path, categories and sample)")
     return questions
 
 
+def limit_balanced(questions: list[Question], n: int) -> list[Question]:
+    """At most `n` questions, in input order, keeping the answerable / unanswerable shares.
+
+    `round(n * answerable share)` answerable questions (at least one of each kind when `n >= 2`
+    and both are present) and the rest unanswerable, those taken round-robin over their
+    categories (AU, FP, UC, none) so that no category is left out while another has several; a
+    kind that runs out is filled in by the other.
+    """
+    if n >= len(questions):
+        return list(questions)
+    answerable = [q for q in questions if q.answerable]
+    unanswerable = [q for q in questions if not q.answerable]
+    k = round(n * len(answerable) / len(questions))
+    if answerable and unanswerable and n >= 2:
+        k = min(max(k, 1), n - 1)
+    k = min(max(k, n - len(unanswerable)), len(answerable))
+    by_category: dict[str | None, list[Question]] = {}
+    for q in unanswerable:
+        by_category.setdefault(q.category, []).append(q)
+    picked_u: list[Question] = []
+    queues = [list(v) for v in by_category.values()]
+    while len(picked_u) < n - k and any(queues):
+        for queue_ in queues:
+            if queue_ and len(picked_u) < n - k:
+                picked_u.append(queue_.pop(0))
+    keep = {id(q) for q in answerable[:k]} | {id(q) for q in picked_u}
+    return [q for q in questions if id(q) in keep]
+
+
+def history_pool(spec: ExperimentSpec) -> list[Question]:
+    """Where multi-turn earlier turns are drawn from: the whole question file (not the selection:
+    a `--limit` or a sample must not starve the histories)."""
+    return load_questions(spec.questions.path, spec.questions.format, split=spec.questions.split)
+
+
 def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[PlannedExecution]:
     """Every condition x question, each with its deterministic execution id."""
     plan = []
+    pool: list[Question] | None = None
     for condition, resolved in expand_conditions(spec):
         resolve_policy(resolved.agent.policy, policy_paths(spec))  # unknown policy: fail before any work
         if resolved.retrieval.default not in resolved.retrieval.sources:
@@ -117,9 +155,11 @@ def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[Pla
         for name, source in resolved.retrieval.sources.items():
             check_source(name, source)
         key = {**condition, "_settings": condition_fingerprint(resolved)}
+        if resolved.multi_turn and resolved.multi_turn.preceding and pool is None:
+            pool = history_pool(spec)
         for question in questions:
             eid = execution_id(spec.name, key, question.id)
-            history = history_for(question, questions, resolved.multi_turn, spec.seed) if resolved.multi_turn else []
+            history = history_for(question, pool or questions, resolved.multi_turn, spec.seed) if resolved.multi_turn else []
             plan.append(PlannedExecution(condition, resolved, question, eid, history))
     return plan
 
@@ -507,16 +547,26 @@ def limit_connections(client: ModelClient, limit: int) -> ModelClient:
     return ConnectionLimitedClient(client, limit)
 
 
-def with_request_log(client: ModelClient, run_dir: Path, log_requests: bool, stack: ExitStack) -> ModelClient:
-    """`client`, logging every request body to RUN_DIR/requests.jsonl when `log_requests` is set."""
-    if not log_requests:
-        return client
+def with_request_log(
+    client: ModelClient, run_dir: Path, log_requests: bool, stack: ExitStack,
+    fingerprints: RequestFingerprints | None = None,
+) -> ModelClient:
+    """`client`, logging every request body to RUN_DIR/requests.jsonl when `log_requests` is set,
+    and feeding `fingerprints` (when given and the client can log its requests)."""
     with_log = getattr(client, "with_request_log", None)
-    if with_log is None:
-        raise InputError(f"--log-requests: the model client {type(client).__name__} cannot log its requests")
-    log = RequestLog(Path(run_dir) / REQUESTS_FILE)
-    stack.callback(log.close)
-    return with_log(log)
+    sinks: list[Any] = []
+    if log_requests:
+        if with_log is None:
+            raise InputError(f"--log-requests: the model client {type(client).__name__} cannot log its requests")
+        log = RequestLog(Path(run_dir) / REQUESTS_FILE)
+        stack.callback(log.close)
+        sinks.append(log)
+    if fingerprints is not None and with_log is not None:
+        sinks.append(fingerprints)
+    if not sinks:
+        return client
+    assert with_log is not None
+    return with_log(sinks[0] if len(sinks) == 1 else RequestSinks(sinks))
 
 
 @contextmanager
@@ -592,6 +642,7 @@ def _run_todo(
     groups: dict[str, list[PlannedExecution]] = {}
     for p in todo:  # one model server per distinct model setting, opened once
         groups.setdefault(_model_key(p.spec), []).append(p)
+    fingerprints = RequestFingerprints()  # what each execution sent (see `evaluation.sameness`)
     saver = stack.enter_context(open_checkpointer(target))
     bar = stack.enter_context(progress_bar(progress))
     task = bar.add_task(spec.name, total=len(todo), rate="")
@@ -609,7 +660,7 @@ def _run_todo(
 
     for items in groups.values():
         with ExitStack() as group, model_opener(items[0].spec, store.run_dir) as opened:
-            opened = with_request_log(opened, store.run_dir, log_requests, group)
+            opened = with_request_log(opened, store.run_dir, log_requests, group, fingerprints)
             client = limit_connections(opened, items[0].spec.model.max_connections or concurrency)
             for planned in items:  # open sources and compile graphs before any thread starts
                 pool.search_tool(planned.spec)
@@ -622,6 +673,8 @@ def _run_todo(
                 # execution), and the execution named in any request log.
                 ctx = agent_context(planned.spec, client.with_seed(planned.spec.model.seed), pool)
                 current_execution.set(planned.execution_id)
-                return run_one(graphs[planned.spec.agent.policy], ctx, planned, spec.name, clear=False)
+                rec = run_one(graphs[planned.spec.agent.policy], ctx, planned, spec.name, clear=False)
+                rec.request_fingerprint = fingerprints.pop(planned.execution_id)
+                return rec
 
             run_concurrently(items, one, concurrency, record)

@@ -8,9 +8,12 @@ several of its settings at once (e.g. `model: [{name: a, base_url: …}, {name: 
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import itertools
 import json
+import types
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,7 +25,6 @@ from branchpoint.checkpoints.plan import ForkPlan
 from branchpoint.errors import InputError
 from branchpoint.models.spec import ModelSpec
 from branchpoint.retrieval.encoder import EncoderSettings
-from branchpoint.traces import describe_validation_error
 
 
 class _Strict(BaseModel):
@@ -33,7 +35,7 @@ class SampleSpec(_Strict):
     """A balanced, seeded sample of the question set."""
 
     answerable: int = Field(ge=0)
-    unanswerable: int = Field(ge=0)
+    unanswerable: int = Field(0, ge=0)
 
 
 class QuestionsSpec(_Strict):
@@ -44,6 +46,7 @@ class QuestionsSpec(_Strict):
     limit: int | None = Field(None, ge=1)
     categories: list[str] | None = None
     sample: SampleSpec | None = None
+    split: str | None = Field(None, description="FreshQA files: keep one split (TEST or DEV).")
 
 
 #: SourceSpec fields added after the first release, left out of its dump while at their defaults
@@ -179,7 +182,7 @@ class AgentSpec(_Strict):
 class MultiTurnSpec(_Strict):
     """Earlier turns before each evaluated question: how many, and of which kind.
 
-    The earlier questions are drawn (seeded) from the same question set; their answers are the
+    The earlier questions are drawn (seeded) from the whole question file (not the selection); their answers are the
     gold answer (answerable) or an abstention (unanswerable): an oracle conversation history.
     """
 
@@ -219,12 +222,115 @@ class ExperimentSpec(_Strict):
         return self._source_dir
 
 
-def load_spec(path: str | Path, *, check_policy: bool = True) -> ExperimentSpec:
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The pydantic model class that holds the last part of `loc` (a validation error's location)."""
+    cls: Any = ExperimentSpec
+    expect_key = False  # the previous part was a dict field: this part is a free key
+    for part in loc[:-1]:
+        if expect_key:
+            expect_key = False
+            continue
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or part not in cls.model_fields:
+            return None
+        annotation: Any = cls.model_fields[part].annotation
+        while True:  # unwrap Optional / unions to the model or dict inside
+            origin = typing.get_origin(annotation)
+            if origin in (typing.Union, types.UnionType):
+                annotation = next((a for a in typing.get_args(annotation) if a is not type(None)), None)
+            elif origin is dict:
+                annotation = typing.get_args(annotation)[1]
+                expect_key = True
+                break
+            else:
+                break
+        cls = annotation
+    return cls if isinstance(cls, type) and issubclass(cls, BaseModel) else None
+
+
+def did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
+    """` (did you mean "x"?)` for the closest choice (difflib), or "" when none is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def describe_spec_error(exc: ValidationError) -> str:
+    """Like `describe_validation_error`, with a did-you-mean for each unknown key."""
+    parts = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        text = f'field "{".".join(str(p) for p in loc) or "(spec)"}": {err["msg"]}'
+        if err.get("type") == "extra_forbidden" and loc:
+            cls = _model_at(loc)
+            if cls is not None:
+                text += did_you_mean(str(loc[-1]), cls.model_fields)
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def _parse_value(raw: str, where: str) -> Any:
+    try:
+        return yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise InputError(f"{where}: the value is not valid YAML ({getattr(exc, 'problem', exc)})") from None
+
+
+def apply_overrides(data: dict[str, Any], overrides: typing.Sequence[str], source: str = "--set") -> dict[str, Any]:
+    """A copy of raw spec data with `KEY=VALUE` overrides applied (values read as YAML).
+
+    `KEY` is a dotted path into the spec (`agent.search_cap=3`, `questions.sample={answerable: 4}`;
+    a mapping merges into a section), or `sweep.AXIS` for a sweep axis
+    (`sweep.agent.search_cap=[0, 1, 2]`; `sweep.AXIS=null` removes the axis). Setting a swept
+    setting directly is refused: the sweep would override it.
+    """
+    out = json.loads(json.dumps(data, default=str))
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        where = f"{source} {item!r}"
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise InputError(f"{where}: expected KEY=VALUE with a dotted KEY, e.g. --set agent.search_cap=3")
+        value = _parse_value(raw, where)
+        if key.startswith("sweep."):
+            axis = key.removeprefix("sweep.")
+            sweep = out.setdefault("sweep", {}) or {}
+            out["sweep"] = sweep
+            if value is None:
+                sweep.pop(axis, None)
+                continue
+            if not isinstance(value, list) or not value:
+                raise InputError(f"{where}: a sweep axis takes a non-empty list, e.g. --set {key}=[1, 2]")
+            sweep[axis] = value
+            continue
+        if key in (out.get("sweep") or {}):
+            raise InputError(f"{where}: {key} is a sweep axis of this spec (the sweep would override it); "
+                             f"set the axis instead, e.g. --set sweep.{key}=[{raw.strip()}]")
+        parts = key.split(".")
+        node = out
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise InputError(f"{where}: {'.'.join(parts[: i + 1])} is a setting, not a section")
+            node = child
+        last = parts[-1]
+        if isinstance(value, dict) and isinstance(node.get(last), dict):
+            node[last] = {**node[last], **value}
+        else:
+            node[last] = value
+    return out
+
+
+def load_spec(
+    path: str | Path, overrides: typing.Sequence[str] = (), *, check_policy: bool = True
+) -> ExperimentSpec:
     """Read and validate a YAML spec (safe loading); errors name the file and the field or line.
 
-    With `check_policy`, every condition's agent policy must resolve (registered, or an
-    importable `module:function` beside the spec or in the working directory); a run folder's
-    recorded `spec.yaml` is read without it (its policy module lives beside the original spec).
+    `overrides` are `KEY=VALUE` settings applied before validation (see `apply_overrides`), so
+    the spec returned, and stored with a run, is the resolved one. With `check_policy`, every
+    condition's agent policy must resolve (registered, or an importable `module:function`
+    beside the spec or in the working directory); a run folder's recorded `spec.yaml` is read
+    without it (its policy module lives beside the original spec).
     """
     path = Path(path)
     if not path.is_file():
@@ -239,11 +345,15 @@ def load_spec(path: str | Path, *, check_policy: bool = True) -> ExperimentSpec:
         raise InputError(f"{path}{where}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of spec fields at the top level")
+    if overrides:
+        data = apply_overrides(data, overrides)
     try:
         spec = ExperimentSpec.model_validate(data)
     except ValidationError as exc:
-        raise InputError(f"{path}: {describe_validation_error(exc)}") from None
+        raise InputError(f"{path}: {describe_spec_error(exc)}") from None
     conditions = expand_conditions(spec, source=str(path))  # check the sweep axes now, before any work
+    for condition, resolved in conditions:
+        check_model_identity(resolved, str(path), condition)
     check_judges(spec, source=str(path))
     spec._source_dir = path.resolve().parent
     if check_policy:
@@ -263,6 +373,41 @@ def check_policies(specs: list[ExperimentSpec], source: str = "spec", search_pat
             raise InputError(f"{source}: {exc}") from None
 
 
+#: The name of the model the embedded server loads when `model.server.gguf` is not set.
+PACKAGED_MODEL_NAME = "gemma-3-270m"
+
+
+def _squash(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+def check_model_identity(spec: ExperimentSpec, source: str = "spec", condition: dict[str, Any] | None = None) -> None:
+    """Refuse a spec whose `model.name` is not the model the embedded server would load.
+
+    The embedded provider serves one GGUF under whatever name the spec gives, so a name that
+    disagrees with it records one model's outputs under another's name. With the packaged GGUF
+    the name must be `gemma-3-270m`; with `model.server.gguf` the name must appear in the file's
+    name (ignoring case and punctuation).
+    """
+    model = spec.model
+    if model.provider != "embedded":
+        return
+    where = f" (sweep condition {condition})" if condition else ""
+    if model.server.gguf is None:
+        if model.name != PACKAGED_MODEL_NAME:
+            raise InputError(
+                f'{source}: field "model.name"{where}: the embedded provider loads the packaged '
+                f"{PACKAGED_MODEL_NAME}, not {model.name!r}; set model.name: {PACKAGED_MODEL_NAME}, or serve "
+                f"{model.name} (e.g. with vLLM) and use provider: openai with its base_url"
+            )
+        return
+    if _squash(model.name) not in _squash(Path(model.server.gguf).name):
+        raise InputError(
+            f'{source}: field "model.name"{where}: {model.name!r} does not name the GGUF the embedded server '
+            f"loads ({Path(model.server.gguf).name}); set model.name to that model"
+        )
+
+
 def check_judges(spec: ExperimentSpec, source: str = "spec") -> None:
     """Refuse a judge name that no judge is registered under (`evaluation.judge`, `fork.judge`)."""
     from branchpoint.evaluation.judges import judge_names
@@ -277,10 +422,14 @@ def _set_path(data: dict[str, Any], dotted: str, value: Any, source: str) -> Non
     node: Any = data
     for key in keys[:-1]:
         if not isinstance(node, dict) or key not in node or not isinstance(node[key], dict):
-            raise InputError(f'{source}: field "sweep.{dotted}": {key!r} is not a section of the spec')
+            sections = [k for k, v in node.items() if isinstance(v, dict)] if isinstance(node, dict) else []
+            raise InputError(
+                f'{source}: field "sweep.{dotted}": {key!r} is not a section of the spec{did_you_mean(key, sections)}'
+            )
         node = node[key]
     if not isinstance(node, dict) or keys[-1] not in node:
-        raise InputError(f'{source}: field "sweep.{dotted}": no such setting {keys[-1]!r}')
+        hint = did_you_mean(keys[-1], node) if isinstance(node, dict) else ""
+        raise InputError(f'{source}: field "sweep.{dotted}": no such setting {keys[-1]!r}{hint}')
     if isinstance(value, dict) and isinstance(node[keys[-1]], dict):
         # a mapping value overrides several settings of a section at once and keeps the rest,
         # e.g. `model: [{name: a, base_url: …}, {name: b, base_url: …}]`
@@ -306,7 +455,7 @@ def expand_conditions(spec: ExperimentSpec, source: str = "spec") -> list[tuple[
         try:
             resolved = ExperimentSpec.model_validate(data)
         except ValidationError as exc:
-            raise InputError(f"{source}: sweep value: {describe_validation_error(exc)}") from None
+            raise InputError(f"{source}: sweep value: {describe_spec_error(exc)}") from None
         out.append((dict(zip(axes, values)), resolved))
     return out
 

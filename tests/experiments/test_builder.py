@@ -96,7 +96,8 @@ def test_obvious_pairs_length_filter_and_balance():
     assert Counter(p.unanswerable.category for p in result.pairs) == {"AU": 2, "FP": 2, "UC": 2}
     assert all(EXPECTED[u] == a for u, a in pairing(result).items())
     assert result.counts == {"unanswerable": 7, "answerable": 9, "no_candidate": 0, "taken": 0,
-                             "matched": 7, "selected": 6}
+                             "matched": 7, "selected": 6, "near_duplicate_pairs": 0,
+                             "below_min_similarity_pairs": 0}
     # questions: each unanswerable followed by its match, in the unanswerable input order
     ids = [q.id for q in result.questions]
     assert ids[1::2] == [EXPECTED[u] for u in ids[::2]]
@@ -167,7 +168,8 @@ def test_summaries():
     assert 0 < result.similarity["p10"] <= result.similarity["median"] <= result.similarity["p90"] <= 1
     summary = result.summary()
     assert json.loads(json.dumps(summary)) == summary
-    assert summary["settings"] == {"k": 30, "length_tolerance": 0.5, "per_category": None, "seed": 0}
+    assert summary["settings"] == {"k": 30, "length_tolerance": 0.5, "per_category": None, "seed": 0,
+                                   "min_similarity": None, "near_duplicate": 0.98}
 
 
 def test_notes_missing_gold_and_uncategorised_group():

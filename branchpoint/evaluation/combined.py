@@ -1,0 +1,109 @@
+"""One report over several runs: `branchpoint report RUN_A RUN_B … --out DIR`.
+
+Each run keeps its own full report (DIR/<run>/report.md and figures, from its metrics.json), and
+DIR/report.md sets the runs side by side: the seed-study table and the by-condition table with
+one row per run and condition (rows labelled `run: condition`), the cost-by-outcome figure over
+all of them (PNG, SVG and CSV), and each run's warnings about identical conditions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from branchpoint.errors import InputError
+from branchpoint.evaluation.report import (
+    _COLUMNS,
+    FIGURES_DIR,
+    REPORT_FILE,
+    _condition_row,
+    _identical_section,
+    _md_table,
+    seed_study_table,
+    tpc_caption,
+    write_report,
+)
+
+
+def read_metrics(run_dir: Path) -> dict[str, Any]:
+    """The metrics.json of a run directory (or the file itself), checked to be one."""
+    source = run_dir / "metrics.json" if run_dir.is_dir() else run_dir
+    if not source.is_file():
+        raise InputError(f"{source}: not found (run `branchpoint evaluate {run_dir}` first)")
+    try:
+        metrics = json.loads(source.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{source}: not a metrics file ({exc})") from None
+    if not isinstance(metrics, dict) or "by_condition" not in metrics:
+        raise InputError(f'{source}: field "by_condition" missing (expected the metrics.json of `branchpoint evaluate`)')
+    return metrics
+
+
+def run_names(run_dirs: list[Path]) -> list[str]:
+    """A distinct short name per run: its folder name, with its parent's when two share one."""
+    names = [Path(d).resolve().name if Path(d).is_dir() else Path(d).resolve().parent.name for d in run_dirs]
+    if len(set(names)) < len(names):
+        names = ["/".join(Path(d).resolve().parts[-2:]) for d in run_dirs]
+    if len(set(names)) < len(names):
+        raise InputError("report: the same run directory is given twice")
+    return names
+
+
+def combined_metrics(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A metrics-shaped dict whose conditions are every run's, labelled `run: condition`."""
+    first = next(iter(runs.values()))
+    lams = {m.get("lam") for m in runs.values()}
+    mus = {m.get("mu") for m in runs.values()}
+    if len(lams) > 1 or len(mus) > 1:
+        raise InputError(f"report: the runs were evaluated with different TPC weights (λ {sorted(map(str, lams))}, "
+                         f"μ {sorted(map(str, mus))}); evaluate them with the same --lam and --mu")
+    by_condition = {f"{name}: {label}": m for name, metrics in runs.items() for label, m in metrics["by_condition"].items()}
+    return {
+        "judge": ", ".join(sorted({str(m.get("judge")) for m in runs.values()})),
+        "lam": first.get("lam"), "mu": first.get("mu"), "bootstrap": first.get("bootstrap") or {},
+        "by_condition": by_condition,
+    }  # fmt: skip
+
+
+def write_combined_report(run_dirs: list[Path], out_dir: Path, title: str | None = None) -> tuple[Path, dict[str, Path | None]]:
+    """Write DIR/report.md over several runs, each run's own report under DIR/<run>/, and the
+    combined cost-by-outcome figure; returns the report's path and the figures written."""
+    from branchpoint.evaluation.figures import (
+        FIGURE_DATA,
+        FIGURES,
+        plot_tpc_outcome,
+        write_csv,
+    )
+
+    if len(run_dirs) < 2:
+        raise InputError("report: a combined report needs two or more run directories")
+    out = Path(out_dir)
+    names = run_names(run_dirs)
+    runs = {name: read_metrics(Path(d)) for name, d in zip(names, run_dirs)}
+    figures: dict[str, Path | None] = {}
+    parts = [f"# {title or 'branchpoint report: ' + ', '.join(names)}", ""]
+    for name, metrics in runs.items():
+        warning = _identical_section(metrics)
+        if warning:
+            parts += [f"Run `{name}`:", "", *warning]
+    merged = combined_metrics(runs)
+    parts += [tpc_caption(merged), "", "## Results (seed-study layout)", "",
+              "Rows are `run: condition`; accuracies in %, TPC in tokens per correct answer.", "",
+              seed_study_table(merged), "", "## By condition", "",
+              _md_table(_COLUMNS, [_condition_row(label, m) for label, m in merged["by_condition"].items()]), ""]  # fmt: skip
+    outcome = plot_tpc_outcome(merged, out / FIGURES_DIR / FIGURES["tpc_outcome"])
+    figures["tpc_outcome"] = outcome
+    if outcome is not None:
+        write_csv(outcome.with_suffix(".csv"), *FIGURE_DATA["tpc_outcome"](merged))
+        parts += ["## TPC by outcome", "", f"![TPC by outcome]({os.path.relpath(outcome, out)})", ""]
+    parts += ["## Each run", ""]
+    for name, run_dir in zip(names, run_dirs):
+        target = out / name.replace("/", "_")
+        report, own = write_report(Path(run_dir), target, title=f"branchpoint report: {name}")
+        figures.update({f"{name}/{k}": p for k, p in own.items()})
+        parts += [f"- `{name}`: [{os.path.relpath(report, out)}]({os.path.relpath(report, out)})"]
+    path = out / REPORT_FILE
+    path.write_text("\n".join([*parts, ""]), encoding="utf-8")
+    return path, figures

@@ -1,0 +1,81 @@
+"""Conditions of a sweep that sent the model exactly the same requests (a silent no-op axis).
+
+Each execution record carries `request_fingerprint`, a hash of the request bodies it sent
+(`branchpoint.models.request_fingerprint`). Two conditions whose executions sent identical
+requests for every question they share changed nothing the model received: their rows in any
+table differ only by label (and, with a sampling model, by chance). This module finds such
+groups and words the warning that the run summary, `evaluate`'s table and the report print.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from branchpoint.evaluation.tally import condition_label, natural_condition_key
+from branchpoint.traces import ExecutionRecord
+
+
+def _value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+
+
+def identical_conditions(records: Iterable[ExecutionRecord]) -> list[dict[str, Any]]:
+    """Groups of two or more conditions whose executions sent identical requests.
+
+    Only the run's own executions count (no fork branches, no replays); the last record of an
+    execution wins. A condition is compared only when each of its executions has a fingerprint,
+    and two conditions only when they cover the same questions. Each group is
+    `{"conditions": [labels], "axes": {axis: [values]}, "fixed": {axis: value}, "questions": n}`:
+    `axes` are the settings that differ within the group (what changed nothing), `fixed` the ones
+    they share.
+    """
+    latest: dict[str, ExecutionRecord] = {}
+    for r in records:
+        if r.parent is None and r.kind is None and r.status != "incomplete":
+            latest[r.execution_id] = r
+    by_label: dict[str, dict[str, str | None]] = {}
+    conditions: dict[str, dict[str, Any]] = {}
+    for r in latest.values():
+        label = condition_label(r.condition)
+        conditions[label] = r.condition
+        by_label.setdefault(label, {})[r.question_id] = r.request_fingerprint
+    groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    for label, prints in by_label.items():
+        if not prints or any(p is None for p in prints.values()):
+            continue
+        groups.setdefault(tuple(sorted(prints.items())), []).append(label)  # type: ignore[arg-type]
+    out = []
+    for key, labels in groups.items():
+        if len(labels) < 2:
+            continue
+        labels.sort(key=lambda lab: natural_condition_key(conditions[lab]))
+        conds = [conditions[lab] for lab in labels]
+        names = sorted({k for c in conds for k in c})
+        axes, fixed = {}, {}
+        for name in names:
+            values = [c.get(name) for c in conds]
+            distinct = list({_value(v): v for v in values}.values())
+            if len(distinct) > 1:
+                axes[name] = distinct
+            else:
+                fixed[name] = distinct[0]
+        out.append({"conditions": labels, "axes": axes, "fixed": fixed, "questions": len(key)})
+    out.sort(key=lambda g: g["conditions"])
+    return out
+
+
+def identical_warnings(groups: list[dict[str, Any]]) -> list[str]:
+    """One sentence per group, naming the axis and its values, e.g. "agent.prompt = plain,
+    fewshot (with agent.search=true): identical requests to the model for all 12 questions"."""
+    lines = []
+    for g in groups:
+        axes = "; ".join(f"{axis} = {', '.join(_value(v) for v in values)}" for axis, values in g["axes"].items())
+        fixed = ",".join(f"{k}={_value(v)}" for k, v in g["fixed"].items())
+        lines.append(
+            f"IDENTICAL CONDITIONS: {axes}{f' (with {fixed})' if fixed else ''} sent identical requests to the "
+            f"model for all {g['questions']} questions; this axis changed nothing the model received, so "
+            "their rows differ only by label (or by sampling)"
+        )
+    return lines
