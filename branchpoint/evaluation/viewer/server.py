@@ -12,6 +12,10 @@ from __future__ import annotations
 import errno
 import json
 import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +131,23 @@ def make_server(state: ViewerState, log_level: str = "warning") -> Any:
 
     config = uvicorn.Config(create_app(state), lifespan="off", log_level=log_level, server_header=False)
     return uvicorn.Server(config)
+
+
+@contextmanager
+def running(state: ViewerState, port: int = 0, startup_timeout_s: float = 30.0) -> Iterator[str]:
+    """Serve in a background thread (tests, benchmarks, notebooks); yields the page's URL."""
+    sock = bind(port)
+    server = make_server(state)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="branchpoint-viewer")
+    thread.start()
+    try:
+        deadline = time.monotonic() + startup_timeout_s
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise BranchpointError(f"viewer on {url_of(sock)} did not start")
+            time.sleep(0.01)
+        yield url_of(sock)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()

@@ -111,11 +111,11 @@ def parent_records(n: int, seed: int = 0) -> list[ExecutionRecord]:
             execution_id=execution_id(RUN_ID, cond, qid), run_id=RUN_ID, condition=cond, question_id=qid,
             question=question if i < len(QUESTIONS) * 2 else f"{question} (#{i // 2})", answerable=answerable,
             category=category, gold_answers=gold, stratum="demo", support_group=f"page-{i % 7}",
-            status="incomplete" if i % 23 == 22 else "ok",
-            final_answer=None if i % 23 == 22 else steps[-1].text,
-            steps=[] if i % 23 == 22 else steps, **(_totals(steps) if i % 23 != 22 else {}),
-            checkpoint_ids=[_ckpt(i, j) for j in range(1 + 2 * searches)] if i % 23 != 22 else [],
-            error="connection reset by peer" if i % 23 == 22 else None,
+            status="incomplete" if i % 23 == 11 else "ok",
+            final_answer=None if i % 23 == 11 else steps[-1].text,
+            steps=[] if i % 23 == 11 else steps, **(_totals(steps) if i % 23 != 11 else {}),
+            checkpoint_ids=[_ckpt(i, j) for j in range(1 + 2 * searches)] if i % 23 != 11 else [],
+            error="connection reset by peer" if i % 23 == 11 else None,
         ))  # fmt: skip
     return out
 

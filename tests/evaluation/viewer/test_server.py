@@ -1,0 +1,109 @@
+"""The viewer's HTTP API and page, the static export, and the `view` command's messages."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from branchpoint.errors import BranchpointError
+from branchpoint.evaluation.viewer import RunIndex, ViewerState, bind, create_app
+from branchpoint.evaluation.viewer.export import export_run, shard_of
+from branchpoint.traces import FORKS_FILE, read_records
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def client(study_run: Path) -> TestClient:
+    return TestClient(create_app(ViewerState(RunIndex.open(study_run).build())))
+
+
+def test_page_and_its_files_need_no_network(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and '"mode": "server"' in page.text
+    assert not re.search(r"(src|href)=\"https?://", page.text)
+    js = client.get("/static/viewer.js")
+    assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
+    assert "https://" not in js.text and "http://" not in js.text
+    assert client.get("/static/../index.py").status_code == 404
+
+
+def test_api_answers_rows_execution_and_tree(client: TestClient, study_run: Path) -> None:
+    run = client.get("/api/run").json()
+    assert run["judge"] == "rule" and run["metrics"]["by_condition"] and run["value"]["gain_risk"]
+    rows = client.get("/api/rows").json()
+    assert rows["done"] and rows["total"] == len(rows["rows"]) and rows["errors"] == []
+    cols = rows["columns"]
+    assert client.get("/api/rows?since=5").json()["rows"] == rows["rows"][5:]
+    fork = read_records(study_run / FORKS_FILE)[0]
+    view = client.get(f"/api/execution/{fork.parent.execution_id}").json()
+    assert view["record"]["question"] == fork.question and view["branches"] > 0
+    assert fork.parent.checkpoint_id in {m["checkpoint_id"] for m in view["checkpoints"]}
+    tree = client.get(f"/api/tree/{fork.parent.execution_id}").json()
+    assert tree["states"] and all("delta" in s for s in tree["states"])
+    missing = client.get("/api/execution/nope")
+    assert missing.status_code == 404 and "no execution nope" in missing.json()["error"]
+    assert client.get("/api/rows?since=x").status_code == 400
+    assert rows["rows"][0][cols.index("id")]
+
+
+def test_export_writes_the_same_views_as_files(study_run: Path, tmp_path: Path) -> None:
+    state = ViewerState(RunIndex.open(study_run))
+    counts = export_run(state, tmp_path / "out")
+    out = tmp_path / "out"
+    assert counts["trees"] == 4 and (out / "index.html").is_file() and (out / "static" / "viewer.js").is_file()
+    assert '"mode": "static"' in (out / "index.html").read_text()
+    eid = state.index.order[0]
+    text = (out / "data" / "x" / f"{shard_of(eid)}.js").read_text()
+    payload = json.loads(text[text.index(",") + 1 : text.rindex(")")])
+    assert payload[eid]["record"]["execution_id"] == eid
+    with pytest.raises(BranchpointError, match="other than the run directory"):
+        export_run(state, study_run)
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    with pytest.raises(BranchpointError, match="not a viewer export"):
+        export_run(state, tmp_path / "busy")
+
+
+def test_shard_function_is_fnv1a() -> None:
+    assert shard_of("") == f"{0x811C9DC5 % 256:02x}"
+    assert shard_of("a") == f"{0xE40C292C % 256:02x}"  # FNV-1a("a") = 0xe40c292c
+
+
+def test_port_in_use_is_a_clear_error() -> None:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    try:
+        with pytest.raises(BranchpointError, match=f"port {port} on 127.0.0.1 is in use"):
+            bind(port)
+    finally:
+        taken.close()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "branchpoint.cli", "view", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+def test_view_command_messages(study_run: Path, tmp_path: Path) -> None:
+    bad = _cli(str(tmp_path))
+    assert bad.returncode == 2 and "not a run directory" in bad.stderr
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        busy = _cli(str(study_run), "--port", str(taken.getsockname()[1]))
+    finally:
+        taken.close()
+    assert busy.returncode == 2 and "is in use" in busy.stderr and "--port" in busy.stderr
+    done = _cli(str(study_run), "--export", str(tmp_path / "export"))
+    assert done.returncode == 0 and "4 fork trees" in done.stdout, done.stderr
