@@ -9,13 +9,13 @@ outputs beside them, never the checkpoint database:
 - `metrics.json` (the judge and the TPC weights λ, μ) and `value.json` (the fork study's judge,
   reward and roles; forecasts files it scored).
 
-It loads lazily, so a 10,000-execution run shows its first table quickly: phase 1 reads the
-executions' table fields only (the judged copy when it is at least as new as the traces, so the
-outcomes are right from the start); the other phases run after it, in a background thread when
-the viewer serves: the other executions file, every branch and replay (fully validated), then a
-full schema check of the phase-1 lines. A record's steps are read from its file offset when it
-is opened. A line that breaks the schema becomes an error row (file, line, message); every
-other line is still shown. When one `execution_id` appears on several lines (an append-only run
+It loads lazily, so a 10,000-execution run shows its first table at once: when the viewer
+serves, the phases run in a background thread and rows appear as they are read. Phase 1 reads
+the executions' table fields only (the judged copy when it is at least as new as the traces, so
+the outcomes are right from the start); then the other executions file, every branch and replay
+(fully validated), and last a full schema check of the phase-1 lines. A record's steps are read
+from its file offset when it is opened. A line that breaks the schema becomes an error row
+(file, line, message); every other line is still shown. When one `execution_id` appears on several lines (an append-only run
 store after a retry) the last one wins, as in the metrics.
 
 Outcomes and costs are the evaluation's (`tally.record_outcome`, `tally.execution_cost`): the
@@ -75,7 +75,7 @@ COLUMNS: tuple[str, ...] = (
 _ROW_FIELDS = (
     "execution_id", "run_id", "condition", "question_id", "question", "answerable", "category", "gold_answers",
     "parent", "branch", "repeat", "status", "final_answer", "search_calls", "input_tokens", "output_tokens",
-    "reasoning_tokens", "wall_s", "checkpoint_ids", "judgments",
+    "reasoning_tokens", "wall_s", "checkpoint_ids", "judgments", "error",
 )  # fmt: skip
 
 #: The table fields of an ExecutionRecord, with the contract's own types (the rest is skipped, so
@@ -423,11 +423,12 @@ class RunIndex:
         return self
 
     def start(self) -> RunIndex:
-        """Phase 1 now, the rest in a background thread (the server)."""
-        self.read_primary()
+        """Every phase in a background thread (the server): rows appear as they are read, so the
+        page draws its first rows at once and fills in while the rest is read."""
 
-        def rest() -> None:
+        def run() -> None:
             try:
+                self.read_primary()
                 self.read_rest()
             except Exception as exc:  # shown on the page; the rows read so far stay usable
                 with self.lock:
@@ -435,7 +436,7 @@ class RunIndex:
                     self.progress.phase = f"stopped: {self._failure}"
                     self.progress.done = True
 
-        self._thread = threading.Thread(target=rest, name="branchpoint-viewer-index", daemon=True)
+        self._thread = threading.Thread(target=run, name="branchpoint-viewer-index", daemon=True)
         self._thread.start()
         return self
 

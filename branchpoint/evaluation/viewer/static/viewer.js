@@ -118,7 +118,7 @@ async function loadRows() {
     renderHeader();
     if (currentView() === "table") renderTable();
     if (state.done || CONFIG.mode === "static") return;
-    await new Promise((r) => setTimeout(r, 300));
+    await new Promise((r) => setTimeout(r, data.rows.length ? 250 : 50));
   }
 }
 
