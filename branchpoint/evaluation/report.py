@@ -417,12 +417,35 @@ def _agreement_section(metrics: dict[str, Any]) -> list[str]:
     ]
 
 
-def markdown_report(metrics: dict[str, Any], title: str, figures: dict[str, str | None] | None = None) -> str:
+#: Where `write_report` looks for a viewer export (`branchpoint view RUN --export RUN/viewer`).
+VIEWER_DIR = "viewer"
+
+
+def _viewer_section(metrics: dict[str, Any], viewer: str) -> list[str]:
+    """Links from each condition's outcome counts into the viewer's table, filtered to them."""
+    from urllib.parse import urlencode
+
+    names = {"correct_answer": "correct answer", "wrong_answer": "wrong answer",
+             "correct_abstention": "correct abstention", "failed_abstention": "failed abstention"}  # fmt: skip
+    lines = ["## Executions in the viewer", "", f"Each link opens the viewer export (`{viewer}`) filtered to those executions.", ""]
+    for label, m in metrics["by_condition"].items():
+        by = m.get("tpc_by_outcome") or {}
+        links = [f"[{name}: {by[o]['n']}]({viewer}#/?{urlencode({'condition': label, 'outcome': o})})"
+                 for o, name in names.items() if (by.get(o) or {}).get("n")]  # fmt: skip
+        lines.append(f"- `{label}`: " + (", ".join(links) or "no scored executions"))
+    return [*lines, ""]
+
+
+def markdown_report(
+    metrics: dict[str, Any], title: str, figures: dict[str, str | None] | None = None, viewer: str | None = None
+) -> str:
     """A markdown report: the seed-study table, cost, outcomes, cross-condition views, agreement,
     then a per-category table for each condition.
 
     `figures` maps figure keys (`figures.FIGURES`) to paths relative to the report, or None for
-    a skipped figure; without `figures` the report has no figure lines at all.
+    a skipped figure; without `figures` the report has no figure lines at all. `viewer` is the
+    path of a viewer export's index.html relative to the report: the report then links each
+    condition's outcomes into it.
     """
     boot = metrics.get("bootstrap") or {}
     parts = [f"# {title}", "", tpc_caption(metrics), ""]
@@ -439,6 +462,8 @@ def markdown_report(metrics: dict[str, Any], title: str, figures: dict[str, str 
     if any("tpc_channels" in m for m in metrics["by_condition"].values()):
         parts += _cost_section(metrics)
         parts += _outcome_section(metrics, figures)
+        if viewer:
+            parts += _viewer_section(metrics, viewer)
     parts += _search_effect_section(metrics, figures)
     parts += _sweep_section(metrics, figures)
     parts += _over_search_section(metrics)
@@ -462,7 +487,8 @@ def write_report(run_dir: Path, out_dir: Path | None = None, title: str | None =
     """Write report.md and figures/*.png for a run directory from its metrics.json.
 
     Returns the report's path and each figure's path (None where its data is absent; the
-    report then says so in a line).
+    report then says so in a line). When a viewer export sits in `out/viewer/`, the report links
+    each condition's outcomes into it.
     """
     from branchpoint.evaluation.figures import write_figures
 
@@ -481,5 +507,7 @@ def write_report(run_dir: Path, out_dir: Path | None = None, title: str | None =
     relative = {k: (os.path.relpath(p, out) if p is not None else None) for k, p in figures.items()}
     name = title or f"branchpoint report: {source.parent.resolve().name}"
     report = out / REPORT_FILE
-    report.write_text(markdown_report(metrics, name, relative), encoding="utf-8")
+    export = out / VIEWER_DIR / "index.html"
+    viewer = os.path.relpath(export, out) if export.is_file() else None
+    report.write_text(markdown_report(metrics, name, relative, viewer), encoding="utf-8")
     return report, figures

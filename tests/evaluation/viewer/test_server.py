@@ -107,3 +107,18 @@ def test_view_command_messages(study_run: Path, tmp_path: Path) -> None:
     assert busy.returncode == 2 and "is in use" in busy.stderr and "--port" in busy.stderr
     done = _cli(str(study_run), "--export", str(tmp_path / "export"))
     assert done.returncode == 0 and "4 fork trees" in done.stdout, done.stderr
+
+
+def test_report_links_outcomes_into_a_viewer_export(study_run: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from branchpoint.evaluation.report import write_report
+
+    run = tmp_path / "run"
+    shutil.copytree(study_run, run)
+    report, _ = write_report(run)
+    assert "Executions in the viewer" not in report.read_text()
+    export_run(ViewerState(RunIndex.open(run)), run / "viewer")
+    text = write_report(run)[0].read_text()
+    assert "## Executions in the viewer" in text
+    assert "](viewer/index.html#/?condition=agent.search%3Dtrue%2Cmodel.name%3Dm1&outcome=correct_answer)" in text

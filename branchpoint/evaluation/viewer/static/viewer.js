@@ -233,7 +233,8 @@ function renderTable() {
     html.push(`<tr class="clickable" data-id="${esc(r.id)}"><td><input type="checkbox" data-pick="${esc(r.id)}"${state.selected.has(r.id) ? " checked" : ""}></td>` +
       `<td>${esc(r.question)} <span class="muted">${esc(r.question_id)}</span></td><td><code>${esc(r.condition)}</code></td>` +
       `<td>${esc(r.category)}</td><td>${r.status !== "ok" && r.status !== "incomplete" ? `<span class="badge">${esc(r.status)}</span> ` : ""}${outcomeBadge(r.outcome)}</td>` +
-      `<td>${r.labels.map((l) => `<span class="badge">${esc(l)}</span>`).join(" ")}</td><td>${esc(r.evidence)}</td>` +
+      `<td>${r.labels.map((l) => `<span class="badge">${esc(l)}</span>`).join(" ")}` +
+      `${r.judge && state.run && r.judge !== state.run.judge ? ` <span class="muted" title="this record has no label of judge ${esc(state.run.judge)}">by ${esc(r.judge)}</span>` : ""}</td><td>${esc(r.evidence)}</td>` +
       `<td class="num">${r.searches}</td><td class="num">${num(r.cost, 0)}</td><td class="num">${num(r.input_tokens)}</td>` +
       `<td class="num">${num(r.output_tokens)}</td><td class="num">${num(r.wall_s, 2)}</td>` +
       `<td>${actionBadge(r.branch)}${r.boundary ? ` <span class="muted">@${esc(r.boundary)} #${r.repeat}</span>` : ""}</td><td class="num">${r.checkpoints}</td></tr>`);
