@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,6 +100,7 @@ class Entry:
     offset: int
     line: int
     judged_offset: int | None = None  # its line in judged.jsonl, when its labels come from there
+    answer: tuple[str, str | None] = ("ok", None)  # (status, final answer): labels hold while unchanged
 
 
 @dataclass
@@ -266,7 +267,6 @@ class RunIndex:
     errors: list[LineError] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    on_phase: Callable[[str], None] | None = None
     _thread: threading.Thread | None = None
     _failure: str | None = None
 
@@ -350,13 +350,11 @@ class RunIndex:
                 self.order.append(rec.execution_id)
                 if row["parent"] is not None:
                     self.kids.setdefault(row["parent"], []).append(rec.execution_id)
-            self.entries[rec.execution_id] = Entry(row, file, offset, line, judged_offset)
+            self.entries[rec.execution_id] = Entry(row, file, offset, line, judged_offset, (rec.status, rec.final_answer))
 
     def _phase(self, name: str) -> None:
         with self.lock:
             self.progress.phase = name
-        if self.on_phase is not None:
-            self.on_phase(name)
 
     def read_primary(self) -> None:
         """Phase 1: the table fields of the executions (judged copy when current)."""
@@ -396,9 +394,7 @@ class RunIndex:
         for lineno, offset, rec in self._scan(EXECUTIONS_FILE, RowFields):
             with self.lock:
                 old = self.entries.get(rec.execution_id)
-            if old is not None and old.file == JUDGED_FILE and (old.row["status"], old.row["answer"]) == (
-                rec.status, (rec.final_answer or "")[:300]
-            ):
+            if old is not None and old.file == JUDGED_FILE and old.answer == (rec.status, rec.final_answer):
                 with self.lock:
                     old.file, old.offset, old.line = EXECUTIONS_FILE, offset, lineno
                     old.row.update(file=EXECUTIONS_FILE, line=lineno)
@@ -409,7 +405,7 @@ class RunIndex:
         for lineno, offset, rec in self._scan(JUDGED_FILE, RowFields):
             with self.lock:
                 old = self.entries.get(rec.execution_id)
-            if old is None or (old.row["status"], old.row["answer"]) != (rec.status, (rec.final_answer or "")[:300]):
+            if old is None or old.answer != (rec.status, rec.final_answer):
                 continue
             row = self.make_row(rec, old.file, old.line)
             with self.lock:

@@ -66,11 +66,14 @@ def _steps(rng: np.random.Generator, question: str, searches: int, answer: str, 
                 latency_s=float(rng.uniform(0.3, 1.2)), finish_reason="stop",
                 reasoning=f"I need evidence about: {question} (step {k + 1})",
             ))  # fmt: skip
+        page = zlib.crc32(question.encode()) % 10_000
         docs = [
-            RetrievedDoc(doc_id=f"doc-{zlib.crc32(question.encode()) % 10_000:04d}-{first_search + k}{j}", score=float(1.0 - 0.1 * j),
-                         title=f"Page {k}-{j}", text=f"Passage {j} about {question.lower()} ({'no record exists' if j == 2 else 'facts'}).")
+            RetrievedDoc(
+                doc_id=f"doc-{page:04d}-{first_search + k}{j}", score=float(1.0 - 0.1 * j), title=f"Page {k}-{j}",
+                text=f"Passage {j} about {question.lower()} ({'no record exists' if j == 2 else 'facts'}).",
+            )
             for j in range(3)
-        ]  # fmt: skip
+        ]
         steps.append(Step(kind="search", query=query, source="wiki", retrieved=docs,
                           latency_s=float(rng.uniform(0.01, 0.08)), cache_hit=bool(rng.random() < 0.4)))
     steps.append(Step(
