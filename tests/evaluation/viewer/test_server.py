@@ -7,6 +7,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,34 @@ def test_report_links_outcomes_into_a_viewer_export(study_run: Path, tmp_path: P
     text = write_report(run)[0].read_text()
     assert "## Executions in the viewer" in text
     assert "](viewer/index.html#/?condition=agent.search%3Dtrue%2Cmodel.name%3Dm1&outcome=correct_answer)" in text
+
+
+def test_viewer_imports_nothing_from_agents_or_checkpoints() -> None:
+    code = (
+        "import sys, branchpoint.evaluation.viewer.export, branchpoint.evaluation.viewer.views;"
+        "bad = [m for m in sys.modules if m.startswith(('branchpoint.agents', 'branchpoint.checkpoints', 'langgraph'))];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_view_command_serves_on_loopback(study_run: Path) -> None:
+    import httpx
+
+    proc = subprocess.Popen([sys.executable, "-m", "branchpoint.cli", "view", str(study_run), "--port", "0"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        line = proc.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert url, f"no URL in the first line of output: {line!r}"
+        for _ in range(600):
+            rows = httpx.get(url.group(0) + "api/rows", timeout=5).json()
+            if rows["done"]:
+                break
+            time.sleep(0.05)
+        assert rows["total"] == 70 and rows["errors"] == []
+        assert "branchpoint" in httpx.get(url.group(0), timeout=5).text
+    finally:
+        proc.terminate()
+        proc.wait(10)
