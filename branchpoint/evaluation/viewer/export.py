@@ -63,15 +63,17 @@ def export_run(state: ViewerState, out: Path) -> dict[str, int]:
     summary["forecast_problems"] = state.forecasts()[1]
     (out / "data" / "run.js").write_text(_script("run", json_safe(summary)), encoding="utf-8")
     (out / "data" / "rows.js").write_text(_script("rows", json_safe(index.rows(0))), encoding="utf-8")
-    views: dict[str, dict[str, Any]] = {}
-    trees: dict[str, dict[str, Any]] = {}
     forecasts = state.forecasts()[0]
-    for execution_id in list(index.order):
-        views.setdefault(shard_of(execution_id), {})[execution_id] = json_safe(execution_view(index, execution_id))
-        if index.kids.get(execution_id):
-            trees.setdefault(shard_of(execution_id), {})[execution_id] = json_safe(tree_view(index, execution_id, forecasts))
-    for folder, shards in (("x", views), ("t", trees)):
-        for shard, data in shards.items():
-            (out / "data" / folder / f"{shard}.js").write_text(_script(f"{folder}/{shard}", data), encoding="utf-8")
-    return {"rows": len(index.order), "executions": sum(len(v) for v in views.values()),
-            "trees": sum(len(t) for t in trees.values()), "errors": len(index.errors)}  # fmt: skip
+    shards: dict[str, list[str]] = {}
+    for execution_id in index.order:
+        shards.setdefault(shard_of(execution_id), []).append(execution_id)
+    counts = {"executions": 0, "trees": 0}
+    for shard, ids in sorted(shards.items()):  # one shard in memory at a time
+        views = {i: json_safe(execution_view(index, i)) for i in ids}
+        trees = {i: json_safe(tree_view(index, i, forecasts)) for i in ids if index.kids.get(i)}
+        for folder, data in (("x", views), ("t", trees)):
+            if data:
+                (out / "data" / folder / f"{shard}.js").write_text(_script(f"{folder}/{shard}", data), encoding="utf-8")
+        counts["executions"] += len(views)
+        counts["trees"] += len(trees)
+    return {"rows": len(index.order), **counts, "errors": len(index.errors)}
