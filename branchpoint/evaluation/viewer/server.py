@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from branchpoint.errors import BranchpointError
+from branchpoint.errors import BranchpointError, InputError
 from branchpoint.evaluation.viewer.index import RunIndex
 from branchpoint.evaluation.viewer.views import execution_view, forecast_files, json_safe, read_forecasts, tree_view
 
@@ -44,6 +44,9 @@ class ViewerState:
     """The index and the forecasts the API answers from (forecasts files are read on first use)."""
 
     def __init__(self, index: RunIndex, extra_forecasts: list[Path] | None = None) -> None:
+        for path in extra_forecasts or []:
+            if not Path(path).is_file():
+                raise InputError(f"--forecasts {path}: file not found (expected a forecasts .jsonl, as for `value`)")
         self.index = index
         self.extra = extra_forecasts or []
         self._forecasts: tuple[dict[tuple[str, str], list[dict[str, Any]]], list[str]] | None = None

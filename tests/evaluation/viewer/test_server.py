@@ -154,3 +154,13 @@ def test_view_command_serves_on_loopback(study_run: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_forecasts_files_a_user_adds_are_checked(study_run: Path, tmp_path: Path) -> None:
+    with pytest.raises(BranchpointError, match="--forecasts .*missing.jsonl: file not found"):
+        ViewerState(RunIndex.open(study_run), [tmp_path / "missing.jsonl"])
+    bad = tmp_path / "mine.jsonl"
+    bad.write_text('{"parent_execution_id": "x", "checkpoint_id": "y", "q_think": 0.2, "q_search": 0.4}\n{"q_think": 1}\n')
+    client = TestClient(create_app(ViewerState(RunIndex.open(study_run).build(), [bad])))
+    problems = client.get("/api/run").json()["forecast_problems"]
+    assert problems == [f'{bad.resolve()} line 2: expected "parent_execution_id", "checkpoint_id", "q_think", "q_search"']

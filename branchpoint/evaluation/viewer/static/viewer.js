@@ -92,12 +92,14 @@ function renderHeader() {
   const p = document.getElementById("bp-progress");
   p.textContent = state.done ? `${state.rows.length.toLocaleString()} records` : `${state.rows.length.toLocaleString()} records so far; ${state.phase}…`;
   const box = document.getElementById("bp-errors");
+  const forecastProblems = (run.forecast_problems || []).map((m) => `<div>forecasts: ${esc(m)}</div>`).join("");
+  if (forecastProblems && !state.errors.length) { box.hidden = false; box.innerHTML = forecastProblems; return; }
   if (state.errors.length) {
     box.hidden = false;
     box.innerHTML = `<b>${state.errors.length} line${state.errors.length > 1 ? "s" : ""} could not be read</b> (the rest is shown):` +
       `<table class="error-table"><tr><th>file</th><th class="num">line</th><th>problem</th></tr>` +
       state.errors.slice(0, 50).map((e) => `<tr class="error-row"><td>${esc(e.file)}</td><td class="num">${e.line}</td><td>${esc(e.message)}</td></tr>`).join("") +
-      `</table>`;
+      `</table>` + forecastProblems;
   } else box.hidden = true;
 }
 
