@@ -438,11 +438,12 @@ function route() {
 window.addEventListener("hashchange", route);
 (async function start() {
   try {
+    const rows = loadRows();  // the first rows are asked for at once, beside the header's data
     state.run = await api.run();
-    state.columns = state.run.columns;
+    state.columns = state.columns.length ? state.columns : state.run.columns;
     renderHeader();
     route();
-    await loadRows();
+    await rows;
   } catch (e) {
     main().innerHTML = `<div class="errors">${esc(e.message)}</div>`;
   }
