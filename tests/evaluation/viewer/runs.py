@@ -187,7 +187,7 @@ def replay_records(parent: ExecutionRecord, repeats: int = 2, seed: int = 0) -> 
             run_id=RUN_ID, condition=parent.condition, question_id=parent.question_id, question=parent.question,
             answerable=parent.answerable, category=parent.category, gold_answers=parent.gold_answers,
             parent=ref, repeat=rep, final_answer=steps[-1].text, steps=steps, **_totals(steps),
-            checkpoint_ids=[_ckpt(900_000 + rep, j) for j in range(3)], kind="replay",
+            checkpoint_ids=[_ckpt(900_000 + 10 * seed + rep, j) for j in range(3)], kind="replay",
         ))  # fmt: skip
     return out
 
@@ -208,7 +208,8 @@ def write_fork_study(
     value: bool = True,
 ) -> dict[str, list[ExecutionRecord]]:
     """A run folder with executions.jsonl, judged.jsonl (rule labels + evidence labels of a judge
-    "llm"), metrics.json, forks.jsonl (the first `forked` searching parents), replays.jsonl,
+    "llm"), metrics.json, forks.jsonl (the first `forked` searching parents), replays.jsonl (of
+    the first forked parent and the first unanswerable one),
     forecasts.jsonl and (when `value`) value.json from `value_study`."""
     run_dir.mkdir(parents=True, exist_ok=True)
     parents = parent_records(executions, seed)
@@ -225,7 +226,8 @@ def write_fork_study(
     searching = [p for p in parents if p.search_calls >= 1 and p.status == "ok"][:forked]
     forks = fork_records(searching, repeats, seed)
     _write_jsonl(run_dir / FORKS_FILE, forks)
-    replays = replay_records(searching[0], seed=seed) if searching else []
+    replayed = searching[:1] + [p for p in searching[1:] if not p.answerable][:1]
+    replays = [r for i, p in enumerate(replayed) for r in replay_records(p, seed=seed + 10 * i)]
     _write_jsonl(run_dir / REPLAYS_FILE, replays)
     states = sorted({(f.parent.execution_id, f.parent.checkpoint_id) for f in forks})
     rng = np.random.default_rng(seed + 3)

@@ -103,7 +103,7 @@ def test_table_filters_sorts_and_searches(page: Any, served: str, study_run: Pat
 
 
 def test_execution_timeline_tree_branch_and_side_by_side(page: Any, served: str, study_run: Path) -> None:
-    fork = read_records(study_run / FORKS_FILE)[0]
+    fork = next(f for f in read_records(study_run / FORKS_FILE) if not f.answerable)  # evidence labels too
     parent = fork.parent.execution_id
     _table(page, served)
     page.fill("input[name=q]", parent[:12])
@@ -112,8 +112,10 @@ def test_execution_timeline_tree_branch_and_side_by_side(page: Any, served: str,
     text = page.inner_text("main")
     assert "checkpoint initial" in text and fork.parent.checkpoint_id in text
     assert "query " in text and "source wiki" in text and "TPC cost" in text and "Judge labels" in text
+    assert "llm: NEGATIVE" in text and "llm: POSITIVE" in text  # evidence labels on the passages
     page.locator(".step details summary").first.click()  # reasoning text, folded by default
     assert "I need evidence about" in page.inner_text(".step .reasoning")
+    page.evaluate("window.scrollTo(0, 0)")
     _shot(page, "execution")
     page.locator(".ckpt a", has_text="branches").first.click()
     page.wait_for_selector(".state")

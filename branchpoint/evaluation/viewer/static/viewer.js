@@ -325,9 +325,14 @@ function executionHTML(v, compact) {
   if (v.branches) html.push(`<dt>fork tree</dt><dd><a href="#/tree/${encodeURIComponent(r.execution_id)}">${v.branches} branches from its checkpoints</a></dd>`);
   html.push(`</dl>`);
   if (v.judgments.length && !compact) {
-    html.push(`<h3>Judge labels</h3><table><tr><th>judge</th><th>kind</th><th>label</th><th>document</th><th>raw</th></tr>` +
-      v.judgments.map((j) => `<tr><td>${esc(j.judge)}</td><td>${esc(j.kind)}</td><td><span class="badge ev-${esc(j.label)}">${esc(j.label)}</span></td>` +
-        `<td><code>${esc(j.doc_id || "")}</code></td><td class="muted">${esc((j.raw || "").slice(0, 200))}</td></tr>`).join("") + `</table>`);
+    const line = (j) => `<tr><td>${esc(j.judge)}</td><td>${esc(j.kind)}</td><td><span class="badge ev-${esc(j.label)}">${esc(j.label)}</span></td>` +
+      `<td><code>${esc(j.doc_id || "")}</code></td><td class="muted">${esc((j.raw || "").slice(0, 200))}</td></tr>`;
+    const head = `<tr><th>judge</th><th>kind</th><th>label</th><th>document</th><th>raw</th></tr>`;
+    const evidence = v.judgments.filter((j) => j.kind === "evidence");
+    html.push(`<h3>Judge labels</h3><table>${head}${v.judgments.filter((j) => j.kind !== "evidence").map(line).join("")}</table>`);
+    if (evidence.length) {
+      html.push(`<details><summary>${evidence.length} evidence labels (also on the passages below)</summary><table>${head}${evidence.map(line).join("")}</table></details>`);
+    }
   } else if (v.judgments.length) {
     html.push(`<div>${v.judgments.filter((j) => j.kind !== "evidence").map((j) => `<span class="badge">${esc(j.judge)}:${esc(j.kind)}=${esc(j.label)}</span>`).join(" ")}</div>`);
   }
