@@ -41,6 +41,7 @@ from branchpoint.evaluation.tally import (
     MetricsConfig,
     category_key,
     condition_label,
+    evidence_counts,
     execution_cost,
     judgment_label,
     record_outcome,
@@ -201,16 +202,14 @@ def _labels_text(judgments: list[Any]) -> list[str]:
     return [f"{judge}:{kind}={label}" for (judge, kind), label in sorted(last.items())]
 
 
-def _evidence(judgments: list[Any]) -> str:
-    """`P+/N-` counts of the evidence labels (one per document and judge), or ""."""
-    labels: dict[tuple[str, str], str] = {}
-    for i, j in enumerate(judgments):
-        if j.kind == "evidence":
-            labels[(j.judge, str(getattr(j, "doc_id", None) or i))] = j.label.strip().upper()
-    if not labels:
+def _evidence(rec: Any, judge: str) -> str:
+    """`P+/N-`: positive and negative documents (`tally.evidence_counts`) of `judge`, or of the
+    last judge that gave evidence labels when `judge` gave none; "" without evidence labels."""
+    judges = [j.judge for j in rec.judgments if j.kind == "evidence"]
+    if not judges:
         return ""
-    values = list(labels.values())
-    return f"{values.count('POSITIVE')}+/{values.count('NEGATIVE')}-"
+    positive, negative, _ = evidence_counts(rec, judge if judge in judges else judges[-1])
+    return f"{positive}+/{negative}-"
 
 
 class _Judged:
@@ -329,7 +328,7 @@ class RunIndex:
             "condition": condition_label(rec.condition), "question_id": rec.question_id, "question": rec.question,
             "answerable": rec.answerable, "category": category_key(rec), "status": rec.status,
             "outcome": outcome, "judge": decided_by, "labels": _labels_text(rec.judgments),
-            "evidence": _evidence(rec.judgments), "searches": rec.search_calls,
+            "evidence": _evidence(rec, self.judge or DEFAULT_JUDGE), "searches": rec.search_calls,
             "input_tokens": rec.input_tokens, "output_tokens": rec.output_tokens,
             "cost": float(execution_cost(rec.output_tokens, rec.input_tokens, rec.search_calls, self.cfg)),
             "wall_s": round(float(rec.wall_s), 3),

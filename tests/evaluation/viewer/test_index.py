@@ -12,7 +12,7 @@ import pytest
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.metrics import MetricsConfig, record_outcome
-from branchpoint.evaluation.tally import execution_cost
+from branchpoint.evaluation.tally import evidence_counts, execution_cost
 from branchpoint.evaluation.viewer.index import JUDGED_FILE, RunIndex
 from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, read_records
 
@@ -39,8 +39,10 @@ def test_rows_carry_the_evaluations_outcome_and_cost(study_run: Path) -> None:
             assert row["outcome"] == record_outcome(rec, "rule") and row["judge"] == "rule"
     outcomes = {index.entry(e).row["outcome"] for e in judged}
     assert {"correct_answer", "wrong_answer", "correct_abstention", "incomplete"} <= outcomes
-    unanswerable = [index.entry(e).row for e, r in judged.items() if not r.answerable and r.search_calls]
-    assert all(row["evidence"] for row in unanswerable)  # the "llm" judge's evidence labels, P+/N-
+    for eid, rec in judged.items():
+        if not rec.answerable and rec.search_calls:
+            pos, neg, _ = evidence_counts(rec, "rule")  # the run's judge's evidence labels, P+/N-
+            assert index.entry(eid).row["evidence"] == f"{pos}+/{neg}-" and neg > 0
 
 
 def test_forks_and_replays_get_rows_with_their_parent_and_a_rule_outcome(study_run: Path) -> None:
