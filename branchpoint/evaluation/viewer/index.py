@@ -340,16 +340,25 @@ class RunIndex:
         }  # fmt: skip
 
     def _put(self, rec: Any, file: str, line: int, offset: int, judged_offset: int | None = None) -> None:
-        row = self.make_row(rec, file, line)
+        entry = Entry(self.make_row(rec, file, line), file, offset, line, judged_offset, (rec.status, rec.final_answer))
+        self._store(rec.execution_id, entry, superseding=True)
+
+    def _store(self, execution_id: str, entry: Entry, *, superseding: bool) -> None:
+        """Add or replace a row; `superseding`: a replacement counts as a later line for the same
+        id. The page reloads its rows when one changes beyond its file and line."""
         with self.lock:
-            if rec.execution_id in self.entries:
-                self.progress.superseded += 1
-                self.progress.version += 1
+            old = self.entries.get(execution_id)
+            if old is None:
+                self.order.append(execution_id)
+                if entry.row["parent"] is not None:
+                    self.kids.setdefault(entry.row["parent"], []).append(execution_id)
             else:
-                self.order.append(rec.execution_id)
-                if row["parent"] is not None:
-                    self.kids.setdefault(row["parent"], []).append(rec.execution_id)
-            self.entries[rec.execution_id] = Entry(row, file, offset, line, judged_offset, (rec.status, rec.final_answer))
+                if superseding:
+                    self.progress.superseded += 1
+                moved = ("file", "line")
+                if any(old.row[k] != entry.row[k] for k in entry.row if k not in moved):
+                    self.progress.version += 1
+            self.entries[execution_id] = entry
 
     def _phase(self, name: str) -> None:
         with self.lock:
@@ -388,28 +397,34 @@ class RunIndex:
             self.progress.version += 1
 
     def _reconcile_executions(self) -> None:
-        """Rows point at executions.jsonl (the record of truth); labels stay from judged.jsonl where
-        the status and final answer are unchanged (as `evaluate.carry_judgments`), else are dropped."""
+        """Rows point at executions.jsonl (the record of truth; its last line per id wins); labels
+        stay from judged.jsonl where the status and final answer are unchanged (as
+        `evaluate.carry_judgments`), else they are dropped."""
+        with self.lock:
+            judged = dict(self.entries)
+            self.progress.superseded = 0  # judged.jsonl mirrors the traces' repeated lines
+        seen: set[str] = set()
         for lineno, offset, rec in self._scan(EXECUTIONS_FILE, RowFields):
-            with self.lock:
-                old = self.entries.get(rec.execution_id)
-            if old is not None and old.file == JUDGED_FILE and old.answer == (rec.status, rec.final_answer):
-                with self.lock:
-                    old.file, old.offset, old.line = EXECUTIONS_FILE, offset, lineno
-                    old.row.update(file=EXECUTIONS_FILE, line=lineno)
-                continue
-            self._put(rec, EXECUTIONS_FILE, lineno, offset)
+            key = (rec.status, rec.final_answer)
+            was = judged.get(rec.execution_id)
+            if was is not None and was.answer == key:
+                row = {**was.row, "file": EXECUTIONS_FILE, "line": lineno}
+                entry = Entry(row, EXECUTIONS_FILE, offset, lineno, was.judged_offset, key)
+            else:
+                entry = Entry(self.make_row(rec, EXECUTIONS_FILE, lineno), EXECUTIONS_FILE, offset, lineno, None, key)
+            self._store(rec.execution_id, entry, superseding=rec.execution_id in seen)
+            seen.add(rec.execution_id)
 
     def _carry_labels(self) -> None:
+        """Labels from an older judged.jsonl, for executions whose status and answer are unchanged."""
         for lineno, offset, rec in self._scan(JUDGED_FILE, RowFields):
             with self.lock:
                 old = self.entries.get(rec.execution_id)
             if old is None or old.answer != (rec.status, rec.final_answer):
                 continue
             row = self.make_row(rec, old.file, old.line)
-            with self.lock:
+            with self.lock:  # the page reloads its rows when the index is done
                 old.row, old.judged_offset = row, offset
-                self.progress.version += 1
 
     def build(self) -> RunIndex:
         """Every phase, in this thread (exports and tests)."""

@@ -112,3 +112,18 @@ def test_a_folder_that_is_not_a_run_says_so(tmp_path: Path) -> None:
     (tmp_path / "f.txt").write_text("x")
     with pytest.raises(InputError, match="not a directory"):
         RunIndex.open(tmp_path / "f.txt")
+
+
+def test_a_retried_execution_keeps_its_labels_from_evaluate(study_run: Path, tmp_path: Path) -> None:
+    from branchpoint.evaluation import evaluate
+
+    run = _copy(study_run, tmp_path)
+    lines = (run / EXECUTIONS_FILE).read_text().splitlines()
+    first = json.loads(lines[0])
+    failed = {**first, "status": "incomplete", "final_answer": None, "steps": [], "error": "timeout"}
+    (run / EXECUTIONS_FILE).write_text("\n".join([json.dumps(failed), *lines]) + "\n")  # failure, then the retry
+    evaluate(run, "rule", cfg=MetricsConfig(bootstrap=0))
+    index = RunIndex.open(run).build()
+    row = index.entry(first["execution_id"]).row
+    assert (row["status"], row["judge"], row["line"]) == ("ok", "rule", 2) and row["labels"]
+    assert index.progress.superseded == 1 and len([e for e in index.order if index.entry(e).row["kind"] == "execution"]) == len(lines)
