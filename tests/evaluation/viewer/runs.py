@@ -169,7 +169,7 @@ def fork_records(parents: list[ExecutionRecord], repeats: int, seed: int = 0) ->
                         repeat=rep, final_answer=steps[-1].text, steps=steps, **_totals(steps), checkpoint_ids=ids,
                         prefix={"steps": 0 if boundary == "initial" else 2 * done + 1, "search_calls": done,
                                 "input_tokens": 0, "output_tokens": 0},
-                        seed=1000 + rep,
+                        sampling={"temperature": 0.6, "top_p": 0.95, "seed": 1000 + rep},
                     ))  # fmt: skip
     return out
 

@@ -129,7 +129,9 @@ def test_execution_timeline_tree_branch_and_side_by_side(page: Any, served: str,
     page.locator(".state input[data-pick]").nth(2).check()
     branch.click()
     page.wait_for_selector(".timeline")
-    assert "forked from" in page.inner_text("main") and branch_id in page.inner_text("main")
+    branch_text = page.inner_text("main")
+    assert "forked from" in branch_text and branch_id in branch_text
+    assert "before the fork" in branch_text and "temperature 0.6" in branch_text
     page.go_back()
     page.wait_for_selector(".state")
     page.locator(".state input[data-pick]").nth(0).check()

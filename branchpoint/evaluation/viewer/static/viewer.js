@@ -295,6 +295,7 @@ function stepHTML(s) {
         `<div class="snippet">${esc(d.text)}</div></div>`);
     }
   } else if (s.text) out.push(`<div class="text">${esc(s.text)}</div>`);
+  if (s.raw && s.raw !== s.text) out.push(`<details><summary>raw reply</summary><div class="reasoning">${esc(s.raw)}</div></details>`);
   const reasoning = s.reasoning || s.reasoning_content;
   if (reasoning) out.push(`<details><summary>reasoning</summary><div class="reasoning">${esc(reasoning)}</div></details>`);
   out.push(`</div>`);
@@ -322,6 +323,9 @@ function executionHTML(v, compact) {
     `<dt>outcome</dt><dd>${outcomeBadge(v.outcome)} <span class="muted">judge ${esc(v.decided_by)}</span></dd>` +
     `<dt>TPC cost</dt><dd>${num(v.cost.total, 1)} = ${num(v.cost.generated)} generated + ${num(v.cost.input, 1)} input (${v.cost.lam}·${num(r.input_tokens)}) + ${num(v.cost.search)} search (${v.cost.mu}·${r.search_calls})</dd>` +
     `<dt>totals</dt><dd>${r.search_calls} searches · ${num(r.input_tokens)} in · ${num(r.output_tokens)} out · ${num(r.reasoning_tokens)} reasoning · ${num(r.wall_s, 2)} s</dd>`);
+  if (r.prefix) html.push(`<dt>before the fork</dt><dd>${num(r.prefix.steps)} steps · ${num(r.prefix.search_calls)} searches · ` +
+    `${num(r.prefix.input_tokens)} in · ${num(r.prefix.output_tokens)} out (the parent's, not counted here)</dd>`);
+  if (r.sampling) html.push(`<dt>sampling</dt><dd>${Object.entries(r.sampling).map(([k, x]) => `${esc(k)} ${esc(x)}`).join(" · ")}</dd>`);
   if (v.branches) html.push(`<dt>fork tree</dt><dd><a href="#/tree/${encodeURIComponent(r.execution_id)}">${v.branches} branches from its checkpoints</a></dd>`);
   html.push(`</dl>`);
   if (v.judgments.length && !compact) {
