@@ -87,6 +87,9 @@ def run(
         help="--executor local: split the executions over N processes sharing the model server "
         "(model.provider openai); --concurrency is the total.",
     ),
+    log_requests: bool = typer.Option(
+        False, "--log-requests", help="Append every request body sent to the model to RUN_DIR/requests.jsonl."
+    ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Run every missing execution of a spec; rerunning a finished spec makes no model call.
@@ -111,6 +114,8 @@ def run(
         raise InputError("--ray-address applies to --executor ray only")
     if processes > 1 and executor != "local":
         raise InputError("--processes applies to --executor local only (Ray runs one task per condition)")
+    if log_requests and (executor != "local" or processes > 1):
+        raise InputError("--log-requests applies to a single local process (no --processes, no --executor ray)")
     if executor == "ray":
         from branchpoint.experiments.ray_executor import run_experiment_ray
 
@@ -127,13 +132,16 @@ def run(
         )  # fmt: skip
     else:
         summary = run_experiment(
-            loaded, run_dir, progress=not no_progress, checkpoints=checkpoints, concurrency=concurrency
+            loaded, run_dir, progress=not no_progress, checkpoints=checkpoints, concurrency=concurrency,
+            log_requests=log_requests,
         )
     _print_summary(summary)
     if loaded.fork is not None:
         from branchpoint.experiments.forking import fork_run
 
-        _print_fork_summary(fork_run(run_dir, loaded.fork, progress=not no_progress, checkpoints=checkpoints))
+        _print_fork_summary(fork_run(
+            run_dir, loaded.fork, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests
+        ))
 
 
 @app.command()
@@ -227,6 +235,15 @@ def _print_agreement(agreed: dict[str, Any]) -> None:
             "—" if p["kappa"] is None else f"{p['kappa']:.3f}", str(p["n_excluded"]),
         )  # fmt: skip
     console.print(table)
+    for a in agreed.get("averages") or []:
+        kappa = "—" if a["mean_kappa"] is None else f"{a['mean_kappa']:.3f}"
+        console.print(f"average over {len(a['judges'])} judges ({a['kind']}): {100 * a['mean_agreement']:.1f}% agreement, "
+                      f"mean κ {kappa}", soft_wrap=True)  # fmt: skip
+    for d in agreed.get("vs_reference") or []:
+        if d["n_disagree"]:
+            console.print(f"{d['judge']} vs {agreed['reference']} ({d['kind']}): {d['n_disagree']} disagreements, "
+                          f"{d['other_yes_ref_no']} where only {d['judge']} gave the positive label, "
+                          f"{d['other_no_ref_yes']} where only {agreed['reference']} did", soft_wrap=True)  # fmt: skip
 
 
 @app.command()
@@ -234,8 +251,12 @@ def _print_agreement(agreed: dict[str, Any]) -> None:
 def agreement(
     path: Path = typer.Argument(..., help="A run directory (its judged.jsonl) or a judged .jsonl file."),
     out: Path | None = typer.Option(None, "--out", help="Where to write agreement.json (default: beside the file)."),
+    reference: str | None = typer.Option(
+        None, "--reference", help='Judge whose labels count as right for the direction of disagreements (default: "human" if present).'
+    ),
 ) -> None:
-    """Pairwise agreement and Cohen's κ between every pair of judges in judged traces, per kind.
+    """Pairwise agreement and Cohen's κ between every pair of judges in judged traces, per kind;
+    the average over three or more judges; which way each judge disagrees with the reference.
 
     Example: branchpoint agreement runs/quickstart
     """
@@ -244,7 +265,12 @@ def agreement(
     from branchpoint.traces import read_records
 
     source = judged_path(path)
-    agreed = judge_agreement(read_records(source))
+    from branchpoint.errors import InputError
+
+    records = read_records(source)
+    if reference is not None and not any(j.judge == reference for r in records for j in r.judgments):
+        raise InputError(f'{source}: no judgments by the reference judge "{reference}"')
+    agreed = judge_agreement(records, reference=reference)
     _print_agreement(agreed)
     target = (out or source.parent) / AGREEMENT_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -348,6 +374,17 @@ def _csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
+def _sampling_options(temperature: float, top_p: float, seed: int, allow_identical_repeats: bool) -> dict[str, Any]:
+    return {"temperature": temperature, "top_p": top_p, "seed": seed, "allow_identical_repeats": allow_identical_repeats}
+
+
+TEMPERATURE_HELP = "Sampling temperature of every branch (repeats are independent draws)."
+TOP_P_HELP = "Nucleus sampling of every branch."
+SEED_HELP = "Base of the per-branch seeds (each branch records its own)."
+IDENTICAL_HELP = "Allow --repeats > 1 at --temperature 0 (copies of one draw)."
+LOG_REQUESTS_HELP = "Append every request body sent to the model to RUN_DIR/requests.jsonl."
+
+
 @app.command()
 @friendly_errors
 def fork(
@@ -359,48 +396,110 @@ def fork(
     repeats: int = typer.Option(4, "--repeats", min=1, help="Executions per branch."),
     search_budget: int = typer.Option(3, "--search-budget", min=1, help="K: most searches a SEARCH/SWITCH branch adds."),
     switch_source: str | None = typer.Option(None, "--switch-source", help="Source SWITCH runs the pending query on."),
-    execution: list[str] = typer.Option([], "--execution", help="Only these execution ids (prefixes); repeatable."),
+    execution: list[str] = typer.Option(
+        [], "--execution", help="Only these execution ids (prefixes; a fork branch's id forks it again); repeatable."
+    ),
+    checkpoint: list[str] = typer.Option(
+        [], "--checkpoint", help="Fork only these saved states, by checkpoint id (or a unique start or end of it); repeatable."
+    ),
     minimal_search: bool = typer.Option(
         False, "--minimal-search", help="Also find each correct execution's minimal searches (THINK forks)."
     ),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Branches run at once."),
+    temperature: float = typer.Option(0.6, "--temperature", min=0.0, help=TEMPERATURE_HELP),
+    top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0, help=TOP_P_HELP),
+    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    allow_identical_repeats: bool = typer.Option(False, "--allow-identical-repeats", help=IDENTICAL_HELP),
     checkpoints: str | None = typer.Option(
         None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
         help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
     ),
+    log_requests: bool = typer.Option(False, "--log-requests", help=LOG_REQUESTS_HELP),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Fork saved states into THINK / SEARCH / STOP / SWITCH continuations (RUN_DIR/forks.jsonl).
 
+    Branches sample (default temperature 0.6, top-p 0.95) with one recorded seed per repeat.
+
     Example: branchpoint fork runs/fork-study --actions THINK,SEARCH,STOP,SWITCH --repeats 4
     --switch-source demo_chunks --minimal-search
+
+    Example: branchpoint fork runs/fork-study --checkpoint 1f0c2a --actions THINK,SEARCH --repeats 8
     """
     from branchpoint.experiments.forking import ForkPlan, fork_run
 
     plan = ForkPlan(
         boundaries=_csv(boundaries), actions=[a.upper() for a in _csv(actions)], repeats=repeats,
         search_budget=search_budget, switch_source=switch_source, executions=execution or None,
-        minimal_search=minimal_search, concurrency=concurrency,
+        checkpoints=checkpoint or None, minimal_search=minimal_search, concurrency=concurrency,
+        **_sampling_options(temperature, top_p, seed, allow_identical_repeats),
     )  # fmt: skip
-    _print_fork_summary(fork_run(run_dir, plan, progress=not no_progress, checkpoints=checkpoints))
+    _print_fork_summary(
+        fork_run(run_dir, plan, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests)
+    )
 
 
-def _print_fork_summary(summary: Any) -> None:
+def _print_fork_summary(summary: Any, file: str = "forks.jsonl", what: str = "branches") -> None:
     statuses = ", ".join(f"{k}: {v}" for k, v in sorted(summary.statuses.items())) or "none run"
     console.print(
-        f"[bold]{summary.run_dir / 'forks.jsonl'}[/]: {summary.planned} branches planned, "
+        f"[bold]{summary.run_dir / file}[/]: {summary.planned} {what} planned, "
         f"{summary.skipped_done} already recorded, {summary.ran} run ({statuses}) in {summary.wall_s:.1f} s",
         soft_wrap=True,
     )
-    if summary.illegal_skipped:
-        skipped = ", ".join(f"{k}: {v}" for k, v in sorted(summary.illegal_skipped.items()))
+    illegal = {k: v for k, v in summary.illegal_skipped.items() if not k.endswith("@no-search")}
+    no_search = {k: v for k, v in summary.illegal_skipped.items() if k.endswith("@no-search")}
+    if illegal:
+        skipped = ", ".join(f"{k}: {v}" for k, v in sorted(illegal.items()))
         console.print(f"skipped actions illegal at their boundary: {skipped}", soft_wrap=True)
+    if no_search:
+        skipped = ", ".join(f"{k.split('@')[0]}: {v}" for k, v in sorted(no_search.items()))
+        console.print(f"skipped where the condition offers no search tool: {skipped}", soft_wrap=True)
     if summary.minimal:
         pct = summary.over_search_pct
         console.print(
             f"minimal searches for {len(summary.minimal)} correct executions "
             f"(RUN_DIR/minimal_search.jsonl); over-search = {pct:.1f}%", soft_wrap=True,
         )
+
+
+@app.command()
+@friendly_errors
+def replay(
+    run_dir: Path = typer.Argument(..., help="A run directory (from `branchpoint run`)."),
+    execution: str = typer.Option(..., "--execution", help="The execution (or fork branch) to replay: id or prefix."),
+    checkpoint: str | None = typer.Option(
+        None, "--checkpoint", help="The saved state to replay from (id, or a unique start or end of it; default: its initial state)."
+    ),
+    repeats: int = typer.Option(1, "--repeats", min=1, help="Replays, each on its own new thread."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Replays run at once."),
+    temperature: float = typer.Option(0.6, "--temperature", min=0.0, help=TEMPERATURE_HELP),
+    top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0, help=TOP_P_HELP),
+    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    allow_identical_repeats: bool = typer.Option(False, "--allow-identical-repeats", help=IDENTICAL_HELP),
+    checkpoints: str | None = typer.Option(
+        None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
+        help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
+    ),
+    log_requests: bool = typer.Option(False, "--log-requests", help=LOG_REQUESTS_HELP),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+) -> None:
+    """Replay an execution from a saved state: no forced action, the policy decides again.
+
+    Each replay runs on its own new thread and is recorded in RUN_DIR/replays.jsonl (kind
+    `replay`, parent = the saved state); the recorded thread is never written to.
+
+    Example: branchpoint replay runs/quickstart --execution 3f2a --checkpoint 1f0c2a --repeats 4
+    """
+    from branchpoint.experiments.forking import REPLAYS_FILE, ForkPlan, replay_run
+
+    plan = ForkPlan(
+        repeats=repeats, concurrency=concurrency, checkpoints=[checkpoint] if checkpoint else None,
+        **_sampling_options(temperature, top_p, seed, allow_identical_repeats),
+    )  # fmt: skip
+    summary = replay_run(
+        run_dir, execution, plan, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests
+    )
+    _print_fork_summary(summary, REPLAYS_FILE, "replays")
 
 
 @app.command()
@@ -481,33 +580,63 @@ def value(
 @friendly_errors
 def checkpoints_ls(
     run_dir: Path = typer.Argument(..., help="A run directory."),
-    execution: str | None = typer.Option(None, "--execution", help="Only this execution id."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+    execution: str | None = typer.Option(None, "--execution", help="Only this execution (or branch) id or prefix."),
+    branches: bool = typer.Option(False, "--branches", help="Also list the saved states of fork branches."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line (full ids)."),
+    wide: bool = typer.Option(False, "--wide", help="Full execution and checkpoint ids, and the condition."),
     checkpoints: str | None = typer.Option(
         None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
         help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
     ),
 ) -> None:
-    """List the checkpoints at legal action boundaries of a run's executions.
+    """List the saved states (checkpoints at legal action boundaries) of a run's executions, with
+    each execution's question, condition and outcome (correct / abstained / wrong) and the
+    searches and tokens spent by that state. Fork branches are listed with --branches.
 
-    Example: branchpoint checkpoints ls runs/quickstart --execution 3f2a...
+    Example: branchpoint checkpoints ls runs/quickstart --wide
+
+    Example: branchpoint fork runs/quickstart --checkpoint CHECKPOINT_ID --repeats 8
     """
     from rich.table import Table
 
-    from branchpoint.checkpoints.listing import run_boundaries
+    from branchpoint.evaluation.tally import condition_label
+    from branchpoint.experiments.states import saved_states
 
-    rows = run_boundaries(run_dir, execution, checkpoints)
+    rows = saved_states(run_dir, execution, checkpoints, branches=branches)
     if as_json:
-        for eid, b in rows:
-            typer.echo(json.dumps({"execution_id": eid, **b.model_dump()}))
+        for row in rows:
+            b = row.boundary
+            typer.echo(json.dumps({
+                "execution_id": row.execution_id, **b.model_dump(), "question": row.question,
+                "condition": row.condition, "outcome": row.outcome, "branch": row.branch,
+                "parent_execution_id": row.parent_execution_id,
+            }))  # fmt: skip
         return
-    table = Table("execution", "step", "boundary", "searches", "pending query", "tokens in/out", "checkpoint")
-    for eid, b in rows:
-        table.add_row(
-            eid[:12], str(b.step), b.boundary, str(b.searches), b.pending_query or "",
-            f"{b.input_tokens}/{b.output_tokens}", b.checkpoint_id,
-        )  # fmt: skip
+    columns = ["execution", "question", "outcome", "boundary", "searches", "pending query", "tokens in/out", "checkpoint"]
+    if wide:
+        columns.insert(2, "condition")
+    if branches:
+        columns.insert(1, "branch")
+    table = Table(*columns)
+    for row in rows:
+        b = row.boundary
+        cells = [
+            row.execution_id if wide else row.execution_id[:12], _clip(row.question, 60 if wide else 40),
+            row.outcome, b.boundary, str(b.searches), b.pending_query or "", f"{b.input_tokens}/{b.output_tokens}",
+            b.checkpoint_id if wide else b.checkpoint_id[-12:],
+        ]  # fmt: skip
+        if wide:
+            cells.insert(2, condition_label(row.condition))
+        if branches:
+            cells.insert(1, row.branch or "")
+        table.add_row(*cells)
     console.print(table)
+    if not wide and rows:
+        console.print("ids shortened; --wide or --json for full ids (fork/replay --checkpoint take an id or its shown end)")
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 runs_app = typer.Typer(help="Check run directories.", no_args_is_help=True)

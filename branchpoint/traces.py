@@ -20,6 +20,7 @@ SCHEMA_VERSION = 1
 #: A run folder's trace files: the executions of its spec, and the branches of its fork studies.
 EXECUTIONS_FILE = "executions.jsonl"
 FORKS_FILE = "forks.jsonl"
+REPLAYS_FILE = "replays.jsonl"
 
 Category = Literal["AU", "FP", "UC"]
 Branch = Literal["THINK", "SEARCH", "STOP", "SWITCH"]
@@ -69,6 +70,7 @@ class Step(_Open):
     retrieved: list[RetrievedDoc] = Field(default_factory=list)
     cache_hit: bool | None = None
     finish_reason: str | None = None
+    raw: str | None = Field(None, description="A model step's reply as returned (`text` holds the parsed action text).")
 
 
 class Judgment(_Open):
@@ -104,6 +106,10 @@ class ExecutionRecord(_Open):
     parent: ParentRef | None = None
     branch: Branch | None = None
     repeat: int = 0
+    kind: str | None = Field(None, description='"replay" for a replay (the policy decided again; `branch` is null).')
+    sampling: dict[str, Any] | None = Field(
+        None, description="A branch's or replay's sampling: {temperature, top_p, seed} (its own seed per repeat)."
+    )
     status: Status = "ok"
     final_answer: str | None = None
     steps: list[Step] = Field(default_factory=list)

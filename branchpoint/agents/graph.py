@@ -18,12 +18,14 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from branchpoint.agents.policies import Policy, step_from_call
+from branchpoint.agents.policies import Policy, forced_answer_steps
 from branchpoint.agents.state import BOUNDARY_AFTER_SEARCH, BOUNDARY_PENDING, AgentContext, AgentState
+from branchpoint.agents.transcript import search_entry
 
 
 def search_node(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-    """Run the pending query on the state's current source; one search call, counted."""
+    """Run the pending query on the state's current source; one search call, counted, and the
+    search (with the model turn that asked for it) appended to the transcript."""
     ctx = runtime.context
     if ctx.search is None:
         raise RuntimeError("search node reached without a search tool (routing bug)")
@@ -41,6 +43,7 @@ def search_node(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, 
     }
     return {
         "steps": [step],  # appended (see `AgentState`)
+        "transcript": [search_entry(state, result.query, result.source, len(docs))],
         "evidence": docs,
         "searches": k,
         "pending": None,
@@ -58,10 +61,11 @@ def make_answer_node(policy: Policy) -> Any:
         if pending.get("action") == "answer":
             return {"final_answer": pending["text"], "pending": None, "boundary": None}
         decision = policy.force_answer(state, runtime.context)
-        steps = [step_from_call("forced_answer", c, "answer", c.text) for c in decision.calls]
+        steps = forced_answer_steps(decision)
         ok = decision.status == "ok"
         return {
             "steps": steps,
+            **({"transcript": decision.transcript} if decision.transcript else {}),
             "final_answer": decision.text if ok else None,
             "status": decision.status,
             "pending": None,

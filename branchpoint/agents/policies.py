@@ -2,15 +2,25 @@
 
 A policy is a LangGraph node `(state, runtime) -> update` that reads the state, makes (usually)
 one model call, and writes the pending action with `apply_decision`. Each policy also says how
-to force a final answer when the search budget is spent. Register one with `@policy("name")`,
-or name any module-level function in a spec as `package.module:function`.
+to force a final answer when the search budget is spent; by default that is the policy's own node
+run with no search tool offered, so the forced answer uses the policy's own protocol (endpoint,
+prompt, parser). Register one with `@policy("name")`, or name any module-level function in a spec
+as `package.module:function` (imported with the spec's folder and the working directory on the
+import path).
+
+Prompts are built from the state only (`transcript`, `evidence`, `history`: see
+`branchpoint.agents.transcript`), never from `steps`, so a fork branch sends the request its
+parent would have sent at the checkpoint.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -24,6 +34,7 @@ from branchpoint.agents.protocols import (
     parse_tool_call,
 )
 from branchpoint.agents.state import BOUNDARY_PENDING, AgentContext, AgentState
+from branchpoint.agents.transcript import model_turn, self_evaluated
 from branchpoint.errors import InputError
 from branchpoint.models.call import ModelCall
 from branchpoint.tools.search import SEARCH_TOOL_SCHEMA
@@ -45,13 +56,37 @@ _POLICIES: dict[str, Policy] = {}
 
 
 def policy(name: str, *, force_answer: ForceAnswer | None = None) -> Callable[[DecideNode], DecideNode]:
-    """Register a decide node under `name` (the forced answer defaults to a chat call, no tools)."""
+    """Register a decide node under `name`; its forced answer defaults to the node itself run
+    with no search tool offered (`own_protocol_force_answer`)."""
 
     def register(fn: DecideNode) -> DecideNode:
-        _POLICIES[name] = Policy(name, fn, force_answer or chat_force_answer)
+        _POLICIES[name] = Policy(name, fn, force_answer or own_protocol_force_answer(fn))
         return fn
 
     return register
+
+
+def own_protocol_force_answer(decide: DecideNode) -> ForceAnswer:
+    """A forced answer in the policy's own protocol: its decide node, run on the same state with
+    no search tool offered (so `ctx.offers_search` is False); its steps become `forced_answer`
+    steps. A node that asks to search even so (it ignores `offers_search`) gets the chat forced
+    answer after its own steps."""
+
+    def force(state: AgentState, ctx: AgentContext) -> Decision:
+        update = decide(state, Runtime(context=dataclasses.replace(ctx, search=None)))
+        steps = [{**step, "kind": "forced_answer"} for step in update.get("steps") or []]
+        pending = update.get("pending") or {}
+        status = update.get("status", "ok")
+        transcript = list(update.get("transcript") or [])
+        if status != "ok":
+            return Decision("answer", "", [], status=status, steps=steps, transcript=transcript)
+        if pending.get("action") != "answer":
+            fallback = chat_force_answer(state, ctx)
+            steps += decision_steps("forced_answer", fallback)
+            return dataclasses.replace(fallback, calls=[], steps=steps, transcript=transcript)
+        return Decision("answer", pending["text"], [], steps=steps, transcript=transcript)
+
+    return force
 
 
 def registered_policies() -> list[str]:
@@ -59,14 +94,29 @@ def registered_policies() -> list[str]:
     return sorted(_POLICIES)
 
 
-def resolve_policy(name: str) -> Policy:
-    """A registered policy by name, or a node function named `package.module:function`."""
+def import_module_from(module_name: str, search_paths: Sequence[str | Path] = ()) -> Any:
+    """Import `module_name` with `search_paths` (e.g. the spec's folder) and the working
+    directory on the import path for the duration of the import."""
+    added = [str(Path(p).resolve()) for p in [*search_paths, Path.cwd()]]
+    added = [p for p in dict.fromkeys(added) if p not in sys.path]
+    sys.path[:0] = added
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        for p in added:
+            if p in sys.path:
+                sys.path.remove(p)
+
+
+def resolve_policy(name: str, search_paths: Sequence[str | Path] = ()) -> Policy:
+    """A registered policy by name, or a node function named `package.module:function`
+    (imported with `search_paths` and the working directory on the import path)."""
     if name in _POLICIES:
         return _POLICIES[name]
     if ":" in name:
         module_name, _, attr = name.partition(":")
         try:
-            module = importlib.import_module(module_name)
+            module = import_module_from(module_name, search_paths)
         except ImportError as exc:
             raise InputError(f"agent.policy: cannot import module {module_name!r} ({exc})") from None
         fn = getattr(module, attr, None)
@@ -75,7 +125,7 @@ def resolve_policy(name: str) -> Policy:
         for registered in _POLICIES.values():  # decorated in that module: keep its forced answer
             if registered.decide is fn:
                 return registered
-        return Policy(name, fn, chat_force_answer)
+        return Policy(name, fn, own_protocol_force_answer(fn))
     raise InputError(
         f"agent.policy: unknown policy {name!r} (registered: {', '.join(registered_policies())}; "
         "or name your own node function as package.module:function)"
@@ -83,11 +133,13 @@ def resolve_policy(name: str) -> Policy:
 
 
 def step_from_call(kind: str, call: ModelCall, action: str | None, text: str | None) -> dict[str, Any]:
-    """A trace step (as a state dict) for one model call."""
+    """A trace step (as a state dict) for one model call: `text` is the parsed action text where
+    the call gave one, `raw` what the model returned."""
     return {
         "kind": kind,
         "action": action,
         "text": text,
+        "raw": call.text,
         "usage": call.usage.model_dump(),
         "latency_s": call.latency_s,
         "finish_reason": call.finish_reason,
@@ -95,29 +147,41 @@ def step_from_call(kind: str, call: ModelCall, action: str | None, text: str | N
     }
 
 
+def decision_steps(kind: str, decision: Decision) -> list[dict[str, Any]]:
+    """The trace steps of a decision's calls: the last one carries the parsed action and text."""
+    if decision.steps is not None:
+        return [{**step, "kind": kind} for step in decision.steps]
+    ok = decision.status == "ok"
+    steps = []
+    for i, call in enumerate(decision.calls):
+        last = ok and i == len(decision.calls) - 1
+        steps.append(step_from_call(kind, call, decision.action if last else None, decision.text if last else call.text))
+    return steps
+
+
+def forced_answer_steps(decision: Decision) -> list[dict[str, Any]]:
+    """The `forced_answer` steps of a policy's forced final answer (parsed answer and raw reply)."""
+    return decision_steps("forced_answer", decision)
+
+
 def apply_decision(state: AgentState, decision: Decision, ctx: AgentContext) -> dict[str, Any]:
-    """The state update for a decision: the new trace steps (appended), the pending action, and
-    the boundary.
+    """The state update for a decision: the new trace steps (appended), the pending action (with
+    the model turn that made it, for the transcript), any transcript entries, and the boundary.
 
     A SEARCH that may run (tool offered, cap not reached) marks the `pending_query` boundary;
     otherwise the graph goes to `answer`, which forces a final answer.
     """
-    steps: list[dict[str, Any]] = []
-    for i, call in enumerate(decision.calls):
-        last = i == len(decision.calls) - 1
-        steps.append(step_from_call(
-            "decide", call, decision.action if last and decision.status == "ok" else None,
-            decision.text if last and decision.status == "ok" else call.text,
-        ))
+    update: dict[str, Any] = {"steps": decision_steps("decide", decision)}
+    if decision.transcript:
+        update["transcript"] = list(decision.transcript)
     if decision.status != "ok":
-        return {"steps": steps, "status": decision.status, "pending": None, "boundary": None}
+        return {**update, "status": decision.status, "pending": None, "boundary": None}
     can_search = ctx.offers_search and state.get("searches", 0) < ctx.search_cap
     runs = decision.action == "search" and can_search
-    return {
-        "steps": steps,
-        "pending": {"action": decision.action, "text": decision.text},
-        "boundary": BOUNDARY_PENDING if runs else None,
-    }
+    pending: dict[str, Any] = {"action": decision.action, "text": decision.text}
+    if decision.calls:
+        pending["turn"] = model_turn(decision.calls[-1], f"call_{int(state.get('searches', 0))}")
+    return {**update, "pending": pending, "boundary": BOUNDARY_PENDING if runs else None}
 
 
 # --- completion style (base models): few-shot JSON decisions, grammar as the fallback ---------
@@ -170,10 +234,9 @@ def constrained(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, 
 # --- chat style (instruct / reasoning models): native tool calls or tagged text --------------
 
 
-def chat_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
-    """Forced final answer for chat policies: the transcript plus 'answer now', no tool offered."""
+def _chat_force_answer(state: AgentState, ctx: AgentContext, *, tools: bool) -> Decision:
     messages = prompts.chat_messages(
-        state, tools=True, allow_search=False, evidence_words=ctx.evidence_words, variant=ctx.prompt
+        state, tools=tools, allow_search=False, evidence_words=ctx.evidence_words, variant=ctx.prompt
     )
     messages.append({"role": "user", "content": prompts.FORCE_ANSWER})
     call = ctx.model.chat(messages, max_tokens=ctx.answer_max_tokens)
@@ -183,27 +246,41 @@ def chat_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
     return Decision("answer", parsed[1], [call])
 
 
+def chat_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
+    """Forced final answer for tool-call policies: the transcript plus 'answer now', no tool offered."""
+    return _chat_force_answer(state, ctx, tools=True)
+
+
+def tagged_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
+    """Forced final answer for the tagged policy: its own tagged transcript plus 'answer now'."""
+    return _chat_force_answer(state, ctx, tools=False)
+
+
 def self_evaluation(state: AgentState, ctx: AgentContext) -> Decision:
     """The `self_eval` variant's first call. ABSTAIN gives an answer that abstains (with the
     model's reason); otherwise the returned decision has empty text: the policy goes on, and the
-    call's cost is kept."""
+    call's cost is kept. Either way the verdict goes into the transcript, so the call is made
+    once per execution (a branch from a later state does not make it again)."""
     messages = prompts.chat_messages(state, tools=True, allow_search=False, evidence_words=ctx.evidence_words)
     messages.append({"role": "user", "content": prompts.SELF_EVAL_PROMPT})
     call = ctx.model.chat(messages, max_tokens=ctx.answer_max_tokens)
     text = call.text.strip()
+    entry = [{"kind": "self_eval", "text": call.text}]
     if text.upper().startswith("ABSTAIN"):
         reason = text.split(":", 1)[1].strip() if ":" in text else ""
-        return Decision("answer", f"I don't know: {reason}" if reason else "I don't know.", [call])
-    return Decision("answer", "", [call])
+        return Decision("answer", f"I don't know: {reason}" if reason else "I don't know.", [call], transcript=entry)
+    return Decision("answer", "", [call], transcript=entry)
 
 
 def _chat_decision(state: AgentState, ctx: AgentContext, *, tools: bool, allow_search: bool) -> Decision:
     calls: list[ModelCall] = []
-    if ctx.prompt == "self_eval" and not state.get("steps"):
+    transcript: list[dict[str, Any]] = []
+    if ctx.prompt == "self_eval" and not self_evaluated(state) and not state.get("transcript"):
         verdict = self_evaluation(state, ctx)
         if verdict.text:
             return verdict
         calls += verdict.calls
+        transcript += verdict.transcript
     messages = prompts.chat_messages(
         state, tools=tools, allow_search=allow_search, evidence_words=ctx.evidence_words, variant=ctx.prompt
     )
@@ -215,11 +292,13 @@ def _chat_decision(state: AgentState, ctx: AgentContext, *, tools: bool, allow_s
             calls.append(ctx.model.chat(messages, max_tokens=ctx.max_tokens))
             parsed = parse_tagged(calls[-1].text, allow_search)
         if parsed and calls[-1].finish_reason != "length":
-            return Decision(parsed[0], parsed[1], calls)
-    return Decision.failed(calls)
+            return Decision(parsed[0], parsed[1], calls, transcript=transcript)
+    failed = Decision.failed(calls)
+    failed.transcript = transcript
+    return failed
 
 
-@policy("native")
+@policy("native", force_answer=chat_force_answer)
 def native(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """The model decides through native OpenAI tool calls (the search tool is offered if allowed)."""
     ctx = runtime.context
@@ -227,7 +306,7 @@ def native(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     return apply_decision(state, _chat_decision(state, ctx, tools=True, allow_search=can_search), ctx)
 
 
-@policy("tagged")
+@policy("tagged", force_answer=tagged_force_answer)
 def tagged(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """The model decides in tagged text, Search-R1 style: `<search>q</search>` or `<answer>a</answer>`."""
     ctx = runtime.context
@@ -235,7 +314,7 @@ def tagged(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     return apply_decision(state, _chat_decision(state, ctx, tools=False, allow_search=can_search), ctx)
 
 
-@policy("no_search")
+@policy("no_search", force_answer=chat_force_answer)
 def no_search(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """The paper's base condition: the search tool is not offered; the model answers directly."""
     ctx = runtime.context

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from branchpoint.agents import transcript  # the state fields prompts are built from
 from branchpoint.agents.protocols import JSON_DECISION_PREFIX
 
 FEWSHOT_HEADER = (
@@ -122,7 +123,9 @@ def fewshot_prompt(
     for turn in history or []:
         decision = json.dumps({"action": "answer", "text": turn["answer"]})
         parts.append(f"Question: {turn['question']}\nDecision: {decision}\n\n")
-    parts.append(_block(question, evidence_lines(evidence, evidence_words), allow_search))
+    # Evidence in hand is always shown, also where search is no longer offered (a forced answer
+    # in the no-search prompt): an answer "from the evidence you have" must see it.
+    parts.append(_block(question, evidence_lines(evidence, evidence_words), allow_search or bool(evidence)))
     return "".join(parts) + JSON_DECISION_PREFIX
 
 
@@ -181,11 +184,6 @@ def format_docs(docs: list[dict[str, Any]], words: int) -> str:
     )
 
 
-def search_results(state: dict[str, Any]) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """Each search step of the state with the docs it retrieved, in order."""
-    return [(s, s.get("retrieved") or []) for s in state.get("steps", []) if s["kind"] == "search"]
-
-
 def system_prompt(*, tools: bool, allow_search: bool, variant: str = "abstention") -> str:
     """The system prompt of a chat policy for a prompt variant (see PROMPT_VARIANTS)."""
     if variant == "plain":
@@ -200,9 +198,13 @@ def system_prompt(*, tools: bool, allow_search: bool, variant: str = "abstention
 def chat_messages(
     state: dict[str, Any], *, tools: bool, allow_search: bool, evidence_words: int, variant: str = "abstention"
 ) -> list[dict[str, Any]]:
-    """The chat transcript for the native tool-call protocol (tools=True) or tagged text.
+    """The chat transcript for the native tool-call protocol (tools=True) or tagged text, built
+    from the state alone: history, question, and each executed search of `transcript` (the model
+    turn that asked for it, with its tool-call id and content, and the passages it returned).
 
-    Earlier turns of a multi-turn conversation come first, as user / assistant messages.
+    Earlier turns of a multi-turn conversation come first, as user / assistant messages. The
+    reasoning text of earlier turns is kept in the transcript but not resent (vLLM's reasoning
+    parsers and chat templates drop it from earlier turns).
     """
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": system_prompt(tools=tools, allow_search=allow_search, variant=variant)}
@@ -210,23 +212,34 @@ def chat_messages(
     for turn in state.get("history") or []:
         messages += [{"role": "user", "content": turn["question"]}, {"role": "assistant", "content": turn["answer"]}]
     messages.append({"role": "user", "content": state["question"]})
-    for i, (step, docs) in enumerate(search_results(state)):
+    for entry, docs in transcript.searches(state):
+        model = entry.get("turn") or {}
         if tools:
-            call_id = f"call_{i}"
+            call_id = model.get("call_id") or "call_0"
             messages.append({
                 "role": "assistant",
-                "content": "",
+                "content": model.get("content") or "",
                 "tool_calls": [{
                     "id": call_id,
                     "type": "function",
-                    "function": {"name": "search", "arguments": json.dumps({"query": step["query"]})},
+                    "function": {"name": "search", "arguments": json.dumps({"query": entry["query"]})},
                 }],
             })
             messages.append({"role": "tool", "tool_call_id": call_id, "content": format_docs(docs, evidence_words)})
         else:
-            messages.append({"role": "assistant", "content": f"<search>{step['query']}</search>"})
+            messages.append({"role": "assistant", "content": tagged_search_turn(model.get("content"), entry["query"])})
             messages.append({
                 "role": "user",
                 "content": f"<information>{format_docs(docs, evidence_words)}</information>",
             })
     return messages
+
+
+def tagged_search_turn(content: str | None, query: str) -> str:
+    """The assistant turn of a tagged search as the model wrote it, up to its `</search>` tag
+    (`<search>query</search>` when the turn's text is unknown or has no search tag)."""
+    if content:
+        end = content.find("</search>")
+        if end >= 0 and "<search>" in content[:end]:
+            return content[: end + len("</search>")]
+    return f"<search>{query}</search>"

@@ -22,12 +22,20 @@ JSON_DECISION_PREFIX = '{"action": "'
 
 @dataclass
 class Decision:
-    """A policy's decision, with the model calls it took (retries included) and their outcome."""
+    """A policy's decision, with the model calls it took (retries included) and their outcome.
+
+    `transcript`: entries for the state's transcript that the decision adds besides its own turn
+    (e.g. the `self_eval` verdict; see `branchpoint.agents.transcript`). `steps`: the trace steps
+    already built for the calls, when a policy's node made them (a forced answer in the policy's
+    own protocol); otherwise they are built from `calls`.
+    """
 
     action: Action
     text: str
     calls: list[ModelCall] = field(default_factory=list)
     status: Literal["ok", "malformed", "length"] = "ok"
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[dict[str, Any]] | None = None
 
     @classmethod
     def failed(cls, calls: list[ModelCall]) -> Decision:

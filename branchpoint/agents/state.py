@@ -1,7 +1,7 @@
 """Agent state (LangGraph channels) and the run-time context passed to every node.
 
-Scalar channels are plain overwrite channels. The two lists that grow with every step, `steps`
-and `evidence`, are LangGraph `DeltaChannel`s with an append reducer: a node returns only the
+Scalar channels are plain overwrite channels. The three lists that grow with every step, `steps`,
+`evidence` and `transcript`, are LangGraph `DeltaChannel`s with an append reducer: a node returns only the
 items it adds, and a checkpoint stores those new items (its writes) instead of the whole list
 again, so checkpoint bytes grow linearly with the number of searches, not quadratically. The
 full lists are rebuilt from the ancestors' writes when a checkpoint is read (`graph.get_state`;
@@ -9,6 +9,12 @@ see `branchpoint.checkpoints.values`). Forks are unaffected by the reducer:
 a branch is a new thread whose input carries the checkpoint's full lists, appended to empty
 ones (DESIGN: the reducer trap bites only updates of the same thread). Fork directives live in
 their own `directive` channel.
+
+Prompts are a pure function of this state (DESIGN, "Prompts are a pure function of the
+checkpointed state"): `transcript` holds what a prompt is built from (each executed search with
+the model turn that asked for it: tool-call id, content, reasoning text; the self-evaluation
+verdict), `evidence` the passages, `history` earlier turns. `steps` is the trace of this
+thread's own calls: a fork branch starts it empty, so no prompt may be built from it.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ class AgentState(TypedDict, total=False):
     source: str
     evidence: Annotated[list[dict[str, Any]], DeltaChannel(append_items)]
     steps: Annotated[list[dict[str, Any]], DeltaChannel(append_items)]
+    transcript: Annotated[list[dict[str, Any]], DeltaChannel(append_items)]
     pending: dict[str, Any] | None
     searches: int
     boundary: str | None
@@ -75,6 +82,7 @@ def initial_state(
         source=source,
         evidence=[],
         steps=[],
+        transcript=[],
         pending=None,
         searches=0,
         boundary=BOUNDARY_INITIAL,

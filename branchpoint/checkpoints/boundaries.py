@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.types import StateSnapshot
 from pydantic import BaseModel
 
 from branchpoint.agents.state import boundary_kind
@@ -22,6 +23,7 @@ class BoundaryInfo(BaseModel):
     pending_query: str | None
     input_tokens: int
     output_tokens: int
+    source: str | None = None
 
 
 def boundary_info(checkpoint_id: str, step: int, values: dict[str, Any]) -> BoundaryInfo | None:
@@ -40,17 +42,39 @@ def boundary_info(checkpoint_id: str, step: int, values: dict[str, Any]) -> Boun
         pending_query=pending.get("text") if pending.get("action") == "search" else None,
         input_tokens=sum(int(u.get("input_tokens", 0)) for u in usages),
         output_tokens=sum(int(u.get("output_tokens", 0)) for u in usages),
+        source=values.get("source"),
     )
 
 
+def original_path(snapshots: list[StateSnapshot]) -> list[StateSnapshot]:
+    """The snapshots on a thread's original path: the first-written leaf and its ancestors.
+
+    A thread that was replayed in place (`graph.invoke(None, past_config)`) holds a second path
+    branching off an earlier checkpoint, written later; its checkpoints are not the recorded
+    execution's and are left out (checkpoint ids are time-ordered)."""
+    by_id = {s.config["configurable"]["checkpoint_id"]: s for s in snapshots}
+    parents = {
+        (s.parent_config or {}).get("configurable", {}).get("checkpoint_id") for s in snapshots
+    }
+    leaves = sorted(i for i in by_id if i not in parents)
+    if len(leaves) <= 1:
+        return snapshots
+    path, current = [], leaves[0]
+    while current in by_id:
+        path.append(by_id[current])
+        current = (by_id[current].parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    return path
+
+
 def list_boundaries(saver: BaseCheckpointSaver, thread_id: str, reader: Any = None) -> list[BoundaryInfo]:
-    """Checkpoints of `thread_id` at legal boundaries, oldest first (the saver lists newest first).
+    """Checkpoints of `thread_id` at legal boundaries on its original path (see
+    `original_path`), oldest first (the saver lists newest first).
 
     Input checkpoints (before the graph's first step) are skipped: the `initial` boundary is the
     first loop checkpoint, where `decide` is about to run. `reader`: see `values.checkpoint_values`.
     """
     out = []
-    for snapshot in thread_states(saver, thread_id, reader):
+    for snapshot in original_path(list(thread_states(saver, thread_id, reader))):
         metadata = snapshot.metadata or {}
         if metadata.get("source") == "input":
             continue

@@ -1,7 +1,9 @@
 """Forking a saved state into THINK / SEARCH / STOP / SWITCH continuations.
 
 A branch is a new LangGraph thread whose input is the checkpoint's state values with a
-`directive` and an empty step list (so its costs are its own), never the original thread: the
+`directive` and an empty step list (so its costs are its own), never the original thread. The
+state keeps everything prompts are built from (`transcript`, `evidence`, `history`), so the
+branch's first request is the one its parent would have sent there had it taken the action. The
 branches cannot see each other's steps and can run concurrently (DESIGN: LangGraph keeps forks
 of one thread interleaved in its history). `route_start` in the graph sends the seeded state to
 the node that continues it.
@@ -86,10 +88,17 @@ def branch_input(
     check_action(action, values.get("boundary") or "")
     if action == "SWITCH" and not switch_source:
         raise InputError("SWITCH needs a source to switch to (--switch-source NAME)")
+    if action == "SWITCH" and switch_source == values.get("source"):
+        raise IllegalActionError(
+            f"SWITCH to {switch_source!r}: that is the state's current source (SWITCH runs the pending "
+            "query on another source; SEARCH runs it on the same one)"
+        )
     if search_budget < 1 and action in ("SEARCH", "SWITCH"):
         raise InputError(f"--search-budget must be at least 1 for {action}, got {search_budget}")
     searches = int(values.get("searches", 0))
     state = {**values, "steps": [], "status": "ok", "final_answer": None}
+    if "transcript" not in values:  # saved before states kept a transcript: rebuild it from the trace
+        state["transcript"] = transcript_from_steps(values)
     directive: dict[str, Any] = {"action": action}
     cap = searches
     if action == "STOP":
@@ -102,3 +111,21 @@ def branch_input(
             state["source"] = switch_source
     state["directive"] = directive
     return state, cap
+
+
+def transcript_from_steps(values: dict[str, Any]) -> list[dict[str, Any]]:
+    """The transcript of a state saved before states kept one, rebuilt from its (full) trace:
+    each search step with the decision that asked for it (its text, no tool-call id)."""
+    entries: list[dict[str, Any]] = []
+    start = 0
+    for step in values.get("steps") or []:
+        if step.get("kind") != "search":
+            continue
+        n = len(step.get("retrieved") or [])
+        entries.append({
+            "kind": "search", "query": step.get("query"), "source": step.get("source"),
+            "evidence_start": start, "evidence_count": n,
+            "turn": {"call_id": f"call_{len(entries)}", "content": None, "reasoning": None},
+        })
+        start += n
+    return entries

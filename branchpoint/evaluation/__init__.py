@@ -23,6 +23,7 @@ from branchpoint.evaluation.judges import (
 from branchpoint.evaluation.llm_judges import (
     ABSTENTION_PROMPT_V1,
     ANSWER_PROMPT_V1,
+    EVIDENCE_ANSWERABLE_PROMPT_V1,
     EVIDENCE_PROMPT_V1,
     LLMJudge,
     open_llm_judge,
@@ -45,6 +46,7 @@ __all__ = [
     "ANSWER_LABELS",
     "ANSWER_PROMPT_V1",
     "AbstentionPattern",
+    "EVIDENCE_ANSWERABLE_PROMPT_V1",
     "EVIDENCE_PROMPT_V1",
     "JudgeCache",
     "JudgeFn",

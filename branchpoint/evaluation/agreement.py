@@ -13,6 +13,17 @@ Items are left out when either label is UNPARSEABLE, or the execution is `incomp
 κ = (p_o − p_e) / (1 − p_e) with p_o the observed agreement and p_e = Σ_k p1(k)·p2(k) the
 agreement expected from each judge's label frequencies; κ is None when p_e = 1 (both judges
 used one and the same label throughout, so chance explains everything).
+
+Two views the over-searching study reports (Appendix C) are added:
+
+- `averages`: with three or more judges, the average pairwise agreement (and κ) per kind over
+  all pairs (`mean_pairwise`; the study: 89.4 % answer, 92.3 % abstention over three judges);
+- `vs_reference`: the direction of disagreements between a reference judge (people, by
+  default the judge named `human`) and each other judge (`disagreement_direction`; the study:
+  10 of 16 disagreements were the LLM judge seeing an abstention the human did not).
+Each pair also carries `a_yes_b_no` / `a_no_b_yes`: items where only judge A (or only B) gave
+the kind's *positive* label (`POSITIVE_LABELS`: ABSTAINED, CORRECT, the correct decisive label,
+NEGATIVE evidence).
 """
 
 from __future__ import annotations
@@ -28,6 +39,14 @@ from branchpoint.traces import ExecutionRecord
 
 KINDS: tuple[str, ...] = ("decisive", "answer", "abstention", "evidence")
 EXCLUDED_JUDGES: frozenset[str] = frozenset({"given"})
+#: The label of each kind whose over- or under-use a disagreement's direction reports.
+POSITIVE_LABELS: dict[str, frozenset[str]] = {
+    "decisive": frozenset({"CORRECT", "ABSTAINED"}),
+    "answer": frozenset({"CORRECT"}),
+    "abstention": frozenset({"ABSTAINED"}),
+    "evidence": frozenset({"NEGATIVE"}),
+}
+DEFAULT_REFERENCE = "human"
 
 
 def cohen_kappa(labels_a: list[str], labels_b: list[str]) -> float | None:
@@ -61,8 +80,59 @@ def _items(record: ExecutionRecord) -> dict[str, dict[tuple[str, str], str]]:
     return out
 
 
-def judge_agreement(records: Iterable[ExecutionRecord]) -> dict[str, Any]:
-    """{"judges": [...], "pairs": [{judge_a, judge_b, kind, n, agreement, kappa, n_excluded}]}."""
+def disagreement_direction(reference: list[str], other: list[str], kind: str) -> dict[str, Any]:
+    """Which way two judges disagree on the same items, `reference` taken as right.
+
+    Over-searching study, Appendix C.2 (human validation: of 16 disagreements, 10 were the LLM
+    judge identifying abstention where the human did not). With P = `POSITIVE_LABELS[kind]`:
+    other_yes_ref_no = #{i: other_i ∈ P, ref_i ∉ P}, other_no_ref_yes = #{i: other_i ∉ P,
+    ref_i ∈ P}, n_disagree = #{i: other_i ≠ ref_i} and share_other_yes = other_yes_ref_no /
+    n_disagree (None without disagreements). On the two-label kinds every disagreement is one
+    of the two directions; on `answer` (three labels) and `decisive` some are neither
+    (INCORRECT vs NOT_ATTEMPTED).
+    """
+    positive = POSITIVE_LABELS[kind]
+    pairs = list(zip(reference, other, strict=True))
+    n_disagree = sum(r != o for r, o in pairs)
+    yes_no = sum(o in positive and r not in positive for r, o in pairs)
+    no_yes = sum(o not in positive and r in positive for r, o in pairs)
+    return {
+        "n": len(pairs), "n_disagree": n_disagree, "other_yes_ref_no": yes_no, "other_no_ref_yes": no_yes,
+        "share_other_yes": yes_no / n_disagree if n_disagree else None,
+    }  # fmt: skip
+
+
+def mean_pairwise(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Average pairwise agreement per kind over three or more judges.
+
+    Over-searching study, Appendix C.1 (inter-judge validation, three judges): for the set P of
+    judge pairs that labelled common items of a kind, mean agreement = (1/|P|) Σ_{(a,b)∈P}
+    agreement_ab, and likewise mean κ over the pairs where κ is defined. Kinds with fewer than
+    three judges are left out (one pair is no average).
+    """
+    out = []
+    for kind in KINDS:
+        rows = [p for p in pairs if p["kind"] == kind and p["agreement"] is not None]
+        judges = sorted({p["judge_a"] for p in rows} | {p["judge_b"] for p in rows})
+        if len(judges) < 3:
+            continue
+        kappas = [p["kappa"] for p in rows if p["kappa"] is not None]
+        out.append({
+            "kind": kind, "judges": judges, "n_pairs": len(rows),
+            "mean_agreement": sum(p["agreement"] for p in rows) / len(rows),
+            "mean_kappa": sum(kappas) / len(kappas) if kappas else None,
+            "n_items": [p["n"] for p in rows],
+        })  # fmt: skip
+    return out
+
+
+def judge_agreement(records: Iterable[ExecutionRecord], reference: str | None = None) -> dict[str, Any]:
+    """{"judges", "pairs": [{judge_a, judge_b, kind, n, agreement, kappa, n_excluded, a_yes_b_no,
+    a_no_b_yes}], "averages" (`mean_pairwise`), "reference", "vs_reference"
+    (`disagreement_direction` of every other judge against `reference`)}.
+
+    `reference` defaults to the judge named "human" when it is present (else no reference view).
+    """
     labels: dict[str, dict[tuple[str, str], str]] = {}
     for record in records:
         if record.status == "incomplete":
@@ -70,7 +140,9 @@ def judge_agreement(records: Iterable[ExecutionRecord]) -> dict[str, Any]:
         for judge, items in _items(record).items():
             labels.setdefault(judge, {}).update(items)
     judges = sorted(labels)
-    pairs = []
+    if reference is None and DEFAULT_REFERENCE in labels:
+        reference = DEFAULT_REFERENCE
+    pairs, vs_reference = [], []
     for a, b in itertools.combinations(judges, 2):
         for kind in KINDS:
             shared = sorted(k for k in labels[a].keys() & labels[b].keys() if k[0] == kind)
@@ -79,12 +151,21 @@ def judge_agreement(records: Iterable[ExecutionRecord]) -> dict[str, Any]:
             kept = [k for k in shared if UNPARSEABLE not in (labels[a][k], labels[b][k])]
             la, lb = [labels[a][k] for k in kept], [labels[b][k] for k in kept]
             agree = sum(x == y for x, y in zip(la, lb))
+            direction = disagreement_direction(lb, la, kind)  # a as "other", b as reference
             pairs.append({
                 "judge_a": a, "judge_b": b, "kind": kind, "n": len(kept),
                 "agreement": agree / len(kept) if kept else None,
                 "kappa": cohen_kappa(la, lb), "n_excluded": len(shared) - len(kept),
+                "a_yes_b_no": direction["other_yes_ref_no"], "a_no_b_yes": direction["other_no_ref_yes"],
             })  # fmt: skip
-    return {"judges": judges, "pairs": pairs}
+            if reference in (a, b) and kept:
+                ref, other = (la, lb) if reference == a else (lb, la)
+                vs_reference.append({"judge": b if reference == a else a, "kind": kind,
+                                     **disagreement_direction(ref, other, kind)})  # fmt: skip
+    if reference is not None and reference not in labels:
+        reference = None
+    return {"judges": judges, "pairs": pairs, "averages": mean_pairwise(pairs),
+            "reference": reference, "vs_reference": vs_reference}  # fmt: skip
 
 
 def agreement_json(agreement: dict[str, Any]) -> str:
@@ -92,14 +173,32 @@ def agreement_json(agreement: dict[str, Any]) -> str:
 
 
 def agreement_markdown(agreement: dict[str, Any]) -> str:
-    """A markdown table of the pairs (agreement in %, κ to three decimals)."""
+    """Markdown tables: the pairs (agreement in %, κ to three decimals, which way they differ),
+    the averages over three or more judges, and the direction against the reference judge."""
     if not agreement["pairs"]:
         judges = ", ".join(agreement["judges"]) or "none"
         return f"No two judges labelled the same items (judges present: {judges})."
-    lines = ["| judge A | judge B | kind | n | agreement | Cohen's κ | excluded |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    lines = ["| judge A | judge B | kind | n | agreement | Cohen's κ | only A positive | only B positive | excluded |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
     for p in agreement["pairs"]:
         agree = "—" if p["agreement"] is None else f"{100 * p['agreement']:.1f}%"
         kappa = "—" if p["kappa"] is None else f"{p['kappa']:.3f}"
-        lines.append(f"| {p['judge_a']} | {p['judge_b']} | {p['kind']} | {p['n']} | {agree} | {kappa} | {p['n_excluded']} |")
+        lines.append(f"| {p['judge_a']} | {p['judge_b']} | {p['kind']} | {p['n']} | {agree} | {kappa} | "
+                     f"{p.get('a_yes_b_no', '—')} | {p.get('a_no_b_yes', '—')} | {p['n_excluded']} |")  # fmt: skip
+    if agreement.get("averages"):
+        lines += ["", "Average pairwise agreement over three or more judges:", "",
+                  "| kind | judges | pairs | mean agreement | mean κ |", "| --- | --- | ---: | ---: | ---: |"]  # fmt: skip
+        for a in agreement["averages"]:
+            kappa = "—" if a["mean_kappa"] is None else f"{a['mean_kappa']:.3f}"
+            lines.append(f"| {a['kind']} | {', '.join(a['judges'])} | {a['n_pairs']} | {100 * a['mean_agreement']:.1f}% | {kappa} |")
+    if agreement.get("vs_reference"):
+        ref = agreement["reference"]
+        lines += ["", f"Disagreements with the reference judge `{ref}` (positive = ABSTAINED, CORRECT, "
+                  "the correct decisive label, NEGATIVE evidence):", "",
+                  "| judge | kind | n | disagreements | judge positive, reference not | reference positive, judge not | share judge positive |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+        for d in agreement["vs_reference"]:
+            share = "—" if d["share_other_yes"] is None else f"{100 * d['share_other_yes']:.0f}%"
+            lines.append(f"| {d['judge']} | {d['kind']} | {d['n']} | {d['n_disagree']} | {d['other_yes_ref_no']} | "
+                         f"{d['other_no_ref_yes']} | {share} |")  # fmt: skip
     return "\n".join(lines)

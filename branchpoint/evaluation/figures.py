@@ -20,6 +20,7 @@ from branchpoint.evaluation.tally import condition_label
 FIGURES: dict[str, str] = {
     "accuracy_search": "accuracy_with_without_search.png",
     "tpc_search_cap": "tpc_vs_search_cap.png",
+    "marginal_roi": "marginal_roi.png",
     "tpc_outcome": "tpc_by_outcome.png",
     "evidence_balance": "evidence_balance.png",
     "multi_turn": "multi_turn.png",
@@ -152,6 +153,42 @@ def plot_tpc_search_cap(metrics: dict[str, Any], path: Path) -> Path | None:
     return _save(fig, path)
 
 
+def plot_marginal_roi(metrics: dict[str, Any], path: Path) -> Path | None:
+    """Marginal ROI per step of each search-cap sweep (accuracy points per 1,000 tokens, 95% CI);
+    undefined steps (the cost barely moved) are marked with an x on the zero line."""
+    sweeps = [s for s in metrics.get("search_cap_sweep") or [] if s.get("marginal_roi")]
+    if not sweeps:
+        return None
+    cols = min(3, len(sweeps))
+    rows = math.ceil(len(sweeps) / cols)
+    fig = Figure(figsize=(4.6 * cols, 3.4 * rows))
+    series = (("overall_accuracy", "#444444", "overall"), ("answer_accuracy", "#3182bd", "answer"),
+              ("abstention_accuracy", "#e6550d", "abstention"))  # fmt: skip
+    for k, sweep in enumerate(sweeps):
+        ax = fig.add_subplot(rows, cols, k + 1)
+        steps = sweep["marginal_roi"]
+        labels = [f"{r['from_cap']}→{r['to_cap']}" for r in steps]
+        width = 0.8 / len(series)
+        for i, (metric, color, name) in enumerate(series):
+            key = f"{metric}_per_1k_tokens"
+            xs = [j + (i - 1) * width for j in range(len(steps))]
+            ys = [_pct(r.get(key)) for r in steps]
+            errs = list(zip(*(_err(r.get(key), r.get(key + "_ci"), 100.0) for r in steps)))
+            ax.bar(xs, ys, width, yerr=errs, capsize=2, color=color, label=name)
+            undefined = [x for x, y in zip(xs, ys) if math.isnan(y)]
+            ax.plot(undefined, [0.0] * len(undefined), "x", color=color, markersize=6)
+        ax.axhline(0.0, color="#999999", linewidth=0.8)
+        ax.set_xticks(range(len(steps)))
+        ax.set_xticklabels(labels, fontsize=8)
+        ax.set_xlabel("search cap step")
+        ax.set_ylabel("accuracy points per 1k tokens")
+        other = short(condition_label(sweep["other"]), 60) if sweep["other"] else ""
+        ax.set_title(f"{sweep['model']}: {other}" if other else sweep["model"], fontsize=9)
+        ax.legend(fontsize=7, loc="best")
+    fig.suptitle("Marginal ROI of raising the search cap (x: undefined, cost barely moved)")
+    return _save(fig, path)
+
+
 def plot_tpc_outcome(metrics: dict[str, Any], path: Path) -> Path | None:
     """Mean cost per execution of each outcome, grouped by condition."""
     conds = metrics.get("by_condition") or {}
@@ -234,6 +271,7 @@ def plot_multi_turn(metrics: dict[str, Any], path: Path) -> Path | None:
 PLOTTERS: dict[str, Callable[[dict[str, Any], Path], Path | None]] = {
     "accuracy_search": plot_accuracy_search,
     "tpc_search_cap": plot_tpc_search_cap,
+    "marginal_roi": plot_marginal_roi,
     "tpc_outcome": plot_tpc_outcome,
     "evidence_balance": plot_evidence_balance,
     "multi_turn": plot_multi_turn,

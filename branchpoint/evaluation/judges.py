@@ -9,9 +9,10 @@ are objects built from a client rather than registered functions):
   NOT_ATTEMPTED) and one of kind `abstention` (ABSTAINED / ANSWERED). Records with status
   `malformed` or `length` are always INCORRECT and ANSWERED: a broken or truncated output counts
   as a wrong answer and as a failed abstention. Records with status `incomplete` are judged like
-  any other; the metrics exclude them. Unanswerable records also get one `evidence` judgment per
+  any other; the metrics exclude them. Every record also gets one `evidence` judgment per
   distinct retrieved document (POSITIVE / NEGATIVE, from a lexical cue detector; crude, an
-  offline stand-in for the LLM evidence judge).
+  offline stand-in for the LLM evidence judge), answerable ones too: the study reports the
+  negative-evidence share for both.
 - `given`: trusts labels already in the trace (from a human, another framework, or an earlier
   judge) and checks them.
 
@@ -22,12 +23,28 @@ after its retries records it, and the metrics leave such items out and count the
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Sequence
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from branchpoint.errors import InputError
+from branchpoint.evaluation.response_rules import (
+    ABSTENTION_PATTERNS,
+    AbstentionPattern,
+    GoldMatch,
+    _p,
+    classify_abstention,
+    contained_gold,
+    detect_abstention,
+    match_gold,
+    normalize_answer,
+)
 from branchpoint.traces import ExecutionRecord, Judgment, RetrievedDoc
+
+# The rules live in `response_rules`; these names are re-exported from here as before.
+__all__ = [
+    "ABSTENTION_PATTERNS", "AbstentionPattern", "classify_abstention", "contained_gold",
+    "detect_abstention", "match_gold", "normalize_answer",
+]  # fmt: skip
 
 JudgeFn = Callable[[ExecutionRecord], list[Judgment]]
 
@@ -111,101 +128,6 @@ def judge_records(
 
 
 # --------------------------------------------------------------------------------------------
-# Answer normalisation (SQuAD)
-# --------------------------------------------------------------------------------------------
-
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-
-
-def normalize_answer(text: str) -> str:
-    """SQuAD normalisation: lowercase, drop punctuation, drop articles a/an/the, collapse spaces.
-
-    Punctuation is every Unicode punctuation character (a superset of `string.punctuation`, so
-    curly quotes and dashes go too); like SQuAD, it is deleted, not replaced by a space.
-    """
-    text = text.lower()
-    text = "".join(ch for ch in text if not unicodedata.category(ch).startswith("P"))
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
-
-
-def contained_gold(answer: str | None, gold_answers: Iterable[str]) -> str | None:
-    """The first gold answer whose whole normalised form occurs in the answer on word boundaries.
-
-    Gold "Rome" matches "It is Rome." but not "Romeo". Gold answers that normalise to nothing
-    are ignored. Returns None when no gold answer is contained.
-    """
-    if not answer:
-        return None
-    padded = f" {normalize_answer(answer)} "
-    for gold in gold_answers:
-        norm = normalize_answer(gold)
-        if norm and f" {norm} " in padded:
-            return gold
-    return None
-
-
-# --------------------------------------------------------------------------------------------
-# Abstention detector: every pattern lives here
-# --------------------------------------------------------------------------------------------
-
-
-class AbstentionPattern(NamedTuple):
-    """One way of abstaining: a name (stored in `Judgment.raw`), its family, and a regex."""
-
-    name: str
-    family: str  # "unknown" | "clarification" | "premise"
-    regex: re.Pattern[str]
-
-
-def _p(name: str, family: str, pattern: str) -> AbstentionPattern:
-    return AbstentionPattern(name, family, re.compile(pattern))
-
-
-# Matched against the lowercased answer with curly apostrophes straightened; the first pattern
-# that matches, in this order, names the abstention. The premise family is deliberately broad
-# (any "never", "did not", "was not" counts): recall over precision, as in the seed work. On an
-# answerable question it only matters when no gold answer is contained in the answer.
-ABSTENTION_PATTERNS: tuple[AbstentionPattern, ...] = (
-    # The answer is not known or not knowable.
-    _p("dont_know", "unknown", r"\bi (?:do not|don't|dont) know\b"),
-    _p("unknown", "unknown", r"\bunknown\b"),
-    _p("cannot_be_determined", "unknown", r"\b(?:cannot|can't|can not) be determined\b"),
-    _p("no_reliable_information", "unknown", r"\bno reliable information\b"),
-    _p("not_enough_information", "unknown", r"\bnot enough information\b"),
-    _p("impossible_to_know", "unknown", r"\bimpossible to know\b"),
-    _p("no_one_knows", "unknown", r"\b(?:no one|no-one|nobody) knows\b"),
-    _p("unanswerable", "unknown", r"\bunanswerable\b"),
-    # The question is underspecified: the model asks for clarification.
-    _p("could_you_clarify", "clarification", r"\bcould you (?:please )?clarify\b"),
-    _p("which_do_you_mean", "clarification", r"\bwhich\b[^.?!]*\bdo you mean\b"),
-    _p("please_specify", "clarification", r"\bplease specify\b"),
-    _p("more_context", "clarification", r"\bmore context\b"),
-    # The question rests on a false premise: the model corrects it.
-    _p("false_premise", "premise", r"\bfalse premise\b"),
-    _p("the_premise", "premise", r"\bthe premise\b"),
-    _p("actually", "premise", r"\bactually,"),
-    _p("there_is_no", "premise", r"\bthere (?:is|was|are|were) no\b"),
-    _p("never", "premise", r"\bnever\b"),
-    _p("did_not", "premise", r"\b(?:did not|didn't)\b"),
-    _p("was_not", "premise", r"\b(?:was not|wasn't)\b"),
-    _p("is_not_true", "premise", r"\b(?:is not|isn't) true\b"),
-    _p("incorrect_assumption", "premise", r"\bincorrect assumption\b"),
-)
-
-
-def detect_abstention(answer: str | None) -> str | None:
-    """Name of the first abstention pattern found in the answer, or None."""
-    if not answer:
-        return None
-    text = answer.lower().replace("\u2019", "'").replace("\u2018", "'")
-    for pattern in ABSTENTION_PATTERNS:
-        if pattern.regex.search(text):
-            return pattern.name
-    return None
-
-
-# --------------------------------------------------------------------------------------------
 # The judges
 # --------------------------------------------------------------------------------------------
 
@@ -216,8 +138,10 @@ def _is_empty(answer: str | None) -> bool:
 
 # Lexical cues that a document signals uncertainty, contradiction or unknowability (the rule
 # judge's evidence labels): matched against the lowercased document text, first match wins.
+_EVIDENCE_UNKNOWN = ("dont_know", "unknown", "cannot_be_determined", "no_reliable_information",
+                     "not_enough_information", "impossible_to_know", "no_one_knows", "unanswerable")  # fmt: skip
 NEGATIVE_EVIDENCE_PATTERNS: tuple[AbstentionPattern, ...] = tuple(
-    p for p in ABSTENTION_PATTERNS if p.family == "unknown"
+    p for p in ABSTENTION_PATTERNS if p.name in _EVIDENCE_UNKNOWN
 ) + (
     _p("no_record", "negative", r"\bno (?:surviving |known |reliable |written )?records?\b"),
     _p("not_known", "negative", r"\b(?:not|never been) (?:known|recorded|documented|established)\b"),
@@ -252,17 +176,17 @@ def retrieved_documents(record: ExecutionRecord) -> list[RetrievedDoc]:
 
 
 def evidence_documents(record: ExecutionRecord) -> list[RetrievedDoc]:
-    """The documents an evidence judge labels: those of unanswerable, non-incomplete records."""
-    if record.answerable or record.status == "incomplete":
+    """The documents an evidence judge labels: those of non-incomplete records (answerable or not)."""
+    if record.status == "incomplete":
         return []
     return retrieved_documents(record)
 
 
 @judge("rule")
 def rule_judge(record: ExecutionRecord) -> list[Judgment]:
-    """Offline judge: SQuAD containment for `answer`, pattern detector for `abstention`, and a
-    lexical cue detector for the `evidence` of unanswerable questions (NEGATIVE when a cue in
-    `NEGATIVE_EVIDENCE_PATTERNS` occurs in the document, else POSITIVE)."""
+    """Offline judge: gold matching for `answer`, the question-aware detector for `abstention`
+    (`response_rules`), and a lexical cue detector for the `evidence` of every retrieved document
+    (NEGATIVE when a cue in `NEGATIVE_EVIDENCE_PATTERNS` occurs in the document, else POSITIVE)."""
     return [_rule_answer(record), _rule_abstention(record), *_rule_evidence(record)]
 
 
@@ -277,24 +201,39 @@ def _rule_evidence(record: ExecutionRecord) -> list[Judgment]:
     return out
 
 
+def _abstention_reason(record: ExecutionRecord, gold_given: bool) -> str | None:
+    return classify_abstention(
+        record.final_answer, record.question, category=record.category,
+        answerable=record.answerable, gold_given=gold_given,
+    )  # fmt: skip
+
+
+def _gold_raw(match: GoldMatch) -> str:
+    gold, how = match
+    return f"gold={gold}" if how == "contained" else f"gold={gold};match={how}"
+
+
 def _rule_answer(record: ExecutionRecord) -> Judgment:
-    """CORRECT if a gold answer is contained; NOT_ATTEMPTED if empty or abstaining; else INCORRECT."""
+    """CORRECT if the response gives a gold answer (`match_gold`); NOT_ATTEMPTED if empty or
+    abstaining; else INCORRECT."""
     answer = record.final_answer
     if record.status in BROKEN_STATUSES:
         return Judgment(judge="rule", kind="answer", label="INCORRECT", raw=f"status={record.status}")
     if _is_empty(answer):
         return Judgment(judge="rule", kind="answer", label="NOT_ATTEMPTED", raw="empty")
-    gold = contained_gold(answer, record.gold_answers)
-    if gold is not None:
-        return Judgment(judge="rule", kind="answer", label="CORRECT", raw=f"gold={gold}")
-    pattern = detect_abstention(answer)
-    if pattern is not None:
-        return Judgment(judge="rule", kind="answer", label="NOT_ATTEMPTED", raw=pattern)
+    match = match_gold(answer, record.gold_answers)
+    if match is not None:
+        return Judgment(judge="rule", kind="answer", label="CORRECT", raw=_gold_raw(match))
+    reason = _abstention_reason(record, gold_given=False)
+    if reason is not None:
+        return Judgment(judge="rule", kind="answer", label="NOT_ATTEMPTED", raw=reason)
     return Judgment(judge="rule", kind="answer", label="INCORRECT", raw=None)
 
 
 def _rule_abstention(record: ExecutionRecord) -> Judgment:
-    """ABSTAINED if the detector fires (or the answer is empty with status ok), else ANSWERED."""
+    """ABSTAINED if `classify_abstention` finds a reason (or the answer is empty with status
+    ok), else ANSWERED. The question, its category and (answerable questions) whether the gold
+    answer is given decide whether a negation corrects a premise or answers."""
     answer = record.final_answer
     if record.status in BROKEN_STATUSES:
         return Judgment(
@@ -303,9 +242,10 @@ def _rule_abstention(record: ExecutionRecord) -> Judgment:
     if _is_empty(answer):
         label = "ABSTAINED" if record.status == "ok" else "ANSWERED"
         return Judgment(judge="rule", kind="abstention", label=label, raw="empty")
-    pattern = detect_abstention(answer)
-    if pattern is not None:
-        return Judgment(judge="rule", kind="abstention", label="ABSTAINED", raw=pattern)
+    gold_given = record.answerable and match_gold(answer, record.gold_answers) is not None
+    reason = _abstention_reason(record, gold_given=gold_given)
+    if reason is not None:
+        return Judgment(judge="rule", kind="abstention", label="ABSTAINED", raw=reason)
     return Judgment(judge="rule", kind="abstention", label="ANSWERED", raw=None)
 
 

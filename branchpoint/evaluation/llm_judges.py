@@ -12,7 +12,10 @@ An `LLMJudge` talks to any OpenAI-compatible endpoint through the same client as
   (questioning or correcting the premise counts, answering the flawed question does not) and
   search (stopping and saying the question cannot be answered counts);
 - and, unless `evidence=False`, one `evidence` judgment per distinct retrieved document
-  (POSITIVE / NEGATIVE, `EVIDENCE_PROMPT_V1`), with the document's `doc_id` on the judgment.
+  (POSITIVE / NEGATIVE, `EVIDENCE_PROMPT_V1` for unanswerable questions and
+  `EVIDENCE_ANSWERABLE_PROMPT_V1`, the same criteria without saying the question cannot be
+  answered, for answerable ones: the study's negative-evidence share is reported for both),
+  with the document's `doc_id` on the judgment.
 
 No call is made where the outcome is fixed by the trace, exactly as in the rule judge: status
 `malformed` / `length` → INCORRECT / ANSWERED; an empty answer → NOT_ATTEMPTED / ABSTAINED
@@ -150,8 +153,30 @@ EVIDENCE_PROMPT_V1 = JudgePrompt(
     ),
 )
 
+EVIDENCE_ANSWERABLE_PROMPT_V1 = JudgePrompt(
+    kind="evidence",
+    version="evidence-answerable-v1",
+    labels=EVIDENCE_LABELS,
+    template=(
+        "You are labelling one retrieved document for a question.\n\n"
+        "Question: {question}\n"
+        "Document: {document}\n\n"
+        "POSITIVE: the document supports or seems to support an answer to the question: it "
+        "offers a fact, name, date or claim a reader could take as the answer, or it is on "
+        "topic without casting doubt.\n"
+        "NEGATIVE: the document signals uncertainty, contradiction or unknowability: it says the "
+        "answer is unknown, disputed or unrecorded, contradicts the question's premise, or shows "
+        "the question is ambiguous.\n\n"
+        + _FINAL_LINE
+        + "LABEL: POSITIVE\nor LABEL: NEGATIVE"
+    ),
+)
+
+#: Prompts by the key the judge asks for: a judgment kind, or `evidence_answerable` (the
+#: evidence prompt used on answerable questions).
 DEFAULT_PROMPTS: dict[str, JudgePrompt] = {
-    p.kind: p for p in (ANSWER_PROMPT_V1, ABSTENTION_PROMPT_V1, EVIDENCE_PROMPT_V1)
+    **{p.kind: p for p in (ANSWER_PROMPT_V1, ABSTENTION_PROMPT_V1, EVIDENCE_PROMPT_V1)},
+    "evidence_answerable": EVIDENCE_ANSWERABLE_PROMPT_V1,
 }
 
 RETRY_MESSAGE = (
@@ -301,7 +326,8 @@ class LLMJudge:
             for doc in evidence_documents(record):
                 text = f"{doc.title}\n{doc.text}" if doc.title else doc.text
                 inputs = {"question": record.question, "document": text[: self.max_document_chars]}
-                slots.append(_Slot("evidence", key=self._item(items, "evidence", inputs), doc_id=doc.doc_id))
+                which = "evidence_answerable" if record.answerable else "evidence"
+                slots.append(_Slot("evidence", key=self._item(items, which, inputs), doc_id=doc.doc_id))
         return slots
 
     # -- asking -----------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from branchpoint.evaluation.studies import (
     over_search,
     reasoning_effort,
     search_cap_sweep,
+    search_disabled,
     search_effect,
 )
 from branchpoint.evaluation.tally import (
@@ -175,10 +176,11 @@ def by_category(
 
 
 def _evidence_section(cells: _Cells, labels: list[str], overall: Sums, cfg: MetricsConfig) -> dict[str, Any]:
-    if overall.count("ev_positive") + overall.count("ev_negative") + overall.count("ev_unparseable") == 0:
+    judged = sum(overall.count(c) for c in ("ev_positive", "ev_negative", "ev_unparseable",
+                                              "ev_ans_positive", "ev_ans_negative", "ev_ans_unparseable"))  # fmt: skip
+    if judged == 0:
         return {"available": False,
-                "reason": "no evidence judgments on unanswerable questions (no retrieved documents, "
-                          "or the judge gave none)"}  # fmt: skip
+                "reason": "no evidence judgments (no retrieved documents, or the judge gave none)"}  # fmt: skip
     return {
         "available": True,
         **evidence_summary(overall, cfg),
@@ -227,11 +229,24 @@ def compute_metrics(
         },
         "search_effect": search_effect(cs, cfg),
         "search_cap_sweep": search_cap_sweep(cs, cfg),
-        "over_search": over_search(minimal_search, cells.questions, cells.boot, cfg),
+        "over_search": over_search(minimal_search, cells.questions, cells.boot, cfg,
+                                   no_search=_no_search_rows(rows, judge_name), model_of=cs.model),
         "evidence_balance": _evidence_section(cells, labels, overall, cfg),
         "multi_turn": multi_turn(cs, cfg),
         "reasoning_effort": reasoning_effort(cs, cfg),
     }
+
+
+def _no_search_rows(records: Sequence[ExecutionRecord], judge: str) -> list[dict[str, Any]]:
+    """Minimal-search rows (k = k* = 0) of the scored, correct executions that made no search
+    although they could (conditions with search switched off are left out)."""
+    return [
+        {"execution_id": r.execution_id, "question_id": r.question_id, "condition": r.condition,
+         "searches": 0, "minimal_searches": 0, "judge": judge}
+        for r in scored(records)
+        if r.search_calls == 0 and not search_disabled(r.condition) and not is_unparseable(r, judge)
+        and is_correct(r, judge)
+    ]  # fmt: skip
 
 
 def _json_ready(value: Any) -> Any:

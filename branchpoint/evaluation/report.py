@@ -315,10 +315,15 @@ def _sweep_section(metrics: dict[str, Any], figures: dict[str, str | None] | Non
         roi = [[f"{r['from_cap']} → {r['to_cap']}", fmt_num_ci(r, "added_cost_per_query", 0),
                 _roi(r, "overall_accuracy"), _roi(r, "answer_accuracy"), _roi(r, "abstention_accuracy")]
                for r in sweep["marginal_roi"]]  # fmt: skip
-        lines += ["Marginal ROI: accuracy change in percentage points per 1,000 tokens of added cost per query.", "",
+        threshold = sweep.get("roi_min_added_cost")
+        note = (f" ROI is undefined (—) where the mean cost per query moves by less than {threshold:g} tokens."
+                if threshold is not None else "")
+        lines += ["Marginal ROI (study Appendix A.2): accuracy change in percentage points per 1,000 tokens "
+                  "of added cost per query." + note, "",
                   _md_table(("caps", "added cost / query", "overall pp / 1k", "answer pp / 1k", "abstention pp / 1k"), roi),
                   ""]  # fmt: skip
     lines += _figure(figures, "tpc_search_cap", "TPC vs search cap", "no search-cap sweep")
+    lines += _figure(figures, "marginal_roi", "Marginal ROI per search-cap step", "no search-cap sweep")
     return lines
 
 
@@ -339,32 +344,49 @@ def _over_search_section(metrics: dict[str, Any]) -> list[str]:
     rows.append(["all", str(ov["n"]), fmt_num_ci(ov, "mean_searches", 2), fmt_num_ci(ov, "mean_minimal_searches", 2),
                  fmt_num_ci(ov, "over_search_pct", 1)])  # fmt: skip
     judges = ", ".join(ov.get("judges") or []) or "unknown"
-    return lines + [
-        "Over-search % = mean searches / mean minimal searches − 1, over correct executions that "
-        f"searched (minimal searches from THINK forks, `branchpoint fork --minimal-search`; judge: {judges}).", "",
-        _md_table(("condition", "n", "mean searches", "mean minimal", "over-search %"), rows), "",
-    ]
+    lines += [
+        "Over-search % (study Appendix A.1) = mean searches / mean minimal searches − 1, over correct "
+        "executions, those that needed no search included (n = correct executions, of which n₀ made no "
+        f"search; minimal searches from THINK forks, `branchpoint fork --minimal-search`; judge: {judges}).", "",
+        _md_table(("condition", "n", "n₀", "mean searches", "mean minimal", "over-search %"),
+                  [[r[0], r[1], str(e.get("n_no_search", "—")), *r[2:]]
+                   for r, e in zip(rows, [*ov["by_condition"].values(), ov])]), "",
+    ]  # fmt: skip
+    by_model = ov.get("by_model") or {}
+    avg = ov.get("model_average") or {}
+    if by_model:
+        model_rows = [[m, str(e["n"]), str(e.get("n_no_search", "—")), fmt_num_ci(e, "mean_searches", 3),
+                       fmt_num_ci(e, "mean_minimal_searches", 3), fmt_num_ci(e, "over_search_pct", 1)]
+                      for m, e in by_model.items()]  # fmt: skip
+        if avg.get("n_models"):
+            model_rows.append([f"average of {avg['n_models']} models", "—", "—", fmt_num_ci(avg, "mean_searches", 3),
+                               fmt_num_ci(avg, "mean_minimal_searches", 3), fmt_num_ci(avg, "over_search_pct", 1)])  # fmt: skip
+        lines += ["Per model (its conditions pooled) and the unweighted average over models, as the study "
+                  "averages Table 8.", "",
+                  _md_table(("model", "n", "n₀", "mean searches", "mean minimal", "over-search %"), model_rows), ""]  # fmt: skip
+    return lines
 
 
 def _evidence_section(metrics: dict[str, Any], figures: dict[str, str | None] | None) -> list[str]:
     ev = metrics.get("evidence_balance") or {}
-    lines = ["## Evidence balance (unanswerable questions)", ""]
+    lines = ["## Evidence balance", ""]
     if not ev.get("available"):
         lines += [_no_data(ev, "no evidence judgments"), ""]
     else:
         from branchpoint.evaluation.figures import GROUP_NAMES
 
-        header = ("condition", "negative docs", *GROUP_NAMES.values())
+        header = ("condition", "negative docs (unanswerable)", "negative docs (answerable)", *GROUP_NAMES.values())
         rows = []
         for label, e in [*ev["by_condition"].items(), ("all", ev)]:
-            rows.append([label, fmt_pct_ci(e, "negative_share"), *(
+            rows.append([label, fmt_pct_ci(e, "negative_share"), fmt_pct_ci(e.get("answerable"), "negative_share"), *(
                 "—" if not e["groups"][g]["n"] else f"{fmt_pct_ci(e['groups'][g], 'abstention_accuracy')} (n={e['groups'][g]['n']})"
                 for g in GROUP_NAMES
             )])  # fmt: skip
         lines += [
             "Abstention accuracy by the balance of positive (supports an answer) and negative "
             "(signals uncertainty) documents among those retrieved, and the share of negative "
-            f"documents; judge: {metrics['judge']}"
+            "documents among those retrieved for unanswerable and for answerable questions (study "
+            f"§5.2, Tables 5 and 10); judge: {metrics['judge']}"
             + (f"; {ev['n_unparseable_documents']} unparseable document judgments left out" if ev.get("n_unparseable_documents") else "")
             + ".", "", _md_table(header, rows), "",
         ]  # fmt: skip

@@ -15,9 +15,16 @@ reasoning effort is any key containing `reasoning_effort`.
   (accuracy_b − accuracy_a) / ((mean cost_b − mean cost_a) / 1000): accuracy change (a fraction)
   per 1,000 tokens of added cost per query, where cost = g + λ·x + μ·|S|. Undefined when the
   mean cost does not change.
+  Undefined too when the cost barely moves: |Δ mean cost| < `ROI_MIN_ADDED_COST` (10 tokens per
+  query, 1 % of the study's normalisation k = 1,000 tokens), where the ratio would explode
+  (a 0.5-point gain over 1 token reads as +50,000 %).
 - *Over-search %* (from `minimal_search.jsonl`, written by `branchpoint fork --minimal-search`)
   = 100 · (mean searches / mean minimal searches − 1) per condition; +inf when every minimal
-  count is 0.
+  count is 0. The means run over *all* correct executions, those that needed no search
+  (searches = minimal = 0, taken from the judged records) included, as the study reports them
+  (conditions with search switched off take no part: there was nothing to over-search);
+  per model the conditions of a model are pooled, and `model_average` is the unweighted mean
+  of the per-model figures (the study's "70.5 % on average" over six models).
 - *Multi-turn*: curves of accuracy by `multi_turn.preceding`, one per `multi_turn.context`
   (answerable / mixed / unanswerable) and setting of the other keys; only when the keys exist.
 """
@@ -37,6 +44,8 @@ from branchpoint.evaluation.tally import MetricsConfig, Sums, condition_label, s
 from branchpoint.traces import TraceError, iter_json_lines
 
 MINIMAL_SEARCH_FILE = "minimal_search.jsonl"
+#: Below this change in mean cost per query (tokens) a marginal ROI is undefined (see above).
+ROI_MIN_ADDED_COST = 10.0
 MODEL_KEY = "model.name"
 EFFORT_ORDER = ("none", "minimal", "low", "medium", "high")
 _ACCURACIES = ("answer_accuracy", "abstention_accuracy", "overall_accuracy")
@@ -72,6 +81,15 @@ def _as_number(value: Any) -> float | None:
         return float(value)
     except (TypeError, ValueError):
         return None
+
+
+def search_disabled(condition: dict[str, Any]) -> bool:
+    """True when the condition switches search off (a false `search` key, or `search_cap` 0)."""
+    key = find_key(condition, "search")
+    if key is not None and not _truthy(condition[key]):
+        return True
+    cap = find_key(condition, "search_cap")
+    return cap is not None and _as_number(condition[cap]) == 0
 
 
 def _rest(condition: dict[str, Any], *drop: str | None) -> dict[str, Any]:
@@ -196,6 +214,8 @@ def search_cap_sweep(cs: ConditionSet, cfg: MetricsConfig) -> list[dict[str, Any
             added = _difference(_stat(cs.sums[b], "mean_cost"), _stat(cs.sums[a], "mean_cost"))
             step: dict[str, Any] = {"from_cap": points[len(roi)]["cap"], "to_cap": points[len(roi) + 1]["cap"]}
             set_stat(step, "added_cost_per_query", *added, cfg)
+            if added[0] is not None and abs(added[0]) < ROI_MIN_ADDED_COST:
+                step["roi_undefined"] = f"mean cost per query changes by less than {ROI_MIN_ADDED_COST:g} tokens"
             for name in _ACCURACIES:
                 gain = _difference(_stat(cs.sums[b], name), _stat(cs.sums[a], name))
                 set_stat(step, f"{name}_per_1k_tokens", *_per_1k(gain, added), cfg)
@@ -203,22 +223,39 @@ def search_cap_sweep(cs: ConditionSet, cfg: MetricsConfig) -> list[dict[str, Any
         first = members[0][1]
         series.append({
             "cap_key": cap_key, "other": json.loads(rest_json), "model": cs.model(first),
-            "points": points, "marginal_roi": roi,
+            "points": points, "marginal_roi": roi, "roi_min_added_cost": ROI_MIN_ADDED_COST,
         })  # fmt: skip
     return series
 
 
+def marginal_roi(gain: float, added_cost: float, k: float = 1000.0, min_added_cost: float = ROI_MIN_ADDED_COST) -> float | None:
+    """Marginal ROI_j = ΔAccuracy_{j−1→j} / (ΔCost_{j−1→j} / k), accuracy as a fraction.
+
+    Over-searching study, Appendix A.2 (Table 7; the study prints it × 100 %, as the report
+    does). ΔCost is the change in mean cost per query (g + λ·x + μ·|S|), k = 1,000 tokens.
+    None (undefined) when |ΔCost| < `min_added_cost`: the study gives no threshold; ours is
+    1 % of k, so a cost change that is noise next to one search call (μ = 500) is not divided by.
+    """
+    if not math.isfinite(added_cost) or abs(added_cost) < min_added_cost:
+        return None
+    return gain / (added_cost / k)
+
+
 def _per_1k(gain: tuple[float | None, np.ndarray | None], added: tuple[float | None, np.ndarray | None]
             ) -> tuple[float | None, np.ndarray | None]:  # fmt: skip
-    """ROI = gain / (added cost / 1000); None where the added cost is zero or undefined."""
+    """`marginal_roi` with resamples; resamples whose added cost is below the threshold are undefined."""
     (g, gs), (c, cs_) = gain, added
-    if g is None or c is None or c == 0 or not math.isfinite(c):
+    if g is None or c is None:
+        return None, None
+    point = marginal_roi(g, c)
+    if point is None:
         return None, None
     samples = None
     if gs is not None and cs_ is not None:
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore"):
             samples = ratio_samples(gs, cs_ / 1000.0)
-    return g / (c / 1000.0), samples
+        samples[~np.isfinite(cs_) | (np.abs(cs_) < ROI_MIN_ADDED_COST)] = math.nan
+    return point, samples
 
 
 # --------------------------------------------------------------------------------------------
@@ -301,26 +338,77 @@ def read_minimal_search(path: str | Path) -> list[dict[str, Any]]:
 
 def _over_search_entry(rows: list[dict[str, Any]], questions: list[str], boot: QuestionBootstrap,
                        cfg: MetricsConfig) -> tuple[dict[str, Any], np.ndarray, np.ndarray | None]:  # fmt: skip
-    values = np.array([[r["searches"], r["minimal_searches"]] for r in rows], dtype=float)
+    values = np.array([[r["searches"], r["minimal_searches"], 1.0, r["searches"] > 0] for r in rows], dtype=float)
     point = values.sum(axis=0)
     resampled = None
     if boot.enabled:
         qset = sorted(set(questions) | {r["question_id"] for r in rows})
         resampled = boot.sums(qset, [r["question_id"] for r in rows], values)
-    return _over_search_stats(len(rows), point, resampled, cfg), point, resampled
+    return _over_search_stats(point, resampled, cfg), point, resampled
 
 
-def _over_search_stats(n: int, point: np.ndarray, resampled: np.ndarray | None, cfg: MetricsConfig) -> dict[str, Any]:
-    out: dict[str, Any] = {"n": n, "mean_searches": point[0] / n if n else None,
-                           "mean_minimal_searches": point[1] / n if n else None}  # fmt: skip
+def over_search_pct(searches: float, minimal: float) -> float:
+    """Over-search % = 100 · (k̄ / k̄* − 1) = 100 · (Σ k / Σ k* − 1) over correct executions.
+
+    Over-searching study, Appendix A.1 (Table 8): k = searches an execution made, k* = the
+    fewest searches (a truncation of its search sequence) that still reach the correct outcome;
+    both averaged over the queries the model got right. +inf when Σ k* = 0 and Σ k > 0; 0 when
+    nothing searched at all.
+    """
+    if minimal == 0:
+        return 0.0 if searches == 0 else math.inf
+    return 100.0 * (searches / minimal - 1.0)
+
+
+def _over_search_stats(point: np.ndarray, resampled: np.ndarray | None, cfg: MetricsConfig) -> dict[str, Any]:
+    """Columns: Σk, Σk*, n (correct executions), n that searched."""
+    n = int(point[2])
+    out: dict[str, Any] = {
+        "n": n, "n_searched": int(point[3]), "n_no_search": n - int(point[3]),
+        "mean_searches": point[0] / n if n else None,
+        "mean_minimal_searches": point[1] / n if n else None,
+    }  # fmt: skip
     if not n:
         set_stat(out, "over_search_pct", None, None, cfg)
         return out
-    value = math.inf if point[1] == 0 else 100.0 * (point[0] / point[1] - 1.0)
     samples = None
     if resampled is not None:
         samples = 100.0 * (ratio_samples(resampled[:, 0], resampled[:, 1], zero_den_inf=True) - 1.0)
-    set_stat(out, "over_search_pct", value, samples, cfg)
+        samples[(resampled[:, 0] == 0) & (resampled[:, 1] == 0)] = 0.0
+    set_stat(out, "over_search_pct", over_search_pct(point[0], point[1]), samples, cfg)
+    return out
+
+
+def model_average(per_model: dict[str, tuple[np.ndarray, np.ndarray | None]], cfg: MetricsConfig) -> dict[str, Any]:
+    """The study's average over models: the unweighted mean of per-model over-search % (and of
+    per-model mean searches), Appendix A.1 / Table 8 ("70.5 % more searches on average").
+
+    (1/M) Σ_m 100 · (k̄_m / k̄*_m − 1) — not the pooled ratio, which weights models by their
+    number of correct executions. Its interval averages the per-model resamples (models as
+    strata). +inf when some model's k̄* is 0.
+    """
+    models = sorted(m for m, (point, _) in per_model.items() if point[2] > 0)
+    out: dict[str, Any] = {"n_models": len(models), "models": models}
+    if not models:
+        set_stat(out, "over_search_pct", None, None, cfg)
+        return out
+    pcts = [over_search_pct(per_model[m][0][0], per_model[m][0][1]) for m in models]
+    out["mean_searches"] = sum(per_model[m][0][0] / per_model[m][0][2] for m in models) / len(models)
+    out["mean_minimal_searches"] = sum(per_model[m][0][1] / per_model[m][0][2] for m in models) / len(models)
+    samples = None
+    if all(per_model[m][1] is not None for m in models):
+        stacked = []
+        for m in models:
+            res = per_model[m][1]
+            assert res is not None
+            with np.errstate(invalid="ignore", divide="ignore"):
+                s_ = 100.0 * (ratio_samples(res[:, 0], res[:, 1], zero_den_inf=True) - 1.0)
+            s_[(res[:, 0] == 0) & (res[:, 1] == 0)] = 0.0
+            s_[res[:, 2] == 0] = math.nan  # no correct execution of the model drawn
+            stacked.append(s_)
+        with np.errstate(invalid="ignore"):
+            samples = np.mean(np.vstack(stacked), axis=0)
+    set_stat(out, "over_search_pct", sum(pcts) / len(pcts), samples, cfg)
     return out
 
 
@@ -329,32 +417,48 @@ def over_search(
     questions: dict[str, list[str]],
     boot: QuestionBootstrap,
     cfg: MetricsConfig,
+    *,
+    no_search: list[dict[str, Any]] | None = None,
+    model_of: Any = None,
 ) -> dict[str, Any]:
-    """Over-search % per condition and pooled (conditions as strata), from minimal-search rows.
+    """Over-search % per condition, per model, averaged over models, and pooled (conditions as
+    strata), from minimal-search rows plus the correct executions that made no search.
 
     `questions` maps each condition label to its questions, so a condition resamples the same
-    questions as its other metrics.
+    questions as its other metrics. `no_search` are rows {execution_id, question_id, condition,
+    searches: 0, minimal_searches: 0} of correct executions without a search (the fork study
+    skips them: nothing to truncate); `model_of(label)` names a condition's model.
     """
     if rows is None:
         return {"available": False, "reason": f"no {MINIMAL_SEARCH_FILE} beside the traces "
                 "(run `branchpoint fork RUN_DIR --minimal-search`)"}  # fmt: skip
-    if not rows:
+    seen = {r.get("execution_id") for r in rows}
+    extra = [r for r in (no_search or []) if r.get("execution_id") not in seen]
+    if not rows and not extra:
         return {"available": False, "reason": f"{MINIMAL_SEARCH_FILE} is empty (no correct execution searched)"}
     by_label: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
+    for r in [*rows, *extra]:
         by_label.setdefault(condition_label(r["condition"]), []).append(r)
     per_condition = {}
-    total_point = np.zeros(2)
-    total_boot = np.zeros((boot.n_resamples, 2)) if boot.enabled else None
+    width = 4
+    total_point = np.zeros(width)
+    total_boot = np.zeros((boot.n_resamples, width)) if boot.enabled else None
+    per_model: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
     for label in sorted(by_label):
         entry, point, resampled = _over_search_entry(by_label[label], questions.get(label, []), boot, cfg)
+        model = str(model_of(label)) if model_of is not None else label
+        entry["model"] = model
         per_condition[label] = entry
         total_point += point
         if total_boot is not None and resampled is not None:
             total_boot += resampled
+        m_point, m_boot = per_model.get(model, (np.zeros(width), np.zeros((boot.n_resamples, width)) if boot.enabled else None))
+        per_model[model] = (m_point + point, None if m_boot is None or resampled is None else m_boot + resampled)
     judges = sorted({str(r.get("judge")) for r in rows if r.get("judge")})
     return {
         "available": True, "source": MINIMAL_SEARCH_FILE, "judges": judges,
-        **_over_search_stats(len(rows), total_point, total_boot, cfg),
+        **_over_search_stats(total_point, total_boot, cfg),
         "by_condition": per_condition,
+        "by_model": {m: _over_search_stats(p, b, cfg) for m, (p, b) in sorted(per_model.items())},
+        "model_average": model_average(per_model, cfg),
     }  # fmt: skip

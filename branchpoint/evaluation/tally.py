@@ -163,7 +163,7 @@ COLUMNS: tuple[str, ...] = (
     "search_calls", "input_tokens", "output_tokens", "reasoning_tokens",
     "wall_s", "model_latency_s", "model_calls", "search_latency_s", "has_model_steps",
     *(f"n_{o}" for o in OUTCOMES), *(f"cost_{o}" for o in OUTCOMES),
-    "ev_positive", "ev_negative", "ev_unparseable",
+    "ev_positive", "ev_negative", "ev_unparseable", "ev_ans_positive", "ev_ans_negative", "ev_ans_unparseable",
     *(f"ev_{g}" for g in EVIDENCE_GROUPS), *(f"ev_{g}_abstained" for g in EVIDENCE_GROUPS),
 )  # fmt: skip
 _INDEX = {name: i for i, name in enumerate(COLUMNS)}
@@ -235,6 +235,11 @@ def record_row(record: ExecutionRecord, judge: str, cfg: MetricsConfig) -> np.nd
         put("ev_unparseable", bad)
         put(f"ev_{group}", 1)
         put(f"ev_{group}_abstained", correct)
+    else:
+        pos, neg, bad = evidence_counts(record, judge)
+        put("ev_ans_positive", pos)
+        put("ev_ans_negative", neg)
+        put("ev_ans_unparseable", bad)
     return row
 
 
@@ -343,8 +348,26 @@ def summary(s: Sums, cfg: MetricsConfig) -> dict[str, Any]:
     return out
 
 
+def negative_share(s: Sums, positive: str, negative: str) -> tuple[float | None, np.ndarray | None]:
+    """Negative-evidence share = Σ negative documents / Σ (positive + negative) documents.
+
+    Over-searching study §5.2, Table 10 (share of retrieved documents containing negative
+    evidence, per model, for unanswerable and for answerable queries). Documents are counted
+    once per execution (distinct doc_id); unparseable judgments are left out. None without
+    judged documents; resampled by question like every other ratio.
+    """
+    docs = s.total(positive) + s.total(negative)
+    point = s.total(negative) / docs if docs else None
+    samples = None
+    if s.boot is not None:
+        i_pos, i_neg = _INDEX[positive], _INDEX[negative]
+        samples = ratio_samples(s.boot[:, i_neg], s.boot[:, i_pos] + s.boot[:, i_neg])
+    return point, samples
+
+
 def evidence_summary(s: Sums, cfg: MetricsConfig) -> dict[str, Any]:
-    """Evidence balance of the unanswerable executions in `s`: groups, abstention per group, negative share."""
+    """Evidence balance of the unanswerable executions in `s` (groups, abstention per group,
+    negative share) and the negative share of the answerable executions' documents."""
     out: dict[str, Any] = {
         "n_unanswerable": s.count("unanswerable"),
         "n_with_evidence": s.count("unanswerable") - s.count("ev_no_evidence"),
@@ -352,19 +375,19 @@ def evidence_summary(s: Sums, cfg: MetricsConfig) -> dict[str, Any]:
         "n_negative": s.count("ev_negative"),
         "n_unparseable_documents": s.count("ev_unparseable"),
     }
-    point = None
-    samples = None
-    docs = s.total("ev_positive") + s.total("ev_negative")
-    if docs:
-        point = s.total("ev_negative") / docs
-    if s.boot is not None:
-        i_pos, i_neg = _INDEX["ev_positive"], _INDEX["ev_negative"]
-        samples = ratio_samples(s.boot[:, i_neg], s.boot[:, i_pos] + s.boot[:, i_neg])
-    set_stat(out, "negative_share", point, samples, cfg)
+    set_stat(out, "negative_share", *negative_share(s, "ev_positive", "ev_negative"), cfg)
     groups = {}
     for group in EVIDENCE_GROUPS:
         entry: dict[str, Any] = {"n": s.count(f"ev_{group}")}
         set_stat(entry, "abstention_accuracy", *s.ratio(f"ev_{group}_abstained", f"ev_{group}"), cfg)
         groups[group] = entry
     out["groups"] = groups
+    answerable: dict[str, Any] = {
+        "n_answerable": s.count("answerable"),
+        "n_documents": s.count("ev_ans_positive") + s.count("ev_ans_negative"),
+        "n_negative": s.count("ev_ans_negative"),
+        "n_unparseable_documents": s.count("ev_ans_unparseable"),
+    }
+    set_stat(answerable, "negative_share", *negative_share(s, "ev_ans_positive", "ev_ans_negative"), cfg)
+    out["answerable"] = answerable
     return out

@@ -37,6 +37,7 @@ from branchpoint.experiments.questions import Question, demo_corpus_path
 from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
 from branchpoint.experiments.store import RunStore
 from branchpoint.models import ModelClient, TransportError, open_model
+from branchpoint.models.request_log import REQUESTS_FILE, RequestLog, current_execution
 from branchpoint.retrieval import RetrievalSource, open_source
 from branchpoint.retrieval.cache import CachedSource, RetrievalCache, source_params
 from branchpoint.tools import SearchTool
@@ -107,7 +108,7 @@ def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[Pla
     """Every condition x question, each with its deterministic execution id."""
     plan = []
     for condition, resolved in expand_conditions(spec):
-        resolve_policy(resolved.agent.policy)  # unknown policy: fail before any work
+        resolve_policy(resolved.agent.policy, policy_paths(spec))  # unknown policy: fail before any work
         if resolved.retrieval.default not in resolved.retrieval.sources:
             raise InputError(
                 f'retrieval.default: unknown source {resolved.retrieval.default!r} '
@@ -121,6 +122,12 @@ def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[Pla
             history = history_for(question, questions, resolved.multi_turn, spec.seed) if resolved.multi_turn else []
             plan.append(PlannedExecution(condition, resolved, question, eid, history))
     return plan
+
+
+def policy_paths(spec: ExperimentSpec) -> list[Path]:
+    """Where a `module:function` policy is imported from besides the working directory: the
+    folder of the spec file it was loaded from, when known."""
+    return [spec.source_dir] if spec.source_dir is not None else []
 
 
 def check_source(name: str, source: SourceSpec) -> None:
@@ -408,6 +415,10 @@ class ConnectionLimitedClient:
         """The same limit (shared) for a client with another seed."""
         return ConnectionLimitedClient(self.inner.with_seed(seed), self.limit, self._semaphore)
 
+    def with_sampling(self, **sampling: Any) -> ConnectionLimitedClient:
+        """The same limit (shared) for a client with other sampling settings."""
+        return ConnectionLimitedClient(self.inner.with_sampling(**sampling), self.limit, self._semaphore)
+
     def complete(self, prompt: str, **kwargs: Any) -> Any:
         """`complete` once a connection slot is free."""
         with self._semaphore:
@@ -422,6 +433,18 @@ class ConnectionLimitedClient:
 def limit_connections(client: ModelClient, limit: int) -> ModelClient:
     """Wrap a client so at most `limit` calls are in flight to its server."""
     return ConnectionLimitedClient(client, limit)
+
+
+def with_request_log(client: ModelClient, run_dir: Path, log_requests: bool, stack: ExitStack) -> ModelClient:
+    """`client`, logging every request body to RUN_DIR/requests.jsonl when `log_requests` is set."""
+    if not log_requests:
+        return client
+    with_log = getattr(client, "with_request_log", None)
+    if with_log is None:
+        raise InputError(f"--log-requests: the model client {type(client).__name__} cannot log its requests")
+    log = RequestLog(Path(run_dir) / REQUESTS_FILE)
+    stack.callback(log.close)
+    return with_log(log)
 
 
 @contextmanager
@@ -444,6 +467,7 @@ def run_experiment(
     checkpoints: str | None = None,
     concurrency: int = 1,
     execution_ids: Collection[str] | None = None,
+    log_requests: bool = False,
 ) -> RunSummary:
     """Run every missing execution of a spec into `run_dir` and return what was done.
 
@@ -451,7 +475,8 @@ def run_experiment(
     requests), at most `model.max_connections` of them talking to one server at a time.
     `checkpoints` is a `postgresql://` URL for runs shared by many workers; default: the run's
     own SQLite file. `execution_ids` restricts the run to those planned executions (one shard of
-    a distributed run, see `ray_executor`); an id that the plan lacks is an error.
+    a distributed run, see `ray_executor`); an id that the plan lacks is an error. `log_requests`
+    appends every request body sent to the model to RUN_DIR/requests.jsonl.
     """
     if concurrency < 1:
         raise InputError(f"--concurrency must be at least 1, got {concurrency}")
@@ -494,16 +519,20 @@ def run_experiment(
             bar.update(task, advance=1, rate=f"{summary.ran / max(elapsed, 1e-9) * 60:.1f}/min")
 
         for items in groups.values():
-            with model_opener(items[0].spec, store.run_dir) as opened:
+            with ExitStack() as group, model_opener(items[0].spec, store.run_dir) as opened:
+                opened = with_request_log(opened, store.run_dir, log_requests, group)
                 client = limit_connections(opened, items[0].spec.model.max_connections or concurrency)
                 for planned in items:  # open sources and compile graphs before any thread starts
                     pool.search_tool(planned.spec)
                     policy = planned.spec.agent.policy
                     if policy not in graphs:
-                        graphs[policy] = build_graph(resolve_policy(policy), saver)
+                        graphs[policy] = build_graph(resolve_policy(policy, policy_paths(spec)), saver)
 
                 def one(planned: PlannedExecution) -> ExecutionRecord:
-                    ctx = agent_context(planned.spec, client, pool)
+                    # A client view per execution (the scripted model's list replies restart per
+                    # execution), and the execution named in any request log.
+                    ctx = agent_context(planned.spec, client.with_seed(planned.spec.model.seed), pool)
+                    current_execution.set(planned.execution_id)
                     return run_one(graphs[planned.spec.agent.policy], ctx, planned, spec.name, clear=False)
 
                 run_concurrently(items, one, concurrency, record)

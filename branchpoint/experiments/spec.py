@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_serializer, model_validator
 from pydantic_core import PydanticCustomError
 
 from branchpoint.checkpoints.plan import ForkPlan
@@ -182,6 +182,14 @@ class ExperimentSpec(_Strict):
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
     fork: ForkPlan | None = Field(None, description="A fork study `branchpoint run` does after the run.")
 
+    _source_dir: Path | None = PrivateAttr(None)
+
+    @property
+    def source_dir(self) -> Path | None:
+        """The folder of the spec file this spec was loaded from (None when built in code):
+        `module:function` policies are imported from there too."""
+        return self._source_dir
+
 
 def load_spec(path: str | Path) -> ExperimentSpec:
     """Read and validate a YAML spec (safe loading); errors name the file and the field or line."""
@@ -204,6 +212,7 @@ def load_spec(path: str | Path) -> ExperimentSpec:
         raise InputError(f"{path}: {describe_validation_error(exc)}") from None
     expand_conditions(spec, source=str(path))  # check the sweep axes now, before any work
     check_judges(spec, source=str(path))
+    spec._source_dir = path.resolve().parent
     return spec
 
 
@@ -260,8 +269,10 @@ def condition_fingerprint(spec: ExperimentSpec) -> str:
     relevant = {
         "seed": spec.seed,
         "model": spec.model.model_dump(
-            # where and how the model is reached does not change what it answers
+            # where and how the model is reached does not change what it answers; an unset top_p
+            # is left out so that ids of runs made before the field existed stay the same
             exclude={"base_url", "api_key_env", "timeout_s", "retries", "server", "max_connections"}
+            | ({"top_p"} if spec.model.top_p is None else set())
         ),
         "agent": spec.agent.model_dump(),
         "retrieval": spec.retrieval.model_dump(),

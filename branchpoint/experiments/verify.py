@@ -1,7 +1,7 @@
 """`branchpoint runs verify RUN_DIR`: an integrity check of a run directory.
 
-It reads, and never writes: `spec.yaml`, `executions.jsonl`, `forks.jsonl`, the checkpoint
-database and the retrieval cache. A *problem* makes the check fail (exit 1):
+It reads, and never writes: `spec.yaml`, `executions.jsonl`, `forks.jsonl`, `replays.jsonl`,
+the checkpoint database and the retrieval cache. A *problem* makes the check fail (exit 1):
 
 * `schema` — a line that is not UTF-8, not JSON, not an object, too long, or not a valid
   `ExecutionRecord` (file, line and field named); `torn_tail` — a last line without its newline
@@ -9,8 +9,8 @@ database and the retrieval cache. A *problem* makes the check fail (exit 1):
 * `duplicate` — an execution id with more than one finished record, or an `incomplete` record
   after a finished one (an `incomplete` followed by a finished record is how a redo looks: fine);
 * `transport` — a finished record that carries a transport error (it would be scored as wrong);
-* `orphan` — a record whose `run_id` is not the spec's name, or a fork record whose parent is
-  not a finished execution of `executions.jsonl`;
+* `orphan` — a record whose `run_id` is not the spec's name, or a fork (or replay) record whose
+  parent is not a finished execution of `executions.jsonl` or a finished branch of `forks.jsonl`;
 * `missing` — an execution that `spec.yaml` plans but that is absent or only `incomplete` (and,
   when the spec has a `fork:` section, a planned branch of that study); `plan` — the plan itself
   cannot be made (e.g. the question file is gone);
@@ -40,6 +40,7 @@ from branchpoint.errors import BranchpointError, InputError
 from branchpoint.traces import (
     EXECUTIONS_FILE,
     FORKS_FILE,
+    REPLAYS_FILE,
     MAX_LINE_BYTES,
     ExecutionRecord,
     RetrievedDoc,
@@ -221,6 +222,7 @@ def _sample(ids: list[str], n: int, seed: int) -> list[str]:
 
 def _check_checkpoints(
     saver: Any, executions: dict[str, _Entry], forks: dict[str, _Entry], sample: int, seed: int, report: Verification,
+    replays: dict[str, _Entry] | None = None,
 ) -> None:
     from branchpoint.checkpoints import list_boundaries
     from branchpoint.checkpoints.values import state_reader
@@ -234,7 +236,7 @@ def _check_checkpoints(
         return boundaries[eid]
 
     checked = 0
-    for name, entries in ((EXECUTIONS_FILE, executions), (FORKS_FILE, forks)):
+    for name, entries in ((EXECUTIONS_FILE, executions), (FORKS_FILE, forks), (REPLAYS_FILE, replays or {})):
         for eid in _sample(list(_finished(entries)), sample, seed):
             entry = entries[eid]
             where = f"{name} line {entry.line}"
@@ -264,7 +266,7 @@ def _check_checkpoints(
                         "checkpoints", where,
                         f"execution {eid[:12]}: {len(extra)} saved boundaries that its record does not list",
                     )  # fmt: skip
-            if entry.parent is not None and entry.parent[0] in executions:
+            if entry.parent is not None and (entry.parent[0] in executions or entry.parent[0] in forks):
                 if entry.parent[1] not in listed(entry.parent[0]):
                     report.problem(
                         "checkpoints", where,
@@ -377,17 +379,21 @@ def verify_run(
     report = Verification(run_dir=run_dir)
     executions = _scan(run_dir / EXECUTIONS_FILE, spec.name, report, forks=False)
     forks = _scan(run_dir / FORKS_FILE, spec.name, report, forks=True)
+    replays = _scan(run_dir / REPLAYS_FILE, spec.name, report, forks=True)
     finished = _finished(executions)
+    finished_forks = _finished(forks)
     report.counts.update(
         executions=len(finished), incomplete_only=sum(1 for e in executions.values() if not e.finished),
-        forks=len(_finished(forks)),
+        forks=len(finished_forks), replays=len(_finished(replays)),
     )  # fmt: skip
-    for eid, entry in forks.items():
-        if entry.parent is not None and entry.parent[0] not in finished:
-            report.problem(
-                "orphan", f"{FORKS_FILE} line {entry.line}",
-                f"branch {eid[:12]}: its parent {entry.parent[0][:12]} is not a finished execution of {EXECUTIONS_FILE}",
-            )  # fmt: skip
+    for name, entries in ((FORKS_FILE, forks), (REPLAYS_FILE, replays)):
+        for eid, entry in entries.items():  # a branch's parent: an execution, or a branch (forks of forks)
+            if entry.parent is not None and entry.parent[0] not in finished and entry.parent[0] not in finished_forks:
+                report.problem(
+                    "orphan", f"{name} line {entry.line}",
+                    f"branch {eid[:12]}: its parent {entry.parent[0][:12]} is not a finished execution of "
+                    f"{EXECUTIONS_FILE} or {FORKS_FILE}",
+                )  # fmt: skip
     _check_plan(spec, executions, report)
 
     target = checkpoints or run_dir / CHECKPOINTS_FILE
@@ -398,7 +404,7 @@ def verify_run(
     elif needs_checkpoints:
         try:
             with read_only_checkpointer(target) as saver:
-                _check_checkpoints(saver, executions, forks, sample, seed, report)
+                _check_checkpoints(saver, executions, forks, sample, seed, report, replays)
                 clean = not any(f.kind in ("schema", "torn_tail") for f in report.problems)
                 if spec.fork is not None and clean:
                     _check_fork_plan(saver, run_dir, spec, forks, report)

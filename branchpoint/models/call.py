@@ -33,6 +33,13 @@ class ModelClient(Protocol):
         """The same model and server with another sampling seed (repeated forked executions)."""
         ...
 
+    def with_sampling(
+        self, *, temperature: float | None = None, top_p: float | None = None, seed: int | None = None
+    ) -> ModelClient:
+        """The same model and server sampling with these settings (None keeps the current one):
+        fork branches and replays are independent draws, each with its own recorded seed."""
+        ...
+
     def complete(
         self,
         prompt: str,

@@ -34,6 +34,7 @@ from tenacity import (
 from branchpoint.errors import InputError, ModelServerError
 from branchpoint.models.call import ModelCall, TransportError
 from branchpoint.models.reasoning import ServerTokenCounter, merge_body, reasoning_fields
+from branchpoint.models.request_log import RequestLog
 from branchpoint.models.spec import ModelSpec
 from branchpoint.traces import Usage
 
@@ -108,13 +109,16 @@ class OpenAICompatibleClient:
         base_url: str | None = None,
         *,
         token_counter: ServerTokenCounter | None = None,
+        request_log: RequestLog | None = None,
     ) -> None:
         self.spec = spec
         self.name = spec.name
+        self.request_log = request_log
         self.base_url = base_url or spec.base_url
         if not self.base_url:
             raise InputError("model.base_url: required for provider 'openai' (e.g. http://127.0.0.1:8000/v1)")
         key = resolve_api_key(spec)
+        hooks = {"request": [self._log_request]} if request_log is not None else {}
         common: dict[str, Any] = dict(
             model=spec.name,
             base_url=self.base_url,
@@ -123,9 +127,11 @@ class OpenAICompatibleClient:
             timeout=spec.timeout_s,
             max_retries=0,  # tenacity retries, so the policy is ours and bounded
             # HTTP clients over one shared TLS context: a client per seed (forks) stays cheap.
-            http_client=openai.DefaultHttpxClient(verify=tls_context()),
+            http_client=openai.DefaultHttpxClient(verify=tls_context(), event_hooks=hooks),
             http_async_client=openai.DefaultAsyncHttpxClient(verify=tls_context()),
         )
+        if spec.top_p is not None:
+            common["top_p"] = spec.top_p
         self._chat = ReasoningChatOpenAI(seed=spec.seed, **common)
         self._completion = OpenAI(max_tokens=spec.max_tokens, **common)
         self.token_counter = token_counter or ServerTokenCounter(
@@ -134,11 +140,37 @@ class OpenAICompatibleClient:
 
     def with_seed(self, seed: int | None) -> OpenAICompatibleClient:
         """A client for the same server and model that sends another sampling seed."""
-        if seed == self.spec.seed:
+        return self.with_sampling(seed=seed)
+
+    def with_sampling(
+        self, *, temperature: float | None = None, top_p: float | None = None, seed: int | None = None
+    ) -> OpenAICompatibleClient:
+        """A client for the same server and model that samples with these settings (None keeps
+        the current one); the HTTP clients are new, the token counter and request log shared."""
+        update = {k: v for k, v in (("temperature", temperature), ("top_p", top_p), ("seed", seed)) if v is not None}
+        if all(getattr(self.spec, k) == v for k, v in update.items()):
             return self
         return OpenAICompatibleClient(
-            self.spec.model_copy(update={"seed": seed}), base_url=self.base_url, token_counter=self.token_counter
+            self.spec.model_copy(update=update), base_url=self.base_url, token_counter=self.token_counter,
+            request_log=self.request_log,
         )
+
+    def with_request_log(self, request_log: RequestLog | None) -> OpenAICompatibleClient:
+        """The same client, logging every chat / completion request body to `request_log`."""
+        return OpenAICompatibleClient(
+            self.spec, base_url=self.base_url, token_counter=self.token_counter, request_log=request_log
+        )
+
+    def _log_request(self, request: httpx.Request) -> None:
+        """httpx request hook: log the JSON body of chat and completion requests (never headers)."""
+        path = request.url.path
+        if self.request_log is None or not path.endswith(("/chat/completions", "/completions")):
+            return
+        try:
+            body = json.loads(request.content or b"null")
+        except (json.JSONDecodeError, httpx.RequestNotRead):
+            body = None
+        self.request_log.write("chat" if path.endswith("/chat/completions") else "completions", body)
 
     def _retrying(self) -> Retrying:
         return Retrying(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import threading
 from collections.abc import Callable, Sequence
@@ -22,10 +23,15 @@ def _count_tokens(text: str) -> int:
 class ScriptedModel:
     """A `ModelClient` whose replies are scripted; records every prompt it was given.
 
-    `replies` are returned in order (cycling when `cycle` is set); `responder` computes the
-    reply from the prompt instead (and also gets the call's options as `request=` — stop,
-    grammar, tools, max_tokens — when it takes that keyword). `fail_first` raises `TransportError` for the first N calls,
-    to exercise the runner's handling of transport faults.
+    `responder` computes the reply from the request: the prompt, and (when it takes the keyword
+    `request=`) the call's options — stop, grammar, tools, max_tokens and the sampling settings
+    temperature, top_p, seed — so replies are a function of the request, whatever the order in
+    which concurrent executions call. `replies` are returned in order (cycling when `cycle` is
+    set) per client view: `with_seed` / `with_sampling` give a view with its own position (the
+    runner and the fork engine take one per execution and per branch), so concurrent executions
+    each get the script from its start and two identical fork studies give identical records.
+    `fail_first` raises `TransportError` for the first N calls (over all views), to exercise the
+    runner's handling of transport faults.
     """
 
     def __init__(
@@ -48,19 +54,46 @@ class ScriptedModel:
         self._cycle = cycle
         self._fail_first = fail_first
         self.prompts: list[str] = []
-        self.requests: list[dict[str, Any]] = []  # per answered call: stop, grammar, tools, max_tokens
+        self.requests: list[dict[str, Any]] = []  # per answered call: stop, grammar, tools, max_tokens, sampling
         self.calls = 0
         self._lock = threading.Lock()  # forks run branches concurrently on one model
+        self._root: ScriptedModel = self
+        self._position = 0  # the next list reply of this view
+        self.sampling: dict[str, Any] = {"temperature": None, "top_p": None, "seed": None}
+        self.request_log: Any = None
+
+    def _view(self, **changes: Any) -> ScriptedModel:
+        view = copy.copy(self)
+        view._position = 0
+        for key, value in changes.items():
+            setattr(view, key, value)
+        return view
 
     def with_seed(self, seed: int | None) -> ScriptedModel:
-        """The scripted model ignores seeds: the same object (its script is the randomness)."""
-        return self
+        """A view that sends `seed` with its requests, with its own position in `replies`."""
+        return self.with_sampling(seed=seed)
+
+    def with_sampling(
+        self, *, temperature: float | None = None, top_p: float | None = None, seed: int | None = None
+    ) -> ScriptedModel:
+        """A view with these sampling settings in its requests (None keeps the current one) and its
+        own position in `replies`; prompts, requests and call counts are kept on the original."""
+        new = dict(self.sampling)
+        new.update({k: v for k, v in (("temperature", temperature), ("top_p", top_p), ("seed", seed)) if v is not None})
+        return self._view(sampling=new)
+
+    def with_request_log(self, request_log: Any) -> ScriptedModel:
+        """A view that logs every request it is given to `request_log` (a `RequestLog`)."""
+        return self._view(request_log=request_log)
 
     def _next(self, prompt: str, request: dict[str, Any]) -> dict[str, Any]:
-        with self._lock:
-            return self._next_locked(prompt, request)
+        request = {**request, **self.sampling}
+        with self._root._lock:
+            reply = self._root._answer(prompt, request, self._position)
+            self._position += 1
+        return reply
 
-    def _next_locked(self, prompt: str, request: dict[str, Any]) -> dict[str, Any]:
+    def _answer(self, prompt: str, request: dict[str, Any], position: int) -> dict[str, Any]:
         self.calls += 1
         if self.calls <= self._fail_first:
             raise TransportError(f"scripted transport fault {self.calls}/{self._fail_first}")
@@ -69,7 +102,7 @@ class ScriptedModel:
         if self._responder is not None:
             reply = self._responder(prompt, request=request) if self._responder_wants_request else self._responder(prompt)
         else:
-            idx = len(self.prompts) - 1
+            idx = position
             if idx >= len(self._replies):
                 if not self._cycle or not self._replies:
                     raise RuntimeError(f"ScriptedModel: script exhausted after {len(self._replies)} replies")
@@ -103,6 +136,8 @@ class ScriptedModel:
     ) -> ModelCall:
         """Return the next scripted reply for a completion prompt (cut at the first stop string)."""
         request = {"stop": stop, "grammar": grammar, "max_tokens": max_tokens}
+        if self.request_log is not None:
+            self.request_log.write("completions", {"prompt": prompt, **request, **self.sampling})
         call = self._call(prompt, max_tokens, request)
         for s in stop or []:
             if s in call.text:
@@ -119,6 +154,8 @@ class ScriptedModel:
         """Return the next scripted reply; the recorded prompt is the messages joined by role."""
         prompt = "\n".join(f"{m['role']}: {m.get('content') or ''}" for m in messages)
         request = {"tools": tools, "max_tokens": max_tokens}
+        if self.request_log is not None:
+            self.request_log.write("chat", {"messages": messages, **request, **self.sampling})
         call = self._call(prompt, max_tokens, request)
         if not tools:
             call.tool_calls = []

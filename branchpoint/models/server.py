@@ -141,7 +141,12 @@ class ManagedServer:
             self.log_path = Path(name)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         cmd = self.command()
-        with self.log_path.open("wb") as log:
+        # Appended, never truncated: a fork or rerun starts its own server and keeps the log of
+        # the run's earlier ones (each start is marked).
+        with self.log_path.open("ab") as log:
+            started = time.strftime("%Y-%m-%d %H:%M:%S")
+            log.write(f"\n=== branchpoint: {self.label} started {started} (pid of parent {os.getpid()}) ===\n".encode())
+            log.flush()
             self._proc = subprocess.Popen(
                 cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
             )

@@ -41,6 +41,7 @@ class ModelSpec(BaseModel):
     )
     style: Literal["completion", "chat"] = "completion"
     temperature: float = Field(0.0, ge=0.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0, description="Nucleus sampling; None sends nothing (server default).")
     seed: int | None = 0
     max_tokens: int = Field(48, ge=1, description="Completion-token limit per model call.")
     timeout_s: float = Field(60.0, gt=0)

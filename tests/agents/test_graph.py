@@ -55,6 +55,22 @@ def test_search_cap_forces_final_answer(keyword_source):
     # the forced answer reuses the search prompt (server prompt cache) with an answer-only grammar
     assert "may search an encyclopedia" in model.prompts[-1]
     assert model.requests[-1]["grammar"] == decision_grammar(allow_search=False)
+    # the forced answer's step keeps both the parsed answer and the raw completion
+    forced = out["steps"][-1]
+    assert forced["text"] == "Canberra" and forced["raw"] == 'answer", "text": "Canberra"}'
+
+
+def test_chat_forced_answer_keeps_raw_and_parsed_text(keyword_source):
+    model = ScriptedModel([
+        {"text": "", "tool_calls": [{"name": "search", "args": {"query": "q"}, "id": "c1"}]},
+        "<think>hmm</think>Canberra",
+    ])
+    out = run("native", model, keyword_source, cap=1)
+    forced = out["steps"][-1]
+    assert forced["kind"] == "forced_answer" and forced["text"] == "Canberra"
+    assert forced["raw"] == "<think>hmm</think>Canberra" and out["final_answer"] == "Canberra"
+    # the search's model turn (its tool-call id) is in the transcript the forced prompt was built from
+    assert out["transcript"][0]["turn"]["call_id"] == "c1"
 
 
 def test_no_search_condition_never_calls_the_tool(keyword_source):

@@ -9,6 +9,7 @@ a minimal_search.jsonl sits beside the traces.
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,11 @@ def conditions() -> list[dict[str, Any]]:
     return out
 
 
+def answerable_evidence_label(doc_id: str) -> str:
+    """The pretend judge's evidence label of a document retrieved for an answerable question."""
+    return "NEGATIVE" if zlib.crc32(doc_id.encode()) % 8 == 0 else "POSITIVE"
+
+
 def _record(rng: np.random.Generator, cond: dict[str, Any], qid: str, answerable: bool, category: str | None) -> ExecutionRecord:
     searching = cond.get("agent.search", True)
     cap = int(cond.get("agent.search_cap", 3)) if searching else 0
@@ -43,6 +49,9 @@ def _record(rng: np.random.Generator, cond: dict[str, Any], qid: str, answerable
         if not answerable:
             judgments += [Judgment(judge="human", kind="evidence", doc_id=d.doc_id,
                                    label="NEGATIVE" if rng.random() < 0.2 else "POSITIVE") for d in docs]  # fmt: skip
+        else:  # answerable documents: NEGATIVE for one doc_id in eight (by hash, so rng draws stay as they were)
+            judgments += [Judgment(judge="human", kind="evidence", doc_id=d.doc_id,
+                                   label=answerable_evidence_label(d.doc_id)) for d in docs]  # fmt: skip
     steps.append(Step(kind="answer", latency_s=float(rng.uniform(0.2, 1.0))))
     kind = "answer" if answerable else "abstention"
     label = ("CORRECT" if correct else "INCORRECT") if answerable else ("ABSTAINED" if correct else "ANSWERED")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from branchpoint.cli import app
@@ -71,7 +72,7 @@ def test_report_command(tmp_path):
     result = runner.invoke(app, ["report", str(run), "--out", str(tmp_path / "rep")])
     assert result.exit_code == 0, result.output
     assert "1 figure (tpc_by_outcome.png)" in result.output
-    assert "skipped figures without data: accuracy_search, tpc_search_cap, evidence_balance, multi_turn" in result.output
+    assert "skipped figures without data: accuracy_search, tpc_search_cap, marginal_roi, evidence_balance, multi_turn" in result.output
     assert (tmp_path / "rep" / "report.md").is_file()
     assert [p.name for p in (tmp_path / "rep" / "figures").glob("*.png")] == ["tpc_by_outcome.png"]
 
@@ -84,3 +85,23 @@ def test_report_without_metrics_is_one_clear_line(tmp_path):
 def test_agreement_without_judged_traces(tmp_path):
     result = runner.invoke(app, ["agreement", str(tmp_path)])
     assert result.exit_code == 2 and "judged.jsonl: not found" in result.output
+
+
+def test_agreement_command_averages_three_judges_and_names_the_reference(tmp_path):
+    from branchpoint.traces import Judgment
+
+    recs = []
+    for i, (human, j1, j2) in enumerate([("ABSTAINED", "ABSTAINED", "ABSTAINED"), ("ABSTAINED", "ABSTAINED", "ANSWERED"),
+                                         ("ANSWERED", "ABSTAINED", "ANSWERED"), ("ANSWERED", "ANSWERED", "ANSWERED")]):  # fmt: skip
+        rec = make_record(f"u{i}", answerable=False, category="FP", labels={"abstention": human})
+        rec.judgments += [Judgment(judge="llm1", kind="abstention", label=j1), Judgment(judge="llm2", kind="abstention", label=j2)]
+        recs.append(rec)
+    write_records(tmp_path / "judged.jsonl", recs)
+    result = runner.invoke(app, ["agreement", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "average over 3 judges (abstention): 66.7% agreement, mean κ 0.400" in result.output
+    assert "llm1 vs human (abstention): 1 disagreements, 1 where only llm1 gave the positive label" in result.output
+    saved = json.loads((tmp_path / "agreement.json").read_text())
+    assert saved["reference"] == "human" and saved["averages"][0]["mean_agreement"] == pytest.approx(2 / 3)
+    result = runner.invoke(app, ["agreement", str(tmp_path), "--reference", "nobody"])
+    assert result.exit_code == 2 and 'no judgments by the reference judge "nobody"' in result.output

@@ -199,7 +199,7 @@ def test_detect_negative_evidence(text, cue):
     assert detect_negative_evidence(text) == cue
 
 
-def test_rule_judge_labels_each_distinct_document_of_unanswerable_questions():
+def test_rule_judge_labels_each_distinct_document_answerable_or_not():
     from branchpoint.traces import RetrievedDoc, Step
 
     docs = [RetrievedDoc(doc_id="d1", score=1, text="Its author is unknown."),
@@ -208,8 +208,10 @@ def test_rule_judge_labels_each_distinct_document_of_unanswerable_questions():
     unanswerable = record("u", answerable=False, category="AU", answer="1605", steps=steps)
     evidence = [(j.label, j.doc_id, j.raw) for j in get_judge("rule")(unanswerable) if j.kind == "evidence"]
     assert evidence == [("NEGATIVE", "d1", "unknown"), ("POSITIVE", "d2", None)]
+    # answerable questions get evidence judgments too (the study's Table 10 reports both)
     answerable = record("a", gold=["1605"], answer="1605", steps=steps)
-    assert [j.kind for j in get_judge("rule")(answerable)] == ["answer", "abstention"]
+    evidence = [(j.label, j.doc_id) for j in get_judge("rule")(answerable) if j.kind == "evidence"]
+    assert evidence == [("NEGATIVE", "d1"), ("POSITIVE", "d2")]
 
 
 def test_given_judge_copies_evidence_and_accepts_unparseable():
@@ -219,3 +221,69 @@ def test_given_judge_copies_evidence_and_accepts_unparseable():
     assert [(j.kind, j.label, getattr(j, "doc_id", None)) for j in out] == [
         ("abstention", "UNPARSEABLE", None), ("evidence", "NEGATIVE", "d1"),
     ]  # fmt: skip
+
+
+# --- the question decides what a negation means (premise-aware abstention) ---------------------
+
+
+def _judged(question, answer, *, category=None, gold=None):
+    rec = record("q", answerable=category is None, category=category, gold=gold, answer=answer)
+    rec.question = question
+    return {j.kind: (j.label, j.raw) for j in get_judge("rule")(rec)}
+
+
+@pytest.mark.parametrize(
+    ("question", "category", "answer", "label"),
+    [
+        # confident answers that the context-free detector took for abstentions
+        ("Will we ever find a cure for cancer?", "AU", "No, we will never find a cure for cancer.", "ANSWERED"),
+        ("Describe the moment humanity will discover life on other planets.", "AU",
+         "Humanity will never discover life on other planets.", "ANSWERED"),
+        # plain abstentions it missed
+        ("Who will win the 2040 FIFA World Cup?", "AU", "Nobody can know that yet.", "ABSTAINED"),
+        ("How many eggs do tigers lay?", "FP", "Tigers don't lay eggs; they are mammals.", "ABSTAINED"),
+        ("When did Aesop write \"The Scarlet Letter\"?", "FP",
+         "Aesop lived in ancient Greece; The Scarlet Letter was written by Nathaniel Hawthorne.", "ABSTAINED"),
+        ("Which US president painted the Last Supper?", "FP", "None. Leonardo da Vinci painted it.", "ABSTAINED"),
+        ("who was the first mayor", "UC", "The first mayor of which city?", "ABSTAINED"),
+        ("how many members form a jury", "UC", "It varies by country: 12 in most US criminal trials.", "ABSTAINED"),
+        # answers to the flawed question, hedged answers
+        ("Why is Sydney the capital of Australia?", "FP", "Because it is the largest city.", "ANSWERED"),
+        ("Who will win the 2040 FIFA World Cup?", "AU", "Hard to predict, but my guess is Spain.", "ANSWERED"),
+        ("what is the capital of georgia", "UC", "I think you mean the US state, so Atlanta.", "ANSWERED"),
+    ],
+)
+def test_rule_abstention_reads_the_question(question, category, answer, label):
+    assert _judged(question, answer, category=category)["abstention"][0] == label
+
+
+@pytest.mark.parametrize(
+    ("question", "gold", "answer", "answer_label", "abstention_label"),
+    [
+        ("Did Cole Porter write White Christmas?", ["no"], "He did not: Irving Berlin wrote it.", "CORRECT", "ANSWERED"),
+        ("Are Britten and Bartók from the same country?", ["no"], "They are not.", "CORRECT", "ANSWERED"),
+        ("Can people with celiac eat camel meat?", ["yes"], "No, they should avoid it.", "INCORRECT", "ANSWERED"),
+        ("who painted the mona lisa", ["Leonardo da Vinci"], "It was not Michelangelo; it was Leonardo da Vinci.",
+         "CORRECT", "ANSWERED"),
+        ("what is the capital of australia", ["Canberra"], "It wasn't Canberra; it was Sydney.", "INCORRECT", "ANSWERED"),
+        ("what is the capital of australia", ["Canberra"], "Either Sydney or Canberra.", "INCORRECT", "ANSWERED"),
+        ("who played anna in once upon a time", ["Elizabeth Dean Lail"], "Elizabeth Lail.", "CORRECT", "ANSWERED"),
+        ("who is the longest serving president", ["Franklin D. Roosevelt"], "FDR.", "CORRECT", "ANSWERED"),
+        ("who is the longest serving president", ["Franklin D. Roosevelt"], "Theodore Roosevelt.", "INCORRECT", "ANSWERED"),
+        ("when did william iv die", ["20 June 1837"], "He died on June 20, 1837.", "CORRECT", "ANSWERED"),
+        ("when did william iv die", ["20 June 1837"], "He died in 1837.", "INCORRECT", "ANSWERED"),
+        ("who won the first battle of bull run", ["Confederate"], "The Confederates won.", "CORRECT", "ANSWERED"),
+        ("what rocket launched voyager 2", ["Titan IIIE"], "A Titan IIIE-Centaur.", "CORRECT", "ANSWERED"),
+        ("when was the last time kentucky won ncaa", ["2012"], "I'm not sure; the documents don't say.",
+         "NOT_ATTEMPTED", "ABSTAINED"),
+        ("when did poe enlist", ["1827"], "I believe it was 1830, though I'm not certain.", "INCORRECT", "ANSWERED"),
+    ],
+)
+def test_rule_answer_reads_gold_in_context(question, gold, answer, answer_label, abstention_label):
+    judged = _judged(question, answer, gold=gold)
+    assert (judged["answer"][0], judged["abstention"][0]) == (answer_label, abstention_label)
+
+
+def test_rule_answer_raw_says_how_gold_matched():
+    assert _judged("q?", "Elizabeth Lail.", gold=["Elizabeth Dean Lail"])["answer"][1] == "gold=Elizabeth Dean Lail;match=name"
+    assert _judged("Did he?", "No.", gold=["no"])["answer"][1] == "gold=no;match=polarity"

@@ -214,3 +214,22 @@ def test_through_the_openai_compatible_client(tmp_path):
     assert "Gold answers (any one is right): Canberra" in first["messages"][0]["content"]
     assert [m["role"] for m in retry["messages"]] == ["user", "assistant", "user"]
     assert judge.stats.input_tokens == 3 * 180
+
+
+def test_answerable_documents_get_the_answerable_evidence_prompt():
+    prompts = []
+
+    def answer_and_record(prompt: str) -> str:
+        prompts.append(prompt)
+        return responder(prompt)
+
+    model = ScriptedModel(responder=answer_and_record, name="judge-m")
+    retrieved = [RetrievedDoc(doc_id="d1", score=1.0, text="Its date is unrecorded.")]
+    steps = [Step(kind="search", query="q", retrieved=retrieved)]
+    rec = make_record("a1", gold=["Rome"], answer="Rome", steps=steps, search_calls=1)
+    (out,) = LLMJudge(model).judge_many([rec])
+    assert [(j.kind, j.label, j.prompt_version) for j in out] == [
+        ("answer", "CORRECT", "answer-v1"), ("evidence", "NEGATIVE", "evidence-answerable-v1"),
+    ]  # fmt: skip
+    evidence_prompt = next(p for p in prompts if "Document:" in p)
+    assert "cannot be answered" not in evidence_prompt and "LABEL: NEGATIVE" in evidence_prompt

@@ -96,9 +96,10 @@ def test_report_without_data_skips_figures_with_a_line(tmp_path):
     evaluate(run, judge="given", cfg=MetricsConfig(bootstrap=50))
     report, figures = write_report(run)
     assert figures["tpc_outcome"] is not None
-    assert all(figures[k] is None for k in ("accuracy_search", "tpc_search_cap", "evidence_balance", "multi_turn"))
+    skipped = ("accuracy_search", "tpc_search_cap", "marginal_roi", "evidence_balance", "multi_turn")
+    assert all(figures[k] is None for k in skipped)
     md = report.read_text()
-    assert md.count("_Figure skipped:") == 4
+    assert md.count("_Figure skipped:") == len(skipped)
     assert "No data: no condition has a multi_turn.preceding key." in md
     assert not (run / "figures" / FIGURES["multi_turn"]).exists()
 
@@ -106,3 +107,31 @@ def test_report_without_data_skips_figures_with_a_line(tmp_path):
 def test_report_needs_metrics(tmp_path):
     with pytest.raises(InputError, match=r"metrics\.json: not found.*branchpoint evaluate"):
         write_report(tmp_path)
+
+
+def test_synthetic_run_new_over_searching_quantities_match_their_construction(synthetic_run):
+    from tests.evaluation.synthetic import answerable_evidence_label, synthetic_records
+
+    metrics = json.loads((synthetic_run / "metrics.json").read_text())
+    records = synthetic_records()
+    # negative-evidence share of answerable documents: as many as the hash rule makes NEGATIVE
+    docs = [d.doc_id for r in records if r.answerable for s in r.steps if s.kind == "search" for d in s.retrieved]
+    ans = metrics["evidence_balance"]["answerable"]
+    assert ans["n_documents"] == len(docs)
+    assert ans["negative_share"] == pytest.approx(sum(answerable_evidence_label(d) == "NEGATIVE" for d in docs) / len(docs))
+    # over-search per model: minimal = searches // 2 by construction, no-search correct executions included
+    ov = metrics["over_search"]
+    for model in ("m1", "m2"):
+        correct = [r for r in records if r.condition["model.name"] == model and r.condition.get("agent.search", True)
+                   and r.judgments[0].label in ("CORRECT", "ABSTAINED")]  # fmt: skip
+        k = sum(r.search_calls for r in correct)
+        k_min = sum(r.search_calls // 2 for r in correct)
+        entry = ov["by_model"][model]
+        assert (entry["n"], entry["n_no_search"]) == (len(correct), sum(r.search_calls == 0 for r in correct))
+        assert entry["mean_searches"] == pytest.approx(k / len(correct))
+        assert entry["over_search_pct"] == pytest.approx(100 * (k / k_min - 1))
+    average = (ov["by_model"]["m1"]["over_search_pct"] + ov["by_model"]["m2"]["over_search_pct"]) / 2
+    assert ov["model_average"]["over_search_pct"] == pytest.approx(average)
+    md = markdown_report(metrics, "Synthetic")
+    assert "negative docs (answerable)" in md and "| average of 2 models |" in md
+    assert "less than 10 tokens" in md

@@ -178,7 +178,10 @@ def test_search_cap_sweep_and_marginal_roi():
 
 def test_over_search_from_minimal_searches():
     a, b = {"cap": 5}, {"cap": 9}
-    recs = [make_record(q, labels=OK, condition=c, execution_id=f"{q}{c['cap']}") for q in ("q1", "q2") for c in (a, b)]
+    # the executions the rows describe (q2 under cap 9 made no search: k = k* = 0, no row)
+    searched = {("q1", 5): ("x1", 4), ("q2", 5): ("x2", 2), ("q1", 9): ("x3", 1), ("q2", 9): ("y4", 0)}
+    recs = [make_record(q, labels=OK, condition=c, execution_id=searched[q, c["cap"]][0],
+                        search_calls=searched[q, c["cap"]][1]) for q in ("q1", "q2") for c in (a, b)]  # fmt: skip
     rows = [
         {"execution_id": "x1", "question_id": "q1", "condition": a, "searches": 4, "minimal_searches": 1, "judge": "rule"},
         {"execution_id": "x2", "question_id": "q2", "condition": a, "searches": 2, "minimal_searches": 1, "judge": "rule"},
@@ -190,6 +193,7 @@ def test_over_search_from_minimal_searches():
     assert ov["by_condition"]["cap=9"]["over_search_pct"] == math.inf
     assert ov["over_search_pct"] == pytest.approx(100 * (7 / 2 - 1))
     assert ov["by_condition"]["cap=5"]["mean_minimal_searches"] == 1
+    assert (ov["by_condition"]["cap=9"]["n"], ov["by_condition"]["cap=9"]["n_no_search"]) == (2, 1)
     lo, hi = ov["by_condition"]["cap=5"]["over_search_pct_ci"]
     assert lo <= 200 <= hi
 

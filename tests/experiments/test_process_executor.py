@@ -10,13 +10,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from branchpoint.checkpoints.listing import run_boundaries
 from branchpoint.cli import app
 from branchpoint.errors import InputError
 from branchpoint.experiments import RunStore, load_spec, run_experiment
 from branchpoint.experiments.process_executor import SHARD_PREFIX, deal, run_experiment_processes
 from branchpoint.experiments.ray_executor import SHARDS_DIR, ShardTask, run_shard
 from branchpoint.experiments.runner import plan_executions, select_questions
+from branchpoint.experiments.states import saved_states
 from branchpoint.traces import read_records
 
 SPEC = {
@@ -68,8 +68,10 @@ def test_processes_run_matches_one_process_and_recovers_a_killed_run(tmp_path, s
     assert _records(run_dir) == _records(tmp_path / "local")
     assert not (run_dir / SHARDS_DIR).exists() or not any((run_dir / SHARDS_DIR).iterdir())
     # checkpoints were folded into the run's own database: the same boundaries as one process
-    assert sorted(b.kind for _, b in run_boundaries(run_dir)) == sorted(b.kind for _, b in run_boundaries(tmp_path / "local"))
-    assert {eid for eid, _ in run_boundaries(run_dir)} == set(ids)
+    assert sorted(s.boundary.kind for s in saved_states(run_dir)) == sorted(
+        s.boundary.kind for s in saved_states(tmp_path / "local")
+    )
+    assert {s.execution_id for s in saved_states(run_dir)} == set(ids)
 
     again = run_experiment_processes(spec, run_dir, processes=2, concurrency=4, progress=False)
     assert (again.ran, again.skipped) == (0, 10)
@@ -79,7 +81,7 @@ def test_a_redone_execution_keeps_only_its_new_checkpoints(tmp_path, spec_path, 
     spec = load_spec(spec_path)
     run_dir = tmp_path / "procs"
     run_experiment_processes(spec, run_dir, processes=2, concurrency=2, progress=False)
-    before = {eid: b.checkpoint_id for eid, b in run_boundaries(run_dir)}
+    before = {s.execution_id: s.boundary.checkpoint_id for s in saved_states(run_dir)}
     # forget one record (as if its attempt had been killed before appending): it is redone,
     # and its thread in the run's database holds the new attempt's checkpoints only
     lines = (run_dir / "executions.jsonl").read_text().splitlines(keepends=True)
@@ -87,7 +89,7 @@ def test_a_redone_execution_keeps_only_its_new_checkpoints(tmp_path, spec_path, 
     (run_dir / "executions.jsonl").write_text("".join(lines[1:]))
     summary = run_experiment_processes(spec, run_dir, processes=2, concurrency=2, progress=False)
     assert summary.ran == 1
-    mine = [b for eid, b in run_boundaries(run_dir) if eid == gone]
+    mine = [s.boundary for s in saved_states(run_dir) if s.execution_id == gone]
     assert len(mine) == len([eid for eid in before if eid == gone]) >= 1
     assert all(b.checkpoint_id != before[gone] for b in mine)
 

@@ -16,7 +16,6 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from branchpoint.checkpoints.listing import run_boundaries
 from branchpoint.cli import app
 from branchpoint.errors import InputError
 from branchpoint.experiments import ExperimentSpec, RunStore, load_spec, run_experiment
@@ -32,6 +31,7 @@ from branchpoint.experiments.ray_executor import (
     shard_name,
 )
 from branchpoint.experiments.runner import plan_executions, select_questions
+from branchpoint.experiments.states import saved_states
 from branchpoint.traces import ExecutionRecord, read_records
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
@@ -107,9 +107,9 @@ def test_ray_run_matches_local_run(tmp_path, spec_path, monkeypatch, ray_cluster
     assert sorted(ids) == sorted(_ids(tmp_path / "local"))
     assert len(list((run_dir / SHARDS_DIR).iterdir())) == 3
     # checkpoints are folded into the run's own database: `checkpoints ls` and `fork` find them
-    boundaries = run_boundaries(run_dir)
-    assert {eid for eid, _ in boundaries} == set(ids)
-    assert len(boundaries) == len(run_boundaries(tmp_path / "local"))
+    boundaries = saved_states(run_dir)
+    assert {s.execution_id for s in boundaries} == set(ids)
+    assert len(boundaries) == len(saved_states(tmp_path / "local"))
 
     again = run_experiment_ray(spec, run_dir, progress=False)
     assert (again.ran, again.skipped) == (0, 12)

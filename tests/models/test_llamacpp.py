@@ -147,8 +147,13 @@ def test_server_that_exits_reports_code_and_log_tail(
     assert "code 3" in message
     assert "boom" in message
     assert str(log) in message
-    assert log.read_text().strip() == "boom"
+    assert log.read_text().strip().splitlines()[-1] == "boom"
     server.stop()  # nothing left to stop: still fine
+    # a second server on the same log (a fork after the run) appends: the first one's output stays
+    with pytest.raises(ModelServerError):
+        LlamaCppServer(EmbeddedServerSpec(gguf=str(gguf), startup_timeout_s=30), alias="m", log_path=log).start()
+    text = log.read_text()
+    assert text.count("boom") == 2 and text.count("=== branchpoint:") == 2
 
 
 def test_server_that_never_answers_times_out_and_is_killed(

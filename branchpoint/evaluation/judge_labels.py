@@ -1,0 +1,179 @@
+"""Measure an offline judge against human labels: load a labelled set of responses, judge each
+as an execution record, and report agreement and Cohen's κ per label.
+
+The labelled set is JSON lines, one response per line, with the fields
+
+- `id` (str), `split` ("dev" or "heldout"): rules are tuned on dev only; held-out measures;
+- `source` (str): where the question comes from (`coconot:<id>`, `nq_open_dev`, `demo:<id>`,
+  `bamboogle:<idx>`, `hotpotqa:<id>`, `constructed`, ...);
+- `question` (str), `answerable` (bool), `category` ("AU" / "FP" / "UC", null if answerable),
+  `gold_answers` (list of str; empty for unanswerable questions);
+- `response` (str): the final answer being judged;
+- `label_abstained` (bool): a careful reader's verdict that the response withholds an answer
+  (says it does not know, asks for clarification, answers several readings, corrects the
+  premise, refuses);
+- `label_correct` (bool for answerable questions, null otherwise): the reader's verdict that
+  the response gives a gold answer without contradicting it;
+- `tag` (str): the kind of response (premise_correction, confident_negation, hedge_right, ...).
+
+Agreement on *abstention* compares `label_abstained` with the judge's `abstention` label
+(ABSTAINED) on every item; agreement on *correctness* compares `label_correct` with the judge's
+`answer` label (CORRECT) on answerable items. κ is Cohen's κ (`agreement.cohen_kappa`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from branchpoint.errors import InputError
+from branchpoint.evaluation.agreement import cohen_kappa
+from branchpoint.evaluation.judges import get_judge
+from branchpoint.traces import ExecutionRecord
+
+SPLITS: tuple[str, ...] = ("dev", "heldout")
+
+
+class LabelledResponse(BaseModel):
+    """One line of the labelled set (see the module docstring for the fields' meaning)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    split: str
+    source: str
+    question: str
+    answerable: bool
+    category: str | None = None
+    gold_answers: list[str] = []
+    response: str
+    label_abstained: bool
+    label_correct: bool | None = None
+    tag: str = ""
+
+
+def read_labels(path: str | Path) -> list[LabelledResponse]:
+    """The labelled responses in `path`; InputError naming the line and field on bad input."""
+    path = Path(path)
+    items = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                item = LabelledResponse.model_validate(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path} line {lineno}: not JSON ({exc.msg})") from None
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                field = ".".join(str(p) for p in err["loc"]) or "(line)"
+                raise InputError(f'{path} line {lineno}: field "{field}": {err["msg"]}') from None
+            if item.split not in SPLITS:
+                raise InputError(f'{path} line {lineno}: field "split" is "{item.split}" (expected dev or heldout)')
+            if item.answerable != (item.label_correct is not None):
+                raise InputError(
+                    f'{path} line {lineno}: field "label_correct" must be true/false for answerable '
+                    "questions and null for unanswerable ones"
+                )
+            if not item.answerable and item.category not in ("AU", "FP", "UC"):
+                raise InputError(f'{path} line {lineno}: field "category" must be AU, FP or UC for unanswerable questions')
+            items.append(item)
+    return items
+
+
+def as_record(item: LabelledResponse) -> ExecutionRecord:
+    """The labelled response as a finished (status ok) execution record, ready for a judge."""
+    return ExecutionRecord(
+        execution_id=item.id, run_id="judge-labels", question_id=item.id, question=item.question,
+        answerable=item.answerable, category=item.category, gold_answers=item.gold_answers,
+        final_answer=item.response,
+    )  # fmt: skip
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> list[float] | None:
+    """Wilson score interval of a proportion k / n (95 % by default); None when n = 0.
+
+    (p̂ + z²/2n ± z·sqrt(p̂(1 − p̂)/n + z²/4n²)) / (1 + z²/n), which stays inside [0, 1] and
+    behaves at p̂ near 1, where agreements live.
+    """
+    if n == 0:
+        return None
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def _score(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
+    n = len(pairs)
+    human = ["Y" if h else "N" for h, _ in pairs]
+    judge = ["Y" if j else "N" for _, j in pairs]
+    return {
+        "n": n,
+        "agreement": sum(h == j for h, j in pairs) / n if n else None,
+        "agreement_ci": wilson_interval(sum(h == j for h, j in pairs), n),
+        "kappa": cohen_kappa(human, judge),
+        "judge_yes_human_no": sum(j and not h for h, j in pairs),
+        "judge_no_human_yes": sum(h and not j for h, j in pairs),
+    }
+
+
+def judge_agreement_with_labels(
+    items: Iterable[LabelledResponse], judge: str = "rule"
+) -> dict[str, Any]:
+    """Agreement and κ of a registered judge with the labels: abstention on all items and on
+    the unanswerable ones, correctness on the answerable ones, plus the disagreeing item ids."""
+    fn = get_judge(judge)
+    abst_all, abst_unans, correct = [], [], []
+    disagreements = []
+    for item in items:
+        labels = {j.kind: j.label for j in fn(as_record(item))}
+        abstained = labels["abstention"] == "ABSTAINED"
+        abst_all.append((item.label_abstained, abstained))
+        if not item.answerable:
+            abst_unans.append((item.label_abstained, abstained))
+        if abstained != item.label_abstained:
+            disagreements.append({"id": item.id, "kind": "abstention", "human": item.label_abstained, "judge": abstained})
+        if item.answerable:
+            is_correct = labels["answer"] == "CORRECT"
+            correct.append((bool(item.label_correct), is_correct))
+            if is_correct != item.label_correct:
+                disagreements.append({"id": item.id, "kind": "correct", "human": item.label_correct, "judge": is_correct})
+    return {
+        "judge": judge,
+        "abstention": _score(abst_all),
+        "abstention_unanswerable": _score(abst_unans),
+        "correct": _score(correct),
+        "disagreements": disagreements,
+    }
+
+
+def agreement_table(result: dict[str, Any]) -> str:
+    """A markdown table of `judge_agreement_with_labels`: n, agreement, κ and the disagreements' direction."""
+    lines = ["| measure | n | agreement (Wilson 95%) | Cohen's κ | judge yes / reader no | judge no / reader yes |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    names = {"abstention": "abstention (all responses)", "abstention_unanswerable": "abstention (unanswerable)",
+             "correct": "correctness (answerable)"}  # fmt: skip
+    for key, name in names.items():
+        s = result[key]
+        kappa = "—" if s["kappa"] is None else f"{s['kappa']:.3f}"
+        lo, hi = s["agreement_ci"] or (math.nan, math.nan)
+        lines.append(f"| {name} | {s['n']} | {100 * s['agreement']:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] | {kappa} | "
+                     f"{s['judge_yes_human_no']} | {s['judge_no_human_yes']} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m branchpoint.evaluation.judge_labels LABELS.jsonl [judge]
+    import sys
+
+    labelled = read_labels(sys.argv[1])
+    for split in SPLITS:
+        part = [i for i in labelled if i.split == split]
+        print(f"\n{split} ({len(part)} responses)\n")
+        print(agreement_table(judge_agreement_with_labels(part, sys.argv[2] if len(sys.argv) > 2 else "rule")))

@@ -1,0 +1,428 @@
+"""The rule judge's reading of one response: did it abstain, and does it give a gold answer?
+
+Both readings use the question as well as the response, because the same words mean different
+things in different places: "No, he did not" answers a yes/no question, while "Tigers don't
+lay eggs" rejects the premise of "How many eggs do tigers lay?".
+
+*Abstention* (`classify_abstention`) — the response withholds an answer when it
+
+1. says the answer is not known or cannot be known ("unknown" cues: "I don't know", "nobody
+   can know that yet", "no record survives", "cannot be predicted", "I couldn't find ...");
+   weak cues ("I'm not sure", "hard to say") do not count when the response then commits
+   ("... but I believe it was X", "my guess is X", "either X or Y");
+2. asks for clarification or answers several readings ("clarification" cues: a question back
+   to the user, "which ... do you mean", "it depends on", "if you mean ...");
+3. questions or corrects the premise ("premise" cues: "false premise", "a myth", "there is no
+   ...", "actually,"), or — premise-aware — negates what the question presupposes: a clause
+   with a negation ("not", "n't", "never", "no X", "rather than", "instead of") that shares a
+   content word with the question, a bare denial ("He didn't.", "None."), or (false-premise
+   questions) the question's act attributed to someone the question does not name ("The
+   Scarlet Letter was written by Nathaniel Hawthorne").
+
+Negations are premise corrections only where the question can have a false presupposition to
+correct: never for yes/no questions (there "no" is an answer), never for answer-unknown (AU)
+questions (there "we will never find a cure" is a confident answer), and on answerable
+questions only when no gold answer is given (a response that names the gold answer answered).
+
+*Correctness* (`match_gold`) — a gold answer matches when it occurs in the response (SQuAD
+normalisation, with punctuation deleted or turned into spaces, plural "s" ignored), or as a
+person's shortened name ("Elizabeth Lail" for "Elizabeth Dean Lail", "Ford" for "Gerald
+Ford", "FDR"), or when all its content words and every number occur (any order: "June 20,
+1837" for "20 June 1837"; two of three content words suffice for long golds). A match does not
+count when every occurrence is negated ("It wasn't Canberra") or hedged between candidates
+("either 1989 or 1990"), or when another first name stands before a matched surname
+("Theodore Roosevelt" for "Franklin D. Roosevelt"). Gold "yes" / "no" is read from the
+response's polarity.
+
+Every pattern lives here. The rules were written while reading the `dev` part of
+tests/evaluation/data/judge_labels.jsonl; the `heldout` part was written after they were frozen
+and is never used to tune them (docs/judges.md reports both, tests/evaluation/test_judge_labels.py
+re-measures the held-out part).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from typing import NamedTuple
+
+# --------------------------------------------------------------------------------------------
+# Normalisation
+# --------------------------------------------------------------------------------------------
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD normalisation: lowercase, drop punctuation, drop articles a/an/the, collapse spaces.
+
+    Punctuation is every Unicode punctuation character (a superset of `string.punctuation`, so
+    curly quotes and dashes go too); like SQuAD, it is deleted, not replaced by a space.
+    """
+    text = text.lower()
+    text = "".join(ch for ch in text if not unicodedata.category(ch).startswith("P"))
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def _spaced(text: str) -> str:
+    """Like `normalize_answer`, but punctuation becomes a space ("IIIE-Centaur" -> "iiie centaur")."""
+    text = text.lower()
+    text = "".join(" " if unicodedata.category(ch).startswith(("P", "S")) else ch for ch in text)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def _stem(token: str) -> str:
+    return token[:-1] if len(token) > 3 and token.endswith("s") and not token.endswith("ss") else token
+
+
+def contained_gold(answer: str | None, gold_answers: Iterable[str]) -> str | None:
+    """The first gold answer whose whole normalised form occurs in the answer on word boundaries.
+
+    Gold "Rome" matches "It is Rome." but not "Romeo". Gold answers that normalise to nothing
+    are ignored. Returns None when no gold answer is contained.
+    """
+    if not answer:
+        return None
+    padded = f" {normalize_answer(answer)} "
+    for gold in gold_answers:
+        norm = normalize_answer(gold)
+        if norm and f" {norm} " in padded:
+            return gold
+    return None
+
+
+def _lower(text: str) -> str:
+    return text.lower().replace("\u2019", "'").replace("\u2018", "'")
+
+
+# --------------------------------------------------------------------------------------------
+# Abstention cues: every pattern lives here
+# --------------------------------------------------------------------------------------------
+
+
+class AbstentionPattern(NamedTuple):
+    """One way of abstaining: a name (stored in `Judgment.raw`), its family, and a regex."""
+
+    name: str
+    family: str  # "unknown" | "clarification" | "premise"
+    regex: re.Pattern[str]
+
+
+def _p(name: str, family: str, pattern: str) -> AbstentionPattern:
+    return AbstentionPattern(name, family, re.compile(pattern))
+
+
+_NEG_VERB = r"(?:cannot|can't|can not|could not|couldn't|unable to|not able to|impossible to|no way (?:for me |for anyone )?to|not possible to)"
+_KNOW_VERB = r"(?:know|say|predict|determine|tell|answer|recite|describe|reveal|provide|give|find|access|see|read|look up|identify|confirm|verify|be (?:known|determined|predicted|answered|said))"
+
+# Matched against the lowercased response with curly apostrophes straightened; the first
+# pattern that matches, in this order, names the abstention. The "premise" family at the end
+# (negations) is context-free recall: `classify_abstention` only accepts it where the question
+# can have a false premise and the negation is about the question (see the module docstring).
+ABSTENTION_PATTERNS: tuple[AbstentionPattern, ...] = (
+    # The answer is not known or not knowable.
+    _p("dont_know", "unknown", r"\b(?:i|we) (?:do not|don't|dont|simply don't) know\b"),
+    _p("unknown", "unknown", r"\bunknown\b"),
+    _p("unknowable", "unknown", r"\bunknowable\b"),
+    _p("cannot_be_determined", "unknown", r"\b(?:cannot|can't|can not) be (?:determined|known|predicted|answered)\b"),
+    _p("no_reliable_information", "unknown", r"\bno reliable information\b"),
+    _p("not_enough_information", "unknown", r"\b(?:not enough|insufficient) information\b"),
+    _p("impossible_to_know", "unknown", r"\bimpossible to know\b"),
+    _p("no_one_knows", "unknown", r"\b(?:no one|no-one|nobody|none of us)\b[^.;!?]{0,20}\b(?:knows?|can (?:\w+ )?(?:know|say|tell|predict)|could (?:know|say))\b"),
+    _p("unanswerable", "unknown", r"\bunanswerable\b"),
+    _p("cannot_know", "unknown", rf"\b{_NEG_VERB}\s+(?:\w+\s+){{0,2}}{_KNOW_VERB}\b"),
+    _p("no_way_of_knowing", "unknown", r"\bno (?:way|means) of (?:knowing|seeing|telling|predicting)\b"),
+    _p("no_access", "unknown", r"\b(?:have|has) no (?:way|access|information|data|means)\b|\b(?:don't|do not) have (?:any |reliable |enough |that |such )?(?:information|data|access|a way|real-time)\b"),
+    _p("not_recorded", "unknown", r"\b(?:not|never) (?:been )?(?:\w+ly )?(?:recorded|documented|established|counted|verified|published|determined|announced|decided|released|written down)\b|\bhasn't been (?:\w+ )?(?:published|released|played|decided|announced)\b"),
+    _p("no_record", "unknown", r"\bno (?:surviving |known |reliable |written )?(?:records?|evidence|data|information)\b"),
+    _p("lost_to_history", "unknown", r"\blost to (?:history|prehistory|time)\b"),
+    _p("remains_unknown", "unknown", r"\b(?:remains|is still|are still) (?:unknown|unclear|uncertain|a mystery|unsolved|open)\b|\ban open question\b"),
+    _p("not_found", "unknown", r"\b(?:could not|couldn't|can't|cannot|did not|didn't) (?:find|locate|turn up)\b|\bno (?:results|sources?) (?:say|mention)\b"),
+    _p("sources_silent", "unknown", r"\b(?:documents?|sources?|results?|searches)\b[^.;!?]{0,30}\b(?:do not|don't|did not|didn't|does not|doesn't) (?:say|mention|specify|turn up)\b"),
+    _p("cant_help", "unknown", r"\b(?:can't|cannot|can not) help\b|\bnot something i can\b|\bi can't (?:answer|say)\b"),
+    _p("not_yet", "unknown", r"\b(?:hasn't|has not|haven't|have not) (?:yet )?(?:happened|occurred|taken place|been (?:played|held|decided))\b|\bhas yet to\b|\bhave yet to\b"),
+    _p("may_or_may_not", "unknown", r"\bmay or may not\b|\bwhether or when\b|\bor whether\b"),
+    _p("no_single_answer", "unknown", r"\bno (?:single|definitive|agreed|one) (?:\w+ )?(?:answer|number|figure)\b"),
+    _p("cant_read_minds", "unknown", r"\bread (?:minds|your mind|thoughts)\b"),
+    # The question is underspecified: the model asks for clarification or answers readings.
+    _p("could_you_clarify", "clarification", r"\b(?:could|can) you (?:please )?(?:clarify|specify|tell me|say|give me)\b"),
+    _p("which_do_you_mean", "clarification", r"\bwhich\b[^.?!]*\bdo you mean\b|\bdo you mean\b"),
+    _p("please_specify", "clarification", r"\bplease (?:specify|clarify|tell me|let me know)\b|\blet me know\b"),
+    _p("more_context", "clarification", r"\bmore (?:context|detail|details|information)\b"),
+    _p("need_to_know", "clarification", r"\b(?:i'd|i would|i) need to know\b|\byou haven't (?:said|specified|told)\b|\b(?:doesn't|does not|didn't|did not) (?:name|specify|say which|mention which)\b"),
+    _p("not_sure_what_you_mean", "clarification", r"\bnot sure (?:what|which)\b[^.?!]*\byou(?:'re| are)? (?:mean|asking|referring)\b|\bwhat you're asking\b"),
+    _p("it_depends", "clarification", r"\b(?:it|that|this|the answer) (?:all )?depends\b|\bdepending on (?:which|where|who|what|the)\b|\bvaries (?:by|from|between|with)\b|\bdiffers? (?:by|from|hugely|between)\b|\bdifferent (?:countries|states|places|times)\b"),
+    _p("if_you_mean", "clarification", r"\bif you mean\b|\bif you're (?:asking|referring)\b"),
+    _p("asks_back", "clarification", r"(?:^|[.!:;]\s*)[^.!?:;]*\?"),
+    # The question rests on a false premise: the model corrects it.
+    _p("false_premise", "premise", r"\bfalse premise\b|\bfalse (?:assumption|presupposition)\b"),
+    _p("the_premise", "premise", r"\bthe premise\b|\bthe question (?:assumes|is based on|rests on)\b"),
+    _p("misconception", "premise", r"\bmisconception\b|\b(?:a|popular|common|an urban) myth\b|\bno scientific basis\b"),
+    _p("actually", "premise", r"\bactually,"),
+    _p("there_is_no", "premise", r"\bthere (?:is|was|are|were|has been|have been)(?: never)? no\b|\bthere's no\b|\bno such\b"),
+    _p("does_not_exist", "premise", r"\b(?:does not|doesn't|did not|didn't|never) exist(?:ed)?\b|\b(?:does not|doesn't) apply\b|\bis (?:a |only a )?(?:legend|myth|fiction)\b"),
+    _p("is_not_true", "premise", r"\b(?:is not|isn't|that's not|not) true\b"),
+    _p("incorrect_assumption", "premise", r"\bincorrect assumption\b"),
+    _p("never", "premise", r"\bnever\b"),
+    _p("did_not", "premise", r"\b(?:did not|didn't)\b"),
+    _p("was_not", "premise", r"\b(?:was not|wasn't|were not|weren't)\b"),
+    _p("is_not", "premise", r"\b(?:is not|isn't|are not|aren't|does not|doesn't|do not|don't)\b"),
+)
+
+#: Negation cues (the last patterns of the premise family) that need the question to count.
+NEGATION_CUES: frozenset[str] = frozenset({"never", "did_not", "was_not", "is_not"})
+#: Weak "unknown" cues that a committing phrase overrides ("I'm not sure, but I think it is X").
+_WEAK = re.compile(r"\b(?:i'm|i am) not (?:entirely |completely |totally |100% )?(?:sure|certain)\b|\bhard to (?:say|predict|tell)\b|\bnot (?:entirely |completely )?(?:sure|certain)\b")
+_COMMIT = re.compile(r"\bi (?:believe|think|suspect|guess)\b|\bmy (?:best )?guess\b|\b(?:probably|most likely|likely)\b|\bi'd (?:say|guess)\b|\beither\b[^.;!?]*\bor\b")
+_POLAR_START = re.compile(r"^\s*(?:is|are|was|were|do|does|did|can|could|will|would|should|has|have|had|may|might|must|shall)\b", re.I)
+_NEGATION = re.compile(r"\b(?:not|never|no|none|nothing|nobody|neither|nor|rather than|instead of)\b|n't\b")
+_BARE_DENIAL = re.compile(r"^(?:no[,.]?\s+)?(?:(?:he|she|it|they|we|you|i)\s+(?:did|does|do|was|were|is|are|has|have|had|could|can|would|will)\s*(?:not|n't)|none|nothing|nobody|no one|neither|not at all)\b[^a-z]*$")
+_CLAUSE_SPLIT = re.compile(r"[,;:.!?()\u2014\u2013]|\s-\s|\bbut\b|\bwhereas\b|\balthough\b|\bthough\b|\bwhile\b")
+_ATTRIBUTION = re.compile(r"\b(?:written|painted|invented|composed|directed|built|made|created|developed|discovered|designed|sculpted|credited to|attributed to|is by|was by|a play by|a novel by|a poem by|a book by)\s+(?:by\s+)?((?:[A-Z][\w'.-]+\s*){1,4})")
+_POSSESSIVE_WORK = re.compile(r"\b([A-Z][\w.-]+(?:\s+[A-Z][\w.-]+){0,3})'s\s+(?:work|mural|painting|novel|play|poem|book|film|invention|discovery)\b")
+_NOTE = re.compile(r"\b(?:note that|keep in mind that|bear in mind that)\b")
+_STOP = frozenset(
+    "a an the of in on at to for from by with and or is are was were be been being do does did "
+    "what which who whom whose when where why how many much that this these those it its as "
+    "about into than then there their they them he she his her you your we our i me my".split()
+)
+
+
+def _first(patterns: Iterable[AbstentionPattern], text: str) -> str | None:
+    for pattern in patterns:
+        if pattern.regex.search(text):
+            return pattern.name
+    return None
+
+
+def detect_abstention(answer: str | None) -> str | None:
+    """Name of the first abstention cue in the response, read without its question, or None.
+
+    Context-free: the negations "never", "did not", "was not" count as premise cues here ("He
+    never visited Mars."), as they always did; the broader present-tense `is_not` only counts
+    with a question. The rule judge uses `classify_abstention`, which reads the question too.
+    """
+    if not answer:
+        return None
+    return _first((p for p in ABSTENTION_PATTERNS if p.name != "is_not"), _lower(answer))
+
+
+def _content_words(text: str) -> set[str]:
+    return {_stem(w) for w in re.findall(r"[a-z0-9]+", _lower(text)) if w not in _STOP and (len(w) > 2 or w.isdigit())}
+
+
+def is_polar_question(question: str) -> bool:
+    """True for a yes/no question ("Did ...?", "Are both ...?")."""
+    return bool(_POLAR_START.match(question or ""))
+
+
+def _clauses(text: str) -> list[str]:
+    return [c.strip() for c in _CLAUSE_SPLIT.split(text) if c and c.strip()]
+
+
+def negates_premise(response: str, question: str, *, attribution: bool = False) -> str | None:
+    """Why the response rejects the question's presupposition, or None (see the module docstring).
+
+    `attribution` also accepts the question's act credited to someone it does not name (used
+    for false-premise questions).
+    """
+    text = _lower(response)
+    q_words = _content_words(question)
+    first_sentence = re.split(r"(?<=[.!?;:])\s", text.strip(), maxsplit=1)[0]
+    if _BARE_DENIAL.match(first_sentence.strip()):
+        return "bare_denial"
+    for clause in _clauses(text):
+        if _NEGATION.search(clause) and _content_words(clause) & q_words:
+            return "negated_premise"
+    # "X, not Y": the clause after a comma starting with "not" names a question word.
+    for match in re.finditer(r"\bnot\s+(?:the\s+|by\s+|in\s+|a\s+)?([a-z0-9' -]+)", text):
+        if _content_words(match.group(1)) & q_words:
+            return "negated_premise"
+    if attribution:
+        q_lower = _lower(question)
+        for pat in (_ATTRIBUTION, _POSSESSIVE_WORK):
+            for match in pat.finditer(response):
+                names = _content_words(match.group(1))
+                if names and not names & _content_words(q_lower):
+                    return "other_agent"
+        if _NOTE.search(text):
+            return "note_that"
+    return None
+
+
+def classify_abstention(
+    response: str | None,
+    question: str | None = None,
+    *,
+    category: str | None = None,
+    answerable: bool | None = None,
+    gold_given: bool = False,
+) -> str | None:
+    """The reason the response abstains (a pattern or rule name), or None when it answers.
+
+    Without a question this is `detect_abstention`. With one, negation cues count only where
+    a premise can be corrected (not yes/no questions, not AU questions, not answerable
+    questions whose gold answer the response gives) and only when the negation is about the
+    question (`negates_premise`); weak uncertainty cues yield to a committing phrase.
+    """
+    if not response or not response.strip():
+        return None
+    if question is None:
+        return detect_abstention(response)
+    text = _lower(response)
+    for pattern in ABSTENTION_PATTERNS:
+        if pattern.name in NEGATION_CUES:
+            continue
+        if pattern.regex.search(text):
+            return pattern.name
+    if _WEAK.search(text) and not _COMMIT.search(text):
+        return "not_sure"
+    premise_possible = not is_polar_question(question) and category != "AU" and not (answerable and gold_given)
+    if premise_possible:
+        return negates_premise(response, question, attribution=category == "FP")
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Gold answers
+# --------------------------------------------------------------------------------------------
+
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen twenty".split())}  # fmt: skip
+#: Words a gold answer may carry that a response naming the same thing often leaves out.
+_GENERIC = frozenset({"corporation", "company", "inc", "ltd", "co", "corp", "museum", "city", "president", "king", "queen"})
+_TITLES = frozenset({"president", "king", "queen", "sir", "dr", "saint", "st"})
+_NAME_PARTICLES = frozenset({"of", "de", "da", "van", "von", "der", "du", "la", "le", "in", "the", "al"})
+_GOLD_CLAUSE = re.compile(r"[,;:.!?()\u2014\u2013]|\s-\s|\b(?:but|whereas|although|though|while|which)\b", re.I)
+_NEG_WORDS = frozenset({"not", "never", "no", "neither", "nor"})
+
+
+class GoldMatch(NamedTuple):
+    """A gold answer found in a response and how: `contained`, `name` (shortened person name),
+    `initials`, `words` (its content words in any order) or `polarity` (yes / no)."""
+
+    gold: str
+    how: str
+
+
+class _Tok(NamedTuple):
+    norm: str
+    capital: bool
+    clause: int
+
+
+def _toks(text: str) -> list[_Tok]:
+    """Word tokens (normalised, stemmed, number words as digits, articles dropped) with their
+    capitalisation and clause number; "n't" becomes the word "not"."""
+    text = re.sub(r"n[\u2019']t\b", " not", text)
+    out = []
+    for clause_no, clause in enumerate(_GOLD_CLAUSE.split(text)):
+        if not clause:
+            continue
+        for word in "".join(" " if unicodedata.category(ch).startswith(("P", "S")) else ch for ch in clause).split():
+            low = word.lower()
+            if low in ("a", "an", "the"):
+                continue
+            out.append(_Tok(_NUMBER_WORDS.get(low, _stem(low)), word[:1].isupper(), clause_no))
+    return out
+
+
+def _find(seq: list[str], sub: list[str]) -> list[int]:
+    n = len(sub)
+    return [i for i in range(len(seq) - n + 1) if seq[i : i + n] == sub] if n else []
+
+
+def _is_name(gold: str) -> bool:
+    words = [w for w in re.findall(r"[\w'.-]+", gold) if w.lower() not in _NAME_PARTICLES]
+    return len(words) >= 2 and all(w[:1].isupper() for w in words)
+
+
+def _polarity(response: str) -> str:
+    tokens = _spaced(response).split()
+    if tokens and tokens[0] in ("yes", "yeah", "yep", "correct", "true"):
+        return "yes"
+    if tokens and tokens[0] in ("no", "nope", "false", "neither"):
+        return "no"
+    return "no" if _NEGATION.search(_lower(response)) else "yes"
+
+
+def _stands(toks: list[_Tok], start: int, end: int) -> bool:
+    """True unless the span is negated (a negation earlier in its clause) or hedged ("either ... or")."""
+    clause = toks[start].clause
+    before = [t.norm for t in toks[:start] if t.clause == clause]
+    after = [t.norm for t in toks[end:] if t.clause == clause]
+    if _NEG_WORDS & set(before):
+        return False
+    return not ("either" in before and ("or" in before or "or" in after))
+
+
+def _spans(words: list[str], gold_words: list[str], toks: list[_Tok]) -> list[int]:
+    return [i for i in _find(words, gold_words) if _stands(toks, i, i + len(gold_words))]
+
+
+def match_gold(response: str | None, gold_answers: Iterable[str]) -> GoldMatch | None:
+    """The gold answer the response gives, and how it was found; None when it gives none (see
+    the module docstring: containment, shortened names, initials, content words, yes / no)."""
+    if not response or not response.strip():
+        return None
+    golds = [g for g in gold_answers if normalize_answer(g)]
+    if golds and all(normalize_answer(g) in ("yes", "no") for g in golds):
+        polarity = _polarity(response)
+        return next((GoldMatch(g, "polarity") for g in golds if normalize_answer(g) == polarity), None)
+    toks = _toks(response)
+    words = [t.norm for t in toks]
+    present = set(words)
+    rejected = set()
+    for gold in golds:
+        g_words = [t.norm for t in _toks(gold)]
+        if _find(words, g_words):
+            if _spans(words, g_words, toks):
+                return GoldMatch(gold, "contained")
+            rejected.add(gold)  # named, but only negated or hedged
+        elif contained_gold(response, [gold]) is not None:
+            return GoldMatch(gold, "contained")
+    for gold in golds:
+        if gold in rejected:
+            continue
+        match = _name_match(gold, toks, words) or _words_match(gold, present)
+        if match is not None:
+            return match
+    return None
+
+
+def _name_match(gold: str, toks: list[_Tok], words: list[str]) -> GoldMatch | None:
+    """A person's name shortened: first + last name, initials (3+ names), or a surname that no
+    other capitalised first name precedes."""
+    if not _is_name(gold):
+        return None
+    name = [t.norm for t in _toks(gold) if t.norm not in _TITLES]
+    if len(name) >= 3:
+        if _spans(words, [name[0], name[-1]], toks):
+            return GoldMatch(gold, "name")
+        initials = "".join(t[0] for t in name if t not in _NAME_PARTICLES)
+        if len(initials) >= 3 and initials in words:
+            return GoldMatch(gold, "initials")
+    for k in range(len(name) - 1, 0, -1):
+        suffix = name[-k:]
+        if len(suffix[-1]) < 4 or suffix[0] in _NAME_PARTICLES and k == 1:
+            continue
+        for i in _spans(words, suffix, toks):
+            prev = toks[i - 1] if i > 0 and toks[i - 1].clause == toks[i].clause else None
+            if prev is None or prev.norm in name or not prev.capital:
+                return GoldMatch(gold, "name")
+    return None
+
+
+def _words_match(gold: str, present: set[str]) -> GoldMatch | None:
+    """Every content word of the gold (two of three for golds of 3+ words) and every number."""
+    content = [t.norm for t in _toks(gold) if t.norm not in _STOP and t.norm not in _GENERIC]
+    if not content or not all(n in present for n in content if n.isdigit()):
+        return None
+    needed = len(content) if len(content) < 3 else max(2, -(-2 * len(content) // 3))
+    if sum(t in present for t in content) >= needed and (len(content) > 1 or content[0] in present):
+        return GoldMatch(gold, "words")
+    return None
