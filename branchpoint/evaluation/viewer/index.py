@@ -36,6 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from branchpoint.errors import InputError
+from branchpoint.evaluation.evaluate import JUDGED_FILE, METRICS_FILE
 from branchpoint.evaluation.judges import UNPARSEABLE, get_judge
 from branchpoint.evaluation.tally import (
     MetricsConfig,
@@ -46,10 +47,12 @@ from branchpoint.evaluation.tally import (
     judgment_label,
     record_outcome,
 )
+from branchpoint.evaluation.value.study import VALUE_FILE
 from branchpoint.traces import (
     EXECUTIONS_FILE,
     FORKS_FILE,
     MAX_LINE_BYTES,
+    REPLAYS_FILE,
     ExecutionRecord,
     TraceError,
     describe_validation_error,
@@ -57,10 +60,6 @@ from branchpoint.traces import (
     parse_json_line,
 )
 
-JUDGED_FILE = "judged.jsonl"
-REPLAYS_FILE = "replays.jsonl"
-METRICS_FILE = "metrics.json"
-VALUE_FILE = "value.json"
 TRACE_FILES: tuple[str, ...] = (EXECUTIONS_FILE, JUDGED_FILE, FORKS_FILE, REPLAYS_FILE)
 DEFAULT_JUDGE = "rule"
 #: Outcomes a row can have: the evaluation's four, plus records it never scores.
@@ -76,7 +75,7 @@ COLUMNS: tuple[str, ...] = (
 _ROW_FIELDS = (
     "execution_id", "run_id", "condition", "question_id", "question", "answerable", "category", "gold_answers",
     "parent", "branch", "repeat", "status", "final_answer", "search_calls", "input_tokens", "output_tokens",
-    "reasoning_tokens", "wall_s", "checkpoint_ids", "judgments", "error",
+    "reasoning_tokens", "wall_s", "checkpoint_ids", "judgments", "error", "kind",
 )  # fmt: skip
 
 #: The table fields of an ExecutionRecord, with the contract's own types (the rest is skipped, so
@@ -84,7 +83,6 @@ _ROW_FIELDS = (
 RowFields: type[BaseModel] = create_model(  # type: ignore[call-overload]
     "RowFields",
     __config__=ConfigDict(extra="ignore"),
-    kind=(str | None, None),
     **{
         name: (ExecutionRecord.model_fields[name].annotation, ExecutionRecord.model_fields[name])
         for name in _ROW_FIELDS
@@ -184,13 +182,18 @@ def read_record_at(path: Path, offset: int, lineno: int) -> ExecutionRecord:
         raise TraceError(f"{path} line {lineno}: {describe_validation_error(exc)}") from None
 
 
-def _rule_labels(rec: Any) -> list[Any]:
-    """The `rule` judge's answer and abstention labels of a record (only the fields it reads)."""
-    probe = ExecutionRecord.model_construct(
-        execution_id=rec.execution_id, answerable=rec.answerable, final_answer=rec.final_answer,
-        status=rec.status, gold_answers=list(rec.gold_answers), steps=[], judgments=[],
-    )  # fmt: skip
-    return [j for j in get_judge(DEFAULT_JUDGE)(probe) if j.kind in ("answer", "abstention")]
+def _rule_labels(rec: Any, cache: dict[tuple[Any, ...], list[Any]] | None = None) -> list[Any]:
+    """The `rule` judge's answer and abstention labels of a record (or table row), judged on a
+    copy without its steps: the rule judge reads steps only for evidence labels, not needed here.
+    Identical answers to the same question share one judgment (`cache`), as in the value study."""
+    key = (rec.question, rec.answerable, rec.category, tuple(rec.gold_answers), rec.status, rec.final_answer)
+    if cache is not None and key in cache:
+        return cache[key]
+    record = ExecutionRecord.model_construct(**{name: getattr(rec, name) for name in _ROW_FIELDS}, steps=[])
+    labels = [j for j in get_judge(DEFAULT_JUDGE)(record) if j.kind in ("answer", "abstention")]
+    if cache is not None:
+        cache[key] = labels
+    return labels
 
 
 def _labels_text(judgments: list[Any]) -> list[str]:
@@ -230,7 +233,7 @@ def _decide(rec: Any, judge: str) -> str | None:
     return "unparseable" if label == UNPARSEABLE else record_outcome(rec, judge)
 
 
-def outcome_of(rec: Any, judge: str) -> tuple[str, str]:
+def outcome_of(rec: Any, judge: str, cache: dict[tuple[Any, ...], list[Any]] | None = None) -> tuple[str, str]:
     """(outcome, who decided it) of a record: `incomplete` records are never scored; else the
     evaluation's outcome under `judge`, or under the rule judge (computed here, "rule (viewer)")
     when `judge` gave the record no deciding label."""
@@ -239,7 +242,7 @@ def outcome_of(rec: Any, judge: str) -> tuple[str, str]:
     outcome = _decide(rec, judge)
     if outcome is not None:
         return outcome, judge
-    return _decide(_Judged(rec, _rule_labels(rec)), DEFAULT_JUDGE) or "unparseable", f"{DEFAULT_JUDGE} (viewer)"
+    return _decide(_Judged(rec, _rule_labels(rec, cache)), DEFAULT_JUDGE) or "unparseable", f"{DEFAULT_JUDGE} (viewer)"
 
 
 def record_kind(rec: Any, file: str) -> str:
@@ -267,6 +270,7 @@ class RunIndex:
     progress: Progress = field(default_factory=Progress)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _thread: threading.Thread | None = None
+    _rule_cache: dict[tuple[Any, ...], list[Any]] = field(default_factory=dict)
     _failure: str | None = None
 
     @classmethod
@@ -320,7 +324,7 @@ class RunIndex:
 
     def make_row(self, rec: Any, file: str, line: int) -> dict[str, Any]:
         """The table row of a record (light or full): identity, outcome, labels, cost."""
-        outcome, decided_by = outcome_of(rec, self.judge or DEFAULT_JUDGE)
+        outcome, decided_by = outcome_of(rec, self.judge or DEFAULT_JUDGE, self._rule_cache)
         parent = rec.parent
         kind = record_kind(rec, file)
         return {

@@ -21,6 +21,7 @@ from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, metri
 from branchpoint.traces import (
     EXECUTIONS_FILE,
     FORKS_FILE,
+    REPLAYS_FILE,
     ExecutionRecord,
     Judgment,
     RetrievedDoc,
@@ -31,7 +32,6 @@ from branchpoint.traces import (
 )
 
 RUN_ID = "study"
-REPLAYS_FILE = "replays.jsonl"
 QUESTIONS: tuple[tuple[str, bool, str | None, list[str]], ...] = (
     ("Who painted the Mona Lisa?", True, None, ["Leonardo da Vinci"]),
     ("What is the capital of Australia?", True, None, ["Canberra"]),
