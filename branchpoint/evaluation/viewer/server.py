@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from branchpoint.errors import BranchpointError, InputError
 from branchpoint.evaluation.viewer.index import RunIndex
-from branchpoint.evaluation.viewer.views import execution_view, forecast_files, json_safe, read_forecasts, tree_view
+from branchpoint.evaluation.viewer.views import execution_view, json_safe, state_forecasts, tree_view
 
 STATIC = Path(__file__).with_name("static")
 HOST = "127.0.0.1"
@@ -53,7 +53,7 @@ class ViewerState:
 
     def forecasts(self) -> tuple[dict[tuple[str, str], list[dict[str, Any]]], list[str]]:
         if self._forecasts is None:
-            self._forecasts = read_forecasts(forecast_files(self.index, self.extra))
+            self._forecasts = state_forecasts(self.index, self.extra)
         return self._forecasts
 
 

@@ -227,6 +227,46 @@ def forecast_files(index: RunIndex, extra: list[Path] | None = None) -> list[Pat
     return found
 
 
+def value_forecasts(
+    index: RunIndex, files: list[Path]
+) -> tuple[dict[tuple[str, str], list[dict[str, Any]]], list[str]]:
+    """Per-state forecasts of every forecaster value.json scored, recomputed with value's own code
+    and settings (`load_states`, `dev_split`, `collect_forecasts`: registered forecasters, the
+    forecasts files, their calibration maps), keyed by (parent id, checkpoint id); each entry
+    says whether the state was a development row (fitted forecasters saw its outcomes). The LLM
+    forecaster needs a model and is not recomputed. Empty without value.json."""
+    from branchpoint.evaluation.value.outcomes import dev_split
+    from branchpoint.evaluation.value.study import ValueConfig, collect_forecasts, load_states
+
+    settings = (index.value or {}).get("settings")
+    if not isinstance(settings, dict):
+        return {}, []
+    keep = ("judge", "reward", "dev_split", "seed", "pending_roles")
+    try:
+        config = ValueConfig(**{k: settings[k] for k in keep if k in settings}, resamples=0)
+        states, _, _ = load_states(index.run_dir, config)
+        dev = dev_split(states, config.dev_split, config.seed)
+        forecasts, _, _ = collect_forecasts(states, dev, files=files, seed=config.seed)
+    except (InputError, TraceError, ValueError) as exc:
+        return {}, [f"value.json's forecasts could not be recomputed here: {exc}"]
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for name, fc in forecasts.items():
+        for i, key in enumerate(states.keys):
+            q_t, q_s = float(fc.q_think[i]), float(fc.q_search[i])
+            out.setdefault(key, []).append({"name": name, "q_think": q_t, "q_search": q_s, "gain": q_s - q_t,
+                                            "dev": bool(dev[i])})  # fmt: skip
+    return out, []
+
+
+def state_forecasts(index: RunIndex, extra: list[Path] | None = None) -> tuple[dict[tuple[str, str], list[dict[str, Any]]], list[str]]:
+    """Forecasts per state: value's recomputed ones where value scored the state, else the lines
+    of the forecasts files (value.json's and `extra`, which only add lines, never fail value's
+    recomputation); and a message per problem."""
+    from_files, problems = read_forecasts(forecast_files(index, extra))
+    from_value, more = value_forecasts(index, forecast_files(index))  # the files value itself read
+    return {**from_files, **from_value}, problems + more
+
+
 def _rewards(index: RunIndex, rows: list[dict[str, Any]]) -> list[float | None]:
     """Each branch's reward Y in [0, 1] under value.json's reward (default `correct`: 1 for a
     correct answer or abstention, as `value.outcomes.correctness_reward`); None when unscored."""

@@ -121,7 +121,7 @@ def test_execution_timeline_tree_branch_and_side_by_side(page: Any, served: str,
     page.wait_for_selector(".state")
     tree = page.inner_text("main")
     assert "Δ = p_SEARCH − p_THINK" in tree and "Δ = p_SEARCH − p_STOP" in tree and "95% [" in tree
-    assert "file:forecasts q_T=" in tree and "replay" in tree
+    assert "1 forecast for this state" in tree and "file:forecasts" in tree and "replay" in tree
     _shot(page, "tree", full=True)
     branch = page.locator(".state a[data-branch]").first
     branch_id = branch.get_attribute("data-branch")

@@ -91,3 +91,30 @@ def test_lineage_of_a_branch_names_its_parent(study_run: Path) -> None:
                                 "boundary": fork.parent.boundary, "branch": None, "known": True}]  # fmt: skip
     with pytest.raises(KeyError):
         execution_view(index, "nope")
+
+
+def test_forecasts_per_state_are_values_own(study_run: Path, tmp_path: Path) -> None:
+    import shutil
+
+    import numpy as np
+
+    from branchpoint.evaluation.value import ValueConfig, value_study
+    from branchpoint.evaluation.value.outcomes import dev_split
+    from branchpoint.evaluation.value.study import load_states
+    from branchpoint.evaluation.viewer.views import state_forecasts
+
+    run = tmp_path / "run"
+    shutil.copytree(study_run, run)
+    config = ValueConfig(resamples=0, dev_split=0.5)
+    value_study(run, config=config, forecast_files=[run / "forecasts.jsonl"])
+    index = RunIndex.open(run).build()
+    per_state, problems = state_forecasts(index)
+    assert not problems
+    states, _, _ = load_states(run, config)
+    dev = dev_split(states, 0.5, 0)
+    assert dev.any() and not dev.all()
+    mean_t = np.mean([states.think.mean_y[i] for i in np.flatnonzero(dev)])  # historical mean: dev rows' mean
+    for i, key in enumerate(states.keys):
+        names = {f["name"]: f for f in per_state[key]}
+        assert {"historical_mean", "file:forecasts", "file:forecasts+ridge"} <= set(names)
+        assert names["historical_mean"]["q_think"] == pytest.approx(mean_t) and names["historical_mean"]["dev"] == bool(dev[i])

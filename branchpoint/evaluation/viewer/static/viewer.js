@@ -402,7 +402,11 @@ function treeHTML(t) {
       ` <span>Δ = p_${esc(s.s_action)} − p_${esc(s.t_action)} = <span class="${d > 0 ? "delta-pos" : d < 0 ? "delta-neg" : ""}">${d === null ? "–" : (d >= 0 ? "+" : "") + d.toFixed(2)}</span></span>` +
       ` <span class="muted">${s.scored ? "scored by value (both roles, 2+ repeats)" : "not scored by value (needs both roles with 2+ repeats)"}</span></div>`);
     if (s.forecasts.length) {
-      html.push(`<div>forecasts: ${s.forecasts.map((f) => `${esc(f.name)} q_T=${f.q_think.toFixed(2)} q_S=${f.q_search.toFixed(2)} (gain ${(f.gain >= 0 ? "+" : "") + f.gain.toFixed(2)})`).join(" · ")}</div>`);
+      const dev = s.forecasts.some((f) => f.dev) ? ` <span class="muted">(a development state: fitted forecasters saw its outcomes)</span>` : "";
+      html.push(`<details class="forecasts"${s.forecasts.length <= 3 ? " open" : ""}><summary>${s.forecasts.length} forecast${s.forecasts.length > 1 ? "s" : ""} for this state${dev}</summary>` +
+        `<table><tr><th>forecaster</th><th class="num">q_T</th><th class="num">q_S</th><th class="num">forecast gain q_S − q_T</th></tr>` +
+        s.forecasts.map((f) => `<tr><td>${esc(f.name)}</td><td class="num">${f.q_think.toFixed(2)}</td><td class="num">${f.q_search.toFixed(2)}</td>` +
+          `<td class="num">${(f.gain >= 0 ? "+" : "") + f.gain.toFixed(2)}</td></tr>`).join("") + `</table></details>`);
     }
     html.push(`<table><tr><th>action</th><th>success rate</th><th>repeats (answer · outcome)</th></tr>`);
     for (const [action, a] of Object.entries(s.actions)) {
