@@ -281,7 +281,9 @@ def agreement(
 @app.command()
 @friendly_errors
 def report(
-    run_dir: Path = typer.Argument(..., help="A run directory with metrics.json (from `branchpoint evaluate`)."),
+    run_dir: Path = typer.Argument(
+        ..., help="A run directory with metrics.json (`branchpoint evaluate`) and/or value.json (`branchpoint value`)."
+    ),
     out: Path | None = typer.Option(None, "--out", help="Output folder (default: the run directory)."),
 ) -> None:
     """Write report.md and figures/*.png (seed-study tables, with bootstrap 95% intervals).
@@ -513,7 +515,9 @@ def value(
     prices: str = typer.Option("0,0.001,0.005,0.01,0.02", "--prices", help="Token prices λ: U = Y − λ·T/1000."),
     out: Path | None = typer.Option(None, "--out", help="Output folder (default: beside forks.jsonl)."),
     judge: str = typer.Option("rule", "--judge", help="rule (offline default) or given (labels in the traces)."),
-    reward: str = typer.Option("correct", "--reward", help="correct (0/1) or set_f1 (collection answers)."),
+    reward: str = typer.Option(
+        "correct", "--reward", help="correct (0/1), set_f1 (collection answers), containment or exact_match."
+    ),
     pending_roles: str = typer.Option("STOP,SEARCH", "--pending-roles", help="T and S roles at pending_query."),
     resamples: int = typer.Option(10_000, "--resamples", min=0, help="Bootstrap resamples (0: no intervals)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the dev split, the folds and the bootstrap."),
@@ -521,6 +525,13 @@ def value(
         [], "--forecaster-module", help="Import a module that registers @forecaster functions; repeatable."
     ),
     llm_forecaster: bool = typer.Option(False, "--llm-forecaster", help="Also ask the run's model to forecast each state."),
+    text_head: bool = typer.Option(False, "--text-head", help="Also fit minilm_ridge on frozen MiniLM embeddings."),
+    audit_judges: str = typer.Option("", "--audit-judges", help="Two judges (e.g. rule,given): shared-label audit bounds."),
+    learning_curves: bool = typer.Option(False, "--learning-curves", help="Matched-configuration gain learning curves."),
+    curve_budgets: str = typer.Option(
+        "20,40,80,120,240,480,800,1100", "--curve-budgets", help="Training budgets (questions) of the learning curves."
+    ),
+    curve_samples: int = typer.Option(10, "--curve-samples", min=1, help="Nested training samples per budget."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Score search-value forecasters and routers on a fork study; writes value.json.
@@ -534,7 +545,7 @@ def value(
 
     from branchpoint.errors import InputError
     from branchpoint.evaluation.value import ValueConfig, value_study
-    from branchpoint.evaluation.value.tables import forecaster_table, utility_table
+    from branchpoint.evaluation.value.tables import factorial_table, forecaster_table, utility_table
     from branchpoint.traces import describe_validation_error
 
     try:
@@ -542,9 +553,18 @@ def value(
     except ValueError:
         raise InputError(f"--prices: expected comma-separated numbers, got {prices!r}") from None
     try:
+        budgets = tuple(int(b) for b in _csv(curve_budgets))
+    except ValueError:
+        raise InputError(f"--curve-budgets: expected comma-separated whole numbers, got {curve_budgets!r}") from None
+    panels = tuple(_csv(audit_judges))
+    if panels and len(panels) != 2:
+        raise InputError(f"--audit-judges: expected two judge names (e.g. rule,given), got {audit_judges!r}")
+    try:
         config = ValueConfig(
             judge=judge, reward=reward, dev_split=dev_split, prices=price_list, resamples=resamples, seed=seed,
-            pending_roles=tuple(a.upper() for a in _csv(pending_roles)),
+            pending_roles=tuple(a.upper() for a in _csv(pending_roles)), text_head=text_head,
+            audit_judges=panels or None, learning_curves=learning_curves, curve_budgets=budgets,
+            curve_samples=curve_samples,
         )  # fmt: skip
     except ValidationError as exc:
         raise InputError(f"value settings: {describe_validation_error(exc)}") from None
@@ -561,12 +581,20 @@ def value(
 
             model_spec = run_model_spec(path)
             client, style = stack.enter_context(open_model(model_spec, log_dir=path)), model_spec.style
+        text_encoder = None
+        if text_head:
+            from branchpoint.retrieval.encoder import get_encoder
+
+            text_encoder = get_encoder("minilm-onnx").encode
         report = value_study(
             path, config=config, forecast_files=forecasts, llm_client=client, llm_style=style, out_dir=out,
-            progress=not no_progress,
+            progress=not no_progress, text_encoder=text_encoder,
         )  # fmt: skip
     console.print(forecaster_table(report))
     console.print(utility_table(report))
+    console.print(factorial_table(report))
+    for warning in report.get("warnings", []):
+        console.print(f"[yellow]warning[/]: {warning}", soft_wrap=True)
     for name, meta in report["forecasters"].items():
         info = meta.get("info", {})
         for key in ("n_missing", "n_unknown", "n_unscored_state", "n_malformed"):
@@ -808,40 +836,115 @@ def builder(
     console.print(f"wrote {len(result.questions)} questions to {out}" + (f" and pairs to {pairs}" if pairs else ""))
 
 
+import_app = typer.Typer(help="Import other frameworks' logs as branchpoint traces.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
+
+
+@import_app.command("inspect")
+@friendly_errors
+def import_inspect(
+    log: Path = typer.Argument(..., help="An inspect_ai eval log (.eval or .json), as inspect_ai wrote it."),
+    out: Path = typer.Option(..., "--out", help="The traces file to write (JSON lines, one record per sample and epoch)."),
+    search_tool: list[str] = typer.Option([], "--search-tool", help="Tool names that are searches (default: search, web_search, retrieve, wikipedia_search); repeatable."),
+) -> None:
+    """Turn an inspect_ai eval log into branchpoint traces (needs pip install 'branchpoint[inspect]').
+
+    Example: branchpoint import inspect logs/2026-12-01T08-23_task.eval --out traces.jsonl && branchpoint evaluate traces.jsonl --judge given
+    """
+    from branchpoint.importers.inspect_log import SEARCH_TOOLS, read_inspect_log
+    from branchpoint.traces import dump_record, write_files_atomically
+
+    records = list(read_inspect_log(log, search_tool or SEARCH_TOOLS))
+    write_files_atomically({out: "".join(dump_record(r) + "\n" for r in records)})
+    searches = sum(r.search_calls for r in records)
+    console.print(f"wrote {len(records)} traces ({searches} search calls) to {out}", soft_wrap=True, highlight=False)
+
+
+@app.command("schema")
+@friendly_errors
+def schema(
+    which: str = typer.Argument(..., help="trace (one line of executions.jsonl / forks.jsonl), metrics (metrics.json) or value (value.json)."),
+) -> None:
+    """Print the JSON Schema of a trace record, metrics.json or value.json.
+
+    Example: branchpoint schema trace > trace.schema.json
+    """
+    import json
+
+    from branchpoint.errors import InputError
+    from branchpoint.evaluation.report_schemas import json_schema
+
+    try:
+        text = json.dumps(json_schema(which), indent=2)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    typer.echo(text)
+
+
 @retrieval_app.command("serve")
 @friendly_errors
 def retrieval_serve(
-    index: Path = typer.Option(..., "--index", help="A saved index directory (index.faiss, passages.jsonl, manifest.json)."),
+    index: Path = typer.Option(..., "--index", help="A saved index directory, or a FlashRAG / Search-R1 faiss index file (e5_Flat.index) with --corpus."),
+    corpus: Path | None = typer.Option(None, "--corpus", help="The corpus jsonl a FlashRAG index file was built from (row i = line i)."),
+    encoder: str | None = typer.Option(None, "--encoder", help="Encoder of a FlashRAG index file (e.g. st:intfloat/e5-base-v2); a directory's manifest names its own."),
+    retrieval_method: str | None = typer.Option(None, "--retrieval-method", help="FlashRAG retrieval_method (e5, bge, contriever, jina, dpr): its prefixes, pooling, normalisation."),
+    query_prefix: str | None = typer.Option(None, "--query-prefix", help="Text put before every query (wins over --retrieval-method)."),
+    passage_prefix: str | None = typer.Option(None, "--passage-prefix", help="Text put before every passage (recorded; the index is not re-encoded)."),
+    pooling: str | None = typer.Option(None, "--pooling", help="mean or cls."),
+    normalize: bool | None = typer.Option(None, "--normalize/--no-normalize", help="L2-normalise query vectors (default on)."),
+    corpus_format: str = typer.Option("auto", "--format", help="Corpus format of --corpus (auto, flashrag-jsonl, ...)."),
+    param: list[str] = typer.Option([], "--param", help="Search parameter NAME=VALUE (nprobe, efSearch); repeatable."),
+    device: str = typer.Option("cpu", "--device", help="cpu or gpu (faiss-gpu) for the index."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (0.0.0.0: every interface; no authentication)."),
     port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to listen on (0: a free one)."),
-    max_queries: int = typer.Option(64, "--max-queries", min=1, help="Most queries in one request (more: HTTP 400)."),
+    max_queries: int = typer.Option(4096, "--max-queries", min=1, help="Most queries in one request (more: HTTP 400)."),
     max_topk: int = typer.Option(50, "--max-topk", min=1, help="Largest topk a request may ask for (more: HTTP 400)."),
+    max_results: int = typer.Option(50_000, "--max-results", min=1, help="Most passages (queries x topk) in one request."),
+    search_batch: int = typer.Option(256, "--search-batch", min=1, help="Queries encoded and searched at once inside a request."),
     max_body_bytes: int = typer.Option(
-        1_000_000, "--max-body-bytes", min=1, help="Largest request body in bytes (more: HTTP 413)."
+        16_000_000, "--max-body-bytes", min=1, help="Largest request body in bytes (more: HTTP 413)."
     ),
     default_topk: int = typer.Option(3, "--default-topk", min=1, help="Passages per query when a request gives no topk."),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level (warning: no access log)."),
 ) -> None:
-    """Serve a saved index over HTTP with Search-R1's retriever protocol; Ctrl-C stops it.
+    """Serve an index over HTTP with Search-R1's retriever protocol; Ctrl-C stops it.
 
     POST /retrieve {"queries": [...], "topk": 3, "return_scores": true} answers
     {"result": [[{"document": {"id", "contents"}, "score": s}, ...], ...]}; GET /health.
 
-    Example: branchpoint retrieval serve --index ~/.cache/branchpoint/indexes/3f2a...-minilm-onnx --port 8000
+    Example: branchpoint retrieval serve --index e5_Flat.index --corpus wiki-18.jsonl --encoder st:intfloat/e5-base-v2 --retrieval-method e5
     """
+    from branchpoint.errors import InputError
+    from branchpoint.retrieval.encoder import EncoderSettings, get_encoder, resolve_encoder_name
     from branchpoint.retrieval.server import (
-        RetrievalService, ServerLimits, bind_socket, is_loopback, load_index_dir, serve, url_of,
+        RetrievalService, ServerLimits, bind_socket, is_loopback, load_served_index, serve, url_of,
     )  # fmt: skip
 
+    if pooling not in (None, "mean", "cls"):
+        raise InputError(f"--pooling {pooling!r}: expected mean or cls")
+    if device not in ("cpu", "gpu"):
+        raise InputError(f"--device {device!r}: expected cpu or gpu")
     limits = ServerLimits(max_queries=max_queries, max_topk=max_topk, max_body_bytes=max_body_bytes,
-                          default_topk=default_topk)
-    service = RetrievalService(load_index_dir(index), limits)
+                          default_topk=default_topk, max_results=max_results, search_batch=search_batch)
+    settings = EncoderSettings(query_prefix=query_prefix, passage_prefix=passage_prefix,
+                               pooling=pooling, normalize=normalize)  # type: ignore[arg-type]
+    enc = None
+    if encoder is not None:
+        name = resolve_encoder_name(encoder, retrieval_method, settings)
+        enc = get_encoder(name) if device == "cpu" else get_encoder(name, device=device)
+    elif retrieval_method or not settings.is_default():
+        raise InputError("--retrieval-method and the encoder settings need --encoder")
+    loaded = load_served_index(index, corpus=corpus, encoder=enc, fmt=corpus_format,
+                               params=_index_params(param) or None, device=device)
+    service = RetrievalService(loaded, limits)
     sock = bind_socket(host, port)
     url = url_of(sock)
     manifest = service.index.manifest
+    what = f"{index} + {corpus}" if corpus is not None else f"{index}"
     console.print(
-        f"[bold green]serving[/] {len(service.index)} passages of {index} (encoder {manifest.encoder}) at "
-        f"{url}/retrieve; Ctrl-C stops it.", soft_wrap=True,
+        f"[bold green]serving[/] {len(service.index)} passages of {what} ({manifest.kind}"
+        f"{', encoder ' + manifest.encoder if manifest.encoder else ''}) at {url}/retrieve; Ctrl-C stops it.",
+        soft_wrap=True, highlight=False,
     )  # fmt: skip
     if not is_loopback(host):
         console.print(f"[yellow]listening on {host}:[/] other machines can query this index (no authentication).")

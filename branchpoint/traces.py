@@ -25,7 +25,10 @@ REPLAYS_FILE = "replays.jsonl"
 Category = Literal["AU", "FP", "UC"]
 Branch = Literal["THINK", "SEARCH", "STOP", "SWITCH"]
 Status = Literal["ok", "malformed", "length", "incomplete"]
+#: Our step kinds. A trace may carry others (another framework's `tool`, `reflect`, ...): they
+#: are kept as written, and a step of another kind that has `usage` counts as a model call.
 StepKind = Literal["decide", "search", "answer", "forced_answer"]
+STEP_KINDS: tuple[str, ...] = ("decide", "search", "answer", "forced_answer")
 JudgmentKind = Literal["answer", "abstention", "evidence"]
 
 
@@ -60,7 +63,8 @@ class RetrievedDoc(_Open):
 class Step(_Open):
     """One step of an execution: a model decision, a search call, or the final answer."""
 
-    kind: StepKind
+    kind: StepKind | str = Field(description="decide, search, answer, forced_answer, or another "
+                                             "framework's kind (kept as written)")
     usage: Usage | None = None
     latency_s: float = 0.0
     action: str | None = None

@@ -34,7 +34,7 @@ from branchpoint.agents.protocols import (
     parse_tool_call,
 )
 from branchpoint.agents.state import BOUNDARY_PENDING, AgentContext, AgentState
-from branchpoint.agents.transcript import model_turn, self_evaluated
+from branchpoint.agents.transcript import model_turn
 from branchpoint.errors import InputError
 from branchpoint.models.call import ModelCall
 from branchpoint.tools.search import SEARCH_TOOL_SCHEMA
@@ -275,7 +275,7 @@ def self_evaluation(state: AgentState, ctx: AgentContext) -> Decision:
 def _chat_decision(state: AgentState, ctx: AgentContext, *, tools: bool, allow_search: bool) -> Decision:
     calls: list[ModelCall] = []
     transcript: list[dict[str, Any]] = []
-    if ctx.prompt == "self_eval" and not self_evaluated(state) and not state.get("transcript"):
+    if ctx.prompt == "self_eval" and not state.get("transcript"):  # the first decision of the execution
         verdict = self_evaluation(state, ctx)
         if verdict.text:
             return verdict

@@ -167,11 +167,14 @@ CHAT_SYSTEM_NO_SEARCH = (
     "know, correct the premise, or ask for clarification."
 )
 
-TAGGED_SYSTEM = (
+TAGGED_PLAIN_SYSTEM = (
     "Answer the question. You may reason inside <think>...</think>. To search an encyclopedia, "
     "write <search>query</search> and stop; results come back inside <information>...</information>. "
-    "Give the final answer as <answer>...</answer>. If the question cannot be answered (nobody "
-    "knows, a false premise, missing context), say so inside <answer>."
+    "Give the final answer as <answer>...</answer>."
+)
+TAGGED_SYSTEM = (
+    TAGGED_PLAIN_SYSTEM + " If the question cannot be answered (nobody knows, a false premise, missing "
+    "context), say so inside <answer>."
 )
 
 FORCE_ANSWER = "Answer now with the evidence you have; no more searches. Reply with the answer only."
@@ -186,8 +189,10 @@ def format_docs(docs: list[dict[str, Any]], words: int) -> str:
 
 def system_prompt(*, tools: bool, allow_search: bool, variant: str = "abstention") -> str:
     """The system prompt of a chat policy for a prompt variant (see PROMPT_VARIANTS)."""
-    if variant == "plain":
-        return PLAIN_SEARCH_SYSTEM if allow_search and tools else PLAIN_SYSTEM
+    if variant == "plain":  # nothing about abstaining; the tagged protocol still has to be explained
+        if allow_search:
+            return PLAIN_SEARCH_SYSTEM if tools else TAGGED_PLAIN_SYSTEM
+        return PLAIN_SYSTEM
     if tools:
         system = CHAT_SYSTEM if allow_search else CHAT_SYSTEM_NO_SEARCH
     else:

@@ -56,8 +56,3 @@ def searches(state: Mapping[str, Any]) -> list[tuple[dict[str, Any], list[dict[s
             start = int(entry["evidence_start"])
             out.append((entry, evidence[start : start + int(entry["evidence_count"])]))
     return out
-
-
-def self_evaluated(state: Mapping[str, Any]) -> bool:
-    """True once the `self_eval` variant's verdict is in the transcript."""
-    return any(e.get("kind") == "self_eval" for e in state.get("transcript") or [])

@@ -506,7 +506,9 @@ def markdown_report(
 
 
 def write_report(run_dir: Path, out_dir: Path | None = None, title: str | None = None) -> tuple[Path, dict[str, Path | None]]:
-    """Write report.md and figures/*.png for a run directory from its metrics.json.
+    """Write report.md and figures/*.png for a run directory from its metrics.json, with the
+    search-value section when the directory has a value.json (`branchpoint value`); a directory
+    with only value.json gets a report of that section.
 
     Returns the report's path and each figure's path (None where its data is absent; the
     report then says so in a line). When a viewer export sits in `out/viewer/`, the report links
@@ -516,6 +518,14 @@ def write_report(run_dir: Path, out_dir: Path | None = None, title: str | None =
 
     run_dir = Path(run_dir)
     source = run_dir / "metrics.json" if run_dir.is_dir() else run_dir
+    value = _value_section(source.parent)
+    if not source.is_file() and value is not None:  # a fork study scored by `branchpoint value` only
+        out = Path(out_dir) if out_dir is not None else source.parent
+        out.mkdir(parents=True, exist_ok=True)
+        name = title or f"branchpoint report: {source.parent.resolve().name}"
+        report = out / REPORT_FILE
+        report.write_text(f"# {name}\n\n{value}\n", encoding="utf-8")
+        return report, {}
     if not source.is_file():
         raise InputError(f"{source}: not found (run `branchpoint evaluate {run_dir}` first)")
     try:
@@ -531,5 +541,24 @@ def write_report(run_dir: Path, out_dir: Path | None = None, title: str | None =
     report = out / REPORT_FILE
     export = out / VIEWER_DIR / "index.html"
     viewer = os.path.relpath(export, out) if export.is_file() else None
-    report.write_text(markdown_report(metrics, name, relative, viewer), encoding="utf-8")
+    text = markdown_report(metrics, name, relative, viewer)
+    if value is not None:
+        text += "\n" + value + "\n"
+    report.write_text(text, encoding="utf-8")
     return report, figures
+
+
+def _value_section(run_dir: Path) -> str | None:
+    """The search-value section (`value.markdown.value_markdown`) of RUN_DIR/value.json, or None."""
+    path = Path(run_dir) / "value.json"
+    if not path.is_file():
+        return None
+    from branchpoint.evaluation.value.markdown import value_markdown
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not a value.json file ({exc})") from None
+    if not isinstance(data, dict) or "brier" not in data:
+        raise InputError(f'{path}: field "brier" missing (expected the value.json of `branchpoint value`)')
+    return value_markdown(data)

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from branchpoint.errors import InputError
 from branchpoint.evaluation.bootstrap import QuestionBootstrap, percentile_ci, ratio_samples
 from branchpoint.evaluation.judges import UNPARSEABLE, needed_kind
-from branchpoint.traces import ExecutionRecord
+from branchpoint.traces import STEP_KINDS, ExecutionRecord
 
 # Keys of a category bucket, in report order; unanswerable records without a category go under
 # "unanswerable".
@@ -47,6 +47,14 @@ DEFAULT_CONDITION = "default"  # label of the empty condition {}
 OUTCOMES: tuple[str, ...] = ("correct_answer", "wrong_answer", "correct_abstention", "failed_abstention")
 COST_CHANNELS: tuple[str, ...] = ("generated", "input", "search")
 MODEL_STEP_KINDS: frozenset[str] = frozenset({"decide", "answer", "forced_answer"})
+
+
+def is_model_step(step: Any) -> bool:
+    """A model call: one of our model step kinds, or a step of a kind we do not know (a foreign
+    trace's) that carries usage."""
+    if step.kind in MODEL_STEP_KINDS:
+        return True
+    return step.kind not in STEP_KINDS and step.usage is not None
 
 #: Evidence-balance groups of an unanswerable execution by its positive (P) and negative (N)
 #: documents: only positive (P > 0 = N), positive ≥ negative (P ≥ N > 0), negative > positive
@@ -205,7 +213,7 @@ def record_row(record: ExecutionRecord, judge: str, cfg: MetricsConfig) -> np.nd
     g, x, s = record.output_tokens, record.input_tokens, record.search_calls
     gen, inp, search = cost_channels(g, x, s, cfg)
     cost = execution_cost(g, x, s, cfg)
-    model_steps = [st for st in record.steps if st.kind in MODEL_STEP_KINDS]
+    model_steps = [st for st in record.steps if is_model_step(st)]
     put("n", 1)
     put("answerable", record.answerable)
     put("unanswerable", not record.answerable)

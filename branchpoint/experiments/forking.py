@@ -27,13 +27,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
-from branchpoint.agents import AgentContext, build_graph, recursion_limit, resolve_policy
+from branchpoint.agents import (
+    AgentContext,
+    build_graph,
+    recursion_limit,
+    resolve_policy,
+)
 from branchpoint.checkpoints import list_boundaries, open_checkpointer
-from branchpoint.checkpoints.values import state_reader
 from branchpoint.checkpoints.boundaries import BoundaryInfo
-from branchpoint.checkpoints.plan import ForkPlan
 from branchpoint.checkpoints.fork import (
     LEGAL_ACTIONS,
     IllegalActionError,
@@ -43,6 +52,8 @@ from branchpoint.checkpoints.fork import (
     prefix_of,
     transcript_from_steps,
 )
+from branchpoint.checkpoints.plan import ForkPlan
+from branchpoint.checkpoints.values import state_reader
 from branchpoint.errors import InputError
 from branchpoint.evaluation.judges import judge_records
 from branchpoint.evaluation.metrics import is_correct
@@ -63,7 +74,13 @@ from branchpoint.experiments.spec import ExperimentSpec, expand_conditions, load
 from branchpoint.experiments.store import RunStore
 from branchpoint.models import TransportError
 from branchpoint.models.request_log import current_execution
-from branchpoint.traces import FORKS_FILE, REPLAYS_FILE, ExecutionRecord, execution_id, read_records
+from branchpoint.traces import (
+    FORKS_FILE,
+    REPLAYS_FILE,
+    ExecutionRecord,
+    execution_id,
+    read_records,
+)
 
 MINIMAL_FILE = "minimal_search.jsonl"
 
@@ -197,7 +214,7 @@ def select_checkpoints(bounds: list[BoundaryInfo], wanted: list[str] | None) -> 
 
 def plan_branches(
     saver: Any, store: RunStore, spec: ExperimentSpec, plan: ForkPlan, parents: list[ExecutionRecord],
-    *, only_think_before_k: bool = False, counts: Counter[str] | None = None,
+    *, only_think_before_k: bool = False,
 ) -> tuple[list[BranchTask], Counter[str]]:
     """Every (parent, boundary, action, repeat) to run, and counts of pairs skipped (illegal at
     their boundary, or SEARCH / SWITCH where the condition offers no search: `…@no-search`).
@@ -209,7 +226,7 @@ def plan_branches(
     specs = condition_specs(spec)
     strict = len(parents) == 1 and (len(plan.boundaries) == 1 or len(plan.checkpoints or []) == 1)
     tasks: list[BranchTask] = []
-    skipped: Counter[str] = Counter() if counts is None else counts
+    skipped: Counter[str] = Counter()
     reader = state_reader(saver)
     found: set[str] = set()
     for parent in parents:
@@ -349,7 +366,7 @@ def run_branch(graph: Any, ctx: AgentContext, task: BranchTask, saver: Any, plan
 def _run_tasks(
     tasks: list[BranchTask], store: RunStore, saver: Any, plan: ForkPlan, summary: ForkSummary,
     model_opener: ModelOpener, progress: bool, label: str, *, out_file: str = FORKS_FILE,
-    log_requests: bool = False, policy_paths: list[Path] | None = None,
+    log_requests: bool = False,
 ) -> None:
 
     def record(rec: ExecutionRecord) -> None:  # in this thread, after the worker stored it
@@ -384,14 +401,14 @@ def _run_tasks(
                 for t in items:  # open sources and compile graphs before the threads start
                     pool.search_tool(t.spec)
                     if t.spec.agent.policy not in graphs:
-                        policy = resolve_policy(t.spec.agent.policy, policy_paths or [])
-                        graphs[t.spec.agent.policy] = build_graph(policy, saver)
+                        # a module:function policy imports from the working directory (see README)
+                        graphs[t.spec.agent.policy] = build_graph(resolve_policy(t.spec.agent.policy), saver)
                 run_concurrently(items, one, plan.concurrency, record)
 
 
-def fork_records(run_dir: Path) -> list[ExecutionRecord]:
-    """The branch records of a run (empty when none yet)."""
-    path = Path(run_dir) / FORKS_FILE
+def fork_records(run_dir: Path, file: str = FORKS_FILE) -> list[ExecutionRecord]:
+    """The branch records of a run (or its replays, `file=REPLAYS_FILE`); empty when none yet."""
+    path = Path(run_dir) / file
     return read_records(path) if path.is_file() else []
 
 
@@ -434,11 +451,6 @@ def _open_run(run_dir: str | Path, checkpoints: str | None) -> tuple[RunStore, E
     return store, load_spec(store.run_dir / "spec.yaml")
 
 
-def _records_of(store: RunStore, name: str) -> list[ExecutionRecord]:
-    path = store.run_dir / name
-    return read_records(path) if path.is_file() else []
-
-
 def fork_run(
     run_dir: str | Path,
     plan: ForkPlan,
@@ -469,7 +481,7 @@ def fork_run(
         summary.skipped_done = len(tasks) - len(todo)
         if todo:
             _run_tasks(todo, store, saver, plan, summary, model_opener, progress, f"fork {spec.name}",
-                       log_requests=log_requests, policy_paths=[Path.cwd()])  # fmt: skip
+                       log_requests=log_requests)  # fmt: skip
         if plan.minimal_search:
             summary.minimal = minimal_searches(parents, fork_records(store.run_dir), saver, plan.judge)
             path = store.run_dir / MINIMAL_FILE
@@ -519,12 +531,12 @@ def replay_run(
         tasks = branch_tasks(parent, chosen[0], None, plan, resolved)
         summary.planned = len(tasks)
         store.repair_torn_tail(REPLAYS_FILE)
-        done = {r.execution_id for r in _records_of(store, REPLAYS_FILE) if r.status != "incomplete"}
+        done = {r.execution_id for r in fork_records(store.run_dir, REPLAYS_FILE) if r.status != "incomplete"}
         todo = [t for t in tasks if t.execution_id not in done]
         summary.skipped_done = len(tasks) - len(todo)
         if todo:
             _run_tasks(todo, store, saver, plan, summary, model_opener, progress, f"replay {spec.name}",
-                       out_file=REPLAYS_FILE, log_requests=log_requests, policy_paths=[Path.cwd()])  # fmt: skip
+                       out_file=REPLAYS_FILE, log_requests=log_requests)  # fmt: skip
     summary.wall_s = time.perf_counter() - started
     return summary
 

@@ -10,7 +10,8 @@ own files: when a shard finishes it copies the shard's checkpoint and retrieval-
 records to `RUN_DIR/executions.jsonl`, each exactly once. `evaluate`, `checkpoints ls` and
 `fork` then read the run folder as if it had run locally.
 
-A killed driver loses nothing a shard recorded: the next run first folds every shard folder it
+A folded shard folder is deleted (renamed, then removed), so every execution is stored once. A
+killed driver loses nothing a shard recorded: the next run first folds every shard folder it
 finds into the run folder, then plans only what is still missing. With `--checkpoints
 postgresql://...` every worker saves into that one database and no checkpoint rows are copied.
 
@@ -30,6 +31,7 @@ import shutil
 import socket
 import sqlite3
 import tempfile
+import uuid
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -269,16 +271,43 @@ class ShardMerger:
         return found
 
     def shard_dirs(self) -> list[Path]:
-        """The shard folders present in the run folder."""
+        """The shard folders present in the run folder (leftovers of an interrupted removal are
+        removed here: their content was folded before they were renamed)."""
         root = self.store.run_dir / SHARDS_DIR
-        return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        if not root.is_dir():
+            return []
+        for leftover in root.glob(".folded-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    def remove(self, shard_dir: Path) -> None:
+        """Delete a folded shard folder (renamed first, so a half-deleted one is never refolded)."""
+        if not shard_dir.is_dir():
+            return
+        done = shard_dir.with_name(f".folded-{shard_dir.name}-{uuid.uuid4().hex[:8]}")
+        os.rename(shard_dir, done)
+        shutil.rmtree(done, ignore_errors=True)
+        root = shard_dir.parent
+        if root.is_dir() and not any(root.iterdir()):
+            root.rmdir()
+
+    def fold(self, shard_dir: Path, records: Iterable[ExecutionRecord] = ()) -> tuple[list[ExecutionRecord], bool]:
+        """Fold a shard into the run: its databases, the records given (a Ray task's result) and
+        those in its folder; then delete the folder, so no execution is stored twice. Returns the
+        records added, and whether the folder's checkpoints were found (False: not on this machine)."""
+        found = self.merge_databases(shard_dir)
+        added = self.merge_records(records)
+        if shard_dir.is_dir():
+            added += self.merge_records(complete_records(shard_dir / EXECUTIONS_FILE))
+            if found:
+                self.remove(shard_dir)
+        return added, found
 
     def recover(self) -> list[ExecutionRecord]:
         """Fold every shard folder present (work a killed driver did not fold); returns records added."""
         added = []
         for shard_dir in self.shard_dirs():
-            self.merge_databases(shard_dir)
-            added += self.merge_records(complete_records(shard_dir / EXECUTIONS_FILE))
+            added += self.fold(shard_dir)[0]
         return added
 
 
@@ -446,9 +475,11 @@ def run_experiment_ray(
                     except ray.exceptions.RayError as exc:
                         raise _task_error(exc, name, shards[name][0].condition) from None
                     watcher.forget(name, store.run_dir / SHARDS_DIR / name / EXECUTIONS_FILE)
-                    if not merger.merge_databases(store.run_dir / SHARDS_DIR / name):
+                    added, found = merger.fold(store.run_dir / SHARDS_DIR / name,
+                                               (ExecutionRecord.model_validate_json(r) for r in result.records))
+                    if not found:
                         unseen.append(f"{name} on {result.node}")
-                    for rec in merger.merge_records(ExecutionRecord.model_validate_json(r) for r in result.records):
+                    for rec in added:
                         summary.ran += 1
                         summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
                 running = watcher.poll()

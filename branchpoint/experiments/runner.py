@@ -197,7 +197,7 @@ class SourcePool:
                         kind=source.kind,
                         corpus=corpus_path(source),
                         fmt=source.format,
-                        encoder=source.encoder,
+                        encoder=source.encoder_name,
                         chunk_words=source.chunk_words,
                         index_kind=source.index_kind,
                         index=source.index,

@@ -21,6 +21,7 @@ from pydantic_core import PydanticCustomError
 from branchpoint.checkpoints.plan import ForkPlan
 from branchpoint.errors import InputError
 from branchpoint.models.spec import ModelSpec
+from branchpoint.retrieval.encoder import EncoderSettings
 from branchpoint.traces import describe_validation_error
 
 
@@ -49,7 +50,7 @@ class QuestionsSpec(_Strict):
 #: so that existing specs keep their condition fingerprints (and so their execution ids).
 _SOURCE_FIELDS_DUMPED_IF_SET: dict[str, Any] = {
     "kind": "dense", "index_kind": None, "index": None, "index_params": {}, "url": None,
-    "device": "cpu",
+    "device": "cpu", "retrieval_method": None, "encoder_settings": None,
 }
 
 
@@ -64,6 +65,9 @@ class SourceSpec(_Strict):
     - `kind: bm25`: BM25 over `corpus` (bm25s), or a saved bm25 `index` directory.
     - `kind: searchr1`: a Search-R1-compatible retrieval server at `url`.
     `index_params`: M, efConstruction, efSearch (hnsw); nlist, nprobe (ivf); k1, b (bm25).
+    Encoding (kind dense): `retrieval_method` (FlashRAG's names: e5, bge, contriever, jina, dpr)
+    sets prefixes, pooling and normalisation as FlashRAG does; `encoder_settings`
+    ({query_prefix, passage_prefix, pooling: mean|cls, normalize}) sets them one by one (wins).
     """
 
     kind: Literal["dense", "bm25", "searchr1"] = "dense"
@@ -76,6 +80,15 @@ class SourceSpec(_Strict):
     index_params: dict[str, int | float | str] = Field(default_factory=dict)
     url: str | None = None
     device: Literal["cpu", "gpu"] = "cpu"
+    retrieval_method: str | None = None
+    encoder_settings: EncoderSettings | None = None
+
+    @property
+    def encoder_name(self) -> str:
+        """The encoder's full name, its settings included (what index manifests record)."""
+        from branchpoint.retrieval.encoder import resolve_encoder_name
+
+        return resolve_encoder_name(self.encoder, self.retrieval_method, self.encoder_settings)
 
     @model_validator(mode="after")
     def _check_combination(self) -> SourceSpec:
@@ -89,7 +102,8 @@ class SourceSpec(_Strict):
             unused = [name for name, default in (
                 ("corpus", "demo"), ("format", "auto"), ("encoder", "minilm-onnx"),
                 ("chunk_words", None), ("index_kind", None), ("index", None), ("index_params", {}),
-                ("device", "cpu")) if getattr(self, name) != default]
+                ("device", "cpu"), ("retrieval_method", None), ("encoder_settings", None))
+                if getattr(self, name) != default]
             if unused:
                 refuse(f'"{unused[0]}" is not used by kind searchr1 (the server holds the corpus and index)')
             return self
@@ -98,10 +112,15 @@ class SourceSpec(_Strict):
         if self.kind == "bm25":
             if self.index_kind is not None:
                 refuse('"index_kind" is only for kind dense (flat, hnsw, ivf)')
-            if self.encoder != "minilm-onnx":
+            if self.encoder != "minilm-onnx" or self.retrieval_method or self.encoder_settings:
                 refuse('"encoder" is not used by kind bm25 (it scores words, not vectors)')
             if self.device == "gpu":
                 refuse('"device: gpu" is only for kind dense (bm25 runs on the CPU)')
+        if self.kind == "dense" and (self.retrieval_method or self.encoder_settings):
+            try:
+                self.encoder_name  # noqa: B018 - checks the method name and settings
+            except InputError as exc:
+                refuse(str(exc))
         if self.device == "gpu" and self.index_kind == "hnsw":
             refuse('"device: gpu" cannot serve index_kind hnsw (faiss has no GPU HNSW); use flat or ivf')
         params_kind = "bm25" if self.kind == "bm25" else (

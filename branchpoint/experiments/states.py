@@ -17,7 +17,12 @@ from branchpoint.checkpoints.boundaries import BoundaryInfo, list_boundaries
 from branchpoint.checkpoints.store import open_checkpointer
 from branchpoint.checkpoints.values import state_reader
 from branchpoint.errors import InputError
-from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, ExecutionRecord, read_records
+from branchpoint.traces import (
+    EXECUTIONS_FILE,
+    FORKS_FILE,
+    ExecutionRecord,
+    read_records,
+)
 
 #: Outcome of an execution in the listing.
 OUTCOMES = ("correct", "abstained", "wrong", "incomplete")

@@ -1,4 +1,5 @@
-"""Open the model a spec names: embedded llama.cpp, any OpenAI-compatible server, or a script."""
+"""Open the model a spec names: embedded llama.cpp, any OpenAI-compatible server, a LangChain
+chat model, or a script."""
 
 from __future__ import annotations
 
@@ -25,5 +26,9 @@ def open_model(spec: ModelSpec, log_dir: Path | None = None) -> Iterator[ModelCl
         log = log_dir / "llamacpp-server.log" if log_dir else None
         with LlamaCppServer(spec.server, alias=spec.name, log_path=log) as server:
             yield OpenAICompatibleClient(spec, base_url=server.base_url)
+    elif spec.provider == "langchain":
+        from branchpoint.models.langchain_chat import LangChainChatClient
+
+        yield LangChainChatClient(spec)
     else:
         yield OpenAICompatibleClient(spec)

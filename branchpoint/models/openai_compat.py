@@ -1,7 +1,19 @@
-"""OpenAI-compatible client (vLLM, llama.cpp's server, any such endpoint) built on langchain-openai.
+"""OpenAI-compatible client (vLLM, llama.cpp's server, any such endpoint).
 
-One client serves both endpoint styles: `chat` through `ChatOpenAI` (tool calls, reasoning text)
-and `complete` through langchain-openai's completion model (few-shot prompts for base models).
+One client serves both endpoint styles: `chat` through the `openai` client itself (tool calls,
+reasoning text) and `complete` through langchain-openai's completion model (few-shot prompts for
+base models).
+
+Why chat calls the openai client directly rather than langchain-openai's `ChatOpenAI`: ChatOpenAI
+targets the official OpenAI API only and drops the fields vLLM adds (`message.reasoning`, older
+`reasoning_content`); keeping them meant overriding its private `_create_chat_result`, which may
+change in any release. The openai client keeps unknown response fields (`model_extra`), takes
+vLLM's own request fields through its public `extra_body`, and is what ChatOpenAI calls anyway.
+
+Structured output (the `grammar` of `complete`): llama.cpp's servers read `grammar`; vLLM ignores
+that field with HTTP 200 and reads `structured_outputs: {"grammar": ...}`. Each server gets the
+field it reads: the kind is the spec's `server_kind`, or detected once (`server_kind.detect`:
+vLLM answers `GET /version`, llama.cpp `GET /props`; neither: `grammar`, as llama-cpp-python).
 Every call records usage (input, output and reasoning tokens) and latency. Chat calls carry the
 spec's reasoning effort in the fields its model family reads, and count reasoning tokens from the
 reasoning text when the server does not report them (see `branchpoint.models.reasoning`).
@@ -20,9 +32,7 @@ from typing import Any
 
 import httpx
 import openai
-from langchain_core.messages import AIMessage
-from langchain_core.outputs import ChatResult
-from langchain_openai import ChatOpenAI, OpenAI
+from langchain_openai import OpenAI
 from tenacity import (
     RetryError,
     Retrying,
@@ -35,6 +45,7 @@ from branchpoint.errors import InputError, ModelServerError
 from branchpoint.models.call import ModelCall, TransportError
 from branchpoint.models.reasoning import ServerTokenCounter, merge_body, reasoning_fields
 from branchpoint.models.request_log import RequestLog
+from branchpoint.models.server_kind import detect_server_kind, explain_refusal, structured_output_fields
 from branchpoint.models.spec import ModelSpec
 from branchpoint.traces import Usage
 
@@ -71,22 +82,6 @@ def resolve_api_key(spec: ModelSpec) -> str:
             "(export it, or remove api_key_env for a server that needs no key)"
         )
     return key
-
-
-class ReasoningChatOpenAI(ChatOpenAI):
-    """ChatOpenAI that keeps the reasoning text vLLM returns (`reasoning`, or `reasoning_content`)."""
-
-    def _create_chat_result(
-        self, response: Any, generation_info: dict | None = None
-    ) -> ChatResult:
-        result = super()._create_chat_result(response, generation_info)
-        raw = response if isinstance(response, dict) else response.model_dump()
-        for gen, choice in zip(result.generations, raw.get("choices") or []):
-            msg = choice.get("message") or {}
-            reasoning = msg.get("reasoning") or msg.get("reasoning_content")
-            if reasoning and isinstance(gen.message, AIMessage):
-                gen.message.additional_kwargs["reasoning"] = reasoning
-        return result
 
 
 def _usage_from_openai(token_usage: dict[str, Any] | None) -> Usage:
@@ -132,8 +127,10 @@ class OpenAICompatibleClient:
         )
         if spec.top_p is not None:
             common["top_p"] = spec.top_p
-        self._chat = ReasoningChatOpenAI(seed=spec.seed, **common)
+        self._openai = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=spec.timeout_s,
+                                     max_retries=0, http_client=common["http_client"])
         self._completion = OpenAI(max_tokens=spec.max_tokens, **common)
+        self._server_kind: str | None = None if spec.server_kind == "auto" else spec.server_kind
         self.token_counter = token_counter or ServerTokenCounter(
             self.base_url, spec.name, api_key=key, timeout_s=min(spec.timeout_s, 30.0)
         )
@@ -150,16 +147,20 @@ class OpenAICompatibleClient:
         update = {k: v for k, v in (("temperature", temperature), ("top_p", top_p), ("seed", seed)) if v is not None}
         if all(getattr(self.spec, k) == v for k, v in update.items()):
             return self
-        return OpenAICompatibleClient(
+        clone = OpenAICompatibleClient(
             self.spec.model_copy(update=update), base_url=self.base_url, token_counter=self.token_counter,
             request_log=self.request_log,
         )
+        clone._server_kind = self._server_kind  # detected once per server, not per seed
+        return clone
 
     def with_request_log(self, request_log: RequestLog | None) -> OpenAICompatibleClient:
         """The same client, logging every chat / completion request body to `request_log`."""
-        return OpenAICompatibleClient(
+        clone = OpenAICompatibleClient(
             self.spec, base_url=self.base_url, token_counter=self.token_counter, request_log=request_log
         )
+        clone._server_kind = self._server_kind
+        return clone
 
     def _log_request(self, request: httpx.Request) -> None:
         """httpx request hook: log the JSON body of chat and completion requests (never headers)."""
@@ -191,6 +192,9 @@ class OpenAICompatibleClient:
         except openai.APIStatusError as exc:
             # Not a transport fault (e.g. HTTP 400: vLLM without --enable-auto-tool-choice, a bad
             # grammar): retrying cannot help, so say what the server said, as an error for people.
+            explained = explain_refusal(exc.status_code, str(exc.message))
+            if explained:
+                raise ModelServerError(f"model server {self.base_url}: {explained}") from exc
             raise ModelServerError(
                 f"model server {self.base_url} refused the request (HTTP {exc.status_code}): {exc.message}"
             ) from exc
@@ -203,17 +207,22 @@ class OpenAICompatibleClient:
         body = merge_body({"max_tokens": max_tokens}, reasoning_fields(self.spec))
         return merge_body(body, self.spec.extra_body)
 
-    def _chat_usage(self, msg: AIMessage) -> Usage:
-        """Usage as reported; reasoning tokens counted from the reasoning text when not reported."""
-        meta = msg.usage_metadata or {}
-        details = meta.get("output_token_details") or {}
+    def server_kind(self) -> str:
+        """vllm, llamacpp or other: from the spec, else detected once from the server."""
+        if self._server_kind is None:
+            self._server_kind = detect_server_kind(self.base_url, timeout_s=min(self.spec.timeout_s, 10.0))
+        return self._server_kind
+
+    def _chat_usage(self, token_usage: dict[str, Any] | None, reasoning: str | None) -> Usage:
+        """Usage as reported; reasoning tokens counted from the reasoning text when not reported
+        (absent, or 0 beside non-empty reasoning text, which some servers report)."""
+        reported = _usage_from_openai(token_usage)
         fields: dict[str, Any] = {
-            "input_tokens": int(meta.get("input_tokens") or 0),
-            "output_tokens": int(meta.get("output_tokens") or 0),
-            "reasoning_tokens": details.get("reasoning"),
+            "input_tokens": reported.input_tokens,
+            "output_tokens": reported.output_tokens,
+            "reasoning_tokens": reported.reasoning_tokens,
         }
-        reasoning = msg.additional_kwargs.get("reasoning")
-        if fields["reasoning_tokens"] is None and isinstance(reasoning, str) and reasoning:
+        if not fields["reasoning_tokens"] and isinstance(reasoning, str) and reasoning:
             counted = self.token_counter.count(reasoning)
             # Reasoning is part of the output (vLLM counts it in completion_tokens): an estimate,
             # or a re-tokenisation that differs, never exceeds what the server says it generated.
@@ -231,11 +240,11 @@ class OpenAICompatibleClient:
         grammar: str | None = None,
         max_tokens: int | None = None,
     ) -> ModelCall:
-        """Text completion on `/v1/completions`; `grammar` is sent as llama.cpp's GBNF field."""
+        """Text completion on `/v1/completions`; `grammar` (GBNF) in the field the server reads."""
         limit = max_tokens or self.spec.max_tokens
         extra: dict[str, Any] = {}
         if grammar is not None:
-            extra["grammar"] = grammar
+            extra.update(structured_output_fields(self.server_kind(), grammar))
         if self.spec.seed is not None:
             extra["seed"] = self.spec.seed
         kwargs: dict[str, Any] = {"max_tokens": limit, "extra_body": {**self.spec.extra_body, **extra}}
@@ -265,20 +274,42 @@ class OpenAICompatibleClient:
     ) -> ModelCall:
         """Chat completion on `/v1/chat/completions`, optionally offering function tools."""
         limit = max_tokens or self.spec.max_tokens
-        body = self._chat_body(limit)
-        model = self._chat.bind(max_tokens=limit, extra_body=body)
+        request: dict[str, Any] = {"model": self.spec.name, "messages": messages,
+                                   "temperature": self.spec.temperature, "max_completion_tokens": limit}
+        if self.spec.seed is not None:
+            request["seed"] = self.spec.seed
+        if self.spec.top_p is not None:
+            request["top_p"] = self.spec.top_p
         if tools:
-            model = self._chat.bind_tools(tools).bind(max_tokens=limit, extra_body=body)
+            request["tools"] = tools
+        body = self._chat_body(limit)
         start = time.perf_counter()
-        msg: AIMessage = self._with_retries(lambda: model.invoke(messages))
+        response = self._with_retries(lambda: self._openai.chat.completions.create(**request, extra_body=body))
         latency = time.perf_counter() - start
-        usage = self._chat_usage(msg)
-        text = msg.content if isinstance(msg.content, str) else msg.text
+        raw = response.model_dump() if hasattr(response, "model_dump") else dict(response)
+        choice = (raw.get("choices") or [{}])[0]
+        msg = choice.get("message") or {}
+        reasoning = msg.get("reasoning") or msg.get("reasoning_content")
         return ModelCall(
-            text=text or "",
-            usage=usage,
+            text=msg.get("content") or "",
+            usage=self._chat_usage(raw.get("usage"), reasoning),
             latency_s=latency,
-            finish_reason=(msg.response_metadata or {}).get("finish_reason"),
-            tool_calls=[{"name": c["name"], "args": c["args"], "id": c.get("id")} for c in msg.tool_calls],
-            reasoning=msg.additional_kwargs.get("reasoning"),
+            finish_reason=choice.get("finish_reason"),
+            tool_calls=_tool_calls(msg.get("tool_calls")),
+            reasoning=reasoning or None,
         )
+
+
+def _tool_calls(raw: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """Function calls as {name, args, id}; calls whose arguments are not a JSON object are left out
+    (the policy then sees no call and retries or records the action as malformed)."""
+    calls = []
+    for call in raw or []:
+        function = call.get("function") or {}
+        try:
+            args = json.loads(function.get("arguments") or "{}")
+        except json.JSONDecodeError:
+            continue
+        if isinstance(args, dict) and function.get("name"):
+            calls.append({"name": function["name"], "args": args, "id": call.get("id")})
+    return calls

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 
 class EmbeddedServerSpec(BaseModel):
@@ -22,8 +24,14 @@ class EmbeddedServerSpec(BaseModel):
     startup_timeout_s: float = Field(120, gt=0)
 
 
+#: Fields added after runs were recorded: left out of dumps while at their defaults, so condition
+#: fingerprints (and so execution ids) of earlier specs do not change.
+_MODEL_FIELDS_DUMPED_IF_SET: dict[str, Any] = {"server_kind": "auto", "factory": None, "options": {}}
+
+
 class ModelSpec(BaseModel):
-    """How to reach a model: the embedded llama.cpp default, any OpenAI-compatible server, or a script.
+    """How to reach a model: the embedded llama.cpp default, any OpenAI-compatible server, any
+    LangChain chat model (`provider: langchain`, `factory`, `options`), or a script.
 
     `style` picks the endpoint: `completion` (few-shot text completion, for base models) or
     `chat` (chat completions, for instruct and reasoning models, e.g. served by vLLM).
@@ -33,7 +41,7 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    provider: Literal["embedded", "openai", "scripted"] = "embedded"
+    provider: Literal["embedded", "openai", "langchain", "scripted"] = "embedded"
     name: str = Field("gemma-3-270m", description="Model name sent to the server.")
     base_url: str | None = Field(None, description="e.g. http://127.0.0.1:8000/v1 for vLLM.")
     api_key_env: str | None = Field(
@@ -66,7 +74,29 @@ class ModelSpec(BaseModel):
             "{medium: 1024, high: None}; None means no budget."
         ),
     )
+    server_kind: Literal["auto", "vllm", "llamacpp", "other"] = Field(
+        "auto", description=(
+            "Which server this is, for fields only some servers read (structured output: vLLM's "
+            "structured_outputs vs llama.cpp's grammar); auto asks GET /version and /props once."
+        ),
+    )
     server: EmbeddedServerSpec = Field(default_factory=EmbeddedServerSpec)
+    factory: str | None = Field(
+        None, description=(
+            "For provider `langchain`: package.module:function returning a LangChain BaseChatModel "
+            "(e.g. langchain_openai:ChatOpenAI), called with `options` as keyword arguments."
+        ),
+    )
+    options: dict = Field(default_factory=dict, description="For provider `langchain`: the factory's keyword arguments.")
     script: list[str] | None = Field(
         None, description="For provider `scripted`: replies returned in order (tests, demos)."
     )
+
+    @model_serializer(mode="wrap")
+    def _dump_new_fields_if_set(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for name, default in _MODEL_FIELDS_DUMPED_IF_SET.items():
+                if name in data and data[name] == default:
+                    del data[name]
+        return data

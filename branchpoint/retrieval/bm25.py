@@ -10,7 +10,7 @@ not returned, so a query may get fewer than k results.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,8 @@ import numpy as np
 
 from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.retrieval._deps import require
-from branchpoint.retrieval.corpus import Passage, corpus_fingerprint, load_corpus
+from branchpoint.retrieval.corpus import Passage
+from branchpoint.retrieval.corpus_store import fingerprint_of, open_mapped_corpus
 from branchpoint.retrieval.index import (
     MANIFEST_FILE,
     PASSAGES_FILE,
@@ -45,7 +46,7 @@ def _bm25s() -> Any:
 class BM25Index:
     """Passages and their bm25s index; `search` gives (passage, BM25 score) lists, best first."""
 
-    def __init__(self, passages: list[Passage], retriever: Any, manifest: IndexManifest) -> None:
+    def __init__(self, passages: Sequence[Passage], retriever: Any, manifest: IndexManifest) -> None:
         """Wrap parts already checked to agree; use `build` or `load` to make one."""
         self.passages = passages
         self.retriever = retriever
@@ -74,7 +75,7 @@ class BM25Index:
             raise InputError("cannot build an index over an empty corpus (no passages given)")
         bm25s = _bm25s()
         resolved = resolve_params("bm25", params)
-        manifest = new_manifest("bm25", len(passages), corpus_fingerprint(passages), resolved)
+        manifest = new_manifest("bm25", len(passages), fingerprint_of(passages), resolved)
         retriever = bm25s.BM25(k1=float(resolved["k1"]), b=float(resolved["b"]),
                                method=str(resolved["method"]))
         index = cls(list(passages), retriever, manifest)
@@ -104,6 +105,7 @@ class BM25Index:
         def fill(tmp: Path) -> None:
             self.retriever.save(str(tmp / BM25_DIR), show_progress=False)
             write_passages(tmp / PASSAGES_FILE, self.passages)
+            open_mapped_corpus(tmp / PASSAGES_FILE).close()  # its offsets and fingerprint, once
             write_manifest(tmp / MANIFEST_FILE, self.manifest)
 
         return write_dir_atomically(directory, fill)
@@ -120,15 +122,16 @@ class BM25Index:
         for path in (directory / BM25_DIR, directory / PASSAGES_FILE):
             if not path.exists():
                 raise InputError(f"{path}: missing (expected a saved bm25 index)")
-        passages = load_corpus(directory / PASSAGES_FILE, fmt="flashrag-jsonl")
-        if corpus_fingerprint(passages) != manifest.corpus_fingerprint:
+        passages = open_mapped_corpus(directory / PASSAGES_FILE)
+        if passages.fingerprint != manifest.corpus_fingerprint:
             raise StaleIndexError(
-                f"{directory / PASSAGES_FILE}: fingerprint {corpus_fingerprint(passages)} differs "
+                f"{directory / PASSAGES_FILE}: fingerprint {passages.fingerprint} differs "
                 f"from corpus_fingerprint {manifest.corpus_fingerprint} in {where}; the index is "
                 "damaged, rebuild it"
             )
         try:
-            retriever = _bm25s().BM25.load(str(directory / BM25_DIR), show_progress=False)
+            # mmap: the score matrix stays in the page cache, shared by every process.
+            retriever = _bm25s().BM25.load(str(directory / BM25_DIR), mmap=True, show_progress=False)
         except (OSError, ValueError, KeyError) as exc:
             raise StaleIndexError(f"{directory / BM25_DIR}: unreadable bm25s index ({exc}); "
                                   "rebuild it") from None

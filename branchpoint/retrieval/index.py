@@ -23,13 +23,14 @@ when the installed faiss has GPU support (the faiss-gpu wheels), else a clear In
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -40,7 +41,8 @@ from pydantic import BaseModel, ValidationError, model_validator
 import branchpoint
 from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.retrieval._deps import require
-from branchpoint.retrieval.corpus import Passage, corpus_fingerprint, load_corpus
+from branchpoint.retrieval.corpus import Passage, corpus_fingerprint
+from branchpoint.retrieval.corpus_store import fingerprint_of, open_corpus, open_mapped_corpus
 from branchpoint.retrieval.encoder import Encoder, encode_passages, encode_queries
 from branchpoint.traces import describe_validation_error
 
@@ -113,6 +115,12 @@ class IndexManifest(BaseModel):
     n_passages: int
     corpus_fingerprint: str
     params: Params = {}
+    #: The faiss index factory string, exactly (`IVF4096,PQ64x8`, `HNSW32`, `Flat`): IVF-PQ and
+    #: IVF-Flat are both kind ivf, so the kind alone does not say what the results are.
+    factory: str | None = None
+    #: For an index file served as it is (FlashRAG): sha256 of its size and first and last MiB,
+    #: so a swapped file never matches another file's cached results.
+    index_digest: str | None = None
     created_at: str
     branchpoint_version: str
 
@@ -125,21 +133,59 @@ class IndexManifest(BaseModel):
     def cache_params(self) -> str:
         """What, besides query and k, decides this index's results (the retrieval cache key part).
 
-        Same form as `cache.source_params` for an exact index, plus the parameters otherwise.
+        Same form as `cache.source_params` for an exact index, plus the parameters otherwise;
+        the factory string when it says more than kind and parameters (IVF-PQ, OPQ, SQ), and
+        the digest of an index file served as it is.
         """
+        factory = None if self.factory == default_factory(self.kind, self.params) else self.factory
         parts = {"kind": self.kind, "corpus": self.corpus_fingerprint, "encoder": self.encoder,
-                 "dim": self.dim}
+                 "dim": self.dim, "factory": factory, "index": self.index_digest}
         text = ";".join(f"{k}={v}" for k, v in parts.items() if v is not None)
         if self.params:
             text += ";params=" + json.dumps(self.params, sort_keys=True)
         return text
 
 
+def default_factory(kind: str, params: Mapping[str, Any]) -> str | None:
+    """The factory string of the index `branchpoint index build` makes for a kind and parameters."""
+    if kind == "flat":
+        return "Flat"
+    if kind == "hnsw" and "M" in params:
+        return f"HNSW{params['M']}"
+    if kind == "ivf" and "nlist" in params:
+        return f"IVF{params['nlist']},Flat"
+    return None
+
+
+def factory_string(index: Any) -> str | None:
+    """The faiss index factory string that rebuilds `index`'s structure (None if faiss cannot say)."""
+    try:
+        from faiss.contrib.factory_tools import reverse_index_factory
+
+        return str(reverse_index_factory(_to_cpu(index)))
+    except Exception:  # noqa: BLE001 - faiss raises NotImplementedError / RuntimeError for exotic types
+        return None
+
+
+def file_digest(path: Path, window: int = 1 << 20) -> str:
+    """sha256 of a file's size and its first and last `window` bytes: cheap on a 60 GB index, and
+    different for any two index files that differ in size, training or head/tail contents."""
+    size = path.stat().st_size
+    digest = hashlib.sha256(str(size).encode())
+    with path.open("rb") as fh:
+        digest.update(fh.read(window))
+        if size > window:
+            fh.seek(max(window, size - window))
+            digest.update(fh.read(window))
+    return digest.hexdigest()
+
+
 def new_manifest(kind: str, n_passages: int, fingerprint: str, params: Params,
-                 encoder: Encoder | None = None) -> IndexManifest:
+                 encoder: Encoder | None = None, factory: str | None = None) -> IndexManifest:
     """A manifest stamped with the time and branchpoint's version."""
     return IndexManifest(
         kind=kind,  # type: ignore[arg-type]
+        factory=factory,
         encoder=encoder.name if encoder is not None else None,
         dim=encoder.dim if encoder is not None else None,
         n_passages=n_passages,
@@ -193,7 +239,7 @@ def encode_corpus(passages: list[Passage], encoder: Encoder, batch_size: int = 6
     done = [False] * len(shards)
     directory = Path(shard_dir) if shard_dir is not None else None
     if directory is not None:
-        state = {"corpus_fingerprint": fingerprint or corpus_fingerprint(passages),
+        state = {"corpus_fingerprint": fingerprint or fingerprint_of(passages),
                  "encoder": encoder.name, "dim": encoder.dim, "n_passages": n,
                  "shard_size": shard_size}
         _prepare_shard_dir(directory, state)
@@ -349,7 +395,11 @@ def _ivf_training_sample(vectors: np.ndarray, nlist: int, seed: int = 0) -> np.n
 
 
 def _describe_faiss(index: Any, where: str) -> tuple[str, Params]:
-    """(kind, parameters) of a faiss index read from a file; InputError for other types."""
+    """(kind, parameters) of a faiss index read from a file; InputError for other types.
+
+    Any IVF index (Flat, PQ, SQ, fast-scan, behind an OPQ / PCA transform or not) is kind ivf;
+    its factory string (recorded beside) says which.
+    """
     faiss = _faiss()
     if isinstance(index, faiss.IndexFlat):
         return "flat", {}
@@ -357,8 +407,12 @@ def _describe_faiss(index: Any, where: str) -> tuple[str, Params]:
         return "hnsw", {"M": int(index.hnsw.nb_neighbors(1)),
                         "efConstruction": int(index.hnsw.efConstruction),
                         "efSearch": int(index.hnsw.efSearch)}
-    if isinstance(index, faiss.IndexIVF):
-        return "ivf", {"nlist": int(index.nlist), "nprobe": int(index.nprobe)}
+    try:
+        ivf = faiss.extract_index_ivf(index)
+    except (RuntimeError, AttributeError):
+        ivf = None
+    if ivf is not None:
+        return "ivf", {"nlist": int(ivf.nlist), "nprobe": int(ivf.nprobe)}
     raise InputError(f"{where}: faiss index type {type(index).__name__} is not supported "
                      "(expected a Flat, HNSW or IVF index, as FlashRAG builds)")
 
@@ -407,7 +461,7 @@ Hits = list[list[tuple[Passage, float]]]
 class DenseIndex:
     """Passages, their vectors in a faiss index (flat, hnsw or ivf), and the encoder that made them."""
 
-    def __init__(self, passages: list[Passage], faiss_index: Any, encoder: Encoder,
+    def __init__(self, passages: Sequence[Passage], faiss_index: Any, encoder: Encoder,
                  manifest: IndexManifest) -> None:
         """Wrap parts already checked to agree; use `build`, `load` or `load_flashrag` to make one."""
         self.passages = passages
@@ -456,6 +510,7 @@ class DenseIndex:
             raise InputError(f"expected vectors of shape ({len(passages)}, {encoder.dim}), got {vectors.shape}")
         resolved = resolve_params(kind, params, len(passages))
         index = _new_faiss_index(kind, encoder.dim, resolved)
+        factory = factory_string(index)
         if device == "gpu":
             check_gpu(kind)
             index = to_gpu(index)
@@ -463,8 +518,8 @@ class DenseIndex:
             index.train(_ivf_training_sample(vectors, int(resolved["nlist"])))
         index.add(vectors)
         apply_search_params(index, kind, resolved)
-        manifest = new_manifest(kind, len(passages), fingerprint or corpus_fingerprint(passages),
-                                resolved, encoder)
+        manifest = new_manifest(kind, len(passages), fingerprint or fingerprint_of(passages),
+                                resolved, encoder, factory=factory)
         return cls(list(passages), index, encoder, manifest)
 
     def search(self, queries: list[str], k: int) -> Hits:
@@ -495,6 +550,7 @@ class DenseIndex:
         def fill(tmp: Path) -> None:
             _faiss().write_index(cpu_index, str(tmp / INDEX_FILE))
             write_passages(tmp / PASSAGES_FILE, self.passages)
+            open_mapped_corpus(tmp / PASSAGES_FILE).close()  # its offsets and fingerprint, once
             write_manifest(tmp / MANIFEST_FILE, self.manifest)
 
         return write_dir_atomically(directory, fill)
@@ -522,16 +578,16 @@ class DenseIndex:
             if not (directory / name).is_file():
                 raise InputError(f"{directory / name}: file missing (expected a saved index)")
         faiss_index = _faiss().read_index(str(directory / INDEX_FILE))
-        passages = load_corpus(directory / PASSAGES_FILE, fmt="flashrag-jsonl")
+        passages = open_mapped_corpus(directory / PASSAGES_FILE)
         if faiss_index.d != manifest.dim or faiss_index.ntotal != manifest.n_passages:
             raise StaleIndexError(
                 f"{directory / INDEX_FILE}: holds {faiss_index.ntotal} vectors of dim "
                 f"{faiss_index.d}, but {where} says {manifest.n_passages} of dim {manifest.dim}; "
                 "the index is damaged, rebuild it"
             )
-        if corpus_fingerprint(passages) != manifest.corpus_fingerprint:
+        if passages.fingerprint != manifest.corpus_fingerprint:
             raise StaleIndexError(
-                f"{directory / PASSAGES_FILE}: fingerprint {corpus_fingerprint(passages)} differs "
+                f"{directory / PASSAGES_FILE}: fingerprint {passages.fingerprint} differs "
                 f"from corpus_fingerprint {manifest.corpus_fingerprint} in {where}; the index is "
                 "damaged, rebuild it"
             )
@@ -556,7 +612,7 @@ class DenseIndex:
             faiss_index = faiss.read_index(str(index_file))
         except RuntimeError as exc:
             raise InputError(f"{index_file}: not a faiss index file ({str(exc).strip().splitlines()[-1]})") from None
-        passages = load_corpus(corpus, fmt)
+        passages = open_corpus(corpus, fmt)
         if faiss_index.ntotal != len(passages):
             raise StaleIndexError(
                 f"{index_file}: holds {faiss_index.ntotal} vectors but {corpus} has "
@@ -574,8 +630,9 @@ class DenseIndex:
         kind, found = _describe_faiss(faiss_index, str(index_file))
         manifest = IndexManifest(
             kind=kind,  # type: ignore[arg-type]
+            factory=factory_string(faiss_index), index_digest=file_digest(index_file),
             encoder=encoder.name, dim=encoder.dim, n_passages=len(passages),
-            corpus_fingerprint=corpus_fingerprint(passages), params=found,
+            corpus_fingerprint=fingerprint_of(passages), params=found,
             created_at=datetime.fromtimestamp(index_file.stat().st_mtime, timezone.utc)
             .isoformat(timespec="seconds"),
             branchpoint_version=branchpoint.__version__,

@@ -1,4 +1,9 @@
-"""A Search-R1-compatible HTTP retrieval server over a saved `DenseIndex` (starlette on uvicorn).
+"""A Search-R1-compatible HTTP retrieval server over a saved index (starlette on uvicorn).
+
+What it serves: an index directory that `branchpoint index build` wrote (dense or bm25), or a
+FlashRAG / Search-R1 faiss index file (`e5_Flat.index`) with its corpus jsonl as they are (row i
+of the index is line i of the corpus; nothing is re-encoded), checked for row count and
+dimension (`load_served_index`).
 
 Protocol (the one Search-R1's `search_r1/search/retrieval_server.py` speaks, so its agents, and
 any client written for it, can use our indexes):
@@ -9,9 +14,16 @@ any client written for it, can use our indexes):
       -> {"result": [[{"id", "contents"}, ...], ...]}          (bare documents, as upstream)
     GET  /health    -> {"status": "ok", "passages", "encoder", "dim", "corpus_fingerprint", limits}
 
-One result list per query, in request order, best first; `contents` is FlashRAG's
-`"Title"\\ntext`; scores are inner products of unit vectors (cosine). All queries of a request
-are encoded as one batch.
+One result list per query, in request order, best first; `contents` is the corpus row's
+`contents` exactly as given (FlashRAG's `"Title"\\ntext`, or an unquoted title line); rows of
+the `{"id", "title", "text"}` shape are served with contents `"Title"\\ntext`. Dense scores
+are inner products (cosine for unit vectors), bm25 scores BM25.
+
+Batch sizes: Search-R1's own traffic is hundreds of queries per request (its
+`retrieval_request.py` sends 400, its agent one per rollout), so a request may carry up to
+`max_queries` (4096 by default, ten times that) queries and `max_results` (queries x topk,
+50,000) passages; the server encodes and searches them `search_batch` (256) at a time, so
+encoder and faiss memory stay bounded whatever the request size.
 
 Where we differ from upstream, on purpose (upstream validates with pydantic's lax mode):
 - `topk` absent or null means the server's default (3, like upstream's `--topk 3`); upstream also
@@ -44,7 +56,8 @@ from typing import Any
 
 from branchpoint.errors import BranchpointError, InputError
 from branchpoint.retrieval._deps import require
-from branchpoint.retrieval.encoder import ENCODERS, get_encoder
+from branchpoint.retrieval.corpus import Passage
+from branchpoint.retrieval.encoder import ENCODERS, Encoder, get_encoder
 from branchpoint.retrieval.index import DenseIndex, read_manifest
 
 log = logging.getLogger(__name__)
@@ -62,13 +75,18 @@ SEARCH_THREADS = 1
 class ServerLimits:
     """Bounds on one request: queries per request, passages per query, and body size."""
 
-    max_queries: int = 64
+    max_queries: int = 4096
     max_topk: int = 50
-    max_body_bytes: int = 1_000_000
+    max_body_bytes: int = 16_000_000
     default_topk: int = DEFAULT_TOPK
+    #: Most passages one request may ask for (queries x topk): bounds the response's memory.
+    max_results: int = 50_000
+    #: Queries encoded and searched at once inside a request (bounds encoder and faiss memory).
+    search_batch: int = 256
 
     def __post_init__(self) -> None:
-        for name in ("max_queries", "max_topk", "max_body_bytes", "default_topk"):
+        for name in ("max_queries", "max_topk", "max_body_bytes", "default_topk", "max_results",
+                     "search_batch"):
             if getattr(self, name) < 1:
                 raise InputError(f"{name}: must be at least 1, got {getattr(self, name)}")
         if self.default_topk > self.max_topk:
@@ -130,6 +148,10 @@ def parse_retrieve_request(body: bytes, limits: ServerLimits) -> RetrieveRequest
     elif topk > limits.max_topk:
         raise RequestError(400, f'field "topk" is {topk}, more than the limit of {limits.max_topk} '
                                 "(--max-topk)")
+    if len(queries) * topk > limits.max_results:
+        raise RequestError(400, f"{len(queries)} queries x topk {topk} = {len(queries) * topk} passages, "
+                                f"more than the limit of {limits.max_results} per request (--max-results); "
+                                "split the batch")
     return_scores = payload.get("return_scores", False)
     if return_scores is None:
         return_scores = False
@@ -156,16 +178,20 @@ def _json_type(value: Any) -> str:
 class RetrievalService:
     """The server's work without HTTP: validated requests in, Search-R1 result lists out."""
 
-    def __init__(self, index: DenseIndex, limits: ServerLimits | None = None) -> None:
+    def __init__(self, index: Any, limits: ServerLimits | None = None) -> None:
+        """`index`: a DenseIndex or BM25Index (anything with `search(queries, k)` and `manifest`)."""
         self.index = index
         self.limits = limits or ServerLimits()
 
     def retrieve(self, request: RetrieveRequest) -> dict[str, Any]:
-        """Search all queries as one batch; documents as `{"id", "contents"}`, scored or bare."""
-        hits = self.index.search(request.queries, request.topk)
+        """Search the queries `search_batch` at a time; documents as the corpus gives them, scored or bare."""
+        step = self.limits.search_batch
+        hits = []
+        for start in range(0, len(request.queries), step):
+            hits.extend(self.index.search(request.queries[start : start + step], request.topk))
         result: list[list[dict[str, Any]]] = []
         for per_query in hits:
-            docs = [({"id": p.doc_id, "contents": p.contents}, score) for p, score in per_query]
+            docs = [(served_document(p), score) for p, score in per_query]
             if request.return_scores:
                 result.append([{"document": doc, "score": score} for doc, score in docs])
             else:
@@ -178,6 +204,7 @@ class RetrievalService:
         return {
             "status": "ok",
             "passages": len(self.index),
+            "kind": manifest.kind,
             "encoder": manifest.encoder,
             "dim": manifest.dim,
             "corpus_fingerprint": manifest.corpus_fingerprint,
@@ -185,18 +212,56 @@ class RetrievalService:
         }
 
 
-def load_index_dir(directory: str | Path) -> DenseIndex:
-    """Load a saved DenseIndex directory with the encoder its manifest names."""
+def served_document(passage: Passage) -> dict[str, Any]:
+    """A passage as Search-R1 clients read it: `{"id", "contents"}`, contents as the corpus gave
+    them (rows of the `{"id", "title", "text"}` shape: `"Title"\\ntext`)."""
+    return {"id": passage.doc_id, "contents": passage.contents}
+
+
+def load_index_dir(directory: str | Path, encoder: Encoder | None = None) -> Any:
+    """Load a saved index directory (dense: with the encoder its manifest names; or bm25)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError(f"{directory}: index directory not found (expected index.faiss, "
                          "passages.jsonl and manifest.json)")
     manifest = read_manifest(directory)
+    if manifest.kind == "bm25":
+        from branchpoint.retrieval.bm25 import BM25Index
+
+        return BM25Index.load(directory)
+    if encoder is not None:
+        return DenseIndex.load(directory, encoder)
     if manifest.encoder not in ENCODERS:
         raise InputError(f"{directory / 'manifest.json'}: index was built with encoder "
                          f"{manifest.encoder!r}, which this installation does not know "
                          f"(known: {', '.join(sorted(ENCODERS))})")
     return DenseIndex.load(directory, get_encoder(manifest.encoder))
+
+
+def load_served_index(index: str | Path, *, corpus: str | Path | None = None,
+                      encoder: Encoder | None = None, fmt: str = "auto",
+                      params: dict[str, Any] | None = None, device: str = "cpu") -> Any:
+    """What `retrieval serve` serves: an index directory, or a FlashRAG faiss file with its corpus.
+
+    A FlashRAG / Search-R1 file (`e5_Flat.index`) is served as it is, row i = corpus line i,
+    after checking that the file holds one vector per corpus row of the encoder's dimension.
+    """
+    path = Path(index)
+    if path.is_dir():
+        if corpus is not None:
+            raise InputError(f"--corpus: {path} is an index directory, which holds its own passages "
+                             "(--corpus is for a FlashRAG index file)")
+        return load_index_dir(path, encoder)
+    if not path.exists():
+        raise InputError(f"{path}: index not found (expected a directory that `branchpoint index "
+                         "build` wrote, or a FlashRAG faiss index file with --corpus)")
+    if corpus is None:
+        raise InputError(f"{path}: a FlashRAG index file needs the corpus jsonl it was built from "
+                         "(--corpus wiki-18.jsonl)")
+    if encoder is None:
+        raise InputError(f"{path}: a FlashRAG index file does not say which encoder made it; give "
+                         "--encoder (e.g. --encoder st:intfloat/e5-base-v2 --retrieval-method e5)")
+    return DenseIndex.load_flashrag(path, corpus, encoder, fmt=fmt, params=params, device=device)
 
 
 def create_app(service: RetrievalService) -> Any:

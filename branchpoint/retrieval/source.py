@@ -17,13 +17,14 @@ import json
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.retrieval.bm25 import BM25Index
-from branchpoint.retrieval.corpus import Passage, chunk_passages, corpus_fingerprint, load_corpus
+from branchpoint.retrieval.corpus import Passage, chunk_passages, load_corpus
+from branchpoint.retrieval.corpus_store import fingerprint_of, open_corpus
 from branchpoint.retrieval.encoder import DEFAULT_ENCODER, Encoder, encode_queries, get_encoder
 from branchpoint.retrieval.index import DENSE_KINDS, SEARCH_PARAMS, DenseIndex
 from branchpoint.traces import RetrievedDoc
@@ -133,9 +134,11 @@ def _build_params(kind: str, params: Mapping[str, Any] | None) -> dict[str, Any]
     return {k: v for k, v in (params or {}).items() if k not in searchable}
 
 
-def _load_passages(corpus: str | Path, fmt: str, chunk_words: int | None) -> list[Passage]:
-    passages = load_corpus(corpus, fmt)
-    return chunk_passages(passages, chunk_words) if chunk_words is not None else passages
+def _load_passages(corpus: str | Path, fmt: str, chunk_words: int | None) -> Sequence[Passage]:
+    """The corpus's passages: a jsonl corpus memory-mapped (unless chunked), others read whole."""
+    if chunk_words is None:
+        return open_corpus(corpus, fmt)
+    return chunk_passages(load_corpus(corpus, fmt), chunk_words)
 
 
 def open_source(
@@ -173,7 +176,7 @@ def open_source(
     if corpus is None:
         raise InputError(f'source "{name}": give a corpus file or a prebuilt index')
     passages = _load_passages(corpus, fmt, chunk_words)
-    fingerprint = corpus_fingerprint(passages)
+    fingerprint = fingerprint_of(passages)
     cache = Path(cache_dir) if cache_dir else default_index_cache_dir()
     if kind == "bm25":
         path = index_cache_path(cache, fingerprint, "bm25", "bm25", _build_params("bm25", index_params))
@@ -216,7 +219,7 @@ def _open_prebuilt(name: str, path: Path, *, kind: str, corpus: str | Path | Non
     if path.is_dir():
         expected = None
         if corpus is not None:
-            expected = corpus_fingerprint(_load_passages(corpus, fmt, chunk_words))
+            expected = fingerprint_of(_load_passages(corpus, fmt, chunk_words))
         if kind == "bm25":
             return BM25Source(name, BM25Index.load(path, expected, params=index_params))
         enc = get_encoder(encoder) if device == "cpu" else get_encoder(encoder, device=device)

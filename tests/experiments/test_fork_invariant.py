@@ -31,8 +31,7 @@ from branchpoint.checkpoints.fork import checkpoint_values
 from branchpoint.experiments import RunStore, load_spec, run_experiment
 from branchpoint.experiments.forking import ForkPlan, fork_records, fork_run
 from branchpoint.experiments.runner import SourcePool, agent_context
-from branchpoint.models.openai_compat import OpenAICompatibleClient
-from branchpoint.models.request_log import RequestLog, read_requests
+from branchpoint.models import open_model
 from tests.servers.agent_server import agent_server
 
 USER_POLICY = textwrap.dedent('''
@@ -49,8 +48,9 @@ USER_POLICY = textwrap.dedent('''
         return apply_decision(state, fewshot_decision(state, ctx, allow_search=ctx.offers_search), ctx)
 ''')
 
-#: (policy, endpoint style, prompt variant): every registered policy, the prompt variants, and a
-#: user policy written as the README shows (a module next to the spec).
+#: (policy, endpoint style, prompt variant[, provider]): every registered policy, the prompt
+#: variants, a user policy written as the README shows (a module next to the spec), over the
+#: OpenAI-compatible client and (chat policies) a LangChain chat model (`provider: langchain`).
 CASES = [
     ("constrained", "completion", "abstention"),
     ("native", "chat", "abstention"),
@@ -58,9 +58,14 @@ CASES = [
     ("native", "chat", "fewshot"),
     ("native", "chat", "self_eval"),
     ("tagged", "chat", "abstention"),
+    ("tagged", "chat", "plain"),
+    ("tagged", "chat", "fewshot"),
     ("tagged", "chat", "self_eval"),
     ("no_search", "chat", "abstention"),
+    ("no_search", "chat", "self_eval"),
     ("invariant_policies:search_first", "completion", "abstention"),
+    ("native", "chat", "self_eval", "langchain"),
+    ("tagged", "chat", "abstention", "langchain"),
 ]
 
 
@@ -81,9 +86,9 @@ def model_requests(server) -> list[dict]:
 class Study:
     """Parents of one policy at several search caps and sources, all logged by one server."""
 
-    def __init__(self, tmp_path, server, policy: str, style: str, prompt: str) -> None:
+    def __init__(self, tmp_path, server, policy: str, style: str, prompt: str, provider: str) -> None:
         self.tmp, self.server = tmp_path, server
-        self.policy, self.style, self.prompt = policy, style, prompt
+        self.policy, self.style, self.prompt, self.provider = policy, style, prompt, provider
         self.folder = tmp_path / "specs"
         self.folder.mkdir(exist_ok=True)
         (self.folder / "invariant_policies.py").write_text(USER_POLICY)
@@ -93,7 +98,11 @@ class Study:
             "name": "invariant",
             "questions": {"path": "demo", "categories": ["answerable"], "limit": 1},
             "model": {"provider": "openai", "base_url": self.server.base_url, "name": "m", "style": self.style,
-                      "max_tokens": 32},
+                      "max_tokens": 32} if self.provider == "openai" else {
+                "provider": "langchain", "name": "m", "style": "chat", "max_tokens": 32,
+                "factory": "langchain_openai:ChatOpenAI",
+                "options": {"model": "m", "base_url": self.server.base_url, "api_key": "not-needed", "max_retries": 0},
+            },
             "agent": {"policy": self.policy, "prompt": self.prompt, "search_cap": cap, "top_k": 2},
             "retrieval": {"default": source, "sources": {"demo": {"corpus": "demo"},
                                                          "demo_chunks": {"corpus": "demo", "chunk_words": 12}}},
@@ -111,31 +120,28 @@ class Study:
         return run_dir, model_requests(self.server)
 
 
-def forced_answer_request(tmp_path, run_dir, checkpoint_id: str) -> dict:
+def forced_answer_request(server, run_dir, checkpoint_id: str) -> dict:
     """The request the policy's forced answer sends from a saved state (the prompt builder applied
-    to the checkpoint's state), through the real client."""
+    to the checkpoint's state), through the run's real client, as the server received it."""
     spec = load_spec(run_dir / "spec.yaml")
     [record] = RunStore(run_dir).records()
-    log_path = tmp_path / "builder.jsonl"
-    log = RequestLog(log_path)
     pool = SourcePool(progress=False)
+    server.clear()
     try:
         with sqlite_checkpointer(run_dir / "checkpoints.sqlite") as saver:
             values = checkpoint_values(saver, record.execution_id, checkpoint_id)
-        client = OpenAICompatibleClient(spec.model, request_log=log)
-        resolve_policy(spec.agent.policy).force_answer(values, agent_context(spec, client, pool))
+        with open_model(spec.model) as client:
+            resolve_policy(spec.agent.policy).force_answer(values, agent_context(spec, client, pool))
     finally:
         pool.close()
-        log.close()
-    body = read_requests(log_path)[0]["body"]
-    log_path.unlink()
-    return body
+    return model_requests(server)[0]
 
 
-@pytest.mark.parametrize(("policy", "style", "prompt"), CASES, ids=[f"{p}-{v}" for p, _, v in CASES])
-def test_branch_first_request_is_the_parents_request(policy, style, prompt, tmp_path, isolated_cache, monkeypatch):
+@pytest.mark.parametrize("case", CASES, ids=["-".join(c[:1] + c[2:]) for c in CASES])
+def test_branch_first_request_is_the_parents_request(case, tmp_path, isolated_cache, monkeypatch):
+    policy, style, prompt, provider = (*case, "openai")[:4]
     with agent_server() as server:
-        study = Study(tmp_path, server, policy, style, prompt)
+        study = Study(tmp_path, server, policy, style, prompt, provider)
         # run from the folder that holds the user's policy module, as the README says
         monkeypatch.chdir(study.folder)
         main_dir, main = study.parent(2)
@@ -162,7 +168,7 @@ def test_branch_first_request_is_the_parents_request(policy, style, prompt, tmp_
             seed = rec.sampling["seed"]
             mine = [b for b in forked if b.get("seed") == seed]
             assert mine, f"no request with branch seed {seed}"
-            assert mine[0]["temperature"] == 0.6 and mine[0]["top_p"] == 0.95
+            assert mine[0]["temperature"] == 0.6 and mine[0]["top_p"] == 0.95, mine[0]
             pending_k = [b for b in bounds if b.kind == "pending_query"].index(
                 next(b for b in bounds if b.checkpoint_id == rec.parent.checkpoint_id)
             ) if rec.parent.boundary == "pending_query" else None
@@ -170,7 +176,7 @@ def test_branch_first_request_is_the_parents_request(policy, style, prompt, tmp_
             first[key] = view(mine[0])
 
         initial = next(b for b in bounds if b.boundary == "initial")
-        think_initial = view(forced_answer_request(tmp_path, main_dir, initial.checkpoint_id))
+        think_initial = view(forced_answer_request(server, main_dir, initial.checkpoint_id))
         if not searches:
             assert set(first) == {("initial", "THINK")}
             assert summary.illegal_skipped.get("SEARCH@no-search") == 1

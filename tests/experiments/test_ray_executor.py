@@ -105,7 +105,7 @@ def test_ray_run_matches_local_run(tmp_path, spec_path, monkeypatch, ray_cluster
     ids = _ids(run_dir)
     assert len(ids) == len(set(ids)) == 12
     assert sorted(ids) == sorted(_ids(tmp_path / "local"))
-    assert len(list((run_dir / SHARDS_DIR).iterdir())) == 3
+    assert not (run_dir / SHARDS_DIR).exists()  # every shard folded, then its folder deleted: stored once
     # checkpoints are folded into the run's own database: `checkpoints ls` and `fork` find them
     boundaries = saved_states(run_dir)
     assert {s.execution_id for s in boundaries} == set(ids)
@@ -130,6 +130,27 @@ def test_merger_folds_each_record_once(tmp_path):
     assert ShardMerger(store, None).merge_records([first_try, redone, other]) == []
     assert [(r.execution_id, r.status) for r in store.records()] == [("e1", "incomplete"), ("e1", "ok"), ("e2", "ok")]
     assert store.finished_ids() == {"e1", "e2"}
+
+
+def test_folded_shard_folders_are_deleted(tmp_path):
+    store = RunStore(tmp_path / "run")
+    store.create({})
+    base = dict(run_id="r", condition={}, question_id="q", question="?", answerable=True)
+    shard = tmp_path / "run" / SHARDS_DIR / "s1"
+    shard_store = RunStore(shard)
+    shard_store.create({})
+    shard_store.append(ExecutionRecord(execution_id="e1", status="ok", final_answer="a", **base))
+    (shard / "checkpoints.sqlite").touch()  # its checkpoints (empty) are on this machine
+    leftover = tmp_path / "run" / SHARDS_DIR / ".folded-s0-1234abcd"  # a removal cut short
+    leftover.mkdir()
+    (leftover / "executions.jsonl").write_text("")
+    added = ShardMerger(store, "postgresql://x").recover()
+    assert [r.execution_id for r in added] == ["e1"] and [r.execution_id for r in store.records()] == ["e1"]
+    assert not (tmp_path / "run" / SHARDS_DIR).exists()  # the shard and the leftover are gone
+    # a shard whose folder is not on this machine (another node's disk): records folded from the result
+    other = ExecutionRecord(execution_id="e2", status="ok", final_answer="b", **base)
+    added, found = ShardMerger(store, None).fold(tmp_path / "run" / SHARDS_DIR / "s2", [other])
+    assert added == [other] and found is False
 
 
 def test_node_model_url_replaces_base_url_and_keeps_ids(spec_path):

@@ -66,6 +66,9 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: Any) -> None:  # keep pytest output clean
             pass
 
+        def do_GET(self) -> None:  # e.g. GET /version (vLLM), GET /props (llama.cpp)
+            self.do_POST()
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b"{}"

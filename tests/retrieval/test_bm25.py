@@ -40,7 +40,7 @@ def test_title_is_searchable(facts: list[Passage]) -> None:
 def test_save_load_round_trip(facts: list[Passage], tmp_path: Path) -> None:
     built = BM25Index.build(facts, {"k1": 1.2, "b": 0.5})
     out = built.save(tmp_path / "bm25")
-    assert sorted(p.name for p in out.iterdir()) == ["bm25", "manifest.json", "passages.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == ["bm25", "manifest.json", "passages.jsonl", "passages.jsonl.bpoffsets.json", "passages.jsonl.bpoffsets.npy"]
     assert (out / "bm25" / "params.index.json").is_file()  # bm25s's own format
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["kind"] == "bm25" and manifest["encoder"] is None

@@ -62,7 +62,7 @@ def test_interrupted_build_resumes_from_last_whole_shard(corpus_file: Path, tmp_
     report = build_index(corpus_file, out, encoder=rerun, batch_size=2, shard_size=4)
     assert rerun.calls == 1 and len(rerun.texts_seen) == 2  # only the last shard was encoded
     assert (report.encoded, report.reused, report.already_built) == (2, 8, False)
-    assert sorted(p.name for p in out.iterdir()) == ["index.faiss", "manifest.json", "passages.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == ["index.faiss", "manifest.json", "passages.jsonl", "passages.jsonl.bpoffsets.json", "passages.jsonl.bpoffsets.npy"]
     resumed = DenseIndex.load(out, FakeEncoder())
     fresh = DenseIndex.build(ten_passages(facts), FakeEncoder())
     q = ["capital of Australia", "extra passage number 3"]

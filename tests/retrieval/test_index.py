@@ -36,7 +36,7 @@ def test_build_refuses_empty_corpus(fake_encoder: FakeEncoder) -> None:
 def test_save_load_round_trip(fake_encoder: FakeEncoder, facts: list[Passage], tmp_path: Path) -> None:
     built = DenseIndex.build(facts, fake_encoder, progress=True)
     out = built.save(tmp_path / "idx")
-    assert sorted(p.name for p in out.iterdir()) == ["index.faiss", "manifest.json", "passages.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == ["index.faiss", "manifest.json", "passages.jsonl", "passages.jsonl.bpoffsets.json", "passages.jsonl.bpoffsets.npy"]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["kind"] == "flat" and manifest["encoder"] == "fake"
     assert manifest["dim"] == 64 and manifest["n_passages"] == len(facts)
@@ -46,7 +46,7 @@ def test_save_load_round_trip(fake_encoder: FakeEncoder, facts: list[Passage], t
     assert first == {"id": "f0", "contents": facts[0].contents}
 
     loaded = DenseIndex.load(out, fake_encoder, expected_fingerprint=corpus_fingerprint(facts))
-    assert loaded.passages == facts
+    assert list(loaded.passages) == facts
     query = ["highest mountain Himalayas"]
     assert loaded.search(query, k=2) == built.search(query, k=2)
 

@@ -129,7 +129,7 @@ def test_flashrag_index_round_trip(faiss_type: str, wiki_embeddings: RealEmbeddi
     index_file, corpus = write_flashrag(tmp_path, passages, vectors, faiss_type)
     loaded = DenseIndex.load_flashrag(index_file, corpus, PrecomputedEncoder(),
                                       params={"nprobe": 8} if faiss_type.startswith("IVF") else None)
-    assert loaded.passages == passages and len(loaded) == 400
+    assert list(loaded.passages) == passages and len(loaded) == 400
     assert loaded.kind == {"Flat": "flat", "HNSW16": "hnsw", "IVF8,Flat": "ivf"}[faiss_type]
     assert loaded.manifest.corpus_fingerprint == corpus_fingerprint(passages)
     if faiss_type == "HNSW16":

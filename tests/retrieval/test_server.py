@@ -222,7 +222,7 @@ def test_load_index_dir_and_serve_command(index, tmp_path):
     saved = index.save(tmp_path / "idx")
     assert len(load_index_dir(saved)) == 20
     missing = CliRunner().invoke(app, ["retrieval", "serve", "--index", str(tmp_path / "nope")])
-    assert missing.exit_code == 2 and "index directory not found" in missing.output
+    assert missing.exit_code == 2 and "index not found" in missing.output
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "branchpoint.cli", "retrieval", "serve", "--index", str(saved), "--port", "0",

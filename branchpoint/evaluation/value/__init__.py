@@ -4,12 +4,26 @@
 - `scores`: Brier and its exact split, U-statistic θ̂, gain risk, gain variance, gain skill.
 - `forecasters`: the `@forecaster` registry, baselines, forecast files, calibration maps.
 - `llm`: the LLM forecaster (public history → JSON q_think, q_search).
-- `routers`: threshold, two-probe consistency, sample-informed, constant, oracle; utility.
-- `bootstrap`: vectorised stratum-balanced bootstrap over support components.
-- `study`: `value_study` (what `branchpoint value` runs) → value.json.
+- `routers`: threshold, two-probe consistency, sample-informed, decision factorial
+  (`split_rule`), constant, oracle; utility.
+- `bootstrap`: vectorised stratum-balanced bootstrap over support components (within strata).
+- `features`, `fitted`: public-prefix / metadata features; fitted forecasters and maps (ridge,
+  beta, direct gain, residual, STOP feedback, MiniLM head).
+- `objectives`: reference equivalence vs containment vs exact match on the same executions.
+- `audit`: shared-label audit bounds; three-pair composition.
+- `curves`: matched-configuration learning curves.
+- `study`: `value_study` (what `branchpoint value` runs) → value.json; `markdown`: its report.
+See docs/search-value.md.
 """
 
-from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval
+from branchpoint.evaluation.value.audit import (
+    brier_contrast,
+    gain_contrast,
+    shared_label_bounds,
+    three_pair_composition,
+)
+from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval, single_component_strata
+from branchpoint.evaluation.value.curves import learning_curves
 from branchpoint.evaluation.value.forecasters import (
     Forecast,
     calibrator,
@@ -36,11 +50,15 @@ from branchpoint.evaluation.value.scores import (
     gain_r2,
     gain_risk,
     gain_variance,
+    level_split,
     oracle_bound,
+    oracle_range,
     theta_hat,
     unbiased_square,
     utility,
 )
+from branchpoint.evaluation.value.routers import consistency, sample_informed, split_rule
+from branchpoint.evaluation.value.objectives import objective_comparison
 from branchpoint.evaluation.value.study import VALUE_FILE, ValueConfig, load_states, value_study
 
 __all__ = [
@@ -53,6 +71,18 @@ __all__ = [
     "answer_items",
     "bootstrap_means",
     "brier",
+    "brier_contrast",
+    "consistency",
+    "gain_contrast",
+    "learning_curves",
+    "level_split",
+    "objective_comparison",
+    "oracle_range",
+    "sample_informed",
+    "shared_label_bounds",
+    "single_component_strata",
+    "split_rule",
+    "three_pair_composition",
     "brier_split",
     "build_states",
     "calibrator",

@@ -52,6 +52,11 @@ FORECAST_FIELDS: tuple[str, ...] = ("parent_execution_id", "checkpoint_id", "q_t
 NEUTRAL = 0.5  # the forecast given for a malformed reply or a state a forecasts file lacks
 
 
+class ForecasterUnavailable(Exception):
+    """A forecaster or calibration map cannot run on this study (e.g. it needs text features that
+    were not computed); the study lists it under `skipped_forecasters` with the message."""
+
+
 @dataclass
 class Forecast:
     """q_T and q_S for every state row, and what producing them counted (malformed replies, ...)."""

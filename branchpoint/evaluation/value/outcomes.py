@@ -31,6 +31,7 @@ resamples and the dev/test split move whole components.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -125,13 +126,49 @@ def correctness_reward(records: Sequence[ExecutionRecord], judge: str, count: Ju
 
 
 _ITEM_SPLIT = re.compile(r"\s*(?:[,;\n|]|\band\b|&)\s*", re.IGNORECASE)
+_UNKNOWN_ANSWERS = frozenset({"unknown", "i dont know", "i do not know", "dont know", "not known", "no answer"})
+
+
+def is_unknown_answer(text: str | None) -> bool:
+    """True for an empty answer or an explicit UNKNOWN: the answer normalises to nothing, or
+    names no answer ("unknown", "I don't know"), or the abstention detector names a pattern of
+    its "unknown" family ("cannot be determined", …). Premise corrections, confident negations
+    and clarification requests are *not* UNKNOWN here: they are answers like any other."""
+    norm = normalize_answer(text or "")
+    if not norm or norm in _UNKNOWN_ANSWERS:
+        return True
+    name = detect_abstention(text)
+    if name is None:
+        return False
+    from branchpoint.evaluation import judges
+
+    families = {p.name: p.family for p in getattr(judges, "ABSTENTION_PATTERNS", ())}
+    return families.get(name, "unknown" if "know" in name else "") == "unknown"
+
+
+class InvalidItems(ValueError):
+    """A collection answer that starts as structured output (JSON) but is not a list of items."""
 
 
 def answer_items(text: str | None) -> set[str]:
-    """The set of items a collection answer names: split on `,` `;` `|` newlines, "and", "&";
-    each item SQuAD-normalised; empty items dropped. An abstention names no items."""
-    if not text or detect_abstention(text) is not None:
+    """The set of items a collection answer names, each SQuAD-normalised, empty items dropped.
+
+    A structured answer (JSON: a list of strings, or an object whose "items" is one) gives its
+    items; text that starts like JSON (`[` or `{`) but is not such a list raises InvalidItems.
+    Plain text is split on `,` `;` `|` newlines, "and", "&". An explicit UNKNOWN
+    (`is_unknown_answer`) names no items."""
+    if not text or is_unknown_answer(text):
         return set()
+    stripped = text.strip()
+    if stripped[:1] in ("[", "{"):
+        try:
+            obj = json.loads(stripped)
+        except json.JSONDecodeError:
+            raise InvalidItems("not valid JSON") from None
+        items = obj.get("items") if isinstance(obj, dict) else obj
+        if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+            raise InvalidItems('expected a JSON list of strings (or {"items": [...]})')
+        return {norm for x in items if (norm := normalize_answer(x))}
     return {norm for part in _ITEM_SPLIT.split(text) if (norm := normalize_answer(part))}
 
 
@@ -145,8 +182,12 @@ def set_f1(predicted: set[str], reference: set[str]) -> float:
 
 @reward("set_f1")
 def set_f1_reward(records: Sequence[ExecutionRecord], judge: str, count: JudgingCount | None = None) -> np.ndarray:
-    """Y = set F1 of the answer's items (`answer_items`) against the gold answers, each gold answer
-    one reference item (SQuAD-normalised). Broken records (`malformed`, `length`) score 0. The
+    """Y = bounded set F1 of the answer's items (`answer_items`) against the gold answers, each
+    gold answer one reference item (SQuAD-normalised): the collection study's reward
+    (search-value study §4.1 and Appendix E, "Collection rewards use set precision, recall and
+    F1 against curated atomic reference items"). Invalid outputs (status `malformed`, or a
+    structured answer that is not a list of items) and length failures (status `length`)
+    score 0, as in the study. Incomplete records never get here (they are not scored). The
     judge is not used."""
     out = []
     for r in records:
@@ -154,7 +195,12 @@ def set_f1_reward(records: Sequence[ExecutionRecord], judge: str, count: Judging
             out.append(0.0)
             continue
         gold = {g for a in r.gold_answers if (g := normalize_answer(a))}
-        out.append(set_f1(answer_items(r.final_answer), gold))
+        try:
+            items = answer_items(r.final_answer)
+        except InvalidItems:
+            out.append(0.0)
+            continue
+        out.append(set_f1(items, gold))
     return np.array(out, dtype=float)
 
 
@@ -244,11 +290,14 @@ def support_components(records: Iterable[ExecutionRecord]) -> dict[str, str]:
 
 @dataclass
 class RoleOutcomes:
-    """One role's repeats at every scored state, ordered by `repeat`: rewards, tokens, answers."""
+    """One role's repeats at every scored state, ordered by `repeat`: rewards, tokens, answers,
+    and each repeat's record status (`ok`, `malformed`, `length`; None when not known: treated
+    as `ok`)."""
 
     y: list[np.ndarray]
     tokens: list[np.ndarray]
     answers: list[list[str | None]]
+    status: list[list[str]] | None = None
     m: np.ndarray = field(init=False)
     sum_y: np.ndarray = field(init=False)
     sum_y2: np.ndarray = field(init=False)
@@ -263,7 +312,14 @@ class RoleOutcomes:
         self.mean_tokens = np.array([t.mean() for t in self.tokens], dtype=float)
 
     def subset(self, idx: np.ndarray) -> RoleOutcomes:
-        return RoleOutcomes([self.y[i] for i in idx], [self.tokens[i] for i in idx], [self.answers[i] for i in idx])
+        return RoleOutcomes(
+            [self.y[i] for i in idx], [self.tokens[i] for i in idx], [self.answers[i] for i in idx],
+            [self.status[i] for i in idx] if self.status is not None else None,
+        )
+
+    def statuses(self, i: int) -> list[str]:
+        """The record status of each repeat at state i (`ok` when unknown)."""
+        return list(self.status[i]) if self.status is not None else ["ok"] * len(self.y[i])
 
 
 @dataclass
@@ -304,6 +360,9 @@ class StateTable:
     search: RoleOutcomes
     counts: StateCounts = field(default_factory=StateCounts)
     excluded_keys: set[tuple[str, str]] = field(default_factory=set)
+    #: public per-state feature matrices a study attaches (rows = states), e.g. "public_prefix"
+    #: (`features.prefix_features`) or "minilm" (frozen text embeddings)
+    features: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -327,7 +386,7 @@ class StateTable:
             boundary_kind=self.boundary_kind[idx], t_action=pick(self.t_action), s_action=pick(self.s_action),
             prefix_steps=pick(self.prefix_steps), search_budget=pick(self.search_budget),
             think=self.think.subset(idx), search=self.search.subset(idx), counts=self.counts,
-            excluded_keys=self.excluded_keys,
+            excluded_keys=self.excluded_keys, features={k: v[idx] for k, v in self.features.items()},
         )  # fmt: skip
 
 
@@ -382,7 +441,7 @@ def build_states(
     cols: dict[str, list[Any]] = {k: [] for k in (
         "keys", "qid", "question", "stratum", "component", "boundary", "kind", "t", "s", "prefix", "budget",
     )}  # fmt: skip
-    roles_out: dict[str, dict[str, list[Any]]] = {r: {"y": [], "tok": [], "ans": []} for r in ("T", "S")}
+    roles_out: dict[str, dict[str, list[Any]]] = {r: {"y": [], "tok": [], "ans": [], "st": []} for r in ("T", "S")}
     excluded: set[tuple[str, str]] = set()
     for key, idx in groups.items():
         first = kept[idx[0]]
@@ -406,6 +465,7 @@ def build_states(
                 np.array([kept[i].input_tokens + kept[i].output_tokens for i in members], dtype=float)
             )
             roles_out[role]["ans"].append([kept[i].final_answer for i in members])
+            roles_out[role]["st"].append([kept[i].status for i in members])
         search_rec = kept[by_role["S"][0]]
         budget = search_rec.condition.get("fork.search_budget")
         cols["keys"].append(key)
@@ -419,7 +479,7 @@ def build_states(
         cols["s"].append(s_action)
         cols["prefix"].append(_prefix_steps(first))
         cols["budget"].append(int(budget) if isinstance(budget, int) else None)
-    role = lambda r: RoleOutcomes(roles_out[r]["y"], roles_out[r]["tok"], roles_out[r]["ans"])  # noqa: E731
+    role = lambda r: RoleOutcomes(roles_out[r]["y"], roles_out[r]["tok"], roles_out[r]["ans"], roles_out[r]["st"])  # noqa: E731
     return StateTable(
         keys=cols["keys"], question_id=cols["qid"], question=cols["question"],
         stratum=np.array(cols["stratum"], dtype=object), component=np.array(cols["component"], dtype=object),

@@ -8,27 +8,29 @@ and search rate; value.json reports their stratum-balanced means on the test row
 - `constant`: always T or always S; `best_constant` picks the one with the higher dev utility.
 - `threshold`: S when the forecast gain f = q_S − q_T exceeds τ; τ from a small grid, chosen on
   dev rows at each price (τ = 0, the sign of f, when there are no dev rows).
-- `consistency`: the two-probe router. It answers with T twice (the state's first two T
-  repeats); if the two answers agree (equal after SQuAD normalisation; two empty answers agree)
-  it keeps that answer (reward: the mean of the two probes' rewards), else it runs S (reward Ȳ_S).
-  It always pays for both probes: T = T_1 + T_2 (+ T̄_S when it searches). Scored states have at
-  least two T repeats, so it is defined at every scored state.
-- `sample_informed`: picks the action with the higher mean utility on one half of each
-  action's repeats (the first ⌊m/2⌋ by repeat index) and is scored on the other half, and the
-  same with the halves swapped; the two are averaged. The choosing draws are not charged: it
-  says what knowing a few samples is worth, it is not a deployable router.
+- `consistency`: the two-probe router. Two T probes that agree (both valid, equal after SQuAD
+  normalisation; UNKNOWN, empty and failed outputs disagree) → T, else S. The chosen action is
+  scored on the *other* draws (the remaining T repeats, or the S repeats), averaged over every
+  probe pair (36 paired splits with 4 repeats); it pays for both probes and one continuation.
+  Needs at least 3 T repeats.
+- `sample_informed`: picks the action with the higher mean utility on ⌊m/2⌋ selection draws
+  of each action and is scored on the remaining draws, averaged over every paired split (36
+  with 4 repeats). The selection draws are not charged: it says what knowing a few samples is
+  worth, it is not a deployable router. `split_rule` is the general form (fixed or
+  query-specific gain × fixed or query-specific cost: the decision factorial).
 - `oracle`: per state the action with the higher Ū (plug-in, optimistic with few repeats).
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from branchpoint.evaluation.judges import normalize_answer
-from branchpoint.evaluation.value.outcomes import RoleOutcomes, StateTable
+from branchpoint.evaluation.value.outcomes import RoleOutcomes, StateTable, is_unknown_answer
 from branchpoint.evaluation.value.scores import balanced_mean, utility
 
 TAU_GRID: tuple[float, ...] = (-0.2, -0.1, -0.05, 0.0, 0.05, 0.1, 0.2)
@@ -97,50 +99,147 @@ def best_threshold(
     return best, {f"{t:g}": v for t, v in scores.items()}
 
 
+def valid_probe_answer(answer: str | None, status: str) -> str | None:
+    """The normalised answer of a probe that can agree with another, or None: a probe whose
+    record failed (status other than `ok`: malformed, length) or whose answer is empty or
+    UNKNOWN (`is_unknown_answer`) is not valid and counts as disagreement."""
+    if status != "ok" or is_unknown_answer(answer):
+        return None
+    return normalize_answer(answer or "")
+
+
+def probes_agree(answers: tuple[str | None, str | None], statuses: tuple[str, str]) -> bool:
+    """Two-probe agreement: both probes valid (`valid_probe_answer`) and equal after SQuAD
+    normalisation. Two failed or two UNKNOWN probes do *not* agree."""
+    a = valid_probe_answer(answers[0], statuses[0])
+    b = valid_probe_answer(answers[1], statuses[1])
+    return a is not None and a == b
+
+
 def consistency(states: StateTable, price: float) -> Routed:
-    """Two-probe consistency router: two T answers agree → keep T, else run S; pays for both probes."""
+    """Two-probe consistency router, scored on draws disjoint from its probes.
+
+    Search-value study, Appendix E ("Two-probe consistency compares two valid normalized THINK
+    answers…"): two THINK probes agree (`probes_agree`: both valid, equal after normalisation;
+    UNKNOWN and failed outputs count as disagreement) → THINK, else SEARCH. The *remaining*
+    THINK draws and the SEARCH draws evaluate the selected action, never the probes themselves.
+    Every paired split is averaged: each of the C(m_T, 2) probe pairs of the THINK repeats,
+    crossed with each split of the SEARCH repeats into a (free, unused) selection pair and an
+    evaluation pair (with m = 4 repeats: 6 × 6 = 36 splits). The SEARCH selection pair plays no
+    part in the choice, so averaging the SEARCH evaluation pair over its 6 splits gives exactly
+    Ȳ_S and T̄_S, which is what is computed. Per split
+
+        U = Ȳ_eval(chosen) − λ · (T_probe1 + T_probe2 + T̄_eval(chosen)) / 1000,
+
+    cost = both probes + one selected continuation (the mean tokens of the evaluation draws of
+    the chosen action). With m_T = 4 the THINK evaluation draws are the other two repeats.
+
+    States need m_T ≥ 3 (two probes and at least one THINK draw to evaluate with); the router's
+    utility is NaN at a state with fewer (`consistency_defined` says where it is defined).
+    `info["agreement_rate"]` is the mean share of agreeing probe pairs.
+    """
     n = len(states)
-    util = np.empty(n)
-    tokens = np.empty(n)
-    search = np.empty(n)
+    util = np.full(n, np.nan)
+    tokens = np.full(n, np.nan)
+    search = np.full(n, np.nan)
+    agree_rate = np.full(n, np.nan)
     for i in range(n):
         y, tok, ans = states.think.y[i], states.think.tokens[i], states.think.answers[i]
-        probes = tok[0] + tok[1]
-        agree = normalize_answer(ans[0] or "") == normalize_answer(ans[1] or "")
-        if agree:
-            util[i] = utility(0.5 * (y[0] + y[1]), probes, price)
-            tokens[i] = probes
-        else:
-            util[i] = utility(states.search.mean_y[i], probes + states.search.mean_tokens[i], price)
-            tokens[i] = probes + states.search.mean_tokens[i]
-        search[i] = 0.0 if agree else 1.0
-    return Routed(util, tokens, search)
+        status = states.think.statuses(i)
+        m = len(y)
+        if m < 3:
+            continue
+        s_y, s_tok = float(states.search.mean_y[i]), float(states.search.mean_tokens[i])
+        u_sum = t_sum = s_sum = a_sum = 0.0
+        pairs = list(itertools.combinations(range(m), 2))
+        for a, b in pairs:
+            rest = [k for k in range(m) if k not in (a, b)]
+            probes = float(tok[a] + tok[b])
+            if probes_agree((ans[a], ans[b]), (status[a], status[b])):
+                reward, cont, chose_s = float(np.mean(y[rest])), float(np.mean(tok[rest])), 0.0
+                a_sum += 1.0
+            else:
+                reward, cont, chose_s = s_y, s_tok, 1.0
+            u_sum += float(utility(reward, probes + cont, price))
+            t_sum += probes + cont
+            s_sum += chose_s
+        util[i], tokens[i], search[i] = u_sum / len(pairs), t_sum / len(pairs), s_sum / len(pairs)
+        agree_rate[i] = a_sum / len(pairs)
+    return Routed(util, tokens, search, {"agreement_by_state": agree_rate})
 
 
-def _half_means(out: RoleOutcomes) -> np.ndarray:
-    """(4 × n): mean reward and mean tokens of each state's first ⌊m/2⌋ repeats, then of the rest."""
-    rows = []
-    for y, tok in zip(out.y, out.tokens):
-        cut = len(y) // 2
-        rows.append((y[:cut].sum() / cut, tok[:cut].sum() / cut, y[cut:].sum() / (len(y) - cut),
-                     tok[cut:].sum() / (len(y) - cut)))
-    return np.array(rows, dtype=float).reshape(-1, 4).T
+def consistency_defined(states: StateTable) -> np.ndarray:
+    """Where the consistency router can be scored on disjoint draws: m_T ≥ 3."""
+    return states.think.m >= 3
+
+
+MAX_SPLITS = 70  # splits of one action's repeats: all of them up to m = 8 (C(8, 4) = 70)
+
+
+def selection_splits(m: int, max_splits: int = MAX_SPLITS) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Every split of m repeats into a selection set of ⌊m/2⌋ draws and the evaluation set of
+    the rest, as (selection indices, evaluation indices); with m = 4: the 6 pairs and their
+    complements. Above `max_splits` splits (m > 8) a fixed, seeded sample of `max_splits` of
+    them (deterministic: the same m gives the same splits)."""
+    k = m // 2
+    combos = list(itertools.combinations(range(m), k))
+    if len(combos) > max_splits:
+        pick = np.random.default_rng(m).choice(len(combos), size=max_splits, replace=False)
+        combos = [combos[j] for j in sorted(pick)]
+    return [(c, tuple(j for j in range(m) if j not in c)) for c in combos]
+
+
+def split_means(out: RoleOutcomes, i: int) -> np.ndarray:
+    """(4 × splits) at state i: mean reward and mean tokens of each split's selection draws, then
+    of its evaluation draws (`selection_splits`)."""
+    y, tok = out.y[i], out.tokens[i]
+    rows = [(y[list(sel)].mean(), tok[list(sel)].mean(), y[list(ev)].mean(), tok[list(ev)].mean())
+            for sel, ev in selection_splits(len(y))]  # fmt: skip
+    return np.array(rows, dtype=float).T
+
+
+def split_rule(
+    states: StateTable, price: float, *, fixed_gain: float | None = None, fixed_cost: float | None = None
+) -> Routed:
+    """A selector that picks S when its gain estimate beats its priced cost estimate, scored on
+    draws disjoint from its selection draws, averaged over every paired split.
+
+    Search-value study, §5.4 and Appendix E ("The information factorial crosses query-specific
+    gains and query-specific costs"): per split (a of the T repeats, b of the S repeats; 36 with
+    4 repeats each),
+
+        ĝ = Ȳ_S,sel(b) − Ȳ_T,sel(a)   (query-specific gain)     or  ĝ = `fixed_gain`,
+        ĉ = T̄_S,sel(b) − T̄_T,sel(a)   (query-specific cost)     or  ĉ = `fixed_cost`,
+        choose S iff ĝ − λ·ĉ/1000 > 0 (ties: T),
+        U = Ȳ_eval(chosen) − λ·T̄_eval(chosen)/1000.
+
+    The selection draws are free (not charged). With both query-specific this is the
+    sample-informed selector; with both fixed it is a constant action.
+    """
+    n = len(states)
+    util, tokens, search = np.zeros(n), np.zeros(n), np.zeros(n)
+    for i in range(n):
+        t_sel_y, t_sel_tok, t_ev_y, t_ev_tok = split_means(states.think, i)
+        s_sel_y, s_sel_tok, s_ev_y, s_ev_tok = split_means(states.search, i)
+        gain = (s_sel_y[None, :] - t_sel_y[:, None]) if fixed_gain is None else np.full(
+            (len(t_sel_y), len(s_sel_y)), fixed_gain)
+        cost = (s_sel_tok[None, :] - t_sel_tok[:, None]) if fixed_cost is None else np.full(
+            (len(t_sel_y), len(s_sel_y)), fixed_cost)
+        choose_s = gain - price * cost / 1000.0 > 0
+        u_t = utility(t_ev_y, t_ev_tok, price)[:, None]
+        u_s = utility(s_ev_y, s_ev_tok, price)[None, :]
+        util[i] = float(np.where(choose_s, u_s, u_t).mean())
+        tokens[i] = float(np.where(choose_s, s_ev_tok[None, :], t_ev_tok[:, None]).mean())
+        search[i] = float(choose_s.mean())
+    return Routed(util, tokens, search, {"charges_selection_draws": False})
 
 
 def sample_informed(states: StateTable, price: float) -> Routed:
-    """Choose on one half of the repeats, score on the other half, both ways, averaged."""
-    t_y0, t_tok0, t_y1, t_tok1 = _half_means(states.think)
-    s_y0, s_tok0, s_y1, s_tok1 = _half_means(states.search)
-    halves = (((t_y0, t_tok0), (s_y0, s_tok0)), ((t_y1, t_tok1), (s_y1, s_tok1)))
-    util, tokens, search = np.zeros(len(states)), np.zeros(len(states)), np.zeros(len(states))
-    for pick, score in ((0, 1), (1, 0)):
-        (pt_y, pt_tok), (ps_y, ps_tok) = halves[pick]
-        (et_y, et_tok), (es_y, es_tok) = halves[score]
-        choose_s = utility(ps_y, ps_tok, price) > utility(pt_y, pt_tok, price)
-        util += 0.5 * np.where(choose_s, utility(es_y, es_tok, price), utility(et_y, et_tok, price))
-        tokens += 0.5 * np.where(choose_s, es_tok, et_tok)
-        search += 0.5 * choose_s
-    return Routed(util, tokens, search, {"charges_choosing_draws": False})
+    """Sample-informed selector (search-value study, Appendix E): choose the action with the
+    higher mean utility on ⌊m/2⌋ selection draws per action, score it on the remaining draws;
+    averaged over every paired split (`split_rule` with query-specific gain and cost). The
+    selection draws are free: it measures what a few samples are worth; not deployable."""
+    return split_rule(states, price)
 
 
 def oracle(states: StateTable, price: float) -> Routed:

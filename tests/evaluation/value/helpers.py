@@ -11,16 +11,18 @@ from branchpoint.traces import ExecutionRecord, Judgment
 
 
 def role(ys: Sequence[Sequence[float]], tokens: Sequence[Sequence[float]] | None = None,
-         answers: Sequence[Sequence[str | None]] | None = None) -> RoleOutcomes:
+         answers: Sequence[Sequence[str | None]] | None = None,
+         status: Sequence[Sequence[str]] | None = None) -> RoleOutcomes:
     tokens = tokens or [[100.0] * len(y) for y in ys]
     answers = answers or [[f"a{v}" for v in y] for y in ys]
     return RoleOutcomes([np.asarray(y, dtype=float) for y in ys], [np.asarray(t, dtype=float) for t in tokens],
-                        [list(a) for a in answers])
+                        [list(a) for a in answers], [list(s) for s in status] if status is not None else None)
 
 
 def make_states(think: Sequence[Sequence[float]], search: Sequence[Sequence[float]], *,
                 strata: Sequence[str] | None = None, components: Sequence[str] | None = None,
-                think_tokens=None, search_tokens=None, think_answers=None, kinds=None) -> StateTable:
+                think_tokens=None, search_tokens=None, think_answers=None, kinds=None,
+                think_status=None) -> StateTable:
     """A state table from per-state reward lists (T and S), optional strata / components / tokens."""
     n = len(think)
     return StateTable(
@@ -30,7 +32,7 @@ def make_states(think: Sequence[Sequence[float]], search: Sequence[Sequence[floa
         component=np.array(list(components or [f"q{i}" for i in range(n)]), dtype=object),
         boundary=["initial"] * n, boundary_kind=np.array(list(kinds or ["initial"] * n), dtype=object),
         t_action=["THINK"] * n, s_action=["SEARCH"] * n, prefix_steps=[0] * n, search_budget=[3] * n,
-        think=role(think, think_tokens, think_answers), search=role(search, search_tokens),
+        think=role(think, think_tokens, think_answers, think_status), search=role(search, search_tokens),
     )
 
 

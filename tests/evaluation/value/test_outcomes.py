@@ -84,6 +84,27 @@ def test_set_f1_reward_for_collection_answers():
     assert states.search.y[0] == pytest.approx([0.5, 0.0])
 
 
+def test_set_f1_reward_scores_invalid_and_length_outputs_zero():
+    from branchpoint.evaluation.value.outcomes import InvalidItems
+
+    assert answer_items('["Paris", "rome"]') == {"paris", "rome"}
+    assert answer_items('{"items": ["Oslo"]}') == {"oslo"}
+    assert answer_items("Paris; Rome (it did not include Milan)") == {"paris", "rome it did not include milan"}
+    with pytest.raises(InvalidItems):
+        answer_items('["Paris", ')
+    with pytest.raises(InvalidItems):
+        answer_items('{"items": "Paris"}')
+    answers = [('["Paris", "Rome"]', "ok"), ('["Paris", ', "ok"), ("Paris, Rome", "length"),
+               ("Paris, Rome", "malformed"), ("Paris, Oslo, Rome", "ok"), ("Unknown", "ok")]
+    recs = [fork_record("p", "c", "SEARCH" if i % 2 else "THINK", i // 2, answer=a, status=st, gold=["Paris", "Rome"])
+            for i, (a, st) in enumerate(answers)]
+    states = build_states(recs, reward_name="set_f1")
+    # THINK: valid JSON (1.0), length failure (0), P={paris, oslo, rome} vs G={paris, rome}: 2·2/5
+    assert states.think.y[0] == pytest.approx([1.0, 0.0, 0.8])
+    # SEARCH: broken JSON (invalid: 0), malformed (0), UNKNOWN names nothing (0)
+    assert states.search.y[0] == pytest.approx([0.0, 0.0, 0.0])
+
+
 def test_a_reward_outside_zero_one_is_refused():
     @reward("test_out_of_range")
     def bad(records, judge):

@@ -139,3 +139,30 @@ def test_split_parts_are_unbiased_for_their_targets():
     for part, target in targets.items():
         values = getattr(split, part)
         assert abs(values.mean() - target) < 4 * values.std() / np.sqrt(draws), part
+
+
+def test_oracle_range_from_theta_by_hand():
+    from branchpoint.evaluation.value.scores import oracle_range
+
+    # the study's Test-1632 moments: θ̂ = 0.0490, mean gain 0.0568 → [0, 0.0823]
+    lo, hi = oracle_range(0.0490, 0.0568)
+    assert lo == 0.0 and hi == pytest.approx((0.0490**0.5 - 0.0568) / 2) and round(hi, 4) == 0.0823
+    lo, hi = oracle_range(0.25, -0.1)  # [(0.25 − 0.1)/2, (0.5 − 0.1)/2]
+    assert (lo, hi) == pytest.approx((0.075, 0.2))
+    assert oracle_range(-0.01, 0.0) == (0.0, 0.0)
+
+
+def test_level_split_by_hand_adds_up_to_the_level_risk_difference():
+    from branchpoint.evaluation.value.scores import level_risk, level_split
+    from tests.evaluation.value.helpers import make_states
+
+    # ℓ = (0.2, 0.8); ℓ̂* = (Ȳ_T + Ȳ_S)/2 = (0.1, 0.9); ℓ₀ = 0.4
+    states = make_states(think=[[0, 0, 0, 0, 0], [1, 1, 1, 1, 0]], search=[[1, 0, 0, 0, 0], [1, 1, 1, 1, 1]])
+    level = np.array([0.2, 0.8])
+    target = 0.5 * (states.think.mean_y + states.search.mean_y)
+    assert target == pytest.approx([0.1, 0.9])
+    split = level_split(level.mean(), (level**2).mean(), (level * target).mean(), target.mean(), 0.4)
+    # mean bias (0.5 − 0.5)² − (0.4 − 0.5)² = −0.01; variation (0.34 − 0.25) − 2(0.37 − 0.25) = −0.15
+    assert split.mean_bias == pytest.approx(-0.01) and split.variation == pytest.approx(-0.15)
+    diff = level_risk(level, states.think, states.search) - level_risk(np.full(2, 0.4), states.think, states.search)
+    assert split.total == pytest.approx(diff.mean()) == pytest.approx(-0.16)

@@ -1,0 +1,1 @@
+"""Importers: other frameworks' logs turned into branchpoint traces (`ExecutionRecord`s)."""

@@ -1,0 +1,65 @@
+"""Shared-label audit bounds and three-pair composition, against numbers computed by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from branchpoint.evaluation.value.audit import (
+    brier_contrast,
+    gain_contrast,
+    label_intervals,
+    shared_label_bounds,
+    three_pair_composition,
+)
+from branchpoint.evaluation.value.scores import brier
+from tests.evaluation.value.helpers import make_states
+
+
+def _one_state(search_answers):
+    states = make_states(think=[[1, 0]], search=[[1, 1]], think_answers=[["A", "B"]])
+    states.search.answers[0] = list(search_answers)
+    return states
+
+
+def test_one_shared_variable_for_every_occurrence_of_an_answer():
+    # f = 0.5, b = 0: D = 0.25 − (Ȳ_S − Ȳ_T); per-repeat coefficients +0.5 (THINK), −0.5 (SEARCH)
+    contrast = gain_contrast(np.array([0.5]), np.array([0.0]))
+    low = ([np.array([0.0, 0.0])], [np.array([0.0, 1.0])])  # A uncertain, B fixed 0 | A uncertain, C fixed 1
+    high = ([np.array([1.0, 0.0])], [np.array([1.0, 1.0])])
+    shared = shared_label_bounds(_one_state(["A", "C"]), contrast, low, high)
+    # original: 0.25 − (1 − 0.5) = −0.25; "A" occurs in both actions: coefficient 0.5 − 0.5 = 0, no range
+    assert (shared.original[0], shared.lower[0], shared.upper[0]) == pytest.approx((-0.25, -0.25, -0.25))
+    assert shared.uncertain_pairs == 1
+    # SEARCH's uncertain answer is "D" instead: two variables, A (+0.5) and D (−0.5)
+    apart = shared_label_bounds(_one_state(["D", "C"]), contrast, low, high)
+    # lower: 0.25 + (C: −0.5) + min(0, 0.5) + min(0, −0.5) = −0.75; upper: 0.25 − 0.5 + 0.5 + 0 = 0.25
+    assert (apart.lower[0], apart.upper[0]) == pytest.approx((-0.75, 0.25)) and apart.uncertain_pairs == 2
+    # inclusion probability 0.5: corrections doubled: A (0 − 0.5)/0.5 = −1, D (−0.5 − (−0.5))/0.5 = 0
+    sampled = shared_label_bounds(_one_state(["D", "C"]), contrast, low, high, inclusion=np.array([0.5]))
+    assert sampled.lower[0] == pytest.approx(0.25 - 0.5 + (0.5 - 1.0) + (-0.5))
+    # audit-sampling variance of the lower bound's corrections: (−0.5)²·(1 − 0.5)/0.5² + 0 = 0.5
+    assert sampled.sampling_variance[0] == pytest.approx(0.5) and apart.sampling_variance == (0.0, 0.0)
+
+
+def test_brier_contrast_is_linear_in_the_rewards():
+    states = make_states(think=[[1, 0, 1]], search=[[0, 1]])
+    qa, qb = (np.array([0.3]), np.array([0.8])), (np.array([0.6]), np.array([0.4]))
+    c = brier_contrast(qa[0], qa[1], qb[0], qb[1])
+    direct = brier(*qa, states.think, states.search) - brier(*qb, states.think, states.search)
+    assert c.const + c.alpha_think * states.think.mean_y + c.alpha_search * states.search.mean_y == pytest.approx(direct)
+
+
+def test_label_intervals_from_two_panels():
+    a = ([np.array([1.0, 0.0])], [np.array([1.0])])
+    b = ([np.array([1.0, 1.0])], [np.array([0.0])])
+    low, high = label_intervals(a, b)
+    assert low[0][0].tolist() == [1.0, 0.0] and high[0][0].tolist() == [1.0, 1.0]
+    assert low[1][0].tolist() == [0.0] and high[1][0].tolist() == [1.0]
+
+
+def test_three_pair_composition_by_hand():
+    q_t, q_s = three_pair_composition(np.array([0.6, 0.9]), np.array([0.1, 0.05]), np.array([0.3, 0.2]),
+                                      np.array([0.2, -0.1]))
+    # Δ_BY = 0.1 + 0.3 − 0.2 = 0.2 → q_S = 0.8; second: 0.05 + 0.2 + 0.1 = 0.35 → 1.25 clipped to 1
+    assert q_t.tolist() == [0.6, 0.9] and q_s == pytest.approx([0.8, 1.0])
