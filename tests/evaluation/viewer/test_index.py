@@ -71,7 +71,7 @@ def test_a_line_that_breaks_the_schema_is_an_error_row_and_the_rest_is_shown(stu
     os.utime(run / JUDGED_FILE)
     index = RunIndex.open(run).build()
     errors = {(e.file, e.line): e.message for e in index.errors}
-    assert 'field "steps.0.kind"' in errors[(FORKS_FILE, 4)]
+    assert 'field "steps.0.kind' in errors[(FORKS_FILE, 4)]
     assert "invalid JSON" in errors[(FORKS_FILE, 6)]
     assert 'field "answerable"' in errors[(JUDGED_FILE, 2)]
     assert len([e for e in index.order if index.entry(e).row["kind"] == "fork"]) == len(lines) - 2
