@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from branchpoint.errors import BranchpointError
+from branchpoint.redact import redact
 from branchpoint.traces import TraceError
 
 app = typer.Typer(
@@ -48,7 +50,12 @@ def friendly_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except (BranchpointError, TraceError) as exc:
-            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, markup=True, soft_wrap=True)
+            raise typer.Exit(code=2) from None
+        except sqlite3.DatabaseError as exc:  # damage found mid-run, past the checks made before it
+            message = (f"a SQLite database of the run is damaged ({exc}); `branchpoint runs verify RUN_DIR` tells "
+                       "which: the caches can be deleted and rebuilt, checkpoints.sqlite cannot")
+            err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
             raise typer.Exit(code=2) from None
 
     return wrapper  # type: ignore[return-value]
@@ -94,6 +101,10 @@ def run(
 ) -> None:
     """Run every missing execution of a spec; rerunning a finished spec makes no model call.
 
+    Exit code 0: every planned execution is recorded; 3: some are incomplete (transport faults),
+    the printed command resumes them; 2: bad input (nothing written), or the run folder is in use
+    by another writer.
+
     Example: branchpoint run experiments/quickstart.yaml --out runs/quickstart
 
     Example: branchpoint run experiments/sweep.yaml --executor ray --ray-address auto --concurrency 32
@@ -136,12 +147,36 @@ def run(
             log_requests=log_requests,
         )
     _print_summary(summary)
+    incomplete = summary.statuses.get("incomplete", 0)
     if loaded.fork is not None:
         from branchpoint.experiments.forking import fork_run
 
-        _print_fork_summary(fork_run(
+        fork_summary = fork_run(
             run_dir, loaded.fork, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests
-        ))
+        )
+        _print_fork_summary(fork_summary)
+        incomplete += fork_summary.statuses.get("incomplete", 0)
+    resume = ["branchpoint", "run", str(spec), "--out", str(run_dir)]
+    resume += [*(["--limit", str(limit)] if limit else []), *(["--concurrency", str(concurrency)] if concurrency > 1 else [])]
+    resume += [*(["--executor", executor] if executor != "local" else []), *(["--processes", str(processes)] if processes > 1 else [])]
+    _exit_if_incomplete(incomplete, "executions", resume, checkpoints)
+
+
+def _exit_if_incomplete(incomplete: int, what: str, resume: list[str] | None, checkpoints: str | None) -> None:
+    """Exit code 3 when some executions were cut short (transport faults), printing the command
+    that redoes them (None: the same command; the URL of --checkpoints is not printed: it may
+    hold a password)."""
+    if not incomplete:
+        return
+    import shlex
+
+    hint = " (with the same --checkpoints or BRANCHPOINT_CHECKPOINTS)" if checkpoints else ""
+    command = shlex.join(resume) if resume else "the same command again"
+    console.print(
+        f"[bold yellow]{incomplete} {what} incomplete[/] (transport faults: recorded as incomplete, never "
+        f"scored); to resume them: {escape(command)}{hint}", soft_wrap=True, highlight=False,
+    )  # fmt: skip
+    raise typer.Exit(code=3)
 
 
 @app.command()
@@ -423,6 +458,9 @@ def fork(
 
     Branches sample (default temperature 0.6, top-p 0.95) with one recorded seed per repeat.
 
+    Exit code 0: every planned branch is recorded; 3: some are incomplete (run the same command
+    again); 2: bad input, or the run folder is in use by another writer.
+
     Example: branchpoint fork runs/fork-study --actions THINK,SEARCH,STOP,SWITCH --repeats 4
     --switch-source demo_chunks --minimal-search
 
@@ -436,9 +474,9 @@ def fork(
         checkpoints=checkpoint or None, minimal_search=minimal_search, concurrency=concurrency,
         **_sampling_options(temperature, top_p, seed, allow_identical_repeats),
     )  # fmt: skip
-    _print_fork_summary(
-        fork_run(run_dir, plan, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests)
-    )
+    summary = fork_run(run_dir, plan, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests)
+    _print_fork_summary(summary)
+    _exit_if_incomplete(summary.statuses.get("incomplete", 0), "branches", None, checkpoints)
 
 
 def _print_fork_summary(summary: Any, file: str = "forks.jsonl", what: str = "branches") -> None:
@@ -600,6 +638,14 @@ def value(
         for key in ("n_missing", "n_unknown", "n_unscored_state", "n_malformed"):
             if info.get(key):
                 console.print(f"[yellow]{name}[/]: {key} = {info[key]}", soft_wrap=True)
+        if info.get("n_lines") and info.get("n_unknown", 0) + info.get("n_unscored_state", 0) == info["n_lines"]:
+            examples = "; ".join(info.get("unknown_examples") or [])
+            console.print(
+                f"[bold yellow]warning:[/] {escape(str(info.get('file', name)))}: none of its {info['n_lines']} forecasts "
+                "matches a scored state of this fork study (is it for another run? its keys are parent_execution_id "
+                f"and checkpoint_id{', e.g. ' + escape(examples) if examples else ''}); {name} is scored as 0.5 everywhere",
+                soft_wrap=True, highlight=False,
+            )  # fmt: skip
     target = out or (path if path.is_dir() else path.parent)
     console.print(f"wrote {target / 'value.json'}")
 

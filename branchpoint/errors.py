@@ -15,3 +15,7 @@ class StaleIndexError(InputError):
 
 class ModelServerError(BranchpointError):
     """A model server that could not be started, reached or understood."""
+
+
+class DamagedFileError(InputError):
+    """A database file of a run (checkpoints, retrieval or judge cache) that SQLite cannot read."""

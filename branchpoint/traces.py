@@ -223,11 +223,69 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+#: A run folder's passage store: each retrieved passage's text once, `{"ref", "text"}` per line.
+#: Records written by the run store carry `text_ref` instead of `text` in `steps[].retrieved[]`;
+#: every reader here puts the text back, so consumers see the inline form (which is also valid).
+PASSAGES_FILE = "passages.jsonl"
+
+
+def passage_ref(text: str) -> str:
+    """The key of a passage text in a passage store (a hash of the text)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+class PassageResolver:
+    """Puts passage texts back into records that refer to the passage store beside their file.
+
+    The store is read on the first reference only (inline traces never touch it); a torn last
+    line (a crash mid-append: its record was never written) is ignored.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._texts: dict[str, str] | None = None
+
+    def _load(self) -> dict[str, str]:
+        texts: dict[str, str] = {}
+        if self.path.is_file():
+            with self.path.open("rb") as fh:
+                for lineno, raw in iter_raw_lines(fh, self.path):
+                    if not raw.endswith(b"\n"):
+                        break
+                    obj = parse_json_line(raw, self.path, lineno)
+                    if obj is None:
+                        continue
+                    if not isinstance(obj.get("ref"), str) or not isinstance(obj.get("text"), str):
+                        raise TraceError(f'{self.path} line {lineno}: expected {{"ref": str, "text": str}}')
+                    texts[obj["ref"]] = obj["text"]
+        return texts
+
+    def resolve(self, obj: dict[str, Any], where: str) -> dict[str, Any]:
+        """`obj` (a record as parsed JSON) with every `text_ref` replaced by its text, in place."""
+        for step in obj.get("steps") or ():
+            if not isinstance(step, dict):
+                continue
+            for doc in step.get("retrieved") or ():
+                if isinstance(doc, dict) and "text_ref" in doc:
+                    if self._texts is None:
+                        self._texts = self._load()
+                    ref = doc.pop("text_ref")
+                    if ref not in self._texts:
+                        raise TraceError(f"{where}: passage {ref!r} is not in {self.path} (the run's passage store)")
+                    doc["text"] = self._texts[ref]
+        return obj
+
+
 def iter_records(path: str | Path) -> Iterator[ExecutionRecord]:
-    """Validated records one at a time (a large file is never held whole); errors as `read_records`."""
+    """Validated records one at a time (a large file is never held whole); errors as `read_records`.
+
+    Passages stored once in the run's passage store (`passages.jsonl` beside the file) are put
+    back into the records; inline passages are read as they are.
+    """
+    resolver = PassageResolver(Path(path).parent / PASSAGES_FILE)
     for lineno, obj in iter_json_lines(path):
         try:
-            yield ExecutionRecord.model_validate(obj)
+            yield ExecutionRecord.model_validate(resolver.resolve(obj, f"{path} line {lineno}"))
         except ValidationError as exc:
             raise TraceError(f"{path} line {lineno}: {describe_validation_error(exc)}") from None
 
@@ -262,9 +320,29 @@ def write_files_atomically(files: dict[Path, str]) -> None:
                 tmp.unlink()
 
 
+class RecordTooLargeError(TraceError):
+    """A record whose line would be longer than the readers accept (MAX_LINE_BYTES)."""
+
+
+def check_line_size(line: str, execution_id: str, where: str | Path) -> int:
+    """The line's size in bytes; RecordTooLargeError when readers would refuse it."""
+    size = len(line.encode("utf-8"))
+    if size > MAX_LINE_BYTES:
+        raise RecordTooLargeError(
+            f"{where}: the record of execution {execution_id[:12]} is {size} bytes, more than the "
+            f"{MAX_LINE_BYTES} bytes one trace line may have (readers would refuse the file)"
+        )
+    return size
+
+
 def write_records(path: str | Path, records: list[ExecutionRecord]) -> None:
-    """Write records atomically: to a temporary file beside `path`, then rename over it."""
+    """Write records atomically: to a temporary file beside `path`, then rename over it.
+
+    A record longer than MAX_LINE_BYTES is a RecordTooLargeError (nothing is written).
+    """
     lines = [dump_record(ExecutionRecord.model_validate(rec.model_dump())) + "\n" for rec in records]
+    for rec, line in zip(records, lines):
+        check_line_size(line, rec.execution_id, path)
     write_files_atomically({Path(path): "".join(lines)})
 
 

@@ -12,7 +12,27 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from branchpoint.checkpoints.postgres import is_postgres_url, postgres_checkpointer
+from branchpoint.checkpoints.postgres import is_postgres_url, mask_url, postgres_checkpointer
+from branchpoint.dbfiles import CHECKPOINTS_HINT, damaged, probe
+from branchpoint.errors import InputError
+
+#: What a checkpoint store may be, as said to people.
+ACCEPTED_TARGETS = "a .sqlite file path or a postgres:// / postgresql:// URL"
+
+
+def check_target(target: str | Path, option: str = "--checkpoints") -> str:
+    """The checkpoint store `target` if it is a `.sqlite` path or a PostgreSQL URL; else InputError.
+
+    Anything else (`mysql://x`, a mistyped `postgresq://user:pw@host`, `states.db`) would be
+    taken as a SQLite path: states outside the run folder, a password in a folder name.
+    """
+    text = str(target).strip()
+    if is_postgres_url(text):
+        return text
+    if "://" in text or not text.lower().endswith(".sqlite"):
+        shown = mask_url(text) if "://" in text else text
+        raise InputError(f"{option} {shown!r}: expected {ACCEPTED_TARGETS}")
+    return str(target)
 
 
 def safe_serde() -> JsonPlusSerializer:
@@ -35,13 +55,17 @@ def sqlite_checkpointer(path: str | Path) -> Iterator[SqliteSaver]:
     concurrent `graph.invoke` from a thread pool into this one saver is tested.
     """
     path = Path(path)
+    probe(path, "checkpoint database", CHECKPOINTS_HINT, ("checkpoints", "writes"))
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(path), check_same_thread=False)
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        saver = SqliteSaver(conn, serde=safe_serde())
-        saver.setup()
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            saver = SqliteSaver(conn, serde=safe_serde())
+            saver.setup()
+        except sqlite3.DatabaseError as exc:  # not a database, or pages SQLite cannot read
+            raise damaged(path, "checkpoint database", exc, CHECKPOINTS_HINT) from None
         yield saver
     finally:
         conn.close()
@@ -50,7 +74,9 @@ def sqlite_checkpointer(path: str | Path) -> Iterator[SqliteSaver]:
 @contextmanager
 def open_checkpointer(target: str | Path, *, pool_size: int = 8) -> Iterator[BaseCheckpointSaver]:
     """The checkpointer for `target`: a `postgresql://` (or `postgres://`) URL opens a pooled
-    `PostgresSaver`; anything else is a SQLite file path. Share the one saver for the whole run."""
+    `PostgresSaver`; else a `.sqlite` file path (anything else: InputError, see `check_target`).
+    Share the one saver for the whole run."""
+    check_target(target, "checkpoint store")
     if is_postgres_url(target):
         with postgres_checkpointer(str(target).strip(), pool_size=pool_size) as saver:
             yield saver

@@ -44,10 +44,17 @@ class JudgeCache:
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(self.path) if self.path is not None else ":memory:")
-        if self.path is not None:
-            self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(_SCHEMA)
-        self._db.commit()
+        try:
+            if self.path is not None:
+                self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(_SCHEMA)
+            self._db.commit()
+            self._db.execute("SELECT COUNT(*) FROM judgments").fetchone()
+        except sqlite3.DatabaseError as exc:  # not a database, or pages SQLite cannot read
+            self._db.close()
+            from branchpoint.dbfiles import CACHE_HINT, damaged
+
+            raise damaged(self.path, "judge cache", exc, CACHE_HINT) from None
 
     def get(self, key: str) -> tuple[str, str | None] | None:
         row = self._db.execute("SELECT label, raw FROM judgments WHERE key = ?", (key,)).fetchone()

@@ -71,7 +71,7 @@ from branchpoint.experiments.runner import (
     with_request_log,
 )
 from branchpoint.experiments.spec import ExperimentSpec, expand_conditions, load_spec
-from branchpoint.experiments.store import RunStore
+from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.models import TransportError
 from branchpoint.models.request_log import current_execution
 from branchpoint.traces import (
@@ -471,6 +471,7 @@ def fork_run(
     parents = parent_records(store, plan.executions, include_branches=plan.checkpoints is not None)
     summary = ForkSummary(run_dir=store.run_dir)
     with ExitStack() as stack:
+        stack.enter_context(run_lock(store.run_dir, "fork"))  # one writer per run folder
         saver = stack.enter_context(open_checkpointer(store.checkpoint_target(checkpoints)))
         tasks, skipped = plan_study(saver, store, spec, plan, parents)
         summary.illegal_skipped = dict(skipped)
@@ -515,6 +516,7 @@ def replay_run(
     parents = parent_records(store, [execution])
     summary = ForkSummary(run_dir=store.run_dir)
     with ExitStack() as stack:
+        stack.enter_context(run_lock(store.run_dir, "replay"))  # one writer per run folder
         saver = stack.enter_context(open_checkpointer(store.checkpoint_target(checkpoints)))
         parent = parents[0]
         resolved = condition_specs(spec).get(_condition_key(base_condition(parent.condition)))

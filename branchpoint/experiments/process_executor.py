@@ -17,7 +17,6 @@ The processes share the model server, so the model must be one they can all reac
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import multiprocessing.queues
 import os
@@ -32,6 +31,7 @@ from typing import Any
 
 
 from branchpoint.errors import BranchpointError, InputError
+from branchpoint.processes import die_with_parent
 from branchpoint.experiments.ray_executor import (
     SHARDS_DIR,
     ShardMerger,
@@ -43,13 +43,15 @@ from branchpoint.experiments.ray_executor import (
 from branchpoint.experiments.runner import (
     PlannedExecution,
     RunSummary,
+    check_run_dir,
+    check_sources,
     missing_work,
     plan_executions,
     progress_bar,
     select_questions,
 )
 from branchpoint.experiments.spec import ExperimentSpec
-from branchpoint.experiments.store import RunStore
+from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, TraceError
 
 #: Model providers whose server the processes can share.
@@ -60,11 +62,7 @@ SHARD_PREFIX = "local-"
 
 def _die_with_parent() -> None:
     """In a worker: on Linux, receive SIGKILL when the driver dies (even by SIGKILL)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:  # not Linux: workers finish their part and exit
-        pass
+    die_with_parent(signal.SIGKILL)  # not Linux: workers finish their part and exit
 
 
 def _context() -> multiprocessing.context.BaseContext:
@@ -107,7 +105,25 @@ def run_experiment_processes(
         )
     started = time.perf_counter()
     store = RunStore(run_dir)
-    store.create(spec.model_dump(mode="json"))
+    store.checkpoint_target(checkpoints)  # a malformed --checkpoints: refused before any write
+    with run_lock(store.run_dir) as lock:  # one writer per run folder; the workers run under it
+        check_run_dir(store, spec, checkpoints)
+        left = [f for f in ShardMerger.shard_dirs_of(store) if f.name.startswith(SHARD_PREFIX)]
+        done = store.finished_ids()
+        missing = [p for p in plan if p.execution_id not in done]
+        if not missing and not left:
+            return missing_work(plan, done, store.run_dir, started)[1]
+        check_sources(missing)
+        lock.committed = True
+        store.create(spec.model_dump(mode="json"))
+        return _run_locked(spec, store, plan, processes, progress, checkpoints, concurrency, started)
+
+
+def _run_locked(
+    spec: ExperimentSpec, store: RunStore, plan: list[PlannedExecution], processes: int, progress: bool,
+    checkpoints: str | None, concurrency: int, started: float,
+) -> RunSummary:
+    """`run_experiment_processes` once the run folder is locked and its spec written."""
     merger = ShardMerger(store, checkpoints)
     for folder in merger.shard_dirs():  # what a killed run left: fold it, then drop it
         if folder.name.startswith(SHARD_PREFIX):

@@ -47,6 +47,8 @@ from branchpoint.errors import BranchpointError, InputError
 from branchpoint.experiments.runner import (
     PlannedExecution,
     RunSummary,
+    check_run_dir,
+    check_sources,
     missing_work,
     plan_executions,
     progress_bar,
@@ -54,9 +56,9 @@ from branchpoint.experiments.runner import (
     select_questions,
 )
 from branchpoint.experiments.spec import ExperimentSpec, condition_fingerprint
-from branchpoint.experiments.store import RunStore
+from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.retrieval.cache import RetrievalCache
-from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, TraceError, dump_record
+from branchpoint.traces import EXECUTIONS_FILE, PASSAGES_FILE, ExecutionRecord, PassageResolver, TraceError, dump_record
 
 log = logging.getLogger(__name__)
 
@@ -162,17 +164,20 @@ def complete_records(path: Path) -> list[ExecutionRecord]:
     """The records of a trace file's complete lines (a torn last line, still being written, is left)."""
     data = path.read_bytes() if path.is_file() else b""
     records = []
+    resolver = PassageResolver(path.parent / PASSAGES_FILE)  # the shard's own passage store
     for lineno, raw in enumerate(data[: data.rfind(b"\n") + 1].splitlines(), start=1):
         if raw.strip():
             try:
-                records.append(ExecutionRecord.model_validate_json(raw))
+                obj = resolver.resolve(json.loads(raw), f"{path} line {lineno}")
+                records.append(ExecutionRecord.model_validate(obj))
             except ValueError as exc:
                 raise TraceError(f"{path} line {lineno}: not a valid record ({exc})") from None
     return records
 
 
 def merge_sqlite_tables(
-    target: Path, source: Path, tables: Iterable[str], conflict: str, replace_threads: bool = False
+    target: Path, source: Path, tables: Iterable[str], conflict: str, replace_threads: bool = False,
+    skip_threads: Iterable[str] = (),
 ) -> int:
     """Copy every row of `tables` from `source` into `target` (same schema); returns rows copied.
 
@@ -180,24 +185,30 @@ def merge_sqlite_tables(
     `replace_threads`, every `thread_id` the source holds is first deleted from the target's
     tables: a shard's database is the whole truth about its threads (an execution redone there
     was cleared there first), so rows of an abandoned attempt folded earlier do not survive.
+    Threads in `skip_threads` (executions the run already recorded from elsewhere, e.g. redone by
+    a run without this shard) are left as the target has them, neither deleted nor copied.
     """
     conn = sqlite3.connect(str(target), timeout=30)
     try:
         conn.execute("ATTACH DATABASE ? AS shard", (str(source),))
+        conn.execute("CREATE TEMP TABLE skip_threads (thread_id TEXT PRIMARY KEY)")
+        conn.executemany("INSERT OR IGNORE INTO temp.skip_threads VALUES (?)", [(str(t),) for t in skip_threads])
         copied = 0
         with conn:
+            present = [t for t in tables if conn.execute(f"PRAGMA shard.table_info({t})").fetchall()]
+            threaded = {t for t in present
+                        if "thread_id" in {row[1] for row in conn.execute(f"PRAGMA shard.table_info({t})")}}
+            keep = "thread_id NOT IN (SELECT thread_id FROM temp.skip_threads)"
             if replace_threads:
-                present = [t for t in tables if conn.execute(f"PRAGMA shard.table_info({t})").fetchall()]
-                threads = " UNION ".join(f"SELECT thread_id FROM shard.{t}" for t in present)
+                threads = " UNION ".join(f"SELECT thread_id FROM shard.{t}" for t in present if t in threaded)
                 for table in present if threads else ():
-                    conn.execute(f"DELETE FROM main.{table} WHERE thread_id IN ({threads})")
-            for table in tables:
+                    conn.execute(f"DELETE FROM main.{table} WHERE thread_id IN ({threads}) AND {keep}")
+            for table in present:
                 columns = [row[1] for row in conn.execute(f"PRAGMA shard.table_info({table})")]
-                if not columns:
-                    continue
                 names = ", ".join(f'"{c}"' for c in columns)
+                where = f" WHERE {keep}" if table in threaded else ""
                 cur = conn.execute(
-                    f"INSERT OR {conflict} INTO main.{table} ({names}) SELECT {names} FROM shard.{table}"
+                    f"INSERT OR {conflict} INTO main.{table} ({names}) SELECT {names} FROM shard.{table}{where}"
                 )
                 copied += max(cur.rowcount, 0)
         conn.execute("DETACH DATABASE shard")
@@ -264,7 +275,8 @@ class ShardMerger:
             db = shard_dir / "checkpoints.sqlite"
             found = db.is_file()
             if found:
-                merge_sqlite_tables(self._target(db.name), db, CHECKPOINT_TABLES, "REPLACE", replace_threads=True)
+                merge_sqlite_tables(self._target(db.name), db, CHECKPOINT_TABLES, "REPLACE", replace_threads=True,
+                                    skip_threads=self._finished)
         cache = shard_dir / "retrieval_cache.sqlite"
         if cache.is_file():  # first writer wins, as within the cache itself
             merge_sqlite_tables(self._target(cache.name), cache, CACHE_TABLES, "IGNORE")
@@ -274,11 +286,16 @@ class ShardMerger:
         """The shard folders present in the run folder (leftovers of an interrupted removal are
         removed here: their content was folded before they were renamed)."""
         root = self.store.run_dir / SHARDS_DIR
-        if not root.is_dir():
-            return []
-        for leftover in root.glob(".folded-*"):
-            shutil.rmtree(leftover, ignore_errors=True)
-        return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        if root.is_dir():
+            for leftover in root.glob(".folded-*"):
+                shutil.rmtree(leftover, ignore_errors=True)
+        return self.shard_dirs_of(self.store)
+
+    @staticmethod
+    def shard_dirs_of(store: RunStore) -> list[Path]:
+        """The shard folders present in a run folder (read-only; half-removed ones left out)."""
+        root = store.run_dir / SHARDS_DIR
+        return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
 
     def remove(self, shard_dir: Path) -> None:
         """Delete a folded shard folder (renamed first, so a half-deleted one is never refolded)."""
@@ -441,7 +458,23 @@ def run_experiment_ray(
     started = time.perf_counter()
     plan = plan_executions(spec, select_questions(spec))  # validates names before anything is written
     store = RunStore(run_dir)
-    store.create(spec.model_dump(mode="json"))
+    with run_lock(store.run_dir) as lock:  # one writer per run folder; the shards write their own folders
+        check_run_dir(store, spec, checkpoints)
+        done = store.finished_ids()
+        missing = [p for p in plan if p.execution_id not in done]
+        if not missing and not ShardMerger.shard_dirs_of(store):
+            return missing_work(plan, done, store.run_dir, started)[1]
+        check_sources(missing)
+        lock.committed = True
+        store.create(spec.model_dump(mode="json"))
+        return _run_ray_locked(ray, spec, store, plan, progress, checkpoints, concurrency, address, num_cpus, started)
+
+
+def _run_ray_locked(
+    ray: Any, spec: ExperimentSpec, store: RunStore, plan: list[PlannedExecution], progress: bool,
+    checkpoints: str | None, concurrency: int, address: str | None, num_cpus: int | None, started: float,
+) -> RunSummary:
+    """`run_experiment_ray` once the run folder is locked and its spec written."""
     merger = ShardMerger(store, checkpoints)
     merger.recover()
     todo, summary = missing_work(plan, merger.finished_ids(), store.run_dir, started)

@@ -35,7 +35,7 @@ from branchpoint.experiments.loaders import balanced_sample, load_questions
 from branchpoint.experiments.multiturn import history_for
 from branchpoint.experiments.questions import Question, demo_corpus_path
 from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
-from branchpoint.experiments.store import RunStore
+from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.models import ModelClient, TransportError, open_model
 from branchpoint.models.request_log import REQUESTS_FILE, RequestLog, current_execution
 from branchpoint.retrieval import RetrievalSource, open_source
@@ -171,51 +171,70 @@ class SourcePool:
     """Opens each retrieval source once per run (indexes are cached on disk by corpus hash).
 
     With `cache_path`, every source goes through the run's persistent retrieval cache, so
-    repeated executions (forks, reruns) get exactly the same evidence for the same query.
+    repeated executions (forks, reruns) get exactly the same evidence for the same query. The
+    cache file is opened on first use: `prepare` opens (and so validates) a spec's sources
+    without writing anything into the run folder.
     """
 
     def __init__(self, progress: bool, cache_path: Path | None = None) -> None:
+        self._raw: dict[str, RetrievalSource] = {}
         self._open: dict[str, RetrievalSource] = {}
         self._progress = progress
         self._lock = threading.Lock()
-        self._cache = RetrievalCache(cache_path) if cache_path is not None else None
+        self._cache_path = cache_path
+        self._cache: RetrievalCache | None = None
+
+    def _opened(self, key: str, name: str, source: SourceSpec) -> RetrievalSource:
+        """The source itself (no cache), opened (and if needed built) the first time; lock held."""
+        if key not in self._raw:
+            if source.kind == "searchr1":
+                # Imported here: the HTTP client is only needed by specs that name a server.
+                from branchpoint.retrieval.searchr1 import SearchR1Source
+
+                self._raw[key] = SearchR1Source(name, str(source.url))
+            else:
+                self._raw[key] = open_source(
+                    name,
+                    kind=source.kind,
+                    corpus=corpus_path(source),
+                    fmt=source.format,
+                    encoder=source.encoder_name,
+                    chunk_words=source.chunk_words,
+                    index_kind=source.index_kind,
+                    index=source.index,
+                    index_params=source.index_params,
+                    device=source.device,
+                    progress=self._progress,
+                )
+        return self._raw[key]
+
+    def prepare(self, spec: ExperimentSpec) -> None:
+        """Open every source a condition searches (a corpus that does not parse, a stale index:
+        InputError now, before the run folder is written)."""
+        if spec.agent.search:
+            for name, source in spec.retrieval.sources.items():
+                key = json.dumps([name, source.model_dump()], sort_keys=True)
+                with self._lock:
+                    self._opened(key, name, source)
 
     def get(self, name: str, source: SourceSpec) -> RetrievalSource:
-        """The source for `name`, opening (and if needed building) its index the first time."""
+        """The source for `name` (through the run's retrieval cache, if any)."""
         key = json.dumps([name, source.model_dump()], sort_keys=True)
         with self._lock:
             if key not in self._open:
-                opened: RetrievalSource
-                if source.kind == "searchr1":
-                    # Imported here: the HTTP client is only needed by specs that name a server.
-                    from branchpoint.retrieval.searchr1 import SearchR1Source
-
-                    opened = SearchR1Source(name, str(source.url))
-                else:
-                    opened = open_source(
-                        name,
-                        kind=source.kind,
-                        corpus=corpus_path(source),
-                        fmt=source.format,
-                        encoder=source.encoder_name,
-                        chunk_words=source.chunk_words,
-                        index_kind=source.index_kind,
-                        index=source.index,
-                        index_params=source.index_params,
-                        device=source.device,
-                        progress=self._progress,
-                    )
-                if self._cache is not None:
+                opened = self._opened(key, name, source)
+                if self._cache_path is not None:
+                    if self._cache is None:
+                        self._cache = RetrievalCache(self._cache_path)
                     opened = CachedSource(opened, self._cache, source_params(opened))
                 self._open[key] = opened
             return self._open[key]
 
     def close(self) -> None:
         """Close the retrieval cache's database and the sources that hold connections."""
-        for opened in self._open.values():
-            inner = getattr(opened, "inner", opened)
-            if callable(getattr(inner, "close", None)):
-                inner.close()
+        for opened in self._raw.values():
+            if callable(getattr(opened, "close", None)):
+                opened.close()
         if self._cache is not None:
             self._cache.close()
 
@@ -225,6 +244,50 @@ class SourcePool:
             return None
         sources = {name: self.get(name, s) for name, s in spec.retrieval.sources.items()}
         return SearchTool(sources, spec.retrieval.default, top_k=spec.agent.top_k)
+
+
+def check_run_dir(store: RunStore, spec: ExperimentSpec, checkpoints: str | None) -> None:
+    """Everything about the run folder that can refuse a run, read-only (before the first write):
+    it holds no other spec's run (`check_same_run`), and its databases are readable."""
+    from branchpoint.dbfiles import CACHE_HINT, CHECKPOINTS_HINT, probe
+    from branchpoint.experiments.spec import check_same_run, load_spec
+
+    recorded = store.run_dir / "spec.yaml"
+    if recorded.is_file():
+        check_same_run(load_spec(recorded, check_policy=False), spec, store.run_dir)
+    if checkpoints is None:
+        probe(store.checkpoints_path, "checkpoint database", CHECKPOINTS_HINT, ("checkpoints", "writes"))
+    probe(store.run_dir / "retrieval_cache.sqlite", "retrieval cache", CACHE_HINT, ("retrieval_cache",))
+
+
+def check_sources(todo: Iterable[PlannedExecution]) -> None:
+    """Read every corpus the planned executions search, and check every saved index directory
+    against it, without loading an encoder or building anything (the check of the executors
+    whose workers open the sources themselves): a corpus that is not JSON, not UTF-8 or empty,
+    or an index of another corpus, kind or build parameters, is an InputError before the run
+    folder is written."""
+    from branchpoint.retrieval import load_corpus
+    from branchpoint.retrieval.corpus import chunk_passages, corpus_fingerprint
+    from branchpoint.retrieval.index import check_manifest, read_manifest
+
+    seen: set[str] = set()
+    for spec in {id(p.spec): p.spec for p in todo}.values():  # one spec object per condition
+        if not spec.agent.search:
+            continue
+        for source in spec.retrieval.sources.values():
+            key = source.model_dump_json()
+            corpus = corpus_path(source)
+            if corpus is None or key in seen:
+                continue
+            seen.add(key)
+            passages = load_corpus(corpus, source.format)
+            index = Path(source.index) if source.index is not None else None
+            if index is not None and index.is_dir():
+                if source.chunk_words is not None:
+                    passages = chunk_passages(passages, source.chunk_words)
+                kind = "bm25" if source.kind == "bm25" else source.index_kind
+                check_manifest(read_manifest(index), index / "manifest.json", kind=kind,
+                               expected_fingerprint=corpus_fingerprint(passages), params=source.index_params)
 
 
 def identity_fields(planned: PlannedExecution, run_id: str) -> dict[str, Any]:
@@ -492,49 +555,64 @@ def run_experiment(
                 f"{spec.name!r} here (do the spec or its question files differ between machines?)"
             )
     store = RunStore(run_dir)
-    store.create(spec.model_dump(mode="json"))
-    todo, summary = missing_work(plan, store.finished_ids(), store.run_dir, started)
-    if not todo:
-        return summary
+    target = store.checkpoint_target(checkpoints)
+    with ExitStack() as stack:
+        lock = stack.enter_context(run_lock(store.run_dir))  # one writer per run folder
+        check_run_dir(store, spec, checkpoints)
+        todo, summary = missing_work(plan, store.finished_ids(), store.run_dir, started)
+        if not todo:
+            return summary
+        pool = SourcePool(progress, cache_path=store.run_dir / "retrieval_cache.sqlite")
+        stack.callback(pool.close)
+        for condition_spec in {id(p.spec): p.spec for p in todo}.values():  # one spec object per condition
+            pool.prepare(condition_spec)  # open every source now: a bad corpus or a stale index writes nothing
+        lock.committed = True  # the first write: from here on the folder is the run's
+        store.create(spec.model_dump(mode="json"))
+        _run_todo(spec, store, todo, summary, pool, stack, target, progress, model_opener, concurrency, started,
+                  log_requests)
+    summary.wall_s = time.perf_counter() - started
+    return summary
 
+
+def _run_todo(
+    spec: ExperimentSpec, store: RunStore, todo: list[PlannedExecution], summary: RunSummary, pool: SourcePool,
+    stack: ExitStack, target: str, progress: bool, model_opener: ModelOpener, concurrency: int, started: float,
+    log_requests: bool = False,
+) -> None:
+    """Run the missing executions (the run folder is locked and written by the caller)."""
     groups: dict[str, list[PlannedExecution]] = {}
     for p in todo:  # one model server per distinct model setting, opened once
         groups.setdefault(_model_key(p.spec), []).append(p)
-    pool = SourcePool(progress, cache_path=store.run_dir / "retrieval_cache.sqlite")
-    with ExitStack() as stack:
-        stack.callback(pool.close)
-        saver = stack.enter_context(open_checkpointer(store.checkpoint_target(checkpoints)))
-        bar = stack.enter_context(progress_bar(progress))
-        task = bar.add_task(spec.name, total=len(todo), rate="")
-        graphs: dict[str, Any] = {}
-        # What abandoned attempts (a transport fault, a killed process) left on the threads
-        # about to be redone goes first, in one transaction (see `clear_thread`).
-        delete_threads(saver, [p.execution_id for p in todo])
+    saver = stack.enter_context(open_checkpointer(target))
+    bar = stack.enter_context(progress_bar(progress))
+    task = bar.add_task(spec.name, total=len(todo), rate="")
+    graphs: dict[str, Any] = {}
+    # What abandoned attempts (a transport fault, a killed process) left on the threads
+    # about to be redone goes first, in one transaction (see `clear_thread`).
+    delete_threads(saver, [p.execution_id for p in todo])
 
-        def record(rec: ExecutionRecord) -> None:  # in this thread, the run's only writer
-            store.append(rec)  # durable before the execution counts as done
-            summary.ran += 1
-            summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
-            elapsed = time.perf_counter() - started
-            bar.update(task, advance=1, rate=f"{summary.ran / max(elapsed, 1e-9) * 60:.1f}/min")
+    def record(rec: ExecutionRecord) -> None:  # in this thread, the run's only writer
+        rec = store.append(rec)  # durable before the execution counts as done (as written: see append)
+        summary.ran += 1
+        summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
+        elapsed = time.perf_counter() - started
+        bar.update(task, advance=1, rate=f"{summary.ran / max(elapsed, 1e-9) * 60:.1f}/min")
 
-        for items in groups.values():
-            with ExitStack() as group, model_opener(items[0].spec, store.run_dir) as opened:
-                opened = with_request_log(opened, store.run_dir, log_requests, group)
-                client = limit_connections(opened, items[0].spec.model.max_connections or concurrency)
-                for planned in items:  # open sources and compile graphs before any thread starts
-                    pool.search_tool(planned.spec)
-                    policy = planned.spec.agent.policy
-                    if policy not in graphs:
-                        graphs[policy] = build_graph(resolve_policy(policy, policy_paths(spec)), saver)
+    for items in groups.values():
+        with ExitStack() as group, model_opener(items[0].spec, store.run_dir) as opened:
+            opened = with_request_log(opened, store.run_dir, log_requests, group)
+            client = limit_connections(opened, items[0].spec.model.max_connections or concurrency)
+            for planned in items:  # open sources and compile graphs before any thread starts
+                pool.search_tool(planned.spec)
+                policy = planned.spec.agent.policy
+                if policy not in graphs:
+                    graphs[policy] = build_graph(resolve_policy(policy, policy_paths(spec)), saver)
 
-                def one(planned: PlannedExecution) -> ExecutionRecord:
-                    # A client view per execution (the scripted model's list replies restart per
-                    # execution), and the execution named in any request log.
-                    ctx = agent_context(planned.spec, client.with_seed(planned.spec.model.seed), pool)
-                    current_execution.set(planned.execution_id)
-                    return run_one(graphs[planned.spec.agent.policy], ctx, planned, spec.name, clear=False)
+            def one(planned: PlannedExecution) -> ExecutionRecord:
+                # A client view per execution (the scripted model's list replies restart per
+                # execution), and the execution named in any request log.
+                ctx = agent_context(planned.spec, client.with_seed(planned.spec.model.seed), pool)
+                current_execution.set(planned.execution_id)
+                return run_one(graphs[planned.spec.agent.policy], ctx, planned, spec.name, clear=False)
 
-                run_concurrently(items, one, concurrency, record)
-    summary.wall_s = time.perf_counter() - started
-    return summary
+            run_concurrently(items, one, concurrency, record)

@@ -152,12 +152,21 @@ class RetrievalSpec(_Strict):
     sources: dict[str, SourceSpec] = Field(default_factory=lambda: {"demo": SourceSpec()})
 
 
+#: The largest `agent.search_cap`: beyond it an execution's checkpoints and graph recursion limit
+#: grow without bound, and no study needs more than a few dozen searches.
+MAX_SEARCH_CAP = 1000
+
+
 class AgentSpec(_Strict):
     """The agent: its policy (registered name or `module:function`), search offer and limits."""
 
     policy: str = "constrained"
     search: bool = Field(True, description="Offer the search tool (false: the no-search base condition).")
-    search_cap: int = Field(10, ge=0, description="Most searches per execution; then a forced answer.")
+    search_cap: int = Field(
+        10, ge=0, le=MAX_SEARCH_CAP,
+        description="Most searches per execution; then a forced answer (at most 1,000: each search is "
+        "several saved states, and the graph's step limit grows with the cap).",
+    )
     top_k: int = Field(3, ge=1)
     evidence_words: int = Field(60, ge=5, description="Words of each passage shown to the model.")
     answer_max_tokens: int | None = Field(None, ge=1, description="Default: model.max_tokens.")
@@ -210,8 +219,13 @@ class ExperimentSpec(_Strict):
         return self._source_dir
 
 
-def load_spec(path: str | Path) -> ExperimentSpec:
-    """Read and validate a YAML spec (safe loading); errors name the file and the field or line."""
+def load_spec(path: str | Path, *, check_policy: bool = True) -> ExperimentSpec:
+    """Read and validate a YAML spec (safe loading); errors name the file and the field or line.
+
+    With `check_policy`, every condition's agent policy must resolve (registered, or an
+    importable `module:function` beside the spec or in the working directory); a run folder's
+    recorded `spec.yaml` is read without it (its policy module lives beside the original spec).
+    """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: spec file not found")
@@ -229,10 +243,24 @@ def load_spec(path: str | Path) -> ExperimentSpec:
         spec = ExperimentSpec.model_validate(data)
     except ValidationError as exc:
         raise InputError(f"{path}: {describe_validation_error(exc)}") from None
-    expand_conditions(spec, source=str(path))  # check the sweep axes now, before any work
+    conditions = expand_conditions(spec, source=str(path))  # check the sweep axes now, before any work
     check_judges(spec, source=str(path))
     spec._source_dir = path.resolve().parent
+    if check_policy:
+        check_policies([resolved for _, resolved in conditions], source=str(path), search_paths=[spec._source_dir])
     return spec
+
+
+def check_policies(specs: list[ExperimentSpec], source: str = "spec", search_paths: list[Path] | None = None) -> None:
+    """Refuse an agent policy that is neither registered nor an importable `module:function`
+    (looked for in `search_paths` and the working directory), naming the spec file."""
+    from branchpoint.agents import resolve_policy
+
+    for policy in dict.fromkeys(s.agent.policy for s in specs):
+        try:
+            resolve_policy(policy, search_paths or [])
+        except InputError as exc:
+            raise InputError(f"{source}: {exc}") from None
 
 
 def check_judges(spec: ExperimentSpec, source: str = "spec") -> None:
@@ -298,3 +326,67 @@ def condition_fingerprint(spec: ExperimentSpec) -> str:
         "multi_turn": spec.multi_turn.model_dump() if spec.multi_turn else None,
     }
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
+
+
+#: Settings that do not change what a run folder's executions are: where and how the model is
+#: reached, how the run is scored, its description, a fork study's plan and `questions.limit`
+#: (a prefix of the same selection, e.g. `run --limit`).
+_NOT_OUTCOME = (
+    "description", "evaluation", "fork", "sweep", "questions.limit",
+    *(f"model.{name}" for name in ("base_url", "api_key_env", "timeout_s", "retries", "server", "max_connections")),
+)  # fmt: skip
+
+
+def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            _flatten(item, f"{prefix}.{key}" if prefix else str(key), out)
+    else:
+        out[prefix] = value
+
+
+def run_identity(spec: ExperimentSpec) -> dict[str, Any]:
+    """The outcome-relevant settings of a spec as dotted fields: what a run folder belongs to.
+
+    Everything that enters execution ids (see `condition_fingerprint`) plus the name, seed and
+    question selection; the settings a sweep axis sets are left out (the axis names stand for
+    them, under `sweep axes`), so adding values to an axis keeps the identity.
+    """
+    flat: dict[str, Any] = {}
+    _flatten(spec.model_dump(mode="json"), "", flat)
+    dropped = (*_NOT_OUTCOME, *spec.sweep)
+    out = {k: v for k, v in flat.items() if not any(k == d or k.startswith(d + ".") for d in dropped)}
+    out["sweep axes"] = sorted(spec.sweep)
+    return out
+
+
+def spec_fingerprint(spec: ExperimentSpec) -> str:
+    """A short hash of `run_identity`: equal for specs that may share a run folder."""
+    return hashlib.sha256(json.dumps(run_identity(spec), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def identity_differences(recorded: ExperimentSpec, new: ExperimentSpec) -> list[str]:
+    """The dotted fields whose outcome-relevant values differ between two specs (sorted)."""
+    a, b = run_identity(recorded), run_identity(new)
+    return sorted(k for k in set(a) | set(b) if a.get(k, "<unset>") != b.get(k, "<unset>"))
+
+
+def check_same_run(recorded: ExperimentSpec, new: ExperimentSpec, run_dir: str | Path) -> None:
+    """Refuse to run `new` into a folder that holds the run of another spec, naming the fields.
+
+    A run folder belongs to one spec (`spec_fingerprint`); the sweep's values may grow or shrink.
+    """
+    diff = identity_differences(recorded, new)
+    if not diff:
+        return
+    a, b = run_identity(recorded), run_identity(new)
+    shown = "; ".join(
+        f"{k}: {json.dumps(a.get(k, '<unset>'), default=str)} there, {json.dumps(b.get(k, '<unset>'), default=str)} now"
+        for k in diff[:5]
+    )
+    more = f" (and {len(diff) - 5} more)" if len(diff) > 5 else ""
+    raise InputError(
+        f"{run_dir} holds the run of another spec (fingerprint {spec_fingerprint(recorded)}, this one "
+        f"{spec_fingerprint(new)}): {shown}{more}. Use a new --out folder for this spec; only sweep "
+        "values may change within one run folder"
+    )

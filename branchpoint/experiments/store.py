@@ -3,24 +3,174 @@
 Records are appended durably one line at a time, keyed by a deterministic `execution_id`, so a
 rerun skips what is finished. A torn last line (a crash mid-write) is cut off on open; every
 complete line is kept.
+
+One writer: every command that writes a run folder (`run`, `fork`, `replay`) holds
+`run_lock(run_dir)`, an exclusive `flock` on `RUN_DIR/.lock` for the life of the process (the OS
+releases it when the process dies, SIGKILL included). A second writer is refused with the
+holder's pid and host. Processes that a holder starts (the local executor's workers, forked
+with the lock's descriptor) run under its lock and write only their own shard folders.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import json
+import logging
 import os
+import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 
+from branchpoint.errors import InputError
+from branchpoint.redact import redact
+
+from pydantic import ValidationError
+
 from branchpoint.traces import (
     EXECUTIONS_FILE,
+    PASSAGES_FILE,
     ExecutionRecord,
+    PassageResolver,
+    RecordTooLargeError,
+    TraceError,
+    check_line_size,
+    passage_ref,
+    describe_validation_error,
     dump_record,
-    iter_records,
-    read_records,
+    iter_raw_lines,
+    parse_json_line,
     write_files_atomically,
 )
+
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
+
+
+class RunDirBusyError(InputError):
+    """Another process holds the run folder's lock (one writer per run folder)."""
+
+
+class RunLock:
+    """The exclusive lock of one run folder, held while this object is open (see `run_lock`).
+
+    `committed` is set by the holder once it has written something: a folder that the lock
+    itself created and that stayed uncommitted is removed again on release, so a command that
+    fails before its first write leaves no trace.
+    """
+
+    def __init__(self, run_dir: Path, fd: int, created: list[Path], created_file: bool) -> None:
+        self.run_dir = run_dir
+        self.path = run_dir / LOCK_FILE
+        self._fd: int | None = fd
+        self._created = created
+        self._created_file = created_file
+        self.committed = False
+
+    def release(self) -> None:
+        """Empty the lock file (no holder) and unlock; undo what the lock created if nothing was written."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            os.ftruncate(fd, 0)
+            if not self.committed and self._created_file:
+                self.path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+        if not self.committed:
+            for folder in reversed(self._created):
+                try:
+                    folder.rmdir()  # only if still empty
+                except OSError:
+                    break
+
+
+def lock_holder(run_dir: str | Path) -> str:
+    """Who holds (or last held) a run folder's lock, as `pid N on host H`, from the lock file."""
+    try:
+        text = (Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8").split()
+    except OSError:
+        text = []
+    if len(text) >= 2 and text[0].isdigit():
+        return f"pid {text[0]} on host {text[1]}"
+    return "another process (pid unknown)"
+
+
+def _missing_parents(path: Path) -> list[Path]:
+    """The folders from the first missing ancestor of `path` down to `path`."""
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    return list(reversed(missing))
+
+
+def acquire_run_lock(run_dir: str | Path, command: str = "run") -> RunLock:
+    """Take the run folder's exclusive lock (creating the folder if needed); RunDirBusyError if
+    another process holds it. Prefer the `run_lock` context manager."""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise InputError(f"{run_dir}: not a directory (expected a run folder, or a path where one can be made)")
+    created = _missing_parents(run_dir)
+    path = run_dir / LOCK_FILE
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        created_file = not path.exists()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise InputError(f"{run_dir}: cannot create or lock the run folder ({exc.strerror or exc})") from None
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            for folder in reversed(created):  # made just now for a writer that is not us
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+            raise RunDirBusyError(
+                f"{run_dir}: in use by {lock_holder(run_dir)} (one writer per run folder: wait for it to "
+                f"finish, or stop it, then run `{command}` again)"
+            ) from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:  # else a releasing holder removed the file between our open and flock: retry
+            break
+        os.close(fd)
+        created_file = not path.exists()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+    return RunLock(run_dir, fd, created, created_file)
+
+
+@contextmanager
+def run_lock(run_dir: str | Path, command: str = "run") -> Iterator[RunLock]:
+    """Hold a run folder's exclusive lock for the block: one writer per run folder.
+
+    `run`, `fork` and `replay` take it before their first write; a second process is refused
+    (RunDirBusyError, exit code 2) naming the holder's pid and host. Set `lock.committed = True`
+    once the folder holds something worth keeping; if the folder was created here and nothing
+    was committed, it is removed again on exit.
+    """
+    lock = acquire_run_lock(run_dir, command)
+    try:
+        yield lock
+    finally:
+        lock.release()
 
 
 class RunStore:
@@ -29,6 +179,7 @@ class RunStore:
     def __init__(self, run_dir: str | Path) -> None:
         self.run_dir = Path(run_dir)
         self._append_lock = threading.Lock()
+        self._passage_refs: set[str] | None = None
 
     @property
     def executions_path(self) -> Path:
@@ -44,15 +195,19 @@ class RunStore:
         """Where the run's checkpoints live: a `postgresql://` URL if given, else the run's SQLite file.
 
         A URL is never written into the run folder (it may hold a password): pass it to every
-        command, or set BRANCHPOINT_CHECKPOINTS.
+        command, or set BRANCHPOINT_CHECKPOINTS. Anything but a `.sqlite` path or a
+        `postgres://` / `postgresql://` URL is refused (InputError listing the accepted forms).
         """
-        return override or str(self.checkpoints_path)
+        from branchpoint.checkpoints.store import check_target
+
+        return check_target(override) if override else str(self.checkpoints_path)
 
     def create(self, spec_data: dict) -> None:
         """Make the folder and write the resolved spec beside the traces (atomically)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         write_files_atomically({self.run_dir / "spec.yaml": yaml.safe_dump(spec_data, sort_keys=False)})
         self.repair_torn_tail()
+        self.repair_torn_tail(PASSAGES_FILE)
 
     def repair_torn_tail(self, file: str = EXECUTIONS_FILE) -> int:
         """Cut a last line that has no newline (a crash mid-append); returns the bytes removed."""
@@ -77,33 +232,119 @@ class RunStore:
         os.truncate(path, keep)
         return size - keep
 
-    def records(self) -> list[ExecutionRecord]:
-        """All records in the store, in the order they were written."""
-        if not self.executions_path.is_file():
-            return []
-        return read_records(self.executions_path)
+    def iter_records(self, file: str = EXECUTIONS_FILE) -> Iterator[ExecutionRecord]:
+        """The records of one trace file of the store, streamed, in the order they were written.
+
+        A torn last line (a crash mid-append, cut by the next writer) is left out, so reading
+        never needs a write first; any other bad line is a TraceError naming file and line.
+        """
+        path = self.run_dir / file
+        if not path.is_file():
+            return
+        resolver = PassageResolver(self.passages_path)
+        with path.open("rb") as fh:
+            for lineno, raw in iter_raw_lines(fh, path):
+                if not raw.endswith(b"\n"):
+                    return  # torn tail
+                obj = parse_json_line(raw, path, lineno)
+                if obj is None:
+                    continue
+                try:
+                    yield ExecutionRecord.model_validate(resolver.resolve(obj, f"{path} line {lineno}"))
+                except ValidationError as exc:
+                    raise TraceError(f"{path} line {lineno}: {describe_validation_error(exc)}") from None
+
+    def records(self, file: str = EXECUTIONS_FILE) -> list[ExecutionRecord]:
+        """All records of a trace file of the store, in the order they were written."""
+        return list(self.iter_records(file))
 
     def finished_ids(self) -> set[str]:
         """Execution ids already recorded with a final status (`incomplete` ones are redone)."""
         latest: dict[str, str] = {}
-        if not self.executions_path.is_file():
-            return set()
-        for rec in iter_records(self.executions_path):  # streamed: memory stays flat on big runs
+        for rec in self.iter_records():  # streamed: memory stays flat on big runs
             latest[rec.execution_id] = rec.status
         return {eid for eid, status in latest.items() if status != "incomplete"}
 
-    def append(self, record: ExecutionRecord, file: str = EXECUTIONS_FILE) -> None:
-        """Append one record durably: whole lines, one writer at a time within this process.
+    @property
+    def passages_path(self) -> Path:
+        """The run's passage store: each retrieved passage's text once (see `traces.PASSAGES_FILE`)."""
+        return self.run_dir / PASSAGES_FILE
 
-        The line is validated and serialised before taking the lock, and fsync'ed after
-        releasing it, so concurrent executions overlap their disk flushes (the record is
-        durable when this returns).
+    def _known_passages(self) -> set[str]:
+        """The refs already in the passage store (read once; its torn tail cut first). Lock held."""
+        if self._passage_refs is None:
+            self.repair_torn_tail(PASSAGES_FILE)
+            refs: set[str] = set()
+            if self.passages_path.is_file():
+                with self.passages_path.open("rb") as fh:
+                    for lineno, raw in iter_raw_lines(fh, self.passages_path):
+                        obj = parse_json_line(raw, self.passages_path, lineno)
+                        if obj is not None and isinstance(obj.get("ref"), str):
+                            refs.add(obj["ref"])
+            self._passage_refs = refs
+        return self._passage_refs
+
+    def append(self, record: ExecutionRecord, file: str = EXECUTIONS_FILE) -> ExecutionRecord:
+        """Append one record durably: whole lines, one writer at a time within this process;
+        returns the record as written.
+
+        Each retrieved passage's text goes to the run's passage store once (the record keeps a
+        `text_ref`; readers put the text back). Error texts are redacted (`branchpoint.redact`).
+        A record whose line would still be longer than readers accept (MAX_LINE_BYTES) is
+        recorded as `incomplete` with an error saying so, and a warning is logged, so the run
+        goes on and the file stays readable. The record line is written after its passages and
+        fsync'ed after the lock is released, so concurrent executions overlap their disk flushes
+        (the record is durable when this returns).
         """
-        line = dump_record(ExecutionRecord.model_validate(record.model_dump())) + "\n"
+        data = record.model_dump()
+        if data.get("error"):  # a server's error text may quote the API key (see branchpoint.redact)
+            data["error"] = redact(data["error"])
+        texts: dict[str, str] = {}
+        for step in data.get("steps") or ():
+            for doc in step.get("retrieved") or ():
+                text = doc.pop("text")
+                doc["text_ref"] = ref = passage_ref(text)
+                texts[ref] = text
         path = self.run_dir / file
+        line = dump_record(ExecutionRecord.model_validate({**data, "steps": _with_empty_texts(data)})) + "\n"
+        written = record
+        try:
+            check_line_size(line, record.execution_id, path)
+        except RecordTooLargeError as exc:
+            log.warning("%s", exc)
+            written = ExecutionRecord.model_validate({
+                **{k: v for k, v in data.items() if k in _IDENTITY_FIELDS},
+                "status": "incomplete", "error": f"not recorded: {exc}",
+            })  # fmt: skip
+            line, texts = dump_record(written) + "\n", {}
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as fh:
             with self._append_lock:
+                known = self._known_passages() if texts else set()
+                new = [json.dumps({"ref": r, "text": t}, ensure_ascii=False) + "\n" for r, t in texts.items() if r not in known]
+                if new:  # durable before the record that refers to them
+                    with self.passages_path.open("a", encoding="utf-8") as store:
+                        store.write("".join(new))
+                        store.flush()
+                        os.fsync(store.fileno())
+                    known.update(texts)
                 fh.write(line)
                 fh.flush()
             os.fsync(fh.fileno())
+        return written
+
+
+#: What an over-long record keeps when it is recorded as `incomplete` (which execution it is).
+_IDENTITY_FIELDS = (
+    "execution_id", "run_id", "condition", "question_id", "question", "answerable", "category", "gold_answers",
+    "stratum", "support_group", "parent", "branch", "repeat", "history", "wall_s",
+)  # fmt: skip
+
+
+def _with_empty_texts(data: dict) -> list[dict]:
+    """The steps of a record dump whose passages refer to the store: `text` is "" beside `text_ref`
+    (a reader that ignores references still sees valid documents)."""
+    return [
+        {**step, "retrieved": [{**doc, "text": ""} for doc in step.get("retrieved") or ()]}
+        for step in data.get("steps") or ()
+    ]

@@ -42,7 +42,9 @@ from branchpoint.traces import (
     FORKS_FILE,
     REPLAYS_FILE,
     MAX_LINE_BYTES,
+    PASSAGES_FILE,
     ExecutionRecord,
+    PassageResolver,
     RetrievedDoc,
     TraceError,
     describe_validation_error,
@@ -129,6 +131,7 @@ def _scan(path: Path, run_name: str, report: Verification, *, forks: bool) -> di
     if not path.is_file():
         return entries
     lines = 0
+    passages = PassageResolver(path.parent / PASSAGES_FILE)
     for lineno, raw in _raw_lines(path, report):
         where = f"{path.name} line {lineno}"
         try:
@@ -140,9 +143,12 @@ def _scan(path: Path, run_name: str, report: Verification, *, forks: bool) -> di
             continue
         lines += 1
         try:
-            rec = ExecutionRecord.model_validate(obj)
+            rec = ExecutionRecord.model_validate(passages.resolve(obj, where))
         except ValidationError as exc:
             report.problem("schema", where, describe_validation_error(exc))
+            continue
+        except TraceError as exc:  # a passage reference the run's passage store lacks
+            report.problem("schema", where, str(exc).removeprefix(f"{where}: "))
             continue
         eid = rec.execution_id
         if rec.run_id != run_name:
@@ -240,39 +246,57 @@ def _check_checkpoints(
         for eid in _sample(list(_finished(entries)), sample, seed):
             entry = entries[eid]
             where = f"{name} line {entry.line}"
-            ids = listed(eid)
             checked += 1
-            if not ids and entry.checkpoint_ids is None and entry.parent is None:  # `initial` is always saved
-                report.problem("checkpoints", where, f"execution {eid[:12]}: no saved states in the checkpoint database")
-                continue
-            starts = sum(1 for _ in saver.list(_thread(eid), filter={"source": "input"}))
-            if starts > 1:
+            try:
+                _check_execution(saver, eid, entry, where, {**executions, **forks}, listed, report)
+            except UNREADABLE_STATE as exc:  # e.g. a row whose serializer this LangGraph does not know
                 report.problem(
                     "checkpoints", where,
-                    f"execution {eid[:12]}: its thread was started {starts} times: an abandoned attempt's saved "
-                    "states are still there, and forks would start from them",
+                    f"execution {eid[:12]}: a saved state cannot be read ({type(exc).__name__}: {exc})",
                 )  # fmt: skip
-            if entry.checkpoint_ids is not None:
-                lost = set(entry.checkpoint_ids) - ids
-                extra = ids - set(entry.checkpoint_ids)
-                if lost:
-                    report.problem(
-                        "checkpoints", where,
-                        f"execution {eid[:12]}: {len(lost)} of the {len(entry.checkpoint_ids)} checkpoints its record "
-                        "lists are not in the database" + (" (no saved states at all)" if not ids else ""),
-                    )  # fmt: skip
-                if extra:
-                    report.problem(
-                        "checkpoints", where,
-                        f"execution {eid[:12]}: {len(extra)} saved boundaries that its record does not list",
-                    )  # fmt: skip
-            if entry.parent is not None and (entry.parent[0] in executions or entry.parent[0] in forks):
-                if entry.parent[1] not in listed(entry.parent[0]):
-                    report.problem(
-                        "checkpoints", where,
-                        f"execution {eid[:12]}: parent checkpoint {entry.parent[1]} of {entry.parent[0][:12]} does not exist",
-                    )  # fmt: skip
     report.counts["checkpoints_checked"] = checked
+
+
+#: What reading a damaged or foreign saved state raises (an unknown serializer type, bad bytes).
+UNREADABLE_STATE = (NotImplementedError, ValueError, TypeError, KeyError, sqlite3.Error)
+
+
+def _check_execution(
+    saver: Any, eid: str, entry: _Entry, where: str, parents: dict[str, _Entry], listed: Any, report: Verification
+) -> None:
+    """The checkpoint checks of one sampled execution (see `_check_checkpoints`); `parents`: the
+    executions and branches a record's parent may be (forks of forks)."""
+    ids = listed(eid)
+    if not ids and entry.checkpoint_ids is None and entry.parent is None:  # `initial` is always saved
+        report.problem("checkpoints", where, f"execution {eid[:12]}: no saved states in the checkpoint database")
+        return
+    starts = sum(1 for _ in saver.list(_thread(eid), filter={"source": "input"}))
+    if starts > 1:
+        report.problem(
+            "checkpoints", where,
+            f"execution {eid[:12]}: its thread was started {starts} times: an abandoned attempt's saved "
+            "states are still there, and forks would start from them",
+        )  # fmt: skip
+    if entry.checkpoint_ids is not None:
+        lost = set(entry.checkpoint_ids) - ids
+        extra = ids - set(entry.checkpoint_ids)
+        if lost:
+            report.problem(
+                "checkpoints", where,
+                f"execution {eid[:12]}: {len(lost)} of the {len(entry.checkpoint_ids)} checkpoints its record "
+                "lists are not in the database" + (" (no saved states at all)" if not ids else ""),
+            )  # fmt: skip
+        if extra:
+            report.problem(
+                "checkpoints", where,
+                f"execution {eid[:12]}: {len(extra)} saved boundaries that its record does not list",
+            )  # fmt: skip
+    if entry.parent is not None and entry.parent[0] in parents:
+        if entry.parent[1] not in listed(entry.parent[0]):
+            report.problem(
+                "checkpoints", where,
+                f"execution {eid[:12]}: parent checkpoint {entry.parent[1]} of {entry.parent[0][:12]} does not exist",
+            )  # fmt: skip
 
 
 def _check_retrieval_cache(path: Path, sample: int, report: Verification) -> None:
@@ -305,7 +329,7 @@ def _check_retrieval_cache(path: Path, sample: int, report: Verification) -> Non
             report.counts["cache_checked"] = checked
         finally:
             conn.close()
-    except (sqlite3.Error, OSError, RuntimeError) as exc:
+    except (sqlite3.Error, OSError, RuntimeError, BranchpointError) as exc:
         report.problem("retrieval_cache", CACHE_FILE, f"cannot read the retrieval cache: {exc}")
 
 
@@ -370,12 +394,16 @@ def verify_run(
     """
     from branchpoint.experiments.spec import load_spec
 
+    from branchpoint.checkpoints.store import check_target
+
+    if checkpoints is not None:
+        check_target(checkpoints)
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise InputError(f"{run_dir}: not a directory (expected a run directory from `branchpoint run`)")
     if not (run_dir / "spec.yaml").is_file():
         raise InputError(f"{run_dir}: no spec.yaml (not a run directory from `branchpoint run`)")
-    spec = load_spec(run_dir / "spec.yaml")
+    spec = load_spec(run_dir / "spec.yaml", check_policy=False)
     report = Verification(run_dir=run_dir)
     executions = _scan(run_dir / EXECUTIONS_FILE, spec.name, report, forks=False)
     forks = _scan(run_dir / FORKS_FILE, spec.name, report, forks=True)
@@ -408,7 +436,7 @@ def verify_run(
                 clean = not any(f.kind in ("schema", "torn_tail") for f in report.problems)
                 if spec.fork is not None and clean:
                     _check_fork_plan(saver, run_dir, spec, forks, report)
-        except (sqlite3.Error, BranchpointError) as exc:
+        except (sqlite3.Error, BranchpointError, *UNREADABLE_STATE) as exc:
             report.problem("checkpoints", str(checkpoints and "--checkpoints" or CHECKPOINTS_FILE), f"cannot read: {exc}")
     _check_retrieval_cache(run_dir / CACHE_FILE, sample, report)
     return report

@@ -43,6 +43,7 @@ from tenacity import (
 
 from branchpoint.errors import InputError, ModelServerError
 from branchpoint.models.call import ModelCall, TransportError
+from branchpoint.redact import redact
 from branchpoint.models.reasoning import ServerTokenCounter, merge_body, reasoning_fields
 from branchpoint.models.request_log import RequestLog
 from branchpoint.models.server_kind import detect_server_kind, explain_refusal, structured_output_fields
@@ -113,6 +114,7 @@ class OpenAICompatibleClient:
         if not self.base_url:
             raise InputError("model.base_url: required for provider 'openai' (e.g. http://127.0.0.1:8000/v1)")
         key = resolve_api_key(spec)
+        self._api_key = key
         hooks = {"request": [self._log_request]} if request_log is not None else {}
         common: dict[str, Any] = dict(
             model=spec.name,
@@ -188,16 +190,15 @@ class OpenAICompatibleClient:
                     return fn()
         except RetryError as exc:
             last = exc.last_attempt.exception()
-            raise TransportError(f"model server {self.base_url}: {last}") from last
+            # The server's text may quote our Authorization header: redacted before anyone stores,
+            # logs or prints it; the original exception is not chained (it holds the raw text).
+            raise TransportError(redact(f"model server {self.base_url}: {last}", [self._api_key])) from None
         except openai.APIStatusError as exc:
             # Not a transport fault (e.g. HTTP 400: vLLM without --enable-auto-tool-choice, a bad
             # grammar): retrying cannot help, so say what the server said, as an error for people.
             explained = explain_refusal(exc.status_code, str(exc.message))
-            if explained:
-                raise ModelServerError(f"model server {self.base_url}: {explained}") from exc
-            raise ModelServerError(
-                f"model server {self.base_url} refused the request (HTTP {exc.status_code}): {exc.message}"
-            ) from exc
+            message = explained or f"refused the request (HTTP {exc.status_code}): {exc.message}"
+            raise ModelServerError(redact(f"model server {self.base_url}: {message}", [self._api_key])) from None
         raise AssertionError("unreachable")
 
     def _chat_body(self, max_tokens: int) -> dict[str, Any]:

@@ -1,10 +1,12 @@
 """A model server run as a child process: start it, wait until `/v1/models` answers, stop it.
 
-`ManagedServer` holds what every OpenAI-compatible server we launch shares (the embedded
-llama.cpp server, `vllm serve`): its own process group and session (so Ctrl-C in a terminal
-reaches us, not it, and stopping it stops its workers too), a log file, a health wait that gives
-up early with the log tail when the process dies, and a stop that sends SIGTERM to the group,
-then SIGKILL after a grace period. Subclasses say how to check the install and build the command.
+`ManagedServer` holds what every server we launch shares (the embedded llama.cpp server,
+`vllm serve`, the retrieval server, the simulator): its own process group and session (so
+Ctrl-C in a terminal reaches us, not it, and stopping it stops its workers too), a parent-death
+signal (it dies with us however we die, SIGKILL included: `branchpoint.processes`), a log file,
+a health wait that gives up early with the log tail when the process dies, and a stop that sends
+SIGTERM to the group, then SIGKILL after a grace period. Subclasses say how to check the install
+and build the command.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Self
 import httpx
 
 from branchpoint.errors import ModelServerError
+from branchpoint.processes import pdeathsig_preexec
 
 #: Bind addresses that mean "every interface": a client on this machine connects to loopback.
 ALL_INTERFACES = ("0.0.0.0", "::", "")
@@ -86,6 +89,12 @@ class ManagedServer:
     poll_s = 0.25
     #: Seconds between SIGTERM and SIGKILL when stopping.
     stop_grace_s = 10.0
+    #: Path (after the base URL's host and port) that answers 200 once the server is ready.
+    health_path = "/v1/models"
+    #: What the kernel sends the server when this process dies without stopping it (SIGTERM,
+    #: SIGKILL): SIGKILL, which nothing can ignore. A server that must stop its own workers may
+    #: ask for SIGTERM instead.
+    parent_death_signal = signal.SIGKILL
 
     def __init__(
         self, host: str, port: int | None, startup_timeout_s: float, log_path: Path | None = None
@@ -148,7 +157,8 @@ class ManagedServer:
             log.write(f"\n=== branchpoint: {self.label} started {started} (pid of parent {os.getpid()}) ===\n".encode())
             log.flush()
             self._proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=pdeathsig_preexec(self.parent_death_signal),  # dies with us, even by SIGKILL
             )
         atexit.register(self.stop)
         self._wait_healthy()
@@ -164,7 +174,7 @@ class ManagedServer:
 
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
-        url = f"{self.base_url}/models"
+        url = f"http://{url_host(self.host)}:{self.port}{self.health_path}"
         # One client for every poll; plain HTTP needs no TLS context (slow to build).
         with httpx.Client(timeout=2.0, verify=False) as http:
             while time.monotonic() < deadline:

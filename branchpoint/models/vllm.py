@@ -104,6 +104,8 @@ class VllmServer(ManagedServer):
 
     label = "vLLM server"
     log_prefix = "branchpoint-vllm-"
+    #: vLLM stops its engine and tensor-parallel workers (GPU memory) on SIGTERM, not on SIGKILL.
+    parent_death_signal = signal.SIGTERM
 
     def __init__(
         self, opts: VllmServeOptions, log_path: Path | None = None, launcher: list[str] | None = None

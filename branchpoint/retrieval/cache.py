@@ -161,6 +161,13 @@ class RetrievalCache:
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             _setup(conn)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise
+            from branchpoint.dbfiles import CACHE_HINT, damaged
+
+            raise damaged(self.path, "retrieval cache", exc, CACHE_HINT) from None
         except sqlite3.Error:
             conn.close()
             raise

@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -55,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from branchpoint.errors import BranchpointError, InputError
+from branchpoint.models.server import ManagedServer, url_host
 from branchpoint.retrieval._deps import require
 from branchpoint.retrieval.corpus import Passage
 from branchpoint.retrieval.encoder import ENCODERS, Encoder, get_encoder
@@ -120,6 +122,10 @@ def parse_retrieve_request(body: bytes, limits: ServerLimits) -> RetrieveRequest
     except json.JSONDecodeError as exc:
         raise RequestError(400, f"request body is not valid JSON ({exc.msg} at line {exc.lineno} "
                                 f"column {exc.colno})") from None
+    except RecursionError:  # e.g. [[[[...]]]] nested deeper than the parser's stack
+        raise RequestError(400, "request body is nested too deeply to parse (expected a flat JSON object)") from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python converts
+        raise RequestError(400, f"request body is not valid JSON ({str(exc).splitlines()[0]})") from None
     expected = '(expected {"queries": [str, ...], "topk": int, "return_scores": bool})'
     if not isinstance(payload, dict):
         raise RequestError(400, f"request body must be a JSON object, got {_json_type(payload)} {expected}")
@@ -400,3 +406,33 @@ def running_server(service: RetrievalService, host: str = "127.0.0.1", port: int
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+
+class RetrievalServerProcess(ManagedServer):
+    """`branchpoint retrieval serve` as a managed child process (it dies with this process):
+    `with RetrievalServerProcess(index_dir) as s: SearchR1Source("wiki", s.url)`."""
+
+    label = "retrieval server"
+    log_prefix = "branchpoint-retrieval-"
+    health_path = "/health"
+
+    def __init__(self, index: str | Path, host: str = "127.0.0.1", port: int | None = None,
+                 startup_timeout_s: float = 120.0, log_path: Path | None = None) -> None:
+        super().__init__(host, port, startup_timeout_s, log_path)
+        self.index = Path(index)
+
+    def prepare(self) -> None:
+        """Refuse a folder that holds no saved index before starting anything."""
+        if not (self.index / "manifest.json").is_file():
+            raise InputError(f"{self.index}: not a saved index directory (expected index.faiss, passages.jsonl "
+                             "and manifest.json)")
+
+    @property
+    def url(self) -> str:
+        """The server's root URL (`POST {url}/retrieve`)."""
+        return f"http://{url_host(self.host)}:{self.port}"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "branchpoint.cli", "retrieval", "serve", "--index", str(self.index),
+                "--host", self.host, "--port", str(self.port), "--log-level", "warning"]

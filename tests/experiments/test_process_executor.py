@@ -180,3 +180,21 @@ def test_sigkill_of_the_driver_takes_its_processes_and_a_rerun_completes_exactly
     assert len(ids) == len(set(ids)) == 40
     report = verify_run(run_dir, sample=0)
     assert report.ok, report.problems
+
+
+def test_a_leftover_part_does_not_overwrite_states_of_executions_redone_elsewhere(tmp_path, spec_path, isolated_cache):
+    """A killed `--processes` run left a part folder; a one-process run redid its executions in
+    the run folder; the next `--processes` run folds the part without replacing those states."""
+    from branchpoint.experiments.verify import verify_run
+
+    spec = load_spec(spec_path)
+    run_dir = tmp_path / "procs"
+    RunStore(run_dir).create(spec.model_dump(mode="json"))
+    plan = plan_executions(spec, select_questions(spec))
+    run_shard(ShardTask(spec.model_dump(mode="json"), str(run_dir), f"{SHARD_PREFIX}0",
+                        [p.execution_id for p in plan[:3]], None, 1, os.getcwd()))  # fmt: skip
+    run_experiment(spec, run_dir, progress=False)  # redoes all 10 here (it does not fold parts)
+    summary = run_experiment_processes(spec, run_dir, processes=2, progress=False)
+    assert summary.ran == 0
+    report = verify_run(run_dir, sample=0)
+    assert report.ok, report.problems

@@ -76,12 +76,17 @@ def test_changed_settings_get_new_execution_ids(tmp_path, write_spec, isolated_c
     run_dir = tmp_path / "run"
     run_experiment(load_spec(write_spec()), run_dir, progress=False, model_opener=CountingOpener())
     changed = load_spec(write_spec({"agent": {"policy": "constrained", "search_cap": 1}}))
-    summary = run_experiment(changed, run_dir, progress=False, model_opener=CountingOpener())
+    summary = run_experiment(changed, tmp_path / "other", progress=False, model_opener=CountingOpener())
     assert summary.ran == 12
+    ids = {r.execution_id for r in RunStore(run_dir).records()}
+    assert ids.isdisjoint(r.execution_id for r in RunStore(tmp_path / "other").records())
 
 
-def test_unknown_policy_fails_before_anything_is_written(tmp_path, write_spec):
-    spec = load_spec(write_spec({"agent": {"policy": "does_not_exist"}}))
+def test_unknown_policy_fails_naming_the_spec_file(tmp_path, write_spec):
+    with pytest.raises(InputError, match=r"spec.yaml: agent.policy: unknown policy 'does_not_exist'"):
+        load_spec(write_spec({"agent": {"policy": "does_not_exist"}}))
+    spec = load_spec(write_spec()).model_copy(update={"agent": load_spec(write_spec()).agent.model_copy(
+        update={"policy": "does_not_exist"})})  # fmt: skip
     with pytest.raises(InputError, match="agent.policy: unknown policy 'does_not_exist'"):
         run_experiment(spec, tmp_path / "run", progress=False, model_opener=CountingOpener())
     assert not (tmp_path / "run").exists()

@@ -88,6 +88,9 @@ def test_retrieve_without_scores_returns_bare_documents_and_default_topk(url):
         (b'{"queries": ["a"], "topk": 2.5}', 'field "topk" must be an integer'),
         (b'{"queries": ["a"], "return_scores": "yes"}', 'field "return_scores" must be true or false'),
         (b"\xff\xfe", "not UTF-8"),
+        (b"[" * 2000 + b"]" * 2000, "nested too deeply"),  # deeper than the JSON parser's stack
+        (b'{"queries": ' + b"[" * 1500 + b"]" * 1500 + b"}", "nested too deeply"),
+        (b'{"queries": ["a"], "topk": NaN}', 'field "topk" must be an integer'),
     ],
 )
 def test_bad_requests_get_400_with_a_reason(url, body, reason):

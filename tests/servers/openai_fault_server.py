@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -29,6 +30,7 @@ class FaultConfig:
     def __init__(
         self, latency_s: float = 0.0, error_rate: float = 0.0, drop_rate: float = 0.0,
         truncate_rate: float = 0.0, stall_rate: float = 0.0, stall_s: float = 5.0, seed: int = 0,
+        echo_auth: bool = False, unauthorized_rate: float = 0.0, search_once: bool = False,
     ) -> None:  # fmt: skip
         self.latency_s = latency_s
         self.error_rate = error_rate
@@ -36,9 +38,14 @@ class FaultConfig:
         self.truncate_rate = truncate_rate
         self.stall_rate = stall_rate
         self.stall_s = stall_s
+        # A careless gateway: error bodies quote the request's Authorization header, and a share
+        # of requests is refused with HTTP 401 (quoting it too).
+        self.echo_auth = echo_auth
+        self.unauthorized_rate = unauthorized_rate
+        self.search_once = search_once  # completions: search once, then answer (`search_once_text`)
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
-        self.counts: dict[str, int] = {"ok": 0, "error": 0, "drop": 0, "truncate": 0, "stall": 0}
+        self.counts: dict[str, int] = {"ok": 0, "error": 0, "drop": 0, "truncate": 0, "stall": 0, "unauthorized": 0}
         self.authorization: set[str] = set()  # every Authorization header seen (API-key tests)
 
     def draw(self) -> str:
@@ -46,7 +53,8 @@ class FaultConfig:
         with self._lock:
             r = self._rng.random()
             for fate, rate in (("error", self.error_rate), ("drop", self.drop_rate),
-                               ("truncate", self.truncate_rate), ("stall", self.stall_rate)):
+                               ("truncate", self.truncate_rate), ("stall", self.stall_rate),
+                               ("unauthorized", self.unauthorized_rate)):
                 if r < rate:
                     self.counts[fate] += 1
                     return fate
@@ -55,10 +63,23 @@ class FaultConfig:
             return "ok"
 
 
-def _reply(path: str, body: dict[str, Any]) -> dict[str, Any]:
+def search_once_text(body: dict[str, Any]) -> str:
+    """The constrained policy's completion for a deterministic agent: search once for the
+    question when it may, then answer with the first passage's title (or "I do not know")."""
+    block = str(body.get("prompt", "")).rsplit("Question: ", 1)[-1]
+    question = block.splitlines()[0] if block else ""
+    grammar = body.get("grammar")
+    answer_only = bool(grammar and "search" not in grammar)
+    if "Evidence: (none)" in block and not answer_only:
+        return f'search", "text": {json.dumps(question)}}}'
+    match = re.search(r'\[1\] "([^"]+)"', block)
+    return f'answer", "text": {json.dumps(match.group(1) if match else "I do not know")}}}'
+
+
+def _reply(path: str, body: dict[str, Any], search_once: bool = False) -> dict[str, Any]:
     usage = {"prompt_tokens": len(json.dumps(body).split()), "completion_tokens": 7, "total_tokens": 0}
     if path.endswith("/completions") and "chat" not in path:
-        text = 'answer", "text": "I do not know"}'
+        text = search_once_text(body) if search_once else 'answer", "text": "I do not know"}'
         return {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": body.get("model", "m"),
                 "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
                 "usage": usage}
@@ -99,19 +120,24 @@ def make_handler(config: FaultConfig) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(length) or b"{}")
             time.sleep(config.latency_s)
             fate = config.draw()
+            auth = self.headers.get("Authorization") or ""
             if fate == "error":
-                self._send(500, b'{"error": {"message": "injected failure"}}')
+                quoted = f" (request headers: Authorization: {auth})" if config.echo_auth else ""
+                self._send(500, json.dumps({"error": {"message": f"injected failure{quoted}"}}).encode())
+            elif fate == "unauthorized":
+                self._send(401, json.dumps({"error": {"message": f"invalid credentials: Authorization: {auth}",
+                                                      "type": "invalid_request_error"}}).encode())
             elif fate == "drop":
                 self.connection.shutdown(socket.SHUT_RDWR)
                 self.close_connection = True
             elif fate == "truncate":
-                payload = json.dumps(_reply(self.path, body)).encode()
+                payload = json.dumps(_reply(self.path, body, config.search_once)).encode()
                 self._send(200, payload[: len(payload) // 2])
             elif fate == "stall":
                 time.sleep(config.stall_s)
-                self._send(200, json.dumps(_reply(self.path, body)).encode())
+                self._send(200, json.dumps(_reply(self.path, body, config.search_once)).encode())
             else:
-                self._send(200, json.dumps(_reply(self.path, body)).encode())
+                self._send(200, json.dumps(_reply(self.path, body, config.search_once)).encode())
 
     return Handler
 
@@ -197,12 +223,15 @@ class ServerProcess:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=0)
-    for name in ("latency-s", "error-rate", "drop-rate", "truncate-rate", "stall-rate"):
+    for name in ("latency-s", "error-rate", "drop-rate", "truncate-rate", "stall-rate", "unauthorized-rate"):
         parser.add_argument(f"--{name}", type=float, default=0.0)
     parser.add_argument("--stall-s", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--echo-auth", action="store_true", help="Error bodies quote the Authorization header.")
+    parser.add_argument("--search-once", action="store_true", help="Completions search once, then answer.")
     a = parser.parse_args()
-    config = FaultConfig(a.latency_s, a.error_rate, a.drop_rate, a.truncate_rate, a.stall_rate, a.stall_s, a.seed)
+    config = FaultConfig(a.latency_s, a.error_rate, a.drop_rate, a.truncate_rate, a.stall_rate, a.stall_s, a.seed,
+                         echo_auth=a.echo_auth, unauthorized_rate=a.unauthorized_rate, search_once=a.search_once)
     server = FaultServer(config, a.port)
     print(f"PORT {server.httpd.server_address[1]}", flush=True)
     server.httpd.serve_forever()

@@ -300,3 +300,14 @@ def test_oracle_range_interval_spans_both_bounds(tmp_path):
     report = value_study(make_run(tmp_path), config=ValueConfig(judge="given", resamples=300), write=False)
     rng = report["oracle_range"]
     assert rng["interval"][0] <= rng["lower"] <= rng["upper"] <= rng["interval"][1]
+
+
+def test_a_forecasts_file_matching_no_state_warns_on_the_console(tmp_path):
+    run = make_run(tmp_path)
+    other = tmp_path / "other_run_forecasts.jsonl"
+    other.write_text('{"parent_execution_id": "elsewhere", "checkpoint_id": "c9", "q_think": 0.4, "q_search": 0.6}\n',
+                     encoding="utf-8")
+    result = CliRunner().invoke(app, ["value", str(run), "--forecasts", str(other), "--judge", "given", "--resamples", "0"])
+    assert result.exit_code == 0, result.output
+    assert "warning:" in result.output and "none of its 1 forecasts matches a scored state" in result.output
+    assert "elsewhere / c9" in result.output
