@@ -5,7 +5,8 @@ outputs beside them, never the checkpoint database:
 
 - `executions.jsonl` (the spec's executions), `judged.jsonl` (the same records with the judges'
   labels, from `branchpoint evaluate`), `forks.jsonl` (fork-study branches) and `replays.jsonl`
-  (replays: records with a `parent` and kind `replay`);
+  (replays: records with a `parent` and kind `replay`), with passage texts from the run's
+  passage store (`passages.jsonl`) where steps refer to it by `text_ref`;
 - `metrics.json` (the judge and the TPC weights λ, μ) and `value.json` (the fork study's judge,
   reward and roles; forecasts files it scored).
 
@@ -52,8 +53,10 @@ from branchpoint.traces import (
     EXECUTIONS_FILE,
     FORKS_FILE,
     MAX_LINE_BYTES,
+    PASSAGES_FILE,
     REPLAYS_FILE,
     ExecutionRecord,
+    PassageResolver,
     TraceError,
     describe_validation_error,
     iter_raw_lines,
@@ -168,14 +171,17 @@ def iter_lines(path: Path) -> Iterator[tuple[int, int, bytes | None, str | None]
             yield too_long.pop(0), -1, None, f"longer than {MAX_LINE_BYTES} bytes"
 
 
-def read_record_at(path: Path, offset: int, lineno: int) -> ExecutionRecord:
-    """The validated record on the line at `offset`; TraceError naming file and line otherwise."""
+def read_record_at(path: Path, offset: int, lineno: int, passages: PassageResolver | None = None) -> ExecutionRecord:
+    """The validated record on the line at `offset`, its passages put back from the run's passage
+    store (`passages`); TraceError naming file and line otherwise."""
     with path.open("rb") as fh:
         fh.seek(offset)
         raw = fh.readline(MAX_LINE_BYTES + 1)
     obj = parse_json_line(raw, path, lineno)
     if obj is None:
         raise TraceError(f"{path} line {lineno}: blank line")
+    if passages is not None:
+        passages.resolve(obj, f"{path} line {lineno}")
     try:
         return ExecutionRecord.model_validate(obj)
     except ValidationError as exc:
@@ -271,6 +277,10 @@ class RunIndex:
     lock: threading.Lock = field(default_factory=threading.Lock)
     _thread: threading.Thread | None = None
     _rule_cache: dict[tuple[Any, ...], list[Any]] = field(default_factory=dict)
+    passages: PassageResolver = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.passages = PassageResolver(self.run_dir / PASSAGES_FILE)  # read on the first reference
     _failure: str | None = None
 
     @classmethod
@@ -312,7 +322,11 @@ class RunIndex:
             if obj is None:
                 continue
             try:
+                if model is ExecutionRecord:  # the table's fields need no passage texts
+                    self.passages.resolve(obj, f"{path} line {lineno}")
                 yield lineno, offset, model.model_validate(obj)
+            except TraceError as exc:
+                self._error(file, lineno, str(exc).removeprefix(f"{path} line {lineno}: "))
             except ValidationError as exc:
                 self._error(file, lineno, describe_validation_error(exc))
 
@@ -480,10 +494,10 @@ class RunIndex:
         entry = self.entry(execution_id)
         if entry is None:
             raise KeyError(execution_id)
-        record = read_record_at(self.path(entry.file), entry.offset, entry.line)
+        record = read_record_at(self.path(entry.file), entry.offset, entry.line, self.passages)
         if entry.judged_offset is not None and entry.file != JUDGED_FILE:
             try:
-                judged = read_record_at(self.path(JUDGED_FILE), entry.judged_offset, 0)
+                judged = read_record_at(self.path(JUDGED_FILE), entry.judged_offset, 0, self.passages)
                 record.judgments = judged.judgments + [j for j in record.judgments if j not in judged.judgments]
             except TraceError:
                 pass

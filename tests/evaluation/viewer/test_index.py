@@ -127,3 +127,30 @@ def test_a_retried_execution_keeps_its_labels_from_evaluate(study_run: Path, tmp
     row = index.entry(first["execution_id"]).row
     assert (row["status"], row["judge"], row["line"]) == ("ok", "rule", 2) and row["labels"]
     assert index.progress.superseded == 1 and len([e for e in index.order if index.entry(e).row["kind"] == "execution"]) == len(lines)
+
+
+def test_passages_held_once_per_run_are_put_back(study_run: Path, tmp_path: Path) -> None:
+    from branchpoint.traces import PASSAGES_FILE, passage_ref
+
+    run = _copy(study_run, tmp_path)
+    store: dict[str, str] = {}
+    for name in (EXECUTIONS_FILE, FORKS_FILE):
+        out = []
+        for line in (run / name).read_text().splitlines():
+            rec = json.loads(line)
+            for step in rec["steps"]:
+                for doc in step.get("retrieved") or []:
+                    text = doc.pop("text")
+                    doc["text_ref"] = passage_ref(text)
+                    store[doc["text_ref"]] = text
+            out.append(json.dumps(rec))
+        (run / name).write_text("\n".join(out) + "\n")
+    (run / PASSAGES_FILE).write_text("".join(json.dumps({"ref": r, "text": t}) + "\n" for r, t in store.items()))
+    os.utime(run / JUDGED_FILE, (1, 1))  # read the traces (with refs) first
+    index = RunIndex.open(run).build()
+    assert not index.errors
+    fork = read_records(study_run / FORKS_FILE)[0]
+    searched = next(f for f in read_records(study_run / FORKS_FILE) if f.search_calls)
+    record = index.record(searched.execution_id)
+    assert [d.text for s in record.steps for d in s.retrieved] == [d.text for s in searched.steps for d in s.retrieved]
+    assert index.entry(fork.execution_id).row["kind"] == "fork"
