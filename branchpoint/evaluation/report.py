@@ -459,12 +459,35 @@ def _identical_section(metrics: dict[str, Any]) -> list[str]:
     return [*out, ""]
 
 
-def markdown_report(metrics: dict[str, Any], title: str, figures: dict[str, str | None] | None = None) -> str:
+#: Where `write_report` looks for a viewer export (`branchpoint view RUN --export RUN/viewer`).
+VIEWER_DIR = "viewer"
+
+
+def _viewer_section(metrics: dict[str, Any], viewer: str) -> list[str]:
+    """Links from each condition's outcome counts into the viewer's table, filtered to them."""
+    from urllib.parse import urlencode
+
+    names = {"correct_answer": "correct answer", "wrong_answer": "wrong answer",
+             "correct_abstention": "correct abstention", "failed_abstention": "failed abstention"}  # fmt: skip
+    lines = ["## Executions in the viewer", "", f"Each link opens the viewer export (`{viewer}`) filtered to those executions.", ""]
+    for label, m in metrics["by_condition"].items():
+        by = m.get("tpc_by_outcome") or {}
+        links = [f"[{name}: {by[o]['n']}]({viewer}#/?{urlencode({'condition': label, 'outcome': o})})"
+                 for o, name in names.items() if (by.get(o) or {}).get("n")]  # fmt: skip
+        lines.append(f"- `{label}`: " + (", ".join(links) or "no scored executions"))
+    return [*lines, ""]
+
+
+def markdown_report(
+    metrics: dict[str, Any], title: str, figures: dict[str, str | None] | None = None, viewer: str | None = None
+) -> str:
     """A markdown report: the seed-study table, cost, outcomes, cross-condition views, agreement,
     then a per-category table for each condition.
 
     `figures` maps figure keys (`figures.FIGURES`) to paths relative to the report, or None for
-    a skipped figure; without `figures` the report has no figure lines at all.
+    a skipped figure; without `figures` the report has no figure lines at all. `viewer` is the
+    path of a viewer export's index.html relative to the report: the report then links each
+    condition's outcomes into it.
     """
     boot = metrics.get("bootstrap") or {}
     parts = [f"# {title}", ""]
@@ -483,6 +506,8 @@ def markdown_report(metrics: dict[str, Any], title: str, figures: dict[str, str 
     if any("tpc_channels" in m for m in metrics["by_condition"].values()):
         parts += _cost_section(metrics)
         parts += _outcome_section(metrics, figures)
+        if viewer:
+            parts += _viewer_section(metrics, viewer)
     parts += _search_effect_section(metrics, figures)
     parts += _sweep_section(metrics, figures)
     parts += _over_search_section(metrics)
@@ -534,7 +559,8 @@ def write_report(run_dir: Path, out_dir: Path | None = None, title: str | None =
     with only value.json gets a report of that section.
 
     Returns the report's path and each figure's path (None where its data is absent; the
-    report then says so in a line).
+    report then says so in a line). When a viewer export sits in `out/viewer/`, the report links
+    each condition's outcomes into it.
     """
     from branchpoint.evaluation.figures import write_figures
 
@@ -563,7 +589,9 @@ def write_report(run_dir: Path, out_dir: Path | None = None, title: str | None =
     if is_simulated(source.parent) and "simulated model" not in name:
         name = f"{name} (simulated model)"
     report = out / REPORT_FILE
-    text = markdown_report(metrics, name, relative)
+    export = out / VIEWER_DIR / "index.html"
+    viewer = os.path.relpath(export, out) if export.is_file() else None
+    text = markdown_report(metrics, name, relative, viewer)
     if value is not None:
         text += "\n" + value + "\n"
     report.write_text(text, encoding="utf-8")

@@ -1,0 +1,156 @@
+"""The viewer's local server: one page and a small JSON API over a run's index, on 127.0.0.1.
+
+Routes: `/` (the page), `/static/viewer.js` and `/static/viewer.css`, and under `/api/`:
+`run` (folder, judge, weights, headline metrics and value scores), `rows?since=N` (table rows
+from position N, with indexing progress and unreadable lines), `execution/{id}` (one
+execution's timeline) and `tree/{id}` (its saved states and their branches). It binds the
+loopback interface only: a run's traces hold questions, answers and passages.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from branchpoint.errors import BranchpointError, InputError
+from branchpoint.evaluation.viewer.index import RunIndex
+from branchpoint.evaluation.viewer.views import execution_view, json_safe, state_forecasts, tree_view
+
+STATIC = Path(__file__).with_name("static")
+HOST = "127.0.0.1"
+_MEDIA = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+
+
+def page_html(mode: str, data_prefix: str = "") -> str:
+    """The page template with its mode filled in: `server` (it asks /api/…) or `static` (it loads
+    data/*.js files an export wrote beside it)."""
+    config = json.dumps({"mode": mode, "data": data_prefix})
+    return (STATIC / "index.html").read_text(encoding="utf-8").replace("{{CONFIG}}", config)
+
+
+class ViewerState:
+    """The index and the forecasts the API answers from (forecasts files are read on first use)."""
+
+    def __init__(self, index: RunIndex, extra_forecasts: list[Path] | None = None) -> None:
+        for path in extra_forecasts or []:
+            if not Path(path).is_file():
+                raise InputError(f"--forecasts {path}: file not found (expected a forecasts .jsonl, as for `value`)")
+        self.index = index
+        self.extra = extra_forecasts or []
+        self._forecasts: tuple[dict[tuple[str, str], list[dict[str, Any]]], list[str]] | None = None
+
+    def forecasts(self) -> tuple[dict[tuple[str, str], list[dict[str, Any]]], list[str]]:
+        if self._forecasts is None:
+            self._forecasts = state_forecasts(self.index, self.extra)
+        return self._forecasts
+
+
+def _json(data: Any, status: int = 200) -> JSONResponse:
+    return JSONResponse(json_safe(data), status_code=status, headers={"Cache-Control": "no-store"})
+
+
+def create_app(state: ViewerState) -> Starlette:
+    """The Starlette app of one run."""
+    index = state.index
+
+    async def home(request: Request) -> Response:
+        return HTMLResponse(page_html("server"))
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        path = STATIC / name
+        if name not in ("viewer.js", "viewer.css") or not path.is_file():
+            return Response("not found", status_code=404)
+        return Response(path.read_bytes(), media_type=_MEDIA[path.suffix])
+
+    async def run(request: Request) -> Response:
+        summary = index.summary()
+        summary["forecast_problems"] = state.forecasts()[1]
+        return _json(summary)
+
+    async def rows(request: Request) -> Response:
+        try:
+            since = max(0, int(request.query_params.get("since", "0")))
+        except ValueError:
+            return _json({"error": "since: expected a whole number"}, 400)
+        return _json(index.rows(since))
+
+    async def execution(request: Request) -> Response:
+        try:
+            return _json(execution_view(index, request.path_params["id"]))
+        except KeyError:
+            return _json({"error": f"no execution {request.path_params['id']} in {index.run_dir}"}, 404)
+
+    async def tree(request: Request) -> Response:
+        try:
+            return _json(tree_view(index, request.path_params["id"], state.forecasts()[0]))
+        except KeyError:
+            return _json({"error": f"no execution {request.path_params['id']} in {index.run_dir}"}, 404)
+
+    return Starlette(routes=[
+        Route("/", home), Route("/index.html", home), Route("/static/{name}", static),
+        Route("/api/run", run), Route("/api/rows", rows),
+        Route("/api/execution/{id}", execution), Route("/api/tree/{id}", tree),
+    ])  # fmt: skip
+
+
+def bind(port: int) -> socket.socket:
+    """A listening socket on 127.0.0.1:port (0: a free port); a clear error when it is taken."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((HOST, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise BranchpointError(
+                f"port {port} on {HOST} is in use (another viewer or server?); pick another with --port, "
+                "or --port 0 for a free one"
+            ) from None
+        raise BranchpointError(f"cannot listen on {HOST}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://{host}:{port}/"
+
+
+def make_server(state: ViewerState, log_level: str = "warning") -> Any:
+    """A uvicorn server for the app (run it with `.run(sockets=[bind(port)])`)."""
+    import uvicorn
+
+    config = uvicorn.Config(create_app(state), lifespan="off", log_level=log_level, server_header=False)
+    return uvicorn.Server(config)
+
+
+@contextmanager
+def running(state: ViewerState, port: int = 0, startup_timeout_s: float = 30.0) -> Iterator[str]:
+    """Serve in a background thread (tests, benchmarks, notebooks); yields the page's URL."""
+    sock = bind(port)
+    server = make_server(state)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="branchpoint-viewer")
+    thread.start()
+    try:
+        deadline = time.monotonic() + startup_timeout_s
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise BranchpointError(f"viewer on {url_of(sock)} did not start")
+            time.sleep(0.01)
+        yield url_of(sock)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
