@@ -1121,7 +1121,11 @@ def builder(
     console.print(f"wrote the pairing report {figure_path} (and .svg, .csv)", soft_wrap=True)
 
 
-import_app = typer.Typer(help="Import other frameworks' logs as branchpoint traces.", no_args_is_help=True)
+import_app = typer.Typer(
+    help="Import other frameworks' logs as branchpoint traces.\n\n"
+    "Example: branchpoint import inspect logs/my-eval.eval --out runs/imported/executions.jsonl",
+    no_args_is_help=True,
+)
 app.add_typer(import_app, name="import")
 
 

@@ -439,6 +439,21 @@ def data_multi_turn(metrics: dict[str, Any]) -> tuple[list[str], Rows]:
     return header, rows
 
 
+def data_marginal_roi(metrics: dict[str, Any]) -> tuple[list[str], Rows]:
+    """The numbers of the marginal-ROI figure, one row per sweep, cap step and metric (an
+    undefined ROI, where the cost barely moved, is left empty)."""
+    header = ["model", "other", "from_cap", "to_cap", "metric", "per_1k_tokens", "ci_low", "ci_high",
+              "added_cost_per_query"]  # fmt: skip
+    rows: Rows = []
+    for sweep in metrics.get("search_cap_sweep") or []:
+        other = condition_label(sweep["other"]) if sweep["other"] else ""
+        for r in sweep.get("marginal_roi") or []:
+            for metric in ("overall_accuracy", "answer_accuracy", "abstention_accuracy"):
+                rows.append([sweep["model"], other, r["from_cap"], r["to_cap"], metric,
+                             *_ci(r, f"{metric}_per_1k_tokens"), r.get("added_cost_per_query")])  # fmt: skip
+    return header, rows
+
+
 #: The data behind each figure, written as CSV beside it (same name, .csv).
 FIGURE_DATA: dict[str, Callable[[dict[str, Any]], tuple[list[str], Rows]]] = {
     "accuracy_search": data_accuracy_search,
@@ -446,6 +461,7 @@ FIGURE_DATA: dict[str, Callable[[dict[str, Any]], tuple[list[str], Rows]]] = {
     "tpc_outcome": data_tpc_outcome,
     "evidence_balance": data_evidence_balance,
     "multi_turn": data_multi_turn,
+    "marginal_roi": data_marginal_roi,
 }
 
 

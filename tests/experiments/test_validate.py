@@ -32,11 +32,12 @@ def check_report(report: dict, policy: str) -> None:
     study = report["per_study"][0]
     for row in study["quantities"].values():
         assert set(row) >= {"estimate", "truth", "ci", "covered"}
-    names = ["U(0) always THINK", "answer accuracy", "branch success: THINK", "goodness of fit: THINK"]
-    if policy == "no_search":  # Δ ≡ 0: the gain statistics sit on their boundary and are skipped
+    names = ["answer accuracy", "branch success: THINK", "goodness of fit: THINK"]
+    if policy == "no_search":  # no search offered: THINK branches only, no search-value estimates
         assert any(s.startswith("theta") for s in report["skipped_quantities"])
+        assert "branch success: SEARCH" not in report["quantities"]
     else:
-        names += ["theta (mean Δ²)", "R²_Δ truth forecaster", "branch success: SEARCH"]
+        names += ["U(0) always THINK", "theta (mean Δ²)", "R²_Δ truth forecaster", "branch success: SEARCH"]
     for name in names:
         assert name in report["quantities"], name
     assert (Path(study["run_dir"]).parent.parent / "delta_states.png").is_file()

@@ -225,12 +225,15 @@ def compare_study(r: StudyResult, level: float = 0.95) -> tuple[dict[str, Any], 
     # same, get the same draws for the same seeds: they are not independent).
     d_hat, d = r.states.dbar, true_delta(r)
     z = sps.norm.ppf(0.5 + level / 2)
-    mean_hat = float(np.mean(d_hat))
-    se = clustered_se(d_hat - d, r.states.question_id)
-    out["mean Δ"] = {
-        "estimate": mean_hat, "truth": float(np.mean(d)), "ci": [mean_hat - z * se, mean_hat + z * se],
-        "covered": bool(abs(mean_hat - float(np.mean(d))) <= z * se + 1e-12), "kind": "two_sided",
-    }  # fmt: skip
+    if len(d_hat) == 0:  # no state with both actions (no search offered): no gain to compare
+        skipped.append("mean Δ (no state has both actions)")
+    else:
+        mean_hat = float(np.mean(d_hat))
+        se = clustered_se(d_hat - d, r.states.question_id)
+        out["mean Δ"] = {
+            "estimate": mean_hat, "truth": float(np.mean(d)), "ci": [mean_hat - z * se, mean_hat + z * se],
+            "covered": bool(abs(mean_hat - float(np.mean(d))) <= z * se + 1e-12), "kind": "two_sided",
+        }  # fmt: skip
     # Branch outcomes: each forked (state, action)'s successes against Binomial(m, p_true), states
     # that show the simulator the same content counted once (they share draws).
     for action in ("THINK", "SEARCH", "STOP", "SWITCH"):

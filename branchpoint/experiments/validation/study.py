@@ -25,7 +25,7 @@ from branchpoint.checkpoints.values import checkpoint_values, state_reader
 from branchpoint.evaluation.judges import judge_records, normalize_answer
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, is_correct
 from branchpoint.evaluation.value import Forecast, ValueConfig, load_states, value_study
-from branchpoint.evaluation.value.outcomes import StateTable, is_unknown_answer
+from branchpoint.evaluation.value.outcomes import StateTable, build_states, is_unknown_answer
 from branchpoint.evaluation.value.scores import balanced_mean
 from branchpoint.experiments.forking import fork_records, fork_run
 from branchpoint.experiments.questions import Question
@@ -228,7 +228,12 @@ def run_study(
     questions = select_questions(spec)
     bank = QuestionBank(questions)
     config = ValueConfig(dev_split=0.0, seed=seed, resamples=settings.resamples)
-    states, _, _ = load_states(out, config)
+    # Where no search is offered (the `no_search` policy) forks plan THINK only (issue 12): no state
+    # has both actions, so there are no search-value estimates, only the branch outcomes to check.
+    searchable = settings.policy != "no_search"
+    states = load_states(out, config)[0] if searchable else build_states(
+        [r for r in fork_records(out) if r.parent is not None], reward_name=config.reward, judge=config.judge
+    )
     chosen = style or POLICY_STYLES[settings.policy]
     pool = SourcePool(progress=False)
     try:
@@ -279,7 +284,7 @@ def run_study(
         "truth_constant": Forecast(np.full(n, float(balanced_mean(p_t, states.stratum))),
                                    np.full(n, float(balanced_mean(p_s, states.stratum)))),
     }
-    value = value_study(out, config=config, extra_forecasts=extra, write=True)
+    value = value_study(out, config=config, extra_forecasts=extra, write=True) if searchable else {}
     statuses: dict[str, int] = {}
     for r in [*records, *fork_records(out)]:
         statuses[r.status] = statuses.get(r.status, 0) + 1
