@@ -22,7 +22,6 @@ after its retries records it, and the metrics leave such items out and count the
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ValidationError, model_validator
 import branchpoint
 from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.retrieval._deps import require
-from branchpoint.retrieval.corpus import Passage, corpus_fingerprint
+from branchpoint.retrieval.corpus import Passage
 from branchpoint.retrieval.corpus_store import fingerprint_of, open_corpus, open_mapped_corpus
 from branchpoint.retrieval.encoder import Encoder, encode_passages, encode_queries
 from branchpoint.traces import describe_validation_error

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from branchpoint.cli import app
 from branchpoint.errors import InputError
-from branchpoint.experiments import RunStore, load_spec, run_experiment
+from branchpoint.experiments import RunStore, load_spec
 from branchpoint.experiments.spec import identity_differences, spec_fingerprint
 from branchpoint.experiments.store import LOCK_FILE, RunDirBusyError, run_lock
 from tests.conftest import REPO
