@@ -33,7 +33,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.preprocessing import PolynomialFeatures
 
 from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval, single_component_strata
 from branchpoint.evaluation.value.fitted import compose_level_gain, ridge_cv
@@ -58,6 +57,8 @@ def curve_families(states: StateTable, raw: Mapping[str, Forecast]) -> dict[str,
     """The feature families: `raw_poly:NAME` (degree-2 polynomial of a raw forecast's (q_T, q_S),
     sklearn `PolynomialFeatures`), `public_prefix` and `minilm` when the states carry them."""
     out: dict[str, np.ndarray] = {}
+    from sklearn.preprocessing import PolynomialFeatures  # imported here: sklearn is slow to import
+
     poly = PolynomialFeatures(degree=2, include_bias=False)
     for name, fc in raw.items():
         out[f"raw_poly:{name}"] = poly.fit_transform(np.stack([fc.q_think, fc.q_search], axis=1))

@@ -27,8 +27,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression, Ridge
-from sklearn.model_selection import GroupKFold
 
 from branchpoint.evaluation.value.forecasters import (
     RIDGE_PENALTIES,
@@ -62,6 +60,8 @@ def ridge_fit(x: np.ndarray, y: np.ndarray, train: np.ndarray, penalty: float, w
     """sklearn `Ridge(alpha=penalty)` on inputs standardised with the training rows' mean and
     s.d. (the intercept is not penalised), fitted on `train` rows with optional sample weights;
     returns predictions for every row (unclipped)."""
+    from sklearn.linear_model import Ridge  # imported here: sklearn costs ~0.8 s to import
+
     mu, sd = _standardiser(x, train)
     z = (x - mu) / sd
     model = Ridge(alpha=penalty)
@@ -89,6 +89,8 @@ def ridge_cv(
     constant action means as a candidate during development selection"). Ties go to the mean,
     then to the larger penalty. With fewer than 2 groups the penalty is 1.0.
     """
+    from sklearn.model_selection import GroupKFold
+
     y2 = y.reshape(len(y), -1)
     w = np.ones(len(y2)) if weights is None else np.asarray(weights, dtype=float)
     idx = np.flatnonzero(train)
@@ -201,6 +203,8 @@ def beta_fit(q: np.ndarray, y: Sequence[np.ndarray], rows: np.ndarray) -> tuple[
     positive example of weight Y and a negative one of weight 1 − Y. A negative a or b is
     fixed at 0 and the other refitted, as in the paper.
     """
+    from sklearn.linear_model import LogisticRegression
+
     qc = np.clip(q, 1e-6, 1 - 1e-6)
     feats = np.stack([np.log(qc), -np.log1p(-qc)], axis=1)
     xs, labels, weights = [], [], []
@@ -308,6 +312,8 @@ def _stop_feedback(raw: Forecast, states: StateTable, dev: np.ndarray, scale: bo
     chosen by grouped 4-fold on the dev rows' T outcomes (the only labels STOP feedback has);
     then either both probabilities shift by s·c (`stop_offset`) or the gain is rescaled
     (`signed_opportunity`)."""
+    from sklearn.model_selection import GroupKFold
+
     _need_dev(dev, "STOP feedback")
     dev_idx = np.flatnonzero(dev)
     groups = states.component[dev_idx].astype(str)
