@@ -396,7 +396,7 @@ def _run_tasks(
                     ctx = agent_context(task.spec, client.with_sampling(**plan.sampling(task.execution_id)), pool)
                     current_execution.set(task.execution_id)
                     rec = run_branch(graphs[task.spec.agent.policy], ctx, task, saver, plan)
-                    store.append(rec, out_file)  # durable before the branch counts as done
+                    rec = store.append(rec, out_file)  # durable before it counts as done; counted as written
                     return rec
 
                 for t in items:  # open sources and compile graphs before the threads start

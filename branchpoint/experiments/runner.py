@@ -302,13 +302,14 @@ def check_run_dir(store: RunStore, spec: ExperimentSpec, checkpoints: str | None
 
 def check_sources(todo: Iterable[PlannedExecution]) -> None:
     """Read every corpus the planned executions search, and check every saved index directory
-    against it, without loading an encoder or building anything (the check of the executors
-    whose workers open the sources themselves): a corpus that is not JSON, not UTF-8 or empty,
-    or an index of another corpus, kind or build parameters, is an InputError before the run
-    folder is written."""
+    against it, and every FlashRAG index file (memory-mapped, not loaded), without loading an
+    encoder or building anything (the check of the executors whose workers open the sources
+    themselves): a corpus that is not JSON, not UTF-8 or empty, an index of another corpus, kind
+    or build parameters, or a damaged index file, is an InputError before the run folder is
+    written."""
     from branchpoint.retrieval import load_corpus
     from branchpoint.retrieval.corpus import chunk_passages, corpus_fingerprint
-    from branchpoint.retrieval.index import check_manifest, read_manifest
+    from branchpoint.retrieval.index import DenseIndex, check_manifest, read_manifest
 
     seen: set[str] = set()
     for spec in {id(p.spec): p.spec for p in todo}.values():  # one spec object per condition
@@ -328,6 +329,8 @@ def check_sources(todo: Iterable[PlannedExecution]) -> None:
                 kind = "bm25" if source.kind == "bm25" else source.index_kind
                 check_manifest(read_manifest(index), index / "manifest.json", kind=kind,
                                expected_fingerprint=corpus_fingerprint(passages), params=source.index_params)
+            elif index is not None and index.is_file():  # a FlashRAG index file: row i is corpus line i
+                DenseIndex.check_flashrag_file(index, len(passages), corpus)
 
 
 def identity_fields(planned: PlannedExecution, run_id: str) -> dict[str, Any]:

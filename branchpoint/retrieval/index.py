@@ -595,6 +595,25 @@ class DenseIndex:
         faiss_index = _place(faiss_index, manifest, device)
         return cls(passages, faiss_index, encoder, manifest)
 
+    @staticmethod
+    def check_flashrag_file(index_file: str | Path, n_passages: int, corpus: str | Path) -> None:
+        """Check a FlashRAG index file against its corpus without loading it (memory-mapped, read
+        only): it must be a faiss index with one row per corpus passage. For a driver that
+        validates before its workers open the source (their encoder checks the dimension)."""
+        index_file = Path(index_file)
+        if not index_file.is_file():
+            raise InputError(f"{index_file}: faiss index file not found")
+        faiss = _faiss()
+        try:
+            faiss_index = faiss.read_index(str(index_file), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+        except RuntimeError as exc:
+            raise InputError(f"{index_file}: not a faiss index file ({str(exc).strip().splitlines()[-1]})") from None
+        if faiss_index.ntotal != n_passages:
+            raise StaleIndexError(
+                f"{index_file}: holds {faiss_index.ntotal} vectors but {corpus} has {n_passages} passages; a "
+                "FlashRAG index and its corpus must match row for row (give the corpus the index was built from)"
+            )
+
     @classmethod
     def load_flashrag(cls, index_file: str | Path, corpus: str | Path, encoder: Encoder, *,
                       fmt: str = "auto", params: Mapping[str, Any] | None = None,

@@ -197,6 +197,29 @@ def test_stale_index_writes_nothing(tmp_path, isolated_cache):
         assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.parametrize("damage", ["garbage", "rows"])
+def test_damaged_flashrag_index_file_writes_nothing_with_processes(tmp_path, isolated_cache, damage):
+    """The --processes driver checks a FlashRAG index file (memory-mapped) before any write."""
+    import faiss
+    import numpy as np
+
+    corpus = write_corpus(tmp_path / "kb.jsonl")
+    index_file = tmp_path / "e5_Flat.index"
+    if damage == "garbage":
+        index_file.write_bytes(b"not a faiss index" * 10)
+        expected = "not a faiss index file"
+    else:  # a real index of another corpus: 5 rows for a 3-passage corpus
+        flat = faiss.IndexFlatIP(384)
+        flat.add(np.random.default_rng(0).random((5, 384), dtype=np.float32))
+        faiss.write_index(flat, str(index_file))
+        expected = "holds 5 vectors but"
+    data = base_spec(tmp_path, retrieval={"default": "kb", "sources": {"kb": {"index": str(index_file), "corpus": str(corpus)}}})
+    spec = str(write_spec(tmp_path, data))
+    for extra in ([], ["--processes", "2"]):
+        fails_cleanly(["run", spec, "--out", str(tmp_path / "new"), "--no-progress", *extra], None, expected)
+        assert not (tmp_path / "new").exists()
+
+
 def test_complete_run_spec_is_never_rewritten(tmp_path, done_run):
     spec, out = done_run
     before = snapshot(out)

@@ -78,3 +78,22 @@ def test_a_search_heavy_run_stores_each_passage_once(tmp_path, write_spec, isola
     stored = (run_dir / PASSAGES_FILE).read_text().splitlines()
     assert len(stored) == len(set(texts)) < len(texts)
     assert verify_run(run_dir, sample=0).ok
+
+
+def test_an_over_long_branch_is_counted_as_the_incomplete_record_it_was_written_as(tmp_path, write_spec, isolated_cache):
+    from branchpoint.experiments.forking import ForkPlan, fork_records, fork_run
+
+    spec = load_spec(write_spec({"agent": {"policy": "constrained", "search_cap": 1, "top_k": 2}, "sweep": {},
+                                 "questions": {"path": "demo", "categories": ["answerable"], "limit": 1}}))
+    run_dir = tmp_path / "run"
+    run_experiment(spec, run_dir, progress=False, model_opener=CountingOpener(responder=search_until_told_responder))
+
+    def huge_answer(prompt, request=None):
+        if request and request.get("grammar") and "search" not in request["grammar"]:
+            return 'answer", "text": "' + "x" * (MAX_LINE_BYTES + 10) + '"}'
+        return search_until_told_responder(prompt, request)
+
+    summary = fork_run(run_dir, ForkPlan(actions=["THINK"], boundaries=["initial"], repeats=1), progress=False,
+                       model_opener=CountingOpener(responder=huge_answer))  # fmt: skip
+    [branch] = fork_records(run_dir)
+    assert branch.status == "incomplete" and summary.statuses == {"incomplete": 1}
