@@ -572,8 +572,9 @@ def write_report(run_dir: Path, out_dir: Path | None = None, title: str | None =
         out.mkdir(parents=True, exist_ok=True)
         name = title or f"branchpoint report: {source.parent.resolve().name}"
         report = out / REPORT_FILE
-        report.write_text(f"# {name}\n\n{value}\n", encoding="utf-8")
-        return report, {}
+        figures: dict[str, Path | None] = {}
+        report.write_text(f"# {name}\n\n{value}\n" + _value_figures(source.parent, out, figures), encoding="utf-8")
+        return report, figures
     if not source.is_file():
         raise InputError(f"{source}: not found (run `branchpoint evaluate {run_dir}` first)")
     try:
@@ -593,9 +594,22 @@ def write_report(run_dir: Path, out_dir: Path | None = None, title: str | None =
     viewer = os.path.relpath(export, out) if export.is_file() else None
     text = markdown_report(metrics, name, relative, viewer)
     if value is not None:
-        text += "\n" + value + "\n"
+        text += "\n" + value + "\n" + _value_figures(source.parent, out, figures)
     report.write_text(text, encoding="utf-8")
     return report, figures
+
+
+def _value_figures(run_dir: Path, out: Path, figures: dict[str, Path | None]) -> str:
+    """The figures drawn from value.json (learning curves, when `value --learning-curves` ran),
+    added to `figures` and linked from the report ("" when there are none)."""
+    from branchpoint.evaluation.figures import plot_learning_curves
+
+    value = json.loads((Path(run_dir) / "value.json").read_text(encoding="utf-8"))
+    path = plot_learning_curves(value, out / FIGURES_DIR / "learning_curves.png")
+    figures["learning_curves"] = path
+    if path is None:
+        return ""
+    return f"\n![Learning curves]({os.path.relpath(path, out)})\n"
 
 
 def _value_section(run_dir: Path) -> str | None:

@@ -291,7 +291,13 @@ def test_cli_options_and_report_section(tmp_path):
                     "### Router utility", "### Decision factorial", "### Scoring objectives",
                     "### Shared-label audit bounds", "### Matched-configuration learning curves"):
         assert heading in text
-    assert "Zero-price oracle improvement" in text and figures == {}
+    assert "Zero-price oracle improvement" in text
+    # the learning curves are drawn too (the study's Figure 4): PNG, SVG and their data as CSV
+    figure = figures["learning_curves"]
+    assert figure is not None and figure.is_file() and figure.with_suffix(".svg").is_file()
+    rows = figure.with_suffix(".csv").read_text().splitlines()
+    assert rows[0].startswith("family,budget,gain_r2") and len(rows) == 1 + 2 * len(saved["learning_curves"]["families"])
+    assert "![Learning curves](figures/learning_curves.png)" in text
     bad = CliRunner().invoke(app, ["value", str(run), "--audit-judges", "rule"])
     assert bad.exit_code == 2 and "--audit-judges: expected two judge names" in bad.output
 
