@@ -61,6 +61,9 @@ class MatchedPair:
     answerable: Question
     similarity: float
     """Cosine similarity of the two questions' embeddings."""
+    vectors: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    """The two questions' unit embeddings (unanswerable, answerable), for the pairing figure's
+    t-SNE view; not written to the pairs file."""
 
     @property
     def category(self) -> str:
@@ -246,7 +249,7 @@ def build_benchmark(
             used.add(j)
     with_candidate = {i for _, i, _ in candidates}
     matched = [
-        MatchedPair(unanswerable[i], answerable[j], sim) for i, (j, sim) in sorted(match.items())
+        MatchedPair(unanswerable[i], answerable[j], sim, (u_vecs[i], a_vecs[j])) for i, (j, sim) in sorted(match.items())
     ]
     counts = {
         "unanswerable": len(unanswerable), "answerable": len(answerable),

@@ -117,3 +117,19 @@ def test_builder_command_writes_the_pairing_report(tmp_path):
         assert out.with_suffix(suffix).is_file(), suffix
     pairs = [json.loads(line) for line in out.read_text().splitlines()]
     assert "Who will be the president of France in 2090?" not in [q["question"] for q in pairs if q["answerable"]]
+
+
+def test_pairing_figure_has_a_tsne_view_of_both_halves(tmp_path):
+    """The over-searching study's Figures 3b / 9: both sides' question embeddings on one t-SNE map,
+    pairs joined; its coordinates go to the CSV. Seeded: two draws give the same map."""
+    from branchpoint.experiments.builder import build_benchmark
+    from tests.experiments.test_builder import ANSWERABLE, UNANSWERABLE
+
+    result = build_benchmark(UNANSWERABLE, ANSWERABLE, BagOfWords(), k=len(ANSWERABLE), length_tolerance=5.0)
+    assert len(result.pairs) >= 5 and all(p.vectors is not None for p in result.pairs)
+    figure = write_pairing_figure(result, tmp_path / "pairs.png")
+    rows = list(csv.DictReader(figure.with_suffix(".csv").open()))
+    assert len(rows) == len(result.pairs) and {"tsne_unanswerable_x", "tsne_answerable_y"} <= set(rows[0])
+    again = list(csv.DictReader(write_pairing_figure(result, tmp_path / "again.png").with_suffix(".csv").open()))
+    assert [r["tsne_answerable_x"] for r in again] == [r["tsne_answerable_x"] for r in rows]
+    assert "vectors" not in result.pairs[0].to_json()
