@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from branchpoint.cli import app
 from tests.conftest import REPO
+from tests.evaluation.fake_openai import chat_body, fake_openai
 
 PAGE = REPO / "docs" / "recipes.md"
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -43,12 +44,26 @@ def test_the_page_maps_every_table_and_figure_of_both_studies():
     assert "issue 14" in text and "vLLM" in text
 
 
-def _run_recipes(commands: list[list[str]], tmp_path) -> int:
+def judge_reply(path: str, body: dict) -> tuple[int, dict]:
+    """A judge server for the LLM-judge recipes: a label of the kind each judge prompt asks for."""
+    prompt = body["messages"][-1]["content"]
+    if "Gold answers" in prompt:
+        label = "CORRECT" if "Canberra" in prompt.split("Response:")[-1] else "INCORRECT"
+    elif "Document:" in prompt:
+        label = "POSITIVE"
+    else:
+        label = "ABSTAINED" if "know" in prompt.split("Response:")[-1].lower() else "ANSWERED"
+    return 200, chat_body(f"LABEL: {label}")
+
+
+def _run_recipes(commands: list[list[str]], tmp_path, judge_url: str | None = None) -> int:
     model_spec = tmp_path / "scripted-model.yaml"
     model_spec.write_text(yaml.safe_dump({"provider": "scripted", "script": [DOCUMENT]}))
     runner = CliRunner()
     for args in commands:
         args = [re.sub(r"(^|=)(runs|corpora|reports)/", rf"\g<1>{tmp_path}/\g<2>/", a) for a in args]
+        if judge_url is not None:  # the page's vLLM judge at 127.0.0.1:8000 is a loopback fake here
+            args = [judge_url if a == "http://127.0.0.1:8000/v1" else a for a in args]
         if args[0] in ("run", "quickstart"):
             args += ["--set", SCRIPTED_MODEL]
         if args[0] == "augment":
@@ -74,7 +89,11 @@ def test_every_recipe_command_runs(tmp_path, isolated_cache, monkeypatch):
     commands = recipe_commands(PAGE.read_text())
     assert len(commands) >= 25
     offline = [c for c in commands if not _needs_shared_data(c)]
-    assert _run_recipes(offline, tmp_path) >= 20
+    assert any("--judge-base-url" in c for c in offline)  # the LLM-judge recipes run too
+    with fake_openai() as judge:
+        judge.responder = judge_reply
+        assert _run_recipes(offline, tmp_path, judge.base_url) >= 20
+        assert judge.bodies("/v1/chat/completions")  # the judge was asked
     assert (tmp_path / "runs" / "fork-study" / "value.json").is_file()
     assert (tmp_path / "reports" / "mitigations" / "report.md").is_file()
 
@@ -94,4 +113,7 @@ def test_the_corpora_recipe_runs_on_the_shared_data(tmp_path, isolated_cache, mo
         pytest.skip(f"{SHARED_DATA} is absent (the stale corpus is FlashRAG's sample in it)")
     monkeypatch.chdir(REPO)
     corpora = [c for c in recipe_commands(PAGE.read_text()) if _is_corpora(c)]
-    assert _run_recipes(corpora, tmp_path) == 3  # builds the 1,000-passage index once (minutes on 2 cores)
+    with fake_openai() as judge:  # its LLM-judge command too
+        judge.responder = judge_reply
+        # builds the 1,000-passage index once (minutes on 2 cores)
+        assert _run_recipes(corpora, tmp_path, judge.base_url) == 4

@@ -41,6 +41,8 @@ class FakeServer:
     requests: list[Recorded] = field(default_factory=list)
     delay_s: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: When set, replies are computed from (path, body) instead of taken from the queues.
+    responder: Any = None
 
     def reply(self, path: str, *replies: tuple[int, dict[str, Any]]) -> None:
         self.replies[path] = deque(replies)
@@ -75,7 +77,8 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("?", 1)[0]
             with server.lock:
                 server.requests.append(Recorded(path, dict(self.headers.items()), json.loads(raw)))
-            status, body = server.next_reply(path)
+            recorded_body = server.requests[-1].body
+            status, body = server.responder(path, recorded_body) if server.responder else server.next_reply(path)
             time.sleep(server.delay_s)
             data = json.dumps(body).encode()
             try:
