@@ -134,7 +134,10 @@ QUANTITIES: list[Quantity] = [
     _q("gain risk constant", "gain_risk.truth_constant", "intervals.gain_risk.truth_constant",
        lambda r: _gain(r, _v_delta(r))),
     _q("Brier truth", "brier.truth.brier", "intervals.brier.truth", _outcome_var),
-    _q("Brier truth: level", "brier.truth.level", None, lambda r: 0.0),
+    # The level error of the exact forecaster is a squared error whose truth is 0, the boundary of
+    # its range (its estimate cannot be unbiased there): reported, not checked; the Brier score
+    # itself is checked through its interval, the other terms for bias.
+    _q("Brier truth: level", "brier.truth.level", None, lambda r: 0.0, "plug_in"),
     _q("Brier truth: gain", "brier.truth.gain", None, lambda r: 0.0),
     _q("Brier truth: variance", "brier.truth.variance", None, _outcome_var),
     _q("Brier constant", "brier.truth_constant.brier", "intervals.brier.truth_constant",
