@@ -64,8 +64,9 @@ class ForkPlan(BaseModel):
                 "--top-p 0.95, the default), use --repeats 1, or pass --allow-identical-repeats."
             )
 
-    def sampling(self, branch_id: str) -> dict[str, float | int]:
+    def sampling(self, branch_key: str) -> dict[str, float | int]:
         """The sampling settings of one branch: the plan's temperature and top-p, and a seed that
-        is a function of the plan's seed and the branch id (distinct per repeat, stable on rerun)."""
-        digest = hashlib.sha256(f"{self.seed}:{branch_id}".encode()).digest()
+        is a function of the plan's seed and the branch's key (its state, action and repeat:
+        distinct per repeat, the same on rerun and when the study is run afresh)."""
+        digest = hashlib.sha256(f"{self.seed}:{branch_key}".encode()).digest()
         return {"temperature": self.temperature, "top_p": self.top_p, "seed": int.from_bytes(digest[:4], "big") >> 1}

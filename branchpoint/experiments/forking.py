@@ -103,6 +103,14 @@ class BranchTask:
     execution_id: str
     condition: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def seed_key(self) -> str:
+        """What a branch's sampling seed is derived from: the parent, the saved state by its step
+        (not its checkpoint id, which is new on every run), the branch's condition and repeat, so
+        seeds differ per (state, action, repeat) and a study run afresh draws the same numbers."""
+        return json.dumps([self.parent.execution_id, self.boundary.step, self.boundary.boundary,
+                           self.condition, self.repeat], sort_keys=True, default=str)  # fmt: skip
+
 
 @dataclass
 class ForkSummary:
@@ -346,7 +354,7 @@ def run_branch(graph: Any, ctx: AgentContext, task: BranchTask, saver: Any, plan
         gold_answers=parent.gold_answers, stratum=parent.stratum, support_group=parent.support_group,
         parent={"execution_id": parent.execution_id, "checkpoint_id": task.boundary.checkpoint_id,
                 "boundary": task.boundary.boundary},
-        branch=task.action, repeat=task.repeat, sampling=plan.sampling(task.execution_id),
+        branch=task.action, repeat=task.repeat, sampling=plan.sampling(task.seed_key),
         **({"kind": REPLAY_KIND} if task.action is None else {}), **simulated_marker(task.spec),
     )  # fmt: skip
     config = {"configurable": {"thread_id": task.execution_id}, "recursion_limit": recursion_limit(cap)}
@@ -393,7 +401,7 @@ def _run_tasks(
 
                 def one(task: BranchTask) -> ExecutionRecord:
                     # an independent draw: the plan's sampling with this branch's own seed
-                    ctx = agent_context(task.spec, client.with_sampling(**plan.sampling(task.execution_id)), pool)
+                    ctx = agent_context(task.spec, client.with_sampling(**plan.sampling(task.seed_key)), pool)
                     current_execution.set(task.execution_id)
                     rec = run_branch(graphs[task.spec.agent.policy], ctx, task, saver, plan)
                     rec = store.append(rec, out_file)  # durable before it counts as done; counted as written

@@ -120,3 +120,18 @@ def test_identical_answers_among_repeats_share_one_judgment(run_dir):
     for rec in judged:
         label = next(j.label for j in rec.judgments if j.judge == judge.name)
         assert labels.setdefault((rec.question, rec.final_answer), label) == label
+
+
+def test_a_fork_study_run_afresh_draws_the_same_seeds(tmp_path, isolated_cache):
+    """Seeds come from the saved state's position, the action and the repeat, not from
+    checkpoint ids (new on every run), so two fresh runs of one study draw the same numbers."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(SPEC))
+    seeds = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        run_experiment(load_spec(spec), out, progress=False)
+        fork_run(out, ForkPlan(actions=["THINK", "SEARCH"], repeats=2), progress=False)
+        seeds.append(sorted((r.parent.boundary, r.branch, r.repeat, r.question_id, r.sampling["seed"])
+                            for r in fork_records(out)))  # fmt: skip
+    assert seeds[0] == seeds[1] and len({s[-1] for s in seeds[0]}) == len(seeds[0])

@@ -196,9 +196,12 @@ def fork_per_action_seed(out: Path, plan: ForkPlan, spec: ExperimentSpec, opener
 def fork_parents(records: list[Any], settings: StudySettings) -> list[str]:
     """The executions a study forks: the first `answerable` answerable and `unanswerable`
     unanswerable ones, in question order."""
+    # In question order, not file order: concurrent executions are appended as they finish, so
+    # the file's order (and with it the forked sample) would change from run to run.
+    ordered = sorted(records, key=lambda r: (r.question_id, r.execution_id))
     picked: list[str] = []
     for answerable, n in ((True, settings.answerable), (False, settings.unanswerable)):
-        picked += [r.execution_id for r in records if r.answerable == answerable and r.status != "incomplete"][:n]
+        picked += [r.execution_id for r in ordered if r.answerable == answerable and r.status != "incomplete"][:n]
     return picked
 
 

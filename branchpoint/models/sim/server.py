@@ -245,7 +245,9 @@ def chat_message(obs: Observation, reply: Reply, rng: np.random.Generator) -> tu
         content, finish = None, "tool_calls"
         args = json.dumps({"query": reply.text})
         tool_calls = [{
-            "id": f"chatcmpl-tool-{secrets.token_hex(8)}",
+            # vLLM's shape, but drawn from the request's generator: the id is resent in the next
+            # request's transcript, so a random one would make seeded runs irreproducible
+            "id": f"chatcmpl-tool-{int(rng.integers(2**63)):016x}",
             "type": "function",
             "function": {"name": "search", "arguments": args},
         }]
