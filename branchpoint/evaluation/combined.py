@@ -8,7 +8,6 @@ all of them (PNG, SVG and CSV), and each run's warnings about identical conditio
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -21,24 +20,11 @@ from branchpoint.evaluation.report import (
     _condition_row,
     _identical_section,
     _md_table,
+    read_metrics,
     seed_study_table,
     tpc_caption,
     write_report,
 )
-
-
-def read_metrics(run_dir: Path) -> dict[str, Any]:
-    """The metrics.json of a run directory (or the file itself), checked to be one."""
-    source = run_dir / "metrics.json" if run_dir.is_dir() else run_dir
-    if not source.is_file():
-        raise InputError(f"{source}: not found (run `branchpoint evaluate {run_dir}` first)")
-    try:
-        metrics = json.loads(source.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{source}: not a metrics file ({exc})") from None
-    if not isinstance(metrics, dict) or "by_condition" not in metrics:
-        raise InputError(f'{source}: field "by_condition" missing (expected the metrics.json of `branchpoint evaluate`)')
-    return metrics
 
 
 def run_names(run_dirs: list[Path]) -> list[str]:

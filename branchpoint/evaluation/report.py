@@ -553,6 +553,19 @@ def is_simulated(run_dir: Path) -> bool:
     return False
 
 
+def read_metrics(run_dir: Path) -> dict[str, Any]:
+    """The metrics.json of a run directory (or the file itself), checked to be one."""
+    source = run_dir / "metrics.json" if run_dir.is_dir() else run_dir
+    if not source.is_file():
+        raise InputError(f"{source}: not found (run `branchpoint evaluate {run_dir}` first)")
+    try:
+        metrics = json.loads(source.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{source}: not a metrics file ({exc})") from None
+    if not isinstance(metrics, dict) or "by_condition" not in metrics:
+        raise InputError(f'{source}: field "by_condition" missing (expected the metrics.json of `branchpoint evaluate`)')
+    return metrics
+
 def write_report(run_dir: Path, out_dir: Path | None = None, title: str | None = None) -> tuple[Path, dict[str, Path | None]]:
     """Write report.md and figures/*.png for a run directory from its metrics.json, with the
     search-value section when the directory has a value.json (`branchpoint value`); a directory
@@ -575,14 +588,7 @@ def write_report(run_dir: Path, out_dir: Path | None = None, title: str | None =
         figures: dict[str, Path | None] = {}
         report.write_text(f"# {name}\n\n{value}\n" + _value_figures(source.parent, out, figures), encoding="utf-8")
         return report, figures
-    if not source.is_file():
-        raise InputError(f"{source}: not found (run `branchpoint evaluate {run_dir}` first)")
-    try:
-        metrics = json.loads(source.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{source}: not a metrics file ({exc})") from None
-    if not isinstance(metrics, dict) or "by_condition" not in metrics:
-        raise InputError(f'{source}: field "by_condition" missing (expected the metrics.json of `branchpoint evaluate`)')
+    metrics = read_metrics(run_dir)
     out = Path(out_dir) if out_dir is not None else source.parent
     figures = write_figures(metrics, out / FIGURES_DIR)
     relative = {k: (os.path.relpath(p, out) if p is not None else None) for k, p in figures.items()}
