@@ -78,6 +78,18 @@ def _show(value: Any) -> str:
 
 _FINAL_LINE = "Think in at most two sentences, then end with a final line of exactly the form\n"
 
+#: The evidence labels' definitions and answer format, shared by both evidence prompts.
+_EVIDENCE_LABELS = (
+    "POSITIVE: the document supports or seems to support an answer to the question: it "
+    "offers a fact, name, date or claim a reader could take as the answer, or it is on "
+    "topic without casting doubt.\n"
+    "NEGATIVE: the document signals uncertainty, contradiction or unknowability: it says the "
+    "answer is unknown, disputed or unrecorded, contradicts the question's premise, or shows "
+    "the question is ambiguous.\n\n"
+    + _FINAL_LINE
+    + "LABEL: POSITIVE\nor LABEL: NEGATIVE"
+)
+
 ANSWER_PROMPT_V1 = JudgePrompt(
     kind="answer",
     version="answer-v1",
@@ -142,14 +154,7 @@ EVIDENCE_PROMPT_V1 = JudgePrompt(
         "asked (its answer is unknown, it rests on a false premise, or it is underspecified).\n\n"
         "Question: {question}\n"
         "Document: {document}\n\n"
-        "POSITIVE: the document supports or seems to support an answer to the question: it "
-        "offers a fact, name, date or claim a reader could take as the answer, or it is on "
-        "topic without casting doubt.\n"
-        "NEGATIVE: the document signals uncertainty, contradiction or unknowability: it says the "
-        "answer is unknown, disputed or unrecorded, contradicts the question's premise, or shows "
-        "the question is ambiguous.\n\n"
-        + _FINAL_LINE
-        + "LABEL: POSITIVE\nor LABEL: NEGATIVE"
+        + _EVIDENCE_LABELS
     ),
 )
 
@@ -161,14 +166,7 @@ EVIDENCE_ANSWERABLE_PROMPT_V1 = JudgePrompt(
         "You are labelling one retrieved document for a question.\n\n"
         "Question: {question}\n"
         "Document: {document}\n\n"
-        "POSITIVE: the document supports or seems to support an answer to the question: it "
-        "offers a fact, name, date or claim a reader could take as the answer, or it is on "
-        "topic without casting doubt.\n"
-        "NEGATIVE: the document signals uncertainty, contradiction or unknowability: it says the "
-        "answer is unknown, disputed or unrecorded, contradicts the question's premise, or shows "
-        "the question is ambiguous.\n\n"
-        + _FINAL_LINE
-        + "LABEL: POSITIVE\nor LABEL: NEGATIVE"
+        + _EVIDENCE_LABELS
     ),
 )
 
