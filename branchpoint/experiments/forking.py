@@ -460,6 +460,22 @@ def _open_run(run_dir: str | Path, checkpoints: str | None) -> tuple[RunStore, E
     return store, load_spec(store.run_dir / "spec.yaml")
 
 
+def _run_missing(
+    tasks: list[BranchTask], store: RunStore, saver: Any, plan: ForkPlan, summary: ForkSummary,
+    model_opener: ModelOpener, progress: bool, label: str, out_file: str, log_requests: bool,
+) -> None:
+    """Run the planned branches (or replays) not yet recorded in `out_file`, after cutting a torn
+    last line (a study killed mid-append: that branch is redone)."""
+    summary.planned = len(tasks)
+    store.repair_torn_tail(out_file)
+    done = {r.execution_id for r in fork_records(store.run_dir, out_file) if r.status != "incomplete"}
+    todo = [t for t in tasks if t.execution_id not in done]
+    summary.skipped_done = len(tasks) - len(todo)
+    if todo:
+        _run_tasks(todo, store, saver, plan, summary, model_opener, progress, label, out_file=out_file,
+                   log_requests=log_requests)  # fmt: skip
+
+
 def fork_run(
     run_dir: str | Path,
     plan: ForkPlan,
@@ -484,14 +500,8 @@ def fork_run(
         saver = stack.enter_context(open_checkpointer(store.checkpoint_target(checkpoints)))
         tasks, skipped = plan_study(saver, store, spec, plan, parents)
         summary.illegal_skipped = dict(skipped)
-        summary.planned = len(tasks)
-        store.repair_torn_tail(FORKS_FILE)  # a study killed mid-append: cut the torn line, redo that branch
-        done = {r.execution_id for r in fork_records(store.run_dir) if r.status != "incomplete"}
-        todo = [t for t in tasks if t.execution_id not in done]
-        summary.skipped_done = len(tasks) - len(todo)
-        if todo:
-            _run_tasks(todo, store, saver, plan, summary, model_opener, progress, f"fork {spec.name}",
-                       log_requests=log_requests)  # fmt: skip
+        _run_missing(tasks, store, saver, plan, summary, model_opener, progress, f"fork {spec.name}",
+                     FORKS_FILE, log_requests)  # fmt: skip
         if plan.minimal_search:
             summary.minimal = minimal_searches(parents, fork_records(store.run_dir), saver, plan.judge)
             path = store.run_dir / MINIMAL_FILE
@@ -540,14 +550,8 @@ def replay_run(
                 f"{parent.execution_id[:12]} match (see `branchpoint checkpoints ls RUN_DIR --execution {execution} --wide`)"
             )
         tasks = branch_tasks(parent, chosen[0], None, plan, resolved)
-        summary.planned = len(tasks)
-        store.repair_torn_tail(REPLAYS_FILE)
-        done = {r.execution_id for r in fork_records(store.run_dir, REPLAYS_FILE) if r.status != "incomplete"}
-        todo = [t for t in tasks if t.execution_id not in done]
-        summary.skipped_done = len(tasks) - len(todo)
-        if todo:
-            _run_tasks(todo, store, saver, plan, summary, model_opener, progress, f"replay {spec.name}",
-                       out_file=REPLAYS_FILE, log_requests=log_requests)  # fmt: skip
+        _run_missing(tasks, store, saver, plan, summary, model_opener, progress, f"replay {spec.name}",
+                     REPLAYS_FILE, log_requests)  # fmt: skip
     summary.wall_s = time.perf_counter() - started
     return summary
 
