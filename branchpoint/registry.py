@@ -1,0 +1,242 @@
+"""One registry for every pluggable kind of component (policies, judges, sources, ...).
+
+Built-in components register themselves with `@registry.register(kind, name)` (or `registry.add`)
+when their module is imported. `get(kind, name)` imports the kind's built-in modules on first use,
+then the third-party plug-ins of the entry-point group `branchpoint.plugins` (each entry point
+names a module, or a module attribute, whose import registers its components), and finally
+resolves `package.module:attr` names for components that are not registered at all. Every kind
+follows the same rules: one duplicate rule (a clear error naming both places), `names(kind)`,
+unknown names answered with the list of known ones.
+
+This module imports nothing of branchpoint's beyond `errors`, so every layer may register here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import inspect
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+from branchpoint.errors import InputError
+
+T = TypeVar("T")
+
+#: The entry-point group third-party packages use to add components.
+PLUGIN_GROUP: Final = "branchpoint.plugins"
+
+#: Every pluggable kind and the modules whose import registers its built-in components.
+BUILTIN_MODULES: Final[dict[str, tuple[str, ...]]] = {
+    "policy": ("branchpoint.agents.policies",),
+    "judge": ("branchpoint.evaluation.judges", "branchpoint.evaluation.llm_judges"),
+    "source": ("branchpoint.retrieval.source",),
+    "encoder": ("branchpoint.retrieval.encoder",),
+    "index": ("branchpoint.retrieval.index",),
+    "question_format": ("branchpoint.datasets",),
+    "provider": ("branchpoint.models.factory",),
+    "reward": ("branchpoint.evaluation.value.outcomes",),
+    "forecaster": ("branchpoint.evaluation.value.forecasters", "branchpoint.evaluation.value.fitted"),
+    "calibrator": ("branchpoint.evaluation.value.forecasters",),
+    "router": ("branchpoint.evaluation.value.routers",),
+}
+KINDS: Final[tuple[str, ...]] = tuple(BUILTIN_MODULES)
+
+
+class RegistryError(InputError):
+    """A name registered twice, an unknown kind or name, or a `module:attr` that cannot be found."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registered component: what it is, where it was registered, and its settings."""
+
+    kind: str
+    name: str
+    obj: Any
+    origin: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _origin_of(obj: Any) -> str:
+    """`module:qualname` of an object (its definition place), for duplicate and listing messages."""
+    module = getattr(obj, "__module__", None) or type(obj).__module__
+    qualname = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    try:
+        line = inspect.getsourcelines(obj)[1]
+        where = f" (line {line})"
+    except (OSError, TypeError):
+        where = ""
+    return f"{module}:{qualname}{where}"
+
+
+def _same_definition(a: Any, b: Any) -> bool:
+    """Whether two objects are one definition (the same object, or the same module:qualname, as
+    when a module is imported twice under different loaders)."""
+    if a is b:
+        return True
+    key = lambda o: (getattr(o, "__module__", None), getattr(o, "__qualname__", None))  # noqa: E731
+    return key(a) == key(b) and key(a)[1] is not None
+
+
+@contextmanager
+def _on_path(search_paths: Sequence[str | Path]) -> Iterator[None]:
+    """`search_paths` and the working directory on `sys.path` for the duration of an import."""
+    added = [str(Path(p).resolve()) for p in [*search_paths, Path.cwd()]]
+    added = [p for p in dict.fromkeys(added) if p not in sys.path]
+    sys.path[:0] = added
+    try:
+        yield
+    finally:
+        for p in added:
+            if p in sys.path:
+                sys.path.remove(p)
+
+
+def import_module_from(module_name: str, search_paths: Sequence[str | Path] = ()) -> Any:
+    """Import `module_name` with `search_paths` (e.g. the spec's folder) and the working directory
+    on the import path for the duration of the import."""
+    with _on_path(search_paths):
+        return importlib.import_module(module_name)
+
+
+def import_attr(ref: str, search_paths: Sequence[str | Path] = (), *, kind: str = "component") -> Any:
+    """The object `package.module:attr` names (dotted attributes allowed after the colon)."""
+    module_name, _, attr = ref.partition(":")
+    if not module_name or not attr:
+        raise RegistryError(f'{kind} "{ref}": expected package.module:attr')
+    try:
+        obj = import_module_from(module_name, search_paths)
+    except ImportError as exc:
+        raise RegistryError(f'{kind} "{ref}": cannot import module "{module_name}": {exc}') from exc
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise RegistryError(f'{kind} "{ref}": module "{module_name}" has no attribute "{attr}"') from None
+    return obj
+
+
+class Registry:
+    """Components by (kind, name). One instance, `REGISTRY`, serves the package; tests may build
+    their own to check the rules without touching it."""
+
+    def __init__(self, builtin_modules: dict[str, tuple[str, ...]] | None = None,
+                 plugin_group: str = PLUGIN_GROUP) -> None:
+        self._builtin_modules = dict(BUILTIN_MODULES if builtin_modules is None else builtin_modules)
+        self._plugin_group = plugin_group
+        self._entries: dict[tuple[str, str], Entry] = {}
+        self._loaded_kinds: set[str] = set()
+        self._plugins_loaded = False
+
+    # -- registering -----------------------------------------------------------------------
+    def _check_kind(self, kind: str) -> None:
+        if kind not in self._builtin_modules:
+            raise RegistryError(f'unknown component kind "{kind}" (known: {", ".join(self._builtin_modules)})')
+
+    def add(self, kind: str, name: str, obj: Any, *, origin: str | None = None, **meta: Any) -> Entry:
+        """Register `obj` as the `kind` called `name`. Registering the same definition again (a
+        module imported twice) is a no-op; a different object under a taken name is an error that
+        names both places."""
+        self._check_kind(kind)
+        if not name or ":" in name:
+            raise RegistryError(f'{kind} name "{name}": names are non-empty and contain no ":"')
+        entry = Entry(kind, name, obj, origin or _origin_of(obj), dict(meta))
+        old = self._entries.get((kind, name))
+        if old is not None:
+            if _same_definition(old.obj, obj):
+                return old
+            raise RegistryError(f'{kind} "{name}" is registered twice: by {old.origin} and by {entry.origin}')
+        self._entries[(kind, name)] = entry
+        return entry
+
+    def register(self, kind: str, name: str, **meta: Any) -> Callable[[T], T]:
+        """Decorator form of `add`: `@REGISTRY.register("judge", "contains")`."""
+
+        def decorate(obj: T) -> T:
+            self.add(kind, name, obj, **meta)
+            return obj
+
+        return decorate
+
+    # -- loading ---------------------------------------------------------------------------
+    def _load(self, kind: str) -> None:
+        """Import the kind's built-in modules (once), then every plug-in (once)."""
+        self._check_kind(kind)
+        if kind not in self._loaded_kinds:
+            self._loaded_kinds.add(kind)
+            for module in self._builtin_modules[kind]:
+                importlib.import_module(module)
+        self.load_plugins()
+
+    def load_plugins(self) -> list[str]:
+        """Import each entry point of the plug-in group (once per registry); returns their names.
+        A plug-in that fails to import is an error naming it and its distribution."""
+        if self._plugins_loaded:
+            return []
+        self._plugins_loaded = True
+        loaded = []
+        for ep in importlib.metadata.entry_points(group=self._plugin_group):
+            try:
+                target = ep.load()
+            except Exception as exc:  # a broken plug-in must say which one it is
+                dist = getattr(ep.dist, "name", "?")
+                raise RegistryError(
+                    f'plug-in "{ep.name}" ({ep.value}, distribution {dist}) failed to load: {exc}'
+                ) from exc
+            if callable(target) and not inspect.ismodule(target) and getattr(target, "__branchpoint_plugin__", False):
+                target(self)
+            loaded.append(ep.name)
+        return loaded
+
+    # -- looking up ------------------------------------------------------------------------
+    def names(self, kind: str) -> list[str]:
+        """Registered names of a kind, sorted (built-ins and plug-ins)."""
+        self._load(kind)
+        return sorted(name for k, name in self._entries if k == kind)
+
+    def entries(self, kind: str) -> list[Entry]:
+        """Registered entries of a kind, in name order."""
+        return [self._entries[(kind, n)] for n in self.names(kind)]
+
+    def get(self, kind: str, name: str, search_paths: Sequence[str | Path] = ()) -> Entry:
+        """The entry registered as `name`, or, for `package.module:attr`, the object it names
+        (its registered entry when importing it registered one). Unknown names list the known."""
+        self._load(kind)
+        found = self._entries.get((kind, name))
+        if found is not None:
+            return found
+        if ":" in name:
+            obj = import_attr(name, search_paths, kind=kind)
+            for entry in self._entries.values():
+                if entry.kind == kind and entry.obj is obj:
+                    return entry
+            return Entry(kind, name, obj, name)
+        known = ", ".join(self.names(kind)) or "none"
+        raise RegistryError(f'unknown {kind} "{name}" (known: {known}; or name your own as package.module:attr)')
+
+    def __contains__(self, key: tuple[str, str]) -> bool:
+        kind, name = key
+        self._load(kind)
+        return key in self._entries
+
+
+#: The package's registry (filled at import time by the built-in modules and by plug-ins).
+REGISTRY: Final = Registry()
+
+register = REGISTRY.register
+add = REGISTRY.add
+get = REGISTRY.get
+names = REGISTRY.names
+entries = REGISTRY.entries
+
+
+def plugin(fn: Callable[[Registry], None]) -> Callable[[Registry], None]:
+    """Mark a function an entry point may name: it is called with the registry to register its
+    components (the alternative to a module whose import registers them with decorators)."""
+    fn.__branchpoint_plugin__ = True  # type: ignore[attr-defined]
+    return fn
