@@ -79,8 +79,9 @@ def _same_definition(a: Any, b: Any) -> bool:
     when a module is imported twice under different loaders)."""
     if a is b:
         return True
-    key = lambda o: (getattr(o, "__module__", None), getattr(o, "__qualname__", None))  # noqa: E731
-    return key(a) == key(b) and key(a)[1] is not None
+    key_a = (getattr(a, "__module__", None), getattr(a, "__qualname__", None))
+    key_b = (getattr(b, "__module__", None), getattr(b, "__qualname__", None))
+    return key_a == key_b and key_a[1] is not None
 
 
 @contextmanager

@@ -54,7 +54,7 @@ class JudgeCache:
             self._db.close()
             from branchpoint.dbfiles import CACHE_HINT, damaged
 
-            raise damaged(self.path, "judge cache", exc, CACHE_HINT) from None
+            raise damaged(self.path or ":memory:", "judge cache", exc, CACHE_HINT) from None
 
     def get(self, key: str) -> tuple[str, str | None] | None:
         row = self._db.execute("SELECT label, raw FROM judgments WHERE key = ?", (key,)).fetchone()

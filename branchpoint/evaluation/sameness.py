@@ -46,14 +46,15 @@ def identical_conditions(records: Iterable[ExecutionRecord]) -> list[dict[str, A
         if not prints or any(p is None for p in prints.values()):
             continue
         groups.setdefault(tuple(sorted(prints.items())), []).append(label)  # type: ignore[arg-type]
-    out = []
+    out: list[dict[str, Any]] = []
     for key, labels in groups.items():
         if len(labels) < 2:
             continue
         labels.sort(key=lambda lab: natural_condition_key(conditions[lab]))
         conds = [conditions[lab] for lab in labels]
         names = sorted({k for c in conds for k in c})
-        axes, fixed = {}, {}
+        axes: dict[str, list[Any]] = {}
+        fixed: dict[str, Any] = {}
         for name in names:
             values = [c.get(name) for c in conds]
             distinct = list({_value(v): v for v in values}.values())

@@ -209,7 +209,7 @@ def search_cap_sweep(cs: ConditionSet, cfg: MetricsConfig) -> list[dict[str, Any
             point = {"cap": int(cap) if cap == int(cap) else cap, "condition": label}
             point.update(_stats(cs.sums[label], (*_ACCURACIES, "tpc", "mean_cost", "mean_search_calls"), cfg))
             points.append(point)
-        roi = []
+        roi: list[dict[str, Any]] = []
         for (cap_a, a), (cap_b, b) in zip(members, members[1:]):
             added = _difference(_stat(cs.sums[b], "mean_cost"), _stat(cs.sums[a], "mean_cost"))
             step: dict[str, Any] = {"from_cap": points[len(roi)]["cap"], "to_cap": points[len(roi) + 1]["cap"]}
@@ -292,13 +292,13 @@ def multi_turn(cs: ConditionSet, cfg: MetricsConfig) -> dict[str, Any]:
 
 def reasoning_effort(cs: ConditionSet, cfg: MetricsConfig) -> dict[str, Any]:
     """One row per condition with a reasoning-effort key, grouped by the other keys."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for label, cond in cs.conditions.items():
         keys = sorted(k for k in cond if "reasoning_effort" in k)
         if not keys:
             continue
         effort = str(cond[keys[0]])
-        row = {"effort": effort, "key": keys[0], "condition": label, "model": cs.model(label),
+        row: dict[str, Any] = {"effort": effort, "key": keys[0], "condition": label, "model": cs.model(label),
                "other": _rest(cond, keys[0])}  # fmt: skip
         row.update(_stats(cs.sums[label], tuple(_RATIOS), cfg))
         rows.append(row)
@@ -318,13 +318,13 @@ _MINIMAL_FIELDS = {"question_id": str, "condition": dict, "searches": int, "mini
 
 def read_minimal_search(path: str | Path) -> list[dict[str, Any]]:
     """Rows of minimal_search.jsonl, checked; errors name the file, line and field."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     try:
         for lineno, obj in iter_json_lines(path):
             for name, kind in _MINIMAL_FIELDS.items():
                 value = obj.get(name)
                 ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-                if not ok or (kind is int and value < 0):
+                if not ok or (isinstance(value, int) and kind is int and value < 0):
                     raise InputError(
                         f'{path} line {lineno}: field "{name}" missing or invalid '
                         f"(expected {kind.__name__}{' >= 0' if kind is int else ''}; rows are "

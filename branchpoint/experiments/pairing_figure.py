@@ -48,7 +48,7 @@ def write_pairing_figure(result: BuildResult, path: str | Path) -> Path:
     ax.set_title("Question length per side", fontsize=9)
     ax.legend(fontsize=7)
     for a in fig.axes:
-        a.yaxis.get_major_locator().set_params(integer=True)
+        a.yaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]  # a MaxNLocator
     if coords is not None:
         ax = fig.add_subplot(1, panels, 4)
         n = len(pairs)

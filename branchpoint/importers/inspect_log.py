@@ -151,7 +151,7 @@ def sample_record(log: Any, sample: Any, search_tools: frozenset[str] = SEARCH_T
         stratum=meta.get("stratum"),
         support_group=meta.get("support_group"),
         repeat=int(sample.epoch or 1) - 1,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         final_answer=sample.output.completion if sample.output is not None else None,
         steps=steps,
         search_calls=sum(1 for s in steps if s.kind == "search"),

@@ -211,7 +211,7 @@ class OpenAICompatibleClient:
     def server_kind(self) -> str:
         """vllm, llamacpp or other: from the spec, else detected once from the server."""
         if self._server_kind is None:
-            self._server_kind = detect_server_kind(self.base_url, timeout_s=min(self.spec.timeout_s, 10.0))
+            self._server_kind = detect_server_kind(self.base_url or "", timeout_s=min(self.spec.timeout_s, 10.0))
         return self._server_kind
 
     def _chat_usage(self, token_usage: dict[str, Any] | None, reasoning: str | None) -> Usage:

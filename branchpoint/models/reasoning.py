@@ -68,7 +68,8 @@ def resolve_family(spec: ModelSpec) -> Family:
 
 def thinking_budget(spec: ModelSpec, effort: Effort) -> int | None:
     """The qwen3 thinking-token budget for `effort` (spec's `thinking_budget` over the defaults)."""
-    budgets: dict[str, int | None] = {**DEFAULT_THINKING_BUDGET, **spec.thinking_budget}
+    budgets: dict[str, int | None] = {**DEFAULT_THINKING_BUDGET}
+    budgets.update({str(k): v for k, v in spec.thinking_budget.items()})
     return budgets.get(effort)
 
 

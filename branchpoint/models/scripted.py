@@ -38,7 +38,7 @@ class ScriptedModel:
         self,
         replies: Sequence[Reply] | None = None,
         *,
-        responder: Callable[[str], Reply] | None = None,
+        responder: Callable[..., Reply] | None = None,  # fn(prompt) or fn(prompt, request=...)
         cycle: bool = False,
         fail_first: int = 0,
         name: str = "scripted",

@@ -104,7 +104,7 @@ class BM25Index:
 
         def fill(tmp: Path) -> None:
             self.retriever.save(str(tmp / BM25_DIR), show_progress=False)
-            write_passages(tmp / PASSAGES_FILE, self.passages)
+            write_passages(tmp / PASSAGES_FILE, list(self.passages))
             open_mapped_corpus(tmp / PASSAGES_FILE).close()  # its offsets and fingerprint, once
             write_manifest(tmp / MANIFEST_FILE, self.manifest)
 

@@ -49,7 +49,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -283,8 +283,8 @@ def create_app(service: RetrievalService) -> Any:
     limiter = anyio.CapacityLimiter(SEARCH_THREADS)
     limits = service.limits
 
-    def error(status: int, reason: str, headers: dict[str, str] | None = None) -> JSONResponse:
-        return JSONResponse({"error": reason}, status_code=status, headers=headers)
+    def error(status: int, reason: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+        return JSONResponse({"error": reason}, status_code=status, headers=dict(headers or {}) or None)
 
     async def read_body(request: Request) -> bytes:
         declared = request.headers.get("content-length")

@@ -72,7 +72,7 @@ def nested_orders(
     questions: Sequence[str], pool: np.ndarray, samples: int, rng: np.random.Generator
 ) -> list[list[str]]:
     """`samples` random orders of the distinct questions among the `pool` rows."""
-    qs = sorted({questions[i] for i in np.flatnonzero(pool)})
+    qs = sorted({questions[int(i)] for i in np.flatnonzero(pool)})
     return [[qs[j] for j in rng.permutation(len(qs))] for _ in range(samples)]
 
 
@@ -145,7 +145,7 @@ def learning_curves(
             r2_each = np.array([float(gain_r2(r, v_delta)) for r in risks])
             by_budget[str(budget)] = {
                 "gain_risk": float(np.mean(risks)),
-                "gain_r2": _f(gain_r2(float(np.mean(risks)), v_delta)),
+                "gain_r2": _f(float(gain_r2(float(np.mean(risks)), v_delta))),
                 "gain_r2_band": [_f(np.min(r2_each)), _f(np.max(r2_each))],
                 "brier": float(np.mean(briers)),
                 "brier_band": [min(briers), max(briers)],
@@ -170,7 +170,8 @@ def _largest_intervals(
         return {"budget": budget, "withheld": f"single-component strata: {', '.join(single)}"}
     matrix = np.stack([cols[0], cols[1], theta, dbar], axis=1)
     boot = bootstrap_means(matrix, states.component, states.stratum, resamples=resamples, seed=seed)
-    r2 = gain_r2(boot[:, 0], gain_variance(boot[:, 2], boot[:, 3]))
+    r2 = np.asarray(gain_r2(boot[:, 0], gain_variance(boot[:, 2], boot[:, 3])))
     lo_r, hi_r = percentile_interval(r2, level)
     lo_b, hi_b = percentile_interval(boot[:, 1], level)
-    return {"budget": budget, "gain_r2_interval": [_f(lo_r), _f(hi_r)], "brier_interval": [_f(lo_b), _f(hi_b)]}
+    return {"budget": budget, "gain_r2_interval": [_f(float(lo_r)), _f(float(hi_r))],
+            "brier_interval": [_f(float(lo_b)), _f(float(hi_b))]}

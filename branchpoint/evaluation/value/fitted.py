@@ -209,7 +209,7 @@ def beta_fit(q: np.ndarray, y: Sequence[np.ndarray], rows: np.ndarray) -> tuple[
     feats = np.stack([np.log(qc), -np.log1p(-qc)], axis=1)
     xs, labels, weights = [], [], []
     for i in np.flatnonzero(rows):
-        for v in y[i]:
+        for v in y[int(i)]:
             for label, wgt in ((1, float(v)), (0, 1.0 - float(v))):
                 if wgt > 0:
                     xs.append(feats[i])

@@ -19,7 +19,7 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
@@ -100,6 +100,11 @@ def forecast_messages(states: StateTable, row: int, history: list[Step], actor: 
 _OBJECT = re.compile(r"\{.*?\}", re.DOTALL)
 
 
+def _probability(v: Any) -> TypeGuard[float]:
+    """A number in [0, 1] (booleans are not numbers here)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0
+
+
 def parse_forecast(text: str) -> tuple[float, float] | None:
     """(q_think, q_search) from the first JSON object in a reply that has both as numbers in
     [0, 1]; None for anything else (malformed)."""
@@ -110,9 +115,9 @@ def parse_forecast(text: str) -> tuple[float, float] | None:
             continue
         if not isinstance(obj, dict):
             continue
-        values = [obj.get("q_think"), obj.get("q_search")]
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0 for v in values):
-            return float(values[0]), float(values[1])
+        q_t, q_s = obj.get("q_think"), obj.get("q_search")
+        if _probability(q_t) and _probability(q_s):
+            return float(q_t), float(q_s)
     return None
 
 
