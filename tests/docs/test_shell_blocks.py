@@ -66,9 +66,8 @@ def logical_lines(path: Path, start: int, lang: str, body: str) -> list[ShellLin
         line = raw.rstrip()
         if not pending:
             first = start + offset
-            if lang in ("console", "shell-session"):
-                if not line.lstrip().startswith("$ "):
-                    continue
+            if lang in ("console", "shell-session") and not line.lstrip().startswith("$ "):
+                continue
             if line.lstrip().startswith("$ "):
                 line = line.lstrip()[2:]
         if line.endswith("\\"):
