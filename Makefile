@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: quickstart test test-fast install install-embedded clean
+.PHONY: quickstart test test-fast install install-embedded docs check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,5 +36,14 @@ test: install
 test-fast: $(VENV)/.deps
 	$(BIN)/python -m pytest -q -m "not integration"
 
+## The manual (mkdocs-material, docs/ + mkdocs.yml), built strictly into site/: any warning (a
+## broken link, a missing page, a docstring mkdocstrings cannot read) fails the build.
+docs: $(VENV)/.deps
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
+
+## What CI checks before the tests. For now the strict docs build; ruff (lint + format check) and
+## mypy join this target in a later step of issue 13.
+check: docs
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site
