@@ -14,7 +14,10 @@ The labelled set is JSON lines, one response per line, with the fields
   premise, refuses);
 - `label_correct` (bool for answerable questions, null otherwise): the reader's verdict that
   the response gives a gold answer without contradicting it;
-- `tag` (str): the kind of response (premise_correction, confident_negation, hedge_right, ...).
+- `tag` (str): the kind of response (premise_correction, confident_negation, hedge_right, ...);
+- `batch` (int, default 1): when the item was written: 1 for the first set (dev and the first
+  held-out part), 2 for the second held-out batch, written and labelled before the rules were
+  run on it and committed before any later rule change.
 
 Agreement on *abstention* compares `label_abstained` with the judge's `abstention` label
 (ABSTAINED) on every item; agreement on *correctness* compares `label_correct` with the judge's
@@ -55,6 +58,7 @@ class LabelledResponse(BaseModel):
     label_abstained: bool
     label_correct: bool | None = None
     tag: str = ""
+    batch: int = 1
 
 
 def read_labels(path: str | Path) -> list[LabelledResponse]:
