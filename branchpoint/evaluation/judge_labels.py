@@ -14,11 +14,17 @@ The labelled set is JSON lines, one response per line, with the fields
   premise, refuses);
 - `label_correct` (bool for answerable questions, null otherwise): the reader's verdict that
   the response gives a gold answer without contradicting it;
-- `tag` (str): the kind of response (premise_correction, confident_negation, hedge_right, ...).
+- `tag` (str): the kind of response (premise_correction, confident_negation, hedge_right, ...);
+- `batch` (int, default 1): when the item was written: 1 for the first set (dev and the first
+  held-out part), 2 for the second held-out batch (written and labelled before the rules were
+  run on it, committed before any later rule change), 3 for more dev responses written after it
+  for error analysis.
 
 Agreement on *abstention* compares `label_abstained` with the judge's `abstention` label
 (ABSTAINED) on every item; agreement on *correctness* compares `label_correct` with the judge's
 `answer` label (CORRECT) on answerable items. κ is Cohen's κ (`agreement.cohen_kappa`).
+Agreement gets a Wilson 95% interval (`wilson_interval`), κ a percentile bootstrap 95%
+interval over resampled items (`kappa_bootstrap_interval`, seeded, so reproducible).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from branchpoint.errors import InputError
@@ -55,6 +62,7 @@ class LabelledResponse(BaseModel):
     label_abstained: bool
     label_correct: bool | None = None
     tag: str = ""
+    batch: int = 1
 
 
 def read_labels(path: str | Path) -> list[LabelledResponse]:
@@ -110,6 +118,35 @@ def wilson_interval(k: int, n: int, z: float = 1.959964) -> list[float] | None:
     return [max(0.0, centre - half), min(1.0, centre + half)]
 
 
+def kappa_bootstrap_interval(
+    pairs: list[tuple[bool, bool]], *, resamples: int = 2000, seed: int = 0, confidence: float = 0.95
+) -> list[float] | None:
+    """Percentile bootstrap interval of Cohen's κ for paired yes/no labels (reader, judge).
+
+    Items are resampled with replacement `resamples` times (numpy generator seeded by `seed`);
+    κ = (p_o − p_e) / (1 − p_e) with p_e = p_r·p_j + (1 − p_r)(1 − p_j) from each resample's
+    yes-rates; resamples where κ is undefined (p_e = 1) are dropped. None when n = 0 or κ is
+    never defined.
+    """
+    n = len(pairs)
+    if n == 0:
+        return None
+    reader = np.array([h for h, _ in pairs], dtype=float)
+    judge = np.array([j for _, j in pairs], dtype=float)
+    idx = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    r, j = reader[idx], judge[idx]
+    p_o = (r == j).mean(axis=1)
+    p_r, p_j = r.mean(axis=1), j.mean(axis=1)
+    p_e = p_r * p_j + (1 - p_r) * (1 - p_j)
+    defined = p_e < 1.0
+    if not defined.any():
+        return None
+    kappa = (p_o[defined] - p_e[defined]) / (1 - p_e[defined])
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(kappa, [tail, 100 - tail])
+    return [float(lo), float(hi)]
+
+
 def _score(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
     n = len(pairs)
     human = ["Y" if h else "N" for h, _ in pairs]
@@ -118,7 +155,8 @@ def _score(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
         "n": n,
         "agreement": sum(h == j for h, j in pairs) / n if n else None,
         "agreement_ci": wilson_interval(sum(h == j for h, j in pairs), n),
-        "kappa": cohen_kappa(human, judge),
+        "kappa": (kappa := cohen_kappa(human, judge)),
+        "kappa_ci": kappa_bootstrap_interval(pairs) if kappa is not None else None,
         "judge_yes_human_no": sum(j and not h for h, j in pairs),
         "judge_no_human_yes": sum(h and not j for h, j in pairs),
     }
@@ -156,13 +194,15 @@ def judge_agreement_with_labels(
 
 def agreement_table(result: dict[str, Any]) -> str:
     """A markdown table of `judge_agreement_with_labels`: n, agreement, κ and the disagreements' direction."""
-    lines = ["| measure | n | agreement (Wilson 95%) | Cohen's κ | judge yes / reader no | judge no / reader yes |",
+    lines = ["| measure | n | agreement [Wilson 95%] | Cohen's κ [bootstrap 95%] | judge yes / reader no | judge no / reader yes |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
     names = {"abstention": "abstention (all responses)", "abstention_unanswerable": "abstention (unanswerable)",
              "correct": "correctness (answerable)"}  # fmt: skip
     for key, name in names.items():
         s = result[key]
         kappa = "—" if s["kappa"] is None else f"{s['kappa']:.3f}"
+        if s["kappa"] is not None and s["kappa_ci"] is not None:
+            kappa += f" [{s['kappa_ci'][0]:.3f}, {s['kappa_ci'][1]:.3f}]"
         lo, hi = s["agreement_ci"] or (math.nan, math.nan)
         lines.append(f"| {name} | {s['n']} | {100 * s['agreement']:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] | {kappa} | "
                      f"{s['judge_yes_human_no']} | {s['judge_no_human_yes']} |")  # fmt: skip
@@ -173,7 +213,9 @@ if __name__ == "__main__":  # python -m branchpoint.evaluation.judge_labels LABE
     import sys
 
     labelled = read_labels(sys.argv[1])
-    for split in SPLITS:
-        part = [i for i in labelled if i.split == split]
-        print(f"\n{split} ({len(part)} responses)\n")
+    parts = {split: [i for i in labelled if i.split == split] for split in SPLITS}
+    for batch in sorted({i.batch for i in parts["heldout"]}):
+        parts[f"heldout batch {batch}"] = [i for i in parts["heldout"] if i.batch == batch]
+    for name, part in parts.items():
+        print(f"\n{name} ({len(part)} responses)\n")
         print(agreement_table(judge_agreement_with_labels(part, sys.argv[2] if len(sys.argv) > 2 else "rule")))

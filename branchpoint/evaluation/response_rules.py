@@ -6,23 +6,30 @@ lay eggs" rejects the premise of "How many eggs do tigers lay?".
 
 *Abstention* (`classify_abstention`) — the response withholds an answer when it
 
-1. says the answer is not known or cannot be known ("unknown" cues: "I don't know", "nobody
-   can know that yet", "no record survives", "cannot be predicted", "I couldn't find ...");
-   weak cues ("I'm not sure", "hard to say") do not count when the response then commits
-   ("... but I believe it was X", "my guess is X", "either X or Y");
+1. says the answer is not known or cannot be known ("unknown" cues: "I don't know", "no idea",
+   "nobody can know that yet", "no record survives", "cannot be predicted", "impossible for me
+   to say", "I couldn't find ...", "no X has ever been observed"); weak cues ("I'm not sure",
+   "hard to say") do not count when the response then commits ("..., but it was X", "I believe
+   it was X", "my guess is X", "either X or Y");
 2. asks for clarification or answers several readings ("clarification" cues: a question back
    to the user, "which ... do you mean", "it depends on", "if you mean ...");
-3. questions or corrects the premise ("premise" cues: "false premise", "a myth", "there is no
-   ...", "actually,"), or — premise-aware — negates what the question presupposes: a clause
-   with a negation ("not", "n't", "never", "no X", "rather than", "instead of") that shares a
-   content word with the question, a bare denial ("He didn't.", "None."), or (false-premise
-   questions) the question's act attributed to someone the question does not name ("The
-   Scarlet Letter was written by Nathaniel Hawthorne").
+3. questions or corrects the premise ("premise" cues: "false premise", "a myth", "a
+   misunderstanding", "there is no ...", "actually,", "you may be confusing", "isn't a real
+   ..."), or — premise-aware — negates what the question presupposes: a clause with a negation
+   ("not", "n't", "never", "no X", "rather than", "instead of") that shares a content word
+   with the question, a bare denial ("He didn't.", "None."), "this never happened", a first
+   clause that affirms what a negated question denies ("Why has the US never been invaded?" -
+   "It has been invaded: ..."), or (false-premise questions) a first sentence that denies with
+   a pronoun subject ("He wasn't in the series") or the question's act attributed to someone
+   the question does not name ("The Scarlet Letter was written by Nathaniel Hawthorne").
 
 Negations are premise corrections only where the question can have a false presupposition to
 correct: never for yes/no questions (there "no" is an answer), never for answer-unknown (AU)
 questions (there "we will never find a cure" is a confident answer), and on answerable
-questions only when no gold answer is given (a response that names the gold answer answered).
+questions only when no gold answer is given (a response that names the gold answer answered;
+there the explicit premise cues and a clarification cue followed by "but" do not count either:
+"It's a common misconception that it is Sydney; it's Canberra", "I'm not sure which year you
+mean, but the first was won by Asuka").
 
 *Correctness* (`match_gold`) — a gold answer matches when it occurs in the response (SQuAD
 normalisation, with punctuation deleted or turned into spaces, plural "s" ignored), or as a
@@ -31,12 +38,16 @@ Ford", "FDR"), or when all its content words and every number occur (any order: 
 1837" for "20 June 1837"; two of three content words suffice for long golds). A match does not
 count when every occurrence is negated ("It wasn't Canberra") or hedged between candidates
 ("either 1989 or 1990"), or when another first name stands before a matched surname
-("Theodore Roosevelt" for "Franklin D. Roosevelt"). Gold "yes" / "no" is read from the
-response's polarity.
+("Theodore Roosevelt" for "Franklin D. Roosevelt"); a negation followed by "until" does not
+negate ("didn't win one until 1952"). Ordinals count as numbers ("21st October 2016"), and a
+royal's or saint's given name after a title matches "X of Y" ("Queen Charlotte" for "Charlotte
+of Mecklenburg-Strelitz"). Gold "yes" / "no" is read from the response's polarity, unless the
+response says it does not know ("I can't determine that" is no "no").
 
 Every pattern lives here. The rules were written while reading the `dev` part of
-tests/evaluation/data/judge_labels.jsonl; the `heldout` part was written after they were frozen
-and is never used to tune them (docs/judges.md reports both, tests/evaluation/test_judge_labels.py
+tests/evaluation/data/judge_labels.jsonl (batch 1, then batch 3 for error analysis); the
+`heldout` part (batches 1 and 2) was written before the rules it measures were frozen and is
+never used to tune them (docs/judges.md reports both, tests/evaluation/test_judge_labels.py
 re-measures the held-out part).
 """
 
@@ -115,7 +126,8 @@ def _p(name: str, family: str, pattern: str) -> AbstentionPattern:
     return AbstentionPattern(name, family, re.compile(pattern))
 
 
-_NEG_VERB = r"(?:cannot|can't|can not|could not|couldn't|unable to|not able to|impossible to|no way (?:for me |for anyone )?to|not possible to)"
+_FOR_SOMEONE = r"(?:for (?:me|us|you|anyone|anybody|any of us|an ai) )?"
+_NEG_VERB = rf"(?:cannot|can't|can not|could not|couldn't|unable to|not able to|impossible {_FOR_SOMEONE}to|no way {_FOR_SOMEONE}to|not possible {_FOR_SOMEONE}to)"
 _KNOW_VERB = r"(?:know|say|predict|determine|tell|answer|recite|describe|reveal|provide|give|find|access|see|read|look up|identify|confirm|verify|be (?:known|determined|predicted|answered|said))"
 
 # Matched against the lowercased response with curly apostrophes straightened; the first
@@ -125,6 +137,7 @@ _KNOW_VERB = r"(?:know|say|predict|determine|tell|answer|recite|describe|reveal|
 ABSTENTION_PATTERNS: tuple[AbstentionPattern, ...] = (
     # The answer is not known or not knowable.
     _p("dont_know", "unknown", r"\b(?:i|we) (?:do not|don't|dont|simply don't) know\b"),
+    _p("no_idea", "unknown", r"\b(?:i have|i've got|i've|we have) no idea\b|^\W*no idea\b"),
     _p("unknown", "unknown", r"\bunknown\b"),
     _p("unknowable", "unknown", r"\bunknowable\b"),
     _p("cannot_be_determined", "unknown", r"\b(?:cannot|can't|can not) be (?:determined|known|predicted|answered)\b"),
@@ -135,9 +148,10 @@ ABSTENTION_PATTERNS: tuple[AbstentionPattern, ...] = (
     _p("unanswerable", "unknown", r"\bunanswerable\b"),
     _p("cannot_know", "unknown", rf"\b{_NEG_VERB}\s+(?:\w+\s+){{0,2}}{_KNOW_VERB}\b"),
     _p("no_way_of_knowing", "unknown", r"\bno (?:way|means) of (?:knowing|seeing|telling|predicting)\b"),
-    _p("no_access", "unknown", r"\b(?:have|has) no (?:way|access|information|data|means)\b|\b(?:don't|do not) have (?:any |reliable |enough |that |such )?(?:information|data|access|a way|real-time)\b"),
+    _p("no_access", "unknown", r"\b(?:have|has) no (?:way|access|information|data|means)\b|\b(?:don't|do not) have (?:(?:any|reliable|enough|that|such|the|current|recent|up-to-date|accurate|live|real-time)\s+){0,3}(?:information|data|access|a way|real-time|figures|numbers|details|knowledge)\b"),
     _p("not_recorded", "unknown", r"\b(?:not|never) (?:been )?(?:\w+ly )?(?:recorded|documented|established|counted|verified|published|determined|announced|decided|released|written down)\b|\bhasn't been (?:\w+ )?(?:published|released|played|decided|announced)\b"),
     _p("no_record", "unknown", r"\bno (?:surviving |known |reliable |written )?(?:records?|evidence|data|information)\b"),
+    _p("never_observed", "unknown", r"\b(?:has|have) (?:ever|never) been (?:observed|found|discovered|confirmed|detected)\b"),
     _p("lost_to_history", "unknown", r"\blost to (?:history|prehistory|time)\b"),
     _p("remains_unknown", "unknown", r"\b(?:remains|is still|are still) (?:unknown|unclear|uncertain|a mystery|unsolved|open)\b|\ban open question\b"),
     _p("not_found", "unknown", r"\b(?:could not|couldn't|can't|cannot|did not|didn't) (?:find|locate|turn up)\b|\bno (?:results|sources?) (?:say|mention)\b"),
@@ -160,10 +174,12 @@ ABSTENTION_PATTERNS: tuple[AbstentionPattern, ...] = (
     # The question rests on a false premise: the model corrects it.
     _p("false_premise", "premise", r"\bfalse premise\b|\bfalse (?:assumption|presupposition)\b"),
     _p("the_premise", "premise", r"\bthe premise\b|\bthe question (?:assumes|is based on|rests on)\b"),
-    _p("misconception", "premise", r"\bmisconception\b|\b(?:a|popular|common|an urban) myth\b|\bno scientific basis\b"),
+    _p("misconception", "premise", r"\bmisconception\b|\bmisunderstanding\b|\b(?:a|popular|common|an urban) myth\b|\bno scientific basis\b"),
     _p("actually", "premise", r"\bactually,"),
     _p("there_is_no", "premise", r"\bthere (?:is|was|are|were|has been|have been)(?: never)? no\b|\bthere's no\b|\bno such\b"),
     _p("does_not_exist", "premise", r"\b(?:does not|doesn't|did not|didn't|never) exist(?:ed)?\b|\b(?:does not|doesn't) apply\b|\bis (?:a |only a )?(?:legend|myth|fiction)\b"),
+    _p("confusing", "premise", r"\b(?:you're|you are|you may be|you might be) (?:mixing up|confusing)\b"),
+    _p("not_real", "premise", r"\b(?:is not|isn't|are not|aren't|was not|wasn't) (?:a |an )?(?:real|known|actual)\b"),
     _p("is_not_true", "premise", r"\b(?:is not|isn't|that's not|not) true\b"),
     _p("incorrect_assumption", "premise", r"\bincorrect assumption\b"),
     _p("never", "premise", r"\bnever\b"),
@@ -176,13 +192,21 @@ ABSTENTION_PATTERNS: tuple[AbstentionPattern, ...] = (
 NEGATION_CUES: frozenset[str] = frozenset({"never", "did_not", "was_not", "is_not"})
 #: Weak "unknown" cues that a committing phrase overrides ("I'm not sure, but I think it is X").
 _WEAK = re.compile(r"\b(?:i'm|i am) not (?:entirely |completely |totally |100% )?(?:sure|certain)\b|\bhard to (?:say|predict|tell)\b|\bnot (?:entirely |completely )?(?:sure|certain)\b")
-_COMMIT = re.compile(r"\bi (?:believe|think|suspect|guess)\b|\bmy (?:best )?guess\b|\b(?:probably|most likely|likely)\b|\bi'd (?:say|guess)\b|\beither\b[^.;!?]*\bor\b")
+_COMMIT = re.compile(r",\s*but\b|\bi (?:believe|think|suspect|guess)\b|\bmy (?:best )?guess\b|\b(?:probably|most likely|likely)\b|\bi'd (?:say|guess)\b|\beither\b[^.;!?]*\bor\b")
 _POLAR_START = re.compile(r"^\s*(?:is|are|was|were|do|does|did|can|could|will|would|should|has|have|had|may|might|must|shall)\b", re.I)
 _NEGATION = re.compile(r"\b(?:not|never|no|none|nothing|nobody|neither|nor|rather than|instead of)\b|n't\b")
 _BARE_DENIAL = re.compile(r"^(?:no[,.]?\s+)?(?:(?:he|she|it|they|we|you|i)\s+(?:did|does|do|was|were|is|are|has|have|had|could|can|would|will)\s*(?:not|n't)|none|nothing|nobody|no one|neither|not at all)\b[^a-z]*$")
 _CLAUSE_SPLIT = re.compile(r"[,;:.!?()\u2014\u2013]|\s-\s|\bbut\b|\bwhereas\b|\balthough\b|\bthough\b|\bwhile\b")
 _ATTRIBUTION = re.compile(r"\b(?:written|painted|invented|composed|directed|built|made|created|developed|discovered|designed|sculpted|credited to|attributed to|is by|was by|a play by|a novel by|a poem by|a book by)\s+(?:by\s+)?((?:[A-Z][\w'.-]+\s*){1,4})")
 _POSSESSIVE_WORK = re.compile(r"\b([A-Z][\w.-]+(?:\s+[A-Z][\w.-]+){0,3})'s\s+(?:work|mural|painting|novel|play|poem|book|film|invention|discovery)\b")
+_NEVER_HAPPENED = re.compile(r"\b(?:this|that|it|which) (?:never|did not|didn't|has never) (?:happened|happen|took place|take place|occurred|occur)\b")
+#: False-premise questions: the first sentence denies with a pronoun subject ("He wasn't in the series").
+_PRONOUN_DENIAL = re.compile(r"^(?:no[,.]?\s+)?(?:he|she|it|they|this|that)(?:'s| is| was| were| has| have| had| did| does| do)?\s*(?:not|n't|never)\b|^(?:he|she|it|they)\s+(?:isn't|wasn't|weren't|aren't|hasn't|haven't|didn't|doesn't|don't)\b")
+#: The question presupposes a negation that the response's first clause contradicts ("Why has
+#: the US never been invaded?" - "It has been invaded: ...").
+_AFFIRMS = re.compile(r"^(?:but\s+)?(?:it|he|she|they|we|there)\s+(?:has|have|had|did|does|do|is|are|was|were|can|could)\b")
+#: After a clarification cue, the same sentence goes on to answer ("..., but ...").
+_ANSWERS_ANYWAY = re.compile(r"[^.!?]*\bbut\b")
 _NOTE = re.compile(r"\b(?:note that|keep in mind that|bear in mind that)\b")
 _STOP = frozenset(
     "a an the of in on at to for from by with and or is are was were be been being do does did "
@@ -234,6 +258,12 @@ def negates_premise(response: str, question: str, *, attribution: bool = False) 
     first_sentence = re.split(r"(?<=[.!?;:])\s", text.strip(), maxsplit=1)[0]
     if _BARE_DENIAL.match(first_sentence.strip()):
         return "bare_denial"
+    if _NEVER_HAPPENED.search(text):
+        return "never_happened"
+    first_clause = (_clauses(first_sentence) or [""])[0]
+    if (_NEGATION.search(_lower(question)) and _AFFIRMS.match(first_clause) and not _NEGATION.search(first_clause)
+            and _content_words(first_clause) & q_words):
+        return "affirms_negated_premise"
     for clause in _clauses(text):
         if _NEGATION.search(clause) and _content_words(clause) & q_words:
             return "negated_premise"
@@ -242,6 +272,8 @@ def negates_premise(response: str, question: str, *, attribution: bool = False) 
         if _content_words(match.group(1)) & q_words:
             return "negated_premise"
     if attribution:
+        if _PRONOUN_DENIAL.match(first_sentence.strip()):
+            return "pronoun_denial"
         q_lower = _lower(question)
         for pat in (_ATTRIBUTION, _POSSESSIVE_WORK):
             for match in pat.finditer(response):
@@ -276,8 +308,14 @@ def classify_abstention(
     for pattern in ABSTENTION_PATTERNS:
         if pattern.name in NEGATION_CUES:
             continue
-        if pattern.regex.search(text):
-            return pattern.name
+        match = pattern.regex.search(text)
+        if match is None:
+            continue
+        if pattern.family == "clarification" and answerable and gold_given and _ANSWERS_ANYWAY.match(text, match.end()):
+            continue  # "I'm not sure which year you mean, but the first one was won by X"
+        if pattern.family == "premise" and answerable and gold_given:
+            continue  # "It's a common misconception that it is Sydney; the capital is Canberra"
+        return pattern.name
     if _WEAK.search(text) and not _COMMIT.search(text):
         return "not_sure"
     premise_possible = not is_polar_question(question) and category != "AU" and not (answerable and gold_given)
@@ -299,6 +337,10 @@ _TITLES = frozenset({"president", "king", "queen", "sir", "dr", "saint", "st"})
 _NAME_PARTICLES = frozenset({"of", "de", "da", "van", "von", "der", "du", "la", "le", "in", "the", "al"})
 _GOLD_CLAUSE = re.compile(r"[,;:.!?()\u2014\u2013]|\s-\s|\b(?:but|whereas|although|though|while|which)\b", re.I)
 _NEG_WORDS = frozenset({"not", "never", "no", "neither", "nor"})
+_ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
+#: Titles that may stand before a royal's or saint's given name ("Queen Charlotte" for gold
+#: "Charlotte of Mecklenburg-Strelitz").
+_ROYAL_TITLES = frozenset({"king", "queen", "prince", "princess", "emperor", "empress", "saint", "st", "lady", "lord", "duke", "duchess", "tsar", "pope"})
 
 
 class GoldMatch(NamedTuple):
@@ -327,7 +369,9 @@ def _toks(text: str) -> list[_Tok]:
             low = word.lower()
             if low in ("a", "an", "the"):
                 continue
-            out.append(_Tok(_NUMBER_WORDS.get(low, _stem(low)), word[:1].isupper(), clause_no))
+            ordinal = _ORDINAL.match(low)
+            norm = ordinal.group(1) if ordinal else _NUMBER_WORDS.get(low, _stem(low))
+            out.append(_Tok(norm, word[:1].isupper(), clause_no))
     return out
 
 
@@ -350,12 +394,22 @@ def _polarity(response: str) -> str:
     return "no" if _NEGATION.search(_lower(response)) else "yes"
 
 
+def _says_unknown(response: str) -> bool:
+    """True when a yes/no response does not start with yes / no and says it does not know."""
+    tokens = _spaced(response).split()
+    if tokens and tokens[0] in ("yes", "yeah", "yep", "no", "nope", "correct", "true", "false"):
+        return False
+    return _first((p for p in ABSTENTION_PATTERNS if p.family == "unknown"), _lower(response)) is not None
+
+
 def _stands(toks: list[_Tok], start: int, end: int) -> bool:
-    """True unless the span is negated (a negation earlier in its clause) or hedged ("either ... or")."""
+    """True unless the span is negated (a negation earlier in its clause, not followed by "until":
+    "didn't win one until 1952" gives 1952) or hedged ("either ... or")."""
     clause = toks[start].clause
     before = [t.norm for t in toks[:start] if t.clause == clause]
     after = [t.norm for t in toks[end:] if t.clause == clause]
-    if _NEG_WORDS & set(before):
+    negs = [i for i, w in enumerate(before) if w in _NEG_WORDS]
+    if negs and not {"until", "till"} & set(before[negs[-1] :]):
         return False
     return not ("either" in before and ("or" in before or "or" in after))
 
@@ -371,6 +425,8 @@ def match_gold(response: str | None, gold_answers: Iterable[str]) -> GoldMatch |
         return None
     golds = [g for g in gold_answers if normalize_answer(g)]
     if golds and all(normalize_answer(g) in ("yes", "no") for g in golds):
+        if _says_unknown(response):  # "I can't determine that" is no "no"
+            return None
         polarity = _polarity(response)
         return next((GoldMatch(g, "polarity") for g in golds if normalize_answer(g) == polarity), None)
     toks = _toks(response)
@@ -400,6 +456,10 @@ def _name_match(gold: str, toks: list[_Tok], words: list[str]) -> GoldMatch | No
     if not _is_name(gold):
         return None
     name = [t.norm for t in _toks(gold) if t.norm not in _TITLES]
+    if len(name) >= 3 and name[1] == "of":  # "Charlotte of Mecklenburg-Strelitz": "Queen Charlotte"
+        for i in _spans(words, [name[0]], toks):
+            if i > 0 and toks[i - 1].norm in _ROYAL_TITLES and toks[i - 1].clause == toks[i].clause:
+                return GoldMatch(gold, "name")
     if len(name) >= 3:
         if _spans(words, [name[0], name[-1]], toks):
             return GoldMatch(gold, "name")

@@ -1,7 +1,8 @@
 """The rule judge against a careful reader: the labelled responses in data/judge_labels.jsonl.
 
-The held-out part was written after the rules were frozen and is never used to tune them; this
-test re-measures it on every run (docs/judges.md reports the numbers).
+The held-out part (batch 1, and batch 2 written and committed before the later rule changes) is
+never used to tune the rules; this test re-measures it on every run and prints agreement with
+its Wilson 95% interval and κ (docs/judges.md reports the numbers).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from branchpoint.errors import InputError
 from branchpoint.evaluation.judge_labels import (
     agreement_table,
     judge_agreement_with_labels,
+    kappa_bootstrap_interval,
     read_labels,
     wilson_interval,
 )
@@ -32,26 +34,50 @@ def items():
 def test_labelled_set_covers_every_kind_of_response(items):
     assert len(items) >= 300
     splits = Counter(i.split for i in items)
-    assert splits["heldout"] >= 100 and splits["dev"] >= 200
-    for split in ("dev", "heldout"):
-        cats = Counter(i.category or "answerable" for i in items if i.split == split)
+    assert splits["heldout"] >= 300 and splits["dev"] >= 200
+    for part in ("dev", "heldout", "heldout batch 2"):
+        split, _, batch = part.partition(" batch ")
+        cats = Counter(i.category or "answerable" for i in items if i.split == split and (not batch or i.batch == int(batch)))
         assert set(cats) == {"answerable", "AU", "FP", "UC"}
+    batch2 = [i for i in items if i.batch == 2]
+    assert len(batch2) >= 200 and {i.split for i in batch2} == {"heldout"}
+    assert {"premise_correction", "clarification", "multiple_readings", "refusal", "hedge_right", "hedged_answer",
+            "confident_negation", "wrong_candidate_first", "answers_flawed", "commits", "direct", "wrong"} <= {
+        i.tag for i in batch2}  # fmt: skip
     tags = {i.tag for i in items}
     assert {"premise_correction", "clarification", "multiple_readings", "refusal", "hedge_right",
             "hedged_answer", "confident_negation", "wrong_candidate_first", "partial", "verbose",
             "answers_flawed", "commits"} <= tags  # fmt: skip
     assert len({i.id for i in items}) == len(items)
-    # held-out questions are new: none of them is a dev question
+    # held-out questions are new: none of them is a dev question, and batch 2 asks new ones
     dev_questions = {i.question for i in items if i.split == "dev"}
     assert not {i.question for i in items if i.split == "heldout"} & dev_questions
+    assert not {i.question for i in batch2} & {i.question for i in items if i.batch == 1}
+
+
+@pytest.fixture(scope="module")
+def held_out(items):
+    return judge_agreement_with_labels([i for i in items if i.split == "heldout"], "rule")
+
+
+def test_print_held_out_agreement_and_lower_bounds(items, held_out, capsys):
+    """Not an assertion: writes the held-out tables (all, and per batch) to the terminal."""
+    with capsys.disabled():
+        print("\n\nrule judge vs readers, held-out part (batches 1 + 2)\n")
+        print(agreement_table(held_out))
+        for batch in (1, 2):
+            part = [i for i in items if i.split == "heldout" and i.batch == batch]
+            print(f"\nheld-out batch {batch} ({len(part)} responses)\n")
+            print(agreement_table(judge_agreement_with_labels(part, "rule")))
+        lows = {k: held_out[k]["agreement_ci"][0] for k in ("abstention", "abstention_unanswerable", "correct")}
+        print("\nlower 95% bounds: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in lows.items()) + "\n")
 
 
 @pytest.mark.parametrize("measure", ["abstention", "abstention_unanswerable", "correct"])
-def test_rule_judge_agrees_with_readers_on_held_out_part(items, measure):
-    result = judge_agreement_with_labels([i for i in items if i.split == "heldout"], "rule")
-    score = result[measure]
-    assert score["n"] >= 60
-    assert score["agreement"] >= TARGET, agreement_table(result)
+def test_rule_judge_agrees_with_readers_on_held_out_part(held_out, measure):
+    score = held_out[measure]
+    assert score["n"] >= 180
+    assert score["agreement"] >= TARGET, agreement_table(held_out)
     assert score["kappa"] is not None and score["kappa"] >= 0.8
 
 
@@ -81,7 +107,9 @@ def test_agreement_counts_and_kappa_by_hand(tmp_path):
     assert result["abstention"]["judge_no_human_yes"] == 1
     assert result["abstention_unanswerable"]["n"] == 4
     assert result["correct"] == {"n": 1, "agreement": 1.0, "agreement_ci": pytest.approx([0.2065, 1.0], abs=1e-4),
-                                 "kappa": None, "judge_yes_human_no": 0, "judge_no_human_yes": 0}  # fmt: skip
+                                 "kappa": None, "kappa_ci": None, "judge_yes_human_no": 0, "judge_no_human_yes": 0}  # fmt: skip
+    lo, hi = result["abstention"]["kappa_ci"]
+    assert -1.0 <= lo <= 8 / 13 <= hi <= 1.0
     assert [d["id"] for d in result["disagreements"]] == ["t3"]
 
 
@@ -111,3 +139,18 @@ def test_wilson_interval_by_hand():
     lo, hi = wilson_interval(8, 10)
     assert (lo, hi) == (pytest.approx(0.4902, abs=1e-4), pytest.approx(0.9433, abs=1e-4))
     assert wilson_interval(0, 0) is None
+
+
+def test_kappa_bootstrap_interval():
+    # perfect agreement with both labels present: every resample with both labels has κ = 1,
+    # resamples with one label only have p_e = 1 and are dropped
+    pairs = [(True, True)] * 5 + [(False, False)] * 5
+    assert kappa_bootstrap_interval(pairs) == [1.0, 1.0]
+    # one label only: κ never defined
+    assert kappa_bootstrap_interval([(True, True)] * 4) is None
+    assert kappa_bootstrap_interval([]) is None
+    # reproducible, and brackets the point estimate (κ = 8/13 for the hand-computed case)
+    mixed = [(True, True), (False, False), (True, True), (True, False), (False, False)]
+    first = kappa_bootstrap_interval(mixed, seed=3)
+    assert first == kappa_bootstrap_interval(mixed, seed=3)
+    assert first[0] <= 8 / 13 <= first[1]
