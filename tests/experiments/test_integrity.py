@@ -136,9 +136,12 @@ def test_second_writer_is_refused_until_the_holder_is_killed(done_run):
 def test_two_concurrent_runs_record_every_execution_once(tmp_path, isolated_cache):
     from tests.servers.openai_fault_server import ServerProcess
 
-    with ServerProcess("--latency-s", "0.4") as server:  # ~5 s of work: the second starts mid-run
+    hold = tmp_path / "hold"  # the server keeps every request waiting while this file exists, so the
+    hold.touch()              # first run is still mid-run when the second starts, however busy the machine
+    with ServerProcess("--latency-s", "0.01", "--hold-file", str(hold)) as server:
         data = base_spec(tmp_path, questions={"path": "demo", "limit": 12}, agent={"search": False},
-                         model={"provider": "openai", "base_url": server.base_url, "name": "m", "max_tokens": 16})
+                         model={"provider": "openai", "base_url": server.base_url, "name": "m", "max_tokens": 16,
+                                "timeout_s": 300})
         data["model"].pop("script")
         spec = write_spec(tmp_path, data)
         out = tmp_path / "run"
@@ -149,6 +152,7 @@ def test_two_concurrent_runs_record_every_execution_once(tmp_path, isolated_cach
             assert time.monotonic() < deadline and first.poll() is None, first.communicate()
             time.sleep(0.02)
         second = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+        hold.unlink()
         assert first.wait(timeout=120) == 0, first.communicate()
     assert second.returncode == 2 and f"in use by pid {first.pid}" in second.stderr, second.stderr
     ids = [r.execution_id for r in RunStore(out).records()]

@@ -31,6 +31,7 @@ class FaultConfig:
         self, latency_s: float = 0.0, error_rate: float = 0.0, drop_rate: float = 0.0,
         truncate_rate: float = 0.0, stall_rate: float = 0.0, stall_s: float = 5.0, seed: int = 0,
         echo_auth: bool = False, unauthorized_rate: float = 0.0, search_once: bool = False,
+        hold_file: str | None = None,
     ) -> None:  # fmt: skip
         self.latency_s = latency_s
         self.error_rate = error_rate
@@ -43,6 +44,7 @@ class FaultConfig:
         self.echo_auth = echo_auth
         self.unauthorized_rate = unauthorized_rate
         self.search_once = search_once  # completions: search once, then answer (`search_once_text`)
+        self.hold_file = hold_file  # while this file exists, POST requests wait (tests pace a run)
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.counts: dict[str, int] = {"ok": 0, "error": 0, "drop": 0, "truncate": 0, "stall": 0, "unauthorized": 0}
@@ -118,6 +120,8 @@ def make_handler(config: FaultConfig) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             config.authorization.add(self.headers.get("Authorization") or "")
             body = json.loads(self.rfile.read(length) or b"{}")
+            while config.hold_file and os.path.exists(config.hold_file):
+                time.sleep(0.02)
             time.sleep(config.latency_s)
             fate = config.draw()
             auth = self.headers.get("Authorization") or ""
@@ -229,9 +233,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--echo-auth", action="store_true", help="Error bodies quote the Authorization header.")
     parser.add_argument("--search-once", action="store_true", help="Completions search once, then answer.")
+    parser.add_argument("--hold-file", default=None, help="While this file exists, requests wait.")
     a = parser.parse_args()
     config = FaultConfig(a.latency_s, a.error_rate, a.drop_rate, a.truncate_rate, a.stall_rate, a.stall_s, a.seed,
-                         echo_auth=a.echo_auth, unauthorized_rate=a.unauthorized_rate, search_once=a.search_once)
+                         echo_auth=a.echo_auth, unauthorized_rate=a.unauthorized_rate, search_once=a.search_once,
+                         hold_file=a.hold_file)
     server = FaultServer(config, a.port)
     print(f"PORT {server.httpd.server_address[1]}", flush=True)
     server.httpd.serve_forever()
