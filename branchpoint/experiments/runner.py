@@ -27,7 +27,6 @@ from branchpoint.agents import (
     recursion_limit,
     resolve_policy,
 )
-from branchpoint.agents.state import boundary_kind
 from branchpoint.checkpoints import open_checkpointer
 from branchpoint.checkpoints.store import delete_threads
 from branchpoint.errors import InputError
@@ -42,7 +41,7 @@ from branchpoint.models.request_log import REQUESTS_FILE, RequestLog, current_ex
 from branchpoint.retrieval import RetrievalSource, open_source
 from branchpoint.retrieval.cache import CachedSource, RetrievalCache, source_params
 from branchpoint.tools import SearchTool
-from branchpoint.traces import ExecutionRecord, Step, execution_id
+from branchpoint.traces import ExecutionRecord, Step, execution_id, legal_boundary_kind
 
 #: Opens a model client for a spec; tests pass one that yields a scripted model.
 ModelOpener = Callable[[ExperimentSpec, Path], Any]
@@ -405,7 +404,7 @@ def invoke_recording(
     ids: list[str] = []
     for event in graph.stream(state, config, context=ctx, durability="sync", stream_mode="checkpoints"):
         final = event["values"]
-        if (event["metadata"] or {}).get("source") != "input" and boundary_kind(final.get("boundary")):
+        if (event["metadata"] or {}).get("source") != "input" and legal_boundary_kind(final.get("boundary")):
             ids.append(event["config"]["configurable"]["checkpoint_id"])
     return final, ids
 

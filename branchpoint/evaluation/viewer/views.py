@@ -18,9 +18,10 @@ from typing import Any
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.tally import cost_channels
-from branchpoint.evaluation.value.outcomes import Roles, boundary_kind, get_reward
-from branchpoint.evaluation.viewer.index import RunIndex, outcome_of
-from branchpoint.traces import ExecutionRecord, TraceError, iter_json_lines
+from branchpoint.evaluation.value.outcomes import Roles, get_reward
+from branchpoint.evaluation.viewer.index import RunIndex
+from branchpoint.evaluation.viewer.rows import outcome_of
+from branchpoint.traces import ExecutionRecord, TraceError, collapse_search_count, iter_json_lines
 
 #: z of a two-sided 95 % normal interval.
 Z95 = 1.959963984540054
@@ -318,7 +319,7 @@ def tree_view(index: RunIndex, execution_id: str, forecasts: dict[tuple[str, str
             a["successes"] += y
     out_states = []
     for cid, state in states.items():
-        t_action, s_action = roles.of(boundary_kind(state["boundary"] or ""))
+        t_action, s_action = roles.of(collapse_search_count(state["boundary"] or ""))
         for a in state["actions"].values():
             a["branches"].sort(key=lambda b: b["repeat"])
             a["rate"] = a["successes"] / a["n"] if a["n"] else None
