@@ -669,7 +669,8 @@ def replay(
 
     Example: branchpoint replay runs/quickstart --execution 3f2a --checkpoint 1f0c2a --repeats 4
     """
-    from branchpoint.experiments.forking import REPLAYS_FILE, ForkPlan, replay_run
+    from branchpoint.experiments.forking import ForkPlan, replay_run
+    from branchpoint.traces import REPLAYS_FILE
 
     plan = ForkPlan(
         repeats=repeats, concurrency=concurrency, checkpoints=[checkpoint] if checkpoint else None,

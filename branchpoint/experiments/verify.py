@@ -199,7 +199,8 @@ def read_only_checkpointer(target: str | Path) -> Iterator[Any]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from branchpoint.checkpoints.postgres import is_postgres_url
-    from branchpoint.checkpoints.store import open_checkpointer, safe_serde
+    from branchpoint.checkpoints.serde import safe_serde
+    from branchpoint.checkpoints.store import open_checkpointer
 
     if is_postgres_url(str(target)):
         with open_checkpointer(target) as saver:
@@ -362,7 +363,7 @@ def _check_plan(spec: Any, executions: dict[str, _Entry], report: Verification) 
 
 def _check_fork_plan(saver: Any, run_dir: Path, spec: Any, forks: dict[str, _Entry], report: Verification) -> None:
     """With a `fork:` section in the spec, every branch that study plans must be recorded."""
-    from branchpoint.experiments.forking import parent_records, plan_study
+    from branchpoint.experiments.branch_planning import parent_records, plan_study
     from branchpoint.experiments.store import RunStore
 
     store = RunStore(run_dir)

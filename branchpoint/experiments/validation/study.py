@@ -27,7 +27,8 @@ from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, is_co
 from branchpoint.evaluation.value import Forecast, ValueConfig, load_states, value_study
 from branchpoint.evaluation.value.outcomes import StateTable, build_states, is_unknown_answer
 from branchpoint.evaluation.value.scores import balanced_mean
-from branchpoint.experiments.forking import fork_records, fork_run
+from branchpoint.experiments.branch_planning import fork_records
+from branchpoint.experiments.forking import fork_run
 from branchpoint.experiments.questions import Question
 from branchpoint.experiments.runner import SourcePool, run_experiment, select_questions
 from branchpoint.experiments.spec import (
