@@ -73,6 +73,12 @@ def legal_boundary_kind(boundary: str | None) -> str | None:
     return boundary if boundary in BOUNDARY_KINDS else None
 
 
+def search_count(boundary: str) -> int | None:
+    """The k of an `after_search_k` boundary as written (`after_search_3` -> 3); None for others."""
+    rest = boundary.removeprefix(_AFTER_SEARCH_PREFIX)
+    return int(rest) if rest != boundary and rest.isdigit() else None
+
+
 def collapse_search_count(boundary: str) -> str:
     """A recorded boundary name with its search count collapsed (`after_search_3` ->
     `after_search_k`); any other name is kept as written, a foreign trace's own names too (the

@@ -7,11 +7,12 @@ again, so checkpoint bytes grow linearly with the number of searches, not quadra
 full lists are rebuilt from the ancestors' writes when a checkpoint is read (`graph.get_state`;
 see `branchpoint.checkpoints.values`). Forks are unaffected by the reducer:
 a branch is a new thread whose input carries the checkpoint's full lists, appended to empty
-ones (DESIGN: the reducer trap bites only updates of the same thread). Fork directives live in
-their own `directive` channel.
+ones (a reducer only merges updates within one thread, so a seeded branch is not merged twice).
+Fork directives live in their own `directive` channel (`Directive`), pending actions in
+`pending` (`Pending`).
 
-Prompts are a pure function of this state (DESIGN, "Prompts are a pure function of the
-checkpointed state"): `transcript` holds what a prompt is built from (each executed search with
+Prompts are a pure function of this state (so a branch seeded from a checkpoint sends the request
+its parent would have sent there; `tests/experiments/test_fork_invariant.py` checks it): `transcript` holds what a prompt is built from (each executed search with
 the model turn that asked for it: tool-call id, content, reasoning text; the self-evaluation
 verdict), `evidence` the passages, `history` earlier turns. `steps` is the trace of this
 thread's own calls: a fork branch starts it empty, so no prompt may be built from it.

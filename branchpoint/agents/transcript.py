@@ -4,8 +4,8 @@ A chat prompt at any step is the system prompt, the earlier turns (`history`), t
 for every search run so far the model turn that asked for it and the results it got back. Those
 turns live in the state's `transcript` channel (append-only), never in `steps` (the trace of a
 thread's own calls, empty at the start of a fork branch), so a branch seeded from a checkpoint
-rebuilds exactly the prompt its parent would have sent there (DESIGN: "Prompts are a pure
-function of the checkpointed state").
+rebuilds exactly the prompt its parent would have sent there (prompts are a pure function of the
+checkpointed state; `tests/experiments/test_fork_invariant.py` checks it).
 
 Entries (JSON-serialisable dicts):
 - `{"kind": "search", "query", "source", "evidence_start", "evidence_count", "turn"}`: one

@@ -4,8 +4,8 @@ A branch is a new LangGraph thread whose input is the checkpoint's state values 
 `directive` and an empty step list (so its costs are its own), never the original thread. The
 state keeps everything prompts are built from (`transcript`, `evidence`, `history`), so the
 branch's first request is the one its parent would have sent there had it taken the action. The
-branches cannot see each other's steps and can run concurrently (DESIGN: LangGraph keeps forks
-of one thread interleaved in its history). `route_start` in the graph sends the seeded state to
+branches cannot see each other's steps and can run concurrently (forks within one thread would
+be interleaved in that thread's LangGraph history). `route_start` in the graph sends the seeded state to
 the node that continues it.
 
 Legal actions: at `initial` and `after_search_k`, THINK (answer now from the evidence in hand)

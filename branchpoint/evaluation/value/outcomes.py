@@ -42,7 +42,7 @@ import numpy as np
 from branchpoint.errors import InputError
 from branchpoint.evaluation.judges import detect_abstention, judge_records, normalize_answer
 from branchpoint.evaluation.metrics import is_correct
-from branchpoint.traces import BOUNDARY_PENDING, LEGAL_ACTIONS, ExecutionRecord, collapse_search_count
+from branchpoint.traces import BOUNDARY_KINDS, BOUNDARY_PENDING, LEGAL_ACTIONS, ExecutionRecord, collapse_search_count
 
 NO_STRATUM = "(none)"
 RewardFn = Callable[[Sequence[ExecutionRecord], str], np.ndarray]
@@ -232,6 +232,10 @@ class Roles:
     def of(self, boundary_kind: str) -> tuple[str, str]:
         """(T action, S action) at a boundary kind."""
         return self.pending if boundary_kind == BOUNDARY_PENDING else ("THINK", "SEARCH")
+
+    def table(self) -> dict[str, list[str]]:
+        """[T action, S action] at every boundary kind, as value.json and the viewer show them."""
+        return {kind: list(self.of(kind)) for kind in BOUNDARY_KINDS}
 
 
 # --------------------------------------------------------------------------------------------
