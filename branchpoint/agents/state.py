@@ -12,9 +12,10 @@ Fork directives live in their own `directive` channel (`Directive`), pending act
 `pending` (`Pending`).
 
 Prompts are a pure function of this state (so a branch seeded from a checkpoint sends the request
-its parent would have sent there; `tests/experiments/test_fork_invariant.py` checks it): `transcript` holds what a prompt is built from (each executed search with
-the model turn that asked for it: tool-call id, content, reasoning text; the self-evaluation
-verdict), `evidence` the passages, `history` earlier turns. `steps` is the trace of this
+its parent would have sent there; `tests/experiments/test_fork_invariant.py` checks it):
+`transcript` holds what a prompt is built from (each executed search with the model turn that
+asked for it: tool-call id, content, reasoning text; the self-evaluation verdict), `evidence` the
+passages, `history` earlier turns. `steps` is the trace of this
 thread's own calls: a fork branch starts it empty, so no prompt may be built from it.
 """
 

@@ -5,10 +5,10 @@ A branch is a new LangGraph thread whose input is the checkpoint's state values 
 state keeps everything prompts are built from (`transcript`, `evidence`, `history`), so the
 branch's first request is the one its parent would have sent there had it taken the action. The
 branches cannot see each other's steps and can run concurrently (forks within one thread would
-be interleaved in that thread's LangGraph history). `route_start` in the graph sends the seeded state to
-the node that continues it.
+be interleaved in that thread's LangGraph history). `route_start` in the graph sends the seeded
+state to the node that continues it.
 
-Legal actions: at `initial` and `after_search_k`, THINK (answer now from the evidence in hand)
+Legal actions (`traces.LEGAL_ACTIONS`): at `initial` and `after_search_k`, THINK (answer now from the evidence in hand)
 and SEARCH (up to K more searches, then answer); at `pending_query`, STOP (cancel the query and
 answer), SEARCH (= SAME: run the pending query, then continue) and SWITCH (run the pending query
 on another named source, then continue as SEARCH).
