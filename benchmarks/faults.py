@@ -42,7 +42,8 @@ sys.path.insert(0, str(REPO))
 
 import branchpoint.models.openai_compat as openai_compat  # noqa: E402
 from branchpoint.experiments import RunStore, load_spec, run_experiment  # noqa: E402
-from branchpoint.experiments.forking import ForkPlan, fork_records, fork_run  # noqa: E402
+from branchpoint.experiments.branch_planning import fork_records  # noqa: E402
+from branchpoint.experiments.forking import ForkPlan, fork_run  # noqa: E402
 from branchpoint.experiments.verify import verify_run  # noqa: E402
 from tests.servers.openai_fault_server import ServerProcess  # noqa: E402
 
@@ -251,7 +252,7 @@ def sigkill_forks(root: Path, kills: int, rng: random.Random, env: dict) -> None
 def _count(run_dir: Path, plan: ForkPlan) -> int:
     """How many branches the study plans (from the checkpoints, without running any)."""
     from branchpoint.checkpoints import open_checkpointer
-    from branchpoint.experiments.forking import parent_records, plan_branches
+    from branchpoint.experiments.branch_planning import parent_records, plan_branches
 
     store = RunStore(run_dir)
     with open_checkpointer(store.checkpoints_path) as saver:

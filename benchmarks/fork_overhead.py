@@ -19,7 +19,8 @@ from pathlib import Path
 import yaml
 
 from branchpoint.experiments import load_spec, run_experiment
-from branchpoint.experiments.forking import ForkPlan, fork_records, fork_run
+from branchpoint.experiments.branch_planning import fork_records
+from branchpoint.experiments.forking import ForkPlan, fork_run
 from branchpoint.models import ScriptedModel
 
 

@@ -15,7 +15,16 @@ from rich.markup import escape
 
 from branchpoint.errors import BranchpointError
 from branchpoint.redact import redact
-from branchpoint.traces import TraceError
+from branchpoint.traces import (
+    AGREEMENT_FILE,
+    FIGURES_DIR,
+    FORKS_FILE,
+    JUDGE_CACHE_FILE,
+    METRICS_FILE,
+    REPLAYS_FILE,
+    VALUE_FILE,
+    TraceError,
+)
 
 app = typer.Typer(
     help="Experiments on search-augmented LLM agents: when should an agent search?\n\n"
@@ -293,12 +302,11 @@ def evaluate(
     if judge != "llm" and (judge_model or judge_base_url):
         raise InputError(f"--judge-model and --judge-base-url apply to --judge llm only (got --judge {judge})")
     if judge == "llm":
-        from branchpoint.evaluation.judge_cache import CACHE_FILE
         from branchpoint.evaluation.llm_judges import open_llm_judge
 
         if not judge_model or not judge_base_url:
             raise InputError("--judge llm needs --judge-model NAME and --judge-base-url URL (an OpenAI-compatible server)")
-        cache = judge_cache or trace_path(path).parent / CACHE_FILE
+        cache = judge_cache or trace_path(path).parent / JUDGE_CACHE_FILE
         judge_obj = open_llm_judge(
             judge_model, judge_base_url, api_key_env=judge_api_key_env, cache_path=str(cache),
             retries=judge_retries, concurrency=judge_concurrency, evidence=evidence, progress=not no_progress,
@@ -319,8 +327,8 @@ def evaluate(
     target = out or (path if path.is_dir() else path.parent)
     if agreement:
         _print_agreement(metrics.get("judge_agreement") or {"judges": [metrics["judge"]], "pairs": []})
-        console.print(f"wrote {target / 'agreement.json'}")
-    console.print(f"wrote {target / 'metrics.json'}")
+        console.print(f"wrote {target / AGREEMENT_FILE}")
+    console.print(f"wrote {target / METRICS_FILE}")
 
 
 def _print_agreement(agreed: dict[str, Any]) -> None:
@@ -363,7 +371,7 @@ def agreement(
     Example: branchpoint agreement runs/quickstart
     """
     from branchpoint.evaluation.agreement import agreement_json, judge_agreement
-    from branchpoint.evaluation.evaluate import AGREEMENT_FILE, judged_path
+    from branchpoint.evaluation.evaluate import judged_path
     from branchpoint.traces import read_records
 
     source = judged_path(path)
@@ -488,7 +496,7 @@ def quickstart(
     metrics = run_evaluation(out, judge=loaded.evaluation.judge, cfg=cfg)
     console.print(comparison_table(metrics))
     report_path, _ = write_report(out, title=f"branchpoint quickstart: {loaded.name}")
-    console.print(f"wrote {out / 'metrics.json'}, {report_path} and {out / 'figures'}")
+    console.print(f"wrote {out / METRICS_FILE}, {report_path} and {out / FIGURES_DIR}")
 
 
 def _csv(value: str) -> list[str]:
@@ -618,7 +626,7 @@ def _sampled_executions(run_dir: Path, sample: str, seed: int) -> list[str]:
     return [r.execution_id for r in records if r.question_id in chosen]
 
 
-def _print_fork_summary(summary: Any, file: str = "forks.jsonl", what: str = "branches") -> None:
+def _print_fork_summary(summary: Any, file: str = FORKS_FILE, what: str = "branches") -> None:
     statuses = ", ".join(f"{k}: {v}" for k, v in sorted(summary.statuses.items())) or "none run"
     console.print(
         f"[bold]{summary.run_dir / file}[/]: {summary.planned} {what} planned, "
@@ -669,7 +677,7 @@ def replay(
 
     Example: branchpoint replay runs/quickstart --execution 3f2a --checkpoint 1f0c2a --repeats 4
     """
-    from branchpoint.experiments.forking import REPLAYS_FILE, ForkPlan, replay_run
+    from branchpoint.experiments.forking import ForkPlan, replay_run
 
     plan = ForkPlan(
         repeats=repeats, concurrency=concurrency, checkpoints=[checkpoint] if checkpoint else None,
@@ -786,7 +794,7 @@ def value(
                 soft_wrap=True, highlight=False,
             )  # fmt: skip
     target = out or (path if path.is_dir() else path.parent)
-    console.print(f"wrote {target / 'value.json'}")
+    console.print(f"wrote {target / VALUE_FILE}")
 
 
 @checkpoints_app.command("ls")

@@ -17,13 +17,89 @@ from typing import Any, BinaryIO, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 SCHEMA_VERSION = 1
-#: A run folder's trace files: the executions of its spec, and the branches of its fork studies.
+
+# --------------------------------------------------------------------------------------------
+# Shared terms: the names every layer uses, defined once here (this module imports nothing of
+# ours, so agents, checkpoints, experiments and evaluation may all import them).
+# --------------------------------------------------------------------------------------------
+
+#: A run folder's files. Traces: the executions of its spec, the branches of its fork studies,
+#: the replays, and the passage store they refer to (see `PassageResolver`).
 EXECUTIONS_FILE = "executions.jsonl"
 FORKS_FILE = "forks.jsonl"
 REPLAYS_FILE = "replays.jsonl"
+PASSAGES_FILE = "passages.jsonl"
+#: The spec the run was made from, as recorded in its folder.
+SPEC_FILE = "spec.yaml"
+#: Saved agent states (nothing can rebuild them) and the caches that only save work.
+CHECKPOINTS_FILE = "checkpoints.sqlite"
+RETRIEVAL_CACHE_FILE = "retrieval_cache.sqlite"
+JUDGE_CACHE_FILE = "judge_cache.sqlite"
+#: Every request body sent to the model (`--log-requests`).
+REQUESTS_FILE = "requests.jsonl"
+#: What `evaluate`, the minimal-search study, `value` and `report` write beside the traces.
+JUDGED_FILE = "judged.jsonl"
+METRICS_FILE = "metrics.json"
+AGREEMENT_FILE = "agreement.json"
+MINIMAL_SEARCH_FILE = "minimal_search.jsonl"
+VALUE_FILE = "value.json"
+REPORT_FILE = "report.md"
+FIGURES_DIR = "figures"
+VIEWER_DIR = "viewer"
+
+#: Legal action boundaries: the kinds a checkpoint's state records in its `boundary` channel.
+#: `after_search_k` is written `after_search_1`, `after_search_2`, ... (see
+#: `after_search_boundary`); the other two are written as their kind.
+BoundaryKind = Literal["initial", "after_search_k", "pending_query"]
+BOUNDARY_INITIAL = "initial"
+BOUNDARY_AFTER_SEARCH = "after_search_k"
+BOUNDARY_PENDING = "pending_query"
+BOUNDARY_KINDS: tuple[str, ...] = (BOUNDARY_INITIAL, BOUNDARY_AFTER_SEARCH, BOUNDARY_PENDING)
+_AFTER_SEARCH_PREFIX = "after_search_"
+
+
+def after_search_boundary(k: int) -> str:
+    """The boundary written after the k-th search: `after_search_k` with k filled in."""
+    return f"{_AFTER_SEARCH_PREFIX}{k}"
+
+
+def legal_boundary_kind(boundary: str | None) -> str | None:
+    """The legal boundary kind a state's `boundary` marks (`after_search_3` -> `after_search_k`),
+    or None when it marks no legal boundary (None, or a name that is not one of ours)."""
+    if boundary is None:
+        return None
+    if boundary.startswith(_AFTER_SEARCH_PREFIX):
+        return BOUNDARY_AFTER_SEARCH
+    return boundary if boundary in BOUNDARY_KINDS else None
+
+
+def search_count(boundary: str) -> int | None:
+    """The k of an `after_search_k` boundary as written (`after_search_3` -> 3); None for others."""
+    rest = boundary.removeprefix(_AFTER_SEARCH_PREFIX)
+    return int(rest) if rest != boundary and rest.isdigit() else None
+
+
+def collapse_search_count(boundary: str) -> str:
+    """A recorded boundary name with its search count collapsed (`after_search_3` ->
+    `after_search_k`); any other name is kept as written, a foreign trace's own names too (the
+    search-value study groups states by this)."""
+    return BOUNDARY_AFTER_SEARCH if boundary.startswith(_AFTER_SEARCH_PREFIX) else boundary
+
+
+#: The four actions a saved state can be forked into (a branch record's `branch`): THINK (answer
+#: now from the evidence in hand), SEARCH (search more, up to a budget; at a pending query: run
+#: it on the same source), STOP (cancel the pending query and answer), SWITCH (run the pending
+#: query on another source).
+Action = Literal["THINK", "SEARCH", "STOP", "SWITCH"]
+ACTIONS: tuple[str, ...] = ("THINK", "SEARCH", "STOP", "SWITCH")
+#: Which actions are legal at which boundary kind.
+LEGAL_ACTIONS: dict[str, tuple[str, ...]] = {
+    BOUNDARY_INITIAL: ("THINK", "SEARCH"),
+    BOUNDARY_AFTER_SEARCH: ("THINK", "SEARCH"),
+    BOUNDARY_PENDING: ("STOP", "SEARCH", "SWITCH"),
+}
 
 Category = Literal["AU", "FP", "UC"]
-Branch = Literal["THINK", "SEARCH", "STOP", "SWITCH"]
 Status = Literal["ok", "malformed", "length", "incomplete"]
 #: Our step kinds. A trace may carry others (another framework's `tool`, `reflect`, ...): they
 #: are kept as written, and a step of another kind that has `usage` counts as a model call.
@@ -108,7 +184,7 @@ class ExecutionRecord(_Open):
     stratum: str | None = None
     support_group: str | None = None
     parent: ParentRef | None = None
-    branch: Branch | None = None
+    branch: Action | None = None
     repeat: int = 0
     kind: str | None = Field(None, description='"replay" for a replay (the policy decided again; `branch` is null).')
     sampling: dict[str, Any] | None = Field(
@@ -227,10 +303,10 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-#: A run folder's passage store: each retrieved passage's text once, `{"ref", "text"}` per line.
-#: Records written by the run store carry `text_ref` instead of `text` in `steps[].retrieved[]`;
-#: every reader here puts the text back, so consumers see the inline form (which is also valid).
-PASSAGES_FILE = "passages.jsonl"
+# A run folder's passage store (`PASSAGES_FILE`): each retrieved passage's text once, `{"ref",
+# "text"}` per line. Records written by the run store carry `text_ref` instead of `text` in
+# `steps[].retrieved[]`; every reader here puts the text back, so consumers see the inline form
+# (which is also valid).
 
 
 def passage_ref(text: str) -> str:

@@ -9,7 +9,7 @@ from branchpoint.agents.policies import (
     resolve_policy,
 )
 from branchpoint.agents.protocols import Decision
-from branchpoint.agents.state import AgentContext, AgentState, boundary_kind, initial_state
+from branchpoint.agents.state import AgentContext, AgentState, initial_state
 
 __all__ = [
     "AgentContext",
@@ -17,7 +17,6 @@ __all__ = [
     "Decision",
     "Policy",
     "apply_decision",
-    "boundary_kind",
     "build_graph",
     "initial_state",
     "policy",

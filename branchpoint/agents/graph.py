@@ -19,8 +19,10 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from branchpoint.agents.policies import Policy, forced_answer_steps
-from branchpoint.agents.state import BOUNDARY_AFTER_SEARCH, BOUNDARY_PENDING, AgentContext, AgentState
+from branchpoint.agents.state import AgentContext, AgentState
+from branchpoint.agents.steps import as_state, search_step
 from branchpoint.agents.transcript import search_entry
+from branchpoint.traces import BOUNDARY_PENDING, after_search_boundary
 
 
 def search_node(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
@@ -33,21 +35,13 @@ def search_node(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, 
     result = ctx.search.run(pending["text"], source=state.get("source"))
     docs = [d.model_dump() for d in result.docs]
     k = state.get("searches", 0) + 1
-    step = {
-        "kind": "search",
-        "query": result.query,
-        "source": result.source,
-        "retrieved": docs,
-        "latency_s": result.latency_s,
-        "cache_hit": result.cache_hit,
-    }
     return {
-        "steps": [step],  # appended (see `AgentState`)
+        "steps": [as_state(search_step(result))],  # appended (see `AgentState`)
         "transcript": [search_entry(state, result.query, result.source, len(docs))],
         "evidence": docs,
         "searches": k,
         "pending": None,
-        "boundary": BOUNDARY_AFTER_SEARCH.format(k=k),
+        "boundary": after_search_boundary(k),
     }
 
 

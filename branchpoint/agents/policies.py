@@ -33,11 +33,13 @@ from branchpoint.agents.protocols import (
     parse_tagged,
     parse_tool_call,
 )
-from branchpoint.agents.state import BOUNDARY_PENDING, AgentContext, AgentState
+from branchpoint.agents.state import AgentContext, AgentState, Pending
+from branchpoint.agents.steps import as_state, model_step, relabeled
 from branchpoint.agents.transcript import model_turn
 from branchpoint.errors import InputError
 from branchpoint.models.call import ModelCall
 from branchpoint.tools.search import SEARCH_TOOL_SCHEMA
+from branchpoint.traces import BOUNDARY_PENDING
 
 DecideNode = Callable[[AgentState, Runtime[AgentContext]], dict[str, Any]]
 ForceAnswer = Callable[[AgentState, AgentContext], Decision]
@@ -74,7 +76,7 @@ def own_protocol_force_answer(decide: DecideNode) -> ForceAnswer:
 
     def force(state: AgentState, ctx: AgentContext) -> Decision:
         update = decide(state, Runtime(context=dataclasses.replace(ctx, search=None)))
-        steps = [{**step, "kind": "forced_answer"} for step in update.get("steps") or []]
+        steps = [relabeled(step, "forced_answer") for step in update.get("steps") or []]
         pending = update.get("pending") or {}
         status = update.get("status", "ok")
         transcript = list(update.get("transcript") or [])
@@ -132,30 +134,15 @@ def resolve_policy(name: str, search_paths: Sequence[str | Path] = ()) -> Policy
     )
 
 
-def step_from_call(kind: str, call: ModelCall, action: str | None, text: str | None) -> dict[str, Any]:
-    """A trace step (as a state dict) for one model call: `text` is the parsed action text where
-    the call gave one, `raw` what the model returned."""
-    return {
-        "kind": kind,
-        "action": action,
-        "text": text,
-        "raw": call.text,
-        "usage": call.usage.model_dump(),
-        "latency_s": call.latency_s,
-        "finish_reason": call.finish_reason,
-        "reasoning": call.reasoning,
-    }
-
-
 def decision_steps(kind: str, decision: Decision) -> list[dict[str, Any]]:
     """The trace steps of a decision's calls: the last one carries the parsed action and text."""
     if decision.steps is not None:
-        return [{**step, "kind": kind} for step in decision.steps]
+        return [relabeled(step, kind) for step in decision.steps]
     ok = decision.status == "ok"
     steps = []
     for i, call in enumerate(decision.calls):
         last = ok and i == len(decision.calls) - 1
-        steps.append(step_from_call(kind, call, decision.action if last else None, decision.text if last else call.text))
+        steps.append(as_state(model_step(kind, call, decision.action if last else None, decision.text if last else call.text)))
     return steps
 
 
@@ -178,7 +165,7 @@ def apply_decision(state: AgentState, decision: Decision, ctx: AgentContext) -> 
         return {**update, "status": decision.status, "pending": None, "boundary": None}
     can_search = ctx.offers_search and state.get("searches", 0) < ctx.search_cap
     runs = decision.action == "search" and can_search
-    pending: dict[str, Any] = {"action": decision.action, "text": decision.text}
+    pending = Pending(action=decision.action, text=decision.text)
     if decision.calls:
         pending["turn"] = model_turn(decision.calls[-1], f"call_{int(state.get('searches', 0))}")
     return {**update, "pending": pending, "boundary": BOUNDARY_PENDING if runs else None}

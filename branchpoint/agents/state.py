@@ -7,13 +7,15 @@ again, so checkpoint bytes grow linearly with the number of searches, not quadra
 full lists are rebuilt from the ancestors' writes when a checkpoint is read (`graph.get_state`;
 see `branchpoint.checkpoints.values`). Forks are unaffected by the reducer:
 a branch is a new thread whose input carries the checkpoint's full lists, appended to empty
-ones (DESIGN: the reducer trap bites only updates of the same thread). Fork directives live in
-their own `directive` channel.
+ones (a reducer only merges updates within one thread, so a seeded branch is not merged twice).
+Fork directives live in their own `directive` channel (`Directive`), pending actions in
+`pending` (`Pending`).
 
-Prompts are a pure function of this state (DESIGN, "Prompts are a pure function of the
-checkpointed state"): `transcript` holds what a prompt is built from (each executed search with
-the model turn that asked for it: tool-call id, content, reasoning text; the self-evaluation
-verdict), `evidence` the passages, `history` earlier turns. `steps` is the trace of this
+Prompts are a pure function of this state (so a branch seeded from a checkpoint sends the request
+its parent would have sent there; `tests/experiments/test_fork_invariant.py` checks it):
+`transcript` holds what a prompt is built from (each executed search with the model turn that
+asked for it: tool-call id, content, reasoning text; the self-evaluation verdict), `evidence` the
+passages, `history` earlier turns. `steps` is the trace of this
 thread's own calls: a fork branch starts it empty, so no prompt may be built from it.
 """
 
@@ -21,27 +23,35 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from langgraph.channels.delta import DeltaChannel
 
+from branchpoint.agents.protocols import Action as DecisionAction
+from branchpoint.agents.transcript import ModelTurn
 from branchpoint.models.call import ModelClient
 from branchpoint.tools.search import SearchTool
-
-#: Legal action boundaries, recorded in the state's `boundary` channel at each checkpoint.
-BOUNDARY_INITIAL = "initial"
-BOUNDARY_PENDING = "pending_query"
-BOUNDARY_AFTER_SEARCH = "after_search_{k}"
-LEGAL_BOUNDARY_KINDS = ("initial", "after_search_k", "pending_query")
+from branchpoint.traces import BOUNDARY_INITIAL, Action
 
 
-def boundary_kind(boundary: str | None) -> str | None:
-    """`after_search_3` -> `after_search_k`; other legal kinds unchanged; None for non-boundaries."""
-    if boundary is None:
-        return None
-    if boundary.startswith("after_search_"):
-        return "after_search_k"
-    return boundary if boundary in LEGAL_BOUNDARY_KINDS else None
+class Pending(TypedDict):
+    """The action a policy decided and the graph has not carried out yet (the `pending` channel):
+    `search` (its query in `text`) or `answer` (its answer in `text`), with the model turn that
+    decided it (`turn`, for the transcript; absent when the decision made no model call)."""
+
+    action: DecisionAction
+    text: str
+    turn: NotRequired[ModelTurn]
+
+
+class Directive(TypedDict):
+    """A fork branch's forced continuation (the `directive` channel, never the trace): the action
+    (THINK, SEARCH, STOP or SWITCH), for SEARCH / SWITCH the `search_budget` of further searches,
+    for SWITCH the `source` it switched to (see `branchpoint.checkpoints.fork.branch_input`)."""
+
+    action: Action
+    search_budget: NotRequired[int]
+    source: NotRequired[str]
 
 
 def append_items(current: list[Any], writes: Sequence[list[Any]]) -> list[Any]:
@@ -59,12 +69,12 @@ class AgentState(TypedDict, total=False):
     evidence: Annotated[list[dict[str, Any]], DeltaChannel(append_items)]
     steps: Annotated[list[dict[str, Any]], DeltaChannel(append_items)]
     transcript: Annotated[list[dict[str, Any]], DeltaChannel(append_items)]
-    pending: dict[str, Any] | None
+    pending: Pending | None
     searches: int
     boundary: str | None
     status: Literal["ok", "malformed", "length"]
     final_answer: str | None
-    directive: dict[str, Any] | None
+    directive: Directive | None
     history: list[dict[str, str]]
 
 

@@ -8,8 +8,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import StateSnapshot
 from pydantic import BaseModel
 
-from branchpoint.agents.state import boundary_kind
 from branchpoint.checkpoints.values import thread_states
+from branchpoint.traces import legal_boundary_kind
 
 
 class BoundaryInfo(BaseModel):
@@ -28,7 +28,7 @@ class BoundaryInfo(BaseModel):
 
 def boundary_info(checkpoint_id: str, step: int, values: dict[str, Any]) -> BoundaryInfo | None:
     """The boundary a checkpoint's state values mark, or None when it is not a legal boundary."""
-    kind = boundary_kind(values.get("boundary"))
+    kind = legal_boundary_kind(values.get("boundary"))
     if kind is None:
         return None
     usages = [s.get("usage") or {} for s in values.get("steps", [])]

@@ -4,11 +4,11 @@ A branch is a new LangGraph thread whose input is the checkpoint's state values 
 `directive` and an empty step list (so its costs are its own), never the original thread. The
 state keeps everything prompts are built from (`transcript`, `evidence`, `history`), so the
 branch's first request is the one its parent would have sent there had it taken the action. The
-branches cannot see each other's steps and can run concurrently (DESIGN: LangGraph keeps forks
-of one thread interleaved in its history). `route_start` in the graph sends the seeded state to
-the node that continues it.
+branches cannot see each other's steps and can run concurrently (forks within one thread would
+be interleaved in that thread's LangGraph history). `route_start` in the graph sends the seeded
+state to the node that continues it.
 
-Legal actions: at `initial` and `after_search_k`, THINK (answer now from the evidence in hand)
+Legal actions (`traces.LEGAL_ACTIONS`): at `initial` and `after_search_k`, THINK (answer now from the evidence in hand)
 and SEARCH (up to K more searches, then answer); at `pending_query`, STOP (cancel the query and
 answer), SEARCH (= SAME: run the pending query, then continue) and SWITCH (run the pending query
 on another named source, then continue as SEARCH).
@@ -16,23 +16,14 @@ on another named source, then continue as SEARCH).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, cast
 
 from pydantic import BaseModel
 
-from branchpoint.agents.state import boundary_kind
-from branchpoint.checkpoints.values import checkpoint_values  # noqa: F401  (read a checkpoint's state)
+from branchpoint.agents.state import Directive
+from branchpoint.agents.transcript import SearchEntry, unknown_turn
 from branchpoint.errors import InputError
-
-ForkAction = Literal["THINK", "SEARCH", "STOP", "SWITCH"]
-FORK_ACTIONS: tuple[str, ...] = ("THINK", "SEARCH", "STOP", "SWITCH")
-
-#: Which actions may fork from which boundary kind.
-LEGAL_ACTIONS: dict[str, tuple[str, ...]] = {
-    "initial": ("THINK", "SEARCH"),
-    "after_search_k": ("THINK", "SEARCH"),
-    "pending_query": ("STOP", "SEARCH", "SWITCH"),
-}
+from branchpoint.traces import ACTIONS, LEGAL_ACTIONS, Action, legal_boundary_kind
 
 
 class IllegalActionError(InputError):
@@ -41,9 +32,9 @@ class IllegalActionError(InputError):
 
 def check_action(action: str, boundary: str, where: str = "") -> None:
     """Refuse an unknown action, or one that is illegal at this boundary, with a clear message."""
-    if action not in FORK_ACTIONS:
-        raise InputError(f"unknown fork action {action!r} (expected one of {', '.join(FORK_ACTIONS)})")
-    kind = boundary_kind(boundary)
+    if action not in ACTIONS:
+        raise InputError(f"unknown fork action {action!r} (expected one of {', '.join(ACTIONS)})")
+    kind = legal_boundary_kind(boundary)
     if kind is None:
         raise IllegalActionError(f"{where}{boundary!r} is not a legal action boundary")
     if action not in LEGAL_ACTIONS[kind]:
@@ -99,7 +90,7 @@ def branch_input(
     state = {**values, "steps": [], "status": "ok", "final_answer": None}
     if "transcript" not in values:  # saved before states kept a transcript: rebuild it from the trace
         state["transcript"] = transcript_from_steps(values)
-    directive: dict[str, Any] = {"action": action}
+    directive = Directive(action=cast(Action, action))  # an action check_action accepted
     cap = searches
     if action == "STOP":
         state.update(pending=None, boundary=None)
@@ -113,19 +104,18 @@ def branch_input(
     return state, cap
 
 
-def transcript_from_steps(values: dict[str, Any]) -> list[dict[str, Any]]:
+def transcript_from_steps(values: dict[str, Any]) -> list[SearchEntry]:
     """The transcript of a state saved before states kept one, rebuilt from its (full) trace:
     each search step with the decision that asked for it (its text, no tool-call id)."""
-    entries: list[dict[str, Any]] = []
+    entries: list[SearchEntry] = []
     start = 0
     for step in values.get("steps") or []:
         if step.get("kind") != "search":
             continue
         n = len(step.get("retrieved") or [])
-        entries.append({
-            "kind": "search", "query": step.get("query"), "source": step.get("source"),
-            "evidence_start": start, "evidence_count": n,
-            "turn": {"call_id": f"call_{len(entries)}", "content": None, "reasoning": None},
-        })
+        entries.append(SearchEntry(
+            kind="search", query=step.get("query"), source=step.get("source"),
+            evidence_start=start, evidence_count=n, turn=unknown_turn(len(entries)),
+        ))
         start += n
     return entries

@@ -6,10 +6,8 @@ import hashlib
 
 from pydantic import BaseModel, Field
 
-from branchpoint.checkpoints.fork import FORK_ACTIONS
 from branchpoint.errors import InputError
-
-BOUNDARY_KINDS = ("initial", "after_search_k", "pending_query")
+from branchpoint.traces import ACTIONS, BOUNDARY_KINDS
 
 
 #: The search-value study's actor sampling (its repeated executions are independent draws).
@@ -55,8 +53,8 @@ class ForkPlan(BaseModel):
             if kind not in BOUNDARY_KINDS:
                 raise InputError(f"--boundaries: unknown kind {kind!r} (expected {', '.join(BOUNDARY_KINDS)})")
         for action in self.actions:
-            if action not in FORK_ACTIONS:
-                raise InputError(f"--actions: unknown action {action!r} (expected {', '.join(FORK_ACTIONS)})")
+            if action not in ACTIONS:
+                raise InputError(f"--actions: unknown action {action!r} (expected {', '.join(ACTIONS)})")
         if self.repeats > 1 and self.temperature == 0 and not self.allow_identical_repeats:
             raise InputError(
                 f"--repeats {self.repeats} at --temperature 0: repeats estimate success rates, but at "

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from branchpoint.checkpoints.serde import safe_serde
 from branchpoint.errors import InputError
 
 if TYPE_CHECKING:
@@ -122,8 +123,6 @@ def postgres_checkpointer(
                     f"cannot open a connection pool to the PostgreSQL checkpoint store {masked}: "
                     f"{_scrub(str(exc), url)}"
                 ) from None
-            from branchpoint.checkpoints.store import safe_serde
-
             saver = PostgresSaver(pool, serde=safe_serde())
             # setup() runs the migrations; an advisory lock (held on the probe connection) keeps
             # several processes of a sharded run, e.g. Ray workers, from racing on them.

@@ -9,10 +9,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from branchpoint.checkpoints.postgres import is_postgres_url, mask_url, postgres_checkpointer
+from branchpoint.checkpoints.serde import safe_serde
 from branchpoint.dbfiles import CHECKPOINTS_HINT, damaged, probe
 from branchpoint.errors import InputError
 
@@ -33,16 +33,6 @@ def check_target(target: str | Path, option: str = "--checkpoints") -> str:
         shown = mask_url(text) if "://" in text else text
         raise InputError(f"{option} {shown!r}: expected {ACCEPTED_TARGETS}")
     return str(target)
-
-
-def safe_serde() -> JsonPlusSerializer:
-    """LangGraph's serializer restricted to plain data: no class named in a checkpoint is imported
-    or called on load.
-
-    The default one rebuilds any Python object a checkpoint names (a database someone else wrote
-    could run code on load); our state is plain JSON-like data, so nothing else is needed.
-    """
-    return JsonPlusSerializer(allowed_msgpack_modules=None)
 
 
 @contextmanager

@@ -15,8 +15,6 @@ from typing import Any
 from branchpoint.errors import InputError
 from branchpoint.evaluation.report import (
     _COLUMNS,
-    FIGURES_DIR,
-    REPORT_FILE,
     _condition_row,
     _identical_section,
     _md_table,
@@ -25,6 +23,7 @@ from branchpoint.evaluation.report import (
     tpc_caption,
     write_report,
 )
+from branchpoint.traces import FIGURES_DIR, REPORT_FILE
 
 
 def run_names(run_dirs: list[Path]) -> list[str]:

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-CACHE_FILE = "judge_cache.sqlite"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judgments (

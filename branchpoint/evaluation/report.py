@@ -20,6 +20,17 @@ from rich.table import Table
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.tally import condition_label
+from branchpoint.traces import (
+    EXECUTIONS_FILE,
+    FIGURES_DIR,
+    FORKS_FILE,
+    JUDGED_FILE,
+    METRICS_FILE,
+    REPORT_FILE,
+    SPEC_FILE,
+    VALUE_FILE,
+    VIEWER_DIR,
+)
 
 _COLUMNS: tuple[str, ...] = (
     "condition",
@@ -174,8 +185,6 @@ def _md_table(header: tuple[str, ...], rows: list[list[str]]) -> str:
 SEED_COLUMNS: tuple[str, ...] = (
     "condition", "n", "Answer Acc", "Abst. Acc AU", "Abst. Acc FP", "Abst. Acc UC", "Abst. Acc (all)", "TPC",
 )  # fmt: skip
-REPORT_FILE = "report.md"
-FIGURES_DIR = "figures"
 
 
 def _num(value: Any) -> float | None:
@@ -459,8 +468,6 @@ def _identical_section(metrics: dict[str, Any]) -> list[str]:
     return [*out, ""]
 
 
-#: Where `write_report` looks for a viewer export (`branchpoint view RUN --export RUN/viewer`).
-VIEWER_DIR = "viewer"
 
 
 def _viewer_section(metrics: dict[str, Any], viewer: str) -> list[str]:
@@ -532,7 +539,7 @@ def is_simulated(run_dir: Path) -> bool:
     a record says `model_provider: sim` (see `branchpoint.experiments.runner.simulated_marker`)."""
     import yaml
 
-    spec = run_dir / "spec.yaml"
+    spec = run_dir / SPEC_FILE
     if spec.is_file():
         try:
             model = (yaml.safe_load(spec.read_text(encoding="utf-8")) or {}).get("model") or {}
@@ -540,7 +547,7 @@ def is_simulated(run_dir: Path) -> bool:
             model = {}
         if model.get("provider") == "sim" or str(model.get("name", "")).startswith("branchpoint-sim"):
             return True
-    for name in ("executions.jsonl", "judged.jsonl", "forks.jsonl"):
+    for name in (EXECUTIONS_FILE, JUDGED_FILE, FORKS_FILE):
         path = run_dir / name
         if path.is_file():
             with path.open(encoding="utf-8") as f:
@@ -555,7 +562,7 @@ def is_simulated(run_dir: Path) -> bool:
 
 def read_metrics(run_dir: Path) -> dict[str, Any]:
     """The metrics.json of a run directory (or the file itself), checked to be one."""
-    source = run_dir / "metrics.json" if run_dir.is_dir() else run_dir
+    source = run_dir / METRICS_FILE if run_dir.is_dir() else run_dir
     if not source.is_file():
         raise InputError(f"{source}: not found (run `branchpoint evaluate {run_dir}` first)")
     try:
@@ -578,7 +585,7 @@ def write_report(run_dir: Path, out_dir: Path | None = None, title: str | None =
     from branchpoint.evaluation.figures import write_figures
 
     run_dir = Path(run_dir)
-    source = run_dir / "metrics.json" if run_dir.is_dir() else run_dir
+    source = run_dir / METRICS_FILE if run_dir.is_dir() else run_dir
     value = _value_section(source.parent)
     if not source.is_file() and value is not None:  # a fork study scored by `branchpoint value` only
         out = Path(out_dir) if out_dir is not None else source.parent
@@ -610,7 +617,7 @@ def _value_figures(run_dir: Path, out: Path, figures: dict[str, Path | None]) ->
     added to `figures` and linked from the report ("" when there are none)."""
     from branchpoint.evaluation.figures import plot_learning_curves
 
-    value = json.loads((Path(run_dir) / "value.json").read_text(encoding="utf-8"))
+    value = json.loads((Path(run_dir) / VALUE_FILE).read_text(encoding="utf-8"))
     path = plot_learning_curves(value, out / FIGURES_DIR / "learning_curves.png")
     figures["learning_curves"] = path
     if path is None:
@@ -620,7 +627,7 @@ def _value_figures(run_dir: Path, out: Path, figures: dict[str, Path | None]) ->
 
 def _value_section(run_dir: Path) -> str | None:
     """The search-value section (`value.markdown.value_markdown`) of RUN_DIR/value.json, or None."""
-    path = Path(run_dir) / "value.json"
+    path = Path(run_dir) / VALUE_FILE
     if not path.is_file():
         return None
     from branchpoint.evaluation.value.markdown import value_markdown

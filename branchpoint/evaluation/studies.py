@@ -41,9 +41,8 @@ import numpy as np
 from branchpoint.errors import InputError
 from branchpoint.evaluation.bootstrap import QuestionBootstrap, ratio_samples
 from branchpoint.evaluation.tally import MetricsConfig, Sums, condition_label, set_stat
-from branchpoint.traces import TraceError, iter_json_lines
+from branchpoint.traces import MINIMAL_SEARCH_FILE, TraceError, iter_json_lines
 
-MINIMAL_SEARCH_FILE = "minimal_search.jsonl"
 #: Below this change in mean cost per query (tokens) a marginal ROI is undefined (see above).
 ROI_MIN_ADDED_COST = 10.0
 MODEL_KEY = "model.name"

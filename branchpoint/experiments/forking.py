@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,21 +41,24 @@ from branchpoint.agents import (
     resolve_policy,
 )
 from branchpoint.checkpoints import list_boundaries, open_checkpointer
-from branchpoint.checkpoints.boundaries import BoundaryInfo
-from branchpoint.checkpoints.fork import (
-    LEGAL_ACTIONS,
-    IllegalActionError,
-    branch_input,
-    check_action,
-    checkpoint_values,
-    prefix_of,
-    transcript_from_steps,
-)
+from branchpoint.checkpoints.fork import branch_input, prefix_of, transcript_from_steps
 from branchpoint.checkpoints.plan import ForkPlan
-from branchpoint.checkpoints.values import state_reader
+from branchpoint.checkpoints.values import checkpoint_values, state_reader
 from branchpoint.errors import InputError
 from branchpoint.evaluation.judges import judge_records
 from branchpoint.evaluation.metrics import is_correct
+from branchpoint.experiments.branch_planning import (
+    REPLAY_KIND,
+    BranchTask,
+    base_condition,
+    branch_tasks,
+    condition_key,
+    condition_specs,
+    fork_records,
+    parent_records,
+    plan_study,
+    select_checkpoints,
+)
 from branchpoint.experiments.runner import (
     ModelOpener,
     SourcePool,
@@ -68,48 +70,24 @@ from branchpoint.experiments.runner import (
     limit_connections,
     record_from_state,
     run_concurrently,
-    with_request_log,
     simulated_marker,
+    with_request_log,
 )
-from branchpoint.experiments.spec import ExperimentSpec, expand_conditions, load_spec
+from branchpoint.experiments.spec import ExperimentSpec, load_spec
 from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.models import TransportError
 from branchpoint.models.request_log import current_execution
 from branchpoint.traces import (
+    BOUNDARY_AFTER_SEARCH,
+    BOUNDARY_INITIAL,
+    EXECUTIONS_FILE,
     FORKS_FILE,
+    MINIMAL_SEARCH_FILE,
     REPLAYS_FILE,
+    RETRIEVAL_CACHE_FILE,
+    SPEC_FILE,
     ExecutionRecord,
-    execution_id,
-    read_records,
 )
-
-MINIMAL_FILE = "minimal_search.jsonl"
-
-
-#: The `kind` of a replay record (its `branch` is null: no action was forced).
-REPLAY_KIND = "replay"
-
-
-@dataclass
-class BranchTask:
-    """One branch to run: parent record, boundary, action (None: a replay, the policy decides),
-    repeat, the spec of its condition, its execution id and condition."""
-
-    parent: ExecutionRecord
-    boundary: BoundaryInfo
-    action: str | None
-    repeat: int
-    spec: ExperimentSpec
-    execution_id: str
-    condition: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def seed_key(self) -> str:
-        """What a branch's sampling seed is derived from: the parent, the saved state by its step
-        (not its checkpoint id, which is new on every run), the branch's condition and repeat, so
-        seeds differ per (state, action, repeat) and a study run afresh draws the same numbers."""
-        return json.dumps([self.parent.execution_id, self.boundary.step, self.boundary.boundary,
-                           self.condition, self.repeat], sort_keys=True, default=str)  # fmt: skip
 
 
 @dataclass
@@ -133,190 +111,6 @@ class ForkSummary:
         mean_k = sum(m["searches"] for m in self.minimal) / len(self.minimal)
         mean_t = sum(m["minimal_searches"] for m in self.minimal) / len(self.minimal)
         return float("inf") if mean_t == 0 else 100.0 * (mean_k / mean_t - 1.0)
-
-
-def _condition_key(condition: dict[str, Any]) -> str:
-    return json.dumps(condition, sort_keys=True, default=str)
-
-
-def base_condition(condition: dict[str, Any]) -> dict[str, Any]:
-    """A record's condition without the fork settings: the run condition it descends from."""
-    return {k: v for k, v in condition.items() if not k.startswith("fork.")}
-
-
-def fork_depth(record: ExecutionRecord) -> int:
-    """0 for an original execution, 1 for a branch of one, 2 for a branch of a branch, …"""
-    return int(record.condition.get("fork.depth", 1)) if record.parent is not None else 0
-
-
-def offers_search(spec: ExperimentSpec) -> bool:
-    """Whether executions under this condition may search at all (tool offered, cap > 0, and a
-    policy that uses it): SEARCH and SWITCH branches are only planned where it is True."""
-    return spec.agent.search and spec.agent.search_cap > 0 and spec.agent.policy != "no_search"
-
-
-def condition_specs(spec: ExperimentSpec) -> dict[str, ExperimentSpec]:
-    """The resolved spec of each condition of a run, keyed by its condition dict."""
-    return {_condition_key(c): s for c, s in expand_conditions(spec)}
-
-
-def parent_records(
-    store: RunStore, prefixes: list[str] | None, *, include_branches: bool = False
-) -> list[ExecutionRecord]:
-    """Finished executions of a run (latest record per id), optionally by id prefix.
-
-    Without prefixes, the original executions only; with prefixes (or `include_branches`),
-    fork branches match too, so a branch can be forked again.
-    """
-    latest: dict[str, ExecutionRecord] = {}
-    for rec in store.records():
-        latest[rec.execution_id] = rec
-    originals = [r for r in latest.values() if r.status != "incomplete" and r.parent is None]
-    if not prefixes and not include_branches:
-        return originals
-    branches: dict[str, ExecutionRecord] = {}
-    for rec in fork_records(store.run_dir):
-        branches[rec.execution_id] = rec
-    records = originals + [r for r in branches.values() if r.status != "incomplete"]
-    if prefixes:
-        picked = []
-        for prefix in prefixes:
-            matches = [r for r in records if r.execution_id.startswith(prefix)]
-            if len(matches) != 1:
-                what = "no" if not matches else str(len(matches))
-                raise InputError(f"--execution {prefix}: {what} finished executions of {store.run_dir} match")
-            picked += matches
-        records = picked
-    return records
-
-
-def branch_condition(parent: ExecutionRecord, action: str | None, plan: ForkPlan) -> dict[str, Any]:
-    """The branch's condition: the run condition it descends from, plus the action and the fork
-    settings that shape the continuation (so `evaluate` on forks.jsonl reports each action and
-    sampling setting as its own condition). A branch of a branch adds `fork.depth`; a replay's
-    action is `replay`."""
-    condition = {**base_condition(parent.condition), "fork.action": action or REPLAY_KIND}
-    if action in ("SEARCH", "SWITCH"):
-        condition["fork.search_budget"] = plan.search_budget
-    if action == "SWITCH":
-        condition["fork.switch_source"] = plan.switch_source
-    condition["fork.temperature"] = plan.temperature
-    condition["fork.top_p"] = plan.top_p
-    depth = fork_depth(parent) + 1
-    if depth > 1:
-        condition["fork.depth"] = depth
-    return condition
-
-
-def checkpoint_matches(checkpoint_id: str, wanted: str) -> bool:
-    """A saved state named by its full id, or by the start or end of it (`checkpoints ls` shows
-    the last 12 characters: ids of one thread share their leading, time-ordered part)."""
-    return checkpoint_id.startswith(wanted) or checkpoint_id.endswith(wanted)
-
-
-def select_checkpoints(bounds: list[BoundaryInfo], wanted: list[str] | None) -> list[BoundaryInfo]:
-    """The boundaries whose checkpoint id matches one of `wanted` (all when None)."""
-    if wanted is None:
-        return bounds
-    return [b for b in bounds if any(checkpoint_matches(b.checkpoint_id, w) for w in wanted)]
-
-
-def plan_branches(
-    saver: Any, store: RunStore, spec: ExperimentSpec, plan: ForkPlan, parents: list[ExecutionRecord],
-    *, only_think_before_k: bool = False,
-) -> tuple[list[BranchTask], Counter[str]]:
-    """Every (parent, boundary, action, repeat) to run, and counts of pairs skipped (illegal at
-    their boundary, or SEARCH / SWITCH where the condition offers no search: `…@no-search`).
-
-    With one execution and one boundary kind (or one saved state) selected, an illegal action is
-    an error; with several, illegal pairs are skipped and counted. SWITCH to the state's own
-    source is always an error.
-    """
-    specs = condition_specs(spec)
-    strict = len(parents) == 1 and (len(plan.boundaries) == 1 or len(plan.checkpoints or []) == 1)
-    tasks: list[BranchTask] = []
-    skipped: Counter[str] = Counter()
-    reader = state_reader(saver)
-    found: set[str] = set()
-    for parent in parents:
-        resolved = specs.get(_condition_key(base_condition(parent.condition)))
-        if resolved is None:
-            raise InputError(
-                f"execution {parent.execution_id}: its condition {parent.condition} is not in "
-                f"{store.run_dir / 'spec.yaml'}"
-            )
-        if plan.switch_source and "SWITCH" in plan.actions and plan.switch_source not in resolved.retrieval.sources:
-            raise InputError(
-                f"--switch-source: unknown source {plan.switch_source!r} "
-                f"(sources of this run: {', '.join(sorted(resolved.retrieval.sources))})"
-            )
-        bounds = list_boundaries(saver, parent.execution_id, reader)
-        if not bounds:
-            raise InputError(
-                f"execution {parent.execution_id[:12]}: no saved states in the checkpoint store "
-                "(fork with the same --checkpoints as the run)"
-            )
-        searchable = offers_search(resolved)
-        for b in select_checkpoints(bounds, plan.checkpoints):
-            found.add(b.checkpoint_id)
-            if plan.checkpoints is None and b.kind not in plan.boundaries:
-                continue
-            if only_think_before_k and not (b.kind in ("initial", "after_search_k") and b.searches < parent.search_calls):
-                continue
-            for action in plan.actions:
-                if action not in LEGAL_ACTIONS[b.kind]:
-                    if strict:
-                        check_action(action, b.boundary, f"execution {parent.execution_id[:12]}: ")
-                    skipped[f"{action}@{b.kind}"] += 1
-                    continue
-                if action in ("SEARCH", "SWITCH") and not searchable:
-                    skipped[f"{action}@no-search"] += 1
-                    continue
-                if action == "SWITCH" and not plan.switch_source:
-                    raise InputError("SWITCH needs a source to switch to (--switch-source NAME)")
-                if action == "SWITCH" and plan.switch_source == b.source:
-                    raise IllegalActionError(
-                        f"--switch-source {plan.switch_source}: that is the current source of the state at "
-                        f"{b.boundary} of execution {parent.execution_id[:12]} (SWITCH needs another source)"
-                    )
-                tasks += branch_tasks(parent, b, action, plan, resolved)
-    if plan.checkpoints is not None:
-        missing = [c for c in plan.checkpoints if not any(checkpoint_matches(f, c) for f in found)]
-        if missing:
-            raise InputError(
-                f"--checkpoint {missing[0]}: no saved state of the selected executions has this id "
-                "(see `branchpoint checkpoints ls RUN_DIR --wide`)"
-            )
-    return tasks, skipped
-
-
-def branch_tasks(
-    parent: ExecutionRecord, b: BoundaryInfo, action: str | None, plan: ForkPlan, resolved: ExperimentSpec
-) -> list[BranchTask]:
-    """The plan's repeats of one action (None: a replay) at one saved state."""
-    parent_ref = {"execution_id": parent.execution_id, "checkpoint_id": b.checkpoint_id, "boundary": b.boundary}
-    condition = branch_condition(parent, action, plan)
-    kind = action if action is not None else REPLAY_KIND
-    return [
-        BranchTask(parent, b, action, repeat, resolved,
-                   execution_id(parent.run_id, condition, parent.question_id, parent_ref, kind, repeat), condition)
-        for repeat in range(plan.repeats)
-    ]  # fmt: skip
-
-
-def plan_study(
-    saver: Any, store: RunStore, spec: ExperimentSpec, plan: ForkPlan, parents: list[ExecutionRecord]
-) -> tuple[list[BranchTask], Counter[str]]:
-    """The branches of a whole fork study: the plan's, plus (with `minimal_search`) THINK at
-    every `initial` / `after_search_k` boundary before each parent's last search; and the counts
-    of illegal pairs skipped."""
-    tasks, skipped = plan_branches(saver, store, spec, plan, parents)
-    if plan.minimal_search:
-        think_plan = plan.model_copy(update={"actions": ["THINK"], "boundaries": ["initial", "after_search_k"]})
-        extra, _ = plan_branches(saver, store, spec, think_plan, parents, only_think_before_k=True)
-        known = {t.execution_id for t in tasks}
-        tasks += [t for t in extra if t.execution_id not in known]
-    return tasks, skipped
 
 
 def replay_input(values: dict[str, Any]) -> dict[str, Any]:
@@ -386,7 +180,7 @@ def _run_tasks(
     groups: dict[str, list[BranchTask]] = {}
     for t in tasks:
         groups.setdefault(t.spec.model.model_dump_json(), []).append(t)
-    pool = SourcePool(progress=False, cache_path=store.run_dir / "retrieval_cache.sqlite")
+    pool = SourcePool(progress=False, cache_path=store.run_dir / RETRIEVAL_CACHE_FILE)
     graphs: dict[str, Any] = {}
     with ExitStack() as stack, Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -415,12 +209,6 @@ def _run_tasks(
                 run_concurrently(items, one, plan.concurrency, record)
 
 
-def fork_records(run_dir: Path, file: str = FORKS_FILE) -> list[ExecutionRecord]:
-    """The branch records of a run (or its replays, `file=REPLAYS_FILE`); empty when none yet."""
-    path = Path(run_dir) / file
-    return read_records(path) if path.is_file() else []
-
-
 def minimal_searches(
     parents: list[ExecutionRecord], branches: list[ExecutionRecord], saver: Any, judge: str
 ) -> list[dict[str, Any]]:
@@ -440,7 +228,7 @@ def minimal_searches(
             continue
         minimal = k
         for b in list_boundaries(saver, parent.execution_id, reader):
-            if b.kind in ("initial", "after_search_k") and b.searches < minimal:
+            if b.kind in (BOUNDARY_INITIAL, BOUNDARY_AFTER_SEARCH) and b.searches < minimal:
                 votes = by_checkpoint.get((parent.execution_id, b.checkpoint_id))
                 if votes and sum(votes) * 2 >= len(votes):
                     minimal = b.searches
@@ -453,11 +241,11 @@ def minimal_searches(
 
 def _open_run(run_dir: str | Path, checkpoints: str | None) -> tuple[RunStore, ExperimentSpec]:
     store = RunStore(run_dir)
-    if not (store.run_dir / "spec.yaml").is_file() or not store.executions_path.is_file():
-        raise InputError(f"{store.run_dir}: not a run directory (expected spec.yaml and executions.jsonl)")
+    if not (store.run_dir / SPEC_FILE).is_file() or not store.executions_path.is_file():
+        raise InputError(f"{store.run_dir}: not a run directory (expected {SPEC_FILE} and {EXECUTIONS_FILE})")
     if checkpoints is None and not store.checkpoints_path.is_file():
         raise InputError(f"{store.checkpoints_path}: not found (the run has no checkpoints to fork)")
-    return store, load_spec(store.run_dir / "spec.yaml")
+    return store, load_spec(store.run_dir / SPEC_FILE)
 
 
 def _run_missing(
@@ -504,7 +292,7 @@ def fork_run(
                      FORKS_FILE, log_requests)  # fmt: skip
         if plan.minimal_search:
             summary.minimal = minimal_searches(parents, fork_records(store.run_dir), saver, plan.judge)
-            path = store.run_dir / MINIMAL_FILE
+            path = store.run_dir / MINIMAL_SEARCH_FILE
             tmp = path.with_name(f".{path.name}.tmp")
             tmp.write_text("".join(json.dumps(m) + "\n" for m in summary.minimal), encoding="utf-8")
             tmp.replace(path)
@@ -538,7 +326,7 @@ def replay_run(
         stack.enter_context(run_lock(store.run_dir, "replay"))  # one writer per run folder
         saver = stack.enter_context(open_checkpointer(store.checkpoint_target(checkpoints)))
         parent = parents[0]
-        resolved = condition_specs(spec).get(_condition_key(base_condition(parent.condition)))
+        resolved = condition_specs(spec).get(condition_key(base_condition(parent.condition)))
         if resolved is None:
             raise InputError(f"execution {parent.execution_id}: its condition {parent.condition} is not in the run's spec")
         bounds = list_boundaries(saver, parent.execution_id, state_reader(saver))
@@ -557,12 +345,8 @@ def replay_run(
 
 
 __all__ = [
-    "FORKS_FILE",
-    "REPLAYS_FILE",
     "ForkPlan",
     "ForkSummary",
-    "IllegalActionError",
-    "fork_records",
     "fork_run",
     "minimal_searches",
     "replay_run",

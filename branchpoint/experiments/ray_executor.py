@@ -58,7 +58,16 @@ from branchpoint.experiments.runner import (
 from branchpoint.experiments.spec import ExperimentSpec, condition_fingerprint
 from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.retrieval.cache import RetrievalCache
-from branchpoint.traces import EXECUTIONS_FILE, PASSAGES_FILE, ExecutionRecord, PassageResolver, TraceError, dump_record
+from branchpoint.traces import (
+    CHECKPOINTS_FILE,
+    EXECUTIONS_FILE,
+    PASSAGES_FILE,
+    RETRIEVAL_CACHE_FILE,
+    ExecutionRecord,
+    PassageResolver,
+    TraceError,
+    dump_record,
+)
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +269,7 @@ class ShardMerger:
         """The run's own database `name`, its tables made by the code that owns them."""
         target = self.store.run_dir / name
         if name not in self._ready:
-            if name == "checkpoints.sqlite":
+            if name == CHECKPOINTS_FILE:
                 with sqlite_checkpointer(target):
                     pass
             else:
@@ -272,12 +281,12 @@ class ShardMerger:
         """Copy a shard's checkpoint and cache rows into the run's; False if checkpoints were expected but absent."""
         found = True
         if self.merge_checkpoints:
-            db = shard_dir / "checkpoints.sqlite"
+            db = shard_dir / CHECKPOINTS_FILE
             found = db.is_file()
             if found:
                 merge_sqlite_tables(self._target(db.name), db, CHECKPOINT_TABLES, "REPLACE", replace_threads=True,
                                     skip_threads=self._finished)
-        cache = shard_dir / "retrieval_cache.sqlite"
+        cache = shard_dir / RETRIEVAL_CACHE_FILE
         if cache.is_file():  # first writer wins, as within the cache itself
             merge_sqlite_tables(self._target(cache.name), cache, CACHE_TABLES, "IGNORE")
         return found

@@ -27,7 +27,6 @@ from branchpoint.agents import (
     recursion_limit,
     resolve_policy,
 )
-from branchpoint.agents.state import boundary_kind
 from branchpoint.checkpoints import open_checkpointer
 from branchpoint.checkpoints.store import delete_threads
 from branchpoint.errors import InputError
@@ -38,11 +37,19 @@ from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_f
 from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.models import ModelClient, TransportError, open_model
 from branchpoint.models.request_fingerprint import RequestFingerprints, RequestSinks
-from branchpoint.models.request_log import REQUESTS_FILE, RequestLog, current_execution
+from branchpoint.models.request_log import RequestLog, current_execution
 from branchpoint.retrieval import RetrievalSource, open_source
 from branchpoint.retrieval.cache import CachedSource, RetrievalCache, source_params
 from branchpoint.tools import SearchTool
-from branchpoint.traces import ExecutionRecord, Step, execution_id
+from branchpoint.traces import (
+    REQUESTS_FILE,
+    RETRIEVAL_CACHE_FILE,
+    SPEC_FILE,
+    ExecutionRecord,
+    Step,
+    execution_id,
+    legal_boundary_kind,
+)
 
 #: Opens a model client for a spec; tests pass one that yields a scripted model.
 ModelOpener = Callable[[ExperimentSpec, Path], Any]
@@ -292,12 +299,12 @@ def check_run_dir(store: RunStore, spec: ExperimentSpec, checkpoints: str | None
     from branchpoint.dbfiles import CACHE_HINT, CHECKPOINTS_HINT, probe
     from branchpoint.experiments.spec import check_same_run, load_spec
 
-    recorded = store.run_dir / "spec.yaml"
+    recorded = store.run_dir / SPEC_FILE
     if recorded.is_file():
         check_same_run(load_spec(recorded, check_policy=False), spec, store.run_dir)
     if checkpoints is None:
         probe(store.checkpoints_path, "checkpoint database", CHECKPOINTS_HINT, ("checkpoints", "writes"))
-    probe(store.run_dir / "retrieval_cache.sqlite", "retrieval cache", CACHE_HINT, ("retrieval_cache",))
+    probe(store.run_dir / RETRIEVAL_CACHE_FILE, "retrieval cache", CACHE_HINT, ("retrieval_cache",))
 
 
 def check_sources(todo: Iterable[PlannedExecution]) -> None:
@@ -405,7 +412,7 @@ def invoke_recording(
     ids: list[str] = []
     for event in graph.stream(state, config, context=ctx, durability="sync", stream_mode="checkpoints"):
         final = event["values"]
-        if (event["metadata"] or {}).get("source") != "input" and boundary_kind(final.get("boundary")):
+        if (event["metadata"] or {}).get("source") != "input" and legal_boundary_kind(final.get("boundary")):
             ids.append(event["config"]["configurable"]["checkpoint_id"])
     return final, ids
 
@@ -624,7 +631,7 @@ def run_experiment(
         todo, summary = missing_work(plan, store.finished_ids(), store.run_dir, started)
         if not todo:
             return summary
-        pool = SourcePool(progress, cache_path=store.run_dir / "retrieval_cache.sqlite")
+        pool = SourcePool(progress, cache_path=store.run_dir / RETRIEVAL_CACHE_FILE)
         stack.callback(pool.close)
         for condition_spec in {id(p.spec): p.spec for p in todo}.values():  # one spec object per condition
             pool.prepare(condition_spec)  # open every source now: a bad corpus or a stale index writes nothing

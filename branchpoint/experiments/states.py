@@ -18,6 +18,7 @@ from branchpoint.checkpoints.store import open_checkpointer
 from branchpoint.checkpoints.values import state_reader
 from branchpoint.errors import InputError
 from branchpoint.traces import (
+    CHECKPOINTS_FILE,
     EXECUTIONS_FILE,
     FORKS_FILE,
     ExecutionRecord,
@@ -62,7 +63,7 @@ def saved_states(
     """Every saved state at a legal boundary of a run's executions (and of its fork branches when
     `branches` is set, or when `execution` names a branch), oldest first per execution."""
     run_dir = Path(run_dir)
-    db = run_dir / "checkpoints.sqlite"
+    db = run_dir / CHECKPOINTS_FILE
     traces = run_dir / EXECUTIONS_FILE
     if (checkpoints is None and not db.is_file()) or not traces.is_file():
         raise InputError(f"{run_dir}: not a run directory (expected executions.jsonl and checkpoints.sqlite)")

@@ -32,8 +32,10 @@ from branchpoint.redact import redact
 from pydantic import ValidationError
 
 from branchpoint.traces import (
+    CHECKPOINTS_FILE,
     EXECUTIONS_FILE,
     PASSAGES_FILE,
+    SPEC_FILE,
     ExecutionRecord,
     PassageResolver,
     RecordTooLargeError,
@@ -189,7 +191,7 @@ class RunStore:
     @property
     def checkpoints_path(self) -> Path:
         """The run's SQLite checkpoint database (one per run)."""
-        return self.run_dir / "checkpoints.sqlite"
+        return self.run_dir / CHECKPOINTS_FILE
 
     def checkpoint_target(self, override: str | None = None) -> str:
         """Where the run's checkpoints live: a `postgresql://` URL if given, else the run's SQLite file.
@@ -205,7 +207,7 @@ class RunStore:
     def create(self, spec_data: dict) -> None:
         """Make the folder and write the resolved spec beside the traces (atomically)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        write_files_atomically({self.run_dir / "spec.yaml": yaml.safe_dump(spec_data, sort_keys=False)})
+        write_files_atomically({self.run_dir / SPEC_FILE: yaml.safe_dump(spec_data, sort_keys=False)})
         self.repair_torn_tail()
         self.repair_torn_tail(PASSAGES_FILE)
 

@@ -38,11 +38,14 @@ from pydantic import ValidationError
 
 from branchpoint.errors import BranchpointError, InputError
 from branchpoint.traces import (
+    CHECKPOINTS_FILE,
     EXECUTIONS_FILE,
     FORKS_FILE,
     REPLAYS_FILE,
     MAX_LINE_BYTES,
     PASSAGES_FILE,
+    RETRIEVAL_CACHE_FILE,
+    SPEC_FILE,
     ExecutionRecord,
     PassageResolver,
     RetrievedDoc,
@@ -52,8 +55,6 @@ from branchpoint.traces import (
     parse_json_line,
 )
 
-CHECKPOINTS_FILE = "checkpoints.sqlite"
-CACHE_FILE = "retrieval_cache.sqlite"
 
 PROBLEM_KINDS = (
     "schema", "torn_tail", "duplicate", "transport", "orphan", "missing", "plan", "checkpoints", "retrieval_cache",
@@ -199,7 +200,8 @@ def read_only_checkpointer(target: str | Path) -> Iterator[Any]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from branchpoint.checkpoints.postgres import is_postgres_url
-    from branchpoint.checkpoints.store import open_checkpointer, safe_serde
+    from branchpoint.checkpoints.serde import safe_serde
+    from branchpoint.checkpoints.store import open_checkpointer
 
     if is_postgres_url(str(target)):
         with open_checkpointer(target) as saver:
@@ -323,14 +325,14 @@ def _check_retrieval_cache(path: Path, sample: int, report: Verification) -> Non
                         RetrievedDoc.model_validate(doc)
                 except (ValueError, ValidationError) as exc:
                     report.warn(
-                        "retrieval_cache", f"{CACHE_FILE} source {source!r} query {text!r} k={k}",
+                        "retrieval_cache", f"{RETRIEVAL_CACHE_FILE} source {source!r} query {text!r} k={k}",
                         f"damaged entry (treated as a miss and rewritten): {str(exc).splitlines()[0]}",
                     )  # fmt: skip
             report.counts["cache_checked"] = checked
         finally:
             conn.close()
     except (sqlite3.Error, OSError, RuntimeError, BranchpointError) as exc:
-        report.problem("retrieval_cache", CACHE_FILE, f"cannot read the retrieval cache: {exc}")
+        report.problem("retrieval_cache", RETRIEVAL_CACHE_FILE, f"cannot read the retrieval cache: {exc}")
 
 
 def _check_plan(spec: Any, executions: dict[str, _Entry], report: Verification) -> None:
@@ -339,7 +341,7 @@ def _check_plan(spec: Any, executions: dict[str, _Entry], report: Verification) 
     try:
         plan = plan_executions(spec, select_questions(spec))
     except (BranchpointError, TraceError) as exc:
-        report.problem("plan", "spec.yaml", f"cannot plan the spec's executions, so completeness is unchecked: {exc}")
+        report.problem("plan", SPEC_FILE, f"cannot plan the spec's executions, so completeness is unchecked: {exc}")
         return
     report.counts["planned"] = len(plan)
     planned = {p.execution_id for p in plan}
@@ -362,7 +364,7 @@ def _check_plan(spec: Any, executions: dict[str, _Entry], report: Verification) 
 
 def _check_fork_plan(saver: Any, run_dir: Path, spec: Any, forks: dict[str, _Entry], report: Verification) -> None:
     """With a `fork:` section in the spec, every branch that study plans must be recorded."""
-    from branchpoint.experiments.forking import parent_records, plan_study
+    from branchpoint.experiments.branch_planning import parent_records, plan_study
     from branchpoint.experiments.store import RunStore
 
     store = RunStore(run_dir)
@@ -401,9 +403,9 @@ def verify_run(
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise InputError(f"{run_dir}: not a directory (expected a run directory from `branchpoint run`)")
-    if not (run_dir / "spec.yaml").is_file():
+    if not (run_dir / SPEC_FILE).is_file():
         raise InputError(f"{run_dir}: no spec.yaml (not a run directory from `branchpoint run`)")
-    spec = load_spec(run_dir / "spec.yaml", check_policy=False)
+    spec = load_spec(run_dir / SPEC_FILE, check_policy=False)
     report = Verification(run_dir=run_dir)
     executions = _scan(run_dir / EXECUTIONS_FILE, spec.name, report, forks=False)
     forks = _scan(run_dir / FORKS_FILE, spec.name, report, forks=True)
@@ -438,7 +440,7 @@ def verify_run(
                     _check_fork_plan(saver, run_dir, spec, forks, report)
         except (sqlite3.Error, BranchpointError, *UNREADABLE_STATE) as exc:
             report.problem("checkpoints", str(checkpoints and "--checkpoints" or CHECKPOINTS_FILE), f"cannot read: {exc}")
-    _check_retrieval_cache(run_dir / CACHE_FILE, sample, report)
+    _check_retrieval_cache(run_dir / RETRIEVAL_CACHE_FILE, sample, report)
     return report
 
 

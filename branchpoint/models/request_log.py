@@ -16,7 +16,6 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-REQUESTS_FILE = "requests.jsonl"
 
 #: The execution (or branch) id whose agent is calling the model in this thread / task.
 current_execution: ContextVar[str | None] = ContextVar("branchpoint_current_execution", default=None)

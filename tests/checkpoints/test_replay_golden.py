@@ -3,7 +3,7 @@
 Replay = `invoke(None, config_with_checkpoint_id)` on the original thread. With a deterministic
 model, replaying from every legal boundary must reproduce the recorded continuation exactly;
 the recorded run itself must match the golden file. If LangGraph is upgraded, these tests say
-whether its replay semantics still hold (DESIGN: they changed several times).
+whether its replay semantics still hold (they changed several times across LangGraph releases).
 """
 
 from __future__ import annotations

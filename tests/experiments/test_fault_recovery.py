@@ -13,7 +13,8 @@ import threading
 import time
 
 from branchpoint.experiments import RunStore, load_spec, run_experiment
-from branchpoint.experiments.forking import ForkPlan, fork_records, fork_run
+from branchpoint.experiments.branch_planning import fork_records
+from branchpoint.experiments.forking import ForkPlan, fork_run
 from branchpoint.experiments.verify import verify_run
 from tests.conftest import REPO
 from tests.experiments.test_faults import spec_file

@@ -27,9 +27,10 @@ import yaml
 from branchpoint.agents import resolve_policy
 from branchpoint.agents.prompts import evidence_lines
 from branchpoint.checkpoints import list_boundaries, sqlite_checkpointer
-from branchpoint.checkpoints.fork import checkpoint_values
+from branchpoint.checkpoints.values import checkpoint_values
 from branchpoint.experiments import RunStore, load_spec, run_experiment
-from branchpoint.experiments.forking import ForkPlan, fork_records, fork_run
+from branchpoint.experiments.branch_planning import fork_records
+from branchpoint.experiments.forking import ForkPlan, fork_run
 from branchpoint.experiments.runner import SourcePool, agent_context
 from branchpoint.models import open_model
 from tests.servers.agent_server import agent_server

@@ -15,7 +15,8 @@ from branchpoint.errors import InputError
 from branchpoint.evaluation.judges import judge_records
 from branchpoint.evaluation.llm_judges import LLMJudge
 from branchpoint.experiments import load_spec, run_experiment
-from branchpoint.experiments.forking import ForkPlan, fork_records, fork_run
+from branchpoint.experiments.branch_planning import fork_records
+from branchpoint.experiments.forking import ForkPlan, fork_run
 from branchpoint.models import ScriptedModel
 from tests.experiments.conftest import CountingOpener, search_until_told_responder
 

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from branchpoint.cli import app
 from branchpoint.errors import InputError
 from branchpoint.experiments import RunStore, load_spec, run_experiment
-from branchpoint.experiments.forking import ForkPlan, fork_records, fork_run
+from branchpoint.experiments.branch_planning import fork_records
+from branchpoint.experiments.forking import ForkPlan, fork_run
 from branchpoint.experiments.states import saved_states
 from branchpoint.experiments.verify import verify_run
 from tests.experiments.conftest import CountingOpener, search_until_told_responder

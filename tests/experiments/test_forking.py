@@ -8,10 +8,12 @@ import json
 import pytest
 
 from branchpoint.checkpoints import sqlite_checkpointer
-from branchpoint.checkpoints.fork import IllegalActionError, checkpoint_values
+from branchpoint.checkpoints.fork import IllegalActionError
+from branchpoint.checkpoints.values import checkpoint_values
 from branchpoint.errors import InputError
 from branchpoint.experiments import RunStore, load_spec, run_experiment
-from branchpoint.experiments.forking import ForkPlan, fork_records, fork_run
+from branchpoint.experiments.branch_planning import fork_records
+from branchpoint.experiments.forking import ForkPlan, fork_run
 from tests.experiments.conftest import CountingOpener, search_until_told_responder
 
 

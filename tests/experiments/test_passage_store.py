@@ -81,7 +81,8 @@ def test_a_search_heavy_run_stores_each_passage_once(tmp_path, write_spec, isola
 
 
 def test_an_over_long_branch_is_counted_as_the_incomplete_record_it_was_written_as(tmp_path, write_spec, isolated_cache):
-    from branchpoint.experiments.forking import ForkPlan, fork_records, fork_run
+    from branchpoint.experiments.branch_planning import fork_records
+    from branchpoint.experiments.forking import ForkPlan, fork_run
 
     spec = load_spec(write_spec({"agent": {"policy": "constrained", "search_cap": 1, "top_k": 2}, "sweep": {},
                                  "questions": {"path": "demo", "categories": ["answerable"], "limit": 1}}))

@@ -11,18 +11,13 @@ from branchpoint.agents import build_graph, recursion_limit, resolve_policy
 from branchpoint.checkpoints import sqlite_checkpointer
 from branchpoint.cli import app
 from branchpoint.experiments import RunStore, load_spec, run_experiment
-from branchpoint.experiments.forking import (
-    REPLAYS_FILE,
-    ForkPlan,
-    parent_records,
-    plan_study,
-    replay_run,
-)
+from branchpoint.experiments.branch_planning import parent_records, plan_study
+from branchpoint.experiments.forking import ForkPlan, replay_run
 from branchpoint.experiments.runner import SourcePool, agent_context
 from branchpoint.experiments.states import saved_states
 from branchpoint.experiments.verify import verify_run
 from branchpoint.models import ScriptedModel
-from branchpoint.traces import read_records
+from branchpoint.traces import REPLAYS_FILE, read_records
 from tests.experiments.conftest import CountingOpener, search_until_told_responder
 
 SPEC = {

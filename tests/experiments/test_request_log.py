@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from branchpoint.cli import app
 from branchpoint.experiments import RunStore
-from branchpoint.experiments.forking import fork_records
+from branchpoint.experiments.branch_planning import fork_records
 from branchpoint.models.request_log import read_requests
 from tests.servers.agent_server import agent_server
 

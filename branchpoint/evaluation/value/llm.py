@@ -26,7 +26,7 @@ import numpy as np
 from branchpoint.evaluation.value.forecasters import NEUTRAL, Forecast
 from branchpoint.evaluation.value.outcomes import StateTable
 from branchpoint.errors import InputError
-from branchpoint.traces import ExecutionRecord, Step, describe_validation_error
+from branchpoint.traces import SPEC_FILE, ExecutionRecord, Step, describe_validation_error
 
 if TYPE_CHECKING:  # importing branchpoint.models loads langchain: only when a model is used
     from branchpoint.models.call import ModelClient
@@ -185,7 +185,7 @@ def run_model_spec(run_dir: Path) -> ModelSpec:
 
     from branchpoint.models.spec import ModelSpec
 
-    path = Path(run_dir) / "spec.yaml"
+    path = Path(run_dir) / SPEC_FILE
     if not path.is_file():
         raise InputError(f"{path}: not found (--llm-forecaster uses the run's model; give a run directory)")
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}

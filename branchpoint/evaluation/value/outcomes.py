@@ -42,7 +42,7 @@ import numpy as np
 from branchpoint.errors import InputError
 from branchpoint.evaluation.judges import detect_abstention, judge_records, normalize_answer
 from branchpoint.evaluation.metrics import is_correct
-from branchpoint.traces import ExecutionRecord
+from branchpoint.traces import BOUNDARY_KINDS, BOUNDARY_PENDING, LEGAL_ACTIONS, ExecutionRecord, collapse_search_count
 
 NO_STRATUM = "(none)"
 RewardFn = Callable[[Sequence[ExecutionRecord], str], np.ndarray]
@@ -208,7 +208,7 @@ def set_f1_reward(records: Sequence[ExecutionRecord], judge: str, count: Judging
 # Roles
 # --------------------------------------------------------------------------------------------
 
-PENDING_ACTIONS = ("STOP", "SEARCH", "SWITCH")
+PENDING_ACTIONS = LEGAL_ACTIONS[BOUNDARY_PENDING]
 
 
 @dataclass(frozen=True)
@@ -231,12 +231,11 @@ class Roles:
 
     def of(self, boundary_kind: str) -> tuple[str, str]:
         """(T action, S action) at a boundary kind."""
-        return self.pending if boundary_kind == "pending_query" else ("THINK", "SEARCH")
+        return self.pending if boundary_kind == BOUNDARY_PENDING else ("THINK", "SEARCH")
 
-
-def boundary_kind(boundary: str) -> str:
-    """`after_search_3` -> `after_search_k`; `initial` and `pending_query` unchanged."""
-    return "after_search_k" if boundary.startswith("after_search_") else boundary
+    def table(self) -> dict[str, list[str]]:
+        """[T action, S action] at every boundary kind, as value.json and the viewer show them."""
+        return {kind: list(self.of(kind)) for kind in BOUNDARY_KINDS}
 
 
 # --------------------------------------------------------------------------------------------
@@ -420,7 +419,7 @@ def build_states(
     counts.incomplete = len(rows) - len(live)
     kept = []
     for r in live:
-        t, s = roles.of(boundary_kind(r.parent.boundary))
+        t, s = roles.of(collapse_search_count(r.parent.boundary))
         if r.branch in (t, s):
             kept.append(r)
         else:
@@ -445,7 +444,7 @@ def build_states(
     excluded: set[tuple[str, str]] = set()
     for key, idx in groups.items():
         first = kept[idx[0]]
-        kind = boundary_kind(first.parent.boundary)
+        kind = collapse_search_count(first.parent.boundary)
         t_action, s_action = roles.of(kind)
         by_role = {
             "T": sorted((i for i in idx if kept[i].branch == t_action), key=lambda i: kept[i].repeat),

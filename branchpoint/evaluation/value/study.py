@@ -52,12 +52,11 @@ from branchpoint.evaluation.value.scores import (
     oracle_range,
     theta_hat,
 )
-from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, ExecutionRecord, TraceError, read_records
+from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, VALUE_FILE, ExecutionRecord, TraceError, read_records
 
 if TYPE_CHECKING:
     from branchpoint.models.call import ModelClient
 
-VALUE_FILE = "value.json"
 DEFAULT_PRICES: tuple[float, ...] = (0.0, 0.001, 0.005, 0.01, 0.02)
 SCHEMA_VERSION = 1
 
@@ -801,9 +800,7 @@ def value_study(
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "source": str(forks_path),
-        "settings": {**config.model_dump(mode="json"), "roles": {
-            "initial": ["THINK", "SEARCH"], "after_search_k": ["THINK", "SEARCH"],
-            "pending_query": list(config.pending_roles)}},
+        "settings": {**config.model_dump(mode="json"), "roles": Roles(tuple(config.pending_roles)).table()},
         "states": state_summary(states, dev),
         "forecasters": meta,
         "skipped_forecasters": skipped,

@@ -2,7 +2,8 @@
 with checkpoints, and fork trees. It reads traces only (the trace contract in `branchpoint.traces`
 and the evaluation's outputs), never a checkpoint database, and imports nothing from agents."""
 
-from branchpoint.evaluation.viewer.index import RunIndex, check_run_dir
+from branchpoint.evaluation.viewer.files import check_run_dir
+from branchpoint.evaluation.viewer.index import RunIndex
 from branchpoint.evaluation.viewer.server import ViewerState, bind, create_app, make_server, url_of
 
 __all__ = ["RunIndex", "ViewerState", "bind", "check_run_dir", "create_app", "make_server", "url_of"]

@@ -26,7 +26,6 @@ label gets the offline `rule` judge's, computed here (its row says so).
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Iterator
@@ -34,64 +33,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ValidationError
 
-from branchpoint.errors import InputError
-from branchpoint.evaluation.evaluate import JUDGED_FILE, METRICS_FILE
-from branchpoint.evaluation.judges import UNPARSEABLE, get_judge
-from branchpoint.evaluation.tally import (
-    MetricsConfig,
-    category_key,
-    condition_label,
-    evidence_counts,
-    execution_cost,
-    judgment_label,
-    record_outcome,
+from branchpoint.evaluation.tally import MetricsConfig
+from branchpoint.evaluation.viewer.files import (
+    TRACE_FILES,
+    LineError,
+    check_run_dir,
+    iter_lines,
+    read_json_object,
+    read_record_at,
 )
-from branchpoint.evaluation.value.study import VALUE_FILE
+from branchpoint.evaluation.viewer.rows import (
+    COLUMNS,
+    DEFAULT_JUDGE,
+    ROW_OUTCOMES,
+    RowFields,
+    table_row,
+    value_headline,
+)
 from branchpoint.traces import (
     EXECUTIONS_FILE,
     FORKS_FILE,
-    MAX_LINE_BYTES,
+    JUDGED_FILE,
+    METRICS_FILE,
     PASSAGES_FILE,
     REPLAYS_FILE,
+    VALUE_FILE,
     ExecutionRecord,
     PassageResolver,
     TraceError,
     describe_validation_error,
-    iter_raw_lines,
     parse_json_line,
 )
-
-TRACE_FILES: tuple[str, ...] = (EXECUTIONS_FILE, JUDGED_FILE, FORKS_FILE, REPLAYS_FILE)
-DEFAULT_JUDGE = "rule"
-#: Outcomes a row can have: the evaluation's four, plus records it never scores.
-ROW_OUTCOMES: tuple[str, ...] = (
-    "correct_answer", "wrong_answer", "correct_abstention", "failed_abstention", "incomplete", "unparseable",
-)  # fmt: skip
-#: Columns of a row as the page receives them (one list per row, in this order).
-COLUMNS: tuple[str, ...] = (
-    "id", "kind", "file", "line", "condition", "question_id", "question", "answerable", "category", "status",
-    "outcome", "judge", "labels", "evidence", "searches", "input_tokens", "output_tokens", "cost", "wall_s",
-    "parent", "checkpoint", "boundary", "branch", "repeat", "checkpoints", "answer", "error",
-)  # fmt: skip
-_ROW_FIELDS = (
-    "execution_id", "run_id", "condition", "question_id", "question", "answerable", "category", "gold_answers",
-    "parent", "branch", "repeat", "status", "final_answer", "search_calls", "input_tokens", "output_tokens",
-    "reasoning_tokens", "wall_s", "checkpoint_ids", "judgments", "error", "kind",
-)  # fmt: skip
-
-#: The table fields of an ExecutionRecord, with the contract's own types (the rest is skipped, so
-#: phase 1 does not build steps and passages; the full record is validated later).
-RowFields: type[BaseModel] = create_model(  # type: ignore[call-overload]
-    "RowFields",
-    __config__=ConfigDict(extra="ignore"),
-    **{
-        name: (ExecutionRecord.model_fields[name].annotation, ExecutionRecord.model_fields[name])
-        for name in _ROW_FIELDS
-    },
-)
-
 
 @dataclass
 class Entry:
@@ -106,18 +80,6 @@ class Entry:
 
 
 @dataclass
-class LineError:
-    """A line that could not be read: file, line number and what was wrong."""
-
-    file: str
-    line: int
-    message: str
-
-    def row(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "message": self.message}
-
-
-@dataclass
 class Progress:
     """What the background phases have done (the page shows it while the index fills)."""
 
@@ -125,139 +87,6 @@ class Progress:
     done: bool = False
     version: int = 0  # bumped whenever existing rows change (the page then reloads them)
     superseded: int = 0  # lines replaced by a later line with the same execution_id
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not readable JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object")
-    return data
-
-
-def check_run_dir(run_dir: Path) -> Path:
-    """The run directory, or InputError saying why it is not one."""
-    run_dir = Path(run_dir)
-    if not run_dir.exists():
-        raise InputError(f"{run_dir}: not found (expected a run directory from `branchpoint run`)")
-    if not run_dir.is_dir():
-        raise InputError(f"{run_dir}: not a directory (expected a run directory holding {EXECUTIONS_FILE})")
-    if not any((run_dir / name).is_file() for name in TRACE_FILES):
-        raise InputError(
-            f"{run_dir}: not a run directory (none of {', '.join(TRACE_FILES)} is in it; "
-            "`branchpoint run SPEC.yaml --out DIR` writes one)"
-        )
-    return run_dir
-
-
-def iter_lines(path: Path) -> Iterator[tuple[int, int, bytes | None, str | None]]:
-    """(line number, byte offset, bytes, error) for each line; an over-long line gives its error."""
-    too_long: list[int] = []
-    with path.open("rb") as fh:
-        lines = iter_raw_lines(fh, path, MAX_LINE_BYTES, on_too_long=too_long.append)
-        while True:
-            try:
-                lineno, raw = next(lines)
-            except StopIteration:
-                break
-            while too_long:
-                yield too_long.pop(0), -1, None, f"longer than {MAX_LINE_BYTES} bytes"
-            yield lineno, fh.tell() - len(raw), raw, None
-        while too_long:
-            yield too_long.pop(0), -1, None, f"longer than {MAX_LINE_BYTES} bytes"
-
-
-def read_record_at(path: Path, offset: int, lineno: int, passages: PassageResolver | None = None) -> ExecutionRecord:
-    """The validated record on the line at `offset`, its passages put back from the run's passage
-    store (`passages`); TraceError naming file and line otherwise."""
-    with path.open("rb") as fh:
-        fh.seek(offset)
-        raw = fh.readline(MAX_LINE_BYTES + 1)
-    obj = parse_json_line(raw, path, lineno)
-    if obj is None:
-        raise TraceError(f"{path} line {lineno}: blank line")
-    if passages is not None:
-        passages.resolve(obj, f"{path} line {lineno}")
-    try:
-        return ExecutionRecord.model_validate(obj)
-    except ValidationError as exc:
-        raise TraceError(f"{path} line {lineno}: {describe_validation_error(exc)}") from None
-
-
-def _rule_labels(rec: Any, cache: dict[tuple[Any, ...], list[Any]] | None = None) -> list[Any]:
-    """The `rule` judge's answer and abstention labels of a record (or table row), judged on a
-    copy without its steps: the rule judge reads steps only for evidence labels, not needed here.
-    Identical answers to the same question share one judgment (`cache`), as in the value study."""
-    key = (rec.question, rec.answerable, rec.category, tuple(rec.gold_answers), rec.status, rec.final_answer)
-    if cache is not None and key in cache:
-        return cache[key]
-    record = ExecutionRecord.model_construct(**{name: getattr(rec, name) for name in _ROW_FIELDS}, steps=[])
-    labels = [j for j in get_judge(DEFAULT_JUDGE)(record) if j.kind in ("answer", "abstention")]
-    if cache is not None:
-        cache[key] = labels
-    return labels
-
-
-def _labels_text(judgments: list[Any]) -> list[str]:
-    """`judge:kind=LABEL` for each judge's last answer / abstention label."""
-    last: dict[tuple[str, str], str] = {}
-    for j in judgments:
-        if j.kind in ("answer", "abstention"):
-            last[(j.judge, j.kind)] = j.label.strip().upper()
-    return [f"{judge}:{kind}={label}" for (judge, kind), label in sorted(last.items())]
-
-
-def _evidence(rec: Any, judge: str) -> str:
-    """`P+/N-`: positive and negative documents (`tally.evidence_counts`) of `judge`, or of the
-    last judge that gave evidence labels when `judge` gave none; "" without evidence labels."""
-    judges = [j.judge for j in rec.judgments if j.kind == "evidence"]
-    if not judges:
-        return ""
-    positive, negative, _ = evidence_counts(rec, judge if judge in judges else judges[-1])
-    return f"{positive}+/{negative}-"
-
-
-class _Judged:
-    """A record's identity fields with other judgments (what `record_outcome` reads)."""
-
-    def __init__(self, rec: Any, judgments: list[Any]) -> None:
-        self.execution_id = rec.execution_id
-        self.answerable = rec.answerable
-        self.judgments = judgments
-
-
-def _decide(rec: Any, judge: str) -> str | None:
-    """The outcome under `judge`, "unparseable", or None when the judge gave no deciding label."""
-    try:
-        label = judgment_label(rec, judge, "answer" if rec.answerable else "abstention")
-    except InputError:
-        return None
-    return "unparseable" if label == UNPARSEABLE else record_outcome(rec, judge)
-
-
-def outcome_of(rec: Any, judge: str, cache: dict[tuple[Any, ...], list[Any]] | None = None) -> tuple[str, str]:
-    """(outcome, who decided it) of a record: `incomplete` records are never scored; else the
-    evaluation's outcome under `judge`, or under the rule judge (computed here, "rule (viewer)")
-    when `judge` gave the record no deciding label."""
-    if rec.status == "incomplete":
-        return "incomplete", ""
-    outcome = _decide(rec, judge)
-    if outcome is not None:
-        return outcome, judge
-    return _decide(_Judged(rec, _rule_labels(rec, cache)), DEFAULT_JUDGE) or "unparseable", f"{DEFAULT_JUDGE} (viewer)"
-
-
-def record_kind(rec: Any, file: str) -> str:
-    """`execution`, `fork` (a branch with THINK / SEARCH / STOP / SWITCH) or `replay`."""
-    if file == REPLAYS_FILE or getattr(rec, "kind", None) == "replay":
-        return "replay"
-    if rec.parent is not None:
-        return "fork"
-    return "execution"
 
 
 @dataclass
@@ -287,8 +116,8 @@ class RunIndex:
     def open(cls, run_dir: Path, judge: str | None = None) -> RunIndex:
         """Check the folder and read metrics.json / value.json; no trace is read yet."""
         run_dir = check_run_dir(Path(run_dir))
-        metrics = _read_json(run_dir / METRICS_FILE)
-        value = _read_json(run_dir / VALUE_FILE)
+        metrics = read_json_object(run_dir / METRICS_FILE)
+        value = read_json_object(run_dir / VALUE_FILE)
         chosen = judge or (metrics or {}).get("judge") or ((value or {}).get("settings") or {}).get("judge")
         cfg = MetricsConfig(**{k: metrics[k] for k in ("lam", "mu") if metrics and isinstance(metrics.get(k), (int, float))})
         return cls(run_dir=run_dir, judge=str(chosen or DEFAULT_JUDGE), metrics=metrics, value=value, cfg=cfg)
@@ -337,25 +166,8 @@ class RunIndex:
                 self.errors.sort(key=lambda e: (TRACE_FILES.index(e.file) if e.file in TRACE_FILES else 9, e.line))
 
     def make_row(self, rec: Any, file: str, line: int) -> dict[str, Any]:
-        """The table row of a record (light or full): identity, outcome, labels, cost."""
-        outcome, decided_by = outcome_of(rec, self.judge or DEFAULT_JUDGE, self._rule_cache)
-        parent = rec.parent
-        kind = record_kind(rec, file)
-        return {
-            "id": rec.execution_id, "kind": kind, "file": file, "line": line,
-            "condition": condition_label(rec.condition), "question_id": rec.question_id, "question": rec.question,
-            "answerable": rec.answerable, "category": category_key(rec), "status": rec.status,
-            "outcome": outcome, "judge": decided_by, "labels": _labels_text(rec.judgments),
-            "evidence": _evidence(rec, self.judge or DEFAULT_JUDGE), "searches": rec.search_calls,
-            "input_tokens": rec.input_tokens, "output_tokens": rec.output_tokens,
-            "cost": float(execution_cost(rec.output_tokens, rec.input_tokens, rec.search_calls, self.cfg)),
-            "wall_s": round(float(rec.wall_s), 3),
-            "parent": parent.execution_id if parent else None, "checkpoint": parent.checkpoint_id if parent else None,
-            "boundary": parent.boundary if parent else None,
-            "branch": "replay" if kind == "replay" else rec.branch, "repeat": rec.repeat,
-            "checkpoints": len(rec.checkpoint_ids or []), "answer": (rec.final_answer or "")[:300],
-            "error": getattr(rec, "error", None),
-        }  # fmt: skip
+        """The table row of a record under this index's judge and weights (`rows.table_row`)."""
+        return table_row(rec, file, line, self.judge or DEFAULT_JUDGE, self.cfg, self._rule_cache)
 
     def _put(self, rec: Any, file: str, line: int, offset: int, judged_offset: int | None = None) -> None:
         entry = Entry(self.make_row(rec, file, line), file, offset, line, judged_offset, (rec.status, rec.final_answer))
@@ -528,18 +340,3 @@ class RunIndex:
             "lam": self.cfg.lam, "mu": self.cfg.mu, "metrics": headline, "value": value_headline(self.value),
             "columns": list(COLUMNS), "outcomes": list(ROW_OUTCOMES),
         }  # fmt: skip
-
-
-def value_headline(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    """value.json's scores per forecaster (Brier, gain risk L, R²_Δ) and its state counts."""
-    if not value:
-        return None
-    return {
-        "settings": {k: (value.get("settings") or {}).get(k) for k in ("judge", "reward", "pending_roles", "roles")},
-        "states": value.get("states"),
-        "brier": {name: parts.get("brier") for name, parts in (value.get("brier") or {}).items()},
-        "gain_risk": value.get("gain_risk"),
-        "gain_r2": value.get("gain_r2"),
-        "theta": value.get("theta"),
-        "gain_variance": value.get("gain_variance"),
-    }

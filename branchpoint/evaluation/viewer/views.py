@@ -18,9 +18,19 @@ from typing import Any
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.tally import cost_channels
-from branchpoint.evaluation.value.outcomes import Roles, boundary_kind, get_reward
-from branchpoint.evaluation.viewer.index import RunIndex, outcome_of
-from branchpoint.traces import ExecutionRecord, TraceError, iter_json_lines
+from branchpoint.evaluation.value.outcomes import Roles, get_reward
+from branchpoint.evaluation.viewer.index import RunIndex
+from branchpoint.evaluation.viewer.rows import outcome_of
+from branchpoint.traces import (
+    BOUNDARY_INITIAL,
+    BOUNDARY_PENDING,
+    ExecutionRecord,
+    TraceError,
+    after_search_boundary,
+    collapse_search_count,
+    iter_json_lines,
+    search_count,
+)
 
 #: z of a two-sided 95 % normal interval.
 Z95 = 1.959963984540054
@@ -65,10 +75,7 @@ def _start_searches(record: ExecutionRecord) -> int:
     prefix = getattr(record, "prefix", None)
     if isinstance(prefix, dict) and isinstance(prefix.get("search_calls"), int):
         return prefix["search_calls"]
-    boundary = record.parent.boundary if record.parent else ""
-    if boundary.startswith("after_search_") and boundary.removeprefix("after_search_").isdigit():
-        return int(boundary.removeprefix("after_search_"))
-    return 0
+    return search_count(record.parent.boundary if record.parent else "") or 0
 
 
 def boundary_sequence(record: ExecutionRecord) -> list[tuple[int, str]]:
@@ -76,17 +83,17 @@ def boundary_sequence(record: ExecutionRecord) -> list[tuple[int, str]]:
     p means "before step p" (p = len(steps): after the last step)."""
     out: list[tuple[int, str]] = []
     if record.parent is None:
-        out.append((0, "initial"))
+        out.append((0, BOUNDARY_INITIAL))
     elif record.branch != "STOP":
         out.append((0, record.parent.boundary))
     searches = _start_searches(record)
     for i, step in enumerate(record.steps):
         if step.kind != "search":
             continue
-        if not (i == 0 and out and out[0][1] == "pending_query"):
-            out.append((i, "pending_query"))
+        if not (i == 0 and out and out[0][1] == BOUNDARY_PENDING):
+            out.append((i, BOUNDARY_PENDING))
         searches += 1
-        out.append((i + 1, f"after_search_{searches}"))
+        out.append((i + 1, after_search_boundary(searches)))
     return out
 
 
@@ -318,7 +325,7 @@ def tree_view(index: RunIndex, execution_id: str, forecasts: dict[tuple[str, str
             a["successes"] += y
     out_states = []
     for cid, state in states.items():
-        t_action, s_action = roles.of(boundary_kind(state["boundary"] or ""))
+        t_action, s_action = roles.of(collapse_search_count(state["boundary"] or ""))
         for a in state["actions"].values():
             a["branches"].sort(key=lambda b: b["repeat"])
             a["rate"] = a["successes"] / a["n"] if a["n"] else None
@@ -344,7 +351,7 @@ def tree_view(index: RunIndex, execution_id: str, forecasts: dict[tuple[str, str
     return {
         "row": entry.row,
         "states": out_states,
-        "roles": {"initial": ["THINK", "SEARCH"], "after_search_k": ["THINK", "SEARCH"], "pending_query": list(roles.pending)},
+        "roles": roles.table(),
         "reward": ((index.value or {}).get("settings") or {}).get("reward") or "correct",
         "judge": index.judge,
         "value": index.summary()["value"],

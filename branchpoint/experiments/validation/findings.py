@@ -28,7 +28,7 @@ from branchpoint.experiments.spec import QuestionsSpec, RetrievalSpec, SourceSpe
 from branchpoint.experiments.validation.compare import Check
 from branchpoint.experiments.validation.study import MAIN_SOURCE, StudySettings, shared_server_opener, study_spec
 from branchpoint.models.sim.profile import Profile
-from branchpoint.traces import read_records
+from branchpoint.traces import EXECUTIONS_FILE, read_records
 
 CAPS = (0, 1, 3, 6)
 
@@ -83,7 +83,7 @@ def seed_findings(
             run(server.base_url)
     else:
         run(base_url)
-    records = judge_records(read_records(run_dir / "executions.jsonl"), "rule")
+    records = judge_records(read_records(run_dir / EXECUTIONS_FILE), "rule")
     m = compute_metrics(records, "rule", MetricsConfig(bootstrap=0))
     by = m["by_condition"]
     acc = {c: by[_label(c)]["answer_accuracy"] for c in CAPS}

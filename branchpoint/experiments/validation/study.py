@@ -27,7 +27,8 @@ from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, is_co
 from branchpoint.evaluation.value import Forecast, ValueConfig, load_states, value_study
 from branchpoint.evaluation.value.outcomes import StateTable, build_states, is_unknown_answer
 from branchpoint.evaluation.value.scores import balanced_mean
-from branchpoint.experiments.forking import fork_records, fork_run
+from branchpoint.experiments.branch_planning import fork_records
+from branchpoint.experiments.forking import fork_run
 from branchpoint.experiments.questions import Question
 from branchpoint.experiments.runner import SourcePool, run_experiment, select_questions
 from branchpoint.experiments.spec import (
@@ -44,7 +45,7 @@ from branchpoint.models.sim.behaviour import QuestionBank, is_success
 from branchpoint.models.sim.profile import Profile
 from branchpoint.models.sim.truth import POLICY_STYLES, AgentModel, Style, TruthModel
 from branchpoint.models.spec import ModelSpec, SimServerSpec
-from branchpoint.traces import read_records
+from branchpoint.traces import METRICS_FILE, SPEC_FILE, read_records
 
 #: The two retrieval sources of a validation study (BM25 over the demo corpus, two settings).
 MAIN_SOURCE, ALT_SOURCE = "main", "alt"
@@ -181,7 +182,7 @@ def fork_per_action_seed(out: Path, plan: ForkPlan, spec: ExperimentSpec, opener
     (restored afterwards), so no two actions of a state share random numbers."""
     import yaml
 
-    spec_path = out / "spec.yaml"
+    spec_path = out / SPEC_FILE
     original = spec_path.read_text(encoding="utf-8")
     try:
         for i, action in enumerate(plan.actions):
@@ -226,7 +227,7 @@ def run_study(
         fork_run(out, plan, progress=False, model_opener=opener)
     records = read_records(RunStore(out).executions_path)
     metrics = compute_metrics(judge_records(records, "rule"), "rule", MetricsConfig(bootstrap=settings.resamples, seed=seed))
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str), encoding="utf-8")
+    (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2, default=str), encoding="utf-8")
 
     questions = select_questions(spec)
     bank = QuestionBank(questions)

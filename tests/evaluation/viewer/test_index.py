@@ -13,8 +13,8 @@ import pytest
 from branchpoint.errors import InputError
 from branchpoint.evaluation.metrics import MetricsConfig, record_outcome
 from branchpoint.evaluation.tally import evidence_counts, execution_cost
-from branchpoint.evaluation.viewer.index import JUDGED_FILE, RunIndex
-from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, read_records
+from branchpoint.evaluation.viewer.index import RunIndex
+from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, JUDGED_FILE, read_records
 
 
 def _copy(run: Path, tmp_path: Path) -> Path:

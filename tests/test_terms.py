@@ -1,0 +1,55 @@
+"""The shared terms in `branchpoint.traces`: boundary kinds, actions and their legality."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from branchpoint import traces
+from branchpoint.traces import (
+    ACTIONS,
+    BOUNDARY_KINDS,
+    LEGAL_ACTIONS,
+    after_search_boundary,
+    collapse_search_count,
+    legal_boundary_kind,
+    search_count,
+)
+
+
+@pytest.mark.parametrize(
+    ("boundary", "kind"),
+    [("initial", "initial"), ("pending_query", "pending_query"), ("after_search_1", "after_search_k"),
+     ("after_search_12", "after_search_k"), (None, None), ("reflect", None), ("", None)],
+)  # fmt: skip
+def test_legal_boundary_kind_names_only_our_boundaries(boundary, kind):
+    assert legal_boundary_kind(boundary) == kind
+
+
+def test_collapse_search_count_keeps_foreign_names():
+    assert collapse_search_count("after_search_3") == "after_search_k"
+    assert collapse_search_count("initial") == "initial"
+    assert collapse_search_count("reflect") == "reflect"  # another framework's boundary, as written
+
+
+def test_after_search_boundaries_round_trip():
+    for k in (1, 2, 17):
+        assert search_count(after_search_boundary(k)) == k
+        assert legal_boundary_kind(after_search_boundary(k)) == "after_search_k"
+    assert search_count("initial") is None and search_count("after_search_x") is None
+
+
+def test_every_boundary_kind_has_legal_actions_and_every_action_is_legal_somewhere():
+    assert set(LEGAL_ACTIONS) == set(BOUNDARY_KINDS)
+    assert {a for actions in LEGAL_ACTIONS.values() for a in actions} == set(ACTIONS)
+    assert set(traces.Action.__args__) == set(ACTIONS)  # type: ignore[attr-defined]
+    assert set(traces.BoundaryKind.__args__) == set(BOUNDARY_KINDS)  # type: ignore[attr-defined]
+
+
+def test_traces_imports_nothing_of_ours():
+    tree = ast.parse(Path(traces.__file__).read_text(encoding="utf-8"))
+    modules = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    modules += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in modules if m.split(".")[0] == "branchpoint"]
