@@ -15,11 +15,11 @@ from branchpoint.errors import InputError
 from branchpoint.evaluation.agreement import agreement_json, judge_agreement
 from branchpoint.evaluation.judges import BatchJudge, judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, metrics_json
+from branchpoint.evaluation.metrics_file import METRICS_FILE
 from branchpoint.evaluation.sameness import identical_conditions
 from branchpoint.evaluation.studies import MINIMAL_SEARCH_FILE, read_minimal_search
 from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, dump_record, read_records, write_files_atomically
 
-METRICS_FILE = "metrics.json"
 JUDGED_FILE = "judged.jsonl"
 AGREEMENT_FILE = "agreement.json"
 

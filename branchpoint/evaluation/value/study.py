@@ -13,7 +13,6 @@ so fitted and unfitted forecasters are compared on the same states.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -52,14 +51,13 @@ from branchpoint.evaluation.value.scores import (
     oracle_range,
     theta_hat,
 )
+from branchpoint.evaluation.value.value_file import VALUE_FILE, VALUE_SCHEMA_VERSION, value_file_text
 from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, ExecutionRecord, TraceError, read_records
 
 if TYPE_CHECKING:
     from branchpoint.models.call import ModelClient
 
-VALUE_FILE = "value.json"
 DEFAULT_PRICES: tuple[float, ...] = (0.0, 0.001, 0.005, 0.01, 0.02)
-SCHEMA_VERSION = 1
 
 
 class ValueConfig(BaseModel):
@@ -799,7 +797,7 @@ def value_study(
             seed=config.seed, resamples=config.resamples, level=config.level,
         )  # fmt: skip
     report: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": VALUE_SCHEMA_VERSION,
         "source": str(forks_path),
         "settings": {**config.model_dump(mode="json"), "roles": {
             "initial": ["THINK", "SEARCH"], "after_search_k": ["THINK", "SEARCH"],
@@ -813,5 +811,5 @@ def value_study(
         from branchpoint.traces import write_files_atomically
 
         out = Path(out_dir) if out_dir is not None else forks_path.parent
-        write_files_atomically({out / VALUE_FILE: json.dumps(report, indent=2, allow_nan=False) + "\n"})
+        write_files_atomically({out / VALUE_FILE: value_file_text(report)})
     return report
