@@ -59,7 +59,8 @@ from branchpoint.evaluation.value.scores import (
 )
 from branchpoint.evaluation.value.routers import consistency, sample_informed, split_rule
 from branchpoint.evaluation.value.objectives import objective_comparison
-from branchpoint.evaluation.value.study import ValueConfig, load_states, value_study
+from branchpoint.evaluation.value.config import ValueConfig
+from branchpoint.evaluation.value.study import load_states, value_study
 from branchpoint.evaluation.value.value_file import VALUE_FILE, ValueReport, read_value
 
 __all__ = [

@@ -21,7 +21,8 @@ from branchpoint.evaluation.value.forecasters import (
     ridge_calibration,
     stratum_prior,
 )
-from branchpoint.evaluation.value.study import ValueConfig, collect_forecasts, score
+from branchpoint.evaluation.value.scoring import score
+from branchpoint.evaluation.value.study import ValueConfig, collect_forecasts
 from tests.evaluation.value.helpers import make_states
 
 
