@@ -82,18 +82,27 @@ def read_model(source: Path, model: type[M], what: str, hint: str, supported: in
     return validate(source, model, data, what)
 
 
+def _field_path(loc: tuple[Any, ...]) -> str:
+    """A dotted field path without pydantic's union-branch tags (`int`, `float`, `list[...]`, ...)."""
+    tags = {"int", "float", "str", "bool", "none", "dict", "list"}
+    parts = [str(p) for p in loc if not (isinstance(p, str) and (p in tags or "[" in p or p.startswith("function-")))]
+    return ".".join(parts) or "(top level)"
+
+
 def validate(source: Path | str, model: type[M], data: Any, what: str) -> M:
     """`model.model_validate(data)`, a failure as an InputError naming `source` and the field."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        if err["type"] == "missing":
+        errors = exc.errors()
+        field = _field_path(errors[0]["loc"])
+        if errors[0]["type"] == "missing":
             raise InputError(f'{source}: field "{field}" missing (expected {what})') from None
-        got = repr(err.get("input"))
+        same = [e for e in errors if _field_path(e["loc"]) == field]
+        msg = " or ".join(dict.fromkeys(e["msg"].removeprefix("Input should be ").split(",")[0] for e in same))
+        got = repr(errors[0].get("input"))
         got = got if len(got) <= 60 else got[:57] + "..."
-        raise InputError(f'{source}: field "{field}": {err["msg"]} (got {got}; expected {what})') from None
+        raise InputError(f'{source}: field "{field}" should be {msg}, got {got} (expected {what})') from None
 
 
 def dump_json(model: BaseModel) -> str:

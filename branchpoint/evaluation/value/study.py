@@ -21,7 +21,15 @@ import numpy as np
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.value import fitted  # noqa: F401  (registers the fitted forecasters and maps)
-from branchpoint.evaluation.value.analyses import audit_bounds, compare_objectives, read_trace, three_action_study
+from branchpoint.evaluation.value.analyses import (
+    THREE_PAIR_FORECASTER,
+    audit_bounds,
+    compare_objectives,
+    read_trace,
+    three_action_study,
+    three_pair_forecast,
+    three_pair_section,
+)
 from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.evaluation.value.forecasters import (
     Forecast,
@@ -33,6 +41,7 @@ from branchpoint.evaluation.value.forecasters import (
 )
 from branchpoint.evaluation.value.outcomes import Roles, StateTable, build_states, dev_split, get_reward
 from branchpoint.evaluation.value.scoring import score
+from branchpoint.evaluation.value.three_action import is_three_action_file
 from branchpoint.evaluation.value.value_file import VALUE_FILE, VALUE_SCHEMA_VERSION, value_file_text
 from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, ExecutionRecord
 
@@ -204,6 +213,7 @@ def value_study(
     llm_actor: str | None = None,
     llm_style: str = "chat",
     text_encoder: TextEncoder | None = None,
+    three_pair: Sequence[Path] | None = None,
     out_dir: Path | None = None,
     write: bool = True,
     progress: bool = False,
@@ -214,6 +224,10 @@ def value_study(
     forecasts computed elsewhere (arrays over the scored states, in `load_states` row order);
     `llm_client` adds the LLM forecaster (`llm.llm_forecasts`, endpoint style `llm_style`) under
     the name "llm". `text_encoder` (texts → embeddings) is needed with `config.text_head`.
+    Forecasts files with `q_stop`, `q_same`, `q_switch` are three-action forecasts, scored in
+    the `three_action` section. `three_pair` (three fork studies: A/X, A/Y, B/X) adds the
+    composed forecast `three_pair` (`analyses.three_pair_forecast`) and its section
+    `three_pair_composition`.
     """
     states, parents, forks_path = load_states(Path(path), config)
     attach_features(states, parents, config, text_encoder)
@@ -224,14 +238,28 @@ def value_study(
 
         actor = llm_actor or getattr(llm_client, "name", None) or "a search-augmented LLM agent"
         extra["llm"] = llm_forecasts(llm_client, states, parents, actor=actor, style=llm_style, progress=progress)
-    fcs, meta, skipped = collect_forecasts(states, dev, files=forecast_files, extra=extra, seed=config.seed)
+    three_files = [Path(f) for f in forecast_files if is_three_action_file(Path(f))]
+    two_files = [Path(f) for f in forecast_files if Path(f) not in three_files]
+    fcs, meta, skipped = collect_forecasts(states, dev, files=two_files, extra=extra, seed=config.seed)
+    composed = None
+    if three_pair:
+        histories = [load_states(Path(h), config)[0] for h in three_pair]
+        fc, composed = three_pair_forecast(states, histories)
+        fcs[THREE_PAIR_FORECASTER] = fc
+        meta[THREE_PAIR_FORECASTER] = {"kind": "composition", "info": fc.info}
     scores = score(states, dev, fcs, config)
+    if composed is not None:
+        scores["three_pair_composition"] = three_pair_section(scores, [Path(h) for h in three_pair or ()], composed)
     scores["scoring_objectives"] = compare_objectives(states, dev, forks_path, config)
     if config.audit_judges:
         scores["audit_bounds"] = audit_bounds(states, dev, fcs, forks_path, config)
-    three = three_action_study(states, dev, forks_path, config)
+    three = three_action_study(states, dev, forks_path, config, files=three_files)
     if three is not None:
         scores["three_action"] = three
+    else:
+        for f in three_files:
+            skipped[f"file:{f.stem}"] = ("a three-action forecasts file (q_stop, q_same, q_switch), and no pending_query "
+                                         "state has STOP, SEARCH and SWITCH with 2 or more repeats each")  # fmt: skip
     if config.learning_curves:
         from branchpoint.evaluation.value.curves import curve_families, learning_curves
 
