@@ -41,6 +41,9 @@ class StateCounts(FileModel):
 
     records: int | None = None
     incomplete_records: int | None = None
+    other_action_records: int | None = None
+    judged_records: int | None = None
+    judge_calls: int | None = None
     forked_states: int | None = None
     scored: int | None = None
     dev: int = 0

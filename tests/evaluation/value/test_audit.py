@@ -115,3 +115,23 @@ def test_three_pair_composition_in_value_json_by_hand(tmp_path):
     assert diff["value"] == pytest.approx(report["brier"]["three_pair"]["brier"] - report["brier"]["historical_mean"]["brier"])
     assert diff["interval"][0] <= diff["value"] <= diff["interval"][1]
     assert block["scores"]["gain_r2"]["interval"] is not None
+
+
+def test_value_cli_three_pair(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from branchpoint.cli import app
+
+    runs = [_study(tmp_path / name, {"q0": {"THINK": [1, 0], "SEARCH": [1, 1]}, "q1": {"THINK": [0, 0], "SEARCH": [0, 1]}})
+            for name in ("ax", "ay", "bx", "by")]  # fmt: skip
+    result = CliRunner().invoke(app, ["value", str(runs[3]), "--judge", "given", "--resamples", "0", "--dev-split", "0",
+                                      "--three-pair", ",".join(str(r) for r in runs[:3]), "--no-progress"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    block = json.loads((runs[3] / "value.json").read_text())["three_pair_composition"]
+    # every history equals the target: q_T = p_BX,T, Δ = Δ_BX + Δ_AY − Δ_AX = Δ_BX → q0 (.5, 1), q1 (0, .5)
+    # Brier: q0 ½[.25 + 0] = .125, q1 ½[0 + .25] = .125
+    assert block["scores"]["brier"]["value"] == pytest.approx(0.125)
+    result = CliRunner().invoke(app, ["value", str(runs[3]), "--three-pair", str(runs[0])])
+    assert result.exit_code == 2 and "--three-pair: expected three fork studies" in result.output
