@@ -223,7 +223,9 @@ def _oriented(scores: Mapping[str, Any], name: str, other: str, key: str) -> dic
     if f"{other} - {name}" in paired:
         d = paired[f"{other} - {name}"][key]
         iv = d["interval"]
-        neg = lambda x: None if x is None else -x  # noqa: E731
+        def neg(x: Any) -> Any:
+            return None if x is None else -x
+
         return {"value": neg(d["difference"]), "interval": [neg(iv[1]), neg(iv[0])] if iv else None}
     return None
 

@@ -38,7 +38,7 @@ def value_markdown(report: ValueReport | dict[str, Any]) -> str:
     """Markdown for every quantity of a value.json report (the model, or its dict)."""
     r = as_value(report)
     iv = r.intervals
-    level = int(round(100 * float(iv.level)))
+    level = round(100 * float(iv.level))
     st = r.states
     out = ["## Search value", ""]
     out += [f"{st.test if st.test is not None else '?'} test states ({st.dev} dev) of "

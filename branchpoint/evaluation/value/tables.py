@@ -28,7 +28,7 @@ def forecaster_table(report: ValueReport | dict[str, Any]) -> Table:
     """One row per forecaster: Brier (and its split), gain risk L, gain skill R²_Δ, with intervals."""
     r = as_value(report)
     iv = r.intervals
-    level = int(round(100 * iv.level))
+    level = round(100 * iv.level)
     table = Table(
         "forecaster", f"Brier [{level}% CI]", "level", "¼ gain", "variance", f"gain risk L [{level}% CI]",
         f"R²_Δ [{level}% CI]", title=f"forecasters on {r.states.test} test states",
