@@ -22,7 +22,8 @@ import numpy as np
 from branchpoint.evaluation.value.bootstrap import bootstrap_means, bootstrap_means_loop
 from branchpoint.evaluation.value.forecasters import Forecast
 from branchpoint.evaluation.value.outcomes import RoleOutcomes, StateTable
-from branchpoint.evaluation.value.study import ValueConfig, score, state_columns
+from branchpoint.evaluation.value.config import ValueConfig
+from branchpoint.evaluation.value.scoring import score, state_columns
 
 N_QUESTIONS = 1_632
 RESAMPLES = 10_000

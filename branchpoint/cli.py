@@ -717,6 +717,9 @@ def value(
         "20,40,80,120,240,480,800,1100", "--curve-budgets", help="Training budgets (questions) of the learning curves."
     ),
     curve_samples: int = typer.Option(10, "--curve-samples", min=1, help="Nested training samples per budget."),
+    three_pair: str = typer.Option(
+        "", "--three-pair", help="Fork studies of A/X, A/Y, B/X (comma-separated): add the composed B/Y forecast."
+    ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Score search-value forecasters and routers on a fork study; writes value.json.
@@ -741,6 +744,9 @@ def value(
         budgets = tuple(int(b) for b in _csv(curve_budgets))
     except ValueError:
         raise InputError(f"--curve-budgets: expected comma-separated whole numbers, got {curve_budgets!r}") from None
+    histories = tuple(Path(p) for p in _csv(three_pair))
+    if histories and len(histories) != 3:
+        raise InputError(f"--three-pair: expected three fork studies (A/X,A/Y,B/X), got {three_pair!r}")
     panels = tuple(_csv(audit_judges))
     if panels and len(panels) != 2:
         raise InputError(f"--audit-judges: expected two judge names (e.g. rule,given), got {audit_judges!r}")
@@ -773,7 +779,7 @@ def value(
             text_encoder = get_encoder("minilm-onnx").encode
         report = value_study(
             path, config=config, forecast_files=forecasts, llm_client=client, llm_style=style, out_dir=out,
-            progress=not no_progress, text_encoder=text_encoder,
+            progress=not no_progress, text_encoder=text_encoder, three_pair=histories or None,
         )  # fmt: skip
     console.print(forecaster_table(report))
     console.print(utility_table(report))

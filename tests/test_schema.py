@@ -13,7 +13,9 @@ from typer.testing import CliRunner
 
 from branchpoint.cli import app
 from branchpoint.evaluation.judges import ALL_LABELS_BY_KIND
-from branchpoint.evaluation.report_schemas import MetricsReport, ValueReport, json_schema
+from branchpoint.evaluation.metrics_file import MetricsReport
+from branchpoint.evaluation.report_schemas import json_schema
+from branchpoint.evaluation.value.value_file import ValueReport
 from branchpoint.evaluation.tally import is_model_step
 from branchpoint.traces import STEP_KINDS, ExecutionRecord, ParentRef, RetrievedDoc, Step, Usage, Judgment
 

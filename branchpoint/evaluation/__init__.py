@@ -37,9 +37,12 @@ from branchpoint.evaluation.metrics import (
     metrics_json,
     tpc,
 )
+from branchpoint.evaluation.metrics_file import MetricsReport, read_metrics
 from branchpoint.evaluation.report import comparison_table, markdown_report, write_report
 
 __all__ = [
+    "MetricsReport",
+    "read_metrics",
     "ABSTENTION_LABELS",
     "ABSTENTION_PATTERNS",
     "ABSTENTION_PROMPT_V1",

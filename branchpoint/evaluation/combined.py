@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from branchpoint.errors import InputError
+from branchpoint.evaluation.metrics_file import MetricsReport, read_metrics
 from branchpoint.evaluation.report import (
-    _COLUMNS,
-    _condition_row,
-    _identical_section,
-    _md_table,
-    read_metrics,
+    COLUMNS,
+    condition_row,
     seed_study_table,
     tpc_caption,
     write_report,
 )
+from branchpoint.evaluation.report_format import md_table
+from branchpoint.evaluation.report_sections import identical_section
 from branchpoint.traces import FIGURES_DIR, REPORT_FILE
 
 
@@ -36,31 +35,27 @@ def run_names(run_dirs: list[Path]) -> list[str]:
     return names
 
 
-def combined_metrics(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """A metrics-shaped dict whose conditions are every run's, labelled `run: condition`."""
+def combined_metrics(runs: dict[str, MetricsReport]) -> MetricsReport:
+    """A `MetricsReport` whose conditions are every run's, labelled `run: condition` (no overall
+    block: the runs' questions need not be comparable)."""
     first = next(iter(runs.values()))
-    lams = {m.get("lam") for m in runs.values()}
-    mus = {m.get("mu") for m in runs.values()}
+    lams = {m.lam for m in runs.values()}
+    mus = {m.mu for m in runs.values()}
     if len(lams) > 1 or len(mus) > 1:
         raise InputError(f"report: the runs were evaluated with different TPC weights (λ {sorted(map(str, lams))}, "
                          f"μ {sorted(map(str, mus))}); evaluate them with the same --lam and --mu")
-    by_condition = {f"{name}: {label}": m for name, metrics in runs.items() for label, m in metrics["by_condition"].items()}
-    return {
-        "judge": ", ".join(sorted({str(m.get("judge")) for m in runs.values()})),
-        "lam": first.get("lam"), "mu": first.get("mu"), "bootstrap": first.get("bootstrap") or {},
-        "by_condition": by_condition,
-    }  # fmt: skip
+    by_condition = {f"{name}: {label}": m for name, metrics in runs.items() for label, m in metrics.by_condition.items()}
+    return MetricsReport(
+        judge=", ".join(sorted({m.judge for m in runs.values()})), lam=first.lam, mu=first.mu,
+        bootstrap=first.bootstrap, by_condition=by_condition,
+    )  # fmt: skip
 
 
 def write_combined_report(run_dirs: list[Path], out_dir: Path, title: str | None = None) -> tuple[Path, dict[str, Path | None]]:
     """Write DIR/report.md over several runs, each run's own report under DIR/<run>/, and the
     combined cost-by-outcome figure; returns the report's path and the figures written."""
-    from branchpoint.evaluation.figures import (
-        FIGURE_DATA,
-        FIGURES,
-        plot_tpc_outcome,
-        write_csv,
-    )
+    from branchpoint.evaluation.figure_data import FIGURE_DATA
+    from branchpoint.evaluation.figures import FIGURES, plot_tpc_outcome, write_csv
 
     if len(run_dirs) < 2:
         raise InputError("report: a combined report needs two or more run directories")
@@ -70,14 +65,14 @@ def write_combined_report(run_dirs: list[Path], out_dir: Path, title: str | None
     figures: dict[str, Path | None] = {}
     parts = [f"# {title or 'branchpoint report: ' + ', '.join(names)}", ""]
     for name, metrics in runs.items():
-        warning = _identical_section(metrics)
+        warning = identical_section(metrics)
         if warning:
             parts += [f"Run `{name}`:", "", *warning]
     merged = combined_metrics(runs)
     parts += [tpc_caption(merged), "", "## Results (seed-study layout)", "",
               "Rows are `run: condition`; accuracies in %, TPC in tokens per correct answer.", "",
               seed_study_table(merged), "", "## By condition", "",
-              _md_table(_COLUMNS, [_condition_row(label, m) for label, m in merged["by_condition"].items()]), ""]  # fmt: skip
+              md_table(COLUMNS, [condition_row(label, m) for label, m in merged.by_condition.items()]), ""]  # fmt: skip
     outcome = plot_tpc_outcome(merged, out / FIGURES_DIR / FIGURES["tpc_outcome"])
     figures["tpc_outcome"] = outcome
     if outcome is not None:

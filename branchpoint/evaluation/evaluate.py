@@ -30,7 +30,6 @@ from branchpoint.traces import (
 )
 
 
-
 def trace_path(path: Path) -> Path:
     """The trace file of a run directory (RUN_DIR/executions.jsonl) or the file itself."""
     path = Path(path)

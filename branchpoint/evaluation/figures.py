@@ -1,10 +1,10 @@
-"""Figures of a metrics dict (matplotlib, Agg canvas; pyplot's global state is never touched).
+"""Figures of metrics.json (matplotlib, Agg canvas; pyplot's global state is never touched).
 
-Each `plot_*` function takes the metrics (as computed, or read back from metrics.json) and a
+Each `plot_*` function takes the metrics (a `MetricsReport`, or a metrics dict as computed) and a
 path, draws one figure and returns the path, or returns None without writing anything when the
 metrics hold no data for it. Error bars and bands are the bootstrap 95 % intervals. Every
 figure is written as PNG and SVG side by side, and `write_figures` puts the numbers behind each
-one beside it as CSV (`FIGURE_DATA`), so a figure can be redrawn or checked elsewhere.
+one beside it as CSV (`figure_data.FIGURE_DATA`), so a figure can be redrawn or checked elsewhere.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from branchpoint.evaluation.metrics_file import MetricsReport, SearchEffect, Stats, as_metrics
+from branchpoint.evaluation.report_format import GROUP_NAMES, OUTCOME_NAMES
 from branchpoint.evaluation.tally import condition_label
 
 FIGURES: dict[str, str] = {
@@ -31,21 +33,6 @@ FIGURES: dict[str, str] = {
     "evidence_balance": "evidence_balance.png",
     "multi_turn": "multi_turn.png",
 }
-OUTCOME_NAMES = {
-    "correct_answer": "correct answer",
-    "wrong_answer": "wrong answer",
-    "correct_abstention": "correct abstention",
-    "failed_abstention": "failed abstention",
-}
-GROUP_NAMES = {
-    "only_positive": "only positive",
-    "positive_ge_negative": "positive ≥ negative",
-    "negative_gt_positive": "negative > positive",
-    "only_negative": "only negative",
-    "no_evidence": "no evidence",
-}
-
-
 def num(value: Any) -> float | None:
     """A number from metrics or metrics.json ("inf" strings included); None stays None."""
     if value is None:
@@ -106,12 +93,24 @@ def _integer_ticks(ax: Any) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def plot_accuracy_search(metrics: dict[str, Any], path: Path) -> Path | None:
+def _side(pair: SearchEffect, side: str) -> str:
+    return pair.with_ if side == "with" else pair.without
+
+
+def _stat(m: Stats | None, metric: str) -> tuple[Any, Any]:
+    """A statistic of a metrics block and its interval, by name (None, None without the block)."""
+    if m is None:
+        return None, None
+    return getattr(m, metric, None), getattr(m, f"{metric}_ci", None)
+
+
+def plot_accuracy_search(metrics: MetricsReport | dict[str, Any], path: Path) -> Path | None:
     """Answer and abstention accuracy with and without search, one bar group per pair (model)."""
-    pairs = metrics.get("search_effect") or []
+    m_all = as_metrics(metrics)
+    pairs = m_all.search_effect or []
     if not pairs:
         return None
-    conds = metrics["by_condition"]
+    conds = m_all.by_condition
     if len(pairs) > 6:  # many pairs: one row each, readable at 20 conditions or more
         return _accuracy_rows(pairs, conds, path)
     fig = Figure(figsize=(max(5.0, 2.2 * len(pairs) + 1.5), 3.8))
@@ -126,15 +125,15 @@ def plot_accuracy_search(metrics: dict[str, Any], path: Path) -> Path | None:
     for i, (name, side, metric, color) in enumerate(series):
         xs, ys, errs = [], [], ([], [])
         for j, pair in enumerate(pairs):
-            m = conds[pair[side]]
+            value, ci = _stat(conds[_side(pair, side)], metric)
             xs.append(j + (i - 1.5) * width)
-            ys.append(_pct(m[metric]))
-            lo, hi = _err(m[metric], m.get(f"{metric}_ci"), 100.0)
+            ys.append(_pct(value))
+            lo, hi = _err(value, ci, 100.0)
             errs[0].append(lo)
             errs[1].append(hi)
         ax.bar(xs, ys, width, yerr=errs, capsize=2, label=name, color=color)
     ax.set_xticks(range(len(pairs)))
-    ax.set_xticklabels([f"{p['model']}\n{short(p['with'], 22)}" for p in pairs], fontsize=8)
+    ax.set_xticklabels([f"{p.model}\n{short(p.with_, 22)}" for p in pairs], fontsize=8)
     ax.set_ylabel("accuracy (%)")
     ax.set_ylim(0, 105)
     ax.set_title("Accuracy with vs without search (95% CI)")
@@ -142,7 +141,7 @@ def plot_accuracy_search(metrics: dict[str, Any], path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def _accuracy_rows(pairs: list[dict[str, Any]], conds: dict[str, Any], path: Path) -> Path:
+def _accuracy_rows(pairs: list[SearchEffect], conds: dict[str, Any], path: Path) -> Path:
     """Accuracy with vs without search as a dot plot: one row per pair, answer and abstention
     accuracy without (open marker) and with search (filled), each with its interval."""
     fig = Figure(figsize=(7.5, 1.4 + 0.45 * len(pairs)))
@@ -152,16 +151,16 @@ def _accuracy_rows(pairs: list[dict[str, Any]], conds: dict[str, Any], path: Pat
         for side, face, tag in (("without", "white", "no search"), ("with", color, "search")):
             xs, ys, errs = [], [], ([], [])
             for j, pair in enumerate(pairs):
-                m = conds[pair[side]]
-                lo, hi = _err(m[metric], m.get(f"{metric}_ci"), 100.0)
-                xs.append(_pct(m[metric]))
+                value, ci = _stat(conds[_side(pair, side)], metric)
+                lo, hi = _err(value, ci, 100.0)
+                xs.append(_pct(value))
                 ys.append(j + offset)
                 errs[0].append(lo)
                 errs[1].append(hi)
             ax.errorbar(xs, ys, xerr=errs, fmt="o", markersize=5, capsize=2, color=color, markerfacecolor=face,
                         label=f"{name}, {tag}")  # fmt: skip
     ax.set_yticks(range(len(pairs)))
-    ax.set_yticklabels([f"{p['model']}\n{short(p['with'], 40)}" for p in pairs], fontsize=7)
+    ax.set_yticklabels([f"{p.model}\n{short(p.with_, 40)}" for p in pairs], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlim(0, 105)
     ax.set_xlabel("accuracy (%)")
@@ -171,9 +170,9 @@ def _accuracy_rows(pairs: list[dict[str, Any]], conds: dict[str, Any], path: Pat
     return _save(fig, path)
 
 
-def plot_tpc_search_cap(metrics: dict[str, Any], path: Path) -> Path | None:
+def plot_tpc_search_cap(metrics: MetricsReport | dict[str, Any], path: Path) -> Path | None:
     """TPC against the search cap (left axis), answer and abstention accuracy (right axis)."""
-    sweeps = metrics.get("search_cap_sweep") or []
+    sweeps = as_metrics(metrics).search_cap_sweep or []
     if not sweeps:
         return None
     cols = min(3, len(sweeps))
@@ -181,10 +180,10 @@ def plot_tpc_search_cap(metrics: dict[str, Any], path: Path) -> Path | None:
     fig = Figure(figsize=(4.6 * cols, 3.4 * rows))
     for k, sweep in enumerate(sweeps):
         ax = fig.add_subplot(rows, cols, k + 1)
-        caps = [p["cap"] for p in sweep["points"]]
-        tpcs = [_finite(p["tpc"]) for p in sweep["points"]]
+        caps = [p.cap for p in sweep.points]
+        tpcs = [_finite(p.tpc) for p in sweep.points]
         ax.plot(caps, [math.nan if t is None else t for t in tpcs], "o-", color="#444444", label="TPC")
-        infinite = [c for c, p in zip(caps, sweep["points"]) if num(p["tpc"]) is not None and math.isinf(num(p["tpc"]))]
+        infinite = [c for c, p in zip(caps, sweep.points) if p.tpc is not None and math.isinf(p.tpc)]
         if infinite:  # nothing correct: TPC = ∞, drawn as a marked point at the top edge
             finite = [t for t in tpcs if t is not None]
             top = max(finite) * 1.15 if finite else 1.0
@@ -195,8 +194,8 @@ def plot_tpc_search_cap(metrics: dict[str, Any], path: Path) -> Path | None:
             ax.text(0.5, -0.26, f"▲ at the top edge: TPC = ∞ (nothing correct) at {caps_text if len(infinite) > 8 else 'cap ' + caps_text}",
                     transform=ax.transAxes, ha="center", va="top", fontsize=7, color="#de2d26")
         _integer_ticks(ax)
-        lo = [_finite((p.get("tpc_ci") or [None, None])[0]) for p in sweep["points"]]
-        hi = [_finite((p.get("tpc_ci") or [None, None])[1]) for p in sweep["points"]]
+        lo = [_finite((p.tpc_ci or [None, None])[0]) for p in sweep.points]
+        hi = [_finite((p.tpc_ci or [None, None])[1]) for p in sweep.points]
         ax.fill_between(caps, [math.nan if v is None else v for v in lo],
                         [math.nan if v is None else v for v in hi], color="#444444", alpha=0.15)  # fmt: skip
         ax.set_xlabel("search cap")
@@ -204,11 +203,11 @@ def plot_tpc_search_cap(metrics: dict[str, Any], path: Path) -> Path | None:
         acc = ax.twinx()
         for metric, color, name in (("answer_accuracy", "#3182bd", "answer acc"),
                                     ("abstention_accuracy", "#e6550d", "abstention acc")):  # fmt: skip
-            acc.plot(caps, [_pct(p[metric]) for p in sweep["points"]], "s--", color=color, label=name)
+            acc.plot(caps, [_pct(getattr(p, metric)) for p in sweep.points], "s--", color=color, label=name)
         acc.set_ylabel("accuracy (%)")
         acc.set_ylim(0, 105)
-        other = short(condition_label(sweep["other"]), 60) if sweep["other"] else ""
-        ax.set_title(f"{sweep['model']}: {other}" if other else sweep["model"], fontsize=9)
+        other = short(condition_label(sweep.other), 60) if sweep.other else ""
+        ax.set_title(f"{sweep.model}: {other}" if other else sweep.model, fontsize=9)
         lines = ax.get_legend_handles_labels()
         more = acc.get_legend_handles_labels()
         ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="best")
@@ -216,10 +215,10 @@ def plot_tpc_search_cap(metrics: dict[str, Any], path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def plot_marginal_roi(metrics: dict[str, Any], path: Path) -> Path | None:
+def plot_marginal_roi(metrics: MetricsReport | dict[str, Any], path: Path) -> Path | None:
     """Marginal ROI per step of each search-cap sweep (accuracy points per 1,000 tokens, 95% CI);
     undefined steps (the cost barely moved) are marked with an x on the zero line."""
-    sweeps = [s for s in metrics.get("search_cap_sweep") or [] if s.get("marginal_roi")]
+    sweeps = [s for s in as_metrics(metrics).search_cap_sweep or [] if s.marginal_roi]
     if not sweeps:
         return None
     cols = min(3, len(sweeps))
@@ -229,14 +228,14 @@ def plot_marginal_roi(metrics: dict[str, Any], path: Path) -> Path | None:
               ("abstention_accuracy", "#e6550d", "abstention"))  # fmt: skip
     for k, sweep in enumerate(sweeps):
         ax = fig.add_subplot(rows, cols, k + 1)
-        steps = sweep["marginal_roi"]
-        labels = [f"{r['from_cap']}→{r['to_cap']}" for r in steps]
+        steps = sweep.marginal_roi
+        labels = [f"{r.from_cap}→{r.to_cap}" for r in steps]
         width = 0.8 / len(series)
         for i, (metric, color, name) in enumerate(series):
             key = f"{metric}_per_1k_tokens"
             xs = [j + (i - 1) * width for j in range(len(steps))]
-            ys = [_pct(r.get(key)) for r in steps]
-            errs = list(zip(*(_err(r.get(key), r.get(key + "_ci"), 100.0) for r in steps)))
+            ys = [_pct(getattr(r, key)) for r in steps]
+            errs = list(zip(*(_err(*_stat(r, key), 100.0) for r in steps)))
             ax.bar(xs, ys, width, yerr=errs, capsize=2, color=color, label=name)
             undefined = [x for x, y in zip(xs, ys) if math.isnan(y)]
             ax.plot(undefined, [0.0] * len(undefined), "x", color=color, markersize=6)
@@ -245,17 +244,17 @@ def plot_marginal_roi(metrics: dict[str, Any], path: Path) -> Path | None:
         ax.set_xticklabels(labels, fontsize=8)
         ax.set_xlabel("search cap step")
         ax.set_ylabel("accuracy points per 1k tokens")
-        other = short(condition_label(sweep["other"]), 60) if sweep["other"] else ""
-        ax.set_title(f"{sweep['model']}: {other}" if other else sweep["model"], fontsize=9)
+        other = short(condition_label(sweep.other), 60) if sweep.other else ""
+        ax.set_title(f"{sweep.model}: {other}" if other else sweep.model, fontsize=9)
         ax.legend(fontsize=7, loc="best")
     fig.suptitle("Marginal ROI of raising the search cap (x: undefined, cost barely moved)")
     return _save(fig, path)
 
 
-def plot_tpc_outcome(metrics: dict[str, Any], path: Path) -> Path | None:
+def plot_tpc_outcome(metrics: MetricsReport | dict[str, Any], path: Path) -> Path | None:
     """Mean cost per execution of each outcome, grouped by condition."""
-    conds = metrics.get("by_condition") or {}
-    if not conds or not any("tpc_by_outcome" in m for m in conds.values()):
+    conds = as_metrics(metrics).by_condition
+    if not conds or not any(m.tpc_by_outcome is not None for m in conds.values()):
         return None
     labels = list(conds)
     colors = ("#31a354", "#de2d26", "#3182bd", "#fd8d3c")
@@ -267,10 +266,11 @@ def plot_tpc_outcome(metrics: dict[str, Any], path: Path) -> Path | None:
     for i, (outcome, name) in enumerate(OUTCOME_NAMES.items()):
         ys, errs = [], ([], [])
         for label in labels:
-            entry = conds[label]["tpc_by_outcome"][outcome]
-            v = _finite(entry["cost_per_execution"])
+            entry = (conds[label].tpc_by_outcome or {}).get(outcome)
+            value, ci = _stat(entry, "cost_per_execution")
+            v = _finite(value)
             ys.append(math.nan if v is None else v)
-            lo, hi = _err(entry["cost_per_execution"], entry.get("cost_per_execution_ci"))
+            lo, hi = _err(value, ci)
             errs[0].append(lo)
             errs[1].append(hi)
         xs = [j + (i - (len(OUTCOME_NAMES) - 1) / 2) * width for j in range(len(labels))]
@@ -293,11 +293,11 @@ def _tpc_outcome_rows(conds: dict[str, Any], labels: list[str], colors: tuple[st
     for i, (outcome, name) in enumerate(OUTCOME_NAMES.items()):
         xs, ys, errs = [], [], ([], [])
         for j, label in enumerate(labels):
-            entry = conds[label].get("tpc_by_outcome", {}).get(outcome) or {}
-            v = _finite(entry.get("cost_per_execution"))
+            value, ci = _stat((conds[label].tpc_by_outcome or {}).get(outcome), "cost_per_execution")
+            v = _finite(value)
             if v is None:
                 continue
-            lo, hi = _err(v, entry.get("cost_per_execution_ci"))
+            lo, hi = _err(v, ci)
             xs.append(v)
             ys.append(j + offsets[i])
             errs[0].append(lo)
@@ -313,46 +313,45 @@ def _tpc_outcome_rows(conds: dict[str, Any], labels: list[str], colors: tuple[st
     return _save(fig, path)
 
 
-def plot_evidence_balance(metrics: dict[str, Any], path: Path) -> Path | None:
+def plot_evidence_balance(metrics: MetricsReport | dict[str, Any], path: Path) -> Path | None:
     """Abstention accuracy by evidence-balance group (pooled over conditions), n on each bar."""
-    ev = metrics.get("evidence_balance") or {}
-    if not ev.get("available"):
+    ev = as_metrics(metrics).evidence_balance
+    if ev is None or not ev.available:
         return None
-    groups = [g for g in GROUP_NAMES if ev["groups"][g]["n"]]
+    groups = [g for g in GROUP_NAMES if g in ev.groups and ev.groups[g].n]
     fig = Figure(figsize=(6.0, 3.6))
     ax = fig.add_subplot()
-    ys = [_pct(ev["groups"][g]["abstention_accuracy"]) for g in groups]
-    errs = list(zip(*(_err(ev["groups"][g]["abstention_accuracy"], ev["groups"][g].get("abstention_accuracy_ci"), 100.0)
-                      for g in groups))) or ([], [])  # fmt: skip
+    ys = [_pct(ev.groups[g].abstention_accuracy) for g in groups]
+    errs = list(zip(*(_err(*_stat(ev.groups[g], "abstention_accuracy"), 100.0) for g in groups))) or ([], [])
     bars = ax.bar(range(len(groups)), ys, yerr=errs, capsize=3,
                   color=["#e6550d", "#fdae6b", "#9ecae1", "#3182bd", "#bdbdbd"][: len(groups)])  # fmt: skip
     del bars  # counts go under the axis, never over an error bar
     ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([f"{GROUP_NAMES[g]}\nn={ev['groups'][g]['n']}" for g in groups], fontsize=8)
+    ax.set_xticklabels([f"{GROUP_NAMES[g]}\nn={ev.groups[g].n}" for g in groups], fontsize=8)
     ax.set_ylim(0, 105)
     ax.set_ylabel("abstention accuracy (%)")
-    share = _finite(ev.get("negative_share"))
+    share = _finite(ev.negative_share)
     note = "" if share is None else f"; negative documents: {100 * share:.1f}%"
     ax.set_title(f"Abstention by evidence balance (unanswerable questions{note})", fontsize=9)
     return _save(fig, path)
 
 
-def plot_multi_turn(metrics: dict[str, Any], path: Path) -> Path | None:
+def plot_multi_turn(metrics: MetricsReport | dict[str, Any], path: Path) -> Path | None:
     """Answer and abstention accuracy by number of preceding turns, one line per context kind."""
-    mt = metrics.get("multi_turn") or {}
-    if not mt.get("available"):
+    mt = as_metrics(metrics).multi_turn
+    if mt is None or not mt.available:
         return None
     fig = Figure(figsize=(9.0, 3.6))
     for k, (metric, title) in enumerate((("answer_accuracy", "answer accuracy"),
                                          ("abstention_accuracy", "abstention accuracy"))):  # fmt: skip
         ax = fig.add_subplot(1, 2, k + 1)
-        for series in mt["series"]:
-            xs = [p["preceding"] for p in series["points"]]
-            ys = [_pct(p[metric]) for p in series["points"]]
-            errs = list(zip(*(_err(p[metric], p.get(f"{metric}_ci"), 100.0) for p in series["points"])))
-            other = short(condition_label(series["other"]), 30) if series["other"] else ""
+        for series in mt.series:
+            xs = [p.preceding for p in series.points]
+            ys = [_pct(getattr(p, metric)) for p in series.points]
+            errs = list(zip(*(_err(*_stat(p, metric), 100.0) for p in series.points)))
+            other = short(condition_label(series.other), 30) if series.other else ""
             ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=2,
-                        label=short(f"{series['context']} {other}".strip(), 36))  # fmt: skip
+                        label=short(f"{series.context} {other}".strip(), 36))  # fmt: skip
         ax.set_xlabel("preceding turns")
         _integer_ticks(ax)
         ax.set_ylabel(f"{title} (%)")
@@ -363,7 +362,7 @@ def plot_multi_turn(metrics: dict[str, Any], path: Path) -> Path | None:
     return _save(fig, path)
 
 
-PLOTTERS: dict[str, Callable[[dict[str, Any], Path], Path | None]] = {
+PLOTTERS: dict[str, Callable[[MetricsReport, Path], Path | None]] = {
     "accuracy_search": plot_accuracy_search,
     "tpc_search_cap": plot_tpc_search_cap,
     "marginal_roi": plot_marginal_roi,
@@ -373,144 +372,7 @@ PLOTTERS: dict[str, Callable[[dict[str, Any], Path], Path | None]] = {
 }
 
 
-Rows = list[list[Any]]
-
-
-def _ci(entry: dict[str, Any] | None, key: str) -> list[Any]:
-    entry = entry or {}
-    ci = entry.get(f"{key}_ci") or [None, None]
-    return [entry.get(key), ci[0], ci[1]]
-
-
-def data_accuracy_search(metrics: dict[str, Any]) -> tuple[list[str], Rows]:
-    """The numbers of the with/without-search figure, one row per pair, side and metric."""
-    header = ["model", "condition", "search", "metric", "value", "ci_low", "ci_high", "n"]
-    rows: Rows = []
-    for pair in metrics.get("search_effect") or []:
-        for side in ("without", "with"):
-            m = metrics["by_condition"][pair[side]]
-            for metric in ("answer_accuracy", "abstention_accuracy"):
-                rows.append([pair["model"], pair[side], side, metric, *_ci(m, metric), m.get("n")])
-    return header, rows
-
-
-def data_tpc_search_cap(metrics: dict[str, Any]) -> tuple[list[str], Rows]:
-    """The numbers of the search-cap figure, one row per sweep and cap (TPC `inf` kept)."""
-    header = ["model", "other", "cap", "n", "tpc", "tpc_ci_low", "tpc_ci_high", "answer_accuracy", "abstention_accuracy"]
-    rows: Rows = []
-    for sweep in metrics.get("search_cap_sweep") or []:
-        other = condition_label(sweep["other"]) if sweep["other"] else ""
-        for p in sweep["points"]:
-            rows.append([sweep["model"], other, p["cap"], p.get("n"), *_ci(p, "tpc"), p.get("answer_accuracy"),
-                         p.get("abstention_accuracy")])  # fmt: skip
-    return header, rows
-
-
-def data_tpc_outcome(metrics: dict[str, Any]) -> tuple[list[str], Rows]:
-    """The numbers of the cost-by-outcome figure, one row per condition and outcome."""
-    header = ["condition", "outcome", "n", "cost_per_execution", "ci_low", "ci_high"]
-    rows: Rows = []
-    for label, m in (metrics.get("by_condition") or {}).items():
-        for outcome in OUTCOME_NAMES:
-            entry = (m.get("tpc_by_outcome") or {}).get(outcome)
-            if entry is not None:
-                rows.append([label, outcome, entry.get("n"), *_ci(entry, "cost_per_execution")])
-    return header, rows
-
-
-def data_evidence_balance(metrics: dict[str, Any]) -> tuple[list[str], Rows]:
-    """The numbers of the evidence-balance figure, one row per group."""
-    ev = metrics.get("evidence_balance") or {}
-    header = ["group", "n", "abstention_accuracy", "ci_low", "ci_high"]
-    groups = ev.get("groups") or {}
-    return header, [[g, groups[g]["n"], *_ci(groups[g], "abstention_accuracy")] for g in GROUP_NAMES if g in groups]
-
-
-def data_multi_turn(metrics: dict[str, Any]) -> tuple[list[str], Rows]:
-    """The numbers of the multi-turn figure, one row per context, other settings and turns."""
-    header = ["context", "other", "preceding", "n", "answer_accuracy", "answer_ci_low", "answer_ci_high",
-              "abstention_accuracy", "abstention_ci_low", "abstention_ci_high"]  # fmt: skip
-    rows: Rows = []
-    for series in (metrics.get("multi_turn") or {}).get("series") or []:
-        other = condition_label(series["other"]) if series["other"] else ""
-        for p in series["points"]:
-            rows.append([series["context"], other, p["preceding"], p.get("n"), *_ci(p, "answer_accuracy"),
-                         *_ci(p, "abstention_accuracy")])  # fmt: skip
-    return header, rows
-
-
-def data_marginal_roi(metrics: dict[str, Any]) -> tuple[list[str], Rows]:
-    """The numbers of the marginal-ROI figure, one row per sweep, cap step and metric (an
-    undefined ROI, where the cost barely moved, is left empty)."""
-    header = ["model", "other", "from_cap", "to_cap", "metric", "per_1k_tokens", "ci_low", "ci_high",
-              "added_cost_per_query"]  # fmt: skip
-    rows: Rows = []
-    for sweep in metrics.get("search_cap_sweep") or []:
-        other = condition_label(sweep["other"]) if sweep["other"] else ""
-        for r in sweep.get("marginal_roi") or []:
-            for metric in ("overall_accuracy", "answer_accuracy", "abstention_accuracy"):
-                rows.append([sweep["model"], other, r["from_cap"], r["to_cap"], metric,
-                             *_ci(r, f"{metric}_per_1k_tokens"), r.get("added_cost_per_query")])  # fmt: skip
-    return header, rows
-
-
-def data_learning_curves(value: dict[str, Any]) -> tuple[list[str], Rows]:
-    """The numbers of the learning-curve figure (value.json's `learning_curves`): one row per
-    feature family and training budget."""
-    header = ["family", "budget", "gain_r2", "gain_r2_low", "gain_r2_high", "brier", "brier_low", "brier_high"]
-    rows: Rows = []
-    for fam, entry in ((value.get("learning_curves") or {}).get("families") or {}).items():
-        for budget, p in (entry.get("by_budget") or {}).items():
-            band, bband = p.get("gain_r2_band") or [None, None], p.get("brier_band") or [None, None]
-            rows.append([fam, int(budget), p.get("gain_r2"), band[0], band[1], p.get("brier"), bband[0], bband[1]])
-    return header, rows
-
-
-def plot_learning_curves(value: dict[str, Any], path: Path) -> Path | None:
-    """Gain R²_Δ and Brier against the number of training questions, one line per feature family
-    with the band over the nested training draws (search-value study, the matched-configuration
-    learning curves of its Figure 4); PNG + SVG, data as CSV beside them."""
-    header, rows = data_learning_curves(value)
-    if not rows:
-        return None
-    fig = Figure(figsize=(9.6, 3.6))
-    panels = ((2, 3, 4, "gain R²_Δ (held-out folds)"), (5, 6, 7, "Brier (held-out folds)"))
-    families = list(dict.fromkeys(r[0] for r in rows))
-    for k, (col, lo, hi, label) in enumerate(panels):
-        ax = fig.add_subplot(1, 2, k + 1)
-        for fam in families:
-            pts = sorted((r for r in rows if r[0] == fam), key=lambda r: r[1])
-            xs = [r[1] for r in pts]
-            ys = [_finite(r[col]) for r in pts]
-            line = ax.plot(xs, [math.nan if y is None else y for y in ys], marker="o", label=fam)[0]
-            los = [_finite(r[lo]) for r in pts]
-            his = [_finite(r[hi]) for r in pts]
-            if all(v is not None for v in (*los, *his)):
-                ax.fill_between(xs, los, his, color=line.get_color(), alpha=0.15, linewidth=0)
-        ax.set_xlabel("training questions")
-        ax.set_ylabel(label)
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        if k == 0:
-            ax.axhline(0.0, color="#999999", linewidth=0.8)
-        ax.legend(fontsize=7, loc="best")
-    fig.suptitle("Learning curves: forecasters fitted on nested training sizes (bands: over training draws)")
-    _save(fig, path)
-    write_csv(path.with_suffix(".csv"), header, rows)
-    return path
-
-
-#: The data behind each figure, written as CSV beside it (same name, .csv).
-FIGURE_DATA: dict[str, Callable[[dict[str, Any]], tuple[list[str], Rows]]] = {
-    "accuracy_search": data_accuracy_search,
-    "tpc_search_cap": data_tpc_search_cap,
-    "tpc_outcome": data_tpc_outcome,
-    "evidence_balance": data_evidence_balance,
-    "multi_turn": data_multi_turn,
-    "marginal_roi": data_marginal_roi,
-}
-
-
-def write_csv(path: Path, header: list[str], rows: Rows) -> Path:
+def write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> Path:
     """A CSV file of a figure's data (numbers as written in metrics.json; infinity as `inf`)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
@@ -521,11 +383,14 @@ def write_csv(path: Path, header: list[str], rows: Rows) -> Path:
     return path
 
 
-def write_figures(metrics: dict[str, Any], folder: Path) -> dict[str, Path | None]:
+def write_figures(metrics: MetricsReport | dict[str, Any], folder: Path) -> dict[str, Path | None]:
     """Every figure whose data is present, as folder/<name>.png and .svg with its data as .csv;
     None for those skipped."""
-    out = {key: PLOTTERS[key](metrics, Path(folder) / FIGURES[key]) for key in PLOTTERS}
+    from branchpoint.evaluation.figure_data import FIGURE_DATA
+
+    m_all = as_metrics(metrics)
+    out = {key: PLOTTERS[key](m_all, Path(folder) / FIGURES[key]) for key in PLOTTERS}
     for key, path in out.items():
         if path is not None and key in FIGURE_DATA:
-            write_csv(path.with_suffix(".csv"), *FIGURE_DATA[key](metrics))
+            write_csv(path.with_suffix(".csv"), *FIGURE_DATA[key](m_all))
     return out

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judgments (
     key TEXT PRIMARY KEY,

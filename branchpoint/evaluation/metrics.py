@@ -22,13 +22,13 @@ views (search effect, search-cap sweep and ROI, over-search, multi-turn, reasoni
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.bootstrap import QuestionBootstrap
+from branchpoint.evaluation.metrics_file import MetricsReport, metrics_file_text
 from branchpoint.evaluation.studies import (
     ConditionSet,
     multi_turn,
@@ -251,11 +251,8 @@ def _no_search_rows(records: Sequence[ExecutionRecord], judge: str) -> list[dict
 
 
 def _json_ready(value: Any) -> Any:
-    if isinstance(value, float):
-        if math.isnan(value):
-            return None
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
+    if isinstance(value, float) and math.isnan(value):
+        return None
     if isinstance(value, dict):
         return {k: _json_ready(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -263,6 +260,9 @@ def _json_ready(value: Any) -> Any:
     return value
 
 
-def metrics_json(metrics: dict[str, Any]) -> str:
-    """Metrics as JSON text (indent 2); infinities are written as the strings "inf" / "-inf"."""
-    return json.dumps(_json_ready(metrics), indent=2, allow_nan=False, default=str) + "\n"
+def metrics_json(metrics: dict[str, Any] | MetricsReport) -> str:
+    """Metrics as the text of metrics.json (indent 2), through `MetricsReport` (so the file is
+    checked against its model and carries `schema_version`); infinities are written as the
+    strings "inf" / "-inf", NaN as null."""
+    return metrics_file_text(metrics if isinstance(metrics, MetricsReport) else _json_ready(metrics))
+

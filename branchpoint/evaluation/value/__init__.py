@@ -23,6 +23,7 @@ from branchpoint.evaluation.value.audit import (
     three_pair_composition,
 )
 from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval, single_component_strata
+from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.evaluation.value.curves import learning_curves
 from branchpoint.evaluation.value.forecasters import (
     Forecast,
@@ -33,9 +34,10 @@ from branchpoint.evaluation.value.forecasters import (
     registered_forecasters,
 )
 from branchpoint.evaluation.value.llm import llm_forecasts, parse_forecast
+from branchpoint.evaluation.value.objectives import objective_comparison
 from branchpoint.evaluation.value.outcomes import (
-    Roles,
     RoleOutcomes,
+    Roles,
     StateTable,
     answer_items,
     build_states,
@@ -44,6 +46,7 @@ from branchpoint.evaluation.value.outcomes import (
     reward_names,
     set_f1,
 )
+from branchpoint.evaluation.value.routers import consistency, sample_informed, split_rule
 from branchpoint.evaluation.value.scores import (
     brier,
     brier_split,
@@ -57,11 +60,12 @@ from branchpoint.evaluation.value.scores import (
     unbiased_square,
     utility,
 )
-from branchpoint.evaluation.value.routers import consistency, sample_informed, split_rule
-from branchpoint.evaluation.value.objectives import objective_comparison
-from branchpoint.evaluation.value.study import ValueConfig, load_states, value_study
+from branchpoint.evaluation.value.study import load_states, value_study
+from branchpoint.evaluation.value.value_file import ValueReport, read_value
 
 __all__ = [
+    "ValueReport",
+    "read_value",
     "Forecast",
     "RoleOutcomes",
     "Roles",

@@ -38,7 +38,15 @@ from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_i
 from branchpoint.evaluation.value.fitted import compose_level_gain, ridge_cv
 from branchpoint.evaluation.value.forecasters import Forecast, grouped_folds
 from branchpoint.evaluation.value.outcomes import StateTable
-from branchpoint.evaluation.value.scores import balanced_mean, balanced_weights, brier, gain_r2, gain_risk, gain_variance, theta_hat
+from branchpoint.evaluation.value.scores import (
+    balanced_mean,
+    balanced_weights,
+    brier,
+    gain_r2,
+    gain_risk,
+    gain_variance,
+    theta_hat,
+)
 
 LEARNING_BUDGETS: tuple[int, ...] = (20, 40, 80, 120, 240, 480, 800, 1100)
 CURVE_PENALTIES: tuple[float, ...] = (0.1, 1.0, 10.0, 100.0, 1000.0)

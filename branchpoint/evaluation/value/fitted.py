@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from branchpoint.evaluation.value.features import metadata_features
 from branchpoint.evaluation.value.forecasters import (
     RIDGE_PENALTIES,
     Forecast,
@@ -36,7 +37,6 @@ from branchpoint.evaluation.value.forecasters import (
     forecaster,
     ridge_calibration,
 )
-from branchpoint.evaluation.value.features import metadata_features
 from branchpoint.evaluation.value.outcomes import StateTable
 from branchpoint.evaluation.value.scores import balanced_weights
 

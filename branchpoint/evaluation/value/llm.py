@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
+from branchpoint.errors import InputError
 from branchpoint.evaluation.value.forecasters import NEUTRAL, Forecast
 from branchpoint.evaluation.value.outcomes import StateTable
-from branchpoint.errors import InputError
 from branchpoint.traces import SPEC_FILE, ExecutionRecord, Step, describe_validation_error
 
 if TYPE_CHECKING:  # importing branchpoint.models loads langchain: only when a model is used

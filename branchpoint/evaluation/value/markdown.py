@@ -3,12 +3,15 @@
 `value_markdown(report)` gives markdown tables: forecasters (Brier and its split, gain risk,
 R²_Δ), the level split, router utility per price, the zero-price oracle range, the decision
 factorial, scoring objectives, audit bounds and learning curves, each with its interval
-where value.json has one. `branchpoint report RUN_DIR` appends it when RUN_DIR has value.json.
+where value.json has one, the three-action study and the three-pair composition. It reads the
+`ValueReport` model. `branchpoint report RUN_DIR` appends it when RUN_DIR has value.json.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from branchpoint.evaluation.value.value_file import Difference, Estimate, FactorialCell, ValueReport, as_value
 
 
 def _f(x: Any, digits: int = 4) -> str:
@@ -31,175 +34,197 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + [""]
 
 
-def value_markdown(report: dict[str, Any]) -> str:
-    """Markdown for every quantity of a value.json report."""
-    iv = report.get("intervals", {})
-    level = int(round(100 * float(iv.get("level", 0.95))))
-    st = report.get("states", {})
+def value_markdown(report: ValueReport | dict[str, Any]) -> str:
+    """Markdown for every quantity of a value.json report (the model, or its dict)."""
+    r = as_value(report)
+    iv = r.intervals
+    level = round(100 * float(iv.level))
+    st = r.states
     out = ["## Search value", ""]
-    out += [f"{st.get('test', '?')} test states ({st.get('dev', 0)} dev) of {st.get('forked_states', '?')} forked; "
-            f"brackets: {level}% support-component bootstrap intervals ({iv.get('resamples', 0)} resamples, "
+    out += [f"{st.test if st.test is not None else '?'} test states ({st.dev} dev) of "
+            f"{st.forked_states if st.forked_states is not None else '?'} forked; "
+            f"brackets: {level}% support-component bootstrap intervals ({iv.resamples} resamples, "
             "within strata), conditional on the fitted forecasters.", ""]  # fmt: skip
-    for w in report.get("warnings", []):
+    for w in r.warnings:
         out += [f"> **Warning:** {w}", ""]
-    out += _forecasters(report, iv)
-    out += _level_split(report)
-    out += _utility(report, iv)
-    out += _factorial(report)
-    out += _objectives(report)
-    out += _audit(report)
-    out += _curves(report)
-    out += _three_action(report)
+    out += _forecasters(r)
+    out += _level_split(r)
+    out += _utility(r)
+    out += _factorial(r)
+    out += _objectives(r)
+    out += _audit(r)
+    out += _curves(r)
+    out += _three_action(r)
+    out += _composition(r)
     return "\n".join(out)
 
 
-def _three_action(report: dict[str, Any]) -> list[str]:
-    block = report.get("three_action")
-    if not block:
+def _est(e: Estimate | None, digits: int = 4) -> str:
+    return "—" if e is None else _ci(e.value, e.interval, digits)
+
+
+def _three_action(report: ValueReport) -> list[str]:
+    block = report.three_action
+    if block is None:
         return []
-    rows = [[f"`{name}`", _ci(e["outcome_error"]["value"], e["outcome_error"]["interval"]),
-             _ci(e["gain_loss"]["value"], e["gain_loss"]["interval"])] for name, e in block["forecasts"].items()]  # fmt: skip
-    prices = list(block["utility"])
-    routers = list(dict.fromkeys(r for p in prices for r in block["utility"][p]))
-    urows = [[f"`{r}`", *[_ci(block["utility"][p][r]["value"], block["utility"][p][r]["interval"]) for p in prices]]
-             for r in routers]  # fmt: skip
+    rows = [[f"`{name}`", _est(e.outcome_error), _est(e.gain_loss)] for name, e in block.forecasts.items()]
+    prices = list(block.utility)
+    routers = list(dict.fromkeys(r for p in prices for r in block.utility[p]))
+    urows = [[f"`{r}`", *[_est(block.utility[p].get(r)) for p in prices]] for r in routers]
     return ["### STOP / SAME / SWITCH at pending queries", "",
-            f"{block['states']['test']} test states with all three actions; references fitted on "
-            f"{block['chosen_on']}. Gain loss = ½[L(SAME − STOP) + L(SWITCH − STOP)].", "",
+            f"{block.states.get('test', 0)} test states with all three actions; references fitted on "
+            f"{block.chosen_on}. Outcome error = ⅓ Σ_a mean (q_a − Y_a)²; gain loss = "
+            "½[L(SAME − STOP) + L(SWITCH − STOP)]. Forecasts files with `q_stop`, `q_same`, `q_switch` "
+            "are scored here.", "",
             *_table(["forecast", "outcome error", "gain loss"], rows),
             *_table(["router", *[f"λ={p}" for p in prices]], urows)]  # fmt: skip
 
 
-def _forecasters(report: dict[str, Any], iv: dict[str, Any]) -> list[str]:
+def _composition(report: ValueReport) -> list[str]:
+    block = report.three_pair_composition
+    if block is None:
+        return []
+    sc = block.scores
+    rows = [["Brier", _est(sc.brier), _est(sc.brier_minus_comparator)],
+            ["gain risk L", _est(sc.gain_risk), _est(sc.gain_risk_minus_comparator)],
+            ["R²_Δ", _est(sc.gain_r2), "—"]]  # fmt: skip
+    hist = ", ".join(f"{k} = `{v}`" for k, v in block.histories.items())
+    return ["### Three-pair composition", "",
+            f"B/Y forecast `{block.forecaster}` composed from {hist} (study Appendix D, Eqs. 7–9: "
+            "p̃_BY,T = p̃_BX,T, Δ̃_BY = Δ̃_BX + Δ̃_AY − Δ̃_AX, p̃_BY,S = clip(p̃_BY,T + Δ̃_BY)); "
+            f"{block.matched_questions} questions matched in all three histories, "
+            f"{block.unmatched_states} target states without a match got the histories' mean.", "",
+            *_table(["score", "composed", f"composed − `{block.comparator or '—'}`"], rows)]  # fmt: skip
+
+
+def _forecasters(report: ValueReport) -> list[str]:
+    iv = report.intervals
     rows = []
-    for name, parts in report.get("brier", {}).items():
+    for name, parts in report.brier.items():
         rows.append([
-            f"`{name}`", _ci(parts["brier"], iv.get("brier", {}).get(name)), _f(parts["level"]), _f(parts["gain"]),
-            _f(parts["variance"]), _ci(report["gain_risk"][name], iv.get("gain_risk", {}).get(name)),
-            _ci(report["gain_r2"][name], iv.get("gain_r2", {}).get(name)),
+            f"`{name}`", _ci(parts.brier, iv.brier.get(name)), _f(parts.level), _f(parts.gain),
+            _f(parts.variance), _ci(report.gain_risk.get(name), iv.gain_risk.get(name)),
+            _ci(report.gain_r2.get(name), iv.gain_r2.get(name)),
         ])  # fmt: skip
     lines = ["### Forecasters", "",
-             f"θ̂ (E Δ²) = {_ci(report.get('theta'), iv.get('theta'))}; mean gain = "
-             f"{_ci(report.get('mean_gain'), iv.get('mean_gain'))}; gain variance V_Δ = "
-             f"{_ci(report.get('gain_variance'), iv.get('gain_variance'))}.", ""]  # fmt: skip
+             f"θ̂ (E Δ²) = {_ci(report.theta, iv.theta)}; mean gain = "
+             f"{_ci(report.mean_gain, iv.mean_gain)}; gain variance V_Δ = "
+             f"{_ci(report.gain_variance, iv.gain_variance)}.", ""]  # fmt: skip
     if not rows:
         return lines + ["No forecaster was scored.", ""]
-    skipped = report.get("skipped_forecasters") or {}
+    skipped = report.skipped_forecasters
     lines += _table(["forecaster", "Brier", "level", "¼ gain", "variance", "gain risk L", "R²_Δ"], rows)
     if skipped:
         lines += ["Skipped: " + "; ".join(f"`{k}` ({v})" for k, v in skipped.items()), ""]
     return lines
 
 
-def _level_split(report: dict[str, Any]) -> list[str]:
-    split = report.get("level_split") or {}
-    if not split:
+def _level_split(report: ValueReport) -> list[str]:
+    if not report.level_split:
         return []
-    rows = [[f"`{k}`", _ci(v["level_total"]["value"], v["level_total"]["interval"]),
-             _ci(v["level_mean_bias"]["value"], v["level_mean_bias"]["interval"]),
-             _ci(v["level_variation"]["value"], v["level_variation"]["interval"]),
-             _ci(v["gain_quarter"]["value"], v["gain_quarter"]["interval"])] for k, v in split.items()]  # fmt: skip
+    rows = [[f"`{k}`", _est(v.level_total), _est(v.level_mean_bias), _est(v.level_variation), _est(v.gain_quarter)]
+            for k, v in report.level_split.items()]  # fmt: skip
     return ["### Brier contrast against a constant level", "",
             "Level contrast = mean-bias part + variation part (Var ℓ − 2 Cov(ℓ, ℓ*)); the gain part is ¼ΔL.", "",
             *_table(["forecaster − constant", "level", "mean bias", "variation", "¼ gain"], rows)]  # fmt: skip
 
 
-def _utility(report: dict[str, Any], iv: dict[str, Any]) -> list[str]:
-    util = report.get("utility") or {}
-    by_price = util.get("by_price") or {}
-    prices = list(by_price)
-    if not prices:
+def _utility(report: ValueReport) -> list[str]:
+    util = report.utility
+    if util is None or not util.by_price:
         return []
+    by_price = util.by_price
+    prices = list(by_price)
+    iv = report.intervals.utility
     names = list(dict.fromkeys(r for p in prices for r in by_price[p] if not r.startswith("factorial:")))
-    rows = [[f"`{r}`", *[_ci(by_price[p].get(r, {}).get("utility"), iv.get("utility", {}).get(p, {}).get(r))
+    rows = [[f"`{r}`", *[_ci(by_price[p][r].utility if r in by_price[p] else None, iv.get(p, {}).get(r))
                          for p in prices]] for r in names]  # fmt: skip
-    rng = util.get("oracle_range") or {}
+    rng = util.oracle_range
     lines = ["### Router utility (U = Y − λ·T/1000)", ""]
     lines += _table(["router", *[f"λ={p}" for p in prices]], rows)
     lines += [f"Zero-price oracle improvement over the best constant H = (E|Δ| − |EΔ|)/2 lies in "
-              f"[{_f(rng.get('lower'))}, {_f(rng.get('upper'))}] (from θ̂"
-              + (f"; {_f(rng['interval'][0])} to {_f(rng['interval'][1])} with sampling uncertainty"
-                 if rng.get("interval") else "") + f"); the plug-in (mean|Δ̄| − |mean Δ̄|)/2 = "
-              f"{_f(util.get('oracle_plugin_optimistic'))} is optimistic (generation noise inflates |Δ̄|). "
-              f"Best constant and τ chosen on: {util.get('chosen_on', 'dev')}.", ""]  # fmt: skip
-    for name, why in (util.get("skipped_routers") or {}).items():
+              f"[{_f(rng.lower)}, {_f(rng.upper)}] (from θ̂"
+              + (f"; {_f(rng.interval[0])} to {_f(rng.interval[1])} with sampling uncertainty"
+                 if rng.interval else "") + f"); the plug-in (mean|Δ̄| − |mean Δ̄|)/2 = "
+              f"{_f(util.oracle_plugin_optimistic)} is optimistic (generation noise inflates |Δ̄|). "
+              f"Best constant and τ chosen on: {util.chosen_on}.", ""]  # fmt: skip
+    for name, why in util.skipped_routers.items():
         lines += [f"`{name}` not scored: {why}.", ""]
     return lines
 
 
-def _factorial(report: dict[str, Any]) -> list[str]:
-    fac = report.get("decision_factorial") or {}
-    by_price = fac.get("by_price") or {}
-    if not by_price:
+def _diff(d: Difference | FactorialCell | None) -> str:
+    return "—" if d is None else _ci(d.difference, d.interval)
+
+
+def _factorial(report: ValueReport) -> list[str]:
+    fac = report.decision_factorial
+    if fac is None or not fac.by_price:
         return []
     rows = []
-    for pk, entry in by_price.items():
-        cells = entry["over_best_constant"]
-        c = entry["contrasts"]
-        rows.append([pk, *[_ci(cells[k]["difference"], cells[k]["interval"]) for k in (
-            "query_gain_fixed_cost", "fixed_gain_query_cost", "query_gain_query_cost")],
-            _ci(c["cost_added_to_gain"]["difference"], c["cost_added_to_gain"]["interval"]),
-            _ci(c["gain_added_to_cost"]["difference"], c["gain_added_to_cost"]["interval"]),
-            _ci(c["interaction"]["difference"], c["interaction"]["interval"])])  # fmt: skip
-    fixed = fac.get("fixed_terms") or {}
+    for pk, entry in fac.by_price.items():
+        cells, c = entry.over_best_constant, entry.contrasts
+        rows.append([pk, *[_diff(cells.get(k)) for k in ("query_gain_fixed_cost", "fixed_gain_query_cost",
+                                                          "query_gain_query_cost")],
+                     *[_diff(c.get(k)) for k in ("cost_added_to_gain", "gain_added_to_cost", "interaction")]])  # fmt: skip
+    fixed = fac.fixed_terms
     return ["### Decision factorial (utility over the best constant)", "",
-            f"Selection draws free; fixed terms from {fac.get('fixed_terms_from')}: rewards "
+            f"Selection draws free; fixed terms from {fac.fixed_terms_from}: rewards "
             f"{_f(fixed.get('reward_think'))} / {_f(fixed.get('reward_search'))}, incremental tokens "
             f"{_f(fixed.get('incremental_tokens'), 1)}.", "",
             *_table(["λ", "gain only", "cost only", "gain + cost", "cost added to gain", "gain added to cost",
                      "interaction"], rows)]  # fmt: skip
 
 
-def _objectives(report: dict[str, Any]) -> list[str]:
-    obj = report.get("scoring_objectives") or {}
-    if "objectives" not in obj:
+def _objectives(report: ValueReport) -> list[str]:
+    obj = report.scoring_objectives
+    if obj is None or obj.objectives is None:
         return []
-    rows = []
-    for name, e in obj["objectives"].items():
-        diff = e.get("gain_minus_reference")
-        rows.append([name, _ci(e["think"]["value"], e["think"]["interval"]),
-                     _ci(e["search"]["value"], e["search"]["interval"]), _ci(e["gain"]["value"], e["gain"]["interval"]),
-                     _ci(diff["value"], diff["interval"]) if diff else "—"])  # fmt: skip
+    rows = [[name, _est(e.think), _est(e.search), _est(e.gain), _est(e.gain_minus_reference)]
+            for name, e in obj.objectives.items()]  # fmt: skip
     return ["### Scoring objectives on the same executions", "",
             *_table(["objective", "THINK success", "SEARCH success", "mean gain", "gain − reference"], rows),
-            f"Reference: `{obj.get('reference')}` (judge {obj.get('reference_judge')}). "
-            f"{obj.get('incomplete_records', 0)} incomplete records: {obj.get('note', '')}.", ""]  # fmt: skip
+            f"Reference: `{obj.reference}` (judge {obj.reference_judge}). "
+            f"{obj.incomplete_records} incomplete records: {obj.note or ''}.", ""]  # fmt: skip
 
 
-def _audit(report: dict[str, Any]) -> list[str]:
-    audit = report.get("audit_bounds")
-    if not audit:
+def _audit(report: ValueReport) -> list[str]:
+    audit = report.audit_bounds
+    if audit is None:
         return []
     rows = []
-    for block in ("gain_vs_mean_gain", "gain_vs_zero", "brier_vs_mean"):
-        for name, e in audit.get(block, {}).items():
-            rows.append([block, f"`{name}`", _f(e["original"]), f"[{_f(e['lower'])}, {_f(e['upper'])}]",
-                         f"[{_f(e['interval'][0])}, {_f(e['interval'][1])}]" if e.get("interval") else "—",
-                         str(e["uncertain_pairs"])])  # fmt: skip
+    for block, entries in (("gain_vs_mean_gain", audit.gain_vs_mean_gain), ("gain_vs_zero", audit.gain_vs_zero),
+                           ("brier_vs_mean", audit.brier_vs_mean)):  # fmt: skip
+        for name, e in entries.items():
+            rows.append([block, f"`{name}`", _f(e.original), f"[{_f(e.lower)}, {_f(e.upper)}]",
+                         f"[{_f(e.interval[0])}, {_f(e.interval[1])}]" if e.interval else "—",
+                         str(e.uncertain_pairs)])  # fmt: skip
     return ["### Shared-label audit bounds", "",
-            f"Judges {', '.join(audit.get('judges', []))}: agreed answers fixed, disagreements in [0, 1], one label "
+            f"Judges {', '.join(audit.judges)}: agreed answers fixed, disagreements in [0, 1], one label "
             "per question–answer pair.", "",
             *_table(["contrast", "forecaster", "original", "bounds", "interval", "uncertain pairs"], rows)]  # fmt: skip
 
 
-def _curves(report: dict[str, Any]) -> list[str]:
-    curves = report.get("learning_curves")
-    if not curves:
+def _band(band: list[Any]) -> str:
+    return f"[{_f(band[0])}, {_f(band[1])}]" if len(band) == 2 else "—"
+
+
+def _curves(report: ValueReport) -> list[str]:
+    curves = report.learning_curves
+    if curves is None:
         return []
-    if "skipped" in curves:
-        return ["### Learning curves", "", curves["skipped"], ""]
+    if curves.skipped:
+        return ["### Learning curves", "", curves.skipped, ""]
     rows = []
-    for fam, e in curves["families"].items():
-        for budget, b in e["by_budget"].items():
-            rows.append([f"`{fam}`", budget, _f(b["gain_r2"]),
-                         f"[{_f(b['gain_r2_band'][0])}, {_f(b['gain_r2_band'][1])}]", _f(b["brier"]),
-                         f"[{_f(b['brier_band'][0])}, {_f(b['brier_band'][1])}]", _f(b["mean_guard_share"], 2)])  # fmt: skip
-        largest = e.get("largest_budget")
-        if largest and largest.get("gain_r2_interval"):
-            rows.append([f"`{fam}`", f"{largest['budget']} ({curves.get('samples')} fits, interval)",
-                         f"[{_f(largest['gain_r2_interval'][0])}, {_f(largest['gain_r2_interval'][1])}]", "",
-                         f"[{_f(largest['brier_interval'][0])}, {_f(largest['brier_interval'][1])}]", "", ""])  # fmt: skip
+    for fam, e in curves.families.items():
+        for budget, b in e.by_budget.items():
+            rows.append([f"`{fam}`", budget, _f(b.gain_r2), _band(b.gain_r2_band), _f(b.brier), _band(b.brier_band),
+                         _f(b.mean_guard_share, 2)])  # fmt: skip
+        largest = e.largest_budget
+        if largest is not None and largest.gain_r2_interval:
+            rows.append([f"`{fam}`", f"{largest.budget} ({curves.samples} fits, interval)",
+                         _band(largest.gain_r2_interval), "", _band(largest.brier_interval or []), "", ""])  # fmt: skip
     return ["### Matched-configuration learning curves", "",
-            f"{curves['outer_folds']} support-disjoint outer folds, {curves['samples']} nested samples; band = range "
+            f"{curves.outer_folds} support-disjoint outer folds, {curves.samples} nested samples; band = range "
             "over samples.", "",
             *_table(["family", "training questions", "gain R²_Δ", "band", "Brier", "band", "mean-guard share"], rows)]  # fmt: skip

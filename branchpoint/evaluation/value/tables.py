@@ -1,10 +1,13 @@
-"""Terminal tables of a value.json report: forecaster scores, and router utility by price."""
+"""Terminal tables of a value.json report (`ValueReport`, or its dict): forecaster scores, router
+utility by price, and the decision factorial."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich.table import Table
+
+from branchpoint.evaluation.value.value_file import ValueReport, as_value
 
 
 def _fmt(x: Any, digits: int = 3) -> str:
@@ -21,52 +24,54 @@ def _with_interval(x: Any, interval: list[Any] | None, digits: int = 3) -> str:
     return f"{_fmt(x, digits)} [{_fmt(interval[0], digits)}, {_fmt(interval[1], digits)}]"
 
 
-def forecaster_table(report: dict[str, Any]) -> Table:
+def forecaster_table(report: ValueReport | dict[str, Any]) -> Table:
     """One row per forecaster: Brier (and its split), gain risk L, gain skill R²_Δ, with intervals."""
-    iv = report["intervals"]
-    level = int(round(100 * iv["level"]))
+    r = as_value(report)
+    iv = r.intervals
+    level = round(100 * iv.level)
     table = Table(
         "forecaster", f"Brier [{level}% CI]", "level", "¼ gain", "variance", f"gain risk L [{level}% CI]",
-        f"R²_Δ [{level}% CI]", title=f"forecasters on {report['states']['test']} test states",
+        f"R²_Δ [{level}% CI]", title=f"forecasters on {r.states.test} test states",
     )  # fmt: skip
-    for name, parts in report["brier"].items():
+    for name, parts in r.brier.items():
         table.add_row(
-            name, _with_interval(parts["brier"], iv["brier"].get(name)), _fmt(parts["level"]), _fmt(parts["gain"]),
-            _fmt(parts["variance"]), _with_interval(report["gain_risk"][name], iv["gain_risk"].get(name)),
-            _with_interval(report["gain_r2"][name], iv["gain_r2"].get(name)),
+            name, _with_interval(parts.brier, iv.brier.get(name)), _fmt(parts.level), _fmt(parts.gain),
+            _fmt(parts.variance), _with_interval(r.gain_risk.get(name), iv.gain_risk.get(name)),
+            _with_interval(r.gain_r2.get(name), iv.gain_r2.get(name)),
         )  # fmt: skip
-    table.caption = (
-        f"θ̂ (mean Δ² estimate) = {_fmt(report['theta'])}, gain variance V_Δ = {_fmt(report['gain_variance'])}"
-    )
+    table.caption = f"θ̂ (mean Δ² estimate) = {_fmt(r.theta)}, gain variance V_Δ = {_fmt(r.gain_variance)}"
     return table
 
 
-def utility_table(report: dict[str, Any]) -> Table:
+def utility_table(report: ValueReport | dict[str, Any]) -> Table:
     """One row per router, one column per price: mean utility U = Y − λ·T/1000 on test states."""
-    by_price = report["utility"]["by_price"]
+    util = as_value(report).utility
+    if util is None:
+        return Table("router", title="utility per state: none scored")
+    by_price = util.by_price
     prices = list(by_price)
     table = Table("router", *[f"λ={p}" for p in prices], title="utility per state (U = Y − λ·T/1000)")
     routers = list(dict.fromkeys(r for p in prices for r in by_price[p]))
     for router in routers:
-        table.add_row(router, *[_fmt(by_price[p].get(router, {}).get("utility")) for p in prices])
-    rng = report["utility"]["oracle_range"]
+        table.add_row(router, *[_fmt(by_price[p][router].utility if router in by_price[p] else None) for p in prices])
+    rng = util.oracle_range
     table.caption = (
-        f"zero-price oracle improvement H = (E|Δ| − |EΔ|)/2 lies in [{_fmt(rng['lower'])}, {_fmt(rng['upper'])}] "
-        f"(from θ̂; plug-in {_fmt(report['utility']['oracle_plugin_optimistic'])} is optimistic). "
-        f"Choices made on: {report['utility']['chosen_on']}."
+        f"zero-price oracle improvement H = (E|Δ| − |EΔ|)/2 lies in [{_fmt(rng.lower)}, {_fmt(rng.upper)}] "
+        f"(from θ̂; plug-in {_fmt(util.oracle_plugin_optimistic)} is optimistic). "
+        f"Choices made on: {util.chosen_on}."
     )
     return table
 
 
-def factorial_table(report: dict[str, Any]) -> Table:
+def factorial_table(report: ValueReport | dict[str, Any]) -> Table:
     """The decision factorial: utility over the best constant per price (selection draws free)."""
-    fac = report.get("decision_factorial", {}).get("by_price", {})
+    factorial = as_value(report).decision_factorial
+    fac = factorial.by_price if factorial is not None else {}
     table = Table("λ", "gain only", "cost only", "gain + cost", "cost added to gain", "gain added to cost",
                   title="decision factorial: utility over the best constant (selection draws free)")  # fmt: skip
     for pk, entry in fac.items():
-        cells, c = entry["over_best_constant"], entry["contrasts"]
-        table.add_row(pk, *[_with_interval(cells[k]["difference"], cells[k]["interval"]) for k in (
+        cells, c = entry.over_best_constant, entry.contrasts
+        table.add_row(pk, *[_with_interval(cells[k].difference, cells[k].interval) for k in (
             "query_gain_fixed_cost", "fixed_gain_query_cost", "query_gain_query_cost")],
-            _with_interval(c["cost_added_to_gain"]["difference"], c["cost_added_to_gain"]["interval"]),
-            _with_interval(c["gain_added_to_cost"]["difference"], c["gain_added_to_cost"]["interval"]))  # fmt: skip
+            *[_with_interval(c[k].difference, c[k].interval) for k in ("cost_added_to_gain", "gain_added_to_cost")])  # fmt: skip
     return table

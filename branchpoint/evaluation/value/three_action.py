@@ -13,6 +13,12 @@ A three-action forecast is (q_STOP, q_SAME, q_SWITCH) per state; its scores:
 - gain loss = ½ [L(q_SAME − q_STOP; SAME vs STOP) + L(q_SWITCH − q_STOP; SWITCH vs STOP)], each L
   the unbiased gain risk of Eq. 5 with that pair's θ̂.
 
+Three-action forecasts files (`read_three_action_forecasts`): JSONL lines {"parent_execution_id",
+"checkpoint_id", "q_stop", "q_same", "q_switch"}, one per pending state (the same state key as a
+two-action forecasts file; `q_same` is the pending query executed as issued). `branchpoint value
+--forecasts FILE` recognises such a file by its first line and scores it here, under the name
+`file:<stem>`, beside the references.
+
 References fitted on dev rows: `action_means` (each action's dev mean: the mean guard's
 output) and `zero_gain` (every action at the STOP dev mean). Routers: each constant action,
 the best constant on dev rows, and the sample-informed selector over three actions (⌊m/2⌋ free
@@ -22,15 +28,22 @@ selection draws per action, scored on the rest, averaged over every split).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from branchpoint.errors import InputError
 from branchpoint.evaluation.value.outcomes import RoleOutcomes, StateTable
 from branchpoint.evaluation.value.routers import selection_splits
 from branchpoint.evaluation.value.scores import balanced_mean, gain_risk, theta_hat, utility
+from branchpoint.traces import TraceError, iter_json_lines
 
 ACTIONS: tuple[str, ...] = ("STOP", "SAME", "SWITCH")
+#: The fields of a line of a three-action forecasts file.
+THREE_ACTION_FIELDS: tuple[str, ...] = ("parent_execution_id", "checkpoint_id", "q_stop", "q_same", "q_switch")
+NEUTRAL = 0.5  # the forecast of every action for a state the file lacks
+ThreeForecast = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class ThreeActions(NamedTuple):
@@ -139,3 +152,62 @@ def three_action_columns(
     chosen["chosen_on"] = "dev" if dev.any() else "scored (in-sample)"
     chosen["strata"] = strata
     return names, np.stack(cols, axis=1), chosen
+
+
+def is_three_action_file(path: Path) -> bool:
+    """True when the first line of a forecasts file carries `q_stop` (a three-action file)."""
+    try:
+        for _, obj in iter_json_lines(path):
+            return "q_stop" in obj
+    except TraceError as exc:
+        raise InputError(str(exc)) from None
+    return False
+
+
+def read_three_action_forecasts(path: Path, table: ThreeActions, known: set[tuple[str, str]]) -> tuple[ThreeForecast, dict[str, Any]]:
+    """(q_STOP, q_SAME, q_SWITCH) for every row of `table` from a three-action forecasts file.
+
+    A line missing a field, or with a value that is not a probability, is an InputError naming
+    file, line and field. Lines for states of the study that are not three-action pending states
+    (`known`: every state key the study read) are counted as `n_unscored_state`, other keys as
+    `n_unknown` (with examples); repeated lines as `n_duplicate` (the last wins). States the file
+    lacks get 0.5 for every action and are counted (`n_missing`), so every forecast is scored on
+    the same states.
+    """
+    index = table.states.index()
+    q = np.full((len(table.states), 3), np.nan)
+    info: dict[str, Any] = {"file": str(path), "n_lines": 0, "n_unknown": 0, "unknown_examples": [],
+                            "n_unscored_state": 0, "n_duplicate": 0}  # fmt: skip
+    try:
+        lines = list(iter_json_lines(path))
+    except TraceError as exc:
+        raise InputError(str(exc)) from None
+    expected = ", ".join(f'"{f}"' for f in THREE_ACTION_FIELDS)
+    for lineno, obj in lines:
+        info["n_lines"] += 1
+        for name in THREE_ACTION_FIELDS:
+            if name not in obj:
+                raise InputError(f'{path} line {lineno}: field "{name}" missing (expected {{{expected}}})')
+        values = []
+        for name in THREE_ACTION_FIELDS[2:]:
+            v = obj[name]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= float(v) <= 1.0:
+                raise InputError(f'{path} line {lineno}: field "{name}" must be a number in [0, 1], got {v!r}')
+            values.append(float(v))
+        key = (str(obj["parent_execution_id"]), str(obj["checkpoint_id"]))
+        row = index.get(key)
+        if row is None:
+            if key in known:
+                info["n_unscored_state"] += 1
+            else:
+                info["n_unknown"] += 1
+                if len(info["unknown_examples"]) < 5:
+                    info["unknown_examples"].append(f"line {lineno}: {key[0]} / {key[1]}")
+            continue
+        if not np.isnan(q[row, 0]):
+            info["n_duplicate"] += 1
+        q[row] = values
+    missing = np.isnan(q[:, 0])
+    info["n_missing"] = int(missing.sum())
+    q[missing] = NEUTRAL
+    return (q[:, 0], q[:, 1], q[:, 2]), info

@@ -67,6 +67,7 @@ from branchpoint.traces import (
     parse_json_line,
 )
 
+
 @dataclass
 class Entry:
     """Where a record lives and its table row."""

@@ -242,8 +242,9 @@ def value_forecasts(
     forecasts files, their calibration maps), keyed by (parent id, checkpoint id); each entry
     says whether the state was a development row (fitted forecasters saw its outcomes). The LLM
     forecaster needs a model and is not recomputed. Empty without value.json."""
+    from branchpoint.evaluation.value.config import ValueConfig
     from branchpoint.evaluation.value.outcomes import dev_split
-    from branchpoint.evaluation.value.study import ValueConfig, collect_forecasts, load_states
+    from branchpoint.evaluation.value.study import collect_forecasts, load_states
 
     settings = (index.value or {}).get("settings")
     if not isinstance(settings, dict):

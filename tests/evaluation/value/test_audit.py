@@ -63,3 +63,75 @@ def test_three_pair_composition_by_hand():
                                       np.array([0.2, -0.1]))
     # Δ_BY = 0.1 + 0.3 − 0.2 = 0.2 → q_S = 0.8; second: 0.05 + 0.2 + 0.1 = 0.35 → 1.25 clipped to 1
     assert q_t.tolist() == [0.6, 0.9] and q_s == pytest.approx([0.8, 1.0])
+
+
+def _study(path, outcomes):
+    """A fork study at `path`: per question id, THINK and SEARCH labels at the initial state."""
+    from branchpoint.traces import write_records
+    from tests.evaluation.value.helpers import fork_record
+
+    recs = []
+    for qid, per_action in outcomes.items():
+        for action, ys in per_action.items():
+            for rep, y in enumerate(ys):
+                recs.append(fork_record(f"{path.name}-{qid}", "c", action, rep, question_id=qid, stratum="s",
+                                        support_group=qid, answer=f"a{rep}{y}", label="CORRECT" if y else "INCORRECT"))
+    write_records(path / "forks.jsonl", recs)
+    return path
+
+
+def test_three_pair_composition_in_value_json_by_hand(tmp_path):
+    from branchpoint.evaluation.value import ValueConfig, value_study
+    from branchpoint.evaluation.value.markdown import value_markdown
+
+    # histories: (p_T, Δ) per question — A/X q0 (.5, .5) q1 (0, .5); A/Y q0 Δ −.5, q1 Δ 1; B/X q0 (1, −.5), q1 (.5, .5)
+    ax = _study(tmp_path / "ax", {"q0": {"THINK": [1, 0], "SEARCH": [1, 1]}, "q1": {"THINK": [0, 0], "SEARCH": [0, 1]}})
+    ay = _study(tmp_path / "ay", {"q0": {"THINK": [1, 0], "SEARCH": [0, 0]}, "q1": {"THINK": [0, 0], "SEARCH": [1, 1]}})
+    bx = _study(tmp_path / "bx", {"q0": {"THINK": [1, 1], "SEARCH": [1, 0]}, "q1": {"THINK": [0, 1], "SEARCH": [1, 1]}})
+    target = _study(tmp_path / "by", {"q0": {"THINK": [1, 1], "SEARCH": [0, 0]}, "q1": {"THINK": [0, 1], "SEARCH": [1, 1]},
+                                      "q2": {"THINK": [1, 0], "SEARCH": [1, 0]}})
+    report = value_study(target, config=ValueConfig(judge="given", resamples=0, dev_split=0.0), three_pair=[ax, ay, bx],
+                         write=False)
+    # composed: q0 q_T = 1, Δ = −.5 − .5 − .5 → q_S = clip(−.5) = 0;  q1 q_T = .5, Δ = .5 + 1 − .5 → q_S = 1;
+    # q2 (in no history) from the histories' means: q_T = .75, Δ = 0 + .25 − .5 → q_S = .5
+    # Brier = ½[mean (q_T − Y_T)² + mean (q_S − Y_S)²]: q0 0, q1 ½(.25 + 0), q2 ½(.3125 + .25)
+    block = report["three_pair_composition"]
+    assert (block["matched_questions"], block["unmatched_states"]) == (2, 1)
+    assert block["scores"]["brier"]["value"] == pytest.approx((0 + 0.125 + 0.28125) / 3)
+    # L = f² − 2fΔ̄ + θ̂: q0 f=−1, Δ̄=−1, θ̂=1 → 0; q1 f=.5, Δ̄=.5, θ̂=0 → −.25; q2 f=−.25, Δ̄=0, θ̂=−.5 → −.4375
+    assert block["scores"]["gain_risk"]["value"] == pytest.approx((0 - 0.25 - 0.4375) / 3)
+    assert report["forecasters"]["three_pair"]["kind"] == "composition"
+    assert block["comparator"] is None  # historical_mean is fitted on dev rows; there are none here
+    assert block["histories"] == {"A/X": str(ax), "A/Y": str(ay), "B/X": str(bx)}
+    assert "### Three-pair composition" in value_markdown(report)
+    # with dev rows, against historical_mean, paired (the difference of the two Brier scores), with intervals
+    extra = {f"q{i}": {"THINK": [i % 2, 1], "SEARCH": [1, (i // 2) % 2]} for i in range(3, 12)}
+    target = _study(tmp_path / "by2", {"q0": {"THINK": [1, 1], "SEARCH": [0, 0]}, **extra})
+    report = value_study(target, config=ValueConfig(judge="given", resamples=200, dev_split=0.3), three_pair=[ax, ay, bx],
+                         write=False)
+    block = report["three_pair_composition"]
+    assert block["comparator"] == "historical_mean"
+    diff = block["scores"]["brier_minus_comparator"]
+    assert diff["value"] == pytest.approx(report["brier"]["three_pair"]["brier"] - report["brier"]["historical_mean"]["brier"])
+    assert diff["interval"][0] <= diff["value"] <= diff["interval"][1]
+    assert block["scores"]["gain_r2"]["interval"] is not None
+
+
+def test_value_cli_three_pair(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from branchpoint.cli import app
+
+    runs = [_study(tmp_path / name, {"q0": {"THINK": [1, 0], "SEARCH": [1, 1]}, "q1": {"THINK": [0, 0], "SEARCH": [0, 1]}})
+            for name in ("ax", "ay", "bx", "by")]  # fmt: skip
+    result = CliRunner().invoke(app, ["value", str(runs[3]), "--judge", "given", "--resamples", "0", "--dev-split", "0",
+                                      "--three-pair", ",".join(str(r) for r in runs[:3]), "--no-progress"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    block = json.loads((runs[3] / "value.json").read_text())["three_pair_composition"]
+    # every history equals the target: q_T = p_BX,T, Δ = Δ_BX + Δ_AY − Δ_AX = Δ_BX → q0 (.5, 1), q1 (0, .5)
+    # Brier: q0 ½[.25 + 0] = .125, q1 ½[0 + .25] = .125
+    assert block["scores"]["brier"]["value"] == pytest.approx(0.125)
+    result = CliRunner().invoke(app, ["value", str(runs[3]), "--three-pair", str(runs[0])])
+    assert result.exit_code == 2 and "--three-pair: expected three fork studies" in result.output

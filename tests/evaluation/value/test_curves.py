@@ -7,8 +7,7 @@ import pytest
 
 from branchpoint.evaluation.value import curves
 from branchpoint.evaluation.value.fitted import compose_level_gain
-from branchpoint.evaluation.value.forecasters import grouped_folds
-from branchpoint.evaluation.value.forecasters import Forecast
+from branchpoint.evaluation.value.forecasters import Forecast, grouped_folds
 from tests.evaluation.value.helpers import make_states
 
 
@@ -54,7 +53,14 @@ def test_one_budget_by_hand_when_every_fit_is_the_mean():
     out = curves.learning_curves(states, {"none": x}, budgets=(36,), samples=1, outer_folds=4)
     # budget 36 = the whole pool of every fold: each fold's fit is the stratum-weighted training mean
     fold = grouped_folds(states.component, 4, 0)
-    from branchpoint.evaluation.value.scores import balanced_mean, balanced_weights, gain_r2, gain_risk, gain_variance, theta_hat
+    from branchpoint.evaluation.value.scores import (
+        balanced_mean,
+        balanced_weights,
+        gain_r2,
+        gain_risk,
+        gain_variance,
+        theta_hat,
+    )
 
     f_hat, l_hat = np.zeros(len(states)), np.zeros(len(states))
     level = 0.5 * (states.think.mean_y + states.search.mean_y)

@@ -9,6 +9,7 @@ import pytest
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.value import forecasters as fc_mod
+from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.evaluation.value.forecasters import (
     Forecast,
     affine_calibration,
@@ -21,7 +22,8 @@ from branchpoint.evaluation.value.forecasters import (
     ridge_calibration,
     stratum_prior,
 )
-from branchpoint.evaluation.value.study import ValueConfig, collect_forecasts, score
+from branchpoint.evaluation.value.scoring import score
+from branchpoint.evaluation.value.study import collect_forecasts
 from tests.evaluation.value.helpers import make_states
 
 

@@ -10,8 +10,9 @@ from typer.testing import CliRunner
 
 from branchpoint.cli import app
 from branchpoint.errors import InputError
+from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.evaluation.value.scores import brier, gain_risk, theta_hat
-from branchpoint.evaluation.value.study import ValueConfig, load_states, value_study
+from branchpoint.evaluation.value.study import load_states, value_study
 from branchpoint.traces import read_records, write_records
 from tests.evaluation.value.helpers import fork_record
 

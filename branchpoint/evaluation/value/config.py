@@ -1,0 +1,46 @@
+"""`ValueConfig`: the settings of a search-value scoring run (`branchpoint value`), and how a
+token price is written as a key of value.json."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from branchpoint.evaluation.value import routers
+
+DEFAULT_PRICES: tuple[float, ...] = (0.0, 0.001, 0.005, 0.01, 0.02)
+
+
+class ValueConfig(BaseModel):
+    """Settings of a search-value scoring run (all have the defaults the CLI shows)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    judge: str = "rule"
+    reward: str = "correct"
+    dev_split: float = Field(0.3, ge=0.0, lt=1.0, description="fraction of support components used to fit")
+    seed: int = 0
+    resamples: int = Field(10_000, ge=0, description="bootstrap resamples (0: no intervals)")
+    level: float = Field(0.95, gt=0.0, lt=1.0)
+    prices: tuple[float, ...] = DEFAULT_PRICES
+    taus: tuple[float, ...] = routers.TAU_GRID
+    pending_roles: tuple[str, str] = ("STOP", "SEARCH")
+    text_head: bool = Field(False, description="embed each state's public text with `encoder` for minilm_ridge")
+    audit_judges: tuple[str, str] | None = Field(None, description="two judges whose disagreements bound the labels")
+    learning_curves: bool = Field(False, description="matched-configuration gain learning curves (curves.py)")
+    curve_budgets: tuple[int, ...] = (20, 40, 80, 120, 240, 480, 800, 1100)
+    curve_samples: int = Field(10, ge=1)
+    encoder: str = "minilm-onnx"
+
+    @field_validator("prices")
+    @classmethod
+    def _prices(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if not v or any(p < 0 or not math.isfinite(p) for p in v):
+            raise ValueError("prices must be one or more non-negative numbers")
+        return v
+
+
+def price_key(price: float) -> str:
+    """The key of a price in value.json: `0`, `0.001`, ..."""
+    return f"{price:g}"
