@@ -574,3 +574,14 @@ def rank_report(source: RetrievalSource, questions: Sequence[QuestionLike],
         best_rank_counts={**{str(r): best.get(str(r), 0) for r in range(1, k + 1)}, "miss": best.get("miss", 0)},
         per_question=rows,
     )  # fmt: skip
+
+
+def write_rank_report(source: RetrievalSource, questions: Sequence[QuestionLike], result: AugmentResult,
+                      out_dir: str | Path, k: int = 3) -> RankReport:
+    """`rank_report` of an augmentation's generated documents, written to OUT/rank_report.json."""
+    ids: dict[str, list[str]] = {}
+    for d in result.docs:
+        ids.setdefault(d.question_id, []).append(d.doc_id)
+    report = rank_report(source, questions, ids, k=k)
+    (Path(out_dir) / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return report
