@@ -45,8 +45,8 @@ def augment(
     --provider openai --model Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1 --style chat
     """
     from branchpoint.errors import ModelServerError
-    from branchpoint.experiments.loaders import load_questions
-    from branchpoint.experiments.questions import demo_corpus_path
+    from branchpoint.datasets import load_questions
+    from branchpoint.datasets.questions import demo_corpus_path
     from branchpoint.models import TransportError, open_model
     from branchpoint.models.spec import load_model_spec
     from branchpoint.retrieval import load_corpus

@@ -56,8 +56,8 @@ def builder(
     """
     from rich.table import Table
 
-    from branchpoint.experiments.builder import build_benchmark_from_files, write_benchmark
-    from branchpoint.experiments.pairing_figure import write_pairing_figure
+    from branchpoint.datasets.builder import build_benchmark_from_files, write_benchmark
+    from branchpoint.datasets.pairing_figure import write_pairing_figure
 
     result = build_benchmark_from_files(
         list(unanswerable), answerable, unanswerable_format=format_unanswerable, answerable_format=format_answerable,

@@ -31,9 +31,9 @@ from branchpoint.agents.state import boundary_kind
 from branchpoint.checkpoints import open_checkpointer
 from branchpoint.checkpoints.store import delete_threads
 from branchpoint.errors import InputError
-from branchpoint.experiments.loaders import balanced_sample, load_questions
+from branchpoint.datasets import balanced_sample, load_questions
 from branchpoint.experiments.multiturn import history_for
-from branchpoint.experiments.questions import Question, demo_corpus_path
+from branchpoint.datasets.questions import Question, demo_corpus_path
 from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
 from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.models import ModelClient, TransportError, open_model
