@@ -309,7 +309,8 @@ def check_sources(todo: Iterable[PlannedExecution]) -> None:
     written."""
     from branchpoint.retrieval import load_corpus
     from branchpoint.retrieval.corpus import chunk_passages, corpus_fingerprint
-    from branchpoint.retrieval.index import DenseIndex, check_manifest, read_manifest
+    from branchpoint.retrieval.index import DenseIndex
+    from branchpoint.retrieval.manifest import check_manifest, read_manifest
 
     seen: set[str] = set()
     for spec in {id(p.spec): p.spec for p in todo}.values():  # one spec object per condition

@@ -22,14 +22,10 @@ from branchpoint.retrieval.encoder import (
     check_encoder_name,
     get_encoder,
 )
-from branchpoint.retrieval.index import (
-    DENSE_KINDS,
-    INDEX_KINDS,
-    DenseIndex,
-    IndexManifest,
-    encode_corpus,
-    read_manifest,
-)
+from branchpoint.retrieval.corpus_encoding import encode_corpus
+from branchpoint.retrieval.index import DenseIndex
+from branchpoint.retrieval.index_kinds import DENSE_KINDS, INDEX_KINDS
+from branchpoint.retrieval.manifest import IndexManifest, read_manifest
 from branchpoint.retrieval.source import (
     BM25Source,
     DenseSource,

@@ -60,7 +60,8 @@ from branchpoint.models.server import ManagedServer, url_host
 from branchpoint.retrieval._deps import require
 from branchpoint.retrieval.corpus import Passage
 from branchpoint.retrieval.encoder import ENCODERS, Encoder, EncoderSettings, get_encoder, resolve_encoder_name
-from branchpoint.retrieval.index import DenseIndex, read_manifest
+from branchpoint.retrieval.index import DenseIndex
+from branchpoint.retrieval.manifest import read_manifest
 
 log = logging.getLogger(__name__)
 
