@@ -53,7 +53,7 @@ def retrieval_serve(
     Example: branchpoint retrieval serve --index e5_Flat.index --corpus wiki-18.jsonl --encoder st:intfloat/e5-base-v2 --retrieval-method e5
     """
     from branchpoint.errors import InputError
-    from branchpoint.retrieval.encoder import EncoderSettings
+    from branchpoint.retrieval.encoder_settings import EncoderSettings
     from branchpoint.retrieval.server import (
         RetrievalService, ServerLimits, bind_socket, is_loopback, open_served_index, serve, url_of,
     )  # fmt: skip

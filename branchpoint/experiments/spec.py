@@ -24,7 +24,7 @@ from pydantic_core import PydanticCustomError
 from branchpoint.checkpoints.plan import ForkPlan
 from branchpoint.errors import InputError
 from branchpoint.models.spec import ModelSpec
-from branchpoint.retrieval.encoder import EncoderSettings
+from branchpoint.retrieval.encoder_settings import EncoderSettings
 
 
 class _Strict(BaseModel):

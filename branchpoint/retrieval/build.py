@@ -20,7 +20,8 @@ from typing import Any
 from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.retrieval.bm25 import BM25Index
 from branchpoint.retrieval.corpus import chunk_passages, corpus_fingerprint, load_corpus
-from branchpoint.retrieval.encoder import DEFAULT_ENCODER, Encoder, get_encoder
+from branchpoint.retrieval.encoder import DEFAULT_ENCODER, get_encoder
+from branchpoint.retrieval.encoder_base import Encoder
 from branchpoint.retrieval.corpus_encoding import DEFAULT_SHARD_SIZE, encode_corpus
 from branchpoint.retrieval.gpu import check_gpu
 from branchpoint.retrieval.index import DenseIndex

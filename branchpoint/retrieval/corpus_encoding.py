@@ -16,7 +16,7 @@ import numpy as np
 from branchpoint.errors import InputError
 from branchpoint.retrieval.corpus import Passage
 from branchpoint.retrieval.corpus_store import fingerprint_of
-from branchpoint.retrieval.encoder import Encoder, encode_passages
+from branchpoint.retrieval.encoder_base import Encoder, encode_passages
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from branchpoint.retrieval.corpus_store import (
     open_corpus,
     open_mapped_corpus,
 )
-from branchpoint.retrieval.encoder import Encoder, encode_queries
+from branchpoint.retrieval.encoder_base import Encoder, encode_queries
 from branchpoint.retrieval.gpu import check_gpu, faiss_module, on_gpu, to_cpu, to_gpu
 from branchpoint.retrieval.index_kinds import DENSE_KINDS, Hits, Params, resolve_params
 from branchpoint.retrieval.manifest import (

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError, model_validator
 import branchpoint
 from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.retrieval.corpus import Passage
-from branchpoint.retrieval.encoder import Encoder
+from branchpoint.retrieval.encoder_base import Encoder
 from branchpoint.retrieval.index_kinds import (
     DENSE_KINDS,
     SEARCH_PARAMS,

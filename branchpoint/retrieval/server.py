@@ -59,7 +59,9 @@ from branchpoint.errors import BranchpointError, InputError
 from branchpoint.models.server import ManagedServer, url_host
 from branchpoint.retrieval._deps import require
 from branchpoint.retrieval.corpus import Passage
-from branchpoint.retrieval.encoder import ENCODERS, Encoder, EncoderSettings, get_encoder, resolve_encoder_name
+from branchpoint.retrieval.encoder import ENCODERS, get_encoder, resolve_encoder_name
+from branchpoint.retrieval.encoder_base import Encoder
+from branchpoint.retrieval.encoder_settings import EncoderSettings
 from branchpoint.retrieval.index import DenseIndex
 from branchpoint.retrieval.manifest import read_manifest
 
