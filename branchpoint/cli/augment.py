@@ -44,15 +44,19 @@ def augment(
     Example: branchpoint augment --questions demo --corpus demo --out corpora/demo-neg
     --provider openai --model Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1 --style chat
     """
-    from branchpoint.errors import ModelServerError
     from branchpoint.datasets import load_questions
     from branchpoint.datasets.questions import demo_corpus_path
+    from branchpoint.errors import ModelServerError
     from branchpoint.models import TransportError, open_model
     from branchpoint.models.spec import load_model_spec
     from branchpoint.retrieval import load_corpus
-    from branchpoint.retrieval.augment import (
-        ANGLES, REPORT_FILE, augment as run_augment, select_questions, write_rank_report,
-    )  # fmt: skip
+    from branchpoint.retrieval.negative_evidence.corpus import augment as run_augment
+    from branchpoint.retrieval.negative_evidence.documents import ANGLES
+    from branchpoint.retrieval.negative_evidence.generate import select_questions
+    from branchpoint.retrieval.negative_evidence.rank_report import (
+        REPORT_FILE,
+        write_rank_report,
+    )
 
     spec = load_model_spec(model_spec, {"provider": provider, "name": model, "base_url": base_url,
                                             "api_key_env": api_key_env, "style": style})
