@@ -48,7 +48,7 @@ def value(
 
     from branchpoint.errors import InputError
     from branchpoint.evaluation.value import ValueConfig
-    from branchpoint.evaluation.value.run_study import import_forecaster_modules, run_value_study
+    from branchpoint.experiments.value_study import import_forecaster_modules, run_value_study
     from branchpoint.evaluation.value.tables import factorial_table, forecaster_table, utility_table
     from branchpoint.traces import describe_validation_error
 

@@ -95,8 +95,8 @@ class QuestionFormat:
     """One question format: its name, its loader and how `fmt="auto"` recognises its files."""
 
     name: str
-    parse: Callable[[Path], Parsed]
-    """The loader: one (where, Question | None, skip reason | None) per record of the file."""
+    parse: Callable[..., Parsed]
+    """The loader (`parse(path)`, and `parse(path, split=...)` for a format with splits): one (where, Question | None, skip reason | None) per record of the file."""
     by_name: Callable[[FileHead], bool] | None = None
     """Whether the file name says it is this format (asked before any content is read)."""
     sniff: Callable[[FileHead], bool] | None = None

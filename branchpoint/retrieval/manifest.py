@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -133,7 +133,7 @@ def write_dir_atomically(directory: str | Path, fill: Callable[[Path], None]) ->
     return directory
 
 
-def write_passages(path: Path, passages: list[Passage]) -> None:
+def write_passages(path: Path, passages: Sequence[Passage]) -> None:
     """FlashRAG jsonl `{"id", "contents"}`, one passage a line, in index order."""
     with path.open("w", encoding="utf-8") as fh:
         for p in passages:

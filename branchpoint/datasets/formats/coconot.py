@@ -9,13 +9,13 @@ is out of scope for search QA and skipped. stratum = subcategory. The skipped co
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from branchpoint.datasets.format import FileHead, QuestionFormat, register_format
 from branchpoint.datasets.questions import Question
 from branchpoint.datasets.reading import Parsed, Record, iter_jsonl, type_name
 
-COCONOT_SUBCATEGORIES: dict[str, str] = {
+COCONOT_SUBCATEGORIES: dict[str, Literal["AU", "FP", "UC"]] = {
     "false presuppositions": "FP",
     "underspecified": "UC",
     "universal unknowns": "AU",

@@ -91,7 +91,8 @@ def rank_report(source: RetrievalSource, questions: Sequence[QuestionLike],
     every = set().union(*by_q.values()) if by_q else set()
     rank_counts: Counter[int] = Counter()
     best: Counter[str] = Counter()
-    rows, slots, other = [], 0, 0
+    rows: list[dict[str, Any]] = []
+    slots = other = 0
     for q in questions:
         own = by_q.get(q.id)
         if not own:

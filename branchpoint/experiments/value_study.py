@@ -1,6 +1,7 @@
 """A search-value study with its models wired in, as `branchpoint value` runs it.
 
-`value_study` takes a model client and a text encoder as arguments; this module opens them:
+`evaluation.value.value_study` reads traces only and takes a model client and a text encoder as
+arguments; this module (in `experiments`, which wires models and retrieval together) opens them:
 the run's own agent model (RUN_DIR/spec.yaml) for the LLM forecaster, and the packaged MiniLM
 encoder for the text head (`config.text_head`). It also imports the user's modules that
 register forecasters, so that their names can be scored.
