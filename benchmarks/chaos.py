@@ -44,8 +44,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from branchpoint.experiments import RunStore  # noqa: E402
+from branchpoint.datasets.questions import demo_corpus_path  # noqa: E402
 from branchpoint.experiments.branch_planning import fork_records  # noqa: E402
-from branchpoint.experiments.questions import demo_corpus_path  # noqa: E402
 from branchpoint.experiments.verify import verify_run  # noqa: E402
 from tests.servers.openai_fault_server import ServerProcess  # noqa: E402
 

@@ -27,7 +27,7 @@ from benchmarks.step_overhead import context  # noqa: E402
 from branchpoint.agents import build_graph, resolve_policy  # noqa: E402
 from branchpoint.checkpoints import sqlite_checkpointer  # noqa: E402
 from branchpoint.checkpoints.values import checkpoint_values  # noqa: E402
-from branchpoint.experiments.questions import Question  # noqa: E402
+from branchpoint.datasets.questions import Question  # noqa: E402
 from branchpoint.experiments.runner import PlannedExecution, run_one  # noqa: E402
 from branchpoint.experiments.spec import ExperimentSpec  # noqa: E402
 

@@ -55,7 +55,7 @@ def vocabulary() -> list[str]:
     them tokenize like real text (random letter strings would split into many word pieces)."""
     import re
 
-    from branchpoint.experiments.questions import demo_corpus_path
+    from branchpoint.datasets.questions import demo_corpus_path
     from branchpoint.retrieval import load_corpus
 
     return sorted({w.lower() for p in load_corpus(demo_corpus_path()) for w in re.findall(r"[A-Za-z]+", p.text)})

@@ -38,7 +38,7 @@ from branchpoint.retrieval import (  # noqa: E402
     get_encoder,
     load_corpus,
 )
-from branchpoint.retrieval.encoder import encode_queries  # noqa: E402
+from branchpoint.retrieval.encoder_base import encode_queries  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "corpora" / "wikipedia_vital_summaries_en.json"
 K = 10

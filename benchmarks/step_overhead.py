@@ -32,7 +32,7 @@ from benchmarks.timing import best_of  # noqa: E402
 from branchpoint.agents import AgentContext, build_graph, initial_state, recursion_limit, resolve_policy  # noqa: E402
 from branchpoint.agents.graph import make_answer_node, route_after_decide, route_after_search, search_node  # noqa: E402
 from branchpoint.checkpoints import sqlite_checkpointer  # noqa: E402
-from branchpoint.experiments.questions import Question  # noqa: E402
+from branchpoint.datasets.questions import Question  # noqa: E402
 from branchpoint.experiments.runner import PlannedExecution, run_one  # noqa: E402
 from branchpoint.experiments.spec import ExperimentSpec  # noqa: E402
 from branchpoint.experiments.store import RunStore  # noqa: E402

@@ -51,7 +51,7 @@ with server:
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory) -> Path:
     """A saved MiniLM index of five demo passages (for the retrieval server)."""
-    from branchpoint.experiments.questions import demo_corpus_path
+    from branchpoint.datasets.questions import demo_corpus_path
     from branchpoint.retrieval import DenseIndex, load_corpus
     from branchpoint.retrieval.encoder import get_encoder
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import random
 
+from branchpoint.datasets.questions import Question
 from branchpoint.errors import InputError
-from branchpoint.experiments.questions import Question
 from branchpoint.experiments.spec import MultiTurnSpec
 
 #: The oracle's abstention for an earlier unanswerable turn, by category.

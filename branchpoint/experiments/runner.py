@@ -30,9 +30,9 @@ from branchpoint.agents import (
 from branchpoint.checkpoints import open_checkpointer
 from branchpoint.checkpoints.store import delete_threads
 from branchpoint.errors import InputError
-from branchpoint.experiments.loaders import balanced_sample, load_questions
+from branchpoint.datasets import balanced_sample, load_questions
 from branchpoint.experiments.multiturn import history_for
-from branchpoint.experiments.questions import Question, demo_corpus_path
+from branchpoint.datasets.questions import Question, demo_corpus_path
 from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
 from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.models import ModelClient, TransportError, open_model
@@ -316,7 +316,8 @@ def check_sources(todo: Iterable[PlannedExecution]) -> None:
     written."""
     from branchpoint.retrieval import load_corpus
     from branchpoint.retrieval.corpus import chunk_passages, corpus_fingerprint
-    from branchpoint.retrieval.index import DenseIndex, check_manifest, read_manifest
+    from branchpoint.retrieval.index import DenseIndex
+    from branchpoint.retrieval.manifest import check_manifest, read_manifest
 
     seen: set[str] = set()
     for spec in {id(p.spec): p.spec for p in todo}.values():  # one spec object per condition

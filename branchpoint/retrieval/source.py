@@ -25,8 +25,10 @@ from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.retrieval.bm25 import BM25Index
 from branchpoint.retrieval.corpus import Passage, chunk_passages, load_corpus
 from branchpoint.retrieval.corpus_store import fingerprint_of, open_corpus
-from branchpoint.retrieval.encoder import DEFAULT_ENCODER, Encoder, encode_queries, get_encoder
-from branchpoint.retrieval.index import DENSE_KINDS, SEARCH_PARAMS, DenseIndex
+from branchpoint.retrieval.encoder import DEFAULT_ENCODER, get_encoder
+from branchpoint.retrieval.encoder_base import Encoder, encode_queries
+from branchpoint.retrieval.index import DenseIndex
+from branchpoint.retrieval.index_kinds import DENSE_KINDS, SEARCH_PARAMS
 from branchpoint.traces import RetrievedDoc
 
 log = logging.getLogger(__name__)

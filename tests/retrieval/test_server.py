@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from branchpoint.cli import app
 from branchpoint.errors import BranchpointError
-from branchpoint.experiments.questions import demo_corpus_path
+from branchpoint.datasets.questions import demo_corpus_path
 from branchpoint.models.call import TransportError
 from branchpoint.retrieval import CachedSource, DenseIndex, DenseSource, RetrievalCache, load_corpus, source_params
 from branchpoint.retrieval.searchr1 import (

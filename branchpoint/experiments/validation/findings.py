@@ -21,8 +21,8 @@ from typing import Any
 
 from branchpoint.evaluation.judges import judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics
-from branchpoint.experiments.loaders import load_questions
-from branchpoint.experiments.questions import demo_corpus_path
+from branchpoint.datasets import load_questions
+from branchpoint.datasets.questions import demo_corpus_path
 from branchpoint.experiments.runner import run_experiment
 from branchpoint.experiments.spec import QuestionsSpec, RetrievalSpec, SourceSpec
 from branchpoint.experiments.validation.compare import Check

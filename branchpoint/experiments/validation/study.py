@@ -27,9 +27,9 @@ from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, is_co
 from branchpoint.evaluation.value import Forecast, ValueConfig, load_states, value_study
 from branchpoint.evaluation.value.outcomes import StateTable, build_states, is_unknown_answer
 from branchpoint.evaluation.value.scores import balanced_mean
+from branchpoint.datasets.questions import Question
 from branchpoint.experiments.branch_planning import fork_records
 from branchpoint.experiments.forking import fork_run
-from branchpoint.experiments.questions import Question
 from branchpoint.experiments.runner import SourcePool, run_experiment, select_questions
 from branchpoint.experiments.spec import (
     AgentSpec,
@@ -81,7 +81,7 @@ class StudySettings:
 
 def available(questions: str, answerable: bool) -> int:
     """How many answerable (or unanswerable) questions the set has."""
-    from branchpoint.experiments.loaders import load_questions
+    from branchpoint.datasets import load_questions
 
     return sum(q.answerable == answerable for q in load_questions(questions))
 

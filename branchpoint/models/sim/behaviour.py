@@ -51,7 +51,7 @@ import numpy as np
 
 from branchpoint.agents.protocols import JSON_DECISION_PREFIX
 from branchpoint.evaluation.judges import contained_gold, detect_negative_evidence, normalize_answer
-from branchpoint.experiments.questions import Question
+from branchpoint.datasets.questions import Question
 from branchpoint.models.sim.profile import Profile
 
 Protocol = Literal["completion", "native", "tagged", "plain"]

@@ -465,7 +465,7 @@ def build_state(
     served_name: str | None = None, spec: str | None = None,
 ) -> SimState:
     """The server's state from command-line settings (profile name or file, question set path)."""
-    from branchpoint.experiments.loaders import load_questions
+    from branchpoint.datasets import load_questions
     from branchpoint.models.sim.profile import load_profile
 
     prof = load_profile(profile)

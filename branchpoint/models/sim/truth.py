@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from branchpoint.experiments.questions import Question
+from branchpoint.datasets.questions import Question
 from branchpoint.models.sim.behaviour import (
     Passage,
     QuestionBank,

@@ -11,7 +11,7 @@ import pytest
 from branchpoint.agents import prompts
 from branchpoint.agents.protocols import decision_grammar, parse_json_decision
 from branchpoint.errors import InputError
-from branchpoint.experiments.loaders import load_questions
+from branchpoint.datasets import load_questions
 from branchpoint.models.sim.behaviour import (
     QuestionBank,
     generate,

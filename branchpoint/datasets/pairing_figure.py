@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from branchpoint.datasets.builder import BuildResult, word_count
 from branchpoint.evaluation.figures import _save, write_csv
-from branchpoint.experiments.builder import BuildResult, word_count
 
 
 def write_pairing_figure(result: BuildResult, path: str | Path) -> Path:

@@ -14,16 +14,11 @@ from branchpoint.cli import app
 from branchpoint.errors import InputError
 from branchpoint.models.scripted import ScriptedModel
 from branchpoint.retrieval import DenseIndex, DenseSource, Passage, load_corpus
-from branchpoint.retrieval.augment import (
-    ANGLES,
-    augment,
-    generate_negative_docs,
-    negative_doc_id,
-    parse_generated,
-    rank_report,
-    read_generated,
-    select_questions,
-)
+from branchpoint.retrieval.negative_evidence.corpus import augment, read_generated
+from branchpoint.retrieval.negative_evidence.documents import ANGLES, negative_doc_id
+from branchpoint.retrieval.negative_evidence.generate import generate_negative_docs, select_questions
+from branchpoint.retrieval.negative_evidence.prompts import parse_generated
+from branchpoint.retrieval.negative_evidence.rank_report import rank_report
 from branchpoint.traces import RetrievedDoc
 
 from tests.retrieval.conftest import FakeEncoder

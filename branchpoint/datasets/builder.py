@@ -35,9 +35,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from branchpoint.datasets import UNANSWERABLE_CATEGORIES, load_questions_with_report
+from branchpoint.datasets.questions import Question
 from branchpoint.errors import InputError
-from branchpoint.experiments.loaders import UNANSWERABLE_CATEGORIES, load_questions_with_report
-from branchpoint.experiments.questions import Question
 from branchpoint.traces import write_files_atomically
 
 NO_CATEGORY = "none"
@@ -371,7 +371,7 @@ def _load_side(
 
 
 def _is_freshqa(path: str | Path, fmt: str) -> bool:
-    from branchpoint.experiments.loaders import detect_format
+    from branchpoint.datasets import detect_format
 
     if fmt != "auto":
         return fmt == "freshqa"
@@ -396,7 +396,7 @@ def build_benchmark_from_files(
     near_duplicate: float = 0.98,
     split: str | None = None,
 ) -> BuildResult:
-    """Load the question files (any `QUESTION_FORMATS`) and build the benchmark.
+    """Load the question files (any registered format, `format_names()`) and build the benchmark.
 
     Only the unanswerable questions of the unanswerable files and the answerable questions of
     the answerable file are used, so one mixed file (SelfAware, FreshQA, FalseQA) can serve as

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from branchpoint.errors import InputError
-from branchpoint.experiments.loaders import (
-    QUESTION_FORMATS,
+from branchpoint.datasets import (
     balanced_sample,
     detect_format,
+    format_names,
     load_questions,
     load_questions_with_report,
 )
-from branchpoint.experiments.questions import Question
+from branchpoint.datasets.questions import Question
+from branchpoint.errors import InputError
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 if not DATA.is_dir():  # the checkout may sit elsewhere; /work/shared is the development layout
@@ -247,8 +247,8 @@ def test_coconot_all_out_of_scope_and_empty_filter(tmp_path):
         load_questions(p, categories=["FP"])
 
 
-def test_formats_constant():
-    assert set(QUESTION_FORMATS) == {"branchpoint", "musique", "hotpotqa", "nq_open", "flashrag",
+def test_builtin_formats_are_registered():
+    assert set(format_names()) == {"branchpoint", "musique", "hotpotqa", "nq_open", "flashrag",
                                      "r1searcher", "coconot", "coconot_contrast", "falseqa",
                                      "selfaware", "freshqa", "generic"}
 
@@ -485,7 +485,7 @@ def test_generic(tmp_path, caplog):
     ]
     p = write_jsonl(tmp_path / "mine.jsonl", rows)
     assert detect_format(p) == "generic"
-    with caplog.at_level(logging.WARNING, logger="branchpoint.experiments.loaders"):
+    with caplog.at_level(logging.WARNING, logger="branchpoint.datasets.formats.generic"):
         qs = load_questions(p)
     assert [q.id for q in qs] == ["mine-1", "fp-7", "mine-4"]
     assert qs[0].gold_answers == ["Leonardo da Vinci"] and qs[0].category is None

@@ -8,6 +8,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+UNANSWERABLE_CATEGORIES: tuple[str, ...] = ("AU", "FP", "UC")
+"""The categories of unanswerable questions: Answer Unknown, False Premise, Underspecified Context."""
+
 
 class Question(BaseModel):
     """One question with what scoring needs: answerability, category, gold answers."""

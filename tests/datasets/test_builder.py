@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from branchpoint.errors import InputError
-from branchpoint.experiments.builder import (
+from branchpoint.datasets import load_questions
+from branchpoint.datasets.builder import (
     build_benchmark,
     build_benchmark_from_files,
     word_count,
     write_benchmark,
 )
-from branchpoint.experiments.loaders import load_questions
-from branchpoint.experiments.questions import Question
+from branchpoint.datasets.questions import Question
+from branchpoint.errors import InputError
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 if not DATA.is_dir():

@@ -11,17 +11,18 @@ import pytest
 from typer.testing import CliRunner
 
 from branchpoint.cli import app
-from branchpoint.errors import InputError
-from branchpoint.experiments.builder import (
+from branchpoint.datasets import load_questions
+from branchpoint.datasets.builder import (
     build_benchmark,
     build_benchmark_from_files,
     parse_file_category,
 )
-from branchpoint.experiments.loaders import falseqa_answers, load_questions
-from branchpoint.experiments.pairing_figure import write_pairing_figure
-from branchpoint.experiments.questions import Question
-from tests.experiments.test_builder import BagOfWords
-from tests.experiments.test_loaders import FRESHQA_ROWS, write_csv
+from branchpoint.datasets.formats.falseqa import falseqa_answers
+from branchpoint.datasets.pairing_figure import write_pairing_figure
+from branchpoint.datasets.questions import Question
+from branchpoint.errors import InputError
+from tests.datasets.test_builder import BagOfWords
+from tests.datasets.test_load import FRESHQA_ROWS, write_csv
 
 
 def unans(qid, text, category="AU"):
@@ -122,8 +123,8 @@ def test_builder_command_writes_the_pairing_report(tmp_path):
 def test_pairing_figure_has_a_tsne_view_of_both_halves(tmp_path):
     """The over-searching study's Figures 3b / 9: both sides' question embeddings on one t-SNE map,
     pairs joined; its coordinates go to the CSV. Seeded: two draws give the same map."""
-    from branchpoint.experiments.builder import build_benchmark
-    from tests.experiments.test_builder import ANSWERABLE, UNANSWERABLE
+    from branchpoint.datasets.builder import build_benchmark
+    from tests.datasets.test_builder import ANSWERABLE, UNANSWERABLE
 
     result = build_benchmark(UNANSWERABLE, ANSWERABLE, BagOfWords(), k=len(ANSWERABLE), length_tolerance=5.0)
     assert len(result.pairs) >= 5 and all(p.vectors is not None for p in result.pairs)

@@ -1,0 +1,154 @@
+"""What every command module of `branchpoint …` shares: the root app, the consoles, the error
+handler (bad input prints one clear line and exits 2) and the small option parsers."""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from branchpoint.errors import BranchpointError
+from branchpoint.redact import redact
+from branchpoint.traces import TraceError
+
+app = typer.Typer(
+    help="Experiments on search-augmented LLM agents: when should an agent search?\n\n"
+    "Example: branchpoint quickstart   (then: branchpoint run experiments/search_cap_sweep.yaml --sample 4,4; "
+    "branchpoint evaluate runs/search-cap-sweep; branchpoint report runs/search-cap-sweep)",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+console = Console()
+if not console.is_terminal:  # logs and pipes: wide enough that tables are not squeezed to 80
+    console = Console(width=max(console.width, 120))
+err_console = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def friendly_errors(fn: F) -> F:
+    """Print input and server errors as one red line and exit with code 2 (no traceback)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (BranchpointError, TraceError) as exc:
+            err_console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, markup=True, soft_wrap=True)
+            raise typer.Exit(code=2) from None
+        except sqlite3.DatabaseError as exc:  # damage found mid-run, past the checks made before it
+            message = (f"a SQLite database of the run is damaged ({exc}); `branchpoint runs verify RUN_DIR` tells "
+                       "which: the caches can be deleted and rebuilt, checkpoints.sqlite cannot")
+            err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
+            raise typer.Exit(code=2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def print_summary(summary: Any) -> None:
+    """One line on what a run did, then loud warnings about conditions that sent identical requests."""
+    statuses = ", ".join(f"{k}: {v}" for k, v in sorted(summary.statuses.items())) or "none run"
+    console.print(
+        f"[bold]{summary.run_dir}[/]: {summary.planned} planned, {summary.skipped} already recorded, "
+        f"{summary.ran} run ({statuses}) in {summary.wall_s:.1f} s",
+        soft_wrap=True,
+    )
+    print_identical(_run_identical(summary.run_dir))
+
+
+def _run_identical(run_dir: Path) -> list[dict[str, Any]]:
+    """The groups of conditions of a run directory that sent identical requests."""
+    from branchpoint.evaluation.sameness import identical_conditions
+    from branchpoint.experiments.store import RunStore
+
+    return identical_conditions(RunStore(run_dir).records())
+
+
+def print_identical(groups: list[dict[str, Any]]) -> None:
+    """Say loudly which sweep conditions sent the model identical requests."""
+    from branchpoint.evaluation.sameness import identical_warnings
+
+    for line in identical_warnings(groups):
+        err_console.print(f"[bold red]warning:[/] [bold]{escape(line)}[/]", soft_wrap=True)
+
+
+SET_HELP = ("Override a spec setting: KEY=VALUE, a dotted path with a YAML value (agent.search_cap=3, "
+            "model='{name: m, base_url: ...}', sweep.agent.search_cap='[0, 2]'); repeatable.")
+SAMPLE_HELP = "A,U: a balanced seeded sample of A answerable and U unanswerable questions (questions.sample)."
+
+
+def sample_counts(sample: str) -> tuple[int, int]:
+    """`--sample A,U` as (answerable, unanswerable) counts."""
+    from branchpoint.errors import InputError
+
+    parts = [p.strip() for p in sample.split(",")]
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise InputError(f"--sample {sample!r}: expected A,U (answerable, unanswerable counts), e.g. --sample 4,4")
+    return int(parts[0]), int(parts[1])
+
+
+def _sample_override(sample: str | None) -> list[str]:
+    """`--sample A,U` as the override `questions.sample={answerable: A, unanswerable: U}`."""
+    if sample is None:
+        return []
+    a, u = sample_counts(sample)
+    return [f"questions.sample={{answerable: {a}, unanswerable: {u}}}"]
+
+
+def load_spec_with(spec: Path, sets: list[str], sample: str | None, limit: int | None = None) -> Any:
+    """The spec with --set / --sample / --limit applied: the resolved spec that a run stores."""
+    from branchpoint.experiments.spec import load_spec
+
+    limit_set = [f"questions.limit={limit}"] if limit is not None else []
+    return load_spec(spec, [*sets, *_sample_override(sample), *limit_set])
+
+
+def exit_if_incomplete(incomplete: int, what: str, resume: list[str] | None, checkpoints: str | None) -> None:
+    """Exit code 3 when some executions were cut short (transport faults), printing the command
+    that redoes them (None: the same command; the URL of --checkpoints is not printed: it may
+    hold a password)."""
+    if not incomplete:
+        return
+    import shlex
+
+    hint = " (with the same --checkpoints or BRANCHPOINT_CHECKPOINTS)" if checkpoints else ""
+    command = shlex.join(resume) if resume else "the same command again"
+    console.print(
+        f"[bold yellow]{incomplete} {what} incomplete[/] (transport faults: recorded as incomplete, never "
+        f"scored); to resume them: {escape(command)}{hint}", soft_wrap=True, highlight=False,
+    )  # fmt: skip
+    raise typer.Exit(code=3)
+
+
+def csv_list(value: str) -> list[str]:
+    """A comma-separated option as its non-empty, stripped items."""
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+
+def index_params(values: list[str]) -> dict[str, Any]:
+    """`NAME=VALUE` options into index parameters (whole numbers, numbers, or text)."""
+    from branchpoint.errors import InputError
+
+    params: dict[str, Any] = {}
+    for item in values:
+        name, sep, raw = item.partition("=")
+        if not sep or not name.strip():
+            raise InputError(f"--param {item!r}: expected NAME=VALUE, e.g. --param efSearch=128")
+        value: Any = raw.strip()
+        for convert in (int, float):
+            try:
+                value = convert(raw)
+                break
+            except ValueError:
+                continue
+        params[name.strip()] = value
+    return params

@@ -1,0 +1,231 @@
+"""`branchpoint fork`, `replay` and `checkpoints ls`: saved states and their continuations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from branchpoint.traces import FORKS_FILE, REPLAYS_FILE
+from branchpoint.cli.common import (
+    app,
+    console,
+    csv_list,
+    exit_if_incomplete,
+    friendly_errors,
+    sample_counts,
+)
+
+checkpoints_app = typer.Typer(
+    help="Inspect saved agent states (legal action boundaries).\n\nExample: branchpoint checkpoints ls runs/quickstart",
+    no_args_is_help=True,
+)
+
+
+def _sampling_options(temperature: float, top_p: float, seed: int, allow_identical_repeats: bool) -> dict[str, Any]:
+    return {"temperature": temperature, "top_p": top_p, "seed": seed, "allow_identical_repeats": allow_identical_repeats}
+
+
+TEMPERATURE_HELP = "Sampling temperature of every branch (repeats are independent draws)."
+TOP_P_HELP = "Nucleus sampling of every branch."
+SEED_HELP = "Base of the per-branch seeds (each branch records its own)."
+IDENTICAL_HELP = "Allow --repeats > 1 at --temperature 0 (copies of one draw)."
+LOG_REQUESTS_HELP = "Append every request body sent to the model to RUN_DIR/requests.jsonl."
+
+
+@app.command()
+@friendly_errors
+def fork(
+    run_dir: Path = typer.Argument(..., help="A run directory (from `branchpoint run`)."),
+    boundaries: str = typer.Option(
+        "initial,after_search_k,pending_query", "--boundaries", help="Boundary kinds to fork from."
+    ),
+    actions: str = typer.Option("THINK,SEARCH", "--actions", help="THINK, SEARCH, STOP, SWITCH (comma-separated)."),
+    repeats: int = typer.Option(4, "--repeats", min=1, help="Executions per branch."),
+    search_budget: int = typer.Option(3, "--search-budget", min=1, help="K: most searches a SEARCH/SWITCH branch adds."),
+    switch_source: str | None = typer.Option(None, "--switch-source", help="Source SWITCH runs the pending query on."),
+    execution: list[str] = typer.Option(
+        [], "--execution", help="Only these execution ids (prefixes; a fork branch's id forks it again); repeatable."
+    ),
+    checkpoint: list[str] = typer.Option(
+        [], "--checkpoint", help="Fork only these saved states, by checkpoint id (or a unique start or end of it); repeatable."
+    ),
+    minimal_search: bool = typer.Option(
+        False, "--minimal-search", help="Also find each correct execution's minimal searches (THINK forks)."
+    ),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Branches run at once."),
+    temperature: float = typer.Option(0.6, "--temperature", min=0.0, help=TEMPERATURE_HELP),
+    top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0, help=TOP_P_HELP),
+    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    allow_identical_repeats: bool = typer.Option(False, "--allow-identical-repeats", help=IDENTICAL_HELP),
+    checkpoints: str | None = typer.Option(
+        None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
+        help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
+    ),
+    log_requests: bool = typer.Option(False, "--log-requests", help=LOG_REQUESTS_HELP),
+    set_: list[str] = typer.Option(
+        [], "--set", help="Override a fork-plan setting: KEY=VALUE with a YAML value (search_budget=2, "
+        "boundaries='[initial]'); repeatable, applied after the other options."
+    ),
+    sample: str | None = typer.Option(
+        None, "--sample", help="A,U: fork only the executions of a balanced seeded sample of A answerable and U "
+        "unanswerable questions of the run."
+    ),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+) -> None:
+    """Fork saved states into THINK / SEARCH / STOP / SWITCH continuations (RUN_DIR/forks.jsonl).
+
+    Branches sample (default temperature 0.6, top-p 0.95) with one recorded seed per repeat.
+
+    Exit code 0: every planned branch is recorded; 3: some are incomplete (run the same command
+    again); 2: bad input, or the run folder is in use by another writer.
+
+    Example: branchpoint fork runs/fork-study --actions THINK,SEARCH,STOP,SWITCH --repeats 4
+    --switch-source demo_chunks --minimal-search
+
+    Example: branchpoint fork runs/fork-study --checkpoint 1f0c2a --actions THINK,SEARCH --repeats 8
+
+    Example: branchpoint fork runs/quickstart --sample 2,2 --repeats 2 --set search_budget=1
+    """
+    from branchpoint.experiments.fork_options import fork_plan_from_options
+    from branchpoint.experiments.forking import fork_run
+
+    settings = dict(
+        boundaries=csv_list(boundaries), actions=[a.upper() for a in csv_list(actions)], repeats=repeats,
+        search_budget=search_budget, switch_source=switch_source, executions=execution or None,
+        checkpoints=checkpoint or None, minimal_search=minimal_search, concurrency=concurrency,
+        **_sampling_options(temperature, top_p, seed, allow_identical_repeats),
+    )  # fmt: skip
+    counts = sample_counts(sample) if sample is not None else None
+    plan = fork_plan_from_options(run_dir, settings, set_, counts)
+    summary = fork_run(run_dir, plan, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests)
+    print_fork_summary(summary)
+    exit_if_incomplete(summary.statuses.get("incomplete", 0), "branches", None, checkpoints)
+
+
+def print_fork_summary(summary: Any, file: str = FORKS_FILE, what: str = "branches") -> None:
+    statuses = ", ".join(f"{k}: {v}" for k, v in sorted(summary.statuses.items())) or "none run"
+    console.print(
+        f"[bold]{summary.run_dir / file}[/]: {summary.planned} {what} planned, "
+        f"{summary.skipped_done} already recorded, {summary.ran} run ({statuses}) in {summary.wall_s:.1f} s",
+        soft_wrap=True,
+    )
+    illegal = {k: v for k, v in summary.illegal_skipped.items() if not k.endswith("@no-search")}
+    no_search = {k: v for k, v in summary.illegal_skipped.items() if k.endswith("@no-search")}
+    if illegal:
+        skipped = ", ".join(f"{k}: {v}" for k, v in sorted(illegal.items()))
+        console.print(f"skipped actions illegal at their boundary: {skipped}", soft_wrap=True)
+    if no_search:
+        skipped = ", ".join(f"{k.split('@')[0]}: {v}" for k, v in sorted(no_search.items()))
+        console.print(f"skipped where the condition offers no search tool: {skipped}", soft_wrap=True)
+    if summary.minimal:
+        pct = summary.over_search_pct
+        console.print(
+            f"minimal searches for {len(summary.minimal)} correct executions "
+            f"(RUN_DIR/minimal_search.jsonl); over-search = {pct:.1f}%", soft_wrap=True,
+        )
+
+
+@app.command()
+@friendly_errors
+def replay(
+    run_dir: Path = typer.Argument(..., help="A run directory (from `branchpoint run`)."),
+    execution: str = typer.Option(..., "--execution", help="The execution (or fork branch) to replay: id or prefix."),
+    checkpoint: str | None = typer.Option(
+        None, "--checkpoint", help="The saved state to replay from (id, or a unique start or end of it; default: its initial state)."
+    ),
+    repeats: int = typer.Option(1, "--repeats", min=1, help="Replays, each on its own new thread."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Replays run at once."),
+    temperature: float = typer.Option(0.6, "--temperature", min=0.0, help=TEMPERATURE_HELP),
+    top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0, help=TOP_P_HELP),
+    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    allow_identical_repeats: bool = typer.Option(False, "--allow-identical-repeats", help=IDENTICAL_HELP),
+    checkpoints: str | None = typer.Option(
+        None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
+        help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
+    ),
+    log_requests: bool = typer.Option(False, "--log-requests", help=LOG_REQUESTS_HELP),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+) -> None:
+    """Replay an execution from a saved state: no forced action, the policy decides again.
+
+    Each replay runs on its own new thread and is recorded in RUN_DIR/replays.jsonl (kind
+    `replay`, parent = the saved state); the recorded thread is never written to.
+
+    Example: branchpoint replay runs/quickstart --execution 3f2a --checkpoint 1f0c2a --repeats 4
+    """
+    from branchpoint.experiments.forking import ForkPlan, replay_run
+
+    plan = ForkPlan(
+        repeats=repeats, concurrency=concurrency, checkpoints=[checkpoint] if checkpoint else None,
+        **_sampling_options(temperature, top_p, seed, allow_identical_repeats),
+    )  # fmt: skip
+    summary = replay_run(
+        run_dir, execution, plan, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests
+    )
+    print_fork_summary(summary, REPLAYS_FILE, "replays")
+
+
+@checkpoints_app.command("ls")
+@friendly_errors
+def checkpoints_ls(
+    run_dir: Path = typer.Argument(..., help="A run directory."),
+    execution: str | None = typer.Option(None, "--execution", help="Only this execution (or branch) id or prefix."),
+    branches: bool = typer.Option(False, "--branches", help="Also list the saved states of fork branches."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line (full ids)."),
+    wide: bool = typer.Option(False, "--wide", help="Full execution and checkpoint ids, and the condition."),
+    checkpoints: str | None = typer.Option(
+        None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
+        help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
+    ),
+) -> None:
+    """List the saved states (checkpoints at legal action boundaries) of a run's executions, with
+    each execution's question, condition and outcome (correct / abstained / wrong) and the
+    searches and tokens spent by that state. Fork branches are listed with --branches.
+
+    Example: branchpoint checkpoints ls runs/quickstart --wide
+
+    Example: branchpoint fork runs/quickstart --checkpoint CHECKPOINT_ID --repeats 8
+    """
+    from rich.table import Table
+
+    from branchpoint.evaluation.tally import condition_label
+    from branchpoint.experiments.states import saved_states
+
+    rows = saved_states(run_dir, execution, checkpoints, branches=branches)
+    if as_json:
+        for row in rows:
+            b = row.boundary
+            typer.echo(json.dumps({
+                "execution_id": row.execution_id, **b.model_dump(), "question": row.question,
+                "condition": row.condition, "outcome": row.outcome, "branch": row.branch,
+                "parent_execution_id": row.parent_execution_id,
+            }))  # fmt: skip
+        return
+    columns = ["execution", "question", "outcome", "boundary", "searches", "pending query", "tokens in/out", "checkpoint"]
+    if wide:
+        columns.insert(2, "condition")
+    if branches:
+        columns.insert(1, "branch")
+    table = Table(*columns)
+    for row in rows:
+        b = row.boundary
+        cells = [
+            row.execution_id if wide else row.execution_id[:12], _clip(row.question, 60 if wide else 40),
+            row.outcome, b.boundary, str(b.searches), b.pending_query or "", f"{b.input_tokens}/{b.output_tokens}",
+            b.checkpoint_id if wide else b.checkpoint_id[-12:],
+        ]  # fmt: skip
+        if wide:
+            cells.insert(2, condition_label(row.condition))
+        if branches:
+            cells.insert(1, row.branch or "")
+        table.add_row(*cells)
+    console.print(table)
+    if not wide and rows:
+        console.print("ids shortened; --wide or --json for full ids (fork/replay --checkpoint take an id or its shown end)")
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"

@@ -1,0 +1,45 @@
+"""`branchpoint runs verify`: check a run directory's integrity."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from branchpoint.cli.common import console, friendly_errors
+
+runs_app = typer.Typer(
+    help="Check run directories.\n\nExample: branchpoint runs verify runs/quickstart", no_args_is_help=True
+)
+
+
+@runs_app.command("verify")
+@friendly_errors
+def runs_verify(
+    run_dir: Path = typer.Argument(..., help="A run directory (from `branchpoint run`)."),
+    sample: int = typer.Option(
+        20, "--sample", min=0, help="Executions per trace file whose checkpoints are listed, and cache entries decoded (0: all)."
+    ),
+    checkpoints: str | None = typer.Option(
+        None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
+        help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the findings as one JSON object."),
+) -> None:
+    """Check a run directory's integrity (read-only): schema of every trace line, duplicates,
+    orphans, executions the spec plans but that are missing, checkpoints and retrieval cache.
+
+    Exit code 0: no problems; 1: problems (each listed); 2: not a run directory.
+
+    Example: branchpoint runs verify runs/quickstart --sample 0
+    """
+    from branchpoint.experiments.verify import print_verification, verify_run
+
+    report = verify_run(run_dir, sample=sample, checkpoints=checkpoints)
+    if as_json:
+        typer.echo(json.dumps(report.to_json()))
+    else:
+        print_verification(report, console)
+    if not report.ok:
+        raise typer.Exit(code=1)

@@ -1,0 +1,106 @@
+"""`branchpoint value`: score search-value forecasters and routers on a fork study."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+
+from branchpoint.traces import VALUE_FILE
+from branchpoint.cli.common import app, console, csv_list, friendly_errors
+
+
+@app.command()
+@friendly_errors
+def value(
+    path: Path = typer.Argument(..., help="A run directory with forks.jsonl (or a forks .jsonl file)."),
+    forecasts: list[Path] = typer.Option(
+        [], "--forecasts", help='JSONL of {"parent_execution_id", "checkpoint_id", "q_think", "q_search"}; repeatable.'
+    ),
+    dev_split: float = typer.Option(0.3, "--dev-split", help="Fraction of support components to fit on; the rest is scored."),
+    prices: str = typer.Option("0,0.001,0.005,0.01,0.02", "--prices", help="Token prices λ: U = Y − λ·T/1000."),
+    out: Path | None = typer.Option(None, "--out", help="Output folder (default: beside forks.jsonl)."),
+    judge: str = typer.Option("rule", "--judge", help="rule (offline default) or given (labels in the traces)."),
+    reward: str = typer.Option(
+        "correct", "--reward", help="correct (0/1), set_f1 (collection answers), containment or exact_match."
+    ),
+    pending_roles: str = typer.Option("STOP,SEARCH", "--pending-roles", help="T and S roles at pending_query."),
+    resamples: int = typer.Option(10_000, "--resamples", min=0, help="Bootstrap resamples (0: no intervals)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the dev split, the folds and the bootstrap."),
+    forecaster_module: list[str] = typer.Option(
+        [], "--forecaster-module", help="Import a module that registers @forecaster functions; repeatable."
+    ),
+    llm_forecaster: bool = typer.Option(False, "--llm-forecaster", help="Also ask the run's model to forecast each state."),
+    text_head: bool = typer.Option(False, "--text-head", help="Also fit minilm_ridge on frozen MiniLM embeddings."),
+    audit_judges: str = typer.Option("", "--audit-judges", help="Two judges (e.g. rule,given): shared-label audit bounds."),
+    learning_curves: bool = typer.Option(False, "--learning-curves", help="Matched-configuration gain learning curves."),
+    curve_budgets: str = typer.Option(
+        "20,40,80,120,240,480,800,1100", "--curve-budgets", help="Training budgets (questions) of the learning curves."
+    ),
+    curve_samples: int = typer.Option(10, "--curve-samples", min=1, help="Nested training samples per budget."),
+    three_pair: str = typer.Option(
+        "", "--three-pair", help="Fork studies of A/X, A/Y, B/X (comma-separated): add the composed B/Y forecast."
+    ),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+) -> None:
+    """Score search-value forecasters and routers on a fork study; writes value.json.
+
+    Example: branchpoint value runs/fork-study --forecasts my_forecasts.jsonl --dev-split 0.3
+    """
+    from pydantic import ValidationError
+
+    from branchpoint.errors import InputError
+    from branchpoint.evaluation.value import ValueConfig
+    from branchpoint.experiments.value_study import import_forecaster_modules, run_value_study
+    from branchpoint.evaluation.value.tables import factorial_table, forecaster_table, utility_table
+    from branchpoint.traces import describe_validation_error
+
+    try:
+        price_list = tuple(float(p) for p in csv_list(prices))
+    except ValueError:
+        raise InputError(f"--prices: expected comma-separated numbers, got {prices!r}") from None
+    try:
+        budgets = tuple(int(b) for b in csv_list(curve_budgets))
+    except ValueError:
+        raise InputError(f"--curve-budgets: expected comma-separated whole numbers, got {curve_budgets!r}") from None
+    histories = tuple(Path(p) for p in csv_list(three_pair))
+    if histories and len(histories) != 3:
+        raise InputError(f"--three-pair: expected three fork studies (A/X,A/Y,B/X), got {three_pair!r}")
+    panels = tuple(csv_list(audit_judges))
+    if panels and len(panels) != 2:
+        raise InputError(f"--audit-judges: expected two judge names (e.g. rule,given), got {audit_judges!r}")
+    try:
+        config = ValueConfig(
+            judge=judge, reward=reward, dev_split=dev_split, prices=price_list, resamples=resamples, seed=seed,
+            pending_roles=tuple(a.upper() for a in csv_list(pending_roles)), text_head=text_head,
+            audit_judges=panels or None, learning_curves=learning_curves, curve_budgets=budgets,
+            curve_samples=curve_samples,
+        )  # fmt: skip
+    except ValidationError as exc:
+        raise InputError(f"value settings: {describe_validation_error(exc)}") from None
+    import_forecaster_modules(forecaster_module)
+    report = run_value_study(
+        path, config=config, forecast_files=forecasts, llm_forecaster=llm_forecaster, out_dir=out,
+        progress=not no_progress, three_pair=histories or None,
+    )  # fmt: skip
+    console.print(forecaster_table(report))
+    console.print(utility_table(report))
+    console.print(factorial_table(report))
+    for warning in report.get("warnings", []):
+        console.print(f"[yellow]warning[/]: {warning}", soft_wrap=True)
+    for name, meta in report["forecasters"].items():
+        info = meta.get("info", {})
+        for key in ("n_missing", "n_unknown", "n_unscored_state", "n_malformed"):
+            if info.get(key):
+                console.print(f"[yellow]{name}[/]: {key} = {info[key]}", soft_wrap=True)
+        if info.get("n_lines") and info.get("n_unknown", 0) + info.get("n_unscored_state", 0) == info["n_lines"]:
+            examples = "; ".join(info.get("unknown_examples") or [])
+            console.print(
+                f"[bold yellow]warning:[/] {escape(str(info.get('file', name)))}: none of its {info['n_lines']} forecasts "
+                "matches a scored state of this fork study (is it for another run? its keys are parent_execution_id "
+                f"and checkpoint_id{', e.g. ' + escape(examples) if examples else ''}); {name} is scored as 0.5 everywhere",
+                soft_wrap=True, highlight=False,
+            )  # fmt: skip
+    target = out or (path if path.is_dir() else path.parent)
+    console.print(f"wrote {target / VALUE_FILE}")

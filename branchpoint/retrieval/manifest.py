@@ -1,0 +1,197 @@
+"""A saved index directory: its manifest, file names and atomic writing.
+
+On disk (a directory): `index.faiss` (faiss.write_index; dense kinds), `passages.jsonl`
+(FlashRAG `{"id", "contents"}`, row i = FAISS id i) and `manifest.json` (IndexManifest: kind,
+encoder, dimension, corpus fingerprint, build and search parameters). A saved index is only
+reused with the encoder, corpus and kind it was built from (`check_manifest`). Dense and BM25
+indexes share the manifest and the passages file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError, model_validator
+
+import branchpoint
+from branchpoint.errors import InputError, StaleIndexError
+from branchpoint.retrieval.corpus import Passage
+from branchpoint.retrieval.encoder_base import Encoder
+from branchpoint.retrieval.index_kinds import (
+    DENSE_KINDS,
+    SEARCH_PARAMS,
+    IndexKind,
+    Params,
+    default_factory,
+    resolve_params,
+)
+from branchpoint.traces import describe_validation_error
+
+INDEX_FILE = "index.faiss"
+PASSAGES_FILE = "passages.jsonl"
+MANIFEST_FILE = "manifest.json"
+
+
+class IndexManifest(BaseModel):
+    """What an index was built from and how; checked before a saved index is reused."""
+
+    kind: IndexKind = "flat"
+    encoder: str | None = None
+    dim: int | None = None
+    n_passages: int
+    corpus_fingerprint: str
+    params: Params = {}
+    #: The faiss index factory string, exactly (`IVF4096,PQ64x8`, `HNSW32`, `Flat`): IVF-PQ and
+    #: IVF-Flat are both kind ivf, so the kind alone does not say what the results are.
+    factory: str | None = None
+    #: For an index file served as it is (FlashRAG): sha256 of its size and first and last MiB,
+    #: so a swapped file never matches another file's cached results.
+    index_digest: str | None = None
+    created_at: str
+    branchpoint_version: str
+
+    @model_validator(mode="after")
+    def _dense_needs_encoder(self) -> IndexManifest:
+        if self.kind in DENSE_KINDS and (not self.encoder or not self.dim):
+            raise ValueError(f"a {self.kind} index needs its encoder and dim")
+        return self
+
+    def cache_params(self) -> str:
+        """What, besides query and k, decides this index's results (the retrieval cache key part).
+
+        Same form as `cache.source_params` for an exact index, plus the parameters otherwise;
+        the factory string when it says more than kind and parameters (IVF-PQ, OPQ, SQ), and
+        the digest of an index file served as it is.
+        """
+        factory = None if self.factory == default_factory(self.kind, self.params) else self.factory
+        parts = {"kind": self.kind, "corpus": self.corpus_fingerprint, "encoder": self.encoder,
+                 "dim": self.dim, "factory": factory, "index": self.index_digest}
+        text = ";".join(f"{k}={v}" for k, v in parts.items() if v is not None)
+        if self.params:
+            text += ";params=" + json.dumps(self.params, sort_keys=True)
+        return text
+
+
+def file_digest(path: Path, window: int = 1 << 20) -> str:
+    """sha256 of a file's size and its first and last `window` bytes: cheap on a 60 GB index, and
+    different for any two index files that differ in size, training or head/tail contents."""
+    size = path.stat().st_size
+    digest = hashlib.sha256(str(size).encode())
+    with path.open("rb") as fh:
+        digest.update(fh.read(window))
+        if size > window:
+            fh.seek(max(window, size - window))
+            digest.update(fh.read(window))
+    return digest.hexdigest()
+
+
+def new_manifest(kind: str, n_passages: int, fingerprint: str, params: Params,
+                 encoder: Encoder | None = None, factory: str | None = None) -> IndexManifest:
+    """A manifest stamped with the time and branchpoint's version."""
+    return IndexManifest(
+        kind=kind,  # type: ignore[arg-type]
+        factory=factory,
+        encoder=encoder.name if encoder is not None else None,
+        dim=encoder.dim if encoder is not None else None,
+        n_passages=n_passages,
+        corpus_fingerprint=fingerprint,
+        params=params,
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        branchpoint_version=branchpoint.__version__,
+    )
+
+
+def write_dir_atomically(directory: str | Path, fill: Callable[[Path], None]) -> Path:
+    """Call `fill(tmp)` on a temporary sibling directory, then rename it over `directory`.
+
+    An interruption leaves `directory` as it was (absent or the previous index).
+    """
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = directory.with_name(f".{directory.name}.tmp-{uuid.uuid4().hex[:8]}")
+    tmp.mkdir()
+    try:
+        fill(tmp)
+        old = None
+        if directory.exists():
+            old = directory.with_name(f".{directory.name}.old-{uuid.uuid4().hex[:8]}")
+            os.rename(directory, old)
+        os.rename(tmp, directory)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return directory
+
+
+def write_passages(path: Path, passages: Sequence[Passage]) -> None:
+    """FlashRAG jsonl `{"id", "contents"}`, one passage a line, in index order."""
+    with path.open("w", encoding="utf-8") as fh:
+        for p in passages:
+            fh.write(json.dumps({"id": p.doc_id, "contents": p.contents}, ensure_ascii=False) + "\n")
+
+
+def write_manifest(path: Path, manifest: IndexManifest) -> None:
+    """Write `manifest.json` (indented JSON)."""
+    path.write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+
+
+def with_search_params(manifest: IndexManifest, params: Mapping[str, Any] | None) -> IndexManifest:
+    """The manifest with the search-time parameters of `params` (efSearch, nprobe) put in."""
+    searchable = SEARCH_PARAMS.get(manifest.kind, ())
+    update = {k: v for k, v in (params or {}).items() if k in searchable}
+    if not update:
+        return manifest
+    merged = resolve_params(manifest.kind, {**manifest.params, **update})
+    if manifest.kind == "ivf":
+        merged["nprobe"] = min(int(merged["nprobe"]), int(merged["nlist"]))
+    return manifest.model_copy(update={"params": merged})
+
+
+def check_manifest(manifest: IndexManifest, where: str | Path, *, kind: str | None = None,
+                   expected_fingerprint: str | None = None,
+                   params: Mapping[str, Any] | None = None) -> None:
+    """StaleIndexError if the saved index is of another kind, corpus, or build parameters."""
+    if kind is not None and manifest.kind != kind:
+        raise StaleIndexError(
+            f"{where}: a {manifest.kind} index, but kind {kind} was asked for; rebuild the index "
+            "with that kind or ask for the saved one"
+        )
+    if expected_fingerprint is not None and manifest.corpus_fingerprint != expected_fingerprint:
+        raise StaleIndexError(
+            f"{where}: corpus_fingerprint {manifest.corpus_fingerprint} differs from the "
+            f"expected {expected_fingerprint}; the corpus changed since the index was built, "
+            "rebuild the index"
+        )
+    if params:
+        searchable = SEARCH_PARAMS.get(manifest.kind, ())
+        wanted = resolve_params(manifest.kind, params, manifest.n_passages)
+        for name in params:
+            if name in searchable:
+                continue
+            if manifest.params.get(name) != wanted[name]:
+                raise StaleIndexError(
+                    f"{where}: built with {name}={manifest.params.get(name)!r} but "
+                    f"{name}={wanted[name]!r} was asked for; rebuild the index"
+                )
+
+
+def read_manifest(directory: str | Path) -> IndexManifest:
+    """Read and validate `manifest.json` of a saved index; errors name the file and field."""
+    where = Path(directory) / MANIFEST_FILE
+    if not where.is_file():
+        raise InputError(f"{where}: file not found (expected a saved index directory)")
+    try:
+        return IndexManifest.model_validate_json(where.read_text(encoding="utf-8"))
+    except ValidationError as exc:
+        raise InputError(f"{where}: {describe_validation_error(exc)}") from None
+
