@@ -140,16 +140,14 @@ class Registry:
 
     def add(self, kind: str, name: str, obj: Any, *, origin: str | None = None, **meta: Any) -> Entry:
         """Register `obj` as the `kind` called `name`. Registering the same definition again (a
-        module imported twice) is a no-op; a different object under a taken name is an error that
-        names both places."""
+        module imported twice, or reloaded) replaces the entry; a different object under a taken
+        name is an error that names both places."""
         self._check_kind(kind)
         if not name or ":" in name:
             raise RegistryError(f'{kind} name "{name}": names are non-empty and contain no ":"')
         entry = Entry(kind, name, obj, origin or _origin_of(obj), dict(meta))
         old = self._entries.get((kind, name))
-        if old is not None:
-            if _same_definition(old.obj, obj):
-                return old
+        if old is not None and not _same_definition(old.obj, obj):
             raise RegistryError(f'{kind} "{name}" is registered twice: by {old.origin} and by {entry.origin}')
         self._entries[(kind, name)] = entry
         return entry
