@@ -249,7 +249,7 @@ def _exit_if_incomplete(incomplete: int, what: str, resume: list[str] | None, ch
 @friendly_errors
 def evaluate(
     path: Path = typer.Argument(..., help="A run directory or a .jsonl trace file."),
-    judge: str = typer.Option("rule", "--judge", help="rule (offline default), given (labels in the traces) or llm."),
+    judge: str = typer.Option("rule", "--judge", help="A registered judge: rule (offline default), given (labels in the traces), llm, llm-answer, a plug-in's, or package.module:attr."),
     judge_model: str | None = typer.Option(None, "--judge-model", help="--judge llm: model name sent to the server."),
     judge_base_url: str | None = typer.Option(
         None, "--judge-base-url", help="--judge llm: OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."
@@ -260,9 +260,9 @@ def evaluate(
     judge_cache: Path | None = typer.Option(
         None, "--judge-cache", help="--judge llm: SQLite judgment cache (default: judge_cache.sqlite beside the traces)."
     ),
-    judge_retries: int = typer.Option(1, "--judge-retries", min=0, help="--judge llm: retries of an unparseable reply."),
-    judge_concurrency: int = typer.Option(4, "--judge-concurrency", min=1, help="--judge llm: requests at once."),
-    evidence: bool = typer.Option(True, "--evidence/--no-evidence", help="--judge llm: also label retrieved documents."),
+    judge_retries: int | None = typer.Option(None, "--judge-retries", min=0, help="--judge llm: retries of an unparseable reply (default 1)."),
+    judge_concurrency: int | None = typer.Option(None, "--judge-concurrency", min=1, help="--judge llm: requests at once (default 4)."),
+    evidence: bool | None = typer.Option(None, "--evidence/--no-evidence", help="--judge llm: also label retrieved documents (default: llm yes, llm-answer no)."),
     out: Path | None = typer.Option(None, "--out", help="Output folder (default: beside the traces)."),
     lam: float = typer.Option(0.25, "--lam", help="TPC weight of input tokens (λ)."),
     mu: float = typer.Option(500.0, "--mu", help="TPC weight of a search call (μ)."),
@@ -289,25 +289,17 @@ def evaluate(
 
     from branchpoint.errors import InputError
 
-    judge_obj: Any = judge
-    if judge != "llm" and (judge_model or judge_base_url):
-        raise InputError(f"--judge-model and --judge-base-url apply to --judge llm only (got --judge {judge})")
-    if judge == "llm":
-        from branchpoint.evaluation.judge_cache import CACHE_FILE
-        from branchpoint.evaluation.llm_judges import open_llm_judge
+    from branchpoint.evaluation.judge_cache import CACHE_FILE
+    from branchpoint.evaluation.judges import JudgeRun, judge_from_command_line
 
-        if not judge_model or not judge_base_url:
-            raise InputError("--judge llm needs --judge-model NAME and --judge-base-url URL (an OpenAI-compatible server)")
-        cache = judge_cache or trace_path(path).parent / CACHE_FILE
-        judge_obj = open_llm_judge(
-            judge_model, judge_base_url, api_key_env=judge_api_key_env, cache_path=str(cache),
-            retries=judge_retries, concurrency=judge_concurrency, evidence=evidence, progress=not no_progress,
-        )  # fmt: skip
+    judge_run = JudgeRun(judge_cache or trace_path(path).parent / CACHE_FILE, progress=not no_progress)
+    judge_obj = judge_from_command_line(judge, model=judge_model, base_url=judge_base_url, api_key_env=judge_api_key_env,
+                                        run=judge_run, retries=judge_retries, concurrency=judge_concurrency, evidence=evidence)
     cfg = MetricsConfig(lam=lam, mu=mu, bootstrap=bootstrap, seed=seed)
     metrics = run_evaluation(path, judge=judge_obj, out_dir=out, cfg=cfg, agreement=agreement)
     console.print(comparison_table(metrics))
     _print_identical(metrics.get("identical_conditions") or [])
-    if judge == "llm":
+    if getattr(judge_obj, "stats", None) is not None:
         st = judge_obj.stats
         console.print(
             f"judge {judge_obj.name}: {st.items} items, {st.cached} from the cache, {st.calls} model calls "
@@ -485,7 +477,7 @@ def quickstart(
     summary = run_experiment(loaded, out, progress=not no_progress)
     _print_summary(summary)
     cfg = MetricsConfig(lam=loaded.evaluation.lam, mu=loaded.evaluation.mu)
-    metrics = run_evaluation(out, judge=loaded.evaluation.judge, cfg=cfg)
+    metrics = run_evaluation(out, judge=loaded.evaluation.open_judge(out), cfg=cfg)
     console.print(comparison_table(metrics))
     report_path, _ = write_report(out, title=f"branchpoint quickstart: {loaded.name}")
     console.print(f"wrote {out / 'metrics.json'}, {report_path} and {out / 'figures'}")
@@ -579,7 +571,7 @@ def _fork_plan(run_dir: Path, settings: dict[str, Any], sets: list[str], sample:
     from pydantic import ValidationError
 
     from branchpoint.errors import InputError
-    from branchpoint.experiments.forking import ForkPlan
+    from branchpoint.experiments.spec import ForkPlan
     from branchpoint.experiments.spec import apply_overrides, did_you_mean
 
     data = apply_overrides(settings, sets)
@@ -669,7 +661,8 @@ def replay(
 
     Example: branchpoint replay runs/quickstart --execution 3f2a --checkpoint 1f0c2a --repeats 4
     """
-    from branchpoint.experiments.forking import REPLAYS_FILE, ForkPlan, replay_run
+    from branchpoint.experiments.forking import REPLAYS_FILE, replay_run
+    from branchpoint.experiments.spec import ForkPlan
 
     plan = ForkPlan(
         repeats=repeats, concurrency=concurrency, checkpoints=[checkpoint] if checkpoint else None,

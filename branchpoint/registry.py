@@ -34,7 +34,7 @@ PLUGIN_GROUP: Final = "branchpoint.plugins"
 BUILTIN_MODULES: Final[dict[str, tuple[str, ...]]] = {
     "policy": ("branchpoint.agents.policies",),
     "judge": ("branchpoint.evaluation.judges", "branchpoint.evaluation.llm_judges"),
-    "source": ("branchpoint.retrieval.source",),
+    "source": ("branchpoint.retrieval.sources",),
     "encoder": ("branchpoint.retrieval.encoder",),
     "index": ("branchpoint.retrieval.index",),
     "question_format": ("branchpoint.datasets",),
@@ -79,7 +79,7 @@ def _same_definition(a: Any, b: Any) -> bool:
     when a module is imported twice under different loaders)."""
     if a is b:
         return True
-    key = lambda o: (getattr(o, "__module__", None), getattr(o, "__qualname__", None))  # noqa: E731
+    key = lambda o: (getattr(o, "__module__", None), getattr(o, "__qualname__", None))
     return key(a) == key(b) and key(a)[1] is not None
 
 

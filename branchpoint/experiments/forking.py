@@ -52,7 +52,6 @@ from branchpoint.checkpoints.fork import (
     prefix_of,
     transcript_from_steps,
 )
-from branchpoint.checkpoints.plan import ForkPlan
 from branchpoint.checkpoints.values import state_reader
 from branchpoint.errors import InputError
 from branchpoint.evaluation.judges import judge_records
@@ -71,7 +70,7 @@ from branchpoint.experiments.runner import (
     with_request_log,
     simulated_marker,
 )
-from branchpoint.experiments.spec import ExperimentSpec, expand_conditions, load_spec
+from branchpoint.experiments.spec import ExperimentSpec, ForkPlan, expand_conditions, load_spec
 from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.models import TransportError
 from branchpoint.models.request_log import current_execution

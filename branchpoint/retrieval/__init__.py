@@ -36,8 +36,8 @@ from branchpoint.retrieval.source import (
     IndexSource,
     RetrievalSource,
     default_index_cache_dir,
+    open_bm25_source,
     open_dense_source,
-    open_source,
 )
 
 __all__ = [
@@ -72,8 +72,8 @@ __all__ = [
     "get_encoder",
     "load_corpus",
     "load_index",
+    "open_bm25_source",
     "open_dense_source",
-    "open_source",
     "read_manifest",
     "source_params",
 ]
