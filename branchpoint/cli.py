@@ -286,9 +286,6 @@ def evaluate(
     from branchpoint.evaluation import MetricsConfig, comparison_table
     from branchpoint.evaluation import evaluate as run_evaluation
     from branchpoint.evaluation.evaluate import trace_path
-
-    from branchpoint.errors import InputError
-
     from branchpoint.evaluation.judge_cache import CACHE_FILE
     from branchpoint.evaluation.judges import JudgeRun, judge_from_command_line
 

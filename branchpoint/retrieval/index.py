@@ -40,6 +40,7 @@ from pydantic import BaseModel, ValidationError, model_validator
 
 import branchpoint
 from branchpoint.errors import InputError, StaleIndexError
+from branchpoint.registry import REGISTRY
 from branchpoint.retrieval._deps import require
 from branchpoint.retrieval.corpus import Passage
 from branchpoint.retrieval.corpus_store import fingerprint_of, open_corpus, open_mapped_corpus
@@ -65,6 +66,9 @@ DEFAULT_PARAMS: Mapping[str, Mapping[str, int | float | str]] = {
 }
 #: Parameters that only change searching: a saved index may be loaded with other values.
 SEARCH_PARAMS = {"hnsw": ("efSearch",), "ivf": ("nprobe",), "flat": (), "bm25": ()}
+for _kind in INDEX_KINDS:  # the index kinds by name (kind `index` of `branchpoint.registry`)
+    REGISTRY.add("index", _kind, DEFAULT_PARAMS[_kind], origin=f"{__name__}:DEFAULT_PARAMS",
+                 search_params=SEARCH_PARAMS[_kind])
 
 Params = dict[str, int | float | str]
 

@@ -41,7 +41,6 @@ from branchpoint.evaluation.value.outcomes import (
     build_states,
     dev_split,
     reward,
-    reward_names,
     set_f1,
 )
 from branchpoint.evaluation.value.scores import (
@@ -100,7 +99,6 @@ __all__ = [
     "read_forecasts",
     "registered_forecasters",
     "reward",
-    "reward_names",
     "set_f1",
     "theta_hat",
     "unbiased_square",

@@ -72,12 +72,13 @@ class DenseSourceSpec(CorpusSourceSpec):
 
     def check(self, name: str) -> None:
         """Refuse an unknown encoder, then what every corpus source refuses."""
-        from branchpoint.retrieval.encoder import ENCODERS
+        from branchpoint.registry import REGISTRY
+        from branchpoint.retrieval.encoder import is_encoder_name
 
-        if self.encoder not in ENCODERS:
+        if not is_encoder_name(self.encoder):
             raise InputError(
                 f"retrieval.sources.{name}.encoder: unknown encoder {self.encoder!r} (known: "
-                f"{', '.join(sorted(ENCODERS))}, or st:MODEL for a sentence-transformers model)"
+                f"{', '.join(REGISTRY.names('encoder'))}, or st:MODEL for a sentence-transformers model)"
             )
         super().check(name)
 
