@@ -29,6 +29,7 @@ from branchpoint.evaluation.llm_judges import (
     EVIDENCE_PROMPT_V1,
     LLMJudge,
     LLMJudgeSettings,
+    build_llm_judge,
     llm_judge,
     parse_label,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "MetricsConfig",
     "QuestionBootstrap",
     "build_judge",
+    "build_llm_judge",
     "check_judge",
     "cohen_kappa",
     "comparison_table",

@@ -458,8 +458,23 @@ class LLMAnswerJudgeSettings(LLMJudgeSettings):
 
 @judge("llm", settings=LLMJudgeSettings)
 def llm_judge(settings: LLMJudgeSettings, run: JudgeRun) -> LLMJudge:
-    """An `LLMJudge` on the OpenAI-compatible server `settings.model` names, caching its
-    judgments in `run.cache_path` (None: in memory only)."""
+    """An `LLMJudge` named `llm:MODEL` on the OpenAI-compatible server `settings.model` names,
+    caching its judgments in `run.cache_path` (None: in memory only)."""
+    return build_llm_judge(settings, run, name=f"llm:{settings.model.name}")
+
+
+@judge("llm-answer", settings=LLMAnswerJudgeSettings)
+def llm_answer_judge(settings: LLMAnswerJudgeSettings, run: JudgeRun) -> LLMJudge:
+    """The `llm` judge without evidence labels by default, named `llm-answer:MODEL`: one answer
+    (answerable) or abstention (unanswerable) judgment per execution."""
+    return build_llm_judge(settings, run, name=f"llm-answer:{settings.model.name}")
+
+
+def build_llm_judge(settings: LLMJudgeSettings, run: JudgeRun, *, name: str,
+                    prompts: dict[str, JudgePrompt] | None = None) -> LLMJudge:
+    """An `LLMJudge` called `name` with `settings` (chat endpoint, temperature 0, seed 0): what a
+    judge factory over a model spec returns; a new LLM judge passes its own `prompts` (by key:
+    answer, abstention, evidence, evidence_answerable; the others stay the defaults)."""
     from branchpoint.models.openai_compat import OpenAICompatibleClient
     from branchpoint.models.spec import ModelSpec
 
@@ -471,11 +486,4 @@ def llm_judge(settings: LLMJudgeSettings, run: JudgeRun) -> LLMJudge:
     cache = JudgeCache(str(run.cache_path)) if run.cache_path is not None else None
     return LLMJudge(OpenAICompatibleClient(spec), cache=cache, retries=settings.retries,
                     concurrency=settings.concurrency, evidence=settings.evidence,
-                    max_tokens=settings.max_tokens, progress=run.progress)  # fmt: skip
-
-
-@judge("llm-answer", settings=LLMAnswerJudgeSettings)
-def llm_answer_judge(settings: LLMAnswerJudgeSettings, run: JudgeRun) -> LLMJudge:
-    """The `llm` judge without evidence labels by default: one answer (answerable) or abstention
-    (unanswerable) judgment per execution."""
-    return llm_judge(settings, run)
+                    max_tokens=settings.max_tokens, prompts=prompts, progress=run.progress, name=name)  # fmt: skip

@@ -519,7 +519,16 @@ DEFAULT_ENCODER = "minilm-onnx"
 
 
 def _registered(name: str) -> bool:
-    return ("encoder", name) in REGISTRY
+    """A registered encoder, or a `package.module:Class` one (`st:MODEL` is not one)."""
+    if ("encoder", name) in REGISTRY:
+        return True
+    if ":" not in name or name.startswith("st:"):
+        return False
+    try:
+        REGISTRY.get("encoder", name)
+    except InputError:
+        return False
+    return True
 
 
 def sentence_transformer_model(name: str) -> str | None:

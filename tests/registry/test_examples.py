@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from branchpoint.agents import AgentContext, build_graph, initial_state, recursion_limit, resolve_policy
-from branchpoint.evaluation.judges import JudgeRun, build_judge
+from branchpoint.evaluation.judges import JudgeRun, build_judge, judge_from_command_line
 from branchpoint.evaluation.value.forecasters import registered_forecasters, run_forecaster
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.models import ScriptedModel
@@ -67,7 +67,15 @@ def test_the_llm_judge_is_built_from_a_model_spec(tmp_path, ex: SimpleNamespace)
         [body] = server.bodies(CHAT)
     assert [(j.judge, j.label, j.prompt_version) for j in judgments] == [("llm-strict:m", "INCORRECT", "answer-strict-v1")]
     assert "a hedge is INCORRECT" in body["messages"][0]["content"]
-    assert ex.strict_llm_judge.STRICT_ANSWER.version == "answer-strict-v1"
+    # the same judge from the command line (`evaluate --judge llm-strict ...`) and from a spec
+    cli = judge_from_command_line("llm-strict", model="m", base_url="http://127.0.0.1:9/v1", run=JudgeRun(),
+                                  evidence=False, retries=None)
+    spec = ExperimentSpec(name="x", evaluation={"judge": "llm-strict", "evidence": False,
+                                                "model": {"name": "m", "base_url": "http://127.0.0.1:9/v1"}})
+    from_spec = spec.evaluation.open_judge(tmp_path)
+    for built in (cli, from_spec):
+        assert built.name == "llm-strict:m" and built.prompts["answer"] is ex.strict_llm_judge.STRICT_ANSWER
+        assert not built.evidence and built.retries == 1
 
 
 def test_the_forecaster_is_scored_with_the_others(ex: SimpleNamespace) -> None:

@@ -23,18 +23,33 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or part not in cls.model_fields:
             return None
         annotation: Any = cls.model_fields[part].annotation
-        while True:  # unwrap Optional / unions to the model or dict inside
+        while True:  # unwrap Annotated / Optional / unions to the model or dict inside
             origin = typing.get_origin(annotation)
-            if origin in (typing.Union, types.UnionType):
+            if origin is typing.Annotated:
+                annotation = typing.get_args(annotation)[0]
+            elif origin in (typing.Union, types.UnionType):
                 annotation = next((a for a in typing.get_args(annotation) if a is not type(None)), None)
             elif origin is dict:
                 annotation = typing.get_args(annotation)[1]
+                while typing.get_origin(annotation) is typing.Annotated:
+                    annotation = typing.get_args(annotation)[0]
                 expect_key = True
                 break
             else:
                 break
         cls = annotation
     return cls if isinstance(cls, type) and issubclass(cls, BaseModel) else None
+
+
+def _fields_of(cls: type[BaseModel]) -> list[str]:
+    """The settings a key under `cls` may be: its fields, or for a source (whose class its
+    `kind` picks) the fields of every registered source kind."""
+    from branchpoint.registry import REGISTRY
+    from branchpoint.retrieval.sources import SourceSpec
+
+    if cls is SourceSpec:
+        return list(dict.fromkeys(f for e in REGISTRY.entries("source") for f in e.obj.model_fields))
+    return list(cls.model_fields)
 
 
 def did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
@@ -52,6 +67,6 @@ def describe_spec_error(exc: ValidationError) -> str:
         if err.get("type") == "extra_forbidden" and loc:
             cls = _model_at(loc)
             if cls is not None:
-                text += did_you_mean(str(loc[-1]), cls.model_fields)
+                text += did_you_mean(str(loc[-1]), _fields_of(cls))
         parts.append(text)
     return "; ".join(parts)

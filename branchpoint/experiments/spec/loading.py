@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from branchpoint.errors import InputError
 from branchpoint.experiments.spec.conditions import expand_conditions
-from branchpoint.experiments.spec.describe import describe_spec_error
+from branchpoint.experiments.spec.describe import describe_spec_error, did_you_mean
 from branchpoint.experiments.spec.sections import ExperimentSpec
 
 
@@ -161,10 +161,19 @@ def check_model_identity(spec: ExperimentSpec, source: str = "spec", condition: 
 def check_judges(spec: ExperimentSpec, source: str = "spec", search_paths: typing.Sequence[Path] = ()) -> None:
     """Refuse a judge that is not registered (`evaluation.judge`, `fork.judge`), and settings the
     evaluation's judge does not take (checked against its settings model; nothing is opened)."""
-    from branchpoint.evaluation.judges import check_judge
+    from branchpoint.evaluation.judges import check_judge, judge_settings_model
 
+    name, settings = spec.evaluation.judge, spec.evaluation.judge_settings
     try:
-        check_judge(spec.evaluation.judge, spec.evaluation.judge_settings, search_paths)
+        takes = judge_settings_model(name, search_paths)
+    except InputError as exc:
+        raise InputError(f'{source}: field "evaluation.judge": {exc}') from None
+    try:
+        if settings and takes is None:
+            key = next(iter(settings))  # most likely a misspelt setting of the section itself
+            raise InputError(f'judge "{name}" takes no settings (got: {", ".join(settings)})'
+                             f"{did_you_mean(key, type(spec.evaluation).model_fields)}")
+        check_judge(name, settings, search_paths)
     except InputError as exc:
         raise InputError(f'{source}: field "evaluation": {exc}') from None
     if spec.fork is not None:

@@ -3,7 +3,7 @@
 `branchpoint evaluate RUN --judge llm-strict --judge-model M --judge-base-url URL`)."""
 
 from branchpoint.evaluation.judges import ANSWER_LABELS, JudgeRun, judge
-from branchpoint.evaluation.llm_judges import JudgePrompt, LLMJudge, LLMJudgeSettings, llm_judge
+from branchpoint.evaluation.llm_judges import JudgePrompt, LLMJudge, LLMJudgeSettings, build_llm_judge
 
 STRICT_ANSWER = JudgePrompt(
     kind="answer",
@@ -20,8 +20,5 @@ STRICT_ANSWER = JudgePrompt(
 
 @judge("llm-strict", settings=LLMJudgeSettings)
 def strict_judge(settings: LLMJudgeSettings, run: JudgeRun) -> LLMJudge:
-    """The `llm` judge with a stricter answer prompt, under its own judge name."""
-    base = llm_judge(settings, run)
-    return LLMJudge(base.client, cache=base.cache, retries=settings.retries, concurrency=settings.concurrency,
-                    evidence=settings.evidence, max_tokens=settings.max_tokens,
-                    prompts={"answer": STRICT_ANSWER}, name=f"llm-strict:{settings.model.name}")
+    """The `llm` judge with a stricter answer prompt, under its own name."""
+    return build_llm_judge(settings, run, name=f"llm-strict:{settings.model.name}", prompts={"answer": STRICT_ANSWER})
