@@ -11,15 +11,25 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from branchpoint.agents import AgentContext, build_graph, initial_state, recursion_limit, resolve_policy
+from branchpoint.agents import (
+    AgentContext,
+    build_graph,
+    initial_state,
+    recursion_limit,
+    resolve_policy,
+)
 from branchpoint.evaluation.judges import JudgeRun, build_judge, judge_from_command_line
-from branchpoint.evaluation.value.forecasters import registered_forecasters, run_forecaster
+from branchpoint.evaluation.value.forecasters import (
+    registered_forecasters,
+    run_forecaster,
+)
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.models import ScriptedModel
 from branchpoint.registry import REGISTRY
 from branchpoint.tools import SearchTool
 from tests.evaluation.builders import make_record
 from tests.evaluation.fake_openai import CHAT, chat_body, fake_openai
+
 EXAMPLES = ("search_first_policy", "strict_llm_judge", "keyword_source", "evidence_count_forecaster")
 PASSAGES = {"d1": "Canberra is the capital of Australia.", "d2": "Sydney is the largest city in Australia."}
 
