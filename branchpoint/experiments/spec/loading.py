@@ -21,10 +21,14 @@ def _parse_value(raw: str, where: str) -> Any:
     try:
         return yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
-        raise InputError(f"{where}: the value is not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        raise InputError(
+            f"{where}: the value is not valid YAML ({getattr(exc, 'problem', exc)})"
+        ) from None
 
 
-def apply_overrides(data: dict[str, Any], overrides: typing.Sequence[str], source: str = "--set") -> dict[str, Any]:
+def apply_overrides(
+    data: dict[str, Any], overrides: typing.Sequence[str], source: str = "--set"
+) -> dict[str, Any]:
     """A copy of raw spec data with `KEY=VALUE` overrides applied (values read as YAML).
 
     `KEY` is a dotted path into the spec (`agent.search_cap=3`, `questions.sample={answerable: 4}`;
@@ -38,7 +42,9 @@ def apply_overrides(data: dict[str, Any], overrides: typing.Sequence[str], sourc
         key = key.strip()
         where = f"{source} {item!r}"
         if not sep or not key or any(not part for part in key.split(".")):
-            raise InputError(f"{where}: expected KEY=VALUE with a dotted KEY, e.g. --set agent.search_cap=3")
+            raise InputError(
+                f"{where}: expected KEY=VALUE with a dotted KEY, e.g. --set agent.search_cap=3"
+            )
         value = _parse_value(raw, where)
         if key.startswith("sweep."):
             axis = key.removeprefix("sweep.")
@@ -48,12 +54,16 @@ def apply_overrides(data: dict[str, Any], overrides: typing.Sequence[str], sourc
                 sweep.pop(axis, None)
                 continue
             if not isinstance(value, list) or not value:
-                raise InputError(f"{where}: a sweep axis takes a non-empty list, e.g. --set {key}=[1, 2]")
+                raise InputError(
+                    f"{where}: a sweep axis takes a non-empty list, e.g. --set {key}=[1, 2]"
+                )
             sweep[axis] = value
             continue
         if key in (out.get("sweep") or {}):
-            raise InputError(f"{where}: {key} is a sweep axis of this spec (the sweep would override it); "
-                             f"set the axis instead, e.g. --set sweep.{key}=[{raw.strip()}]")
+            raise InputError(
+                f"{where}: {key} is a sweep axis of this spec (the sweep would override it); "
+                f"set the axis instead, e.g. --set sweep.{key}=[{raw.strip()}]"
+            )
         parts = key.split(".")
         node = out
         for i, part in enumerate(parts[:-1]):
@@ -61,7 +71,9 @@ def apply_overrides(data: dict[str, Any], overrides: typing.Sequence[str], sourc
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):
-                raise InputError(f"{where}: {'.'.join(parts[: i + 1])} is a setting, not a section")
+                raise InputError(
+                    f"{where}: {'.'.join(parts[: i + 1])} is a setting, not a section"
+                )
             node = child
         last = parts[-1]
         if isinstance(value, dict) and isinstance(node.get(last), dict):
@@ -92,7 +104,9 @@ def load_spec(
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
-        raise InputError(f"{path}{where}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+        raise InputError(
+            f"{path}{where}: invalid YAML ({getattr(exc, 'problem', exc)})"
+        ) from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of spec fields at the top level")
     if overrides:
@@ -101,17 +115,27 @@ def load_spec(
         spec = ExperimentSpec.model_validate(data)
     except ValidationError as exc:
         raise InputError(f"{path}: {describe_spec_error(exc)}") from None
-    conditions = expand_conditions(spec, source=str(path))  # check the sweep axes now, before any work
+    conditions = expand_conditions(
+        spec, source=str(path)
+    )  # check the sweep axes now, before any work
     for condition, resolved in conditions:
         check_model_identity(resolved, str(path), condition)
     spec._source_dir = path.resolve().parent
     check_judges(spec, source=str(path), search_paths=[spec._source_dir])
     if check_policy:
-        check_policies([resolved for _, resolved in conditions], source=str(path), search_paths=[spec._source_dir])
+        check_policies(
+            [resolved for _, resolved in conditions],
+            source=str(path),
+            search_paths=[spec._source_dir],
+        )
     return spec
 
 
-def check_policies(specs: list[ExperimentSpec], source: str = "spec", search_paths: list[Path] | None = None) -> None:
+def check_policies(
+    specs: list[ExperimentSpec],
+    source: str = "spec",
+    search_paths: list[Path] | None = None,
+) -> None:
     """Refuse an agent policy that is neither registered nor an importable `module:function`
     (looked for in `search_paths` and the working directory), naming the spec file."""
     from branchpoint.agents import resolve_policy
@@ -131,7 +155,9 @@ def _squash(text: str) -> str:
     return "".join(ch for ch in text.lower() if ch.isalnum())
 
 
-def check_model_identity(spec: ExperimentSpec, source: str = "spec", condition: dict[str, Any] | None = None) -> None:
+def check_model_identity(
+    spec: ExperimentSpec, source: str = "spec", condition: dict[str, Any] | None = None
+) -> None:
     """Refuse a spec whose `model.name` is not the model the embedded server would load.
 
     The embedded provider serves one GGUF under whatever name the spec gives, so a name that
@@ -158,7 +184,9 @@ def check_model_identity(spec: ExperimentSpec, source: str = "spec", condition: 
         )
 
 
-def check_judges(spec: ExperimentSpec, source: str = "spec", search_paths: typing.Sequence[Path] = ()) -> None:
+def check_judges(
+    spec: ExperimentSpec, source: str = "spec", search_paths: typing.Sequence[Path] = ()
+) -> None:
     """Refuse a judge that is not registered (`evaluation.judge`, `fork.judge`), and settings the
     evaluation's judge does not take (checked against its settings model; nothing is opened)."""
     from branchpoint.evaluation.judges import check_judge, judge_settings_model
@@ -170,9 +198,13 @@ def check_judges(spec: ExperimentSpec, source: str = "spec", search_paths: typin
         raise InputError(f'{source}: field "evaluation.judge": {exc}') from None
     try:
         if settings and takes is None:
-            key = next(iter(settings))  # most likely a misspelt setting of the section itself
-            raise InputError(f'judge "{name}" takes no settings (got: {", ".join(settings)})'
-                             f"{did_you_mean(key, type(spec.evaluation).model_fields)}")
+            key = next(
+                iter(settings)
+            )  # most likely a misspelt setting of the section itself
+            raise InputError(
+                f'judge "{name}" takes no settings (got: {", ".join(settings)})'
+                f"{did_you_mean(key, type(spec.evaluation).model_fields)}"
+            )
         check_judge(name, settings, search_paths)
     except InputError as exc:
         raise InputError(f'{source}: field "evaluation": {exc}') from None

@@ -26,7 +26,10 @@ class BM25SourceSpec(CorpusSourceSpec):
         "retrieval_method": (None, _NO_ENCODER),
         "encoder_settings": (None, _NO_ENCODER),
         "index_kind": (None, '"index_kind" is only for kind dense (flat, hnsw, ivf)'),
-        "device": ("cpu", '"device: gpu" is only for kind dense (bm25 runs on the CPU)'),
+        "device": (
+            "cpu",
+            '"device: gpu" is only for kind dense (bm25 runs on the CPU)',
+        ),
         "url": (None, '"url" is only for kind searchr1 (this source is kind bm25)'),
     }
     dumped_unused: ClassVar = ("encoder",)
@@ -44,12 +47,21 @@ class BM25SourceSpec(CorpusSourceSpec):
             try:
                 resolve_params("bm25", self.index_params)
             except InputError as exc:
-                raise PydanticCustomError("source_settings", f'"index_params": {exc}') from None
+                raise PydanticCustomError(
+                    "source_settings", f'"index_params": {exc}'
+                ) from None
         return self
 
     def open(self, name: str, *, progress: bool = False) -> BM25Source:
         """The BM25 source (its index loaded, or built once and cached)."""
         from branchpoint.retrieval.source import open_bm25_source
 
-        return open_bm25_source(name, self.corpus_path(), fmt=self.format, chunk_words=self.chunk_words,
-                                index=self.index, index_params=self.index_params, progress=progress)
+        return open_bm25_source(
+            name,
+            self.corpus_path(),
+            fmt=self.format,
+            chunk_words=self.chunk_words,
+            index=self.index,
+            index_params=self.index_params,
+            progress=progress,
+        )

@@ -33,16 +33,27 @@ class DenseSourceSpec(CorpusSourceSpec):
     retrieval_method: str | None = None
     encoder_settings: EncoderSettings | None = None
 
-    unused_fields: ClassVar = {"url": (None, '"url" is only for kind searchr1 (this source is kind dense)')}
-    dumped_if_set: ClassVar = {"kind": "dense", "index_kind": None, "index": None, "index_params": {},
-                               "device": "cpu", "retrieval_method": None, "encoder_settings": None}
+    unused_fields: ClassVar = {
+        "url": (None, '"url" is only for kind searchr1 (this source is kind dense)')
+    }
+    dumped_if_set: ClassVar = {
+        "kind": "dense",
+        "index_kind": None,
+        "index": None,
+        "index_params": {},
+        "device": "cpu",
+        "retrieval_method": None,
+        "encoder_settings": None,
+    }
 
     @property
     def encoder_name(self) -> str:
         """The encoder's full name, its settings included (what index manifests record)."""
         from branchpoint.retrieval.encoder import resolve_encoder_name
 
-        return resolve_encoder_name(self.encoder, self.retrieval_method, self.encoder_settings)
+        return resolve_encoder_name(
+            self.encoder, self.retrieval_method, self.encoder_settings
+        )
 
     @property
     def manifest_kind(self) -> str | None:
@@ -58,7 +69,9 @@ class DenseSourceSpec(CorpusSourceSpec):
                 raise PydanticCustomError("source_settings", str(exc)) from None
         if self.device == "gpu" and self.index_kind == "hnsw":
             raise PydanticCustomError(
-                "source_settings", '"device: gpu" cannot serve index_kind hnsw (faiss has no GPU HNSW); use flat or ivf')
+                "source_settings",
+                '"device: gpu" cannot serve index_kind hnsw (faiss has no GPU HNSW); use flat or ivf',
+            )
         params_kind = self.index_kind or (None if self.index else "flat")
         if self.index_params and params_kind is not None:
             from branchpoint.retrieval.index import resolve_params
@@ -66,8 +79,14 @@ class DenseSourceSpec(CorpusSourceSpec):
             try:
                 resolve_params(params_kind, self.index_params)
             except InputError as exc:
-                hint = " (set index_kind)" if params_kind == "flat" and not self.index_kind else ""
-                raise PydanticCustomError("source_settings", f'"index_params": {exc}{hint}') from None
+                hint = (
+                    " (set index_kind)"
+                    if params_kind == "flat" and not self.index_kind
+                    else ""
+                )
+                raise PydanticCustomError(
+                    "source_settings", f'"index_params": {exc}{hint}'
+                ) from None
         return self
 
     def check(self, name: str) -> None:
@@ -86,6 +105,15 @@ class DenseSourceSpec(CorpusSourceSpec):
         """The dense source (its index loaded, or built once and cached)."""
         from branchpoint.retrieval.source import open_dense_source
 
-        return open_dense_source(name, self.corpus_path(), self.encoder_name, chunk_words=self.chunk_words,
-                                 progress=progress, fmt=self.format, index_kind=self.index_kind, index=self.index,
-                                 index_params=self.index_params, device=self.device)
+        return open_dense_source(
+            name,
+            self.corpus_path(),
+            self.encoder_name,
+            chunk_words=self.chunk_words,
+            progress=progress,
+            fmt=self.format,
+            index_kind=self.index_kind,
+            index=self.index,
+            index_params=self.index_params,
+            device=self.device,
+        )

@@ -36,7 +36,9 @@ class SearchR1SourceSpec(SourceSpec):
     def _needs_url(self) -> Any:
         if not self.url:
             raise PydanticCustomError(
-                "source_settings", '"url" is required for kind searchr1 (the server, e.g. http://127.0.0.1:8000)')
+                "source_settings",
+                '"url" is required for kind searchr1 (the server, e.g. http://127.0.0.1:8000)',
+            )
         return self
 
     def open(self, name: str, *, progress: bool = False) -> SearchR1Source:

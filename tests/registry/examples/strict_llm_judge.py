@@ -26,4 +26,9 @@ STRICT_ANSWER = JudgePrompt(
 @judge("llm-strict", settings=LLMJudgeSettings)
 def strict_judge(settings: LLMJudgeSettings, run: JudgeRun) -> LLMJudge:
     """The `llm` judge with a stricter answer prompt, under its own name."""
-    return build_llm_judge(settings, run, name=f"llm-strict:{settings.model.name}", prompts={"answer": STRICT_ANSWER})
+    return build_llm_judge(
+        settings,
+        run,
+        name=f"llm-strict:{settings.model.name}",
+        prompts={"answer": STRICT_ANSWER},
+    )
