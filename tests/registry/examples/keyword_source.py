@@ -1,5 +1,5 @@
 """Add a new source kind: one class that validates its fields and opens itself (then
-`retrieval: {sources: {notes: {kind: keyword, passages: [...]}}}` in a spec)."""
+`retrieval: {sources: {notes: {kind: keyword, passages: {d1: "..."}}}}` in a spec)."""
 
 from typing import Literal
 
