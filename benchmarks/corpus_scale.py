@@ -4,7 +4,7 @@ For each corpus size (default 200,000 and 2,000,000 passages) this script genera
 corpus jsonl (`{"id", "contents"}`, `"Page i"\\ntext` of 40-70 words drawn from a fixed vocabulary,
 seeded, from the ~2,000 English words of the demo corpus: about 400 bytes a row) and a FlashRAG-style index file over it, then starts a fresh
 worker process that does what every `--processes` or Ray worker does: open the source
-(`open_source(index=FILE, corpus=JSONL, encoder="minilm-onnx")`, the FlashRAG route) and serve
+(`open_dense_source("wiki", JSONL, "minilm-onnx", index=FILE)`, the FlashRAG route) and serve
 1,000 queries (`search_batch`, 100 at a time). The worker reports its open time and its resident
 memory (VmRSS, and the peak VmHWM) after its imports, after opening and after the queries.
 The MiniLM ONNX session alone takes about 155 MiB and onnxruntime's arena about 50 MiB more once
@@ -98,11 +98,11 @@ def worker(index_file: str, corpus: str, n_queries: int) -> None:
     """Open the source and serve queries; print one JSON line of figures."""
     import faiss  # noqa: F401 - imported first so the baseline includes the libraries
 
-    from branchpoint.retrieval.source import open_source
+    from branchpoint.retrieval.source import open_dense_source
 
     baseline = status_kib("VmRSS")  # Python, numpy, faiss, onnxruntime and branchpoint imported
     start = time.perf_counter()
-    source = open_source("wiki", index=index_file, corpus=corpus, encoder="minilm-onnx")
+    source = open_dense_source("wiki", corpus, "minilm-onnx", index=index_file)
     open_s = time.perf_counter() - start
     after_open = status_kib("VmRSS")
     words = vocabulary()

@@ -34,14 +34,14 @@ PLUGIN_GROUP: Final = "branchpoint.plugins"
 BUILTIN_MODULES: Final[dict[str, tuple[str, ...]]] = {
     "policy": ("branchpoint.agents.policies",),
     "judge": ("branchpoint.evaluation.judges", "branchpoint.evaluation.llm_judges"),
-    "source": ("branchpoint.retrieval.source",),
+    "source": ("branchpoint.retrieval.sources",),
     "encoder": ("branchpoint.retrieval.encoder",),
-    "index": ("branchpoint.retrieval.index",),
+    "index": ("branchpoint.retrieval.index_kinds",),
     "question_format": ("branchpoint.datasets",),
     "provider": ("branchpoint.models.factory",),
-    "reward": ("branchpoint.evaluation.value.outcomes",),
+    "reward": ("branchpoint.evaluation.value.outcomes", "branchpoint.evaluation.value.objectives"),
     "forecaster": ("branchpoint.evaluation.value.forecasters", "branchpoint.evaluation.value.fitted"),
-    "calibrator": ("branchpoint.evaluation.value.forecasters",),
+    "calibrator": ("branchpoint.evaluation.value.forecasters", "branchpoint.evaluation.value.fitted"),
     "router": ("branchpoint.evaluation.value.routers",),
 }
 KINDS: Final[tuple[str, ...]] = tuple(BUILTIN_MODULES)
@@ -141,16 +141,14 @@ class Registry:
 
     def add(self, kind: str, name: str, obj: Any, *, origin: str | None = None, **meta: Any) -> Entry:
         """Register `obj` as the `kind` called `name`. Registering the same definition again (a
-        module imported twice) is a no-op; a different object under a taken name is an error that
-        names both places."""
+        module imported twice, or reloaded) replaces the entry; a different object under a taken
+        name is an error that names both places."""
         self._check_kind(kind)
         if not name or ":" in name:
             raise RegistryError(f'{kind} name "{name}": names are non-empty and contain no ":"')
         entry = Entry(kind, name, obj, origin or _origin_of(obj), dict(meta))
         old = self._entries.get((kind, name))
-        if old is not None:
-            if _same_definition(old.obj, obj):
-                return old
+        if old is not None and not _same_definition(old.obj, obj):
             raise RegistryError(f'{kind} "{name}" is registered twice: by {old.origin} and by {entry.origin}')
         self._entries[(kind, name)] = entry
         return entry
@@ -200,8 +198,11 @@ class Registry:
         self._load(kind)
         return sorted(name for k, name in self._entries if k == kind)
 
-    def entries(self, kind: str) -> list[Entry]:
-        """Registered entries of a kind, in name order."""
+    def entries(self, kind: str, *, registration_order: bool = False) -> list[Entry]:
+        """Registered entries of a kind, in name order (or in the order they were registered)."""
+        if registration_order:
+            self._load(kind)
+            return [e for (k, _), e in self._entries.items() if k == kind]
         return [self._entries[(kind, n)] for n in self.names(kind)]
 
     def get(self, kind: str, name: str, search_paths: Sequence[str | Path] = ()) -> Entry:

@@ -1,11 +1,11 @@
 """Agents: state, graph, action protocols, prompts and the policy registry."""
 
+from branchpoint.agents.budget import may_search
 from branchpoint.agents.graph import build_graph, recursion_limit
 from branchpoint.agents.policies import (
     Policy,
     apply_decision,
     policy,
-    registered_policies,
     resolve_policy,
 )
 from branchpoint.agents.protocols import Decision
@@ -19,8 +19,8 @@ __all__ = [
     "apply_decision",
     "build_graph",
     "initial_state",
+    "may_search",
     "policy",
     "recursion_limit",
-    "registered_policies",
     "resolve_policy",
 ]

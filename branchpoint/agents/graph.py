@@ -18,6 +18,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
+from branchpoint.agents.budget import may_search
 from branchpoint.agents.policies import Policy, forced_answer_steps
 from branchpoint.agents.state import AgentContext, AgentState
 from branchpoint.agents.steps import as_state, search_step
@@ -91,7 +92,7 @@ def route_after_decide(state: AgentState) -> str:
 
 def route_after_search(state: AgentState, runtime: Runtime[AgentContext]) -> str:
     """Back to `decide` while the budget allows another search; else to `answer` (forced)."""
-    return "decide" if state.get("searches", 0) < runtime.context.search_cap else "answer"
+    return "decide" if may_search(state, runtime.context) else "answer"
 
 
 def build_graph(policy: Policy, checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:

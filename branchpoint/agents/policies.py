@@ -4,8 +4,9 @@ A policy is a LangGraph node `(state, runtime) -> update` that reads the state, 
 one model call, and writes the pending action with `apply_decision`. Each policy also says how
 to force a final answer when the search budget is spent; by default that is the policy's own node
 run with no search tool offered, so the forced answer uses the policy's own protocol (endpoint,
-prompt, parser). Register one with `@policy("name")`, or name any module-level function in a spec
-as `package.module:function` (imported with the spec's folder and the working directory on the
+prompt, parser). Register one with `@policy("name")` (kind `policy` of `branchpoint.registry`,
+so plug-ins add policies too), or name any module-level function in a spec as
+`package.module:function` (imported with the spec's folder and the working directory on the
 import path).
 
 Prompts are built from the state only (`transcript`, `evidence`, `history`: see
@@ -16,8 +17,6 @@ parent would have sent at the checkpoint.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from branchpoint.agents import prompts
+from branchpoint.agents.budget import may_search
 from branchpoint.agents.protocols import (
     Decision,
     decision_grammar,
@@ -38,6 +38,7 @@ from branchpoint.agents.steps import as_state, model_step, relabeled
 from branchpoint.agents.transcript import model_turn
 from branchpoint.errors import InputError
 from branchpoint.models.call import ModelCall
+from branchpoint.registry import REGISTRY
 from branchpoint.tools.search import SEARCH_TOOL_SCHEMA
 from branchpoint.traces import BOUNDARY_PENDING
 
@@ -54,15 +55,12 @@ class Policy:
     force_answer: ForceAnswer
 
 
-_POLICIES: dict[str, Policy] = {}
-
-
 def policy(name: str, *, force_answer: ForceAnswer | None = None) -> Callable[[DecideNode], DecideNode]:
-    """Register a decide node under `name`; its forced answer defaults to the node itself run
-    with no search tool offered (`own_protocol_force_answer`)."""
+    """Register a decide node as the policy `name`; its forced answer defaults to the node itself
+    run with no search tool offered (`own_protocol_force_answer`)."""
 
     def register(fn: DecideNode) -> DecideNode:
-        _POLICIES[name] = Policy(name, fn, force_answer or own_protocol_force_answer(fn))
+        REGISTRY.add("policy", name, fn, force_answer=force_answer)
         return fn
 
     return register
@@ -91,47 +89,18 @@ def own_protocol_force_answer(decide: DecideNode) -> ForceAnswer:
     return force
 
 
-def registered_policies() -> list[str]:
-    """Names of the registered policies, sorted."""
-    return sorted(_POLICIES)
-
-
-def import_module_from(module_name: str, search_paths: Sequence[str | Path] = ()) -> Any:
-    """Import `module_name` with `search_paths` (e.g. the spec's folder) and the working
-    directory on the import path for the duration of the import."""
-    added = [str(Path(p).resolve()) for p in [*search_paths, Path.cwd()]]
-    added = [p for p in dict.fromkeys(added) if p not in sys.path]
-    sys.path[:0] = added
-    try:
-        return importlib.import_module(module_name)
-    finally:
-        for p in added:
-            if p in sys.path:
-                sys.path.remove(p)
-
-
 def resolve_policy(name: str, search_paths: Sequence[str | Path] = ()) -> Policy:
-    """A registered policy by name, or a node function named `package.module:function`
-    (imported with `search_paths` and the working directory on the import path)."""
-    if name in _POLICIES:
-        return _POLICIES[name]
-    if ":" in name:
-        module_name, _, attr = name.partition(":")
-        try:
-            module = import_module_from(module_name, search_paths)
-        except ImportError as exc:
-            raise InputError(f"agent.policy: cannot import module {module_name!r} ({exc})") from None
-        fn = getattr(module, attr, None)
-        if fn is None or not callable(fn):
-            raise InputError(f"agent.policy: {module_name!r} has no function {attr!r}")
-        for registered in _POLICIES.values():  # decorated in that module: keep its forced answer
-            if registered.decide is fn:
-                return registered
-        return Policy(name, fn, own_protocol_force_answer(fn))
-    raise InputError(
-        f"agent.policy: unknown policy {name!r} (registered: {', '.join(registered_policies())}; "
-        "or name your own node function as package.module:function)"
-    )
+    """The policy registered as `name`, or a node function named `package.module:function`
+    (imported with `search_paths` and the working directory on the import path); its forced
+    answer is the one it was registered with, else its own protocol's."""
+    try:
+        entry = REGISTRY.get("policy", name, search_paths)
+    except InputError as exc:
+        raise InputError(f"agent.policy: {exc}") from None
+    if not callable(entry.obj):
+        raise InputError(f"agent.policy: {name!r} is not a function (a policy is a decide node)")
+    force = entry.meta.get("force_answer") or own_protocol_force_answer(entry.obj)
+    return Policy(entry.name, entry.obj, force)
 
 
 def decision_steps(kind: str, decision: Decision) -> list[dict[str, Any]]:
@@ -163,8 +132,7 @@ def apply_decision(state: AgentState, decision: Decision, ctx: AgentContext) -> 
         update["transcript"] = list(decision.transcript)
     if decision.status != "ok":
         return {**update, "status": decision.status, "pending": None, "boundary": None}
-    can_search = ctx.offers_search and state.get("searches", 0) < ctx.search_cap
-    runs = decision.action == "search" and can_search
+    runs = decision.action == "search" and may_search(state, ctx)
     pending = Pending(action=decision.action, text=decision.text)
     if decision.calls:
         pending["turn"] = model_turn(decision.calls[-1], f"call_{int(state.get('searches', 0))}")
@@ -214,8 +182,7 @@ def fewshot_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
 def constrained(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """Base models on the completion endpoint: few-shot JSON decision, grammar when it fails to parse."""
     ctx = runtime.context
-    can_search = ctx.offers_search and state.get("searches", 0) < ctx.search_cap
-    return apply_decision(state, fewshot_decision(state, ctx, allow_search=can_search), ctx)
+    return apply_decision(state, fewshot_decision(state, ctx, allow_search=may_search(state, ctx)), ctx)
 
 
 # --- chat style (instruct / reasoning models): native tool calls or tagged text --------------
@@ -289,16 +256,14 @@ def _chat_decision(state: AgentState, ctx: AgentContext, *, tools: bool, allow_s
 def native(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """The model decides through native OpenAI tool calls (the search tool is offered if allowed)."""
     ctx = runtime.context
-    can_search = ctx.offers_search and state.get("searches", 0) < ctx.search_cap
-    return apply_decision(state, _chat_decision(state, ctx, tools=True, allow_search=can_search), ctx)
+    return apply_decision(state, _chat_decision(state, ctx, tools=True, allow_search=may_search(state, ctx)), ctx)
 
 
 @policy("tagged", force_answer=tagged_force_answer)
 def tagged(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """The model decides in tagged text, Search-R1 style: `<search>q</search>` or `<answer>a</answer>`."""
     ctx = runtime.context
-    can_search = ctx.offers_search and state.get("searches", 0) < ctx.search_cap
-    return apply_decision(state, _chat_decision(state, ctx, tools=False, allow_search=can_search), ctx)
+    return apply_decision(state, _chat_decision(state, ctx, tools=False, allow_search=may_search(state, ctx)), ctx)
 
 
 @policy("no_search", force_answer=chat_force_answer)

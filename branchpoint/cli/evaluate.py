@@ -15,7 +15,7 @@ from branchpoint.cli.common import app, console, friendly_errors, print_identica
 @friendly_errors
 def evaluate(
     path: Path = typer.Argument(..., help="A run directory or a .jsonl trace file."),
-    judge: str = typer.Option("rule", "--judge", help="rule (offline default), given (labels in the traces) or llm."),
+    judge: str = typer.Option("rule", "--judge", help="A registered judge: rule (offline default), given (labels in the traces), llm, llm-answer, a plug-in's, or package.module:attr."),
     judge_model: str | None = typer.Option(None, "--judge-model", help="--judge llm: model name sent to the server."),
     judge_base_url: str | None = typer.Option(
         None, "--judge-base-url", help="--judge llm: OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."
@@ -26,9 +26,9 @@ def evaluate(
     judge_cache: Path | None = typer.Option(
         None, "--judge-cache", help="--judge llm: SQLite judgment cache (default: judge_cache.sqlite beside the traces)."
     ),
-    judge_retries: int = typer.Option(1, "--judge-retries", min=0, help="--judge llm: retries of an unparseable reply."),
-    judge_concurrency: int = typer.Option(4, "--judge-concurrency", min=1, help="--judge llm: requests at once."),
-    evidence: bool = typer.Option(True, "--evidence/--no-evidence", help="--judge llm: also label retrieved documents."),
+    judge_retries: int | None = typer.Option(None, "--judge-retries", min=0, help="--judge llm: retries of an unparseable reply (default 1)."),
+    judge_concurrency: int | None = typer.Option(None, "--judge-concurrency", min=1, help="--judge llm: requests at once (default 4)."),
+    evidence: bool | None = typer.Option(None, "--evidence/--no-evidence", help="--judge llm: also label retrieved documents (default: llm yes, llm-answer no)."),
     out: Path | None = typer.Option(None, "--out", help="Output folder (default: beside the traces)."),
     lam: float = typer.Option(0.25, "--lam", help="TPC weight of input tokens (λ)."),
     mu: float = typer.Option(500.0, "--mu", help="TPC weight of a search call (μ)."),
@@ -61,7 +61,7 @@ def evaluate(
     metrics = run_evaluation(path, judge=judge_obj, out_dir=out, cfg=cfg, agreement=agreement)
     console.print(comparison_table(metrics))
     print_identical(metrics.get("identical_conditions") or [])
-    if judge == "llm":
+    if getattr(judge_obj, "stats", None) is not None:
         st = judge_obj.stats
         console.print(
             f"judge {judge_obj.name}: {st.items} items, {st.cached} from the cache, {st.calls} model calls "

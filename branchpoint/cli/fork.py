@@ -156,7 +156,8 @@ def replay(
 
     Example: branchpoint replay runs/quickstart --execution 3f2a --checkpoint 1f0c2a --repeats 4
     """
-    from branchpoint.experiments.forking import ForkPlan, replay_run
+    from branchpoint.experiments.forking import replay_run
+    from branchpoint.experiments.spec import ForkPlan
 
     plan = ForkPlan(
         repeats=repeats, concurrency=concurrency, checkpoints=[checkpoint] if checkpoint else None,

@@ -44,7 +44,7 @@ def quickstart(
     summary = run_experiment(loaded, out, progress=not no_progress)
     print_summary(summary)
     cfg = MetricsConfig(lam=loaded.evaluation.lam, mu=loaded.evaluation.mu)
-    metrics = run_evaluation(out, judge=loaded.evaluation.judge, cfg=cfg)
+    metrics = run_evaluation(out, judge=loaded.evaluation.open_judge(out), cfg=cfg)
     console.print(comparison_table(metrics))
     report_path, _ = write_report(out, title=f"branchpoint quickstart: {loaded.name}")
     console.print(f"wrote {out / METRICS_FILE}, {report_path} and {out / FIGURES_DIR}")

@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.agreement import cohen_kappa
-from branchpoint.evaluation.judges import get_judge
+from branchpoint.evaluation.judges import build_judge
 from branchpoint.traces import ExecutionRecord
 
 SPLITS: tuple[str, ...] = ("dev", "heldout")
@@ -167,11 +167,11 @@ def judge_agreement_with_labels(
 ) -> dict[str, Any]:
     """Agreement and κ of a registered judge with the labels: abstention on all items and on
     the unanswerable ones, correctness on the answerable ones, plus the disagreeing item ids."""
-    fn = get_judge(judge)
+    judge_obj = build_judge(judge)
     abst_all, abst_unans, correct = [], [], []
     disagreements = []
     for item in items:
-        labels = {j.kind: j.label for j in fn(as_record(item))}
+        labels = {j.kind: j.label for j in judge_obj.judge_many([as_record(item)])[0]}
         abstained = labels["abstention"] == "ABSTAINED"
         abst_all.append((item.label_abstained, abstained))
         if not item.answerable:

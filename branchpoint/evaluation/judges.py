@@ -1,8 +1,15 @@
 """Judges: functions that read one `ExecutionRecord` and return `Judgment`s, found by name.
 
-A judge is a plain function registered with `@judge("name")`; `get_judge(name)` finds it.
-Two judges are registered here, the LLM judges live in `llm_judges` (they need a model, so they
-are objects built from a client rather than registered functions):
+A judge is registered (kind `judge` of `branchpoint.registry`) with `@judge("name")`, as one of:
+
+- a plain function `record -> list[Judgment]` (no settings);
+- a factory `fn(settings, run) -> BatchJudge` registered with `settings=SomeSettingsModel`: the
+  judge's settings (a pydantic model, e.g. the LLM judges' `model: {...}`) come from the spec's
+  `evaluation` section or the command line, `run` says where its cache lives (`JudgeRun`).
+
+`build_judge(name, settings, run)` builds either into a `BatchJudge`; names may also be
+`package.module:attr`. Two judges are registered here, the LLM judges (`llm`, `llm-answer`,
+factories over a chat model) in `llm_judges`:
 
 - `rule` (offline default): SQuAD-style answer matching plus a pattern-based abstention
   detector. Every record gets one judgment of kind `answer` (CORRECT / INCORRECT /
@@ -22,8 +29,12 @@ after its retries records it, and the metrics leave such items out and count the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ValidationError
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.response_rules import (
@@ -37,7 +48,13 @@ from branchpoint.evaluation.response_rules import (
     match_gold,
     normalize_answer,
 )
-from branchpoint.traces import ExecutionRecord, Judgment, RetrievedDoc
+from branchpoint.registry import REGISTRY
+from branchpoint.traces import (
+    ExecutionRecord,
+    Judgment,
+    RetrievedDoc,
+    describe_validation_error,
+)
 
 # The rules live in `response_rules`; these names are re-exported from here as before.
 __all__ = [
@@ -62,34 +79,12 @@ ALL_LABELS_BY_KIND: dict[str, tuple[str, ...]] = {**LABELS_BY_KIND, "evidence": 
 # Statuses whose output is broken (unparseable action) or cut off (token limit).
 BROKEN_STATUSES: frozenset[str] = frozenset({"malformed", "length"})
 
-_REGISTRY: dict[str, JudgeFn] = {}  # filled only by @judge at import time
 
 
-def judge(name: str) -> Callable[[JudgeFn], JudgeFn]:
-    """Register a judge function under `name` (decorator)."""
-
-    def register(fn: JudgeFn) -> JudgeFn:
-        if name in _REGISTRY and _REGISTRY[name] is not fn:
-            raise InputError(f'judge "{name}" is already registered')
-        _REGISTRY[name] = fn
-        return fn
-
-    return register
-
-
-def judge_names() -> list[str]:
-    """Names of all registered judges, sorted."""
-    return sorted(_REGISTRY)
-
-
-def get_judge(name: str) -> JudgeFn:
-    """The judge registered under `name`; InputError listing the known names otherwise."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise InputError(
-            f'unknown judge "{name}" (known judges: {", ".join(judge_names())})'
-        ) from None
+def judge(name: str, *, settings: type[BaseModel] | None = None) -> Callable[[Any], Any]:
+    """Register a judge under `name` (decorator): a function `record -> list[Judgment]`, or, with
+    `settings` (the pydantic model of its settings), a factory `fn(settings, run) -> BatchJudge`."""
+    return REGISTRY.register("judge", name, settings=settings)
 
 
 class BatchJudge(Protocol):
@@ -102,21 +97,100 @@ class BatchJudge(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class JudgeRun:
+    """What a judge factory gets besides its settings: where its judgment cache lives (None: in
+    memory only) and whether to show progress."""
+
+    cache_path: Path | None = None
+    progress: bool = False
+
+
+@dataclass(frozen=True)
+class FunctionJudge:
+    """A `BatchJudge` over a registered per-record judge function."""
+
+    name: str
+    fn: JudgeFn
+
+    def judge_many(self, records: Sequence[ExecutionRecord]) -> list[list[Judgment]]:
+        """`fn` applied to each record."""
+        return [self.fn(record) for record in records]
+
+
+def judge_settings_model(name: str, search_paths: Sequence[str | Path] = ()) -> type[BaseModel] | None:
+    """The settings model of the judge `name` (None: a plain function that takes no settings)."""
+    return REGISTRY.get("judge", name, search_paths).meta.get("settings")
+
+
+def check_judge(name: str, settings: Mapping[str, Any] | None = None,
+                search_paths: Sequence[str | Path] = ()) -> BaseModel | None:
+    """The judge's settings validated (None for a judge without settings), opening nothing:
+    an unknown name lists the known ones, bad settings name the field."""
+    model = judge_settings_model(name, search_paths)
+    if model is None:
+        if settings:
+            raise InputError(f'judge "{name}" takes no settings (got: {", ".join(settings)})')
+        return None
+    try:
+        return model.model_validate(dict(settings or {}))
+    except ValidationError as exc:
+        raise InputError(f'judge "{name}": {describe_validation_error(exc)}') from None
+
+
+def build_judge(name: str, settings: Mapping[str, Any] | None = None, run: JudgeRun = JudgeRun(),
+                search_paths: Sequence[str | Path] = ()) -> BatchJudge:
+    """The judge `name` (registered, or `package.module:attr`) built with its settings: what a
+    spec's `evaluation: {judge: NAME, ...settings}` and `evaluate --judge NAME` both name."""
+    entry = REGISTRY.get("judge", name, search_paths)
+    parsed = check_judge(name, settings, search_paths)
+    if parsed is None:
+        return FunctionJudge(entry.name, entry.obj)
+    built: BatchJudge = entry.obj(parsed, run)
+    return built
+
+
+def judge_from_command_line(
+    name: str, *, model: str | None = None, base_url: str | None = None, api_key_env: str | None = None,
+    run: JudgeRun = JudgeRun(), **settings: Any,
+) -> BatchJudge:
+    """`evaluate --judge NAME`: the judge built from the command line's judge options.
+
+    `model`, `base_url` and `api_key_env` (`--judge-model`, `--judge-base-url`,
+    `--judge-api-key-env`) become the settings' `model: {name, base_url, api_key_env}`; the other
+    `settings` (None: not given) are passed as they are. A judge without settings refuses a model.
+    """
+    takes = judge_settings_model(name)
+    given = {k: v for k, v in settings.items() if v is not None}
+    if takes is None:
+        if model or base_url:
+            with_settings = [n for n in REGISTRY.names("judge") if REGISTRY.get("judge", n).meta.get("settings")]
+            raise InputError(f"--judge-model and --judge-base-url apply to judges with settings "
+                             f"({', '.join(with_settings)}), not --judge {name}")
+        return build_judge(name)
+    if "model" in takes.model_fields:
+        if not model or not base_url:
+            raise InputError(f"--judge {name} needs --judge-model NAME and --judge-base-url URL "
+                             "(an OpenAI-compatible server)")
+        given["model"] = {"name": model, "base_url": base_url,
+                          **({"api_key_env": api_key_env} if api_key_env else {})}
+    given = {k: v for k, v in given.items() if k in takes.model_fields}
+    return build_judge(name, given, run)
+
+
 def judge_records(
     records: Iterable[ExecutionRecord], judge: str | BatchJudge
 ) -> list[ExecutionRecord]:
     """Copies of `records` with the judge's judgments added, replacing earlier ones of that judge.
 
-    `judge` is a registered name (`rule`, `given`) or a judge object such as `LLMJudge`, whose
-    `judge_many` sees every record at once (to batch, deduplicate and cache model calls).
+    `judge` is a judge name (one that takes no settings, e.g. `rule`, `given`) or a judge object
+    (`build_judge`, `LLMJudge`), whose `judge_many` sees every record at once (to batch,
+    deduplicate and cache model calls).
     """
     records = list(records)
-    if isinstance(judge, str):
-        name, fn = judge, get_judge(judge)
-        new_judgments = [fn(record) for record in records]
-    else:
-        name = judge.name
-        new_judgments = judge.judge_many(records)
+    judge_obj = build_judge(judge) if isinstance(judge, str) else judge
+    name = judge_obj.name
+    new_judgments = judge_obj.judge_many(records)
     judged = []
     for record, new in zip(records, new_judgments, strict=True):
         kept = [j for j in record.judgments if j.judge != name]

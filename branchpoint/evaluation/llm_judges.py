@@ -1,5 +1,10 @@
 """LLM judges: versioned prompts, a strict reply format parsed robustly, retries, a persistent cache.
 
+Two judges are registered here as factories over a model spec (`build_judge`): `llm` (answer,
+abstention and evidence judgments) and `llm-answer` (answer and abstention only, unless
+`evidence: true`), both taking `LLMJudgeSettings` (`model: {name, base_url, api_key_env}`,
+`retries`, `concurrency`, `evidence`, `max_tokens`).
+
 An `LLMJudge` talks to any OpenAI-compatible endpoint through the same client as the agents
 (`branchpoint.models`), one chat call per item:
 
@@ -40,6 +45,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from branchpoint.evaluation.judge_cache import JudgeCache, judgment_key
 from branchpoint.evaluation.judges import (
     ABSTENTION_LABELS,
@@ -47,7 +54,9 @@ from branchpoint.evaluation.judges import (
     BROKEN_STATUSES,
     EVIDENCE_LABELS,
     UNPARSEABLE,
+    JudgeRun,
     evidence_documents,
+    judge,
 )
 from branchpoint.traces import ExecutionRecord, Judgment
 
@@ -186,8 +195,8 @@ RETRY_MESSAGE = (
 # Parsing
 # --------------------------------------------------------------------------------------------
 
-_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
-_LABEL_LINE = re.compile(r"\blabel\s*[:=]\s*(.*)$", re.I)
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_LABEL_LINE = re.compile(r"\blabel\s*[:=]\s*(.*)$", re.IGNORECASE)
 
 
 def _labels_in(fragment: str, labels: Sequence[str]) -> list[str]:
@@ -416,32 +425,65 @@ class LLMJudge:
         return self.judge_many([record])[0]
 
 
-def open_llm_judge(
-    model: str,
-    base_url: str,
-    *,
-    api_key_env: str | None = None,
-    cache_path: str | None = None,
-    retries: int = 1,
-    concurrency: int = 4,
-    evidence: bool = True,
-    max_tokens: int = 512,
-    timeout_s: float = 120.0,
-    progress: bool = False,
-) -> LLMJudge:
-    """An `LLMJudge` on an OpenAI-compatible server (chat endpoint, temperature 0, seed 0).
+class JudgeModelSpec(BaseModel):
+    """The chat model an LLM judge asks: an OpenAI-compatible server (chat endpoint, temperature 0,
+    seed 0). The API key, if any, is read from the environment variable `api_key_env`, never
+    written into a spec or passed on the command line."""
 
-    `cache_path` is the SQLite judge cache (None: in memory only); the API key, if any, is read
-    from the environment variable `api_key_env`, never passed on the command line.
-    """
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="Model name sent to the server, e.g. Qwen/Qwen3-8B.")
+    base_url: str = Field(min_length=1, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
+    api_key_env: str | None = Field(None, description="Environment variable holding the API key.")
+    timeout_s: float = Field(120.0, gt=0)
+
+
+class LLMJudgeSettings(BaseModel):
+    """Settings of the `llm` judge: answer, abstention and (unless `evidence: false`) evidence."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: JudgeModelSpec
+    retries: int = Field(1, ge=0, description="Retries of an unparseable reply.")
+    concurrency: int = Field(4, ge=1, description="Requests at once.")
+    evidence: bool = Field(True, description="Also label every retrieved document.")
+    max_tokens: int = Field(512, ge=1)
+
+
+class LLMAnswerJudgeSettings(LLMJudgeSettings):
+    """Settings of the `llm-answer` judge: answer and abstention only, unless `evidence: true`."""
+
+    evidence: bool = Field(False, description="Also label every retrieved document.")
+
+
+@judge("llm", settings=LLMJudgeSettings)
+def llm_judge(settings: LLMJudgeSettings, run: JudgeRun) -> LLMJudge:
+    """An `LLMJudge` named `llm:MODEL` on the OpenAI-compatible server `settings.model` names,
+    caching its judgments in `run.cache_path` (None: in memory only)."""
+    return build_llm_judge(settings, run, name=f"llm:{settings.model.name}")
+
+
+@judge("llm-answer", settings=LLMAnswerJudgeSettings)
+def llm_answer_judge(settings: LLMAnswerJudgeSettings, run: JudgeRun) -> LLMJudge:
+    """The `llm` judge without evidence labels by default, named `llm-answer:MODEL`: one answer
+    (answerable) or abstention (unanswerable) judgment per execution."""
+    return build_llm_judge(settings, run, name=f"llm-answer:{settings.model.name}")
+
+
+def build_llm_judge(settings: LLMJudgeSettings, run: JudgeRun, *, name: str,
+                    prompts: dict[str, JudgePrompt] | None = None) -> LLMJudge:
+    """An `LLMJudge` called `name` with `settings` (chat endpoint, temperature 0, seed 0): what a
+    judge factory over a model spec returns; a new LLM judge passes its own `prompts` (by key:
+    answer, abstention, evidence, evidence_answerable; the others stay the defaults)."""
     from branchpoint.models.openai_compat import OpenAICompatibleClient
     from branchpoint.models.spec import ModelSpec
 
+    m = settings.model
     spec = ModelSpec(
-        provider="openai", name=model, base_url=base_url, api_key_env=api_key_env, style="chat",
-        temperature=0.0, seed=0, max_tokens=max_tokens, timeout_s=timeout_s,
+        provider="openai", name=m.name, base_url=m.base_url, api_key_env=m.api_key_env, style="chat",
+        temperature=0.0, seed=0, max_tokens=settings.max_tokens, timeout_s=m.timeout_s,
     )  # fmt: skip
-    client = OpenAICompatibleClient(spec)
-    cache = JudgeCache(cache_path) if cache_path is not None else None
-    return LLMJudge(client, cache=cache, retries=retries, concurrency=concurrency, evidence=evidence,
-                    max_tokens=max_tokens, progress=progress)  # fmt: skip
+    cache = JudgeCache(str(run.cache_path)) if run.cache_path is not None else None
+    return LLMJudge(OpenAICompatibleClient(spec), cache=cache, retries=settings.retries,
+                    concurrency=settings.concurrency, evidence=settings.evidence,
+                    max_tokens=settings.max_tokens, prompts=prompts, progress=run.progress, name=name)  # fmt: skip

@@ -17,7 +17,7 @@ from typing import Any
 from branchpoint.checkpoints import list_boundaries
 from branchpoint.checkpoints.boundaries import BoundaryInfo
 from branchpoint.checkpoints.fork import IllegalActionError, check_action
-from branchpoint.checkpoints.plan import ForkPlan
+from branchpoint.experiments.spec import ForkPlan
 from branchpoint.checkpoints.values import state_reader
 from branchpoint.errors import InputError
 from branchpoint.experiments.spec import ExperimentSpec, expand_conditions

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from branchpoint.datasets import balanced_sample
 from branchpoint.datasets.questions import Question
 from branchpoint.errors import InputError
-from branchpoint.experiments.forking import ForkPlan
+from branchpoint.experiments.spec import ForkPlan
 from branchpoint.experiments.spec import apply_overrides, did_you_mean
 from branchpoint.experiments.store import RunStore
 

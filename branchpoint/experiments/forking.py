@@ -42,7 +42,7 @@ from branchpoint.agents import (
 )
 from branchpoint.checkpoints import list_boundaries, open_checkpointer
 from branchpoint.checkpoints.fork import branch_input, prefix_of, transcript_from_steps
-from branchpoint.checkpoints.plan import ForkPlan
+from branchpoint.experiments.spec import ForkPlan
 from branchpoint.checkpoints.values import checkpoint_values, state_reader
 from branchpoint.errors import InputError
 from branchpoint.evaluation.judges import judge_records

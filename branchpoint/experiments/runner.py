@@ -32,13 +32,13 @@ from branchpoint.checkpoints.store import delete_threads
 from branchpoint.errors import InputError
 from branchpoint.datasets import balanced_sample, load_questions
 from branchpoint.experiments.multiturn import history_for
-from branchpoint.datasets.questions import Question, demo_corpus_path
+from branchpoint.datasets.questions import Question
 from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
 from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.models import ModelClient, TransportError, open_model
 from branchpoint.models.request_fingerprint import RequestFingerprints, RequestSinks
 from branchpoint.models.request_log import RequestLog, current_execution
-from branchpoint.retrieval import RetrievalSource, open_source
+from branchpoint.retrieval import RetrievalSource
 from branchpoint.retrieval.cache import CachedSource, RetrievalCache, source_params
 from branchpoint.tools import SearchTool
 from branchpoint.traces import (
@@ -160,7 +160,7 @@ def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[Pla
                 f'(known: {", ".join(sorted(resolved.retrieval.sources))})'
             )
         for name, source in resolved.retrieval.sources.items():
-            check_source(name, source)
+            source.check(name)
         key = {**condition, "_settings": condition_fingerprint(resolved)}
         if resolved.multi_turn and resolved.multi_turn.preceding and pool is None:
             pool = history_pool(spec)
@@ -175,43 +175,6 @@ def policy_paths(spec: ExperimentSpec) -> list[Path]:
     """Where a `module:function` policy is imported from besides the working directory: the
     folder of the spec file it was loaded from, when known."""
     return [spec.source_dir] if spec.source_dir is not None else []
-
-
-def check_source(name: str, source: SourceSpec) -> None:
-    """Refuse an unknown encoder, or a missing corpus or index file, before anything is written."""
-    from branchpoint.retrieval.encoder import ENCODERS
-
-    if source.kind == "searchr1":
-        return
-    if source.kind == "dense" and source.encoder not in ENCODERS:
-        raise InputError(
-            f"retrieval.sources.{name}.encoder: unknown encoder {source.encoder!r} (known: {', '.join(sorted(ENCODERS))}, "
-            "or st:MODEL for a sentence-transformers model)"
-        )
-    if source.index is not None:
-        index = Path(source.index)
-        if not index.exists():
-            raise InputError(f"retrieval.sources.{name}.index: not found: {source.index}")
-        if index.is_file() and source.corpus == "demo":
-            raise InputError(
-                f"retrieval.sources.{name}.corpus: the FlashRAG index file {source.index} needs the corpus jsonl it was built from"
-            )
-    corpus = corpus_path(source)
-    if corpus is not None and not corpus.is_file():
-        raise InputError(f"retrieval.sources.{name}.corpus: file not found: {source.corpus}")
-
-
-def corpus_path(source: SourceSpec) -> Path | None:
-    """The corpus file a source names (`demo` is the embedded demo corpus).
-
-    None where the source needs none: a Search-R1 server, or a prebuilt index directory whose
-    corpus is left at `demo` (then the index's own passages are used, unchecked).
-    """
-    if source.kind == "searchr1":
-        return None
-    if source.corpus == "demo":
-        return None if source.index is not None and Path(source.index).is_dir() else demo_corpus_path()
-    return Path(source.corpus)
 
 
 class SourcePool:
@@ -234,25 +197,7 @@ class SourcePool:
     def _opened(self, key: str, name: str, source: SourceSpec) -> RetrievalSource:
         """The source itself (no cache), opened (and if needed built) the first time; lock held."""
         if key not in self._raw:
-            if source.kind == "searchr1":
-                # Imported here: the HTTP client is only needed by specs that name a server.
-                from branchpoint.retrieval.searchr1 import SearchR1Source
-
-                self._raw[key] = SearchR1Source(name, str(source.url))
-            else:
-                self._raw[key] = open_source(
-                    name,
-                    kind=source.kind,
-                    corpus=corpus_path(source),
-                    fmt=source.format,
-                    encoder=source.encoder_name,
-                    chunk_words=source.chunk_words,
-                    index_kind=source.index_kind,
-                    index=source.index,
-                    index_params=source.index_params,
-                    device=source.device,
-                    progress=self._progress,
-                )
+            self._raw[key] = source.open(name, progress=self._progress)
         return self._raw[key]
 
     def prepare(self, spec: ExperimentSpec) -> None:
@@ -314,31 +259,15 @@ def check_sources(todo: Iterable[PlannedExecution]) -> None:
     themselves): a corpus that is not JSON, not UTF-8 or empty, an index of another corpus, kind
     or build parameters, or a damaged index file, is an InputError before the run folder is
     written."""
-    from branchpoint.retrieval import load_corpus
-    from branchpoint.retrieval.corpus import chunk_passages, corpus_fingerprint
-    from branchpoint.retrieval.index import DenseIndex
-    from branchpoint.retrieval.manifest import check_manifest, read_manifest
-
     seen: set[str] = set()
     for spec in {id(p.spec): p.spec for p in todo}.values():  # one spec object per condition
         if not spec.agent.search:
             continue
         for source in spec.retrieval.sources.values():
             key = source.model_dump_json()
-            corpus = corpus_path(source)
-            if corpus is None or key in seen:
-                continue
-            seen.add(key)
-            passages = load_corpus(corpus, source.format)
-            index = Path(source.index) if source.index is not None else None
-            if index is not None and index.is_dir():
-                if source.chunk_words is not None:
-                    passages = chunk_passages(passages, source.chunk_words)
-                kind = "bm25" if source.kind == "bm25" else source.index_kind
-                check_manifest(read_manifest(index), index / "manifest.json", kind=kind,
-                               expected_fingerprint=corpus_fingerprint(passages), params=source.index_params)
-            elif index is not None and index.is_file():  # a FlashRAG index file: row i is corpus line i
-                DenseIndex.check_flashrag_file(index, len(passages), corpus)
+            if key not in seen:
+                seen.add(key)
+                source.check_data()
 
 
 def identity_fields(planned: PlannedExecution, run_id: str) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """Open the model a spec names: embedded llama.cpp, any OpenAI-compatible server, a LangChain
-chat model, the simulated model, or a script."""
+chat model, the simulated model, or a script. Each provider is registered by name (kind
+`provider` of `branchpoint.registry`): a context manager `fn(spec, log_dir)` yielding a ready
+`ModelClient`."""
 
 from __future__ import annotations
 
@@ -13,28 +15,58 @@ from branchpoint.models.llamacpp import LlamaCppServer
 from branchpoint.models.openai_compat import OpenAICompatibleClient
 from branchpoint.models.scripted import ScriptedModel
 from branchpoint.models.spec import ModelSpec
+from branchpoint.registry import REGISTRY
 
 
 @contextmanager
 def open_model(spec: ModelSpec, log_dir: Path | None = None) -> Iterator[ModelClient]:
-    """Yield a ready `ModelClient`; an embedded server is started first and stopped on exit."""
-    if spec.provider == "scripted":
-        if not spec.script:
-            raise InputError("model.script: provider 'scripted' needs a non-empty list of replies")
-        yield ScriptedModel(spec.script, cycle=True, name=spec.name)
-    elif spec.provider == "embedded":
-        log = log_dir / "llamacpp-server.log" if log_dir else None
-        with LlamaCppServer(spec.server, alias=spec.name, log_path=log) as server:
-            yield OpenAICompatibleClient(spec, base_url=server.base_url)
-    elif spec.provider == "langchain":
-        from branchpoint.models.langchain_chat import LangChainChatClient
+    """Yield a ready `ModelClient` from the spec's provider; an embedded server is started first
+    and stopped on exit."""
+    opener = REGISTRY.get("provider", spec.provider).obj
+    with opener(spec, log_dir) as client:
+        yield client
 
-        yield LangChainChatClient(spec)
-    elif spec.provider == "sim":
-        from branchpoint.models.sim import SimServer
 
-        log = log_dir / "sim-server.log" if log_dir else None
-        with SimServer(spec.sim, served_name=spec.name, log_path=log) as server:
-            yield OpenAICompatibleClient(spec, base_url=server.base_url)
-    else:
-        yield OpenAICompatibleClient(spec)
+@REGISTRY.register("provider", "scripted")
+@contextmanager
+def scripted_provider(spec: ModelSpec, log_dir: Path | None = None) -> Iterator[ModelClient]:
+    """The spec's `script` replies, in order (cycled)."""
+    if not spec.script:
+        raise InputError("model.script: provider 'scripted' needs a non-empty list of replies")
+    yield ScriptedModel(spec.script, cycle=True, name=spec.name)
+
+
+@REGISTRY.register("provider", "embedded")
+@contextmanager
+def embedded_provider(spec: ModelSpec, log_dir: Path | None = None) -> Iterator[ModelClient]:
+    """The embedded llama.cpp server (started here, stopped on exit)."""
+    log = log_dir / "llamacpp-server.log" if log_dir else None
+    with LlamaCppServer(spec.server, alias=spec.name, log_path=log) as server:
+        yield OpenAICompatibleClient(spec, base_url=server.base_url)
+
+
+@REGISTRY.register("provider", "langchain")
+@contextmanager
+def langchain_provider(spec: ModelSpec, log_dir: Path | None = None) -> Iterator[ModelClient]:
+    """A LangChain chat model built by the spec's `factory`."""
+    from branchpoint.models.langchain_chat import LangChainChatClient
+
+    yield LangChainChatClient(spec)
+
+
+@REGISTRY.register("provider", "sim")
+@contextmanager
+def sim_provider(spec: ModelSpec, log_dir: Path | None = None) -> Iterator[ModelClient]:
+    """The simulated model server (started here, stopped on exit)."""
+    from branchpoint.models.sim import SimServer
+
+    log = log_dir / "sim-server.log" if log_dir else None
+    with SimServer(spec.sim, served_name=spec.name, log_path=log) as server:
+        yield OpenAICompatibleClient(spec, base_url=server.base_url)
+
+
+@REGISTRY.register("provider", "openai")
+@contextmanager
+def openai_provider(spec: ModelSpec, log_dir: Path | None = None) -> Iterator[ModelClient]:
+    """Any OpenAI-compatible server at the spec's `base_url`."""
+    yield OpenAICompatibleClient(spec)

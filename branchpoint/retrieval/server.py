@@ -59,7 +59,8 @@ from branchpoint.errors import BranchpointError, InputError
 from branchpoint.models.server import ManagedServer, url_host
 from branchpoint.retrieval._deps import require
 from branchpoint.retrieval.corpus import Passage
-from branchpoint.retrieval.encoder import ENCODERS, get_encoder, resolve_encoder_name
+from branchpoint.registry import REGISTRY
+from branchpoint.retrieval.encoder import get_encoder, is_encoder_name, resolve_encoder_name
 from branchpoint.retrieval.encoder_base import Encoder
 from branchpoint.retrieval.encoder_settings import EncoderSettings
 from branchpoint.retrieval.index import DenseIndex
@@ -240,10 +241,10 @@ def load_index_dir(directory: str | Path, encoder: Encoder | None = None) -> Any
         return BM25Index.load(directory)
     if encoder is not None:
         return DenseIndex.load(directory, encoder)
-    if manifest.encoder not in ENCODERS:
+    if not is_encoder_name(manifest.encoder):
         raise InputError(f"{directory / 'manifest.json'}: index was built with encoder "
                          f"{manifest.encoder!r}, which this installation does not know "
-                         f"(known: {', '.join(sorted(ENCODERS))})")
+                         f"(known: {', '.join(REGISTRY.names('encoder'))})")
     return DenseIndex.load(directory, get_encoder(manifest.encoder))
 
 

@@ -5,7 +5,8 @@ Sources over an index (`DenseSource`, `BM25Source`) also answer `search_batch(qu
 with one index call for all queries, and declare `cache_params` (kind, corpus fingerprint,
 encoder, parameters) for the persistent retrieval cache.
 
-`open_source` opens one from settings: a prebuilt index directory, a FlashRAG index file with
+`open_dense_source` and `open_bm25_source` open one from settings (what the spec's source kinds,
+`branchpoint.retrieval.sources`, call): a prebuilt index directory, a FlashRAG index file with
 its corpus, or a corpus whose index is built once and cached on disk by corpus fingerprint,
 encoder, kind and build parameters (`default_index_cache_dir()`).
 """
@@ -143,55 +144,42 @@ def _load_passages(corpus: str | Path, fmt: str, chunk_words: int | None) -> Seq
     return chunk_passages(load_corpus(corpus, fmt), chunk_words)
 
 
-def open_source(
+def open_dense_source(
     name: str,
-    *,
-    kind: str = "dense",
     corpus: str | Path | None = None,
-    fmt: str = "auto",
-    encoder: str = DEFAULT_ENCODER,
+    encoder_name: str = DEFAULT_ENCODER,
+    cache_dir: Path | None = None,
     chunk_words: int | None = None,
+    progress: bool = False,
+    *,
+    fmt: str = "auto",
     index_kind: str | None = None,
     index: str | Path | None = None,
     index_params: Mapping[str, Any] | None = None,
     device: str = "cpu",
-    cache_dir: Path | None = None,
-    progress: bool = False,
-) -> IndexSource:
-    """Open a dense or bm25 source.
+) -> DenseSource:
+    """Open a dense source (what a spec's `kind: dense` opens).
 
     - `index` a directory: a saved index (ours), checked against `index_kind`, `index_params`
       and, when `corpus` is given, that corpus's fingerprint (after chunking).
     - `index` a file: a FlashRAG faiss index whose row i is passage i of `corpus` (required).
-    - no `index`: `corpus` (required) indexed once and cached under `cache_dir`
-      (default `default_index_cache_dir()`); a stale or damaged cached index is rebuilt.
+    - no `index`: `corpus` (required) indexed once with `index_kind` (default flat) and cached
+      under `cache_dir` (default `default_index_cache_dir()`); a stale or damaged cached index is
+      rebuilt.
     """
-    if kind not in ("dense", "bm25"):
-        raise InputError(f'source "{name}": kind {kind!r} is not an index source (dense or bm25)')
-    if kind == "dense" and index_kind is not None and index_kind not in DENSE_KINDS:
+    if index_kind is not None and index_kind not in DENSE_KINDS:
         raise InputError(f'source "{name}": unknown index_kind {index_kind!r} (expected one of: '
                          f"{', '.join(DENSE_KINDS)})")
+    enc = get_encoder(encoder_name) if device == "cpu" else get_encoder(encoder_name, device=device)
     if index is not None:
-        return _open_prebuilt(name, Path(index), kind=kind, corpus=corpus, fmt=fmt,
-                              encoder=encoder, chunk_words=chunk_words, index_kind=index_kind,
-                              index_params=index_params, device=device)
+        return _open_prebuilt_dense(name, Path(index), enc, corpus=corpus, fmt=fmt, chunk_words=chunk_words,
+                                    index_kind=index_kind, index_params=index_params, device=device)
     if corpus is None:
         raise InputError(f'source "{name}": give a corpus file or a prebuilt index')
     passages = _load_passages(corpus, fmt, chunk_words)
     fingerprint = fingerprint_of(passages)
     cache = Path(cache_dir) if cache_dir else default_index_cache_dir()
-    if kind == "bm25":
-        path = index_cache_path(cache, fingerprint, "bm25", "bm25", _build_params("bm25", index_params))
-        if path.exists():
-            try:
-                return BM25Source(name, BM25Index.load(path, fingerprint, params=index_params))
-            except InputError as exc:  # stale or damaged: rebuild below
-                log.warning("rebuilding cached index: %s", exc)
-        built = BM25Index.build(passages, index_params, progress=progress)
-        _cache_save(built, path)
-        return BM25Source(name, built)
     index_kind = index_kind or "flat"
-    enc = get_encoder(encoder) if device == "cpu" else get_encoder(encoder, device=device)
     path = index_cache_path(cache, fingerprint, enc.name, index_kind,
                             _build_params(index_kind, index_params))
     if path.exists():
@@ -207,6 +195,45 @@ def open_source(
     return DenseSource(name, dense, enc)
 
 
+def open_bm25_source(
+    name: str,
+    corpus: str | Path | None = None,
+    *,
+    fmt: str = "auto",
+    chunk_words: int | None = None,
+    index: str | Path | None = None,
+    index_params: Mapping[str, Any] | None = None,
+    cache_dir: Path | None = None,
+    progress: bool = False,
+) -> BM25Source:
+    """Open a BM25 source (what a spec's `kind: bm25` opens): a saved bm25 `index` directory
+    (checked against `corpus` when given), or `corpus` indexed once and cached under `cache_dir`."""
+    if index is not None:
+        path = Path(index)
+        if path.is_dir():
+            expected = fingerprint_of(_load_passages(corpus, fmt, chunk_words)) if corpus is not None else None
+            return BM25Source(name, BM25Index.load(path, expected, params=index_params))
+        if not path.exists():
+            raise InputError(f'source "{name}": index {path} not found (expected a directory that '
+                             "`branchpoint index build --kind bm25` wrote)")
+        raise InputError(f'source "{name}": index {path} is a file; a bm25 index is a directory '
+                         "that `branchpoint index build --kind bm25` wrote")
+    if corpus is None:
+        raise InputError(f'source "{name}": give a corpus file or a prebuilt index')
+    passages = _load_passages(corpus, fmt, chunk_words)
+    fingerprint = fingerprint_of(passages)
+    cache = Path(cache_dir) if cache_dir else default_index_cache_dir()
+    path = index_cache_path(cache, fingerprint, "bm25", "bm25", _build_params("bm25", index_params))
+    if path.exists():
+        try:
+            return BM25Source(name, BM25Index.load(path, fingerprint, params=index_params))
+        except InputError as exc:  # stale or damaged: rebuild below
+            log.warning("rebuilding cached index: %s", exc)
+    built = BM25Index.build(passages, index_params, progress=progress)
+    _cache_save(built, path)
+    return BM25Source(name, built)
+
+
 def _cache_save(index: DenseIndex | BM25Index, path: Path) -> None:
     try:
         index.save(path)
@@ -214,50 +241,28 @@ def _cache_save(index: DenseIndex | BM25Index, path: Path) -> None:
         log.warning("could not cache index at %s: %s", path, exc)
 
 
-def _open_prebuilt(name: str, path: Path, *, kind: str, corpus: str | Path | None, fmt: str,
-                   encoder: str, chunk_words: int | None, index_kind: str | None,
-                   index_params: Mapping[str, Any] | None, device: str) -> IndexSource:
-    """A saved index directory, or a FlashRAG index file with its corpus."""
+def _open_prebuilt_dense(name: str, path: Path, enc: Encoder, *, corpus: str | Path | None, fmt: str,
+                         chunk_words: int | None, index_kind: str | None,
+                         index_params: Mapping[str, Any] | None, device: str) -> DenseSource:
+    """A saved dense index directory, or a FlashRAG index file with its corpus."""
     if path.is_dir():
         expected = None
         if corpus is not None:
             expected = fingerprint_of(_load_passages(corpus, fmt, chunk_words))
-        if kind == "bm25":
-            return BM25Source(name, BM25Index.load(path, expected, params=index_params))
-        enc = get_encoder(encoder) if device == "cpu" else get_encoder(encoder, device=device)
         loaded = DenseIndex.load(path, enc, expected_fingerprint=expected, kind=index_kind,
                                  params=index_params, device=device)
         return DenseSource(name, loaded, enc)
     if not path.exists():
         raise InputError(f'source "{name}": index {path} not found (expected a directory that '
                          "`branchpoint index build` wrote, or a FlashRAG faiss index file)")
-    if kind == "bm25":
-        raise InputError(f'source "{name}": index {path} is a file; a bm25 index is a directory '
-                         "that `branchpoint index build --kind bm25` wrote")
     if corpus is None:
         raise InputError(f'source "{name}": the FlashRAG index file {path} needs the corpus '
                          "jsonl it was built from (set corpus)")
     if chunk_words is not None:
         raise InputError(f'source "{name}": chunk_words cannot apply to a FlashRAG index file '
                          "(its rows are the corpus lines as they are)")
-    enc = get_encoder(encoder) if device == "cpu" else get_encoder(encoder, device=device)
     loaded = DenseIndex.load_flashrag(path, corpus, enc, fmt=fmt, params=index_params, device=device)
     if index_kind is not None and loaded.kind != index_kind:
         raise StaleIndexError(f'source "{name}": {path} is a {loaded.kind} index, but '
                               f"index_kind {index_kind} was asked for")
     return DenseSource(name, loaded, enc)
-
-
-def open_dense_source(
-    name: str,
-    corpus: str | Path,
-    encoder_name: str = DEFAULT_ENCODER,
-    cache_dir: Path | None = None,
-    chunk_words: int | None = None,
-    progress: bool = False,
-) -> DenseSource:
-    """Load a corpus (optionally chunked) and its cached exact index, building and caching it if needed."""
-    source = open_source(name, kind="dense", corpus=corpus, encoder=encoder_name,
-                         chunk_words=chunk_words, cache_dir=cache_dir, progress=progress)
-    assert isinstance(source, DenseSource)
-    return source

@@ -12,12 +12,12 @@ from branchpoint.agents import (
     initial_state,
     policy,
     recursion_limit,
-    registered_policies,
     resolve_policy,
 )
 from branchpoint.agents.protocols import decision_grammar
 from branchpoint.errors import InputError
 from branchpoint.models import ScriptedModel
+from branchpoint.registry import REGISTRY
 from branchpoint.tools import SearchTool
 
 Q = "What is the capital of Australia?"
@@ -128,12 +128,12 @@ def test_length_status_when_answer_runs_out_of_tokens(keyword_source):
 
 
 def test_registry_and_unknown_policy():
-    assert {"constrained", "native", "no_search", "tagged"} <= set(registered_policies())
-    with pytest.raises(InputError, match="unknown policy 'nope'"):
+    assert {"constrained", "native", "no_search", "tagged"} <= set(REGISTRY.names("policy"))
+    with pytest.raises(InputError, match='unknown policy "nope" \\(known: constrained, native'):
         resolve_policy("nope")
     with pytest.raises(InputError, match="cannot import module"):
         resolve_policy("no_such_module_xyz:fn")
-    with pytest.raises(InputError, match="has no function"):
+    with pytest.raises(InputError, match='has no attribute "missing_fn"'):
         resolve_policy("tests.agents.test_graph:missing_fn")
 
 

@@ -31,7 +31,7 @@ def test_policy_module_next_to_the_spec_is_found_from_any_working_directory(tmp_
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     sys.modules.pop("spec_folder_policies", None)
-    with pytest.raises(InputError, match="cannot import module 'spec_folder_policies'"):
+    with pytest.raises(InputError, match='cannot import module "spec_folder_policies"'):
         resolve_policy("spec_folder_policies:always_unknown")
     spec = load_spec(spec_path)
     assert spec.source_dir == folder.resolve()

@@ -116,7 +116,7 @@ SPEC_ERRORS = {
     "unknown_key": ({"agent": {"serach_cap": 3}}, 'field "agent.serach_cap": Extra inputs are not permitted'),
     "wrong_type": ({"agent": {"top_k": "three"}}, 'field "agent.top_k"'),
     "unknown_provider": ({"model": {"provider": "anthropic"}}, 'field "model.provider"'),
-    "unknown_policy": ({"agent": {"policy": "clever"}}, "unknown policy 'clever'"),
+    "unknown_policy": ({"agent": {"policy": "clever"}}, 'unknown policy "clever"'),
     "unknown_source": ({"retrieval": {"default": "wiki"}}, "retrieval.default: unknown source 'wiki'"),
     "unknown_judge": ({"evaluation": {"judge": "gpt-judge"}}, 'field "evaluation.judge": unknown judge'),
     "unknown_fork_judge": ({"fork": {"judge": "gpt-judge"}}, 'field "fork.judge": unknown judge'),

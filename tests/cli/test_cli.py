@@ -57,7 +57,7 @@ def test_unknown_policy_is_one_clear_line_and_no_output(tmp_path):
     out = tmp_path / "run"
     result = runner.invoke(app, ["run", str(spec), "--out", str(out)])
     assert result.exit_code == 2
-    assert "agent.policy: unknown policy 'clever'" in result.output
+    assert "agent.policy: unknown policy \"clever\"" in result.output
     assert "Traceback" not in result.output
     assert not out.exists()
 

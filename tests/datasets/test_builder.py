@@ -257,9 +257,10 @@ runner = CliRunner()
 
 @pytest.fixture()
 def fake_encoder(monkeypatch):
-    import branchpoint.retrieval.encoder as encoder_module
+    from branchpoint.registry import REGISTRY
 
-    monkeypatch.setattr(encoder_module, "FIXED_ENCODERS", {**encoder_module.FIXED_ENCODERS, "bow": BagOfWords})
+    monkeypatch.setattr(REGISTRY, "_entries", dict(REGISTRY._entries))  # registered for this test only
+    REGISTRY.add("encoder", "bow", lambda settings=None: BagOfWords())
 
 
 def test_cli(tmp_path, fake_encoder):

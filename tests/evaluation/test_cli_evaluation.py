@@ -60,7 +60,7 @@ def test_llm_judge_needs_model_and_url(tmp_path):
     assert "--judge-model" in result.output and "--judge-base-url" in result.output
     assert not (tmp_path / "metrics.json").exists()
     result = runner.invoke(app, ["evaluate", str(tmp_path), "--judge-model", "m"])
-    assert result.exit_code == 2 and "apply to --judge llm only" in result.output
+    assert result.exit_code == 2 and "apply to judges with settings (llm, llm-answer)" in result.output
 
 
 def test_report_command(tmp_path):

@@ -7,13 +7,14 @@ import pytest
 from branchpoint.errors import InputError
 from branchpoint.evaluation import (
     ABSTENTION_PATTERNS,
+    build_judge,
     contained_gold,
     detect_abstention,
-    get_judge,
-    judge_names,
     judge_records,
     normalize_answer,
 )
+from branchpoint.evaluation.judges import given_judge, rule_judge
+from branchpoint.registry import REGISTRY
 from branchpoint.traces import Judgment
 from tests.evaluation.builders import make_record as record
 
@@ -95,12 +96,12 @@ def test_detect_abstention_negative(answer):
 
 
 def test_registry_knows_both_judges():
-    assert {"rule", "given"} <= set(judge_names())
+    assert {"rule", "given", "llm", "llm-answer"} <= set(REGISTRY.names("judge"))
 
 
 def test_unknown_judge_lists_known_names():
     with pytest.raises(InputError, match=r'unknown judge "nope".*given.*rule'):
-        get_judge("nope")
+        build_judge("nope")
 
 
 @pytest.mark.parametrize(
@@ -119,7 +120,7 @@ def test_unknown_judge_lists_known_names():
 )
 def test_rule_judge(answer, status, answer_label, abstention_label, raw):
     rec = record("q", gold=["Rome"], answer=answer, status=status)
-    out = get_judge("rule")(rec)
+    out = rule_judge(rec)
     assert labels(out) == {"answer": answer_label, "abstention": abstention_label}
     assert all(j.judge == "rule" for j in out)
     assert out[0].raw == raw
@@ -127,7 +128,7 @@ def test_rule_judge(answer, status, answer_label, abstention_label, raw):
 
 def test_rule_abstention_raw_names_pattern():
     rec = record("q", answerable=False, category="UC", answer="Which Paris do you mean?")
-    (_, abst) = get_judge("rule")(rec)
+    (_, abst) = rule_judge(rec)
     assert (abst.label, abst.raw) == ("ABSTAINED", "which_do_you_mean")
 
 
@@ -149,7 +150,7 @@ def test_given_judge_happy_path():
         record("u", answerable=False, category="FP", labels={"abstention": "ABSTAINED"}),
     ]
     a, u = judge_records(recs, "given")
-    given = lambda r: {j.kind: j.label for j in r.judgments if j.judge == "given"}  # noqa: E731
+    given = lambda r: {j.kind: j.label for j in r.judgments if j.judge == "given"}
     assert given(a) == {"answer": "CORRECT", "abstention": "ANSWERED"}
     assert given(u) == {"abstention": "ABSTAINED"}
 
@@ -157,7 +158,7 @@ def test_given_judge_happy_path():
 def test_given_judge_uses_last_label_of_a_kind():
     rec = record("a", labels={"answer": "INCORRECT"})
     rec.judgments.append(Judgment(judge="llm", kind="answer", label="CORRECT"))
-    (out,) = get_judge("given")(rec)
+    (out,) = given_judge(rec)
     assert (out.label, out.raw) == ("CORRECT", "from=llm")
 
 
@@ -169,7 +170,7 @@ def test_given_judge_missing_label_names_execution_and_kind():
 
 def test_given_judge_skips_incomplete_without_label():
     rec = record("a", status="incomplete", answer=None)
-    assert get_judge("given")(rec) == []
+    assert given_judge(rec) == []
 
 
 def test_given_judge_rejects_unknown_label():
@@ -206,18 +207,18 @@ def test_rule_judge_labels_each_distinct_document_answerable_or_not():
             RetrievedDoc(doc_id="d2", score=1, text="It was printed in 1605.")]  # fmt: skip
     steps = [Step(kind="search", retrieved=docs), Step(kind="search", retrieved=docs[:1])]
     unanswerable = record("u", answerable=False, category="AU", answer="1605", steps=steps)
-    evidence = [(j.label, j.doc_id, j.raw) for j in get_judge("rule")(unanswerable) if j.kind == "evidence"]
+    evidence = [(j.label, j.doc_id, j.raw) for j in rule_judge(unanswerable) if j.kind == "evidence"]
     assert evidence == [("NEGATIVE", "d1", "unknown"), ("POSITIVE", "d2", None)]
     # answerable questions get evidence judgments too (the study's Table 10 reports both)
     answerable = record("a", gold=["1605"], answer="1605", steps=steps)
-    evidence = [(j.label, j.doc_id) for j in get_judge("rule")(answerable) if j.kind == "evidence"]
+    evidence = [(j.label, j.doc_id) for j in rule_judge(answerable) if j.kind == "evidence"]
     assert evidence == [("NEGATIVE", "d1"), ("POSITIVE", "d2")]
 
 
 def test_given_judge_copies_evidence_and_accepts_unparseable():
     rec = record("u", answerable=False, category="AU", labels={"abstention": "unparseable"})
     rec.judgments.append(Judgment(judge="human", kind="evidence", label="negative", doc_id="d1"))
-    out = get_judge("given")(rec)
+    out = given_judge(rec)
     assert [(j.kind, j.label, getattr(j, "doc_id", None)) for j in out] == [
         ("abstention", "UNPARSEABLE", None), ("evidence", "NEGATIVE", "d1"),
     ]  # fmt: skip
@@ -229,7 +230,7 @@ def test_given_judge_copies_evidence_and_accepts_unparseable():
 def _judged(question, answer, *, category=None, gold=None):
     rec = record("q", answerable=category is None, category=category, gold=gold, answer=answer)
     rec.question = question
-    return {j.kind: (j.label, j.raw) for j in get_judge("rule")(rec)}
+    return {j.kind: (j.label, j.raw) for j in rule_judge(rec)}
 
 
 @pytest.mark.parametrize(

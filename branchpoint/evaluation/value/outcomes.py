@@ -42,11 +42,11 @@ import numpy as np
 from branchpoint.errors import InputError
 from branchpoint.evaluation.judges import detect_abstention, judge_records, normalize_answer
 from branchpoint.evaluation.metrics import is_correct
+from branchpoint.registry import REGISTRY
 from branchpoint.traces import BOUNDARY_KINDS, BOUNDARY_PENDING, LEGAL_ACTIONS, ExecutionRecord, collapse_search_count
 
 NO_STRATUM = "(none)"
 RewardFn = Callable[[Sequence[ExecutionRecord], str], np.ndarray]
-_REWARDS: dict[str, RewardFn] = {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -55,31 +55,19 @@ _REWARDS: dict[str, RewardFn] = {}
 
 
 def reward(name: str) -> Callable[[RewardFn], RewardFn]:
-    """Register a reward `fn(records, judge) -> array of floats in [0, 1]` under `name`.
+    """Register a reward `fn(records, judge) -> array of floats in [0, 1]` under `name` (kind
+    `reward` of `branchpoint.registry`).
 
     A reward that calls a judge may also take `count: JudgingCount` and add what it judged.
     """
-
-    def register(fn: RewardFn) -> RewardFn:
-        if name in _REWARDS and _REWARDS[name] is not fn:
-            raise InputError(f'reward "{name}" is already registered')
-        _REWARDS[name] = fn
-        return fn
-
-    return register
-
-
-def reward_names() -> list[str]:
-    """Names of the registered rewards, sorted."""
-    return sorted(_REWARDS)
+    return REGISTRY.register("reward", name)
 
 
 def get_reward(name: str) -> RewardFn:
-    """The reward registered under `name`; InputError listing the known names otherwise."""
-    try:
-        return _REWARDS[name]
-    except KeyError:
-        raise InputError(f'unknown reward "{name}" (known rewards: {", ".join(reward_names())})') from None
+    """The reward registered as `name` (or `package.module:function`); InputError listing the
+    known names otherwise."""
+    fn: RewardFn = REGISTRY.get("reward", name).obj
+    return fn
 
 
 @dataclass

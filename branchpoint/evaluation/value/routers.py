@@ -32,6 +32,7 @@ import numpy as np
 from branchpoint.evaluation.judges import normalize_answer
 from branchpoint.evaluation.value.outcomes import RoleOutcomes, StateTable, is_unknown_answer
 from branchpoint.evaluation.value.scores import balanced_mean, utility
+from branchpoint.registry import REGISTRY
 
 TAU_GRID: tuple[float, ...] = (-0.2, -0.1, -0.05, 0.0, 0.05, 0.1, 0.2)
 
@@ -246,3 +247,8 @@ def oracle(states: StateTable, price: float) -> Routed:
     """Per state the action with the higher Ū (ties: T)."""
     u_t, u_s = action_utilities(states, price)
     return route(u_s > u_t, states, price)
+
+
+# The routers by name (kind `router` of `branchpoint.registry`), for listing and for plug-ins.
+for _router in (constant, best_constant, threshold, consistency, sample_informed, split_rule, oracle):
+    REGISTRY.add("router", _router.__name__, _router)

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, create_model
 
 from branchpoint.errors import InputError
-from branchpoint.evaluation.judges import UNPARSEABLE, get_judge
+from branchpoint.evaluation.judges import UNPARSEABLE, build_judge
 from branchpoint.evaluation.tally import (
     MetricsConfig,
     category_key,
@@ -60,7 +60,7 @@ def _rule_labels(rec: Any, cache: dict[tuple[Any, ...], list[Any]] | None = None
     if cache is not None and key in cache:
         return cache[key]
     record = ExecutionRecord.model_construct(**{name: getattr(rec, name) for name in ROW_FIELDS}, steps=[])
-    labels = [j for j in get_judge(DEFAULT_JUDGE)(record) if j.kind in ("answer", "abstention")]
+    labels = [j for j in build_judge(DEFAULT_JUDGE).judge_many([record])[0] if j.kind in ("answer", "abstention")]
     if cache is not None:
         cache[key] = labels
     return labels

@@ -24,7 +24,7 @@ from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics
 from branchpoint.datasets import load_questions
 from branchpoint.datasets.questions import demo_corpus_path
 from branchpoint.experiments.runner import run_experiment
-from branchpoint.experiments.spec import QuestionsSpec, RetrievalSpec, SourceSpec
+from branchpoint.experiments.spec import BM25SourceSpec, QuestionsSpec, RetrievalSpec
 from branchpoint.experiments.validation.compare import Check
 from branchpoint.experiments.validation.study import MAIN_SOURCE, StudySettings, shared_server_opener, study_spec
 from branchpoint.models.sim.profile import Profile
@@ -69,7 +69,7 @@ def seed_findings(
     spec = spec.model_copy(update={
         "name": f"findings-{profile.name}",
         "questions": QuestionsSpec(path=settings.questions),
-        "retrieval": RetrievalSpec(default=MAIN_SOURCE, sources={MAIN_SOURCE: SourceSpec(kind="bm25", corpus=str(corpus))}),
+        "retrieval": RetrievalSpec(default=MAIN_SOURCE, sources={MAIN_SOURCE: BM25SourceSpec(corpus=str(corpus))}),
         "sweep": {"agent.search_cap": list(CAPS)},
     })  # fmt: skip
     run_dir = out / "run"

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from branchpoint.checkpoints import open_checkpointer
-from branchpoint.checkpoints.plan import ForkPlan
 from branchpoint.checkpoints.values import checkpoint_values, state_reader
 from branchpoint.evaluation.judges import judge_records, normalize_answer
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, is_correct
@@ -33,11 +32,12 @@ from branchpoint.experiments.forking import fork_run
 from branchpoint.experiments.runner import SourcePool, run_experiment, select_questions
 from branchpoint.experiments.spec import (
     AgentSpec,
+    BM25SourceSpec,
     ExperimentSpec,
+    ForkPlan,
     QuestionsSpec,
     RetrievalSpec,
     SampleSpec,
-    SourceSpec,
 )
 from branchpoint.experiments.store import RunStore
 from branchpoint.models.openai_compat import OpenAICompatibleClient
@@ -96,8 +96,8 @@ def study_spec(settings: StudySettings, seed: int, served_name: str) -> Experime
         sim=SimServerSpec(profile=settings.profile, questions=settings.questions, latency_scale=0.0),
     )  # fmt: skip
     sources = {
-        MAIN_SOURCE: SourceSpec(kind="bm25", corpus="demo"),
-        ALT_SOURCE: SourceSpec(kind="bm25", corpus="demo", index_params={"k1": 0.6, "b": 0.3}),
+        MAIN_SOURCE: BM25SourceSpec(corpus="demo"),
+        ALT_SOURCE: BM25SourceSpec(corpus="demo", index_params={"k1": 0.6, "b": 0.3}),
     }
     return ExperimentSpec(
         name=f"validate-{settings.profile}-{seed}", seed=seed,

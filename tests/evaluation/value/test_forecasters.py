@@ -41,7 +41,9 @@ def test_historical_mean_and_stratum_prior_use_dev_rows_only():
 
 
 def test_a_new_forecaster_is_one_decorated_function(monkeypatch):
-    monkeypatch.setattr(fc_mod, "_FORECASTERS", dict(fc_mod._FORECASTERS))
+    from branchpoint.registry import REGISTRY
+
+    monkeypatch.setattr(REGISTRY, "_entries", dict(REGISTRY._entries))  # registered for this test only
 
     @forecaster("search_when_nothing_in_hand")
     def rule(states, dev):

@@ -154,7 +154,9 @@ def test_errors_are_for_people(tmp_path):
 def test_forecaster_module_plugs_a_function_into_the_command(tmp_path, monkeypatch):
     from branchpoint.evaluation.value import forecasters as registry
 
-    monkeypatch.setattr(registry, "_FORECASTERS", dict(registry._FORECASTERS))
+    from branchpoint.registry import REGISTRY
+
+    monkeypatch.setattr(REGISTRY, "_entries", dict(REGISTRY._entries))  # registered for this test only
     (tmp_path / "my_value_plugin.py").write_text(
         "import numpy as np\n"
         "from branchpoint.evaluation.value import forecaster\n\n"

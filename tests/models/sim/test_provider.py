@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from branchpoint.evaluation.report import is_simulated
-from branchpoint.experiments.spec import AgentSpec, ExperimentSpec, QuestionsSpec, RetrievalSpec, SourceSpec
+from branchpoint.experiments.spec import AgentSpec, BM25SourceSpec, ExperimentSpec, QuestionsSpec, RetrievalSpec
 from branchpoint.models import ModelSpec, open_model
 from branchpoint.models.spec import SimServerSpec
 
@@ -37,7 +37,7 @@ def test_records_and_reports_of_a_sim_run_are_labelled(tmp_path: Path) -> None:
         model=ModelSpec(provider="sim", name="branchpoint-sim-instruct", style="chat", temperature=0.6, seed=1,
                         max_tokens=256, sim=SimServerSpec(latency_scale=0.0)),
         agent=AgentSpec(policy="native", search_cap=1),
-        retrieval=RetrievalSpec(default="bm", sources={"bm": SourceSpec(kind="bm25")}),
+        retrieval=RetrievalSpec(default="bm", sources={"bm": BM25SourceSpec()}),
     )  # fmt: skip
     run_experiment(spec, tmp_path, progress=False)
     rows = [json.loads(line) for line in (tmp_path / "executions.jsonl").read_text().splitlines()]

@@ -1,4 +1,5 @@
-"""The fork plan: which saved states to fork, into which actions, how often (a spec section too)."""
+"""The fork plan: which saved states to fork, into which actions, how often (the spec's `fork`
+section, and what `branchpoint fork` builds from its options)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from pydantic import BaseModel, Field
 
 from branchpoint.errors import InputError
 from branchpoint.traces import ACTIONS, BOUNDARY_KINDS
-
 
 #: The search-value study's actor sampling (its repeated executions are independent draws).
 FORK_TEMPERATURE = 0.6
@@ -33,29 +33,45 @@ class ForkPlan(BaseModel):
     repeats: int = Field(4, ge=1)
     search_budget: int = Field(3, ge=1)
     switch_source: str | None = None
-    executions: list[str] | None = Field(None, description="Execution id prefixes; default: all.")
+    executions: list[str] | None = Field(
+        None, description="Execution id prefixes; default: all."
+    )
     checkpoints: list[str] | None = Field(
-        None, description="Saved states to fork, by checkpoint id (or its unique start or end); default: every selected boundary."
+        None,
+        description="Saved states to fork, by checkpoint id (or its unique start or end); default: every selected boundary.",
     )
     minimal_search: bool = False
     concurrency: int = Field(4, ge=1)
     judge: str = "rule"
-    temperature: float = Field(FORK_TEMPERATURE, ge=0.0, description="Sampling temperature of every branch.")
-    top_p: float = Field(FORK_TOP_P, gt=0.0, le=1.0, description="Nucleus sampling of every branch.")
+    temperature: float = Field(
+        FORK_TEMPERATURE, ge=0.0, description="Sampling temperature of every branch."
+    )
+    top_p: float = Field(
+        FORK_TOP_P, gt=0.0, le=1.0, description="Nucleus sampling of every branch."
+    )
     seed: int = Field(0, description="Base of the per-branch seeds.")
     allow_identical_repeats: bool = Field(
-        False, description="Allow repeats > 1 at temperature 0 (identical draws, e.g. to measure server nondeterminism)."
+        False,
+        description="Allow repeats > 1 at temperature 0 (identical draws, e.g. to measure server nondeterminism).",
     )
 
     def check(self) -> None:
         """Refuse unknown boundary kinds and actions, and copies posing as repeats, before any work."""
         for kind in self.boundaries:
             if kind not in BOUNDARY_KINDS:
-                raise InputError(f"--boundaries: unknown kind {kind!r} (expected {', '.join(BOUNDARY_KINDS)})")
+                raise InputError(
+                    f"--boundaries: unknown kind {kind!r} (expected {', '.join(BOUNDARY_KINDS)})"
+                )
         for action in self.actions:
             if action not in ACTIONS:
-                raise InputError(f"--actions: unknown action {action!r} (expected {', '.join(ACTIONS)})")
-        if self.repeats > 1 and self.temperature == 0 and not self.allow_identical_repeats:
+                raise InputError(
+                    f"--actions: unknown action {action!r} (expected {', '.join(ACTIONS)})"
+                )
+        if (
+            self.repeats > 1
+            and self.temperature == 0
+            and not self.allow_identical_repeats
+        ):
             raise InputError(
                 f"--repeats {self.repeats} at --temperature 0: repeats estimate success rates, but at "
                 "temperature 0 every repeat is a copy of the first draw. Sample (e.g. --temperature 0.6 "
@@ -67,4 +83,8 @@ class ForkPlan(BaseModel):
         is a function of the plan's seed and the branch's key (its state, action and repeat:
         distinct per repeat, the same on rerun and when the study is run afresh)."""
         digest = hashlib.sha256(f"{self.seed}:{branch_key}".encode()).digest()
-        return {"temperature": self.temperature, "top_p": self.top_p, "seed": int.from_bytes(digest[:4], "big") >> 1}
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": int.from_bytes(digest[:4], "big") >> 1,
+        }

@@ -1,0 +1,154 @@
+"""The spec's sections: questions, model, agent, retrieval, evaluation, multi-turn, and the whole
+`ExperimentSpec` (unknown keys and wrong types are errors naming the field)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from branchpoint.experiments.spec.fork import ForkPlan
+from branchpoint.models.spec import ModelSpec
+from branchpoint.retrieval.sources import DenseSourceSpec, SourceField
+
+if TYPE_CHECKING:
+    from branchpoint.evaluation.judges import BatchJudge
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SampleSpec(_Strict):
+    """A balanced, seeded sample of the question set."""
+
+    answerable: int = Field(ge=0)
+    unanswerable: int = Field(0, ge=0)
+
+
+class QuestionsSpec(_Strict):
+    """Where the questions come from: `demo` (embedded) or a file in one of the known formats."""
+
+    path: str = "demo"
+    format: str = "auto"
+    limit: int | None = Field(None, ge=1)
+    categories: list[str] | None = None
+    sample: SampleSpec | None = None
+    split: str | None = Field(
+        None, description="FreshQA files: keep one split (TEST or DEV)."
+    )
+
+
+class RetrievalSpec(_Strict):
+    """Named sources, each of a registered source kind (`kind`, default dense: see
+    `branchpoint.retrieval.sources`); `default` is the one the agent searches unless a fork
+    switches it."""
+
+    default: str = "demo"
+    sources: dict[str, SourceField] = Field(
+        default_factory=lambda: {"demo": DenseSourceSpec()}
+    )
+
+
+#: The largest `agent.search_cap`: beyond it an execution's checkpoints and graph recursion limit
+#: grow without bound, and no study needs more than a few dozen searches.
+MAX_SEARCH_CAP = 1000
+
+
+class AgentSpec(_Strict):
+    """The agent: its policy (registered name or `module:function`), search offer and limits."""
+
+    policy: str = "constrained"
+    search: bool = Field(
+        True, description="Offer the search tool (false: the no-search base condition)."
+    )
+    search_cap: int = Field(
+        10,
+        ge=0,
+        le=MAX_SEARCH_CAP,
+        description="Most searches per execution; then a forced answer (at most 1,000: each search is "
+        "several saved states, and the graph's step limit grows with the cap).",
+    )
+    top_k: int = Field(3, ge=1)
+    evidence_words: int = Field(
+        60, ge=5, description="Words of each passage shown to the model."
+    )
+    answer_max_tokens: int | None = Field(
+        None, ge=1, description="Default: model.max_tokens."
+    )
+    malformed_retries: int = Field(1, ge=0)
+    prompt: Literal["plain", "abstention", "fewshot", "self_eval"] = Field(
+        "abstention",
+        description="Prompt variant of the chat policies (the mitigation study).",
+    )
+
+
+class MultiTurnSpec(_Strict):
+    """Earlier turns before each evaluated question: how many, and of which kind.
+
+    The earlier questions are drawn (seeded) from the whole question file (not the selection); their answers are the
+    gold answer (answerable) or an abstention (unanswerable): an oracle conversation history.
+    """
+
+    preceding: int = Field(0, ge=0, le=50)
+    context: Literal["answerable", "mixed", "unanswerable"] = "mixed"
+
+
+class EvaluationSpec(BaseModel):
+    """How the run is scored by default: `judge` names any registered judge (or
+    `package.module:attr`), and the section's other keys are that judge's settings, e.g.
+    `{judge: llm-answer, model: {name: Qwen/Qwen3-8B, base_url: http://127.0.0.1:8000/v1}}`
+    (checked against the judge's settings when the spec is loaded)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    judge: str = "rule"
+    lam: float = Field(0.25, ge=0)
+    mu: float = Field(500, ge=0)
+
+    @property
+    def judge_settings(self) -> dict[str, Any]:
+        """The judge's settings: every key of the section besides judge, lam and mu."""
+        return dict(self.model_extra or {})
+
+    def open_judge(
+        self, run_dir: Path, progress: bool = False, search_paths: Sequence[Path] = ()
+    ) -> BatchJudge:
+        """The judge built with its settings (its cache, if any, in `run_dir`)."""
+        from branchpoint.evaluation.judge_cache import CACHE_FILE
+        from branchpoint.evaluation.judges import JudgeRun, build_judge
+
+        return build_judge(
+            self.judge,
+            self.judge_settings,
+            JudgeRun(Path(run_dir) / CACHE_FILE, progress),
+            search_paths,
+        )
+
+
+class ExperimentSpec(_Strict):
+    """A whole experiment: what to run on which questions, and the sweep axes."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    seed: int = 0
+    questions: QuestionsSpec = Field(default_factory=QuestionsSpec)
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    agent: AgentSpec = Field(default_factory=AgentSpec)
+    retrieval: RetrievalSpec = Field(default_factory=RetrievalSpec)
+    evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
+    multi_turn: MultiTurnSpec | None = None
+    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+    fork: ForkPlan | None = Field(
+        None, description="A fork study `branchpoint run` does after the run."
+    )
+
+    _source_dir: Path | None = PrivateAttr(None)
+
+    @property
+    def source_dir(self) -> Path | None:
+        """The folder of the spec file this spec was loaded from (None when built in code):
+        `module:function` policies are imported from there too."""
+        return self._source_dir
