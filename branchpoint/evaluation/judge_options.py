@@ -27,10 +27,10 @@ def judge_from_options(
     evidence: bool | None = None,
     progress: bool = True,
 ) -> BatchJudge:
-    """The judge `evaluate` runs; options left at None take the judge's own defaults."""
-    from branchpoint.evaluation.evaluate import trace_path
-
-    run = JudgeRun(cache or trace_path(traces).parent / JUDGE_CACHE_FILE, progress=progress)
+    """The judge `evaluate` runs; options left at None take the judge's own defaults. Its cache
+    (for judges that keep one) defaults to `judge_cache.sqlite` beside the traces."""
+    traces = Path(traces)
+    run = JudgeRun(cache or (traces if traces.is_dir() else traces.parent) / JUDGE_CACHE_FILE, progress=progress)
     return judge_from_command_line(
         judge, model=model, base_url=base_url, api_key_env=api_key_env, run=run,
         retries=retries, concurrency=concurrency, evidence=evidence,

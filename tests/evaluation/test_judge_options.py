@@ -1,4 +1,5 @@
-"""`evaluate --judge NAME` and its options: named judges pass through, llm needs a model and server."""
+"""`evaluate --judge NAME` and its options: judges without settings are built by name and refuse a
+model; llm needs a model and server."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from branchpoint.evaluation.judge_options import judge_from_options
 
 
 def test_offline_judges_are_passed_by_name(tmp_path: Path):
-    assert judge_from_options("rule", tmp_path) == "rule"
-    assert judge_from_options("given", tmp_path) == "given"
+    assert judge_from_options("rule", tmp_path).name == "rule"
+    assert judge_from_options("given", tmp_path).name == "given"
 
 
 def test_llm_options_apply_to_llm_only(tmp_path: Path):
-    with pytest.raises(InputError, match="apply to --judge llm only"):
+    with pytest.raises(InputError, match="apply to judges with settings"):
         judge_from_options("rule", tmp_path, model="m")
 
 

@@ -117,13 +117,13 @@ class EvaluationSpec(BaseModel):
         self, run_dir: Path, progress: bool = False, search_paths: Sequence[Path] = ()
     ) -> BatchJudge:
         """The judge built with its settings (its cache, if any, in `run_dir`)."""
-        from branchpoint.evaluation.judge_cache import CACHE_FILE
         from branchpoint.evaluation.judges import JudgeRun, build_judge
+        from branchpoint.traces import JUDGE_CACHE_FILE
 
         return build_judge(
             self.judge,
             self.judge_settings,
-            JudgeRun(Path(run_dir) / CACHE_FILE, progress),
+            JudgeRun(Path(run_dir) / JUDGE_CACHE_FILE, progress),
             search_paths,
         )
 
