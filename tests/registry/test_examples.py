@@ -163,3 +163,13 @@ class _Sized:
 
     def __len__(self) -> int:
         return len(self.prefix_steps)
+
+
+def test_the_extending_page_shows_each_example_file_as_it_is():
+    """docs/extending.md includes each example file (snippets), so the page cannot drift from
+    the code these tests run."""
+    from tests.conftest import REPO
+
+    page = (REPO / "docs" / "extending.md").read_text(encoding="utf-8")
+    for name in EXAMPLES:
+        assert f'--8<-- "tests/registry/examples/{name}.py"' in page, name
