@@ -64,7 +64,7 @@ def _install() -> bool:
     def get_executor_for_config(config: Any) -> Any:
         return nullcontext(InlineExecutor()) if _INLINE.get() else original(config)
 
-    _executor.get_executor_for_config = get_executor_for_config  # type: ignore[attr-defined]
+    _executor.get_executor_for_config = get_executor_for_config
     _INSTALLED = True
     return True
 
