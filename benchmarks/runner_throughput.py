@@ -7,7 +7,7 @@ local processes (`branchpoint run --processes`); prints executions/s and the rat
 (concurrency x single-stream rate, per round of `concurrency` executions). Target: >= 0.8 of
 ideal at 64. BENCHMARKS.md has the figures and why 0.5 s is CPU-bound on a 2-core machine.
 
-    .venv/bin/python benchmarks/runner_throughput.py [--latency 0.5 2] [--n 512] [--processes 2]
+    .venv/bin/python benchmarks/runner_throughput.py [--latency 0.5 2] [--n 512] [--concurrency 64 256] [--processes 2]
 
 `--server sim` runs the same executions against the simulated model in capacity mode (continuous
 batching: every request in flight shares a decode ceiling of `--tokens-per-s`, each stream decodes
@@ -129,6 +129,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--latency", type=float, nargs="+", default=[0.5, 2.0], help="seconds per request")
     parser.add_argument("--n", type=int, default=512, help="executions at concurrency 64 (a multiple of 64)")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[64],
+                        help="the concurrency levels above 8 (each also over --processes)")
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1,
                         help="also run concurrency 64 over this many processes (--processes; default: the cores)")
     parser.add_argument("--server", choices=["fault", "sim"], default="fault",
@@ -142,19 +144,24 @@ def main() -> None:
     for latency in args.latency:
         with server_process(latency) as base_url:
             single = run(base_url, 8, 1, workdir / f"{latency}")
-            print(f"latency {latency:.2f} s/request; concurrency 1: {single:.2f} executions/s")
-            levels = [(8, max(args.n // 8, 64), 1), (64, args.n, 1)]
-            levels += [(64, args.n, args.processes)] if args.processes > 1 else []
+            print(f"latency {latency:.2f} s/request; concurrency 1: {single:.2f} executions/s  "
+                  f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+            levels = [(8, max(args.n // 8, 64), 1)]
+            for c in args.concurrency:  # at least 4 rounds of `c` at each level
+                levels += [(c, max(args.n, 4 * c), 1)]
+                levels += [(c, max(args.n, 4 * c), args.processes)] if args.processes > 1 else []
             for c, n, procs in levels:
                 rate = run(base_url, n, c, workdir / f"{latency}", procs)
                 waves = -(-n // c)  # executions finish in ceil(n / c) rounds at best
                 ideal = n / (waves / single)
                 how = f"{procs} processes" if procs > 1 else "1 process"
+                load = os.getloadavg()[0]
                 print(f"concurrency {c:>2}, {how}: {rate:6.2f} executions/s  ideal {ideal:6.2f}  "
-                      f"ratio {rate / ideal:.2f}  ({n} executions)")
+                      f"ratio {rate / ideal:.2f}  ({n} executions; load average {load:.1f})")
     latencies = " ".join(str(x) for x in args.latency)
+    levels = " ".join(str(c) for c in args.concurrency)
     print(f"(reproduce: .venv/bin/python benchmarks/runner_throughput.py --latency {latencies} --n {args.n} "
-          f"--processes {args.processes})")
+          f"--concurrency {levels} --processes {args.processes})")
 
 
 if __name__ == "__main__":

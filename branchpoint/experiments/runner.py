@@ -31,6 +31,7 @@ from branchpoint.checkpoints import open_checkpointer
 from branchpoint.checkpoints.store import delete_threads
 from branchpoint.errors import InputError
 from branchpoint.datasets import balanced_sample, load_questions
+from branchpoint.experiments.inline_saves import inline_saves
 from branchpoint.experiments.multiturn import history_for
 from branchpoint.datasets.questions import Question
 from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
@@ -337,13 +338,17 @@ def invoke_recording(
     graph: Any, state: dict[str, Any], config: dict[str, Any], ctx: AgentContext
 ) -> tuple[dict[str, Any], list[str]]:
     """Run the graph and return its final state and the ids of the checkpoints it saved at legal
-    boundaries, taken from the checkpoint stream as they are written (no reading them back)."""
+    boundaries, taken from the checkpoint stream as they are written (no reading them back).
+
+    Each checkpoint is saved before the next superstep (`durability="sync"`), in this thread
+    (`inline_saves`: no thread pool per execution)."""
     final: dict[str, Any] = {}
     ids: list[str] = []
-    for event in graph.stream(state, config, context=ctx, durability="sync", stream_mode="checkpoints"):
-        final = event["values"]
-        if (event["metadata"] or {}).get("source") != "input" and legal_boundary_kind(final.get("boundary")):
-            ids.append(event["config"]["configurable"]["checkpoint_id"])
+    with inline_saves():
+        for event in graph.stream(state, config, context=ctx, durability="sync", stream_mode="checkpoints"):
+            final = event["values"]
+            if (event["metadata"] or {}).get("source") != "input" and legal_boundary_kind(final.get("boundary")):
+                ids.append(event["config"]["configurable"]["checkpoint_id"])
     return final, ids
 
 

@@ -106,6 +106,7 @@ class OpenAICompatibleClient:
         *,
         token_counter: ServerTokenCounter | None = None,
         request_log: RequestLog | None = None,
+        _http_clients: tuple[httpx.Client, httpx.AsyncClient] | None = None,
     ) -> None:
         self.spec = spec
         self.name = spec.name
@@ -115,7 +116,13 @@ class OpenAICompatibleClient:
             raise InputError("model.base_url: required for provider 'openai' (e.g. http://127.0.0.1:8000/v1)")
         key = resolve_api_key(spec)
         self._api_key = key
-        hooks = {"request": [self._log_request]} if request_log is not None else {}
+        if _http_clients is None:
+            # HTTP clients over one shared TLS context (building one loads the CA bundle); their
+            # request hook logs into `request_log`.
+            hooks = {"request": [self._log_request]} if request_log is not None else {}
+            _http_clients = (openai.DefaultHttpxClient(verify=tls_context(), event_hooks=hooks),
+                             openai.DefaultAsyncHttpxClient(verify=tls_context()))
+        self._http_clients = _http_clients
         common: dict[str, Any] = dict(
             model=spec.name,
             base_url=self.base_url,
@@ -123,9 +130,8 @@ class OpenAICompatibleClient:
             temperature=spec.temperature,
             timeout=spec.timeout_s,
             max_retries=0,  # tenacity retries, so the policy is ours and bounded
-            # HTTP clients over one shared TLS context: a client per seed (forks) stays cheap.
-            http_client=openai.DefaultHttpxClient(verify=tls_context(), event_hooks=hooks),
-            http_async_client=openai.DefaultAsyncHttpxClient(verify=tls_context()),
+            http_client=_http_clients[0],
+            http_async_client=_http_clients[1],
         )
         if spec.top_p is not None:
             common["top_p"] = spec.top_p
@@ -145,13 +151,14 @@ class OpenAICompatibleClient:
         self, *, temperature: float | None = None, top_p: float | None = None, seed: int | None = None
     ) -> OpenAICompatibleClient:
         """A client for the same server and model that samples with these settings (None keeps
-        the current one); the HTTP clients are new, the token counter and request log shared."""
+        the current one); the HTTP clients (their connection pools and request-log hook), the
+        token counter and the request log are shared: a fork branch opens no new connection."""
         update = {k: v for k, v in (("temperature", temperature), ("top_p", top_p), ("seed", seed)) if v is not None}
         if all(getattr(self.spec, k) == v for k, v in update.items()):
             return self
         clone = OpenAICompatibleClient(
             self.spec.model_copy(update=update), base_url=self.base_url, token_counter=self.token_counter,
-            request_log=self.request_log,
+            request_log=self.request_log, _http_clients=self._http_clients,
         )
         clone._server_kind = self._server_kind  # detected once per server, not per seed
         return clone

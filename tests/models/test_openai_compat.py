@@ -396,3 +396,20 @@ def test_no_api_key_env_sends_placeholder(server: FakeServer, monkeypatch: pytes
 def test_missing_base_url_is_an_input_error() -> None:
     with pytest.raises(InputError, match="base_url"):
         OpenAICompatibleClient(ModelSpec(provider="openai", name="m"))
+
+
+def test_sampling_copies_share_the_http_clients_and_keep_logging(server: FakeServer, tmp_path) -> None:
+    from branchpoint.models.request_log import RequestLog, read_requests
+
+    server.reply("/v1/completions", (200, COMPLETION_LLAMACPP), (200, COMPLETION_LLAMACPP))
+    log = RequestLog(tmp_path / "requests.jsonl")
+    client = client_for(server, seed=1).with_request_log(log)
+    branch = client.with_sampling(seed=2, temperature=0.5)
+    assert branch._http_clients is client._http_clients  # one connection pool: no new connection per branch
+    client.complete("Q: a\nDecision:", stop=["\n"])
+    branch.complete("Q: b\nDecision:", stop=["\n"])
+    log.close()
+    first, second = server.bodies("/v1/completions")
+    assert (first["seed"], first["temperature"]) == (1, 0.0)
+    assert (second["seed"], second["temperature"]) == (2, 0.5)
+    assert [entry["body"] for entry in read_requests(tmp_path / "requests.jsonl")] == [first, second]
