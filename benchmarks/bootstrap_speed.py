@@ -20,9 +20,9 @@ import time
 import numpy as np
 
 from branchpoint.evaluation.value.bootstrap import bootstrap_means, bootstrap_means_loop
+from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.evaluation.value.forecasters import Forecast
 from branchpoint.evaluation.value.outcomes import RoleOutcomes, StateTable
-from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.evaluation.value.scoring import score, state_columns
 
 N_QUESTIONS = 1_632
@@ -40,14 +40,20 @@ def synthetic_states(n: int = N_QUESTIONS, seed: int = 0) -> StateTable:
     answers = [[str(int(v)) for v in y] for y in think]
     page = rng.integers(0, int(n * 0.75), n)  # shared pages join questions into components
     return StateTable(
-        keys=[(f"p{i}", "c") for i in range(n)], question_id=[f"q{i}" for i in range(n)],
+        keys=[(f"p{i}", "c") for i in range(n)],
+        question_id=[f"q{i}" for i in range(n)],
         question=[f"question {i}?" for i in range(n)],
         stratum=np.array([f"s{i % 4}" for i in range(n)], dtype=object),
         component=np.array([f"page{p}" for p in page], dtype=object),
-        boundary=["initial"] * n, boundary_kind=np.array(["initial"] * n, dtype=object),
-        t_action=["THINK"] * n, s_action=["SEARCH"] * n, prefix_steps=[0] * n, search_budget=[3] * n,
-        think=RoleOutcomes(think, tok_t, answers), search=RoleOutcomes(search, tok_s, [["x"] * 4] * n),
-    )  # fmt: skip
+        boundary=["initial"] * n,
+        boundary_kind=np.array(["initial"] * n, dtype=object),
+        t_action=["THINK"] * n,
+        s_action=["SEARCH"] * n,
+        prefix_steps=[0] * n,
+        search_budget=[3] * n,
+        think=RoleOutcomes(think, tok_t, answers),
+        search=RoleOutcomes(search, tok_s, [["x"] * 4] * n),
+    )
 
 
 def main() -> None:
@@ -77,14 +83,18 @@ def main() -> None:
     t_loop = time.perf_counter() - start
     t_loop_full = t_loop * RESAMPLES / k
     same = np.allclose(slow, bootstrap_means(values, states.component, states.stratum, resamples=k, seed=0))
-    print(f"plain Python loop: {k} resamples in {t_loop:.2f} s → {t_loop_full:.0f} s for {RESAMPLES:,} "
-          f"(scaled linearly); same means on those resamples: {same}")
+    print(
+        f"plain Python loop: {k} resamples in {t_loop:.2f} s → {t_loop_full:.0f} s for {RESAMPLES:,} "
+        f"(scaled linearly); same means on those resamples: {same}"
+    )
     print(f"speed-up: {t_loop_full / t_fast:.0f}x")
 
     start = time.perf_counter()
     score(states, dev, forecasts, config.model_copy(update={"resamples": RESAMPLES}))
-    print(f"whole scoring step (scores, routers at 5 prices, {RESAMPLES:,}-resample intervals): "
-          f"{time.perf_counter() - start:.2f} s")
+    print(
+        f"whole scoring step (scores, routers at 5 prices, {RESAMPLES:,}-resample intervals): "
+        f"{time.perf_counter() - start:.2f} s"
+    )
     assert fast.shape == (RESAMPLES, values.shape[1]) and same
     print("reproduce: .venv/bin/python benchmarks/bootstrap_speed.py")
 

@@ -43,8 +43,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from branchpoint.experiments import RunStore  # noqa: E402
 from branchpoint.datasets.questions import demo_corpus_path  # noqa: E402
+from branchpoint.experiments import RunStore  # noqa: E402
 from branchpoint.experiments.branch_planning import fork_records  # noqa: E402
 from branchpoint.experiments.verify import verify_run  # noqa: E402
 from tests.servers.openai_fault_server import ServerProcess  # noqa: E402
@@ -59,15 +59,29 @@ def fail(message: str) -> None:
 
 
 def write_spec(path: Path, base_url: str, n: int) -> Path:
-    path.write_text(yaml.safe_dump({
-        "name": "chaos",
-        "questions": {"path": "demo", "limit": n},
-        "model": {"provider": "openai", "base_url": base_url, "name": "m", "max_tokens": 32,
-                  "timeout_s": 2.0, "retries": 1},
-        "agent": {"policy": "constrained", "search_cap": 2, "top_k": 2},
-        "retrieval": {"default": "demo", "sources": {"demo": {"kind": "bm25", "corpus": str(demo_corpus_path())}}},
-        "sweep": {"agent.search": [True, False]},
-    }), encoding="utf-8")  # fmt: skip
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "chaos",
+                "questions": {"path": "demo", "limit": n},
+                "model": {
+                    "provider": "openai",
+                    "base_url": base_url,
+                    "name": "m",
+                    "max_tokens": 32,
+                    "timeout_s": 2.0,
+                    "retries": 1,
+                },
+                "agent": {"policy": "constrained", "search_cap": 2, "top_k": 2},
+                "retrieval": {
+                    "default": "demo",
+                    "sources": {"demo": {"kind": "bm25", "corpus": str(demo_corpus_path())}},
+                },
+                "sweep": {"agent.search": [True, False]},
+            }
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -165,8 +179,13 @@ def check(label: str, run_dir: Path, reference: dict[str, tuple], forks: bool = 
             fail(f"{label}: {value} {what}")
     if not report.ok:
         fail(f"{label}: runs verify: " + "; ".join(f"{p.kind} {p.where}: {p.message}" for p in report.problems[:3]))
-    return {"records": len(got), "lost": lost, "duplicated": duplicated, "misscored": misscored,
-            "verify_problems": len(report.problems)}  # fmt: skip
+    return {
+        "records": len(got),
+        "lost": lost,
+        "duplicated": duplicated,
+        "misscored": misscored,
+        "verify_problems": len(report.problems),
+    }
 
 
 def main() -> int:
@@ -175,7 +194,9 @@ def main() -> int:
     parser.add_argument("--fork-kills", type=int, default=10, help="SIGKILLs of `fork`.")
     parser.add_argument("--n", type=int, default=30, help="Questions (x2 conditions).")
     parser.add_argument("--fault-rate", type=float, default=0.1, help="Share of requests that meet a fault.")
-    parser.add_argument("--latency-s", type=float, default=0.2, help="Server latency per request (slow enough that kills land mid-run).")
+    parser.add_argument(
+        "--latency-s", type=float, default=0.2, help="Server latency per request (slow enough that kills land mid-run)."
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -188,8 +209,10 @@ def main() -> int:
         with ServerProcess("--latency-s", "0", "--search-once") as clean:
             ref_spec = write_spec(root / "ref.yaml", clean.base_url, args.n)
             ref_dir = root / "ref"
-            for cmd in (cli("run", str(ref_spec), "--out", str(ref_dir), "--no-progress", "--concurrency", "4"),
-                        cli("fork", str(ref_dir), *FORK_ARGS, "--no-progress")):  # fmt: skip
+            for cmd in (
+                cli("run", str(ref_spec), "--out", str(ref_dir), "--no-progress", "--concurrency", "4"),
+                cli("fork", str(ref_dir), *FORK_ARGS, "--no-progress"),
+            ):
                 result = subprocess.run(cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
                 if result.returncode != 0:
                     fail(f"reference {cmd[3]}: exit {result.returncode}: {result.stderr[-300:]}")
@@ -198,12 +221,26 @@ def main() -> int:
         fork_reference = outcomes(fork_records(ref_dir))
         print(f"   {len(reference)} executions, {len(fork_reference)} branches", flush=True)
 
-        with ServerProcess("--latency-s", str(args.latency_s), "--search-once", "--seed", str(args.seed),
-                           "--error-rate", third, "--drop-rate", third, "--truncate-rate", third) as server:  # fmt: skip
+        with ServerProcess(
+            "--latency-s",
+            str(args.latency_s),
+            "--search-once",
+            "--seed",
+            str(args.seed),
+            "--error-rate",
+            third,
+            "--drop-rate",
+            third,
+            "--truncate-rate",
+            third,
+        ) as server:
             spec = write_spec(root / "spec.yaml", server.base_url, args.n)
             run_dir = root / "run"
-            print(f"2. `run` SIGKILLed {args.kills} times (every other one with --processes 2), "
-                  f"{args.fault_rate:.0%} server faults, a damaged cache", flush=True)  # fmt: skip
+            print(
+                f"2. `run` SIGKILLed {args.kills} times (every other one with --processes 2), "
+                f"{args.fault_rate:.0%} server faults, a damaged cache",
+                flush=True,
+            )
             killed = orphans = 0
             progress: list[int] = []
             damaged_refused = damaged_tried = False
@@ -219,29 +256,47 @@ def main() -> int:
                 if i >= args.kills // 2 and not damaged_tried and (run_dir / "retrieval_cache.sqlite").is_file():
                     damaged_tried = True
                     (run_dir / "retrieval_cache.sqlite").write_bytes(b"not a database" * 512)
-                    result = subprocess.run(cli("run", str(spec), "--out", str(run_dir), "--no-progress"), cwd=REPO,
-                                            env=env(), capture_output=True, text=True, timeout=600)  # fmt: skip
-                    damaged_refused = (result.returncode == 2 and "retrieval cache is damaged" in result.stderr
-                                       and "can be rebuilt" in result.stderr and "Traceback" not in result.stderr)
+                    result = subprocess.run(
+                        cli("run", str(spec), "--out", str(run_dir), "--no-progress"),
+                        cwd=REPO,
+                        env=env(),
+                        capture_output=True,
+                        text=True,
+                        timeout=600,
+                    )
+                    damaged_refused = (
+                        result.returncode == 2
+                        and "retrieval cache is damaged" in result.stderr
+                        and "can be rebuilt" in result.stderr
+                        and "Traceback" not in result.stderr
+                    )
                     if not damaged_refused:
                         fail(f"damaged cache: exit {result.returncode}: {result.stderr[-300:]}")
                     for suffix in ("", "-wal", "-shm"):
                         Path(f"{run_dir / 'retrieval_cache.sqlite'}{suffix}").unlink(missing_ok=True)
             if not damaged_tried:
                 fail("damaged cache: the run folder never had a retrieval cache to damage")
-            reruns, codes = run_until_done(cli("run", str(spec), "--out", str(run_dir), "--no-progress", "--concurrency", "4"))
+            reruns, codes = run_until_done(
+                cli("run", str(spec), "--out", str(run_dir), "--no-progress", "--concurrency", "4")
+            )
             run_check = check("run", run_dir, reference)
             print(f"   finished executions after each kill: {progress}", flush=True)
-            print(f"   {killed} of {args.kills} kills landed mid-run, {orphans} orphans; damaged cache refused "
-                  f"with one line: {damaged_refused}; {reruns} reruns (exit codes {codes}); {run_check}", flush=True)
-            figures.update(run_kills=killed, run_orphans=orphans, run_reruns=reruns, damaged_refused=damaged_refused,
-                           run=run_check)  # fmt: skip
+            print(
+                f"   {killed} of {args.kills} kills landed mid-run, {orphans} orphans; damaged cache refused "
+                f"with one line: {damaged_refused}; {reruns} reruns (exit codes {codes}); {run_check}",
+                flush=True,
+            )
+            figures.update(
+                run_kills=killed, run_orphans=orphans, run_reruns=reruns, damaged_refused=damaged_refused, run=run_check
+            )
 
             print(f"3. `fork` SIGKILLed {args.fork_kills} times", flush=True)
             fkilled = forphans = 0
             fprogress: list[int] = []
             for i in range(args.fork_kills):
-                hit, left = kill_at_random(cli("fork", str(run_dir), *FORK_ARGS, "--no-progress"), str(run_dir), rng, 0.1, 3.0)
+                hit, left = kill_at_random(
+                    cli("fork", str(run_dir), *FORK_ARGS, "--no-progress"), str(run_dir), rng, 0.1, 3.0
+                )
                 fkilled += hit
                 forphans += left
                 fprogress.append(len(outcomes(fork_records(run_dir))))
@@ -250,21 +305,26 @@ def main() -> int:
             freruns, fcodes = run_until_done(cli("fork", str(run_dir), *FORK_ARGS, "--no-progress"))
             fork_check = check("fork", run_dir, fork_reference, forks=True)
             print(f"   finished branches after each kill: {fprogress}", flush=True)
-            print(f"   {fkilled} of {args.fork_kills} kills landed mid-study, {forphans} orphans; {freruns} reruns "
-                  f"(exit codes {fcodes}); {fork_check}", flush=True)  # fmt: skip
+            print(
+                f"   {fkilled} of {args.fork_kills} kills landed mid-study, {forphans} orphans; {freruns} reruns "
+                f"(exit codes {fcodes}); {fork_check}",
+                flush=True,
+            )
             figures.update(fork_kills=fkilled, fork_orphans=forphans, fork_reruns=freruns, fork=fork_check)
 
             print("4. two `run` processes at once on one folder", flush=True)
             twin = root / "twin"
             cmd = cli("run", str(spec), "--out", str(twin), "--no-progress", "--concurrency", "4")
-            procs = [subprocess.Popen(cmd, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                     for _ in range(2)]  # fmt: skip
+            procs = [
+                subprocess.Popen(cmd, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for _ in range(2)
+            ]
             results = [(p.wait(timeout=600), p.stderr.read()) for p in procs]
             busy = [err for code, err in results if code == 2 and "in use by pid" in err]
             ran = [code for code, _ in results if code in (0, 3)]
             if len(busy) != 1 or len(ran) != 1:
                 fail(f"two runs: exit codes {[c for c, _ in results]}, expected one 0/3 and one 2 naming the holder")
-            treruns, _ = run_until_done(cmd)
+            _treruns, _ = run_until_done(cmd)
             twin_check = check("two runs", twin, reference)
             print(f"   exit codes {[c for c, _ in results]} (one refused: {len(busy) == 1}); {twin_check}", flush=True)
             figures.update(twin_refused=len(busy) == 1, twin=twin_check)
@@ -275,8 +335,11 @@ def main() -> int:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     wall = time.perf_counter() - started
-    print(f"\nchaos: {args.kills} run kills + {args.fork_kills} fork kills, {args.fault_rate:.0%} faults, "
-          f"{2 * args.n} executions: {'PASS' if not FAILURES else 'FAIL'} in {wall:.0f} s", flush=True)
+    print(
+        f"\nchaos: {args.kills} run kills + {args.fork_kills} fork kills, {args.fault_rate:.0%} faults, "
+        f"{2 * args.n} executions: {'PASS' if not FAILURES else 'FAIL'} in {wall:.0f} s",
+        flush=True,
+    )
     for f in FAILURES:
         print(f"  - {f}")
     return 1 if FAILURES else 0

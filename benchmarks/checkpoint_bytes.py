@@ -23,19 +23,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.step_overhead import context  # noqa: E402
-from branchpoint.agents import build_graph, resolve_policy  # noqa: E402
-from branchpoint.checkpoints import sqlite_checkpointer  # noqa: E402
-from branchpoint.checkpoints.values import checkpoint_values  # noqa: E402
-from branchpoint.datasets.questions import Question  # noqa: E402
-from branchpoint.experiments.runner import PlannedExecution, run_one  # noqa: E402
-from branchpoint.experiments.spec import ExperimentSpec  # noqa: E402
+from benchmarks.step_overhead import context
+from branchpoint.agents import build_graph, resolve_policy
+from branchpoint.checkpoints import sqlite_checkpointer
+from branchpoint.checkpoints.values import checkpoint_values
+from branchpoint.datasets.questions import Question
+from branchpoint.experiments.runner import PlannedExecution, run_one
+from branchpoint.experiments.spec import ExperimentSpec
 
 
 def run(db: Path, searches: int) -> tuple[str, int]:
     """One execution with `searches` searches; (thread id, bytes of the final evidence as JSON)."""
-    spec = ExperimentSpec(name="bytes", agent={"search_cap": searches, "top_k": 3},
-                          retrieval={"default": "mem", "sources": {"mem": {}}})  # fmt: skip
+    spec = ExperimentSpec(
+        name="bytes", agent={"search_cap": searches, "top_k": 3}, retrieval={"default": "mem", "sources": {"mem": {}}}
+    )
     q = Question(id="q", question="Which merchants traded amber?", answerable=True, gold_answers=["x"])
     thread = f"searches-{searches}"
     with sqlite_checkpointer(db) as saver:
@@ -50,14 +51,17 @@ def sizes(db: Path, thread: str) -> list[dict]:
     """Per checkpoint, oldest first: step, source, boundary, checkpoint + metadata bytes, write bytes."""
     conn = sqlite3.connect(db)
     try:
-        writes = dict(conn.execute(
-            "SELECT checkpoint_id, SUM(LENGTH(value)) FROM writes WHERE thread_id = ? GROUP BY checkpoint_id", (thread,)
-        ).fetchall())  # fmt: skip
+        writes = dict(
+            conn.execute(
+                "SELECT checkpoint_id, SUM(LENGTH(value)) FROM writes WHERE thread_id = ? GROUP BY checkpoint_id",
+                (thread,),
+            ).fetchall()
+        )
         rows = conn.execute(
             "SELECT checkpoint_id, LENGTH(checkpoint), LENGTH(metadata), json_extract(CAST(metadata AS TEXT), '$.step'), "
             "json_extract(CAST(metadata AS TEXT), '$.source') FROM checkpoints WHERE thread_id = ? ORDER BY checkpoint_id",
             (thread,),
-        ).fetchall()  # fmt: skip
+        ).fetchall()
     finally:
         conn.close()
     return [
@@ -85,15 +89,19 @@ def main() -> None:
         print(f"{r['step']:>5} {r['source']:<7}{r['checkpoint']:>13}{r['metadata']:>11}{r['writes']:>10}{cum:>14}")
     print(f"evidence held at the end (JSON): {evidence} B")
     print()
-    print(f"{'searches':>8}{'checkpoints':>12}{'total B':>10}{'B / search':>12}{'B / search²':>13}{'total / evidence':>18}")
+    print(
+        f"{'searches':>8}{'checkpoints':>12}{'total B':>10}{'B / search':>12}{'B / search²':>13}{'total / evidence':>18}"
+    )
     for s, (rows, evidence) in totals.items():
         total = sum(r["checkpoint"] + r["metadata"] + r["writes"] for r in rows)
         print(f"{s:>8}{len(rows):>12}{total:>10}{total / s:>12.0f}{total / s**2:>13.0f}{total / evidence:>18.1f}")
     small, big = min(totals), max(totals)
     t_small = sum(r["checkpoint"] + r["metadata"] + r["writes"] for r in totals[small][0])
     t_big = sum(r["checkpoint"] + r["metadata"] + r["writes"] for r in totals[big][0])
-    print(f"\n{big / small:.0f}x the searches -> {t_big / t_small:.1f}x the bytes "
-          f"(linear: {big / small:.0f}x, quadratic: {(big / small) ** 2:.0f}x)")
+    print(
+        f"\n{big / small:.0f}x the searches -> {t_big / t_small:.1f}x the bytes "
+        f"(linear: {big / small:.0f}x, quadratic: {(big / small) ** 2:.0f}x)"
+    )
 
 
 if __name__ == "__main__":

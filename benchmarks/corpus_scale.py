@@ -113,21 +113,35 @@ def worker(index_file: str, corpus: str, n_queries: int) -> None:
     for i in range(0, n_queries, 100):
         served += sum(len(docs) for docs in source.search_batch(queries[i : i + 100], 3))
     query_s = time.perf_counter() - start
-    print(json.dumps({
-        "passages": len(source.index), "open_s": open_s, "query_s": query_s, "served": served,
-        "baseline_mib": baseline / 1024, "after_open_mib": after_open / 1024,
-        "after_queries_mib": status_kib("VmRSS") / 1024, "peak_mib": status_kib("VmHWM") / 1024,
-        "anon_mib": status_kib("RssAnon") / 1024, "file_mib": status_kib("RssFile") / 1024,
-        "factory": source.index.manifest.factory,
-    }))
+    print(
+        json.dumps(
+            {
+                "passages": len(source.index),
+                "open_s": open_s,
+                "query_s": query_s,
+                "served": served,
+                "baseline_mib": baseline / 1024,
+                "after_open_mib": after_open / 1024,
+                "after_queries_mib": status_kib("VmRSS") / 1024,
+                "peak_mib": status_kib("VmHWM") / 1024,
+                "anon_mib": status_kib("RssAnon") / 1024,
+                "file_mib": status_kib("RssFile") / 1024,
+                "factory": source.index.manifest.factory,
+            }
+        )
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="200000,2000000", help="corpus sizes, comma-separated")
     parser.add_argument("--queries", type=int, default=1000)
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="where the generated corpora and indexes go (kept; reused when present)")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="where the generated corpora and indexes go (kept; reused when present)",
+    )
     parser.add_argument("--worker", nargs=2, metavar=("INDEX", "CORPUS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -143,8 +157,11 @@ def main() -> None:
         if not corpus.is_file():
             start = time.perf_counter()
             write_corpus(corpus, n)
-            print(f"generated {n} passages ({corpus.stat().st_size / 2**20:.0f} MiB) in "
-                  f"{time.perf_counter() - start:.0f} s", flush=True)
+            print(
+                f"generated {n} passages ({corpus.stat().st_size / 2**20:.0f} MiB) in "
+                f"{time.perf_counter() - start:.0f} s",
+                flush=True,
+            )
         if not index_file.is_file():
             start = time.perf_counter()
             write_index(index_file, n)
@@ -153,24 +170,37 @@ def main() -> None:
         open_mapped_corpus(corpus).close()  # the one-time pass (or the reuse of its sidecar)
         scan_s = time.perf_counter() - start
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
-        out = subprocess.run([sys.executable, __file__, "--queries", str(args.queries), "--worker",
-                              str(index_file), str(corpus)], capture_output=True, text=True, env=env, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--queries", str(args.queries), "--worker", str(index_file), str(corpus)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
         figures = json.loads(out.stdout.strip().splitlines()[-1])
         index_mib = index_file.stat().st_size / 2**20
-        figures.update(n=n, scan_s=scan_s, index_mib=index_mib,
-                       corpus_mib=corpus.stat().st_size / 2**20,
-                       beyond_index_mib=figures["after_queries_mib"] - index_mib,
-                       opened_mib=figures["after_queries_mib"] - figures["baseline_mib"] - index_mib)
+        figures.update(
+            n=n,
+            scan_s=scan_s,
+            index_mib=index_mib,
+            corpus_mib=corpus.stat().st_size / 2**20,
+            beyond_index_mib=figures["after_queries_mib"] - index_mib,
+            opened_mib=figures["after_queries_mib"] - figures["baseline_mib"] - index_mib,
+        )
         rows.append(figures)
         print(json.dumps(figures), flush=True)
     print()
-    print("| passages | corpus file | index (file) | one-time pass | open | 1,000 queries | RSS after | "
-          "RSS beyond index | added by open + queries (encoder, corpus map, buffers) |")
+    print(
+        "| passages | corpus file | index (file) | one-time pass | open | 1,000 queries | RSS after | "
+        "RSS beyond index | added by open + queries (encoder, corpus map, buffers) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['n']:,} | {r['corpus_mib']:.0f} MiB | {r['index_mib']:.0f} MiB | {r['scan_s']:.1f} s | "
-              f"{r['open_s']:.2f} s | {r['query_s']:.1f} s | {r['after_queries_mib']:.0f} MiB | "
-              f"{r['beyond_index_mib']:.0f} MiB | {r['opened_mib']:.0f} MiB |")
+        print(
+            f"| {r['n']:,} | {r['corpus_mib']:.0f} MiB | {r['index_mib']:.0f} MiB | {r['scan_s']:.1f} s | "
+            f"{r['open_s']:.2f} s | {r['query_s']:.1f} s | {r['after_queries_mib']:.0f} MiB | "
+            f"{r['beyond_index_mib']:.0f} MiB | {r['opened_mib']:.0f} MiB |"
+        )
     print(f"\nreproduce: .venv/bin/python benchmarks/corpus_scale.py --sizes {args.sizes} --workdir {workdir}")
 
 

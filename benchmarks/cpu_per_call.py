@@ -71,8 +71,9 @@ MAX_TOKENS = 16
 @contextmanager
 def server_process(latency: float) -> Iterator[str]:
     """The test server in its own process (its CPU is not this process's)."""
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--latency-s", str(latency)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "--port", "0", "--latency-s", str(latency)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline().split()[1])
@@ -98,13 +99,17 @@ def measured(fn: Callable[..., object], *args: object) -> tuple[float, float]:
 def spec_file(workdir: Path, base_url: str, n: int) -> Path:
     """The no-search spec of `n` executions: the 64 demo questions x ceil(n / 64) seeds."""
     path = workdir / f"spec-{n}.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": f"cpu-per-call-{n}",
-        "questions": {"path": "demo", "limit": min(n, 64)},
-        "model": {"provider": "openai", "base_url": base_url, "name": "m", "max_tokens": MAX_TOKENS},
-        "agent": {"policy": "constrained", "search": False},
-        "sweep": {"model.seed": list(range(-(-n // 64)))},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": f"cpu-per-call-{n}",
+                "questions": {"path": "demo", "limit": min(n, 64)},
+                "model": {"provider": "openai", "base_url": base_url, "name": "m", "max_tokens": MAX_TOKENS},
+                "agent": {"policy": "constrained", "search": False},
+                "sweep": {"model.seed": list(range(-(-n // 64)))},
+            }
+        )
+    )
     return path
 
 
@@ -126,10 +131,20 @@ def peer(base_url: str, requests: list[tuple[str, int]], concurrency: int, out: 
 
             async def one(i: int, prompt: str, seed: int) -> None:
                 async with slots:
-                    r = await client.completions.create(model="m", prompt=prompt, max_tokens=MAX_TOKENS,
-                                                        stop=["\n"], temperature=0.0, seed=seed)
-                fh.write(json.dumps({"i": i, "text": r.choices[0].text, "finish_reason": r.choices[0].finish_reason,
-                                     "usage": r.usage.model_dump() if r.usage else None}) + "\n")
+                    r = await client.completions.create(
+                        model="m", prompt=prompt, max_tokens=MAX_TOKENS, stop=["\n"], temperature=0.0, seed=seed
+                    )
+                fh.write(
+                    json.dumps(
+                        {
+                            "i": i,
+                            "text": r.choices[0].text,
+                            "finish_reason": r.choices[0].finish_reason,
+                            "usage": r.usage.model_dump() if r.usage else None,
+                        }
+                    )
+                    + "\n"
+                )
 
             await asyncio.gather(*(one(i, p, s) for i, (p, s) in enumerate(requests)))
         await client.close()
@@ -140,7 +155,9 @@ def peer(base_url: str, requests: list[tuple[str, int]], concurrency: int, out: 
 def client_only(base_url: str, requests: list[tuple[str, int]], concurrency: int) -> None:
     """branchpoint's model client alone, one `complete` per request from `concurrency` threads."""
     spec = load_spec_model(base_url)
-    clients = {seed: OpenAICompatibleClient(spec.model_copy(update={"seed": seed})) for seed in {s for _, s in requests}}
+    clients = {
+        seed: OpenAICompatibleClient(spec.model_copy(update={"seed": seed})) for seed in {s for _, s in requests}
+    }
     with ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(lambda r: clients[r[1]].complete(r[0], stop=["\n"], max_tokens=MAX_TOKENS), requests))
 
@@ -241,22 +258,34 @@ def main() -> None:
         if args.profile:
             profile_run(spec_path, workdir / "run-profiled", args.concurrency, n, args.profile)
     load = os.getloadavg()
-    print(f"{n} calls, concurrency {args.concurrency}, server latency {args.latency:g} s, "
-          f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} on {os.cpu_count()} cores")
-    labels = {"peer": "asyncio loop (AsyncOpenAI)", "client": "branchpoint client alone (threads)",
-              "graph": "agent graph, no checkpointer", "checkpointed": "agent graph + SQLite checkpoints",
-              "branchpoint": "branchpoint run_experiment"}
+    print(
+        f"{n} calls, concurrency {args.concurrency}, server latency {args.latency:g} s, "
+        f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} on {os.cpu_count()} cores"
+    )
+    labels = {
+        "peer": "asyncio loop (AsyncOpenAI)",
+        "client": "branchpoint client alone (threads)",
+        "graph": "agent graph, no checkpointer",
+        "checkpointed": "agent graph + SQLite checkpoints",
+        "branchpoint": "branchpoint run_experiment",
+    }
     median = {name: statistics.median(c for c, _ in r) for name, r in rows.items()}
     for name, r in rows.items():
         each = ", ".join(f"{c / n * 1e3:.2f}" for c, _ in r)
         wall = statistics.median(w for _, w in r)
-        print(f"  {labels[name]:<36} {median[name] / n * 1e3:6.2f} ms CPU/call (median; {each})  "
-              f"{n / wall:7.1f} calls/s wall")
+        print(
+            f"  {labels[name]:<36} {median[name] / n * 1e3:6.2f} ms CPU/call (median; {each})  "
+            f"{n / wall:7.1f} calls/s wall"
+        )
     low = min(c for c, _ in rows["branchpoint"]) / min(c for c, _ in rows["peer"])
-    print(f"  ratio branchpoint / asyncio loop: {median['branchpoint'] / median['peer']:.2f}x of the medians, "
-          f"{low:.2f}x of the lowest (target <= 3x)")
-    print(f"(reproduce: .venv/bin/python benchmarks/cpu_per_call.py --n {n} --concurrency {args.concurrency} "
-          f"--latency {args.latency:g} --repeats {args.repeats})")
+    print(
+        f"  ratio branchpoint / asyncio loop: {median['branchpoint'] / median['peer']:.2f}x of the medians, "
+        f"{low:.2f}x of the lowest (target <= 3x)"
+    )
+    print(
+        f"(reproduce: .venv/bin/python benchmarks/cpu_per_call.py --n {n} --concurrency {args.concurrency} "
+        f"--latency {args.latency:g} --repeats {args.repeats})"
+    )
 
 
 if __name__ == "__main__":

@@ -51,21 +51,30 @@ FAILURES: list[str] = []
 REAL_WAIT = openai_compat.wait_exponential  # 0.5 s, 1 s, 2 s ... between retries
 
 
-def SHORT_WAIT(**kw):  # noqa: N802 - stands in for tenacity's wait_exponential
+def SHORT_WAIT(**kw):
     """A 0.1 s back-off, to keep the benchmark short (the retry count stays the spec's)."""
     return lambda retry_state: 0.1
 
 
-
-
 def sweep_spec(path: Path, base_url: str, n: int, name: str, retries: int = 1) -> Path:
-    path.write_text(yaml.safe_dump({
-        "name": name,
-        "questions": {"path": "demo", "limit": n},
-        "model": {"provider": "openai", "base_url": base_url, "name": "m", "max_tokens": 16,
-                  "timeout_s": 1.0, "retries": retries},
-        "agent": {"policy": "constrained", "search": False},
-    }), encoding="utf-8")  # fmt: skip
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "questions": {"path": "demo", "limit": n},
+                "model": {
+                    "provider": "openai",
+                    "base_url": base_url,
+                    "name": "m",
+                    "max_tokens": 16,
+                    "timeout_s": 1.0,
+                    "retries": retries,
+                },
+                "agent": {"policy": "constrained", "search": False},
+            }
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -119,8 +128,11 @@ def server_faults(root: Path, n: int) -> None:
                 first = run_experiment(load_spec(spec_path), run_dir, progress=False, concurrency=4)
             else:
                 out: dict = {}
-                worker = threading.Thread(target=lambda: out.update(s=run_experiment(
-                    load_spec(spec_path), run_dir, progress=False, concurrency=4)))
+                worker = threading.Thread(
+                    target=lambda: out.update(
+                        s=run_experiment(load_spec(spec_path), run_dir, progress=False, concurrency=4)
+                    )
+                )
                 worker.start()
                 deadline = time.monotonic() + 60
                 traces = run_dir / "executions.jsonl"
@@ -138,7 +150,9 @@ def server_faults(root: Path, n: int) -> None:
             reruns = run_until_complete(spec_path, run_dir)
         ok = check(run_dir, label, n)
         seen = "down 1 s + start" if not args else f"{float(args[1]):.0%} of calls"
-        print(f"   {label:<36}{seen:>14}{faulted:>11}{first.statuses.get('ok', 0):>5}{reruns:>8}  {'ok' if ok else 'FAILED'}")
+        print(
+            f"   {label:<36}{seen:>14}{faulted:>11}{first.statuses.get('ok', 0):>5}{reruns:>8}  {'ok' if ok else 'FAILED'}"
+        )
 
 
 def wait_lines(path: Path, n: int, timeout: float) -> float:
@@ -168,8 +182,13 @@ def kill_at_random(cmd: list[str], traces: Path, total: int, first: float, rng: 
         os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     data = traces.read_bytes() if traces.is_file() else b""
-    return {"target": target, "at": time.monotonic() - start, "lines": data.count(b"\n"),
-            "torn": bool(data) and not data.endswith(b"\n"), "finished": finished}
+    return {
+        "target": target,
+        "at": time.monotonic() - start,
+        "lines": data.count(b"\n"),
+        "torn": bool(data) and not data.endswith(b"\n"),
+        "finished": finished,
+    }
 
 
 def calibrate(cmd: list[str], traces: Path, env: dict, total: int) -> tuple[float, float]:
@@ -188,9 +207,11 @@ def describe(outcomes: list[dict], total: int) -> str:
     after = sum(1 for o in outcomes if o["lines"] >= total or o["finished"])
     torn = sum(o["torn"] for o in outcomes)
     done = sorted(o["lines"] for o in outcomes)
-    return (f"{len(outcomes)} kills: {mid} mid-way, {before} before the first record, {after} after the last "
-            f"(records at the kill: min {done[0]}, median {done[len(done) // 2]}, max {done[-1]} of {total}); "
-            f"{torn} torn last lines")
+    return (
+        f"{len(outcomes)} kills: {mid} mid-way, {before} before the first record, {after} after the last "
+        f"(records at the kill: min {done[0]}, median {done[len(done) // 2]}, max {done[-1]} of {total}); "
+        f"{torn} torn last lines"
+    )
 
 
 def sigkill_sweeps(root: Path, n: int, kills: int, rng: random.Random, env: dict) -> None:
@@ -198,12 +219,16 @@ def sigkill_sweeps(root: Path, n: int, kills: int, rng: random.Random, env: dict
     with ServerProcess("--latency-s", "0.1") as server:
         spec_path = sweep_spec(root / "kill.yaml", server.base_url, n, "killed")
         cmd = [sys.executable, "-m", "branchpoint.cli", "run", str(spec_path), "--no-progress", "--concurrency", "4"]
-        first, end = calibrate([*cmd, "--out", str(root / "kill-calibrate")], root / "kill-calibrate" / "executions.jsonl", env, n)
+        first, end = calibrate(
+            [*cmd, "--out", str(root / "kill-calibrate")], root / "kill-calibrate" / "executions.jsonl", env, n
+        )
         print(f"   an uninterrupted run: first record after {first:.1f} s, done after {end:.1f} s")
         outcomes, redone, checked = [], 0, 0
         for i in range(kills):
             run_dir = root / f"kill-{i}"
-            outcomes.append(kill_at_random([*cmd, "--out", str(run_dir)], run_dir / "executions.jsonl", n, first, rng, env))
+            outcomes.append(
+                kill_at_random([*cmd, "--out", str(run_dir)], run_dir / "executions.jsonl", n, first, rng, env)
+            )
             summary = run_experiment(load_spec(spec_path), run_dir, progress=False, concurrency=4)
             redone += summary.ran
             checked += check(run_dir, f"run kill {i} after {outcomes[-1]['lines']} records", n)
@@ -214,13 +239,20 @@ def sigkill_sweeps(root: Path, n: int, kills: int, rng: random.Random, env: dict
 def sigkill_forks(root: Path, kills: int, rng: random.Random, env: dict) -> None:
     print("\n3. `branchpoint fork` killed with SIGKILL at random moments (scripted model, demo retrieval)")
     spec_path = root / "fork.yaml"
-    spec_path.write_text(yaml.safe_dump({
-        "name": "forked",
-        "questions": {"path": "demo", "categories": ["answerable"], "limit": 6},
-        "model": {"provider": "scripted", "script": ['search", "text": "capital of Australia"}',
-                                                     'answer", "text": "Canberra"}']},
-        "agent": {"policy": "constrained", "search_cap": 2, "top_k": 3},
-    }), encoding="utf-8")  # fmt: skip
+    spec_path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "forked",
+                "questions": {"path": "demo", "categories": ["answerable"], "limit": 6},
+                "model": {
+                    "provider": "scripted",
+                    "script": ['search", "text": "capital of Australia"}', 'answer", "text": "Canberra"}'],
+                },
+                "agent": {"policy": "constrained", "search_cap": 2, "top_k": 3},
+            }
+        ),
+        encoding="utf-8",
+    )
     parent = root / "fork-parent"
     run_experiment(load_spec(spec_path), parent, progress=False)
     args = ["--actions", "THINK,SEARCH,STOP", "--repeats", "2", "--search-budget", "1", "--concurrency", "4"]
@@ -230,7 +262,9 @@ def sigkill_forks(root: Path, kills: int, rng: random.Random, env: dict) -> None
     shutil.copytree(parent, calib)
     first, end = calibrate([*cmd, str(calib)], calib / "forks.jsonl", env, _count(calib, plan))
     total = len(fork_records(calib))
-    print(f"   {total} branches per study; an uninterrupted study: first branch after {first:.1f} s, done after {end:.1f} s")
+    print(
+        f"   {total} branches per study; an uninterrupted study: first branch after {first:.1f} s, done after {end:.1f} s"
+    )
     parent_bytes = (parent / "executions.jsonl").read_bytes()
     outcomes, redone, checked = [], 0, 0
     for i in range(kills):
@@ -245,8 +279,10 @@ def sigkill_forks(root: Path, kills: int, rng: random.Random, env: dict) -> None
             ok = False
         checked += ok
     print(f"   {describe(outcomes, total)}")
-    print(f"   reruns ran {redone} branches; {checked}/{kills} run dirs pass every check "
-          "(and their executions.jsonl is untouched)")
+    print(
+        f"   reruns ran {redone} branches; {checked}/{kills} run dirs pass every check "
+        "(and their executions.jsonl is untouched)"
+    )
 
 
 def _count(run_dir: Path, plan: ForkPlan) -> int:
@@ -281,7 +317,10 @@ def main() -> None:
         sigkill_sweeps(root, a.n, a.kills, rng, env)
     if "3" in a.parts:
         sigkill_forks(root, a.fork_kills, rng, env)
-    print(f"\n{len(FAILURES)} failed checks in {time.perf_counter() - start:.0f} s" + (f"; run dirs in {root}" if a.keep else ""))
+    print(
+        f"\n{len(FAILURES)} failed checks in {time.perf_counter() - start:.0f} s"
+        + (f"; run dirs in {root}" if a.keep else "")
+    )
     for f in FAILURES:
         print(f"  {f}")
     if not a.keep:

@@ -54,18 +54,23 @@ def count_checkpoints(run_dir: Path) -> int:
 def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bp-fork-bench-"))
     spec_path = tmp / "spec.yaml"
-    spec_path.write_text(yaml.safe_dump({
-        "name": "fork-bench",
-        "questions": {"path": "demo", "categories": ["answerable"], "limit": 5},
-        "model": {"provider": "scripted", "script": ["unused"]},
-        "agent": {"policy": "constrained", "search_cap": 4, "top_k": 3},
-    }))
+    spec_path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "fork-bench",
+                "questions": {"path": "demo", "categories": ["answerable"], "limit": 5},
+                "model": {"provider": "scripted", "script": ["unused"]},
+                "agent": {"policy": "constrained", "search_cap": 4, "top_k": 3},
+            }
+        )
+    )
     run_dir = tmp / "run"
     run_experiment(load_spec(spec_path), run_dir, progress=False, model_opener=scripted)
     before_bytes, before_ckpts = db_bytes(run_dir), count_checkpoints(run_dir)
     # 5 executions x 5 boundaries (initial, after_search_1..4) x 2 actions x 2 repeats = 100
-    plan = ForkPlan(boundaries=["initial", "after_search_k"], actions=["THINK", "SEARCH"], repeats=2,
-                    search_budget=1, concurrency=4)
+    plan = ForkPlan(
+        boundaries=["initial", "after_search_k"], actions=["THINK", "SEARCH"], repeats=2, search_budget=1, concurrency=4
+    )
     start = time.perf_counter()
     summary = fork_run(run_dir, plan, progress=False, model_opener=scripted)
     wall = time.perf_counter() - start
@@ -76,9 +81,13 @@ def main() -> None:
     print(f"branches run:                {branches} (statuses {summary.statuses})")
     print(f"wall:                        {wall:.2f} s total, {1000 * wall / branches:.1f} ms per branch")
     print(f"checkpoint db growth:        {grown / 1e6:.2f} MB, {grown / branches / 1e3:.1f} kB per branch")
-    print(f"checkpoints written:         {after_ckpts - before_ckpts} ({(after_ckpts - before_ckpts) / branches:.1f} per branch)")
-    print(f"checkpoint bytes per step:   {grown / max(after_ckpts - before_ckpts, 1) / 1e3:.1f} kB per checkpoint, "
-          f"{grown / max(steps, 1) / 1e3:.1f} kB per recorded step")
+    print(
+        f"checkpoints written:         {after_ckpts - before_ckpts} ({(after_ckpts - before_ckpts) / branches:.1f} per branch)"
+    )
+    print(
+        f"checkpoint bytes per step:   {grown / max(after_ckpts - before_ckpts, 1) / 1e3:.1f} kB per checkpoint, "
+        f"{grown / max(steps, 1) / 1e3:.1f} kB per recorded step"
+    )
     print(f"forks.jsonl:                 {(run_dir / 'forks.jsonl').stat().st_size / 1e3:.0f} kB")
     print(f"(run dir: {run_dir})")
 

@@ -26,8 +26,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from branchpoint.experiments import load_spec, run_experiment  # noqa: E402
-from branchpoint.models import ScriptedModel  # noqa: E402
+from branchpoint.experiments import load_spec, run_experiment
+from branchpoint.models import ScriptedModel
 
 
 def status_kib(field: str) -> int:
@@ -42,9 +42,13 @@ def write_questions(path: Path, n: int) -> None:
     with path.open("w", encoding="utf-8") as fh:
         for i in range(n):
             answerable = i % 3 != 0
-            q = {"id": f"q{i:05d}", "question": f"What is the name of the river in town number {i}?",
-                 "answerable": answerable, "gold_answers": [f"River {i}"] if answerable else [],
-                 "category": None if answerable else "AU"}  # fmt: skip
+            q = {
+                "id": f"q{i:05d}",
+                "question": f"What is the name of the river in town number {i}?",
+                "answerable": answerable,
+                "gold_answers": [f"River {i}"] if answerable else [],
+                "category": None if answerable else "AU",
+            }
             fh.write(json.dumps(q) + "\n")
 
 
@@ -66,7 +70,9 @@ class Meter:
             self.model.prompts.clear()
             self.model.requests.clear()
         if self.calls in self.marks:
-            self.readings.append((self.calls, status_kib("VmRSS"), status_kib("VmHWM"), time.perf_counter() - self.start))
+            self.readings.append(
+                (self.calls, status_kib("VmRSS"), status_kib("VmHWM"), time.perf_counter() - self.start)
+            )
         return 'answer", "text": "I do not know"}'
 
 
@@ -79,12 +85,17 @@ def main() -> None:
     questions = tmp / "questions.jsonl"
     write_questions(questions, a.n)
     spec_path = tmp / "spec.yaml"
-    spec_path.write_text(yaml.safe_dump({
-        "name": "memory",
-        "questions": {"path": str(questions), "format": "branchpoint"},
-        "model": {"provider": "scripted", "script": ["unused"], "max_tokens": 16},
-        "agent": {"policy": "constrained", "search": False},
-    }), encoding="utf-8")  # fmt: skip
+    spec_path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "memory",
+                "questions": {"path": str(questions), "format": "branchpoint"},
+                "model": {"provider": "scripted", "script": ["unused"], "max_tokens": 16},
+                "agent": {"policy": "constrained", "search": False},
+            }
+        ),
+        encoding="utf-8",
+    )
     marks = sorted({m for m in (1, 1000, 2000, 5000, a.n) if m <= a.n})
     meter = Meter(marks)
 
@@ -97,8 +108,10 @@ def main() -> None:
     base = status_kib("VmRSS")
     summary = run_experiment(spec, tmp / "run", progress=False, model_opener=opener, concurrency=a.concurrency)
     assert summary.ran == a.n and summary.statuses == {"ok": a.n}, summary
-    print(f"{a.n} executions (scripted, no search, SQLite checkpoints, durable appends), concurrency "
-          f"{a.concurrency}: {summary.wall_s:.0f} s, {1000 * summary.wall_s / a.n:.1f} ms / execution")
+    print(
+        f"{a.n} executions (scripted, no search, SQLite checkpoints, durable appends), concurrency "
+        f"{a.concurrency}: {summary.wall_s:.0f} s, {1000 * summary.wall_s / a.n:.1f} ms / execution"
+    )
     print(f"RSS before the run: {base / 1024:.1f} MiB")
     print(f"{'executions':>10}{'RSS MiB':>10}{'peak MiB':>10}{'s':>8}")
     for calls, rss, hwm, t in meter.readings:
@@ -112,12 +125,16 @@ def main() -> None:
     start = time.perf_counter()
     again = run_experiment(spec, tmp / "run", progress=False, model_opener=opener)
     assert again.ran == 0 and again.skipped == a.n
-    print(f"rerun of the finished spec: {again.skipped} skipped in {time.perf_counter() - start:.1f} s, "
-          f"RSS {status_kib('VmRSS') / 1024:.1f} MiB, peak {hwm_before / 1024:.1f} -> {status_kib('VmHWM') / 1024:.1f} MiB")
+    print(
+        f"rerun of the finished spec: {again.skipped} skipped in {time.perf_counter() - start:.1f} s, "
+        f"RSS {status_kib('VmRSS') / 1024:.1f} MiB, peak {hwm_before / 1024:.1f} -> {status_kib('VmHWM') / 1024:.1f} MiB"
+    )
     size = (tmp / "run" / "executions.jsonl").stat().st_size
     db = sum(p.stat().st_size for p in (tmp / "run").glob("checkpoints.sqlite*"))
-    print(f"executions.jsonl {size / 2**20:.1f} MiB, checkpoints {db / 2**20:.1f} MiB; the scripted model's "
-          f"prompt log (emptied here) would have held {meter.prompt_bytes / 2**20:.1f} MiB of prompt text")
+    print(
+        f"executions.jsonl {size / 2**20:.1f} MiB, checkpoints {db / 2**20:.1f} MiB; the scripted model's "
+        f"prompt log (emptied here) would have held {meter.prompt_bytes / 2**20:.1f} MiB of prompt text"
+    )
 
 
 if __name__ == "__main__":

@@ -30,13 +30,24 @@ def sweep(questions: int, seed: int = 0) -> list[ExecutionRecord]:
                 if answerable:
                     label = Judgment(judge="j", kind="answer", label="CORRECT" if rng.random() < 0.5 else "INCORRECT")
                 else:
-                    label = Judgment(judge="j", kind="abstention", label="ABSTAINED" if rng.random() < 0.3 else "ANSWERED")
-                records.append(ExecutionRecord(
-                    execution_id=f"{cap}-{effort}-{i}", run_id="bench", condition=condition, question_id=f"q{i}",
-                    question="?", answerable=answerable, category=None if answerable else ("AU", "FP", "UC")[i % 3],
-                    output_tokens=int(rng.integers(10, 200)), input_tokens=int(rng.integers(200, 2000)),
-                    search_calls=int(rng.integers(0, cap + 1)), judgments=[label],
-                ))  # fmt: skip
+                    label = Judgment(
+                        judge="j", kind="abstention", label="ABSTAINED" if rng.random() < 0.3 else "ANSWERED"
+                    )
+                records.append(
+                    ExecutionRecord(
+                        execution_id=f"{cap}-{effort}-{i}",
+                        run_id="bench",
+                        condition=condition,
+                        question_id=f"q{i}",
+                        question="?",
+                        answerable=answerable,
+                        category=None if answerable else ("AU", "FP", "UC")[i % 3],
+                        output_tokens=int(rng.integers(10, 200)),
+                        input_tokens=int(rng.integers(200, 2000)),
+                        search_calls=int(rng.integers(0, cap + 1)),
+                        judgments=[label],
+                    )
+                )
     return records
 
 
@@ -52,7 +63,9 @@ def main() -> None:
         compute_metrics(records, "j", MetricsConfig(bootstrap=resamples))
         took = time.perf_counter() - start
         print(f"compute_metrics, {resamples:>5} resamples: {took:6.2f} s ({len(records) / took:,.0f} records/s)")
-    print(f"reproduce: .venv/bin/python benchmarks/metrics_speed.py --questions {args.questions} --resamples {args.resamples}")
+    print(
+        f"reproduce: .venv/bin/python benchmarks/metrics_speed.py --questions {args.questions} --resamples {args.resamples}"
+    )
 
 
 if __name__ == "__main__":

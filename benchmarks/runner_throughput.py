@@ -24,17 +24,17 @@ import argparse
 import os
 import subprocess
 import sys
-from contextlib import contextmanager
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from branchpoint.experiments import load_spec, run_experiment  # noqa: E402
-from branchpoint.experiments.process_executor import run_experiment_processes  # noqa: E402
+from branchpoint.experiments import load_spec, run_experiment
+from branchpoint.experiments.process_executor import run_experiment_processes
 
 SERVER = Path(__file__).resolve().parents[1] / "tests" / "servers" / "openai_fault_server.py"
 
@@ -42,8 +42,9 @@ SERVER = Path(__file__).resolve().parents[1] / "tests" / "servers" / "openai_fau
 @contextmanager
 def server_process(latency: float):
     """The test server in its own process (so it does not compete with the runner for the GIL)."""
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--latency-s", str(latency)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "--port", "0", "--latency-s", str(latency)], stdout=subprocess.PIPE, text=True
+    )
     try:
         port = int(proc.stdout.readline().split()[1])
         yield f"http://127.0.0.1:{port}/v1"
@@ -59,12 +60,17 @@ def sim_server(tokens_per_s: float, workdir: Path):
     from branchpoint.models.spec import SimServerSpec
 
     profile = workdir / "capacity-profile.yaml"
-    profile.write_text(yaml.safe_dump({
-        "extends": "instruct", "name": "capacity",
-        "latency": {"base_s": 0.03, "prefill_s_per_token": 1e-5, "decode_s_per_token": 0.02},
-        "capacity": {"tokens_per_s": tokens_per_s, "max_batch": 256},
-        "failures": {"malformed": 0.0, "length": 0.0},
-    }))
+    profile.write_text(
+        yaml.safe_dump(
+            {
+                "extends": "instruct",
+                "name": "capacity",
+                "latency": {"base_s": 0.03, "prefill_s_per_token": 1e-5, "decode_s_per_token": 0.02},
+                "capacity": {"tokens_per_s": tokens_per_s, "max_batch": 256},
+                "failures": {"malformed": 0.0, "length": 0.0},
+            }
+        )
+    )
     spec = SimServerSpec(profile=str(profile), latency_scale=1.0, capacity=True)
     with SimServer(spec, served_name="m", log_path=workdir / "sim.log") as server:
         yield server.base_url
@@ -86,8 +92,10 @@ def completion_tokens(run_dir: Path) -> float:
 
 def main_sim(args: argparse.Namespace) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bp-throughput-sim-"))
-    print(f"simulated server, capacity mode: {args.tokens_per_s:.0f} tokens/s ceiling, 0.02 s/token per stream, "
-          f"0.03 s base latency")
+    print(
+        f"simulated server, capacity mode: {args.tokens_per_s:.0f} tokens/s ceiling, 0.02 s/token per stream, "
+        f"0.03 s base latency"
+    )
     with sim_server(args.tokens_per_s, workdir) as base_url:
         for c in (64, 256):
             for procs in sorted({1, args.processes}):
@@ -95,31 +103,45 @@ def main_sim(args: argparse.Namespace) -> None:
                 run_dir = next((workdir / f"sim-{c}-{procs}").glob("run-*"))
                 capacity = args.tokens_per_s / completion_tokens(run_dir)
                 how = f"{procs} processes" if procs > 1 else "1 process"
-                print(f"concurrency {c:>3}, {how}: {rate:6.1f} requests/s  server capacity {capacity:6.1f}  "
-                      f"fraction {rate / capacity:.2f}  ({args.n} executions, one request each)")
-    print(f"(reproduce: .venv/bin/python benchmarks/runner_throughput.py --server sim --tokens-per-s "
-          f"{args.tokens_per_s:g} --n {args.n} --processes {args.processes})")
+                print(
+                    f"concurrency {c:>3}, {how}: {rate:6.1f} requests/s  server capacity {capacity:6.1f}  "
+                    f"fraction {rate / capacity:.2f}  ({args.n} executions, one request each)"
+                )
+    print(
+        f"(reproduce: .venv/bin/python benchmarks/runner_throughput.py --server sim --tokens-per-s "
+        f"{args.tokens_per_s:g} --n {args.n} --processes {args.processes})"
+    )
 
 
 def run(base_url: str, n: int, concurrency: int, workdir: Path, processes: int = 1) -> float:
     """Executions/s for `n` executions (up to 64 demo questions x enough seeds) at a concurrency."""
     workdir.mkdir(parents=True, exist_ok=True)
     spec_path = workdir / f"spec-{concurrency}-{processes}.yaml"
-    spec_path.write_text(yaml.safe_dump({
-        "name": f"throughput-{concurrency}",
-        "questions": {"path": "demo", "limit": min(n, 64)},
-        "model": {"provider": "openai", "base_url": base_url, "name": "m", "max_tokens": 16},
-        "agent": {"policy": "constrained", "search": False},
-        "sweep": {"model.seed": list(range(-(-n // 64)))},
-    }))
+    spec_path.write_text(
+        yaml.safe_dump(
+            {
+                "name": f"throughput-{concurrency}",
+                "questions": {"path": "demo", "limit": min(n, 64)},
+                "model": {"provider": "openai", "base_url": base_url, "name": "m", "max_tokens": 16},
+                "agent": {"policy": "constrained", "search": False},
+                "sweep": {"model.seed": list(range(-(-n // 64)))},
+            }
+        )
+    )
     n = min(n, 64) * -(-n // 64)
     start = time.perf_counter()
     if processes == 1:
-        summary = run_experiment(load_spec(spec_path), workdir / f"run-{concurrency}", progress=False,
-                                 concurrency=concurrency)
+        summary = run_experiment(
+            load_spec(spec_path), workdir / f"run-{concurrency}", progress=False, concurrency=concurrency
+        )
     else:
-        summary = run_experiment_processes(load_spec(spec_path), workdir / f"run-{concurrency}-{processes}",
-                                           progress=False, concurrency=concurrency, processes=processes)
+        summary = run_experiment_processes(
+            load_spec(spec_path),
+            workdir / f"run-{concurrency}-{processes}",
+            progress=False,
+            concurrency=concurrency,
+            processes=processes,
+        )
     wall = time.perf_counter() - start
     assert summary.ran == n and summary.statuses == {"ok": n}, summary
     return n / wall
@@ -129,12 +151,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--latency", type=float, nargs="+", default=[0.5, 2.0], help="seconds per request")
     parser.add_argument("--n", type=int, default=512, help="executions at concurrency 64 (a multiple of 64)")
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[64],
-                        help="the concurrency levels above 8 (each also over --processes)")
-    parser.add_argument("--processes", type=int, default=os.cpu_count() or 1,
-                        help="also run concurrency 64 over this many processes (--processes; default: the cores)")
-    parser.add_argument("--server", choices=["fault", "sim"], default="fault",
-                        help="fault: fixed latency per request; sim: the simulated model in capacity mode")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=[64],
+        help="the concurrency levels above 8 (each also over --processes)",
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="also run concurrency 64 over this many processes (--processes; default: the cores)",
+    )
+    parser.add_argument(
+        "--server",
+        choices=["fault", "sim"],
+        default="fault",
+        help="fault: fixed latency per request; sim: the simulated model in capacity mode",
+    )
     parser.add_argument("--tokens-per-s", type=float, default=1500.0, help="--server sim: the decode ceiling")
     args = parser.parse_args()
     if args.server == "sim":
@@ -144,8 +179,10 @@ def main() -> None:
     for latency in args.latency:
         with server_process(latency) as base_url:
             single = run(base_url, 8, 1, workdir / f"{latency}")
-            print(f"latency {latency:.2f} s/request; concurrency 1: {single:.2f} executions/s  "
-                  f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+            print(
+                f"latency {latency:.2f} s/request; concurrency 1: {single:.2f} executions/s  "
+                f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+            )
             levels = [(8, max(args.n // 8, 64), 1)]
             for c in args.concurrency:  # at least 4 rounds of `c` at each level
                 levels += [(c, max(args.n, 4 * c), 1)]
@@ -156,12 +193,16 @@ def main() -> None:
                 ideal = n / (waves / single)
                 how = f"{procs} processes" if procs > 1 else "1 process"
                 load = os.getloadavg()[0]
-                print(f"concurrency {c:>2}, {how}: {rate:6.2f} executions/s  ideal {ideal:6.2f}  "
-                      f"ratio {rate / ideal:.2f}  ({n} executions; load average {load:.1f})")
+                print(
+                    f"concurrency {c:>2}, {how}: {rate:6.2f} executions/s  ideal {ideal:6.2f}  "
+                    f"ratio {rate / ideal:.2f}  ({n} executions; load average {load:.1f})"
+                )
     latencies = " ".join(str(x) for x in args.latency)
     levels = " ".join(str(c) for c in args.concurrency)
-    print(f"(reproduce: .venv/bin/python benchmarks/runner_throughput.py --latency {latencies} --n {args.n} "
-          f"--concurrency {levels} --processes {args.processes})")
+    print(
+        f"(reproduce: .venv/bin/python benchmarks/runner_throughput.py --latency {latencies} --n {args.n} "
+        f"--concurrency {levels} --processes {args.processes})"
+    )
 
 
 if __name__ == "__main__":

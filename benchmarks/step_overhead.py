@@ -27,21 +27,49 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.timing import best_of  # noqa: E402
+from benchmarks.timing import best_of
+from branchpoint.agents import AgentContext, build_graph, initial_state, recursion_limit, resolve_policy
+from branchpoint.agents.graph import make_answer_node, route_after_decide, route_after_search, search_node
+from branchpoint.checkpoints import sqlite_checkpointer
+from branchpoint.datasets.questions import Question
+from branchpoint.experiments.runner import PlannedExecution, run_one
+from branchpoint.experiments.spec import ExperimentSpec
+from branchpoint.experiments.store import RunStore
+from branchpoint.models import ScriptedModel
+from branchpoint.tools import SearchTool
+from branchpoint.traces import RetrievedDoc
 
-from branchpoint.agents import AgentContext, build_graph, initial_state, recursion_limit, resolve_policy  # noqa: E402
-from branchpoint.agents.graph import make_answer_node, route_after_decide, route_after_search, search_node  # noqa: E402
-from branchpoint.checkpoints import sqlite_checkpointer  # noqa: E402
-from branchpoint.datasets.questions import Question  # noqa: E402
-from branchpoint.experiments.runner import PlannedExecution, run_one  # noqa: E402
-from branchpoint.experiments.spec import ExperimentSpec  # noqa: E402
-from branchpoint.experiments.store import RunStore  # noqa: E402
-from branchpoint.models import ScriptedModel  # noqa: E402
-from branchpoint.tools import SearchTool  # noqa: E402
-from branchpoint.traces import RetrievedDoc  # noqa: E402
-
-WORDS = ("the river flows past old stone bridges where merchants once traded salt wool and amber "
-         "under the watch of a city council that kept careful records of every cargo ").split()
+WORDS = [
+    "the",
+    "river",
+    "flows",
+    "past",
+    "old",
+    "stone",
+    "bridges",
+    "where",
+    "merchants",
+    "once",
+    "traded",
+    "salt",
+    "wool",
+    "and",
+    "amber",
+    "under",
+    "the",
+    "watch",
+    "of",
+    "a",
+    "city",
+    "council",
+    "that",
+    "kept",
+    "careful",
+    "records",
+    "of",
+    "every",
+    "cargo",
+]
 
 
 class MemorySource:
@@ -51,10 +79,15 @@ class MemorySource:
 
     def __init__(self) -> None:
         self.passages = [
-            RetrievedDoc(doc_id=f"d{i}", score=1.0 - i / 10, title=f"Passage {i}",
-                         text=" ".join(WORDS[(i + j) % len(WORDS)] for j in range(100)), source="mem")
+            RetrievedDoc(
+                doc_id=f"d{i}",
+                score=1.0 - i / 10,
+                title=f"Passage {i}",
+                text=" ".join(WORDS[(i + j) % len(WORDS)] for j in range(100)),
+                source="mem",
+            )
             for i in range(10)
-        ]  # fmt: skip
+        ]
 
     def search(self, query: str, k: int) -> list[RetrievedDoc]:
         return [d.model_copy() for d in self.passages[:k]]
@@ -69,9 +102,12 @@ def responder(prompt: str, request: dict | None = None) -> str:
 
 def context(searches: int) -> AgentContext:
     return AgentContext(
-        model=ScriptedModel(responder=responder), search=SearchTool({"mem": MemorySource()}, "mem", top_k=3),
-        search_cap=searches, max_tokens=32, answer_max_tokens=32,
-    )  # fmt: skip
+        model=ScriptedModel(responder=responder),
+        search=SearchTool({"mem": MemorySource()}, "mem", top_k=3),
+        search_cap=searches,
+        max_tokens=32,
+        answer_max_tokens=32,
+    )
 
 
 def plain(n: int, searches: int) -> int:
@@ -100,14 +136,18 @@ def plain(n: int, searches: int) -> int:
 def bare_langgraph(n: int, searches: int) -> None:
     graph = build_graph(resolve_policy("constrained"), None)
     for i in range(n):
-        out = graph.invoke(initial_state(f"q{i}", f"Question number {i}?", "mem"),
-                           {"recursion_limit": recursion_limit(searches)}, context=context(searches))
+        out = graph.invoke(
+            initial_state(f"q{i}", f"Question number {i}?", "mem"),
+            {"recursion_limit": recursion_limit(searches)},
+            context=context(searches),
+        )
         assert out["final_answer"] == "Passage 0"
 
 
 def ours(n: int, searches: int, workdir: Path, append: bool) -> None:
-    spec = ExperimentSpec(name="bench", agent={"search_cap": searches, "top_k": 3},
-                          retrieval={"default": "mem", "sources": {"mem": {}}})
+    spec = ExperimentSpec(
+        name="bench", agent={"search_cap": searches, "top_k": 3}, retrieval={"default": "mem", "sources": {"mem": {}}}
+    )
     store = RunStore(workdir)
     with sqlite_checkpointer(workdir / "checkpoints.sqlite") as saver:
         graph = build_graph(resolve_policy("constrained"), saver)
@@ -141,10 +181,14 @@ def main() -> None:
     t_lg = best_of(lambda: bare_langgraph(n, s), a.repeats)
     t_ours = best_of(lambda: ours(n, s, fresh(), append=False), a.repeats)
     t_full = best_of(lambda: ours(n, s, fresh(), append=True), a.repeats)
-    ms = {k: 1000 * v / steps for k, v in
-          {"plain": t_plain, "langgraph": t_lg, "ours": t_ours, "ours + append": t_full}.items()}  # fmt: skip
-    print(f"{n} executions x {2 * s + 1} steps ({s} searches, top_k 3, ~100-word passages) = {steps} steps; "
-          f"best of {a.repeats}")
+    ms = {
+        k: 1000 * v / steps
+        for k, v in {"plain": t_plain, "langgraph": t_lg, "ours": t_ours, "ours + append": t_full}.items()
+    }
+    print(
+        f"{n} executions x {2 * s + 1} steps ({s} searches, top_k 3, ~100-word passages) = {steps} steps; "
+        f"best of {a.repeats}"
+    )
     print(f"{'variant':<16}{'ms / step':>10}{'ms / execution':>16}")
     for k, v in ms.items():
         print(f"{k:<16}{v:>10.3f}{v * (2 * s + 1):>16.2f}")
@@ -153,9 +197,11 @@ def main() -> None:
     print(f"ratio langgraph / plain   {t_lg / t_plain:6.1f}x")
     overhead = ms["ours"] - ms["plain"]
     overhead_full = ms["ours + append"] - ms["plain"]
-    print(f"our overhead per step over plain Python: {overhead:.2f} ms "
-          f"({overhead_full:.2f} ms with the durable append); target ≤ 5 ms: "
-          f"{'met' if overhead_full <= 5 else 'NOT met'}")
+    print(
+        f"our overhead per step over plain Python: {overhead:.2f} ms "
+        f"({overhead_full:.2f} ms with the durable append); target ≤ 5 ms: "
+        f"{'met' if overhead_full <= 5 else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

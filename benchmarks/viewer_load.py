@@ -32,7 +32,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.evaluation.viewer.runs import write_fork_study  # noqa: E402
+from tests.evaluation.viewer.runs import write_fork_study
 
 
 def free_port() -> int:
@@ -89,8 +89,10 @@ def browser_first_view(run: Path) -> tuple[float, float] | None:
 def spawn(run: Path, port: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "branchpoint.cli", "view", str(run), "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
 
 
 def main() -> None:
@@ -106,8 +108,10 @@ def main() -> None:
     start = time.perf_counter()
     made = write_fork_study(run, executions=args.executions, forked=args.forked, repeats=args.repeats, value=False)
     size = sum(p.stat().st_size for p in run.iterdir()) / 2**20
-    print(f"run: {len(made['executions'])} executions, {len(made['forks'])} branches, {len(made['replays'])} replays, "
-          f"{size:.0f} MiB of traces (written in {time.perf_counter() - start:.1f} s)")  # fmt: skip
+    print(
+        f"run: {len(made['executions'])} executions, {len(made['forks'])} branches, {len(made['replays'])} replays, "
+        f"{size:.0f} MiB of traces (written in {time.perf_counter() - start:.1f} s)"
+    )
 
     results: dict[str, Any] = {}
     port = free_port()
@@ -137,10 +141,14 @@ def main() -> None:
     if fv is None:
         print("first view in chromium:   skipped (no playwright or no chromium)")
     else:
-        print(f"first view in chromium:   {fv[0]:.2f} s after spawn to table drawn ({fv[1]:.2f} s of it from "
-              "opening the URL)")
+        print(
+            f"first view in chromium:   {fv[0]:.2f} s after spawn to table drawn ({fv[1]:.2f} s of it from "
+            "opening the URL)"
+        )
     print(f"full index ({results['rows']} rows, every line schema-checked): {results['full index']:.2f} s after spawn")
-    print(f"one timeline: {1000 * results['one timeline']:.0f} ms; one fork tree: {1000 * results['one fork tree']:.0f} ms")
+    print(
+        f"one timeline: {1000 * results['one timeline']:.0f} ms; one fork tree: {1000 * results['one fork tree']:.0f} ms"
+    )
     print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print("command: .venv/bin/python benchmarks/viewer_load.py " + " ".join(sys.argv[1:]))
     if tmp:

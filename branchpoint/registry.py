@@ -126,8 +126,9 @@ class Registry:
     """Components by (kind, name). One instance, `REGISTRY`, serves the package; tests may build
     their own to check the rules without touching it."""
 
-    def __init__(self, builtin_modules: dict[str, tuple[str, ...]] | None = None,
-                 plugin_group: str = PLUGIN_GROUP) -> None:
+    def __init__(
+        self, builtin_modules: dict[str, tuple[str, ...]] | None = None, plugin_group: str = PLUGIN_GROUP
+    ) -> None:
         self._builtin_modules = dict(BUILTIN_MODULES if builtin_modules is None else builtin_modules)
         self._plugin_group = plugin_group
         self._entries: dict[tuple[str, str], Entry] = {}
@@ -222,7 +223,7 @@ class Registry:
         raise RegistryError(f'unknown {kind} "{name}" (known: {known}; or name your own as package.module:attr)')
 
     def __contains__(self, key: tuple[str, str]) -> bool:
-        kind, name = key
+        kind, _name = key
         self._load(kind)
         return key in self._entries
 

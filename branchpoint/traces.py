@@ -139,8 +139,9 @@ class RetrievedDoc(_Open):
 class Step(_Open):
     """One step of an execution: a model decision, a search call, or the final answer."""
 
-    kind: StepKind | str = Field(description="decide, search, answer, forced_answer, or another "
-                                             "framework's kind (kept as written)")
+    kind: StepKind | str = Field(
+        description="decide, search, answer, forced_answer, or another framework's kind (kept as written)"
+    )
     usage: Usage | None = None
     latency_s: float = 0.0
     action: str | None = None
@@ -202,7 +203,8 @@ class ExecutionRecord(_Open):
     judgments: list[Judgment] = Field(default_factory=list)
     error: str | None = None
     request_fingerprint: str | None = Field(
-        None, description="Hash of the request bodies this execution sent to the model (seeds left out); "
+        None,
+        description="Hash of the request bodies this execution sent to the model (seeds left out); "
         "equal across conditions when a sweep axis changed nothing the model received.",
     )
 
@@ -216,9 +218,7 @@ def execution_id(
     repeat: int = 0,
 ) -> str:
     """Deterministic id of an execution: a hash of run, condition, question, parent, branch, repeat."""
-    key = json.dumps(
-        [run_id, condition, question_id, parent, branch, repeat], sort_keys=True, default=str
-    )
+    key = json.dumps([run_id, condition, question_id, parent, branch, repeat], sort_keys=True, default=str)
     return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 

@@ -32,6 +32,7 @@ def wait_gone(pid: int, timeout_s: float = 5.0) -> bool:
         time.sleep(0.02)
     return False
 
+
 PASSAGES = {
     "d-canberra": ("Canberra", "Canberra is the capital city of Australia."),
     "d-sydney": ("Sydney", "Sydney is the largest city in Australia, but not its capital."),
@@ -55,10 +56,7 @@ class KeywordSource:
             overlap = len(words & set(re.findall(r"\w+", f"{title} {text}".lower())))
             scored.append((overlap, doc_id, title, text))
         scored.sort(key=lambda r: (-r[0], r[1]))
-        return [
-            RetrievedDoc(doc_id=d, score=float(s), title=t, text=x, source=self.name)
-            for s, d, t, x in scored[:k]
-        ]
+        return [RetrievedDoc(doc_id=d, score=float(s), title=t, text=x, source=self.name) for s, d, t, x in scored[:k]]
 
 
 @pytest.fixture()

@@ -64,8 +64,9 @@ def index_dir(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("kind", ["llamacpp", "vllm", "retrieval"])
 def test_child_server_dies_with_its_parent(kind, sig, request):
     arg = str(request.getfixturevalue("index_dir")) if kind == "retrieval" else str(FAKE_SERVER)
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, kind, arg], cwd=REPO, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)  # fmt: skip
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, kind, arg], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         line = parent.stdout.readline()
         assert line.strip().isdigit(), line + parent.stderr.read()

@@ -15,9 +15,9 @@ from branchpoint.cli import app
 from branchpoint.evaluation.judges import ALL_LABELS_BY_KIND
 from branchpoint.evaluation.metrics_file import MetricsReport
 from branchpoint.evaluation.report_schemas import json_schema
-from branchpoint.evaluation.value.value_file import ValueReport
 from branchpoint.evaluation.tally import is_model_step
-from branchpoint.traces import STEP_KINDS, ExecutionRecord, ParentRef, RetrievedDoc, Step, Usage, Judgment
+from branchpoint.evaluation.value.value_file import ValueReport
+from branchpoint.traces import STEP_KINDS, ExecutionRecord, Judgment, ParentRef, RetrievedDoc, Step, Usage
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "trace-contract.md"
 
@@ -38,7 +38,11 @@ def test_unknown_schema_is_refused() -> None:
 
 def test_a_foreign_trace_validates_against_the_schema_and_keeps_its_step_kinds() -> None:
     line = {
-        "execution_id": "x1", "run_id": "their-run", "question_id": "q", "question": "?", "answerable": True,
+        "execution_id": "x1",
+        "run_id": "their-run",
+        "question_id": "q",
+        "question": "?",
+        "answerable": True,
         "steps": [
             {"kind": "plan", "usage": {"input_tokens": 10, "output_tokens": 5}, "their_field": 1},
             {"kind": "tool", "text": "42"},
@@ -58,9 +62,19 @@ def test_a_foreign_trace_validates_against_the_schema_and_keeps_its_step_kinds()
 def test_real_reports_match_their_models(tmp_path: Path) -> None:
     from branchpoint.evaluation.metrics import compute_metrics
 
-    records = [ExecutionRecord(execution_id=f"e{i}", run_id="r", question_id=f"q{i}", question="?",
-                               answerable=True, final_answer="a", gold_answers=["a"],
-                               judgments=[Judgment(judge="rule", kind="answer", label="CORRECT")]) for i in range(3)]
+    records = [
+        ExecutionRecord(
+            execution_id=f"e{i}",
+            run_id="r",
+            question_id=f"q{i}",
+            question="?",
+            answerable=True,
+            final_answer="a",
+            gold_answers=["a"],
+            judgments=[Judgment(judge="rule", kind="answer", label="CORRECT")],
+        )
+        for i in range(3)
+    ]
     metrics = json.loads(json.dumps(compute_metrics(records, "rule"), default=str))
     MetricsReport.model_validate(metrics)
     jsonschema.validate(metrics, json_schema("metrics"))

@@ -38,11 +38,29 @@ def dotted(node: ast.AST) -> str:
 
 
 UNSAFE_CALLS = {
-    "eval", "exec", "compile", "pickle.load", "pickle.loads", "pickle.Unpickler", "cPickle.loads", "dill.load",
-    "dill.loads", "cloudpickle.load", "cloudpickle.loads", "marshal.load", "marshal.loads", "shelve.open",
-    "torch.load", "yaml.unsafe_load", "yaml.full_load", "yaml.load_all", "os.system", "os.popen",
-    "joblib.load", "jsonpickle.decode",
-}  # fmt: skip
+    "eval",
+    "exec",
+    "compile",
+    "pickle.load",
+    "pickle.loads",
+    "pickle.Unpickler",
+    "cPickle.loads",
+    "dill.load",
+    "dill.loads",
+    "cloudpickle.load",
+    "cloudpickle.loads",
+    "marshal.load",
+    "marshal.loads",
+    "shelve.open",
+    "torch.load",
+    "yaml.unsafe_load",
+    "yaml.full_load",
+    "yaml.load_all",
+    "os.system",
+    "os.popen",
+    "joblib.load",
+    "jsonpickle.decode",
+}
 UNSAFE_IMPORTS = {"pickle", "cPickle", "dill", "cloudpickle", "marshal", "shelve", "jsonpickle"}
 
 
@@ -120,9 +138,11 @@ def test_model_servers_bind_loopback_unless_told_otherwise():
 def test_every_yaml_read_is_safe():
     """The only YAML loader calls in the package are `yaml.safe_load` (checked above for the rest)."""
     calls = [
-        (path, dotted(n.func)) for path, tree in package_sources() for n in ast.walk(tree)
+        (path, dotted(n.func))
+        for path, tree in package_sources()
+        for n in ast.walk(tree)
         if isinstance(n, ast.Call) and dotted(n.func).startswith("yaml.") and "load" in dotted(n.func)
-    ]  # fmt: skip
+    ]
     assert calls and {name for _, name in calls} == {"yaml.safe_load"}
 
 
@@ -131,7 +151,7 @@ SENTINEL = "sk-branchpoint-SENTINEL-7f3a9c1e5d"
 
 def test_api_key_is_used_but_never_written_or_printed(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("BP_SECRET_KEY", SENTINEL)
-    monkeypatch.setattr("branchpoint.models.openai_compat.wait_exponential", lambda **kw: (lambda rs: 0.0))
+    monkeypatch.setattr("branchpoint.models.openai_compat.wait_exponential", lambda **kw: lambda rs: 0.0)
     caplog.set_level(logging.DEBUG)  # even debug logs of the HTTP clients must not carry the key
     config = FaultConfig(error_rate=0.2, drop_rate=0.1, truncate_rate=0.1, seed=5)
     outputs = []
@@ -139,10 +159,17 @@ def test_api_key_is_used_but_never_written_or_printed(tmp_path, monkeypatch, cap
         spec = {
             "name": "secret",
             "questions": {"path": "demo", "limit": 12},
-            "model": {"provider": "openai", "base_url": server.base_url, "name": "m", "max_tokens": 16,
-                      "timeout_s": 2.0, "retries": 1, "api_key_env": "BP_SECRET_KEY"},
+            "model": {
+                "provider": "openai",
+                "base_url": server.base_url,
+                "name": "m",
+                "max_tokens": 16,
+                "timeout_s": 2.0,
+                "retries": 1,
+                "api_key_env": "BP_SECRET_KEY",
+            },
             "agent": {"policy": "constrained", "search": False},
-        }  # fmt: skip
+        }
         spec_path = tmp_path / "spec.yaml"
         spec_path.write_text(yaml.safe_dump(spec), encoding="utf-8")
         run_dir = tmp_path / "run"
@@ -231,7 +258,7 @@ def test_a_server_quoting_the_authorization_header_leaks_no_key(tmp_path, monkey
     """HTTP 500 bodies and a 401 that quote `Authorization: Bearer <key>`: the key reaches no file
     of the run (traces, checkpoints, caches, judged files), no console output and no log."""
     monkeypatch.setenv("BP_SECRET_KEY", SENTINEL)
-    monkeypatch.setattr("branchpoint.models.openai_compat.wait_exponential", lambda **kw: (lambda rs: 0.0))
+    monkeypatch.setattr("branchpoint.models.openai_compat.wait_exponential", lambda **kw: lambda rs: 0.0)
     caplog.set_level(logging.DEBUG)
     config = FaultConfig(error_rate=0.5, seed=3, echo_auth=True)
     outputs = []
@@ -239,10 +266,17 @@ def test_a_server_quoting_the_authorization_header_leaks_no_key(tmp_path, monkey
         spec = {
             "name": "echo",
             "questions": {"path": "demo", "limit": 8},
-            "model": {"provider": "openai", "base_url": server.base_url, "name": "m", "max_tokens": 16,
-                      "timeout_s": 2.0, "retries": 0, "api_key_env": "BP_SECRET_KEY"},
+            "model": {
+                "provider": "openai",
+                "base_url": server.base_url,
+                "name": "m",
+                "max_tokens": 16,
+                "timeout_s": 2.0,
+                "retries": 0,
+                "api_key_env": "BP_SECRET_KEY",
+            },
             "agent": {"policy": "constrained", "search": False},
-        }  # fmt: skip
+        }
         spec_path = tmp_path / "spec.yaml"
         spec_path.write_text(yaml.safe_dump(spec), encoding="utf-8")
         run_dir = tmp_path / "run"
@@ -269,12 +303,13 @@ def test_redact_removes_keys_tokens_and_key_fields():
     from branchpoint.redact import redact
 
     env = {"MY_API_KEY": "abcdefgh12345", "HOME": "/root", "SHORT_TOKEN": "abc"}
-    text = ('401: {"authorization": "Bearer tok_9f8e7d6c5b"} api_key=zzzsecretzzz sk-proj-AAAABBBBCCCC '
-            "value abcdefgh12345 Basic dXNlcjpwYXNz")  # fmt: skip
+    text = (
+        '401: {"authorization": "Bearer tok_9f8e7d6c5b"} api_key=zzzsecretzzz sk-proj-AAAABBBBCCCC '
+        "value abcdefgh12345 Basic dXNlcjpwYXNz"
+    )
     out = redact(text, ["zzzsecretzzz"], environ=env)
     for secret in ("tok_9f8e7d6c5b", "zzzsecretzzz", "sk-proj-AAAABBBBCCCC", "abcdefgh12345", "dXNlcjpwYXNz"):
         assert secret not in out, out
-    assert "401" in out and "/root" not in text or True
     assert redact("Bearer bonds and the weather", environ={}) == "Bearer bonds and the weather"
     assert redact(None) == ""
 
@@ -285,6 +320,8 @@ def test_checkpoints_option_refuses_other_schemes_without_echoing_a_password():
     assert check_target("runs/x/checkpoints.sqlite") == "runs/x/checkpoints.sqlite"
     assert check_target("postgres://u@h/db") == "postgres://u@h/db"
     for bad in ("mysql://x", "postgresq://user:hunter2@db/runs", "states.db", "sqlite:///a.sqlite"):
-        with pytest.raises(InputError, match="expected a .sqlite file path or a postgres:// / postgresql:// URL") as err:
+        with pytest.raises(
+            InputError, match="expected a .sqlite file path or a postgres:// / postgresql:// URL"
+        ) as err:
             check_target(bad)
         assert "hunter2" not in str(err.value)

@@ -21,9 +21,16 @@ from branchpoint.traces import (
 
 @pytest.mark.parametrize(
     ("boundary", "kind"),
-    [("initial", "initial"), ("pending_query", "pending_query"), ("after_search_1", "after_search_k"),
-     ("after_search_12", "after_search_k"), (None, None), ("reflect", None), ("", None)],
-)  # fmt: skip
+    [
+        ("initial", "initial"),
+        ("pending_query", "pending_query"),
+        ("after_search_1", "after_search_k"),
+        ("after_search_12", "after_search_k"),
+        (None, None),
+        ("reflect", None),
+        ("", None),
+    ],
+)
 def test_legal_boundary_kind_names_only_our_boundaries(boundary, kind):
     assert legal_boundary_kind(boundary) == kind
 

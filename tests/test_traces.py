@@ -32,9 +32,17 @@ def test_round_trip_and_append(tmp_path):
 
 def test_foreign_minimal_trace_is_readable_and_extra_fields_kept(tmp_path):
     path = tmp_path / "foreign.jsonl"
-    line = {"execution_id": "x", "run_id": "other", "question_id": "q", "question": "Q?",
-            "answerable": False, "category": "FP", "final_answer": "No.", "producer": "my-framework",
-            "steps": [{"kind": "search", "query": "q", "retrieved": [{"doc_id": "d", "score": 1, "text": "t"}]}]}
+    line = {
+        "execution_id": "x",
+        "run_id": "other",
+        "question_id": "q",
+        "question": "Q?",
+        "answerable": False,
+        "category": "FP",
+        "final_answer": "No.",
+        "producer": "my-framework",
+        "steps": [{"kind": "search", "query": "q", "retrieved": [{"doc_id": "d", "score": 1, "text": "t"}]}],
+    }
     path.write_text(json.dumps(line) + "\n", encoding="utf-8")
     rec = read_records(path)[0]
     assert rec.model_dump()["producer"] == "my-framework"

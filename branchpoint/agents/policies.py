@@ -111,7 +111,9 @@ def decision_steps(kind: str, decision: Decision) -> list[dict[str, Any]]:
     steps = []
     for i, call in enumerate(decision.calls):
         last = ok and i == len(decision.calls) - 1
-        steps.append(as_state(model_step(kind, call, decision.action if last else None, decision.text if last else call.text)))
+        steps.append(
+            as_state(model_step(kind, call, decision.action if last else None, decision.text if last else call.text))
+        )
     return steps
 
 
@@ -240,7 +242,11 @@ def _chat_decision(state: AgentState, ctx: AgentContext, *, tools: bool, allow_s
     )
     for _ in range(1 + ctx.malformed_retries):
         if tools:
-            calls.append(ctx.model.chat(messages, tools=[SEARCH_TOOL_SCHEMA] if allow_search else None, max_tokens=ctx.max_tokens))
+            calls.append(
+                ctx.model.chat(
+                    messages, tools=[SEARCH_TOOL_SCHEMA] if allow_search else None, max_tokens=ctx.max_tokens
+                )
+            )
             parsed = parse_tool_call(calls[-1], allow_search)
         else:
             calls.append(ctx.model.chat(messages, max_tokens=ctx.max_tokens))

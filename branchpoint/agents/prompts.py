@@ -137,8 +137,7 @@ PROMPT_VARIANTS = ("plain", "abstention", "fewshot", "self_eval")
 
 PLAIN_SYSTEM = "You answer questions accurately and briefly."
 PLAIN_SEARCH_SYSTEM = (
-    "You answer questions accurately and briefly. You may use the search tool to look things up "
-    "in an encyclopedia."
+    "You answer questions accurately and briefly. You may use the search tool to look things up in an encyclopedia."
 )
 FEWSHOT_CHAT_EXAMPLES = (
     "Examples:\n"
@@ -182,9 +181,7 @@ FORCE_ANSWER = "Answer now with the evidence you have; no more searches. Reply w
 
 def format_docs(docs: list[dict[str, Any]], words: int) -> str:
     """Search results in the Search-R1 style: `Doc i(Title: t) text`."""
-    return "\n".join(
-        f"Doc {i}(Title: {d.get('title') or ''}) {_clip(d['text'], words)}" for i, d in enumerate(docs, 1)
-    )
+    return "\n".join(f"Doc {i}(Title: {d.get('title') or ''}) {_clip(d['text'], words)}" for i, d in enumerate(docs, 1))
 
 
 def system_prompt(*, tools: bool, allow_search: bool, variant: str = "abstention") -> str:
@@ -221,22 +218,28 @@ def chat_messages(
         model = entry.get("turn") or {}
         if tools:
             call_id = model.get("call_id") or "call_0"
-            messages.append({
-                "role": "assistant",
-                "content": model.get("content") or "",
-                "tool_calls": [{
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": "search", "arguments": json.dumps({"query": entry["query"]})},
-                }],
-            })
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": model.get("content") or "",
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": "search", "arguments": json.dumps({"query": entry["query"]})},
+                        }
+                    ],
+                }
+            )
             messages.append({"role": "tool", "tool_call_id": call_id, "content": format_docs(docs, evidence_words)})
         else:
             messages.append({"role": "assistant", "content": tagged_search_turn(model.get("content"), entry["query"])})
-            messages.append({
-                "role": "user",
-                "content": f"<information>{format_docs(docs, evidence_words)}</information>",
-            })
+            messages.append(
+                {
+                    "role": "user",
+                    "content": f"<information>{format_docs(docs, evidence_words)}</information>",
+                }
+            )
     return messages
 
 

@@ -50,10 +50,7 @@ def decision_grammar(allow_search: bool) -> str:
     It matches e.g. `search", "text": "capital of France"}`: the action, then a one-line text.
     """
     actions = r'("search\"" | "answer\"")' if allow_search else r'"answer\""'
-    return (
-        f"root ::= {actions} " + r'", \"text\": \"" chars "\"}"' + "\n"
-        + r'chars ::= [^"\\\n]{1,200}' + "\n"
-    )
+    return f"root ::= {actions} " + r'", \"text\": \"" chars "\"}"' + "\n" + r'chars ::= [^"\\\n]{1,200}' + "\n"
 
 
 def parse_json_decision(completion: str, allow_search: bool = True) -> tuple[Action, str] | None:

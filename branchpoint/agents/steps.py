@@ -21,29 +21,33 @@ def model_step(kind: str, call: ModelCall, action: str | None, text: str | None)
     """The step of one model call: `text` is the parsed action text where the call gave one,
     `raw` what the model returned, `reasoning` the reasoning text (kept beside the contract's
     fields)."""
-    return Step.model_validate({
-        "kind": kind,
-        "action": action,
-        "text": text,
-        "raw": call.text,
-        "usage": call.usage.model_dump(),
-        "latency_s": call.latency_s,
-        "finish_reason": call.finish_reason,
-        "reasoning": call.reasoning,
-    })
+    return Step.model_validate(
+        {
+            "kind": kind,
+            "action": action,
+            "text": text,
+            "raw": call.text,
+            "usage": call.usage.model_dump(),
+            "latency_s": call.latency_s,
+            "finish_reason": call.finish_reason,
+            "reasoning": call.reasoning,
+        }
+    )
 
 
 def search_step(result: SearchResult) -> Step:
     """The step of one search call: the query and source it ran on, what it retrieved, its
     latency and whether the retrieval cache answered it."""
-    return Step.model_validate({
-        "kind": "search",
-        "query": result.query,
-        "source": result.source,
-        "retrieved": [d.model_dump() for d in result.docs],
-        "latency_s": result.latency_s,
-        "cache_hit": result.cache_hit,
-    })
+    return Step.model_validate(
+        {
+            "kind": "search",
+            "query": result.query,
+            "source": result.source,
+            "retrieved": [d.model_dump() for d in result.docs],
+            "latency_s": result.latency_s,
+            "cache_hit": result.cache_hit,
+        }
+    )
 
 
 def as_state(step: Step) -> dict[str, Any]:

@@ -53,9 +53,7 @@ def original_path(snapshots: list[StateSnapshot]) -> list[StateSnapshot]:
     branching off an earlier checkpoint, written later; its checkpoints are not the recorded
     execution's and are left out (checkpoint ids are time-ordered)."""
     by_id = {s.config["configurable"]["checkpoint_id"]: s for s in snapshots}
-    parents = {
-        (s.parent_config or {}).get("configurable", {}).get("checkpoint_id") for s in snapshots
-    }
+    parents = {(s.parent_config or {}).get("configurable", {}).get("checkpoint_id") for s in snapshots}
     leaves = sorted(i for i in by_id if i not in parents)
     if len(leaves) <= 1:
         return snapshots

@@ -113,9 +113,15 @@ def transcript_from_steps(values: dict[str, Any]) -> list[SearchEntry]:
         if step.get("kind") != "search":
             continue
         n = len(step.get("retrieved") or [])
-        entries.append(SearchEntry(
-            kind="search", query=step.get("query"), source=step.get("source"),
-            evidence_start=start, evidence_count=n, turn=unknown_turn(len(entries)),
-        ))
+        entries.append(
+            SearchEntry(
+                kind="search",
+                query=step.get("query"),
+                source=step.get("source"),
+                evidence_start=start,
+                evidence_count=n,
+                turn=unknown_turn(len(entries)),
+            )
+        )
         start += n
     return entries

@@ -46,9 +46,7 @@ def mask_url(url: str) -> str:
         if query:
             pairs = parse_qsl(query, keep_blank_values=True)
             if any(k.lower() in _SECRET_KEYS for k, _ in pairs):
-                query = urlencode(
-                    [(k, "***" if k.lower() in _SECRET_KEYS else v) for k, v in pairs], safe="*"
-                )
+                query = urlencode([(k, "***" if k.lower() in _SECRET_KEYS else v) for k, v in pairs], safe="*")
         return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
     except ValueError:
         return "<unparseable PostgreSQL URL>"
@@ -70,9 +68,7 @@ def _scrub(text: str, url: str) -> str:
 
 
 @contextmanager
-def postgres_checkpointer(
-    url: str, pool_size: int = 8, connect_timeout: float = 10.0
-) -> Iterator[PostgresSaver]:
+def postgres_checkpointer(url: str, pool_size: int = 8, connect_timeout: float = 10.0) -> Iterator[PostgresSaver]:
     """A `PostgresSaver` on `url`, backed by a connection pool of at most `pool_size` connections.
 
     Creates the checkpoint tables on first use (`setup()`, idempotent). Raises `InputError`

@@ -12,8 +12,22 @@ import importlib
 from branchpoint.cli.common import app
 
 # The command modules, in the order `branchpoint --help` lists their commands.
-COMMAND_MODULES = ("run", "evaluate", "view", "quickstart", "fork", "value", "runs", "models", "validate",
-                   "builder", "imports", "schema", "retrieval", "augment")
+COMMAND_MODULES = (
+    "run",
+    "evaluate",
+    "view",
+    "quickstart",
+    "fork",
+    "value",
+    "runs",
+    "models",
+    "validate",
+    "builder",
+    "imports",
+    "schema",
+    "retrieval",
+    "augment",
+)
 for _name in COMMAND_MODULES:
     importlib.import_module(f"branchpoint.cli.{_name}")
 

@@ -14,8 +14,10 @@ from branchpoint.cli.common import app, console, friendly_errors
 @friendly_errors
 def builder(
     unanswerable: list[str] = typer.Option(
-        ..., "--unanswerable", help="Question file with unanswerable questions, FILE or FILE:CATEGORY (AU, FP, UC: "
-        "replaces the file's own category, for sets without subtypes such as SelfAware); repeatable."
+        ...,
+        "--unanswerable",
+        help="Question file with unanswerable questions, FILE or FILE:CATEGORY (AU, FP, UC: "
+        "replaces the file's own category, for sets without subtypes such as SelfAware); repeatable.",
     ),
     answerable: Path = typer.Option(..., "--answerable", help="Question file with the answerable candidates."),
     out: Path = typer.Option(..., "--out", help="Benchmark to write (branchpoint jsonl)."),
@@ -35,7 +37,10 @@ def builder(
         None, "--min-similarity", min=-1.0, max=1.0, help="Drop candidate pairs less similar than this (cosine)."
     ),
     near_duplicate: float = typer.Option(
-        0.98, "--near-duplicate", min=-1.0, max=1.0,
+        0.98,
+        "--near-duplicate",
+        min=-1.0,
+        max=1.0,
         help="Drop candidate pairs at least this similar, or with the same text: the same question on both sides.",
     ),
     split: str | None = typer.Option(None, "--split", help="FreshQA files: keep one split (TEST or DEV)."),
@@ -60,10 +65,19 @@ def builder(
     from branchpoint.datasets.pairing_figure import write_pairing_figure
 
     result = build_benchmark_from_files(
-        list(unanswerable), answerable, unanswerable_format=format_unanswerable, answerable_format=format_answerable,
-        encoder=encoder, k=k, length_tolerance=length_tolerance, per_category=per_category, seed=seed,
-        min_similarity=min_similarity, near_duplicate=near_duplicate, split=split,
-    )  # fmt: skip
+        list(unanswerable),
+        answerable,
+        unanswerable_format=format_unanswerable,
+        answerable_format=format_answerable,
+        encoder=encoder,
+        k=k,
+        length_tolerance=length_tolerance,
+        per_category=per_category,
+        seed=seed,
+        min_similarity=min_similarity,
+        near_duplicate=near_duplicate,
+        split=split,
+    )
     write_benchmark(out, result, pairs)
     figure_path = write_pairing_figure(result, figure or out.with_suffix(".pairing.png"))
     c = result.counts

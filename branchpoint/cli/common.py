@@ -42,11 +42,15 @@ def friendly_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except (BranchpointError, TraceError) as exc:
-            err_console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, markup=True, soft_wrap=True)
+            err_console.print(
+                f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, markup=True, soft_wrap=True
+            )
             raise typer.Exit(code=2) from None
         except sqlite3.DatabaseError as exc:  # damage found mid-run, past the checks made before it
-            message = (f"a SQLite database of the run is damaged ({exc}); `branchpoint runs verify RUN_DIR` tells "
-                       "which: the caches can be deleted and rebuilt, checkpoints.sqlite cannot")
+            message = (
+                f"a SQLite database of the run is damaged ({exc}); `branchpoint runs verify RUN_DIR` tells "
+                "which: the caches can be deleted and rebuilt, checkpoints.sqlite cannot"
+            )
             err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
             raise typer.Exit(code=2) from None
 
@@ -80,8 +84,10 @@ def print_identical(groups: list[dict[str, Any]]) -> None:
         err_console.print(f"[bold red]warning:[/] [bold]{escape(line)}[/]", soft_wrap=True)
 
 
-SET_HELP = ("Override a spec setting: KEY=VALUE, a dotted path with a YAML value (agent.search_cap=3, "
-            "model='{name: m, base_url: ...}', sweep.agent.search_cap='[0, 2]'); repeatable.")
+SET_HELP = (
+    "Override a spec setting: KEY=VALUE, a dotted path with a YAML value (agent.search_cap=3, "
+    "model='{name: m, base_url: ...}', sweep.agent.search_cap='[0, 2]'); repeatable."
+)
 SAMPLE_HELP = "A,U: a balanced seeded sample of A answerable and U unanswerable questions (questions.sample)."
 
 
@@ -123,15 +129,16 @@ def exit_if_incomplete(incomplete: int, what: str, resume: list[str] | None, che
     command = shlex.join(resume) if resume else "the same command again"
     console.print(
         f"[bold yellow]{incomplete} {what} incomplete[/] (transport faults: recorded as incomplete, never "
-        f"scored); to resume them: {escape(command)}{hint}", soft_wrap=True, highlight=False,
-    )  # fmt: skip
+        f"scored); to resume them: {escape(command)}{hint}",
+        soft_wrap=True,
+        highlight=False,
+    )
     raise typer.Exit(code=3)
 
 
 def csv_list(value: str) -> list[str]:
     """A comma-separated option as its non-empty, stripped items."""
     return [v.strip() for v in value.split(",") if v.strip()]
-
 
 
 def index_params(values: list[str]) -> dict[str, Any]:

@@ -7,15 +7,19 @@ from typing import Any
 
 import typer
 
-from branchpoint.traces import AGREEMENT_FILE, METRICS_FILE
 from branchpoint.cli.common import app, console, friendly_errors, print_identical
+from branchpoint.traces import AGREEMENT_FILE, METRICS_FILE
 
 
 @app.command()
 @friendly_errors
 def evaluate(
     path: Path = typer.Argument(..., help="A run directory or a .jsonl trace file."),
-    judge: str = typer.Option("rule", "--judge", help="A registered judge: rule (offline default), given (labels in the traces), llm, llm-answer, a plug-in's, or package.module:attr."),
+    judge: str = typer.Option(
+        "rule",
+        "--judge",
+        help="A registered judge: rule (offline default), given (labels in the traces), llm, llm-answer, a plug-in's, or package.module:attr.",
+    ),
     judge_model: str | None = typer.Option(None, "--judge-model", help="--judge llm: model name sent to the server."),
     judge_base_url: str | None = typer.Option(
         None, "--judge-base-url", help="--judge llm: OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."
@@ -24,15 +28,27 @@ def evaluate(
         None, "--judge-api-key-env", help="--judge llm: environment variable holding the API key (never the key)."
     ),
     judge_cache: Path | None = typer.Option(
-        None, "--judge-cache", help="--judge llm: SQLite judgment cache (default: judge_cache.sqlite beside the traces)."
+        None,
+        "--judge-cache",
+        help="--judge llm: SQLite judgment cache (default: judge_cache.sqlite beside the traces).",
     ),
-    judge_retries: int | None = typer.Option(None, "--judge-retries", min=0, help="--judge llm: retries of an unparseable reply (default 1)."),
-    judge_concurrency: int | None = typer.Option(None, "--judge-concurrency", min=1, help="--judge llm: requests at once (default 4)."),
-    evidence: bool | None = typer.Option(None, "--evidence/--no-evidence", help="--judge llm: also label retrieved documents (default: llm yes, llm-answer no)."),
+    judge_retries: int | None = typer.Option(
+        None, "--judge-retries", min=0, help="--judge llm: retries of an unparseable reply (default 1)."
+    ),
+    judge_concurrency: int | None = typer.Option(
+        None, "--judge-concurrency", min=1, help="--judge llm: requests at once (default 4)."
+    ),
+    evidence: bool | None = typer.Option(
+        None,
+        "--evidence/--no-evidence",
+        help="--judge llm: also label retrieved documents (default: llm yes, llm-answer no).",
+    ),
     out: Path | None = typer.Option(None, "--out", help="Output folder (default: beside the traces)."),
     lam: float = typer.Option(0.25, "--lam", help="TPC weight of input tokens (λ)."),
     mu: float = typer.Option(500.0, "--mu", help="TPC weight of a search call (μ)."),
-    bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Bootstrap resamples of questions (0: no intervals)."),
+    bootstrap: int = typer.Option(
+        1000, "--bootstrap", min=0, help="Bootstrap resamples of questions (0: no intervals)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
     agreement: bool = typer.Option(
         False, "--agreement", help="Also print and write agreement.json: agreement and Cohen's κ between judges."
@@ -54,9 +70,17 @@ def evaluate(
     from branchpoint.evaluation.judge_options import judge_from_options
 
     judge_obj = judge_from_options(
-        judge, path, model=judge_model, base_url=judge_base_url, api_key_env=judge_api_key_env, cache=judge_cache,
-        retries=judge_retries, concurrency=judge_concurrency, evidence=evidence, progress=not no_progress,
-    )  # fmt: skip
+        judge,
+        path,
+        model=judge_model,
+        base_url=judge_base_url,
+        api_key_env=judge_api_key_env,
+        cache=judge_cache,
+        retries=judge_retries,
+        concurrency=judge_concurrency,
+        evidence=evidence,
+        progress=not no_progress,
+    )
     cfg = MetricsConfig(lam=lam, mu=mu, bootstrap=bootstrap, seed=seed)
     metrics = run_evaluation(path, judge=judge_obj, out_dir=out, cfg=cfg, agreement=agreement)
     console.print(comparison_table(metrics))
@@ -86,20 +110,30 @@ def _print_agreement(agreed: dict[str, Any]) -> None:
     table = Table("judge A", "judge B", "kind", "n", "agreement", "Cohen's κ", "excluded", title="Judge agreement")
     for p in agreed["pairs"]:
         table.add_row(
-            p["judge_a"], p["judge_b"], p["kind"], str(p["n"]),
+            p["judge_a"],
+            p["judge_b"],
+            p["kind"],
+            str(p["n"]),
             "—" if p["agreement"] is None else f"{100 * p['agreement']:.1f}%",
-            "—" if p["kappa"] is None else f"{p['kappa']:.3f}", str(p["n_excluded"]),
-        )  # fmt: skip
+            "—" if p["kappa"] is None else f"{p['kappa']:.3f}",
+            str(p["n_excluded"]),
+        )
     console.print(table)
     for a in agreed.get("averages") or []:
         kappa = "—" if a["mean_kappa"] is None else f"{a['mean_kappa']:.3f}"
-        console.print(f"average over {len(a['judges'])} judges ({a['kind']}): {100 * a['mean_agreement']:.1f}% agreement, "
-                      f"mean κ {kappa}", soft_wrap=True)  # fmt: skip
+        console.print(
+            f"average over {len(a['judges'])} judges ({a['kind']}): {100 * a['mean_agreement']:.1f}% agreement, "
+            f"mean κ {kappa}",
+            soft_wrap=True,
+        )
     for d in agreed.get("vs_reference") or []:
         if d["n_disagree"]:
-            console.print(f"{d['judge']} vs {agreed['reference']} ({d['kind']}): {d['n_disagree']} disagreements, "
-                          f"{d['other_yes_ref_no']} where only {d['judge']} gave the positive label, "
-                          f"{d['other_no_ref_yes']} where only {agreed['reference']} did", soft_wrap=True)  # fmt: skip
+            console.print(
+                f"{d['judge']} vs {agreed['reference']} ({d['kind']}): {d['n_disagree']} disagreements, "
+                f"{d['other_yes_ref_no']} where only {d['judge']} gave the positive label, "
+                f"{d['other_no_ref_yes']} where only {agreed['reference']} did",
+                soft_wrap=True,
+            )
 
 
 @app.command()
@@ -108,7 +142,9 @@ def agreement(
     path: Path = typer.Argument(..., help="A run directory (its judged.jsonl) or a judged .jsonl file."),
     out: Path | None = typer.Option(None, "--out", help="Where to write agreement.json (default: beside the file)."),
     reference: str | None = typer.Option(
-        None, "--reference", help='Judge whose labels count as right for the direction of disagreements (default: "human" if present).'
+        None,
+        "--reference",
+        help='Judge whose labels count as right for the direction of disagreements (default: "human" if present).',
     ),
 ) -> None:
     """Pairwise agreement and Cohen's κ between every pair of judges in judged traces, per kind;
@@ -138,10 +174,13 @@ def agreement(
 @friendly_errors
 def report(
     run_dirs: list[Path] = typer.Argument(
-        ..., help="One or more run directories with metrics.json (`branchpoint evaluate`) and/or value.json "
-        "(`branchpoint value`)."
+        ...,
+        help="One or more run directories with metrics.json (`branchpoint evaluate`) and/or value.json "
+        "(`branchpoint value`).",
     ),
-    out: Path | None = typer.Option(None, "--out", help="Output folder (default: the run directory; required for several)."),
+    out: Path | None = typer.Option(
+        None, "--out", help="Output folder (default: the run directory; required for several)."
+    ),
 ) -> None:
     """Write report.md and figures (PNG + SVG, data as CSV beside each; seed-study tables with
     bootstrap 95% intervals). Several runs: one report setting them side by side, and each run's

@@ -8,7 +8,6 @@ from typing import Any
 
 import typer
 
-from branchpoint.traces import FORKS_FILE, REPLAYS_FILE
 from branchpoint.cli.common import (
     app,
     console,
@@ -17,6 +16,7 @@ from branchpoint.cli.common import (
     friendly_errors,
     sample_counts,
 )
+from branchpoint.traces import FORKS_FILE, REPLAYS_FILE
 
 checkpoints_app = typer.Typer(
     help="Inspect saved agent states (legal action boundaries).\n\nExample: branchpoint checkpoints ls runs/quickstart",
@@ -25,7 +25,12 @@ checkpoints_app = typer.Typer(
 
 
 def _sampling_options(temperature: float, top_p: float, seed: int, allow_identical_repeats: bool) -> dict[str, Any]:
-    return {"temperature": temperature, "top_p": top_p, "seed": seed, "allow_identical_repeats": allow_identical_repeats}
+    return {
+        "temperature": temperature,
+        "top_p": top_p,
+        "seed": seed,
+        "allow_identical_repeats": allow_identical_repeats,
+    }
 
 
 TEMPERATURE_HELP = "Sampling temperature of every branch (repeats are independent draws)."
@@ -44,13 +49,17 @@ def fork(
     ),
     actions: str = typer.Option("THINK,SEARCH", "--actions", help="THINK, SEARCH, STOP, SWITCH (comma-separated)."),
     repeats: int = typer.Option(4, "--repeats", min=1, help="Executions per branch."),
-    search_budget: int = typer.Option(3, "--search-budget", min=1, help="K: most searches a SEARCH/SWITCH branch adds."),
+    search_budget: int = typer.Option(
+        3, "--search-budget", min=1, help="K: most searches a SEARCH/SWITCH branch adds."
+    ),
     switch_source: str | None = typer.Option(None, "--switch-source", help="Source SWITCH runs the pending query on."),
     execution: list[str] = typer.Option(
         [], "--execution", help="Only these execution ids (prefixes; a fork branch's id forks it again); repeatable."
     ),
     checkpoint: list[str] = typer.Option(
-        [], "--checkpoint", help="Fork only these saved states, by checkpoint id (or a unique start or end of it); repeatable."
+        [],
+        "--checkpoint",
+        help="Fork only these saved states, by checkpoint id (or a unique start or end of it); repeatable.",
     ),
     minimal_search: bool = typer.Option(
         False, "--minimal-search", help="Also find each correct execution's minimal searches (THINK forks)."
@@ -61,17 +70,23 @@ def fork(
     seed: int = typer.Option(0, "--seed", help=SEED_HELP),
     allow_identical_repeats: bool = typer.Option(False, "--allow-identical-repeats", help=IDENTICAL_HELP),
     checkpoints: str | None = typer.Option(
-        None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
+        None,
+        "--checkpoints",
+        envvar="BRANCHPOINT_CHECKPOINTS",
         help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
     ),
     log_requests: bool = typer.Option(False, "--log-requests", help=LOG_REQUESTS_HELP),
     set_: list[str] = typer.Option(
-        [], "--set", help="Override a fork-plan setting: KEY=VALUE with a YAML value (search_budget=2, "
-        "boundaries='[initial]'); repeatable, applied after the other options."
+        [],
+        "--set",
+        help="Override a fork-plan setting: KEY=VALUE with a YAML value (search_budget=2, "
+        "boundaries='[initial]'); repeatable, applied after the other options.",
     ),
     sample: str | None = typer.Option(
-        None, "--sample", help="A,U: fork only the executions of a balanced seeded sample of A answerable and U "
-        "unanswerable questions of the run."
+        None,
+        "--sample",
+        help="A,U: fork only the executions of a balanced seeded sample of A answerable and U "
+        "unanswerable questions of the run.",
     ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
@@ -93,11 +108,17 @@ def fork(
     from branchpoint.experiments.forking import fork_run
 
     settings = dict(
-        boundaries=csv_list(boundaries), actions=[a.upper() for a in csv_list(actions)], repeats=repeats,
-        search_budget=search_budget, switch_source=switch_source, executions=execution or None,
-        checkpoints=checkpoint or None, minimal_search=minimal_search, concurrency=concurrency,
+        boundaries=csv_list(boundaries),
+        actions=[a.upper() for a in csv_list(actions)],
+        repeats=repeats,
+        search_budget=search_budget,
+        switch_source=switch_source,
+        executions=execution or None,
+        checkpoints=checkpoint or None,
+        minimal_search=minimal_search,
+        concurrency=concurrency,
         **_sampling_options(temperature, top_p, seed, allow_identical_repeats),
-    )  # fmt: skip
+    )
     counts = sample_counts(sample) if sample is not None else None
     plan = fork_plan_from_options(run_dir, settings, set_, counts)
     summary = fork_run(run_dir, plan, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests)
@@ -124,7 +145,8 @@ def print_fork_summary(summary: Any, file: str = FORKS_FILE, what: str = "branch
         pct = summary.over_search_pct
         console.print(
             f"minimal searches for {len(summary.minimal)} correct executions "
-            f"(RUN_DIR/minimal_search.jsonl); over-search = {pct:.1f}%", soft_wrap=True,
+            f"(RUN_DIR/minimal_search.jsonl); over-search = {pct:.1f}%",
+            soft_wrap=True,
         )
 
 
@@ -134,7 +156,9 @@ def replay(
     run_dir: Path = typer.Argument(..., help="A run directory (from `branchpoint run`)."),
     execution: str = typer.Option(..., "--execution", help="The execution (or fork branch) to replay: id or prefix."),
     checkpoint: str | None = typer.Option(
-        None, "--checkpoint", help="The saved state to replay from (id, or a unique start or end of it; default: its initial state)."
+        None,
+        "--checkpoint",
+        help="The saved state to replay from (id, or a unique start or end of it; default: its initial state).",
     ),
     repeats: int = typer.Option(1, "--repeats", min=1, help="Replays, each on its own new thread."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Replays run at once."),
@@ -143,7 +167,9 @@ def replay(
     seed: int = typer.Option(0, "--seed", help=SEED_HELP),
     allow_identical_repeats: bool = typer.Option(False, "--allow-identical-repeats", help=IDENTICAL_HELP),
     checkpoints: str | None = typer.Option(
-        None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
+        None,
+        "--checkpoints",
+        envvar="BRANCHPOINT_CHECKPOINTS",
         help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
     ),
     log_requests: bool = typer.Option(False, "--log-requests", help=LOG_REQUESTS_HELP),
@@ -160,9 +186,11 @@ def replay(
     from branchpoint.experiments.spec import ForkPlan
 
     plan = ForkPlan(
-        repeats=repeats, concurrency=concurrency, checkpoints=[checkpoint] if checkpoint else None,
+        repeats=repeats,
+        concurrency=concurrency,
+        checkpoints=[checkpoint] if checkpoint else None,
         **_sampling_options(temperature, top_p, seed, allow_identical_repeats),
-    )  # fmt: skip
+    )
     summary = replay_run(
         run_dir, execution, plan, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests
     )
@@ -178,7 +206,9 @@ def checkpoints_ls(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line (full ids)."),
     wide: bool = typer.Option(False, "--wide", help="Full execution and checkpoint ids, and the condition."),
     checkpoints: str | None = typer.Option(
-        None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
+        None,
+        "--checkpoints",
+        envvar="BRANCHPOINT_CHECKPOINTS",
         help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
     ),
 ) -> None:
@@ -199,13 +229,30 @@ def checkpoints_ls(
     if as_json:
         for row in rows:
             b = row.boundary
-            typer.echo(json.dumps({
-                "execution_id": row.execution_id, **b.model_dump(), "question": row.question,
-                "condition": row.condition, "outcome": row.outcome, "branch": row.branch,
-                "parent_execution_id": row.parent_execution_id,
-            }))  # fmt: skip
+            typer.echo(
+                json.dumps(
+                    {
+                        "execution_id": row.execution_id,
+                        **b.model_dump(),
+                        "question": row.question,
+                        "condition": row.condition,
+                        "outcome": row.outcome,
+                        "branch": row.branch,
+                        "parent_execution_id": row.parent_execution_id,
+                    }
+                )
+            )
         return
-    columns = ["execution", "question", "outcome", "boundary", "searches", "pending query", "tokens in/out", "checkpoint"]
+    columns = [
+        "execution",
+        "question",
+        "outcome",
+        "boundary",
+        "searches",
+        "pending query",
+        "tokens in/out",
+        "checkpoint",
+    ]
     if wide:
         columns.insert(2, "condition")
     if branches:
@@ -214,10 +261,15 @@ def checkpoints_ls(
     for row in rows:
         b = row.boundary
         cells = [
-            row.execution_id if wide else row.execution_id[:12], _clip(row.question, 60 if wide else 40),
-            row.outcome, b.boundary, str(b.searches), b.pending_query or "", f"{b.input_tokens}/{b.output_tokens}",
+            row.execution_id if wide else row.execution_id[:12],
+            _clip(row.question, 60 if wide else 40),
+            row.outcome,
+            b.boundary,
+            str(b.searches),
+            b.pending_query or "",
+            f"{b.input_tokens}/{b.output_tokens}",
             b.checkpoint_id if wide else b.checkpoint_id[-12:],
-        ]  # fmt: skip
+        ]
         if wide:
             cells.insert(2, condition_label(row.condition))
         if branches:
@@ -225,7 +277,9 @@ def checkpoints_ls(
         table.add_row(*cells)
     console.print(table)
     if not wide and rows:
-        console.print("ids shortened; --wide or --json for full ids (fork/replay --checkpoint take an id or its shown end)")
+        console.print(
+            "ids shortened; --wide or --json for full ids (fork/replay --checkpoint take an id or its shown end)"
+        )
 
 
 def _clip(text: str, n: int) -> str:

@@ -19,8 +19,14 @@ import_app = typer.Typer(
 @friendly_errors
 def import_inspect(
     log: Path = typer.Argument(..., help="An inspect_ai eval log (.eval or .json), as inspect_ai wrote it."),
-    out: Path = typer.Option(..., "--out", help="The traces file to write (JSON lines, one record per sample and epoch)."),
-    search_tool: list[str] = typer.Option([], "--search-tool", help="Tool names that are searches (default: search, web_search, retrieve, wikipedia_search); repeatable."),
+    out: Path = typer.Option(
+        ..., "--out", help="The traces file to write (JSON lines, one record per sample and epoch)."
+    ),
+    search_tool: list[str] = typer.Option(
+        [],
+        "--search-tool",
+        help="Tool names that are searches (default: search, web_search, retrieve, wikipedia_search); repeatable.",
+    ),
 ) -> None:
     """Turn an inspect_ai eval log into branchpoint traces (needs pip install 'branchpoint[inspect]').
 

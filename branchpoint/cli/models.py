@@ -31,7 +31,8 @@ def models_serve_vllm(
         None, "--reasoning-parser", help="vLLM reasoning parser (qwen3, deepseek_r1, openai_gptoss ...)."
     ),
     tool_call_parser: str | None = typer.Option(
-        None, "--tool-call-parser",
+        None,
+        "--tool-call-parser",
         help="vLLM tool-call parser (hermes for Qwen3, openai for gpt-oss); adds --enable-auto-tool-choice.",
     ),
     max_model_len: int | None = typer.Option(None, "--max-model-len", min=1, help="Context length."),
@@ -61,15 +62,28 @@ def models_serve_vllm(
     import tempfile
 
     from branchpoint.models.vllm import (
-        VllmServeOptions, VllmServer, all_interfaces, serve_until_stopped, spec_block, vllm_command, vllm_launcher,
-    )  # fmt: skip
+        VllmServeOptions,
+        VllmServer,
+        all_interfaces,
+        serve_until_stopped,
+        spec_block,
+        vllm_command,
+        vllm_launcher,
+    )
 
     opts = VllmServeOptions(
-        model=model, host=host, port=port, tensor_parallel=tensor_parallel, reasoning_parser=reasoning_parser,
-        tool_call_parser=tool_call_parser, max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization, served_model_name=served_model_name,
-        extra_args=[arg for chunk in extra for arg in shlex.split(chunk)], startup_timeout_s=startup_timeout,
-    )  # fmt: skip
+        model=model,
+        host=host,
+        port=port,
+        tensor_parallel=tensor_parallel,
+        reasoning_parser=reasoning_parser,
+        tool_call_parser=tool_call_parser,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        served_model_name=served_model_name,
+        extra_args=[arg for chunk in extra for arg in shlex.split(chunk)],
+        startup_timeout_s=startup_timeout,
+    )
     if dry_run:
         try:
             launcher = vllm_launcher()
@@ -90,8 +104,10 @@ def models_serve_vllm(
     err_console.print(
         f"starting: {shlex.join(vllm_command(opts, server.launcher))}\n"
         f"waiting up to {startup_timeout:.0f} s for /v1/models; log: {log}",
-        highlight=False, markup=False, soft_wrap=True,
-    )  # fmt: skip
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
     serve_until_stopped(server, ready)
     err_console.print("vLLM server stopped.", highlight=False)
 
@@ -105,7 +121,9 @@ def models_serve_sim(
     ),
     questions: str = typer.Option("demo", "--questions", help="The question set it knows (a path, or demo)."),
     seed: int = typer.Option(0, "--seed", help="Seed of its own generator (requests without a seed)."),
-    latency_scale: float = typer.Option(1.0, "--latency-scale", min=0.0, help="Multiplies the latency model (0: none)."),
+    latency_scale: float = typer.Option(
+        1.0, "--latency-scale", min=0.0, help="Multiplies the latency model (0: none)."
+    ),
     capacity: bool = typer.Option(False, "--capacity", help="Continuous batching under a tokens/s ceiling."),
     served_model_name: str | None = typer.Option(None, "--served-model-name", help="Default: branchpoint-sim-PROFILE."),
     spec: Path | None = typer.Option(None, "--spec", help="A spec whose retrieval the /v1/sim/truth endpoint uses."),
@@ -123,13 +141,15 @@ def models_serve_sim(
 
     prof = load_profile(profile)  # a bad profile: one line, before anything starts
     name = served_model_name or prof.served_name
-    sim = SimServerSpec(profile=profile, questions=questions, seed=seed, latency_scale=latency_scale,
-                        capacity=capacity, port=port)  # fmt: skip
+    sim = SimServerSpec(
+        profile=profile, questions=questions, seed=seed, latency_scale=latency_scale, capacity=capacity, port=port
+    )
     server = SimServer(sim, served_name=name, truth_spec=str(spec) if spec else None)
 
     def ready(base_url: str) -> None:
-        console.print(f"[bold green]simulated model ready[/] at {base_url} (model {name}, profile {prof.name}); "
-                      "Ctrl-C stops it.")  # fmt: skip
+        console.print(
+            f"[bold green]simulated model ready[/] at {base_url} (model {name}, profile {prof.name}); Ctrl-C stops it."
+        )
         console.print("Paste into your experiment spec:\n", highlight=False)
         block = {"model": {"provider": "openai", "base_url": base_url, "name": name, "style": "chat"}}
         typer.echo(yaml.safe_dump(block, sort_keys=False))

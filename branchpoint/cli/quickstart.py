@@ -6,7 +6,6 @@ from pathlib import Path
 
 import typer
 
-from branchpoint.traces import FIGURES_DIR, METRICS_FILE
 from branchpoint.cli.common import (
     SAMPLE_HELP,
     SET_HELP,
@@ -16,6 +15,7 @@ from branchpoint.cli.common import (
     load_spec_with,
     print_summary,
 )
+from branchpoint.traces import FIGURES_DIR, METRICS_FILE
 
 
 @app.command()

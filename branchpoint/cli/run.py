@@ -26,22 +26,31 @@ def run(
         1, "--concurrency", min=1, help="Executions at once (keeps a vLLM server's batch full)."
     ),
     limit: int | None = typer.Option(
-        None, "--limit", min=1, help="Only N questions of the spec's selection (keeping its answerable / unanswerable balance)."
+        None,
+        "--limit",
+        min=1,
+        help="Only N questions of the spec's selection (keeping its answerable / unanswerable balance).",
     ),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     sample: str | None = typer.Option(None, "--sample", help=SAMPLE_HELP),
     checkpoints: str | None = typer.Option(
-        None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
+        None,
+        "--checkpoints",
+        envvar="BRANCHPOINT_CHECKPOINTS",
         help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
     ),
     executor: str = typer.Option(
         "local", "--executor", help="local (threads in this process) or ray (one Ray task per sweep condition)."
     ),
     ray_address: str | None = typer.Option(
-        None, "--ray-address", help="--executor ray: cluster to join, e.g. auto or HOST:6379 (default: start a local one)."
+        None,
+        "--ray-address",
+        help="--executor ray: cluster to join, e.g. auto or HOST:6379 (default: start a local one).",
     ),
     processes: int = typer.Option(
-        1, "--processes", min=1,
+        1,
+        "--processes",
+        min=1,
         help="--executor local: split the executions over N processes sharing the model server "
         "(model.provider openai); --concurrency is the total.",
     ),
@@ -69,9 +78,16 @@ def run(
     loaded = load_spec_with(spec, set_, sample, limit)  # a quick look at a big study: --limit / --sample
     run_dir = out or Path("runs") / loaded.name
     summary = run_spec(
-        loaded, run_dir, executor=executor, ray_address=ray_address, processes=processes, concurrency=concurrency,
-        checkpoints=checkpoints, log_requests=log_requests, progress=not no_progress,
-    )  # fmt: skip
+        loaded,
+        run_dir,
+        executor=executor,
+        ray_address=ray_address,
+        processes=processes,
+        concurrency=concurrency,
+        checkpoints=checkpoints,
+        log_requests=log_requests,
+        progress=not no_progress,
+    )
     print_summary(summary)
     incomplete = summary.statuses.get("incomplete", 0)
     if loaded.fork is not None:
@@ -84,7 +100,12 @@ def run(
         print_fork_summary(fork_summary)
         incomplete += fork_summary.statuses.get("incomplete", 0)
     resume = ["branchpoint", "run", str(spec), "--out", str(run_dir)]
-    resume += [*(["--limit", str(limit)] if limit else []), *(["--concurrency", str(concurrency)] if concurrency > 1 else [])]
-    resume += [*(["--executor", executor] if executor != "local" else []), *(["--processes", str(processes)] if processes > 1 else [])]
+    resume += [
+        *(["--limit", str(limit)] if limit else []),
+        *(["--concurrency", str(concurrency)] if concurrency > 1 else []),
+    ]
+    resume += [
+        *(["--executor", executor] if executor != "local" else []),
+        *(["--processes", str(processes)] if processes > 1 else []),
+    ]
     exit_if_incomplete(incomplete, "executions", resume, checkpoints)
-

@@ -19,10 +19,15 @@ runs_app = typer.Typer(
 def runs_verify(
     run_dir: Path = typer.Argument(..., help="A run directory (from `branchpoint run`)."),
     sample: int = typer.Option(
-        20, "--sample", min=0, help="Executions per trace file whose checkpoints are listed, and cache entries decoded (0: all)."
+        20,
+        "--sample",
+        min=0,
+        help="Executions per trace file whose checkpoints are listed, and cache entries decoded (0: all).",
     ),
     checkpoints: str | None = typer.Option(
-        None, "--checkpoints", envvar="BRANCHPOINT_CHECKPOINTS",
+        None,
+        "--checkpoints",
+        envvar="BRANCHPOINT_CHECKPOINTS",
         help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the findings as one JSON object."),

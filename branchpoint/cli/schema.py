@@ -10,7 +10,9 @@ from branchpoint.cli.common import app, friendly_errors
 @app.command("schema")
 @friendly_errors
 def schema(
-    which: str = typer.Argument(..., help="trace (one line of executions.jsonl / forks.jsonl), metrics (metrics.json) or value (value.json)."),
+    which: str = typer.Argument(
+        ..., help="trace (one line of executions.jsonl / forks.jsonl), metrics (metrics.json) or value (value.json)."
+    ),
 ) -> None:
     """Print the JSON Schema of a trace record, metrics.json or value.json.
 

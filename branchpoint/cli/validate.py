@@ -18,7 +18,9 @@ def validate(
     policy: str = typer.Option("constrained", "--policy", help="A registered policy or package.module:function."),
     studies: int | None = typer.Option(None, "--studies", min=1, help="Number of studies (default: 3 quick, 40 full)."),
     seed: int = typer.Option(1, "--seed", help="Seed of the first study (study i uses seed + i)."),
-    reasoning_effort: str | None = typer.Option(None, "--reasoning-effort", help="low | medium | high (chat policies)."),
+    reasoning_effort: str | None = typer.Option(
+        None, "--reasoning-effort", help="low | medium | high (chat policies)."
+    ),
     keep_runs: bool = typer.Option(False, "--keep-runs", help="Keep each study's run folder under OUT/runs."),
 ) -> None:
     """Run whole studies on the simulated model and check every estimate against the known truth.
@@ -32,9 +34,15 @@ def validate(
     if reasoning_effort not in (None, "low", "medium", "high"):
         raise InputError(f"--reasoning-effort: expected low, medium or high, got {reasoning_effort!r}")
     report = run_validation(
-        out, profile=profile, policy=policy, quick=quick, studies=studies, seed=seed,
-        reasoning_effort=reasoning_effort, keep_runs=keep_runs,
-    )  # fmt: skip
+        out,
+        profile=profile,
+        policy=policy,
+        quick=quick,
+        studies=studies,
+        seed=seed,
+        reasoning_effort=reasoning_effort,
+        keep_runs=keep_runs,
+    )
     console.print(format_table(report))
     failed = [c for c in report["checks"] if not c["passed"]]
     verdict = "[bold green]all checks passed[/]" if not failed else f"[bold red]{len(failed)} check(s) failed[/]"

@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from branchpoint.traces import VALUE_FILE
 from branchpoint.cli.common import app, console, csv_list, friendly_errors
+from branchpoint.traces import VALUE_FILE
 
 
 @app.command()
@@ -18,7 +18,9 @@ def value(
     forecasts: list[Path] = typer.Option(
         [], "--forecasts", help='JSONL of {"parent_execution_id", "checkpoint_id", "q_think", "q_search"}; repeatable.'
     ),
-    dev_split: float = typer.Option(0.3, "--dev-split", help="Fraction of support components to fit on; the rest is scored."),
+    dev_split: float = typer.Option(
+        0.3, "--dev-split", help="Fraction of support components to fit on; the rest is scored."
+    ),
     prices: str = typer.Option("0,0.001,0.005,0.01,0.02", "--prices", help="Token prices λ: U = Y − λ·T/1000."),
     out: Path | None = typer.Option(None, "--out", help="Output folder (default: beside forks.jsonl)."),
     judge: str = typer.Option("rule", "--judge", help="rule (offline default) or given (labels in the traces)."),
@@ -31,10 +33,16 @@ def value(
     forecaster_module: list[str] = typer.Option(
         [], "--forecaster-module", help="Import a module that registers @forecaster functions; repeatable."
     ),
-    llm_forecaster: bool = typer.Option(False, "--llm-forecaster", help="Also ask the run's model to forecast each state."),
+    llm_forecaster: bool = typer.Option(
+        False, "--llm-forecaster", help="Also ask the run's model to forecast each state."
+    ),
     text_head: bool = typer.Option(False, "--text-head", help="Also fit minilm_ridge on frozen MiniLM embeddings."),
-    audit_judges: str = typer.Option("", "--audit-judges", help="Two judges (e.g. rule,given): shared-label audit bounds."),
-    learning_curves: bool = typer.Option(False, "--learning-curves", help="Matched-configuration gain learning curves."),
+    audit_judges: str = typer.Option(
+        "", "--audit-judges", help="Two judges (e.g. rule,given): shared-label audit bounds."
+    ),
+    learning_curves: bool = typer.Option(
+        False, "--learning-curves", help="Matched-configuration gain learning curves."
+    ),
     curve_budgets: str = typer.Option(
         "20,40,80,120,240,480,800,1100", "--curve-budgets", help="Training budgets (questions) of the learning curves."
     ),
@@ -52,8 +60,8 @@ def value(
 
     from branchpoint.errors import InputError
     from branchpoint.evaluation.value import ValueConfig
-    from branchpoint.experiments.value_study import import_forecaster_modules, run_value_study
     from branchpoint.evaluation.value.tables import factorial_table, forecaster_table, utility_table
+    from branchpoint.experiments.value_study import import_forecaster_modules, run_value_study
     from branchpoint.traces import describe_validation_error
 
     try:
@@ -72,18 +80,31 @@ def value(
         raise InputError(f"--audit-judges: expected two judge names (e.g. rule,given), got {audit_judges!r}")
     try:
         config = ValueConfig(
-            judge=judge, reward=reward, dev_split=dev_split, prices=price_list, resamples=resamples, seed=seed,
-            pending_roles=tuple(a.upper() for a in csv_list(pending_roles)), text_head=text_head,
-            audit_judges=panels or None, learning_curves=learning_curves, curve_budgets=budgets,
+            judge=judge,
+            reward=reward,
+            dev_split=dev_split,
+            prices=price_list,
+            resamples=resamples,
+            seed=seed,
+            pending_roles=tuple(a.upper() for a in csv_list(pending_roles)),
+            text_head=text_head,
+            audit_judges=panels or None,
+            learning_curves=learning_curves,
+            curve_budgets=budgets,
             curve_samples=curve_samples,
-        )  # fmt: skip
+        )
     except ValidationError as exc:
         raise InputError(f"value settings: {describe_validation_error(exc)}") from None
     import_forecaster_modules(forecaster_module)
     report = run_value_study(
-        path, config=config, forecast_files=forecasts, llm_forecaster=llm_forecaster, out_dir=out,
-        progress=not no_progress, three_pair=histories or None,
-    )  # fmt: skip
+        path,
+        config=config,
+        forecast_files=forecasts,
+        llm_forecaster=llm_forecaster,
+        out_dir=out,
+        progress=not no_progress,
+        three_pair=histories or None,
+    )
     console.print(forecaster_table(report))
     console.print(utility_table(report))
     console.print(factorial_table(report))
@@ -100,7 +121,8 @@ def value(
                 f"[bold yellow]warning:[/] {escape(str(info.get('file', name)))}: none of its {info['n_lines']} forecasts "
                 "matches a scored state of this fork study (is it for another run? its keys are parent_execution_id "
                 f"and checkpoint_id{', e.g. ' + escape(examples) if examples else ''}); {name} is scored as 0.5 everywhere",
-                soft_wrap=True, highlight=False,
-            )  # fmt: skip
+                soft_wrap=True,
+                highlight=False,
+            )
     target = out or (path if path.is_dir() else path.parent)
     console.print(f"wrote {target / VALUE_FILE}")

@@ -45,8 +45,9 @@ def view(
     sock = bind(port)  # a port in use fails here, before the traces are read
     try:
         index.start()
-        console.print(f"[bold green]viewing[/] {run_dir} at {url_of(sock)} (127.0.0.1 only); Ctrl-C stops it.",
-                      soft_wrap=True)  # fmt: skip
+        console.print(
+            f"[bold green]viewing[/] {run_dir} at {url_of(sock)} (127.0.0.1 only); Ctrl-C stops it.", soft_wrap=True
+        )
         make_server(state).run(sockets=[sock])
     finally:
         sock.close()

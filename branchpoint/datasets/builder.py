@@ -103,9 +103,13 @@ class BuildResult:
     def summary(self) -> dict[str, Any]:
         """Everything but the questions, as plain JSON-ready values."""
         return {
-            "settings": self.settings, "counts": self.counts, "per_category": self.per_category,
-            "lengths": self.lengths, "similarity": self.similarity, "notes": self.notes,
-        }  # fmt: skip
+            "settings": self.settings,
+            "counts": self.counts,
+            "per_category": self.per_category,
+            "lengths": self.lengths,
+            "similarity": self.similarity,
+            "notes": self.notes,
+        }
 
 
 def word_count(text: str) -> int:
@@ -117,8 +121,7 @@ def _unit_rows(vectors: Any, n: int, side: str) -> np.ndarray:
     array = np.asarray(vectors, dtype=np.float32)
     if array.ndim != 2 or array.shape[0] != n:
         raise InputError(
-            f"encoder returned an array of shape {array.shape} for {n} {side} questions "
-            f"(expected ({n}, dim))"
+            f"encoder returned an array of shape {array.shape} for {n} {side} questions (expected ({n}, dim))"
         )
     if not np.isfinite(array).all():
         raise InputError(f"encoder returned non-finite values for the {side} questions")
@@ -127,7 +130,10 @@ def _unit_rows(vectors: Any, n: int, side: str) -> np.ndarray:
 
 
 def _check_inputs(
-    unanswerable: list[Question], answerable: list[Question], k: int, length_tolerance: float,
+    unanswerable: list[Question],
+    answerable: list[Question],
+    k: int,
+    length_tolerance: float,
     per_category: int | None,
 ) -> None:
     if not unanswerable:
@@ -139,10 +145,7 @@ def _check_inputs(
         wrong = next((q for q in questions if q.answerable is not want), None)
         if wrong is not None:
             kind = "answerable" if wrong.answerable else "unanswerable"
-            raise InputError(
-                f'{side}: question "{wrong.id}" is {kind} (expected only {side} questions on '
-                "this side)"
-            )
+            raise InputError(f'{side}: question "{wrong.id}" is {kind} (expected only {side} questions on this side)')
     seen: dict[str, str] = {}
     for side, questions in (("unanswerable", unanswerable), ("answerable", answerable)):
         for q in questions:
@@ -168,7 +171,11 @@ def _squashed(text: str) -> str:
 
 
 def _candidates(
-    u_vecs: np.ndarray, a_vecs: np.ndarray, u_words: np.ndarray, a_words: np.ndarray, k: int,
+    u_vecs: np.ndarray,
+    a_vecs: np.ndarray,
+    u_words: np.ndarray,
+    a_words: np.ndarray,
+    k: int,
     length_tolerance: float,
 ) -> list[tuple[float, int, int]]:
     """(similarity, unanswerable index, answerable index) for each unanswerable question's k most
@@ -181,9 +188,7 @@ def _candidates(
         for row, js in enumerate(top):
             i = start + row
             low, high = u_words[i] * (1 - length_tolerance), u_words[i] * (1 + length_tolerance)
-            out.extend(
-                (float(sims[row, j]), i, int(j)) for j in js if low <= a_words[j] <= high
-            )
+            out.extend((float(sims[row, j]), i, int(j)) for j in js if low <= a_words[j] <= high)
     return out
 
 
@@ -220,12 +225,8 @@ def build_benchmark(
     when a category present in the input has no matched pair (raise k or length_tolerance).
     """
     _check_inputs(unanswerable, answerable, k, length_tolerance, per_category)
-    u_vecs = _unit_rows(
-        encoder.encode([q.question for q in unanswerable]), len(unanswerable), "unanswerable"
-    )
-    a_vecs = _unit_rows(
-        encoder.encode([q.question for q in answerable]), len(answerable), "answerable"
-    )
+    u_vecs = _unit_rows(encoder.encode([q.question for q in unanswerable]), len(unanswerable), "unanswerable")
+    a_vecs = _unit_rows(encoder.encode([q.question for q in answerable]), len(answerable), "answerable")
     if u_vecs.shape[1] != a_vecs.shape[1]:
         raise InputError(
             f"encoder returned {u_vecs.shape[1]}-d and {a_vecs.shape[1]}-d vectors for the two "
@@ -249,14 +250,18 @@ def build_benchmark(
             used.add(j)
     with_candidate = {i for _, i, _ in candidates}
     matched = [
-        MatchedPair(unanswerable[i], answerable[j], sim, (u_vecs[i], a_vecs[j])) for i, (j, sim) in sorted(match.items())
+        MatchedPair(unanswerable[i], answerable[j], sim, (u_vecs[i], a_vecs[j]))
+        for i, (j, sim) in sorted(match.items())
     ]
     counts = {
-        "unanswerable": len(unanswerable), "answerable": len(answerable),
+        "unanswerable": len(unanswerable),
+        "answerable": len(answerable),
         "no_candidate": len(unanswerable) - len(with_candidate),
-        "taken": len(with_candidate) - len(match), "matched": len(match),
-        "near_duplicate_pairs": len(duplicates), "below_min_similarity_pairs": len(below),
-    }  # fmt: skip
+        "taken": len(with_candidate) - len(match),
+        "matched": len(match),
+        "near_duplicate_pairs": len(duplicates),
+        "below_min_similarity_pairs": len(below),
+    }
     if not matched:
         floor = f" and at least {min_similarity:g} similar" if min_similarity is not None else ""
         raise InputError(
@@ -268,8 +273,11 @@ def build_benchmark(
     groups: dict[str, list[MatchedPair]] = {}
     for pair in matched:
         groups.setdefault(pair.category, []).append(pair)
-    present = [c for c in (*UNANSWERABLE_CATEGORIES, NO_CATEGORY)
-               if any((q.category or NO_CATEGORY) == c for q in unanswerable)]
+    present = [
+        c
+        for c in (*UNANSWERABLE_CATEGORIES, NO_CATEGORY)
+        if any((q.category or NO_CATEGORY) == c for q in unanswerable)
+    ]
     empty = [c for c in present if c not in groups]
     if empty:
         raise InputError(
@@ -323,19 +331,22 @@ def build_benchmark(
         },
         similarity={
             **_describe(sims),
-            "p10": float(np.percentile(sims, 10)), "p90": float(np.percentile(sims, 90)),
+            "p10": float(np.percentile(sims, 10)),
+            "p90": float(np.percentile(sims, 90)),
         },
         settings={
-            "k": k, "length_tolerance": length_tolerance, "per_category": per_category,
-            "seed": seed, "min_similarity": min_similarity, "near_duplicate": near_duplicate,
-        },  # fmt: skip
+            "k": k,
+            "length_tolerance": length_tolerance,
+            "per_category": per_category,
+            "seed": seed,
+            "min_similarity": min_similarity,
+            "near_duplicate": near_duplicate,
+        },
         notes=notes,
     )
 
 
-def write_benchmark(
-    path: str | Path, result: BuildResult, pairs_path: str | Path | None = None
-) -> None:
+def write_benchmark(path: str | Path, result: BuildResult, pairs_path: str | Path | None = None) -> None:
     """Write the questions as `branchpoint` jsonl (readable by `load_questions`), atomically;
     with `pairs_path`, also one line per pair (ids, category, similarity, lengths)."""
     write_files_atomically({Path(path): "".join(q.model_dump_json() + "\n" for q in result.questions)})
@@ -350,7 +361,9 @@ def parse_file_category(item: str | Path) -> tuple[Path, str | None]:
     if sep and tail.upper() in UNANSWERABLE_CATEGORIES and head:
         return Path(head), tail.upper()
     if sep and head and "/" not in tail and "." not in tail and tail:
-        raise InputError(f"--unanswerable {text}: unknown category {tail!r} (expected FILE or FILE:AU, FILE:FP, FILE:UC)")
+        raise InputError(
+            f"--unanswerable {text}: unknown category {tail!r} (expected FILE or FILE:AU, FILE:FP, FILE:UC)"
+        )
     return Path(text), None
 
 
@@ -417,6 +430,13 @@ def build_benchmark_from_files(
 
         encoder = get_encoder(encoder)
     return build_benchmark(
-        unanswerable, answerable, encoder, k=k, length_tolerance=length_tolerance,
-        per_category=per_category, seed=seed, min_similarity=min_similarity, near_duplicate=near_duplicate,
-    )  # fmt: skip
+        unanswerable,
+        answerable,
+        encoder,
+        k=k,
+        length_tolerance=length_tolerance,
+        per_category=per_category,
+        seed=seed,
+        min_similarity=min_similarity,
+        near_duplicate=near_duplicate,
+    )

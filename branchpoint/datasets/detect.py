@@ -21,10 +21,7 @@ from branchpoint.errors import InputError
 
 
 def _undecidable(path: Path, why: str) -> InputError:
-    return InputError(
-        f"{path}: cannot tell the question format ({why}); pass fmt= one of "
-        f"{', '.join(format_names())}"
-    )
+    return InputError(f"{path}: cannot tell the question format ({why}); pass fmt= one of {', '.join(format_names())}")
 
 
 def detect_format(path: str | Path) -> str:

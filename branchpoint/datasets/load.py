@@ -68,8 +68,7 @@ def _check_categories(categories: list[str] | None) -> set[str] | None:
     bad = [c for c in categories if c not in CATEGORY_FILTERS]
     if bad:
         raise InputError(
-            f"categories: unknown value(s) {', '.join(map(repr, bad))} "
-            f"(expected any of {', '.join(CATEGORY_FILTERS)})"
+            f"categories: unknown value(s) {', '.join(map(repr, bad))} (expected any of {', '.join(CATEGORY_FILTERS)})"
         )
     if not categories:
         raise InputError(f"categories: empty list (expected any of {', '.join(CATEGORY_FILTERS)})")
@@ -117,9 +116,7 @@ def load_questions_with_report(
             skipped[skip or "out of scope"] += 1
             continue
         if q.id in first_seen:
-            raise InputError(
-                f'{where}: field "id": duplicate id "{q.id}" (first seen at {first_seen[q.id]})'
-            )
+            raise InputError(f'{where}: field "id": duplicate id "{q.id}" (first seen at {first_seen[q.id]})')
         first_seen[q.id] = where.removeprefix(f"{path} ")
         key = _category_key(q)
         present[str(key)] += 1
@@ -145,11 +142,17 @@ def load_questions_with_report(
         )
     if skipped:
         log.info(
-            "%s: skipped %d out-of-scope records (%s)", path, sum(skipped.values()),
+            "%s: skipped %d out-of-scope records (%s)",
+            path,
+            sum(skipped.values()),
             ", ".join(f"{k}: {v}" for k, v in skipped.most_common()),
         )
     return LoadReport(
-        path=path, fmt=fmt, questions=questions, records=records, skipped=dict(skipped),
+        path=path,
+        fmt=fmt,
+        questions=questions,
+        records=records,
+        skipped=dict(skipped),
         filtered_out=filtered,
     )
 
@@ -176,4 +179,3 @@ def load_questions(
     `load_questions_with_report` to see how many.
     """
     return load_questions_with_report(path, fmt, limit=limit, categories=categories, split=split).questions
-

@@ -64,11 +64,28 @@ def write_pairing_figure(result: BuildResult, path: str | Path) -> Path:
     fig.suptitle(f"Pairing report: {len(pairs)} pairs ({per_cat})", fontsize=10, y=1.04)
     _save(fig, path)
     n = len(pairs)
-    rows = [[p.unanswerable.id, p.answerable.id, p.category, round(p.similarity, 6), u, a, round(a / u, 4),
-             *([round(float(v), 4) for v in (*coords[i], *coords[n + i])] if coords is not None else [])]
-            for i, (p, u, a) in enumerate(zip(pairs, u_words, a_words))]  # fmt: skip
-    header = ["unanswerable_id", "answerable_id", "category", "similarity", "unanswerable_words",
-              "answerable_words", "length_ratio"]  # fmt: skip
+    rows = [
+        [
+            p.unanswerable.id,
+            p.answerable.id,
+            p.category,
+            round(p.similarity, 6),
+            u,
+            a,
+            round(a / u, 4),
+            *([round(float(v), 4) for v in (*coords[i], *coords[n + i])] if coords is not None else []),
+        ]
+        for i, (p, u, a) in enumerate(zip(pairs, u_words, a_words))
+    ]
+    header = [
+        "unanswerable_id",
+        "answerable_id",
+        "category",
+        "similarity",
+        "unanswerable_words",
+        "answerable_words",
+        "length_ratio",
+    ]
     if coords is not None:
         header += ["tsne_unanswerable_x", "tsne_unanswerable_y", "tsne_answerable_x", "tsne_answerable_y"]
     write_csv(path.with_suffix(".csv"), header, rows)

@@ -32,9 +32,7 @@ def type_name(value: Any) -> str:
     """A JSON value's type as a person calls it (object, list, string, null ...)."""
     if value is None:
         return "null"
-    return {dict: "object", list: "list", str: "string", bool: "boolean"}.get(
-        type(value), type(value).__name__
-    )
+    return {dict: "object", list: "list", str: "string", bool: "boolean"}.get(type(value), type(value).__name__)
 
 
 class Record:
@@ -125,19 +123,14 @@ def read_json(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(
-            f"{path} line {exc.lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
-        ) from None
+        raise InputError(f"{path} line {exc.lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
 
 
 def read_json_list(path: Path) -> list[tuple[str, Any]]:
     """(where, item) for every item of a file that holds one JSON list."""
     data = read_json(path)
     if not isinstance(data, list):
-        raise InputError(
-            f"{path}: expected a JSON list of question objects at the top level, "
-            f"got {type_name(data)}"
-        )
+        raise InputError(f"{path}: expected a JSON list of question objects at the top level, got {type_name(data)}")
     return [(f"{path} item [{i}]", obj) for i, obj in enumerate(data)]
 
 
@@ -179,9 +172,7 @@ def csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
         raise InputError(f"{path} line {reader.line_num}: invalid CSV ({exc})") from None
 
 
-def read_csv(
-    path: Path, required: tuple[str, ...]
-) -> Iterator[tuple[int, str, dict[str, str]]]:
+def read_csv(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, str, dict[str, str]]]:
     """(line, where, {column: cell}) for each non-blank row below the header.
 
     Rows above the header (a release's preamble) are skipped. A short row's missing cells read
@@ -200,7 +191,7 @@ def read_csv(
     for line, row in rows:
         if not any(c.strip() for c in row):
             continue
-        if len(row) > len(header) and any(c.strip() for c in row[len(header):]):
+        if len(row) > len(header) and any(c.strip() for c in row[len(header) :]):
             raise InputError(
                 f"{path} line {line}: {len(row)} cells but the header on line {header_line} "
                 f"has {len(header)} columns (check the quoting of this row)"
@@ -215,4 +206,3 @@ def check_file(path: Path) -> None:
         raise InputError(f"{path}: file not found")
     if not path.is_file():
         raise InputError(f"{path}: not a file (expected a question file)")
-

@@ -8,9 +8,7 @@ from branchpoint.datasets.questions import UNANSWERABLE_CATEGORIES, Question
 from branchpoint.errors import InputError
 
 
-def balanced_sample(
-    questions: list[Question], n_answerable: int, n_unanswerable: int, seed: int
-) -> list[Question]:
+def balanced_sample(questions: list[Question], n_answerable: int, n_unanswerable: int, seed: int) -> list[Question]:
     """A seeded sample of answerable and unanswerable questions, in the input order.
 
     Unanswerable questions are drawn round-robin over AU, FP, UC, so their counts differ by at
@@ -49,4 +47,3 @@ def balanced_sample(
     if need:  # AU, FP and UC ran out: questions with no category fill the rest
         chosen.extend(rng.sample(groups[None], need))
     return [questions[i] for i in sorted(chosen)]
-

@@ -45,8 +45,6 @@ from branchpoint.evaluation.metrics_file import MetricsReport, read_metrics
 from branchpoint.evaluation.report import comparison_table, markdown_report, write_report
 
 __all__ = [
-    "MetricsReport",
-    "read_metrics",
     "ABSTENTION_LABELS",
     "ABSTENTION_PATTERNS",
     "ABSTENTION_PROMPT_V1",
@@ -62,6 +60,7 @@ __all__ = [
     "LLMJudge",
     "LLMJudgeSettings",
     "MetricsConfig",
+    "MetricsReport",
     "QuestionBootstrap",
     "build_judge",
     "build_llm_judge",
@@ -83,12 +82,13 @@ __all__ = [
     "normalize_answer",
     "parse_label",
     "percentile_ci",
+    "read_metrics",
     "tpc",
     "trace_path",
     "write_report",
 ]
 
 # Search value: forecasters, Brier / gain scores, routers (subpackage `branchpoint.evaluation.value`).
-from branchpoint.evaluation.value import Forecast, ValueConfig, forecaster, value_study  # noqa: E402
+from branchpoint.evaluation.value import Forecast, ValueConfig, forecaster, value_study
 
 __all__ += ["Forecast", "ValueConfig", "forecaster", "value_study"]

@@ -97,9 +97,12 @@ def disagreement_direction(reference: list[str], other: list[str], kind: str) ->
     yes_no = sum(o in positive and r not in positive for r, o in pairs)
     no_yes = sum(o not in positive and r in positive for r, o in pairs)
     return {
-        "n": len(pairs), "n_disagree": n_disagree, "other_yes_ref_no": yes_no, "other_no_ref_yes": no_yes,
+        "n": len(pairs),
+        "n_disagree": n_disagree,
+        "other_yes_ref_no": yes_no,
+        "other_no_ref_yes": no_yes,
         "share_other_yes": yes_no / n_disagree if n_disagree else None,
-    }  # fmt: skip
+    }
 
 
 def mean_pairwise(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -117,12 +120,16 @@ def mean_pairwise(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if len(judges) < 3:
             continue
         kappas = [p["kappa"] for p in rows if p["kappa"] is not None]
-        out.append({
-            "kind": kind, "judges": judges, "n_pairs": len(rows),
-            "mean_agreement": sum(p["agreement"] for p in rows) / len(rows),
-            "mean_kappa": sum(kappas) / len(kappas) if kappas else None,
-            "n_items": [p["n"] for p in rows],
-        })  # fmt: skip
+        out.append(
+            {
+                "kind": kind,
+                "judges": judges,
+                "n_pairs": len(rows),
+                "mean_agreement": sum(p["agreement"] for p in rows) / len(rows),
+                "mean_kappa": sum(kappas) / len(kappas) if kappas else None,
+                "n_items": [p["n"] for p in rows],
+            }
+        )
     return out
 
 
@@ -152,20 +159,33 @@ def judge_agreement(records: Iterable[ExecutionRecord], reference: str | None = 
             la, lb = [labels[a][k] for k in kept], [labels[b][k] for k in kept]
             agree = sum(x == y for x, y in zip(la, lb))
             direction = disagreement_direction(lb, la, kind)  # a as "other", b as reference
-            pairs.append({
-                "judge_a": a, "judge_b": b, "kind": kind, "n": len(kept),
-                "agreement": agree / len(kept) if kept else None,
-                "kappa": cohen_kappa(la, lb), "n_excluded": len(shared) - len(kept),
-                "a_yes_b_no": direction["other_yes_ref_no"], "a_no_b_yes": direction["other_no_ref_yes"],
-            })  # fmt: skip
+            pairs.append(
+                {
+                    "judge_a": a,
+                    "judge_b": b,
+                    "kind": kind,
+                    "n": len(kept),
+                    "agreement": agree / len(kept) if kept else None,
+                    "kappa": cohen_kappa(la, lb),
+                    "n_excluded": len(shared) - len(kept),
+                    "a_yes_b_no": direction["other_yes_ref_no"],
+                    "a_no_b_yes": direction["other_no_ref_yes"],
+                }
+            )
             if reference in (a, b) and kept:
                 ref, other = (la, lb) if reference == a else (lb, la)
-                vs_reference.append({"judge": b if reference == a else a, "kind": kind,
-                                     **disagreement_direction(ref, other, kind)})  # fmt: skip
+                vs_reference.append(
+                    {"judge": b if reference == a else a, "kind": kind, **disagreement_direction(ref, other, kind)}
+                )
     if reference is not None and reference not in labels:
         reference = None
-    return {"judges": judges, "pairs": pairs, "averages": mean_pairwise(pairs),
-            "reference": reference, "vs_reference": vs_reference}  # fmt: skip
+    return {
+        "judges": judges,
+        "pairs": pairs,
+        "averages": mean_pairwise(pairs),
+        "reference": reference,
+        "vs_reference": vs_reference,
+    }
 
 
 def agreement_json(agreement: dict[str, Any]) -> str:
@@ -178,27 +198,44 @@ def agreement_markdown(agreement: dict[str, Any]) -> str:
     if not agreement["pairs"]:
         judges = ", ".join(agreement["judges"]) or "none"
         return f"No two judges labelled the same items (judges present: {judges})."
-    lines = ["| judge A | judge B | kind | n | agreement | Cohen's κ | only A positive | only B positive | excluded |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    lines = [
+        "| judge A | judge B | kind | n | agreement | Cohen's κ | only A positive | only B positive | excluded |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for p in agreement["pairs"]:
         agree = "—" if p["agreement"] is None else f"{100 * p['agreement']:.1f}%"
         kappa = "—" if p["kappa"] is None else f"{p['kappa']:.3f}"
-        lines.append(f"| {p['judge_a']} | {p['judge_b']} | {p['kind']} | {p['n']} | {agree} | {kappa} | "
-                     f"{p.get('a_yes_b_no', '—')} | {p.get('a_no_b_yes', '—')} | {p['n_excluded']} |")  # fmt: skip
+        lines.append(
+            f"| {p['judge_a']} | {p['judge_b']} | {p['kind']} | {p['n']} | {agree} | {kappa} | "
+            f"{p.get('a_yes_b_no', '—')} | {p.get('a_no_b_yes', '—')} | {p['n_excluded']} |"
+        )
     if agreement.get("averages"):
-        lines += ["", "Average pairwise agreement over three or more judges:", "",
-                  "| kind | judges | pairs | mean agreement | mean κ |", "| --- | --- | ---: | ---: | ---: |"]  # fmt: skip
+        lines += [
+            "",
+            "Average pairwise agreement over three or more judges:",
+            "",
+            "| kind | judges | pairs | mean agreement | mean κ |",
+            "| --- | --- | ---: | ---: | ---: |",
+        ]
         for a in agreement["averages"]:
             kappa = "—" if a["mean_kappa"] is None else f"{a['mean_kappa']:.3f}"
-            lines.append(f"| {a['kind']} | {', '.join(a['judges'])} | {a['n_pairs']} | {100 * a['mean_agreement']:.1f}% | {kappa} |")
+            lines.append(
+                f"| {a['kind']} | {', '.join(a['judges'])} | {a['n_pairs']} | {100 * a['mean_agreement']:.1f}% | {kappa} |"
+            )
     if agreement.get("vs_reference"):
         ref = agreement["reference"]
-        lines += ["", f"Disagreements with the reference judge `{ref}` (positive = ABSTAINED, CORRECT, "
-                  "the correct decisive label, NEGATIVE evidence):", "",
-                  "| judge | kind | n | disagreements | judge positive, reference not | reference positive, judge not | share judge positive |",
-                  "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+        lines += [
+            "",
+            f"Disagreements with the reference judge `{ref}` (positive = ABSTAINED, CORRECT, "
+            "the correct decisive label, NEGATIVE evidence):",
+            "",
+            "| judge | kind | n | disagreements | judge positive, reference not | reference positive, judge not | share judge positive |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
         for d in agreement["vs_reference"]:
             share = "—" if d["share_other_yes"] is None else f"{100 * d['share_other_yes']:.0f}%"
-            lines.append(f"| {d['judge']} | {d['kind']} | {d['n']} | {d['n_disagree']} | {d['other_yes_ref_no']} | "
-                         f"{d['other_no_ref_yes']} | {share} |")  # fmt: skip
+            lines.append(
+                f"| {d['judge']} | {d['kind']} | {d['n']} | {d['n_disagree']} | {d['other_yes_ref_no']} | "
+                f"{d['other_no_ref_yes']} | {share} |"
+            )
     return "\n".join(lines)

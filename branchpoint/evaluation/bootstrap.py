@@ -68,9 +68,13 @@ class QuestionBootstrap:
         if values.ndim == 1:
             values = values[:, None]
         rows = np.fromiter((index[q] for q in row_questions), dtype=np.intp, count=len(row_questions))
-        per_question = np.column_stack(
-            [np.bincount(rows, weights=values[:, c], minlength=len(key)) for c in range(values.shape[1])]
-        ) if values.shape[1] else np.zeros((len(key), 0))  # fmt: skip
+        per_question = (
+            np.column_stack(
+                [np.bincount(rows, weights=values[:, c], minlength=len(key)) for c in range(values.shape[1])]
+            )
+            if values.shape[1]
+            else np.zeros((len(key), 0))
+        )
         return self.counts(key) @ per_question
 
 

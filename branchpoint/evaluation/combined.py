@@ -42,16 +42,25 @@ def combined_metrics(runs: dict[str, MetricsReport]) -> MetricsReport:
     lams = {m.lam for m in runs.values()}
     mus = {m.mu for m in runs.values()}
     if len(lams) > 1 or len(mus) > 1:
-        raise InputError(f"report: the runs were evaluated with different TPC weights (λ {sorted(map(str, lams))}, "
-                         f"μ {sorted(map(str, mus))}); evaluate them with the same --lam and --mu")
-    by_condition = {f"{name}: {label}": m for name, metrics in runs.items() for label, m in metrics.by_condition.items()}
+        raise InputError(
+            f"report: the runs were evaluated with different TPC weights (λ {sorted(map(str, lams))}, "
+            f"μ {sorted(map(str, mus))}); evaluate them with the same --lam and --mu"
+        )
+    by_condition = {
+        f"{name}: {label}": m for name, metrics in runs.items() for label, m in metrics.by_condition.items()
+    }
     return MetricsReport(
-        judge=", ".join(sorted({m.judge for m in runs.values()})), lam=first.lam, mu=first.mu,
-        bootstrap=first.bootstrap, by_condition=by_condition,
-    )  # fmt: skip
+        judge=", ".join(sorted({m.judge for m in runs.values()})),
+        lam=first.lam,
+        mu=first.mu,
+        bootstrap=first.bootstrap,
+        by_condition=by_condition,
+    )
 
 
-def write_combined_report(run_dirs: list[Path], out_dir: Path, title: str | None = None) -> tuple[Path, dict[str, Path | None]]:
+def write_combined_report(
+    run_dirs: list[Path], out_dir: Path, title: str | None = None
+) -> tuple[Path, dict[str, Path | None]]:
     """Write DIR/report.md over several runs, each run's own report under DIR/<run>/, and the
     combined cost-by-outcome figure; returns the report's path and the figures written."""
     from branchpoint.evaluation.figure_data import FIGURE_DATA
@@ -69,10 +78,20 @@ def write_combined_report(run_dirs: list[Path], out_dir: Path, title: str | None
         if warning:
             parts += [f"Run `{name}`:", "", *warning]
     merged = combined_metrics(runs)
-    parts += [tpc_caption(merged), "", "## Results (seed-study layout)", "",
-              "Rows are `run: condition`; accuracies in %, TPC in tokens per correct answer.", "",
-              seed_study_table(merged), "", "## By condition", "",
-              md_table(COLUMNS, [condition_row(label, m) for label, m in merged.by_condition.items()]), ""]  # fmt: skip
+    parts += [
+        tpc_caption(merged),
+        "",
+        "## Results (seed-study layout)",
+        "",
+        "Rows are `run: condition`; accuracies in %, TPC in tokens per correct answer.",
+        "",
+        seed_study_table(merged),
+        "",
+        "## By condition",
+        "",
+        md_table(COLUMNS, [condition_row(label, m) for label, m in merged.by_condition.items()]),
+        "",
+    ]
     outcome = plot_tpc_outcome(merged, out / FIGURES_DIR / FIGURES["tpc_outcome"])
     figures["tpc_outcome"] = outcome
     if outcome is not None:

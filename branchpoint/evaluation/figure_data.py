@@ -38,7 +38,17 @@ def data_accuracy_search(metrics: MetricsReport) -> tuple[list[str], Rows]:
 
 def data_tpc_search_cap(metrics: MetricsReport) -> tuple[list[str], Rows]:
     """The numbers of the search-cap figure, one row per sweep and cap (TPC `inf` kept)."""
-    header = ["model", "other", "cap", "n", "tpc", "tpc_ci_low", "tpc_ci_high", "answer_accuracy", "abstention_accuracy"]
+    header = [
+        "model",
+        "other",
+        "cap",
+        "n",
+        "tpc",
+        "tpc_ci_low",
+        "tpc_ci_high",
+        "answer_accuracy",
+        "abstention_accuracy",
+    ]
     rows: Rows = []
     for sweep in metrics.search_cap_sweep or []:
         other = condition_label(sweep.other) if sweep.other else ""
@@ -68,29 +78,58 @@ def data_evidence_balance(metrics: MetricsReport) -> tuple[list[str], Rows]:
 
 def data_multi_turn(metrics: MetricsReport) -> tuple[list[str], Rows]:
     """The numbers of the multi-turn figure, one row per context, other settings and turns."""
-    header = ["context", "other", "preceding", "n", "answer_accuracy", "answer_ci_low", "answer_ci_high",
-              "abstention_accuracy", "abstention_ci_low", "abstention_ci_high"]  # fmt: skip
+    header = [
+        "context",
+        "other",
+        "preceding",
+        "n",
+        "answer_accuracy",
+        "answer_ci_low",
+        "answer_ci_high",
+        "abstention_accuracy",
+        "abstention_ci_low",
+        "abstention_ci_high",
+    ]
     rows: Rows = []
     for series in metrics.multi_turn.series if metrics.multi_turn is not None else []:
         other = condition_label(series.other) if series.other else ""
         for p in series.points:
-            rows.append([series.context, other, p.preceding, p.n, *_ci(p, "answer_accuracy"),
-                         *_ci(p, "abstention_accuracy")])  # fmt: skip
+            rows.append(
+                [series.context, other, p.preceding, p.n, *_ci(p, "answer_accuracy"), *_ci(p, "abstention_accuracy")]
+            )
     return header, rows
 
 
 def data_marginal_roi(metrics: MetricsReport) -> tuple[list[str], Rows]:
     """The numbers of the marginal-ROI figure, one row per sweep, cap step and metric (an
     undefined ROI, where the cost barely moved, is left empty)."""
-    header = ["model", "other", "from_cap", "to_cap", "metric", "per_1k_tokens", "ci_low", "ci_high",
-              "added_cost_per_query"]  # fmt: skip
+    header = [
+        "model",
+        "other",
+        "from_cap",
+        "to_cap",
+        "metric",
+        "per_1k_tokens",
+        "ci_low",
+        "ci_high",
+        "added_cost_per_query",
+    ]
     rows: Rows = []
     for sweep in metrics.search_cap_sweep or []:
         other = condition_label(sweep.other) if sweep.other else ""
         for r in sweep.marginal_roi:
             for metric in ("overall_accuracy", "answer_accuracy", "abstention_accuracy"):
-                rows.append([sweep.model, other, r.from_cap, r.to_cap, metric,
-                             *_ci(r, f"{metric}_per_1k_tokens"), r.added_cost_per_query])  # fmt: skip
+                rows.append(
+                    [
+                        sweep.model,
+                        other,
+                        r.from_cap,
+                        r.to_cap,
+                        metric,
+                        *_ci(r, f"{metric}_per_1k_tokens"),
+                        r.added_cost_per_query,
+                    ]
+                )
     return header, rows
 
 

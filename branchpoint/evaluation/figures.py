@@ -33,6 +33,8 @@ FIGURES: dict[str, str] = {
     "evidence_balance": "evidence_balance.png",
     "multi_turn": "multi_turn.png",
 }
+
+
 def num(value: Any) -> float | None:
     """A number from metrics or metrics.json ("inf" strings included); None stays None."""
     if value is None:
@@ -146,7 +148,10 @@ def _accuracy_rows(pairs: list[SearchEffect], conds: dict[str, Any], path: Path)
     accuracy without (open marker) and with search (filled), each with its interval."""
     fig = Figure(figsize=(7.5, 1.4 + 0.45 * len(pairs)))
     ax = fig.add_subplot()
-    series = (("answer acc", "answer_accuracy", "#3182bd", -0.12), ("abstention acc", "abstention_accuracy", "#e6550d", 0.12))
+    series = (
+        ("answer acc", "answer_accuracy", "#3182bd", -0.12),
+        ("abstention acc", "abstention_accuracy", "#e6550d", 0.12),
+    )
     for name, metric, color, offset in series:
         for side, face, tag in (("without", "white", "no search"), ("with", color, "search")):
             xs, ys, errs = [], [], ([], [])
@@ -157,8 +162,17 @@ def _accuracy_rows(pairs: list[SearchEffect], conds: dict[str, Any], path: Path)
                 ys.append(j + offset)
                 errs[0].append(lo)
                 errs[1].append(hi)
-            ax.errorbar(xs, ys, xerr=errs, fmt="o", markersize=5, capsize=2, color=color, markerfacecolor=face,
-                        label=f"{name}, {tag}")  # fmt: skip
+            ax.errorbar(
+                xs,
+                ys,
+                xerr=errs,
+                fmt="o",
+                markersize=5,
+                capsize=2,
+                color=color,
+                markerfacecolor=face,
+                label=f"{name}, {tag}",
+            )
     ax.set_yticks(range(len(pairs)))
     ax.set_yticklabels([f"{p.model}\n{short(p.with_, 40)}" for p in pairs], fontsize=7)
     ax.invert_yaxis()
@@ -188,21 +202,47 @@ def plot_tpc_search_cap(metrics: MetricsReport | dict[str, Any], path: Path) -> 
             finite = [t for t in tpcs if t is not None]
             top = max(finite) * 1.15 if finite else 1.0
             ax.set_ylim(0, top * 1.05)
-            ax.plot(infinite, [top] * len(infinite), "^", color="#de2d26", markersize=8, clip_on=False,
-                    label="TPC = ∞ (nothing correct)")
-            caps_text = ", ".join(str(c) for c in infinite) if len(infinite) <= 8 else f"{len(infinite)} caps ({infinite[0]}–{infinite[-1]})"
-            ax.text(0.5, -0.26, f"▲ at the top edge: TPC = ∞ (nothing correct) at {caps_text if len(infinite) > 8 else 'cap ' + caps_text}",
-                    transform=ax.transAxes, ha="center", va="top", fontsize=7, color="#de2d26")
+            ax.plot(
+                infinite,
+                [top] * len(infinite),
+                "^",
+                color="#de2d26",
+                markersize=8,
+                clip_on=False,
+                label="TPC = ∞ (nothing correct)",
+            )
+            caps_text = (
+                ", ".join(str(c) for c in infinite)
+                if len(infinite) <= 8
+                else f"{len(infinite)} caps ({infinite[0]}–{infinite[-1]})"
+            )
+            ax.text(
+                0.5,
+                -0.26,
+                f"▲ at the top edge: TPC = ∞ (nothing correct) at {caps_text if len(infinite) > 8 else 'cap ' + caps_text}",
+                transform=ax.transAxes,
+                ha="center",
+                va="top",
+                fontsize=7,
+                color="#de2d26",
+            )
         _integer_ticks(ax)
         lo = [_finite((p.tpc_ci or [None, None])[0]) for p in sweep.points]
         hi = [_finite((p.tpc_ci or [None, None])[1]) for p in sweep.points]
-        ax.fill_between(caps, [math.nan if v is None else v for v in lo],
-                        [math.nan if v is None else v for v in hi], color="#444444", alpha=0.15)  # fmt: skip
+        ax.fill_between(
+            caps,
+            [math.nan if v is None else v for v in lo],
+            [math.nan if v is None else v for v in hi],
+            color="#444444",
+            alpha=0.15,
+        )
         ax.set_xlabel("search cap")
         ax.set_ylabel("TPC (tokens per correct)")
         acc = ax.twinx()
-        for metric, color, name in (("answer_accuracy", "#3182bd", "answer acc"),
-                                    ("abstention_accuracy", "#e6550d", "abstention acc")):  # fmt: skip
+        for metric, color, name in (
+            ("answer_accuracy", "#3182bd", "answer acc"),
+            ("abstention_accuracy", "#e6550d", "abstention acc"),
+        ):
             acc.plot(caps, [_pct(getattr(p, metric)) for p in sweep.points], "s--", color=color, label=name)
         acc.set_ylabel("accuracy (%)")
         acc.set_ylim(0, 105)
@@ -224,8 +264,11 @@ def plot_marginal_roi(metrics: MetricsReport | dict[str, Any], path: Path) -> Pa
     cols = min(3, len(sweeps))
     rows = math.ceil(len(sweeps) / cols)
     fig = Figure(figsize=(4.6 * cols, 3.4 * rows))
-    series = (("overall_accuracy", "#444444", "overall"), ("answer_accuracy", "#3182bd", "answer"),
-              ("abstention_accuracy", "#e6550d", "abstention"))  # fmt: skip
+    series = (
+        ("overall_accuracy", "#444444", "overall"),
+        ("answer_accuracy", "#3182bd", "answer"),
+        ("abstention_accuracy", "#e6550d", "abstention"),
+    )
     for k, sweep in enumerate(sweeps):
         ax = fig.add_subplot(rows, cols, k + 1)
         steps = sweep.marginal_roi
@@ -323,8 +366,13 @@ def plot_evidence_balance(metrics: MetricsReport | dict[str, Any], path: Path) -
     ax = fig.add_subplot()
     ys = [_pct(ev.groups[g].abstention_accuracy) for g in groups]
     errs = list(zip(*(_err(*_stat(ev.groups[g], "abstention_accuracy"), 100.0) for g in groups))) or ([], [])
-    bars = ax.bar(range(len(groups)), ys, yerr=errs, capsize=3,
-                  color=["#e6550d", "#fdae6b", "#9ecae1", "#3182bd", "#bdbdbd"][: len(groups)])  # fmt: skip
+    bars = ax.bar(
+        range(len(groups)),
+        ys,
+        yerr=errs,
+        capsize=3,
+        color=["#e6550d", "#fdae6b", "#9ecae1", "#3182bd", "#bdbdbd"][: len(groups)],
+    )
     del bars  # counts go under the axis, never over an error bar
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([f"{GROUP_NAMES[g]}\nn={ev.groups[g].n}" for g in groups], fontsize=8)
@@ -342,16 +390,16 @@ def plot_multi_turn(metrics: MetricsReport | dict[str, Any], path: Path) -> Path
     if mt is None or not mt.available:
         return None
     fig = Figure(figsize=(9.0, 3.6))
-    for k, (metric, title) in enumerate((("answer_accuracy", "answer accuracy"),
-                                         ("abstention_accuracy", "abstention accuracy"))):  # fmt: skip
+    for k, (metric, title) in enumerate(
+        (("answer_accuracy", "answer accuracy"), ("abstention_accuracy", "abstention accuracy"))
+    ):
         ax = fig.add_subplot(1, 2, k + 1)
         for series in mt.series:
             xs = [p.preceding for p in series.points]
             ys = [_pct(getattr(p, metric)) for p in series.points]
             errs = list(zip(*(_err(*_stat(p, metric), 100.0) for p in series.points)))
             other = short(condition_label(series.other), 30) if series.other else ""
-            ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=2,
-                        label=short(f"{series.context} {other}".strip(), 36))  # fmt: skip
+            ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=2, label=short(f"{series.context} {other}".strip(), 36))
         ax.set_xlabel("preceding turns")
         _integer_ticks(ax)
         ax.set_ylabel(f"{title} (%)")

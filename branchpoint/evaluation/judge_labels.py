@@ -89,7 +89,9 @@ def read_labels(path: str | Path) -> list[LabelledResponse]:
                     "questions and null for unanswerable ones"
                 )
             if not item.answerable and item.category not in ("AU", "FP", "UC"):
-                raise InputError(f'{path} line {lineno}: field "category" must be AU, FP or UC for unanswerable questions')
+                raise InputError(
+                    f'{path} line {lineno}: field "category" must be AU, FP or UC for unanswerable questions'
+                )
             items.append(item)
     return items
 
@@ -97,10 +99,15 @@ def read_labels(path: str | Path) -> list[LabelledResponse]:
 def as_record(item: LabelledResponse) -> ExecutionRecord:
     """The labelled response as a finished (status ok) execution record, ready for a judge."""
     return ExecutionRecord(
-        execution_id=item.id, run_id="judge-labels", question_id=item.id, question=item.question,
-        answerable=item.answerable, category=item.category, gold_answers=item.gold_answers,
+        execution_id=item.id,
+        run_id="judge-labels",
+        question_id=item.id,
+        question=item.question,
+        answerable=item.answerable,
+        category=item.category,
+        gold_answers=item.gold_answers,
         final_answer=item.response,
-    )  # fmt: skip
+    )
 
 
 def wilson_interval(k: int, n: int, z: float = 1.959964) -> list[float] | None:
@@ -162,9 +169,7 @@ def _score(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
     }
 
 
-def judge_agreement_with_labels(
-    items: Iterable[LabelledResponse], judge: str = "rule"
-) -> dict[str, Any]:
+def judge_agreement_with_labels(items: Iterable[LabelledResponse], judge: str = "rule") -> dict[str, Any]:
     """Agreement and κ of a registered judge with the labels: abstention on all items and on
     the unanswerable ones, correctness on the answerable ones, plus the disagreeing item ids."""
     judge_obj = build_judge(judge)
@@ -177,12 +182,16 @@ def judge_agreement_with_labels(
         if not item.answerable:
             abst_unans.append((item.label_abstained, abstained))
         if abstained != item.label_abstained:
-            disagreements.append({"id": item.id, "kind": "abstention", "human": item.label_abstained, "judge": abstained})
+            disagreements.append(
+                {"id": item.id, "kind": "abstention", "human": item.label_abstained, "judge": abstained}
+            )
         if item.answerable:
             is_correct = labels["answer"] == "CORRECT"
             correct.append((bool(item.label_correct), is_correct))
             if is_correct != item.label_correct:
-                disagreements.append({"id": item.id, "kind": "correct", "human": item.label_correct, "judge": is_correct})
+                disagreements.append(
+                    {"id": item.id, "kind": "correct", "human": item.label_correct, "judge": is_correct}
+                )
     return {
         "judge": judge,
         "abstention": _score(abst_all),
@@ -194,18 +203,25 @@ def judge_agreement_with_labels(
 
 def agreement_table(result: dict[str, Any]) -> str:
     """A markdown table of `judge_agreement_with_labels`: n, agreement, κ and the disagreements' direction."""
-    lines = ["| measure | n | agreement [Wilson 95%] | Cohen's κ [bootstrap 95%] | judge yes / reader no | judge no / reader yes |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
-    names = {"abstention": "abstention (all responses)", "abstention_unanswerable": "abstention (unanswerable)",
-             "correct": "correctness (answerable)"}  # fmt: skip
+    lines = [
+        "| measure | n | agreement [Wilson 95%] | Cohen's κ [bootstrap 95%] | judge yes / reader no | judge no / reader yes |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    names = {
+        "abstention": "abstention (all responses)",
+        "abstention_unanswerable": "abstention (unanswerable)",
+        "correct": "correctness (answerable)",
+    }
     for key, name in names.items():
         s = result[key]
         kappa = "—" if s["kappa"] is None else f"{s['kappa']:.3f}"
         if s["kappa"] is not None and s["kappa_ci"] is not None:
             kappa += f" [{s['kappa_ci'][0]:.3f}, {s['kappa_ci'][1]:.3f}]"
         lo, hi = s["agreement_ci"] or (math.nan, math.nan)
-        lines.append(f"| {name} | {s['n']} | {100 * s['agreement']:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] | {kappa} | "
-                     f"{s['judge_yes_human_no']} | {s['judge_no_human_yes']} |")  # fmt: skip
+        lines.append(
+            f"| {name} | {s['n']} | {100 * s['agreement']:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] | {kappa} | "
+            f"{s['judge_yes_human_no']} | {s['judge_no_human_yes']} |"
+        )
     return "\n".join(lines)
 
 

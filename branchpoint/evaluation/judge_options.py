@@ -32,6 +32,12 @@ def judge_from_options(
     traces = Path(traces)
     run = JudgeRun(cache or (traces if traces.is_dir() else traces.parent) / JUDGE_CACHE_FILE, progress=progress)
     return judge_from_command_line(
-        judge, model=model, base_url=base_url, api_key_env=api_key_env, run=run,
-        retries=retries, concurrency=concurrency, evidence=evidence,
-    )  # fmt: skip
+        judge,
+        model=model,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        run=run,
+        retries=retries,
+        concurrency=concurrency,
+        evidence=evidence,
+    )

@@ -58,9 +58,14 @@ from branchpoint.traces import (
 
 # The rules live in `response_rules`; these names are re-exported from here as before.
 __all__ = [
-    "ABSTENTION_PATTERNS", "AbstentionPattern", "classify_abstention", "contained_gold",
-    "detect_abstention", "match_gold", "normalize_answer",
-]  # fmt: skip
+    "ABSTENTION_PATTERNS",
+    "AbstentionPattern",
+    "classify_abstention",
+    "contained_gold",
+    "detect_abstention",
+    "match_gold",
+    "normalize_answer",
+]
 
 JudgeFn = Callable[[ExecutionRecord], list[Judgment]]
 
@@ -78,7 +83,6 @@ ALL_LABELS_BY_KIND: dict[str, tuple[str, ...]] = {**LABELS_BY_KIND, "evidence": 
 
 # Statuses whose output is broken (unparseable action) or cut off (token limit).
 BROKEN_STATUSES: frozenset[str] = frozenset({"malformed", "length"})
-
 
 
 def judge(name: str, *, settings: type[BaseModel] | None = None) -> Callable[[Any], Any]:
@@ -123,8 +127,9 @@ def judge_settings_model(name: str, search_paths: Sequence[str | Path] = ()) -> 
     return REGISTRY.get("judge", name, search_paths).meta.get("settings")
 
 
-def check_judge(name: str, settings: Mapping[str, Any] | None = None,
-                search_paths: Sequence[str | Path] = ()) -> BaseModel | None:
+def check_judge(
+    name: str, settings: Mapping[str, Any] | None = None, search_paths: Sequence[str | Path] = ()
+) -> BaseModel | None:
     """The judge's settings validated (None for a judge without settings), opening nothing:
     an unknown name lists the known ones, bad settings name the field."""
     model = judge_settings_model(name, search_paths)
@@ -138,8 +143,12 @@ def check_judge(name: str, settings: Mapping[str, Any] | None = None,
         raise InputError(f'judge "{name}": {describe_validation_error(exc)}') from None
 
 
-def build_judge(name: str, settings: Mapping[str, Any] | None = None, run: JudgeRun = JudgeRun(),
-                search_paths: Sequence[str | Path] = ()) -> BatchJudge:
+def build_judge(
+    name: str,
+    settings: Mapping[str, Any] | None = None,
+    run: JudgeRun = JudgeRun(),
+    search_paths: Sequence[str | Path] = (),
+) -> BatchJudge:
     """The judge `name` (registered, or `package.module:attr`) built with its settings: what a
     spec's `evaluation: {judge: NAME, ...settings}` and `evaluate --judge NAME` both name."""
     entry = REGISTRY.get("judge", name, search_paths)
@@ -151,8 +160,13 @@ def build_judge(name: str, settings: Mapping[str, Any] | None = None, run: Judge
 
 
 def judge_from_command_line(
-    name: str, *, model: str | None = None, base_url: str | None = None, api_key_env: str | None = None,
-    run: JudgeRun = JudgeRun(), **settings: Any,
+    name: str,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key_env: str | None = None,
+    run: JudgeRun = JudgeRun(),
+    **settings: Any,
 ) -> BatchJudge:
     """`evaluate --judge NAME`: the judge built from the command line's judge options.
 
@@ -165,22 +179,22 @@ def judge_from_command_line(
     if takes is None:
         if model or base_url:
             with_settings = [n for n in REGISTRY.names("judge") if REGISTRY.get("judge", n).meta.get("settings")]
-            raise InputError(f"--judge-model and --judge-base-url apply to judges with settings "
-                             f"({', '.join(with_settings)}), not --judge {name}")
+            raise InputError(
+                f"--judge-model and --judge-base-url apply to judges with settings "
+                f"({', '.join(with_settings)}), not --judge {name}"
+            )
         return build_judge(name)
     if "model" in takes.model_fields:
         if not model or not base_url:
-            raise InputError(f"--judge {name} needs --judge-model NAME and --judge-base-url URL "
-                             "(an OpenAI-compatible server)")
-        given["model"] = {"name": model, "base_url": base_url,
-                          **({"api_key_env": api_key_env} if api_key_env else {})}
+            raise InputError(
+                f"--judge {name} needs --judge-model NAME and --judge-base-url URL (an OpenAI-compatible server)"
+            )
+        given["model"] = {"name": model, "base_url": base_url, **({"api_key_env": api_key_env} if api_key_env else {})}
     given = {k: v for k, v in given.items() if k in takes.model_fields}
     return build_judge(name, given, run)
 
 
-def judge_records(
-    records: Iterable[ExecutionRecord], judge: str | BatchJudge
-) -> list[ExecutionRecord]:
+def judge_records(records: Iterable[ExecutionRecord], judge: str | BatchJudge) -> list[ExecutionRecord]:
     """Copies of `records` with the judge's judgments added, replacing earlier ones of that judge.
 
     `judge` is a judge name (one that takes no settings, e.g. `rule`, `given`) or a judge object
@@ -211,8 +225,16 @@ def _is_empty(answer: str | None) -> bool:
 
 # Lexical cues that a document signals uncertainty, contradiction or unknowability (the rule
 # judge's evidence labels): matched against the lowercased document text, first match wins.
-_EVIDENCE_UNKNOWN = ("dont_know", "unknown", "cannot_be_determined", "no_reliable_information",
-                     "not_enough_information", "impossible_to_know", "no_one_knows", "unanswerable")  # fmt: skip
+_EVIDENCE_UNKNOWN = (
+    "dont_know",
+    "unknown",
+    "cannot_be_determined",
+    "no_reliable_information",
+    "not_enough_information",
+    "impossible_to_know",
+    "no_one_knows",
+    "unanswerable",
+)
 NEGATIVE_EVIDENCE_PATTERNS: tuple[AbstentionPattern, ...] = tuple(
     p for p in ABSTENTION_PATTERNS if p.name in _EVIDENCE_UNKNOWN
 ) + (
@@ -268,17 +290,19 @@ def _rule_evidence(record: ExecutionRecord) -> list[Judgment]:
     for doc in evidence_documents(record):
         cue = detect_negative_evidence(f"{doc.title or ''}\n{doc.text}")
         out.append(
-            Judgment(judge="rule", kind="evidence", label="NEGATIVE" if cue else "POSITIVE",
-                     raw=cue, doc_id=doc.doc_id)
-        )  # fmt: skip
+            Judgment(judge="rule", kind="evidence", label="NEGATIVE" if cue else "POSITIVE", raw=cue, doc_id=doc.doc_id)
+        )
     return out
 
 
 def _abstention_reason(record: ExecutionRecord, gold_given: bool) -> str | None:
     return classify_abstention(
-        record.final_answer, record.question, category=record.category,
-        answerable=record.answerable, gold_given=gold_given,
-    )  # fmt: skip
+        record.final_answer,
+        record.question,
+        category=record.category,
+        answerable=record.answerable,
+        gold_given=gold_given,
+    )
 
 
 def _gold_raw(match: GoldMatch) -> str:
@@ -309,9 +333,7 @@ def _rule_abstention(record: ExecutionRecord) -> Judgment:
     answer is given decide whether a negation corrects a premise or answers."""
     answer = record.final_answer
     if record.status in BROKEN_STATUSES:
-        return Judgment(
-            judge="rule", kind="abstention", label="ANSWERED", raw=f"status={record.status}"
-        )
+        return Judgment(judge="rule", kind="abstention", label="ANSWERED", raw=f"status={record.status}")
     if _is_empty(answer):
         label = "ABSTAINED" if record.status == "ok" else "ANSWERED"
         return Judgment(judge="rule", kind="abstention", label=label, raw="empty")
@@ -359,9 +381,7 @@ def given_judge(record: ExecutionRecord) -> list[Judgment]:
         elif j.judge != "given" and j.kind == "evidence":
             evidence_judge = j.judge
     out = [
-        Judgment(
-            judge="given", kind=kind, label=check_label(record, j), raw=f"from={j.judge}"
-        )
+        Judgment(judge="given", kind=kind, label=check_label(record, j), raw=f"from={j.judge}")
         for kind, j in sorted(latest.items())
     ]
     docs: dict[str, Judgment] = {}
@@ -369,10 +389,15 @@ def given_judge(record: ExecutionRecord) -> list[Judgment]:
         if j.judge == evidence_judge and j.kind == "evidence":
             docs[str(getattr(j, "doc_id", None))] = j
     out += [
-        Judgment(judge="given", kind="evidence", label=check_label(record, j),
-                 raw=f"from={j.judge}", doc_id=getattr(j, "doc_id", None))
+        Judgment(
+            judge="given",
+            kind="evidence",
+            label=check_label(record, j),
+            raw=f"from={j.judge}",
+            doc_id=getattr(j, "doc_id", None),
+        )
         for j in docs.values()
-    ]  # fmt: skip
+    ]
     kind = needed_kind(record)
     if kind not in latest and record.status != "incomplete":
         raise InputError(

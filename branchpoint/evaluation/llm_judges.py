@@ -94,9 +94,7 @@ _EVIDENCE_LABELS = (
     "topic without casting doubt.\n"
     "NEGATIVE: the document signals uncertainty, contradiction or unknowability: it says the "
     "answer is unknown, disputed or unrecorded, contradicts the question's premise, or shows "
-    "the question is ambiguous.\n\n"
-    + _FINAL_LINE
-    + "LABEL: POSITIVE\nor LABEL: NEGATIVE"
+    "the question is ambiguous.\n\n" + _FINAL_LINE + "LABEL: POSITIVE\nor LABEL: NEGATIVE"
 )
 
 ANSWER_PROMPT_V1 = JudgePrompt(
@@ -115,9 +113,7 @@ ANSWER_PROMPT_V1 = JudgePrompt(
         "the gold answers, even when hedged; naming several contradicting candidates is "
         "INCORRECT.\n"
         'NOT_ATTEMPTED: the response gives no answer: "I don\'t know", a refusal, a request for '
-        "clarification, or nothing.\n\n"
-        + _FINAL_LINE
-        + "LABEL: CORRECT\nor LABEL: INCORRECT\nor LABEL: NOT_ATTEMPTED"
+        "clarification, or nothing.\n\n" + _FINAL_LINE + "LABEL: CORRECT\nor LABEL: INCORRECT\nor LABEL: NOT_ATTEMPTED"
     ),
 )
 
@@ -148,9 +144,7 @@ ABSTENTION_PROMPT_V1 = JudgePrompt(
         "- stops and says the question cannot be answered, e.g. that searching found no reliable "
         "answer.\n"
         "ANSWERED: the response commits to an answer to the question as asked (even a hedged "
-        "one) and does none of the above.\n\n"
-        + _FINAL_LINE
-        + "LABEL: ABSTAINED\nor LABEL: ANSWERED"
+        "one) and does none of the above.\n\n" + _FINAL_LINE + "LABEL: ABSTAINED\nor LABEL: ANSWERED"
     ),
 )
 
@@ -162,8 +156,7 @@ EVIDENCE_PROMPT_V1 = JudgePrompt(
         "You are labelling one retrieved document for a question that cannot be answered as "
         "asked (its answer is unknown, it rests on a false premise, or it is underspecified).\n\n"
         "Question: {question}\n"
-        "Document: {document}\n\n"
-        + _EVIDENCE_LABELS
+        "Document: {document}\n\n" + _EVIDENCE_LABELS
     ),
 )
 
@@ -174,8 +167,7 @@ EVIDENCE_ANSWERABLE_PROMPT_V1 = JudgePrompt(
     template=(
         "You are labelling one retrieved document for a question.\n\n"
         "Question: {question}\n"
-        "Document: {document}\n\n"
-        + _EVIDENCE_LABELS
+        "Document: {document}\n\n" + _EVIDENCE_LABELS
     ),
 )
 
@@ -326,8 +318,11 @@ class LLMJudge:
             inputs = {"question": record.question, "gold_answers": list(record.gold_answers), "response": answer}
             slots = [_Slot(kind, key=self._item(items, kind, inputs))]
         else:
-            inputs = {"question": record.question, "scenario": SCENARIOS.get(record.category, SCENARIOS[None]),
-                      "response": answer}  # fmt: skip
+            inputs = {
+                "question": record.question,
+                "scenario": SCENARIOS.get(record.category, SCENARIOS[None]),
+                "response": answer,
+            }
             slots = [_Slot(kind, key=self._item(items, kind, inputs))]
         if self.evidence:
             for doc in evidence_documents(record):
@@ -470,8 +465,9 @@ def llm_answer_judge(settings: LLMAnswerJudgeSettings, run: JudgeRun) -> LLMJudg
     return build_llm_judge(settings, run, name=f"llm-answer:{settings.model.name}")
 
 
-def build_llm_judge(settings: LLMJudgeSettings, run: JudgeRun, *, name: str,
-                    prompts: dict[str, JudgePrompt] | None = None) -> LLMJudge:
+def build_llm_judge(
+    settings: LLMJudgeSettings, run: JudgeRun, *, name: str, prompts: dict[str, JudgePrompt] | None = None
+) -> LLMJudge:
     """An `LLMJudge` called `name` with `settings` (chat endpoint, temperature 0, seed 0): what a
     judge factory over a model spec returns; a new LLM judge passes its own `prompts` (by key:
     answer, abstention, evidence, evidence_answerable; the others stay the defaults)."""
@@ -480,10 +476,25 @@ def build_llm_judge(settings: LLMJudgeSettings, run: JudgeRun, *, name: str,
 
     m = settings.model
     spec = ModelSpec(
-        provider="openai", name=m.name, base_url=m.base_url, api_key_env=m.api_key_env, style="chat",
-        temperature=0.0, seed=0, max_tokens=settings.max_tokens, timeout_s=m.timeout_s,
-    )  # fmt: skip
+        provider="openai",
+        name=m.name,
+        base_url=m.base_url,
+        api_key_env=m.api_key_env,
+        style="chat",
+        temperature=0.0,
+        seed=0,
+        max_tokens=settings.max_tokens,
+        timeout_s=m.timeout_s,
+    )
     cache = JudgeCache(str(run.cache_path)) if run.cache_path is not None else None
-    return LLMJudge(OpenAICompatibleClient(spec), cache=cache, retries=settings.retries,
-                    concurrency=settings.concurrency, evidence=settings.evidence,
-                    max_tokens=settings.max_tokens, prompts=prompts, progress=run.progress, name=name)  # fmt: skip
+    return LLMJudge(
+        OpenAICompatibleClient(spec),
+        cache=cache,
+        retries=settings.retries,
+        concurrency=settings.concurrency,
+        evidence=settings.evidence,
+        max_tokens=settings.max_tokens,
+        prompts=prompts,
+        progress=run.progress,
+        name=name,
+    )

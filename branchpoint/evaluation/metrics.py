@@ -125,8 +125,7 @@ class _Cells:
             seen = self.conditions.setdefault(label, r.condition)
             if seen != r.condition:
                 raise InputError(
-                    f'conditions {seen!r} and {r.condition!r} share the label "{label}"; '
-                    "give them distinct values"
+                    f'conditions {seen!r} and {r.condition!r} share the label "{label}"; give them distinct values'
                 )
             self.run_ids.setdefault(label, r.run_id)
             labels.append(label)
@@ -177,11 +176,19 @@ def by_category(
 
 
 def _evidence_section(cells: _Cells, labels: list[str], overall: Sums, cfg: MetricsConfig) -> dict[str, Any]:
-    judged = sum(overall.count(c) for c in ("ev_positive", "ev_negative", "ev_unparseable",
-                                              "ev_ans_positive", "ev_ans_negative", "ev_ans_unparseable"))  # fmt: skip
+    judged = sum(
+        overall.count(c)
+        for c in (
+            "ev_positive",
+            "ev_negative",
+            "ev_unparseable",
+            "ev_ans_positive",
+            "ev_ans_negative",
+            "ev_ans_unparseable",
+        )
+    )
     if judged == 0:
-        return {"available": False,
-                "reason": "no evidence judgments (no retrieved documents, or the judge gave none)"}  # fmt: skip
+        return {"available": False, "reason": "no evidence judgments (no retrieved documents, or the judge gave none)"}
     return {
         "available": True,
         **evidence_summary(overall, cfg),
@@ -214,10 +221,12 @@ def compute_metrics(
         "lam": cfg.lam,
         "mu": cfg.mu,
         "bootstrap": {
-            "resamples": cfg.bootstrap, "seed": cfg.seed, "confidence": cfg.confidence,
+            "resamples": cfg.bootstrap,
+            "seed": cfg.seed,
+            "confidence": cfg.confidence,
             "unit": "question_id, resampled within each condition (paired across conditions "
-                    "with the same questions); percentile intervals",
-        },  # fmt: skip
+            "with the same questions); percentile intervals",
+        },
         **summary(overall, cfg),
         "by_category": {k: summary(s, cfg) for k, s in cells.categories().items()},
         "by_condition": {
@@ -230,8 +239,14 @@ def compute_metrics(
         },
         "search_effect": search_effect(cs, cfg),
         "search_cap_sweep": search_cap_sweep(cs, cfg),
-        "over_search": over_search(minimal_search, cells.questions, cells.boot, cfg,
-                                   no_search=_no_search_rows(rows, judge_name), model_of=cs.model),
+        "over_search": over_search(
+            minimal_search,
+            cells.questions,
+            cells.boot,
+            cfg,
+            no_search=_no_search_rows(rows, judge_name),
+            model_of=cs.model,
+        ),
         "evidence_balance": _evidence_section(cells, labels, overall, cfg),
         "multi_turn": multi_turn(cs, cfg),
         "reasoning_effort": reasoning_effort(cs, cfg),
@@ -242,12 +257,20 @@ def _no_search_rows(records: Sequence[ExecutionRecord], judge: str) -> list[dict
     """Minimal-search rows (k = k* = 0) of the scored, correct executions that made no search
     although they could (conditions with search switched off are left out)."""
     return [
-        {"execution_id": r.execution_id, "question_id": r.question_id, "condition": r.condition,
-         "searches": 0, "minimal_searches": 0, "judge": judge}
+        {
+            "execution_id": r.execution_id,
+            "question_id": r.question_id,
+            "condition": r.condition,
+            "searches": 0,
+            "minimal_searches": 0,
+            "judge": judge,
+        }
         for r in scored(records)
-        if r.search_calls == 0 and not search_disabled(r.condition) and not is_unparseable(r, judge)
+        if r.search_calls == 0
+        and not search_disabled(r.condition)
+        and not is_unparseable(r, judge)
         and is_correct(r, judge)
-    ]  # fmt: skip
+    ]
 
 
 def _json_ready(value: Any) -> Any:
@@ -265,4 +288,3 @@ def metrics_json(metrics: dict[str, Any] | MetricsReport) -> str:
     checked against its model and carries `schema_version`); infinities are written as the
     strings "inf" / "-inf", NaN as null."""
     return metrics_file_text(metrics if isinstance(metrics, MetricsReport) else _json_ready(metrics))
-

@@ -294,7 +294,9 @@ class _Head(FileModel):
     judge: str = Field(description="The judge whose labels were scored (rule, llm, given, ...).")
     lam: Num = Field(description="TPC weight of input tokens (lambda).")
     mu: Num = Field(description="TPC cost of one search call in tokens (mu).")
-    bootstrap: Bootstrap = Field(default_factory=Bootstrap, description="Resamples, seed, confidence and unit of every interval.")
+    bootstrap: Bootstrap = Field(
+        default_factory=Bootstrap, description="Resamples, seed, confidence and unit of every interval."
+    )
 
 
 class MetricsReport(Stats, _Head):
@@ -304,16 +306,34 @@ class MetricsReport(Stats, _Head):
     latency, each with its interval) sit at the top level beside the sections below.
     """
 
-    by_category: dict[str, Summary] = Field(default_factory=dict, description="The summary per question category (answerable, AU, FP, UC).")
-    by_condition: dict[str, ConditionSummary] = Field(description="Per condition label: its settings (`condition`), summary and by_category.")
-    search_effect: list[SearchEffect] | None = Field(None, description="Search vs no search, paired by question, where both were run.")
+    by_category: dict[str, Summary] = Field(
+        default_factory=dict, description="The summary per question category (answerable, AU, FP, UC)."
+    )
+    by_condition: dict[str, ConditionSummary] = Field(
+        description="Per condition label: its settings (`condition`), summary and by_category."
+    )
+    search_effect: list[SearchEffect] | None = Field(
+        None, description="Search vs no search, paired by question, where both were run."
+    )
     search_cap_sweep: list[CapSweep] | None = Field(None, description="Metrics by search cap, where the cap was swept.")
-    over_search: OverSearch | None = Field(None, description="Over-search %: mean searches / mean minimal searches - 1 (fork studies).")
-    evidence_balance: EvidenceBalance | None = Field(None, description="Abstention by the balance of positive vs negative evidence retrieved.")
-    multi_turn: MultiTurn | None = Field(None, description="Metrics by preceding-turn history, where multi-turn was swept.")
-    reasoning_effort: ReasoningEffort | None = Field(None, description="Metrics by reasoning effort, where it was swept.")
-    identical_conditions: list[dict[str, Any]] | None = Field(None, description="Sweep conditions that sent identical requests.")
-    judge_agreement: dict[str, Any] | None = Field(None, description="Agreement between the judges that labelled the traces.")
+    over_search: OverSearch | None = Field(
+        None, description="Over-search %: mean searches / mean minimal searches - 1 (fork studies)."
+    )
+    evidence_balance: EvidenceBalance | None = Field(
+        None, description="Abstention by the balance of positive vs negative evidence retrieved."
+    )
+    multi_turn: MultiTurn | None = Field(
+        None, description="Metrics by preceding-turn history, where multi-turn was swept."
+    )
+    reasoning_effort: ReasoningEffort | None = Field(
+        None, description="Metrics by reasoning effort, where it was swept."
+    )
+    identical_conditions: list[dict[str, Any]] | None = Field(
+        None, description="Sweep conditions that sent identical requests."
+    )
+    judge_agreement: dict[str, Any] | None = Field(
+        None, description="Agreement between the judges that labelled the traces."
+    )
 
 
 def as_metrics(metrics: MetricsReport | dict[str, Any], source: str = "metrics") -> MetricsReport:

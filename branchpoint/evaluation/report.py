@@ -84,18 +84,29 @@ def _n(m: Summary, short: bool = False) -> str:
 def condition_row(label: str, m: Summary) -> list[str]:
     """A row of the by-condition table."""
     return [
-        label, _n(m), fmt_accuracy(m.answer_accuracy), fmt_accuracy(m.abstention_accuracy),
-        fmt_accuracy(m.overall_accuracy), fmt_tpc(m.tpc), fmt_mean(m.mean_search_calls),
-        fmt_mean(m.mean_input_tokens), fmt_mean(m.mean_output_tokens),
-    ]  # fmt: skip
+        label,
+        _n(m),
+        fmt_accuracy(m.answer_accuracy),
+        fmt_accuracy(m.abstention_accuracy),
+        fmt_accuracy(m.overall_accuracy),
+        fmt_tpc(m.tpc),
+        fmt_mean(m.mean_search_calls),
+        fmt_mean(m.mean_input_tokens),
+        fmt_mean(m.mean_output_tokens),
+    ]
 
 
 def _category_row(key: str, m: Summary) -> list[str]:
     accuracy = m.answer_accuracy if key == "answerable" else m.abstention_accuracy
     return [
-        _CATEGORY_NAMES.get(key, key), _n(m), fmt_accuracy(accuracy), fmt_tpc(m.tpc),
-        fmt_mean(m.mean_search_calls), fmt_mean(m.mean_input_tokens), fmt_mean(m.mean_output_tokens),
-    ]  # fmt: skip
+        _CATEGORY_NAMES.get(key, key),
+        _n(m),
+        fmt_accuracy(accuracy),
+        fmt_tpc(m.tpc),
+        fmt_mean(m.mean_search_calls),
+        fmt_mean(m.mean_input_tokens),
+        fmt_mean(m.mean_output_tokens),
+    ]
 
 
 def tpc_caption(metrics: MetricsReport | dict[str, Any]) -> str:
@@ -112,8 +123,16 @@ def tpc_caption(metrics: MetricsReport | dict[str, Any]) -> str:
 
 #: Short headers for the terminal table, so it fits 80 columns.
 _SHORT_COLUMNS: tuple[str, ...] = (
-    "condition", "n", "answer", "abstain", "overall", "TPC", "searches", "in tok", "out tok",
-)  # fmt: skip
+    "condition",
+    "n",
+    "answer",
+    "abstain",
+    "overall",
+    "TPC",
+    "searches",
+    "in tok",
+    "out tok",
+)
 
 
 def comparison_table(metrics: MetricsReport | dict[str, Any]) -> Table:
@@ -138,35 +157,50 @@ def comparison_table(metrics: MetricsReport | dict[str, Any]) -> Table:
     for label, m in m_all.by_condition.items():
         tpc = m.tpc
         table.add_row(
-            labels[label], _n(m, short=True),
+            labels[label],
+            _n(m, short=True),
             *(pct(v) for v in (m.answer_accuracy, m.abstention_accuracy, m.overall_accuracy)),
             fmt_tpc(tpc) if tpc is None or math.isinf(float(tpc)) else f"{float(tpc):,.0f}",
-            fmt_mean(m.mean_search_calls), whole(m.mean_input_tokens), whole(m.mean_output_tokens),
-        )  # fmt: skip
+            fmt_mean(m.mean_search_calls),
+            whole(m.mean_input_tokens),
+            whole(m.mean_output_tokens),
+        )
     return table
 
 
 SEED_COLUMNS: tuple[str, ...] = (
-    "condition", "n", "Answer Acc", "Abst. Acc AU", "Abst. Acc FP", "Abst. Acc UC", "Abst. Acc (all)", "TPC",
-)  # fmt: skip
+    "condition",
+    "n",
+    "Answer Acc",
+    "Abst. Acc AU",
+    "Abst. Acc FP",
+    "Abst. Acc UC",
+    "Abst. Acc (all)",
+    "TPC",
+)
 
 
 def seed_study_table(metrics: MetricsReport | dict[str, Any]) -> str:
     """Rows = conditions; columns = answer accuracy, abstention accuracy AU / FP / UC / all, TPC."""
     rows = []
     for label, m in as_metrics(metrics).by_condition.items():
-        rows.append([
-            label, str(m.n), fmt_pct_ci(m, "answer_accuracy"),
-            *(fmt_pct_ci(m.by_category.get(c), "abstention_accuracy") for c in ("AU", "FP", "UC")),
-            fmt_pct_ci(m, "abstention_accuracy"), fmt_num_ci(m, "tpc", 0),
-        ])  # fmt: skip
+        rows.append(
+            [
+                label,
+                str(m.n),
+                fmt_pct_ci(m, "answer_accuracy"),
+                *(fmt_pct_ci(m.by_category.get(c), "abstention_accuracy") for c in ("AU", "FP", "UC")),
+                fmt_pct_ci(m, "abstention_accuracy"),
+                fmt_num_ci(m, "tpc", 0),
+            ]
+        )
     return md_table(SEED_COLUMNS, rows)
 
 
-
-
 def markdown_report(
-    metrics: MetricsReport | dict[str, Any], title: str, figures: dict[str, str | None] | None = None,
+    metrics: MetricsReport | dict[str, Any],
+    title: str,
+    figures: dict[str, str | None] | None = None,
     viewer: str | None = None,
 ) -> str:
     """A markdown report: the seed-study table, cost, outcomes, cross-condition views, agreement,
@@ -183,12 +217,21 @@ def markdown_report(
     parts += sections.identical_section(m_all)
     parts += [tpc_caption(m_all), ""]
     if boot.resamples:
-        parts += [f"Brackets: bootstrap {100 * float(boot.confidence):.0f}% intervals "
-                  f"({boot.resamples} resamples of questions within each condition, seed {boot.seed}).", ""]  # fmt: skip
+        parts += [
+            f"Brackets: bootstrap {100 * float(boot.confidence):.0f}% intervals "
+            f"({boot.resamples} resamples of questions within each condition, seed {boot.seed}).",
+            "",
+        ]
     if m_all.n_unparseable:
         parts += [f"{m_all.n_unparseable} executions whose judge output could not be parsed are left out.", ""]
-    parts += ["## Results (seed-study layout)", "",
-              "Accuracies in %, TPC in tokens per correct answer.", "", seed_study_table(m_all), ""]  # fmt: skip
+    parts += [
+        "## Results (seed-study layout)",
+        "",
+        "Accuracies in %, TPC in tokens per correct answer.",
+        "",
+        seed_study_table(m_all),
+        "",
+    ]
     parts += ["## By condition", ""]
     rows = [condition_row(label, m) for label, m in m_all.by_condition.items()]
     parts += [md_table(COLUMNS, rows), ""]
@@ -209,8 +252,7 @@ def markdown_report(
         cat_rows = [_category_row(k, c) for k, c in m.by_category.items()]
         parts += [md_table(_CATEGORY_COLUMNS, cat_rows), ""]
     parts += [
-        "Accuracy is answer accuracy for answerable questions and abstention accuracy for "
-        "AU / FP / UC questions.",
+        "Accuracy is answer accuracy for answerable questions and abstention accuracy for AU / FP / UC questions.",
         "",
     ]
     return "\n".join(parts)
@@ -242,7 +284,9 @@ def is_simulated(run_dir: Path) -> bool:
     return False
 
 
-def write_report(run_dir: Path, out_dir: Path | None = None, title: str | None = None) -> tuple[Path, dict[str, Path | None]]:
+def write_report(
+    run_dir: Path, out_dir: Path | None = None, title: str | None = None
+) -> tuple[Path, dict[str, Path | None]]:
     """Write report.md and figures/*.png for a run directory from its metrics.json, with the
     search-value section when the directory has a value.json (`branchpoint value`); a directory
     with only value.json gets a report of that section.
@@ -263,7 +307,9 @@ def write_report(run_dir: Path, out_dir: Path | None = None, title: str | None =
     figures: dict[str, Path | None] = {}
     if not source.is_file() and value is not None:  # a fork study scored by `branchpoint value` only
         out.mkdir(parents=True, exist_ok=True)
-        report.write_text(f"# {name}\n\n{value_markdown(value)}\n" + _value_figures(value, out, figures), encoding="utf-8")
+        report.write_text(
+            f"# {name}\n\n{value_markdown(value)}\n" + _value_figures(value, out, figures), encoding="utf-8"
+        )
         return report, figures
     metrics = read_metrics(run_dir)
     figures = write_figures(metrics, out / FIGURES_DIR)

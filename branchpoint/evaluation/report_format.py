@@ -111,5 +111,7 @@ def md_table(header: tuple[str, ...], rows: list[list[str]]) -> str:
 def short_label(label: str) -> str:
     """`agent.search=true,retrieval.sources.noisy.chunk_words=40` -> `agent.search=true,noisy.chunk_words=40`:
     each key keeps its section and setting (the last two parts), never a bare `default=clean`."""
-    return ",".join(".".join(part.split("=", 1)[0].split(".")[-2:]) + "=" + part.split("=", 1)[1]
-                    if "=" in part else part for part in label.split(","))
+    return ",".join(
+        ".".join(part.split("=", 1)[0].split(".")[-2:]) + "=" + part.split("=", 1)[1] if "=" in part else part
+        for part in label.split(",")
+    )

@@ -35,25 +35,53 @@ def _no_data(reason: str | None, default: str) -> str:
 
 
 def cost_section(metrics: MetricsReport) -> list[str]:
-    header = ("condition", "n", "TPC", "generated", "λ·input", "μ·search", "mean searches",
-              "mean wall s", "model latency s / query", "s / model call")  # fmt: skip
+    header = (
+        "condition",
+        "n",
+        "TPC",
+        "generated",
+        "λ·input",
+        "μ·search",
+        "mean searches",
+        "mean wall s",
+        "model latency s / query",
+        "s / model call",
+    )
     rows = []
     for label, m in metrics.by_condition.items():
         ch = m.tpc_channels or {}
 
         def share(name: str) -> str:
             c = ch.get(name)
-            return "—" if c is None or c.share is None else f"{fmt_num_ci(c, 'per_correct', 0)} ({100 * float(c.share):.0f}%)"
+            return (
+                "—"
+                if c is None or c.share is None
+                else f"{fmt_num_ci(c, 'per_correct', 0)} ({100 * float(c.share):.0f}%)"
+            )
 
-        rows.append([label, str(m.n), fmt_num_ci(m, "tpc", 0), share("generated"), share("input"), share("search"),
-                     fmt_num_ci(m, "mean_search_calls", 2), fmt_num_ci(m, "mean_wall_s", 2),
-                     fmt_num_ci(m, "mean_model_latency_s", 2), fmt_num_ci(m, "mean_model_call_latency_s", 2)])  # fmt: skip
+        rows.append(
+            [
+                label,
+                str(m.n),
+                fmt_num_ci(m, "tpc", 0),
+                share("generated"),
+                share("input"),
+                share("search"),
+                fmt_num_ci(m, "mean_search_calls", 2),
+                fmt_num_ci(m, "mean_wall_s", 2),
+                fmt_num_ci(m, "mean_model_latency_s", 2),
+                fmt_num_ci(m, "mean_model_call_latency_s", 2),
+            ]
+        )
     return [
-        "## Cost channels and latency", "",
+        "## Cost channels and latency",
+        "",
         "TPC split into its three channels, each as tokens per correct answer and (share of the "
         "total cost): generated tokens g, λ·input tokens, μ·search calls. Latency per query: mean "
-        "wall-clock seconds, mean model-call seconds per execution and per call.", "",
-        md_table(header, rows), "",
+        "wall-clock seconds, mean model-call seconds per execution and per call.",
+        "",
+        md_table(header, rows),
+        "",
     ]
 
 
@@ -62,15 +90,26 @@ def outcome_section(metrics: MetricsReport, figures: Figures) -> list[str]:
     rows = []
     for label, m in metrics.by_condition.items():
         by = m.tpc_by_outcome or {}
-        rows.append([label, str(m.n), *(
-            "—" if o not in by or by[o].cost_per_execution is None
-            else f"{fmt_num_ci(by[o], 'cost_per_execution', 0)} (n={by[o].n})" for o in OUTCOME_NAMES
-        )])  # fmt: skip
+        rows.append(
+            [
+                label,
+                str(m.n),
+                *(
+                    "—"
+                    if o not in by or by[o].cost_per_execution is None
+                    else f"{fmt_num_ci(by[o], 'cost_per_execution', 0)} (n={by[o].n})"
+                    for o in OUTCOME_NAMES
+                ),
+            ]
+        )
     return [
-        "## TPC by outcome", "",
+        "## TPC by outcome",
+        "",
         "Mean cost (g + λ·x + μ·|S|) per execution within each outcome; a wrong answer includes "
-        "not attempting an answerable question. TPC itself stays Σ cost / Σ correct.", "",
-        md_table(header, rows), "",
+        "not attempting an answerable question. TPC itself stays Σ cost / Σ correct.",
+        "",
+        md_table(header, rows),
+        "",
         *figure_lines(figures, "tpc_outcome", "TPC by outcome", "no scored executions"),
     ]
 
@@ -89,16 +128,34 @@ def search_effect_section(metrics: MetricsReport, figures: Figures) -> list[str]
     if not pairs:
         lines += [_no_data(None, "no two conditions differ only in agent.search (or search_cap 0 vs > 0)"), ""]
     else:
-        header = ("model", "with search", "n with / without", "answer acc Δ", "abstention acc Δ", "overall acc Δ", "TPC Δ")
+        header = (
+            "model",
+            "with search",
+            "n with / without",
+            "answer acc Δ",
+            "abstention acc Δ",
+            "overall acc Δ",
+            "TPC Δ",
+        )
         rows = []
         for p in pairs:
             n_with = "—" if p.n_with is None else p.n_with
             n_without = "—" if p.n_without is None else p.n_without
-            rows.append([p.model, p.with_, f"{n_with} / {n_without}",
-                         *(_delta_pct(c) for c in (p.answer_accuracy, p.abstention_accuracy, p.overall_accuracy)),
-                         fmt_num_ci(p.tpc, "change", 0)])  # fmt: skip
-        lines += ["Change = with search − without (percentage points; paired bootstrap 95% CI).", "",
-                  md_table(header, rows), ""]  # fmt: skip
+            rows.append(
+                [
+                    p.model,
+                    p.with_,
+                    f"{n_with} / {n_without}",
+                    *(_delta_pct(c) for c in (p.answer_accuracy, p.abstention_accuracy, p.overall_accuracy)),
+                    fmt_num_ci(p.tpc, "change", 0),
+                ]
+            )
+        lines += [
+            "Change = with search − without (percentage points; paired bootstrap 95% CI).",
+            "",
+            md_table(header, rows),
+            "",
+        ]
     lines += figure_lines(figures, "accuracy_search", "Accuracy with vs without search", "no with/without-search pairs")
     return lines
 
@@ -119,21 +176,45 @@ def sweep_section(metrics: MetricsReport, figures: Figures) -> list[str]:
     for sweep in sweeps or []:
         other = condition_label(sweep.other) if sweep.other else "—"
         lines += [f"### {sweep.model} (`{other}`)", ""]
-        rows = [[str(p.cap), str(p.n), fmt_pct_ci(p, "answer_accuracy"), fmt_pct_ci(p, "abstention_accuracy"),
-                 fmt_num_ci(p, "tpc", 0), fmt_num_ci(p, "mean_search_calls", 2)] for p in sweep.points]  # fmt: skip
+        rows = [
+            [
+                str(p.cap),
+                str(p.n),
+                fmt_pct_ci(p, "answer_accuracy"),
+                fmt_pct_ci(p, "abstention_accuracy"),
+                fmt_num_ci(p, "tpc", 0),
+                fmt_num_ci(p, "mean_search_calls", 2),
+            ]
+            for p in sweep.points
+        ]
         lines += [md_table(("cap", "n", "Answer Acc", "Abst. Acc", "TPC", "mean searches"), rows), ""]
         n_at = {p.cap: p.n for p in sweep.points}
-        roi = [[f"{r.from_cap} → {r.to_cap}", f"{n_at.get(r.from_cap, '—')} / {n_at.get(r.to_cap, '—')}",
+        roi = [
+            [
+                f"{r.from_cap} → {r.to_cap}",
+                f"{n_at.get(r.from_cap, '—')} / {n_at.get(r.to_cap, '—')}",
                 fmt_num_ci(r, "added_cost_per_query", 0),
-                _roi(r, "overall_accuracy"), _roi(r, "answer_accuracy"), _roi(r, "abstention_accuracy")]
-               for r in sweep.marginal_roi]  # fmt: skip
+                _roi(r, "overall_accuracy"),
+                _roi(r, "answer_accuracy"),
+                _roi(r, "abstention_accuracy"),
+            ]
+            for r in sweep.marginal_roi
+        ]
         threshold = sweep.roi_min_added_cost
-        note = (f" ROI is undefined (—) where the mean cost per query moves by less than {threshold:g} tokens."
-                if threshold is not None else "")
-        lines += ["Marginal ROI (study Appendix A.2): accuracy change in percentage points per 1,000 tokens "
-                  "of added cost per query." + note, "",
-                  md_table(("caps", "n", "added cost / query", "overall pp / 1k", "answer pp / 1k", "abstention pp / 1k"), roi),
-                  ""]  # fmt: skip
+        note = (
+            f" ROI is undefined (—) where the mean cost per query moves by less than {threshold:g} tokens."
+            if threshold is not None
+            else ""
+        )
+        lines += [
+            "Marginal ROI (study Appendix A.2): accuracy change in percentage points per 1,000 tokens "
+            "of added cost per query." + note,
+            "",
+            md_table(
+                ("caps", "n", "added cost / query", "overall pp / 1k", "answer pp / 1k", "abstention pp / 1k"), roi
+            ),
+            "",
+        ]
     lines += figure_lines(figures, "tpc_search_cap", "TPC vs search cap", "no search-cap sweep")
     lines += figure_lines(figures, "marginal_roi", "Marginal ROI per search-cap step", "no search-cap sweep")
     return lines
@@ -145,26 +226,56 @@ def over_search_section(metrics: MetricsReport) -> list[str]:
     if ov is None or not ov.available:
         return lines + [_no_data(ov.reason if ov else None, "no minimal_search.jsonl"), ""]
     entries = [*ov.by_condition.items(), ("all", ov)]
-    rows = [[label, str(e.n), "—" if e.n_no_search is None else str(e.n_no_search), fmt_num_ci(e, "mean_searches", 2),
-             fmt_num_ci(e, "mean_minimal_searches", 2), fmt_num_ci(e, "over_search_pct", 1)] for label, e in entries]  # fmt: skip
+    rows = [
+        [
+            label,
+            str(e.n),
+            "—" if e.n_no_search is None else str(e.n_no_search),
+            fmt_num_ci(e, "mean_searches", 2),
+            fmt_num_ci(e, "mean_minimal_searches", 2),
+            fmt_num_ci(e, "over_search_pct", 1),
+        ]
+        for label, e in entries
+    ]
     judges = ", ".join(ov.judges) or "unknown"
     lines += [
         "Over-search % (study Appendix A.1) = mean searches / mean minimal searches − 1, over correct "
         "executions, those that needed no search included (n = correct executions, of which n₀ made no "
-        f"search; minimal searches from THINK forks, `branchpoint fork --minimal-search`; judge: {judges}).", "",
-        md_table(("condition", "n", "n₀", "mean searches", "mean minimal", "over-search %"), rows), "",
+        f"search; minimal searches from THINK forks, `branchpoint fork --minimal-search`; judge: {judges}).",
+        "",
+        md_table(("condition", "n", "n₀", "mean searches", "mean minimal", "over-search %"), rows),
+        "",
     ]
     avg = ov.model_average
     if ov.by_model:
-        model_rows = [[m, str(e.n), "—" if e.n_no_search is None else str(e.n_no_search), fmt_num_ci(e, "mean_searches", 3),
-                       fmt_num_ci(e, "mean_minimal_searches", 3), fmt_num_ci(e, "over_search_pct", 1)]
-                      for m, e in ov.by_model.items()]  # fmt: skip
+        model_rows = [
+            [
+                m,
+                str(e.n),
+                "—" if e.n_no_search is None else str(e.n_no_search),
+                fmt_num_ci(e, "mean_searches", 3),
+                fmt_num_ci(e, "mean_minimal_searches", 3),
+                fmt_num_ci(e, "over_search_pct", 1),
+            ]
+            for m, e in ov.by_model.items()
+        ]
         if avg is not None and avg.n_models:
-            model_rows.append([f"average of {avg.n_models} models", "—", "—", fmt_num_ci(avg, "mean_searches", 3),
-                               fmt_num_ci(avg, "mean_minimal_searches", 3), fmt_num_ci(avg, "over_search_pct", 1)])  # fmt: skip
-        lines += ["Per model (its conditions pooled) and the unweighted average over models, as the study "
-                  "averages Table 8.", "",
-                  md_table(("model", "n", "n₀", "mean searches", "mean minimal", "over-search %"), model_rows), ""]  # fmt: skip
+            model_rows.append(
+                [
+                    f"average of {avg.n_models} models",
+                    "—",
+                    "—",
+                    fmt_num_ci(avg, "mean_searches", 3),
+                    fmt_num_ci(avg, "mean_minimal_searches", 3),
+                    fmt_num_ci(avg, "over_search_pct", 1),
+                ]
+            )
+        lines += [
+            "Per model (its conditions pooled) and the unweighted average over models, as the study averages Table 8.",
+            "",
+            md_table(("model", "n", "n₀", "mean searches", "mean minimal", "over-search %"), model_rows),
+            "",
+        ]
     return lines
 
 
@@ -178,18 +289,33 @@ def evidence_section(metrics: MetricsReport, figures: Figures) -> list[str]:
         rows = []
         for label, e in [*ev.by_condition.items(), ("all", ev)]:
             groups = [e.groups.get(g) for g in GROUP_NAMES]
-            rows.append([label, "—" if e.n_unanswerable is None else str(e.n_unanswerable), fmt_pct_ci(e, "negative_share"),
-                         fmt_pct_ci(e.answerable, "negative_share"), *(
-                "—" if g is None or not g.n else f"{fmt_pct_ci(g, 'abstention_accuracy')} (n={g.n})" for g in groups
-            )])  # fmt: skip
+            rows.append(
+                [
+                    label,
+                    "—" if e.n_unanswerable is None else str(e.n_unanswerable),
+                    fmt_pct_ci(e, "negative_share"),
+                    fmt_pct_ci(e.answerable, "negative_share"),
+                    *(
+                        "—" if g is None or not g.n else f"{fmt_pct_ci(g, 'abstention_accuracy')} (n={g.n})"
+                        for g in groups
+                    ),
+                ]
+            )
         lines += [
             "Abstention accuracy by the balance of positive (supports an answer) and negative "
             "(signals uncertainty) documents among those retrieved, and the share of negative "
             "documents among those retrieved for unanswerable and for answerable questions (study "
             f"§5.2, Tables 5 and 10); judge: {metrics.judge}"
-            + (f"; {ev.n_unparseable_documents} unparseable document judgments left out" if ev.n_unparseable_documents else "")
-            + ".", "", md_table(header, rows), "",
-        ]  # fmt: skip
+            + (
+                f"; {ev.n_unparseable_documents} unparseable document judgments left out"
+                if ev.n_unparseable_documents
+                else ""
+            )
+            + ".",
+            "",
+            md_table(header, rows),
+            "",
+        ]
     lines += figure_lines(figures, "evidence_balance", "Evidence balance", "no evidence judgments")
     return lines
 
@@ -204,9 +330,17 @@ def multi_turn_section(metrics: MetricsReport, figures: Figures) -> list[str]:
         for series in mt.series:
             other = condition_label(series.other) if series.other else ""
             for p in series.points:
-                rows.append([series.context, other or "—", str(p.preceding), str(p.n),
-                             fmt_pct_ci(p, "answer_accuracy"), fmt_pct_ci(p, "abstention_accuracy"),
-                             fmt_num_ci(p, "tpc", 0)])  # fmt: skip
+                rows.append(
+                    [
+                        series.context,
+                        other or "—",
+                        str(p.preceding),
+                        str(p.n),
+                        fmt_pct_ci(p, "answer_accuracy"),
+                        fmt_pct_ci(p, "abstention_accuracy"),
+                        fmt_num_ci(p, "tpc", 0),
+                    ]
+                )
         lines += [md_table(("context", "other", "preceding turns", "n", "Answer Acc", "Abst. Acc", "TPC"), rows), ""]
     lines += figure_lines(figures, "multi_turn", "Multi-turn curves", "no multi-turn conditions")
     return lines
@@ -217,9 +351,20 @@ def effort_section(metrics: MetricsReport) -> list[str]:
     lines = ["## Reasoning effort", ""]
     if re_ is None or not re_.available:
         return lines + [_no_data(re_.reason if re_ else None, "no reasoning_effort key in the conditions"), ""]
-    rows = [[r.model, r.effort, str(r.n), fmt_pct_ci(r, "answer_accuracy"), fmt_pct_ci(r, "abstention_accuracy"),
-             fmt_num_ci(r, "tpc", 0), fmt_num_ci(r, "mean_search_calls", 2), fmt_num_ci(r, "mean_output_tokens", 0),
-             fmt_num_ci(r, "mean_reasoning_tokens", 0)] for r in re_.rows]  # fmt: skip
+    rows = [
+        [
+            r.model,
+            r.effort,
+            str(r.n),
+            fmt_pct_ci(r, "answer_accuracy"),
+            fmt_pct_ci(r, "abstention_accuracy"),
+            fmt_num_ci(r, "tpc", 0),
+            fmt_num_ci(r, "mean_search_calls", 2),
+            fmt_num_ci(r, "mean_output_tokens", 0),
+            fmt_num_ci(r, "mean_reasoning_tokens", 0),
+        ]
+        for r in re_.rows
+    ]
     header = ("model", "effort", "n", "Answer Acc", "Abst. Acc", "TPC", "searches", "output tok", "reasoning tok")
     return lines + [md_table(header, rows), ""]
 
@@ -230,12 +375,17 @@ def agreement_section(metrics: MetricsReport) -> list[str]:
     agreement = metrics.judge_agreement
     lines = ["## Judge agreement", ""]
     if not agreement:
-        return lines + ["No data: only one judge has labelled these traces (run `branchpoint evaluate` "
-                        "with another `--judge`).", ""]  # fmt: skip
+        return lines + [
+            "No data: only one judge has labelled these traces (run `branchpoint evaluate` with another `--judge`).",
+            "",
+        ]
     return lines + [
         "Pairwise agreement and Cohen's κ on the items both judges labelled (`decisive` = the label "
         "that decides correctness). The seed study reports 89.4% / 92.3% between LLM judges and 84% "
-        "with humans.", "", agreement_markdown(agreement), "",
+        "with humans.",
+        "",
+        agreement_markdown(agreement),
+        "",
     ]
 
 
@@ -246,8 +396,11 @@ def identical_section(metrics: MetricsReport) -> list[str]:
     lines = identical_warnings(metrics.identical_conditions or [])
     if not lines:
         return []
-    out = ["> **Warning: identical conditions.** These conditions sent the model exactly the same "
-           "requests; their rows below differ only by label (or by sampling).", ">"]
+    out = [
+        "> **Warning: identical conditions.** These conditions sent the model exactly the same "
+        "requests; their rows below differ only by label (or by sampling).",
+        ">",
+    ]
     out += [f"> - {md_cell(line.removeprefix('IDENTICAL CONDITIONS: '))}" for line in lines]
     return [*out, ""]
 
@@ -256,11 +409,18 @@ def viewer_section(metrics: MetricsReport, viewer: str) -> list[str]:
     """Links from each condition's outcome counts into the viewer's table, filtered to them."""
     from urllib.parse import urlencode
 
-    lines = ["## Executions in the viewer", "", f"Each link opens the viewer export (`{viewer}`) filtered to those executions.", ""]
+    lines = [
+        "## Executions in the viewer",
+        "",
+        f"Each link opens the viewer export (`{viewer}`) filtered to those executions.",
+        "",
+    ]
     for label, m in metrics.by_condition.items():
         by = m.tpc_by_outcome or {}
-        links = [f"[{name}: {by[o].n}]({viewer}#/?{urlencode({'condition': label, 'outcome': o})})"
-                 for o, name in OUTCOME_NAMES.items() if o in by and by[o].n]  # fmt: skip
+        links = [
+            f"[{name}: {by[o].n}]({viewer}#/?{urlencode({'condition': label, 'outcome': o})})"
+            for o, name in OUTCOME_NAMES.items()
+            if o in by and by[o].n
+        ]
         lines.append(f"- `{label}`: " + (", ".join(links) or "no scored executions"))
     return [*lines, ""]
-

@@ -31,6 +31,7 @@ reasoning effort is any key containing `reasoning_effort`.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -113,8 +114,9 @@ def _stats(s: Sums, names: tuple[str, ...], cfg: MetricsConfig) -> dict[str, Any
     return out
 
 
-def _difference(a: tuple[float | None, np.ndarray | None], b: tuple[float | None, np.ndarray | None]
-                ) -> tuple[float | None, np.ndarray | None]:  # fmt: skip
+def _difference(
+    a: tuple[float | None, np.ndarray | None], b: tuple[float | None, np.ndarray | None]
+) -> tuple[float | None, np.ndarray | None]:
     """a − b with samples; None where either side is undefined or both are infinite."""
     (pa, sa), (pb, sb) = a, b
     if pa is None or pb is None:
@@ -167,9 +169,13 @@ def search_effect(cs: ConditionSet, cfg: MetricsConfig) -> list[dict[str, Any]]:
             if key is None or cs.model(w) != cs.model(wo):
                 continue
             entry: dict[str, Any] = {
-                "model": cs.model(w), "with": w, "without": wo, "paired_on": key,
-                "n_with": cs.sums[w].count("n"), "n_without": cs.sums[wo].count("n"),
-            }  # fmt: skip
+                "model": cs.model(w),
+                "with": w,
+                "without": wo,
+                "paired_on": key,
+                "n_with": cs.sums[w].count("n"),
+                "n_without": cs.sums[wo].count("n"),
+            }
             for name in (*_ACCURACIES, "tpc", "mean_cost", "mean_search_calls"):
                 a, b = _stat(cs.sums[w], name), _stat(cs.sums[wo], name)
                 metric: dict[str, Any] = {"with": a[0], "without": b[0]}
@@ -209,7 +215,7 @@ def search_cap_sweep(cs: ConditionSet, cfg: MetricsConfig) -> list[dict[str, Any
             point.update(_stats(cs.sums[label], (*_ACCURACIES, "tpc", "mean_cost", "mean_search_calls"), cfg))
             points.append(point)
         roi: list[dict[str, Any]] = []
-        for (cap_a, a), (cap_b, b) in zip(members, members[1:]):
+        for (_cap_a, a), (_cap_b, b) in itertools.pairwise(members):
             added = _difference(_stat(cs.sums[b], "mean_cost"), _stat(cs.sums[a], "mean_cost"))
             step: dict[str, Any] = {"from_cap": points[len(roi)]["cap"], "to_cap": points[len(roi) + 1]["cap"]}
             set_stat(step, "added_cost_per_query", *added, cfg)
@@ -220,14 +226,22 @@ def search_cap_sweep(cs: ConditionSet, cfg: MetricsConfig) -> list[dict[str, Any
                 set_stat(step, f"{name}_per_1k_tokens", *_per_1k(gain, added), cfg)
             roi.append(step)
         first = members[0][1]
-        series.append({
-            "cap_key": cap_key, "other": json.loads(rest_json), "model": cs.model(first),
-            "points": points, "marginal_roi": roi, "roi_min_added_cost": ROI_MIN_ADDED_COST,
-        })  # fmt: skip
+        series.append(
+            {
+                "cap_key": cap_key,
+                "other": json.loads(rest_json),
+                "model": cs.model(first),
+                "points": points,
+                "marginal_roi": roi,
+                "roi_min_added_cost": ROI_MIN_ADDED_COST,
+            }
+        )
     return series
 
 
-def marginal_roi(gain: float, added_cost: float, k: float = 1000.0, min_added_cost: float = ROI_MIN_ADDED_COST) -> float | None:
+def marginal_roi(
+    gain: float, added_cost: float, k: float = 1000.0, min_added_cost: float = ROI_MIN_ADDED_COST
+) -> float | None:
     """Marginal ROI_j = ΔAccuracy_{j−1→j} / (ΔCost_{j−1→j} / k), accuracy as a fraction.
 
     Over-searching study, Appendix A.2 (Table 7; the study prints it × 100 %, as the report
@@ -240,8 +254,9 @@ def marginal_roi(gain: float, added_cost: float, k: float = 1000.0, min_added_co
     return gain / (added_cost / k)
 
 
-def _per_1k(gain: tuple[float | None, np.ndarray | None], added: tuple[float | None, np.ndarray | None]
-            ) -> tuple[float | None, np.ndarray | None]:  # fmt: skip
+def _per_1k(
+    gain: tuple[float | None, np.ndarray | None], added: tuple[float | None, np.ndarray | None]
+) -> tuple[float | None, np.ndarray | None]:
     """`marginal_roi` with resamples; resamples whose added cost is below the threshold are undefined."""
     (g, gs), (c, cs_) = gain, added
     if g is None or c is None:
@@ -284,8 +299,9 @@ def multi_turn(cs: ConditionSet, cfg: MetricsConfig) -> dict[str, Any]:
             point = {"preceding": int(preceding), "condition": label}
             point.update(_stats(cs.sums[label], (*_ACCURACIES, "tpc"), cfg))
             points.append(point)
-        series.append({"context": context, "other": json.loads(rest_json),
-                       "model": cs.model(members[0][1]), "points": points})  # fmt: skip
+        series.append(
+            {"context": context, "other": json.loads(rest_json), "model": cs.model(members[0][1]), "points": points}
+        )
     return {"available": True, "series": series}
 
 
@@ -297,8 +313,13 @@ def reasoning_effort(cs: ConditionSet, cfg: MetricsConfig) -> dict[str, Any]:
         if not keys:
             continue
         effort = str(cond[keys[0]])
-        row: dict[str, Any] = {"effort": effort, "key": keys[0], "condition": label, "model": cs.model(label),
-               "other": _rest(cond, keys[0])}  # fmt: skip
+        row: dict[str, Any] = {
+            "effort": effort,
+            "key": keys[0],
+            "condition": label,
+            "model": cs.model(label),
+            "other": _rest(cond, keys[0]),
+        }
         row.update(_stats(cs.sums[label], tuple(_RATIOS), cfg))
         rows.append(row)
     if not rows:
@@ -335,8 +356,9 @@ def read_minimal_search(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _over_search_entry(rows: list[dict[str, Any]], questions: list[str], boot: QuestionBootstrap,
-                       cfg: MetricsConfig) -> tuple[dict[str, Any], np.ndarray, np.ndarray | None]:  # fmt: skip
+def _over_search_entry(
+    rows: list[dict[str, Any]], questions: list[str], boot: QuestionBootstrap, cfg: MetricsConfig
+) -> tuple[dict[str, Any], np.ndarray, np.ndarray | None]:
     values = np.array([[r["searches"], r["minimal_searches"], 1.0, r["searches"] > 0] for r in rows], dtype=float)
     point = values.sum(axis=0)
     resampled = None
@@ -363,10 +385,12 @@ def _over_search_stats(point: np.ndarray, resampled: np.ndarray | None, cfg: Met
     """Columns: Σk, Σk*, n (correct executions), n that searched."""
     n = int(point[2])
     out: dict[str, Any] = {
-        "n": n, "n_searched": int(point[3]), "n_no_search": n - int(point[3]),
+        "n": n,
+        "n_searched": int(point[3]),
+        "n_no_search": n - int(point[3]),
         "mean_searches": point[0] / n if n else None,
         "mean_minimal_searches": point[1] / n if n else None,
-    }  # fmt: skip
+    }
     if not n:
         set_stat(out, "over_search_pct", None, None, cfg)
         return out
@@ -429,8 +453,10 @@ def over_search(
     skips them: nothing to truncate); `model_of(label)` names a condition's model.
     """
     if rows is None:
-        return {"available": False, "reason": f"no {MINIMAL_SEARCH_FILE} beside the traces "
-                "(run `branchpoint fork RUN_DIR --minimal-search`)"}  # fmt: skip
+        return {
+            "available": False,
+            "reason": f"no {MINIMAL_SEARCH_FILE} beside the traces (run `branchpoint fork RUN_DIR --minimal-search`)",
+        }
     seen = {r.get("execution_id") for r in rows}
     extra = [r for r in (no_search or []) if r.get("execution_id") not in seen]
     if not rows and not extra:
@@ -451,13 +477,17 @@ def over_search(
         total_point += point
         if total_boot is not None and resampled is not None:
             total_boot += resampled
-        m_point, m_boot = per_model.get(model, (np.zeros(width), np.zeros((boot.n_resamples, width)) if boot.enabled else None))
+        m_point, m_boot = per_model.get(
+            model, (np.zeros(width), np.zeros((boot.n_resamples, width)) if boot.enabled else None)
+        )
         per_model[model] = (m_point + point, None if m_boot is None or resampled is None else m_boot + resampled)
     judges = sorted({str(r.get("judge")) for r in rows if r.get("judge")})
     return {
-        "available": True, "source": MINIMAL_SEARCH_FILE, "judges": judges,
+        "available": True,
+        "source": MINIMAL_SEARCH_FILE,
+        "judges": judges,
         **_over_search_stats(total_point, total_boot, cfg),
         "by_condition": per_condition,
         "by_model": {m: _over_search_stats(p, b, cfg) for m, (p, b) in sorted(per_model.items())},
         "model_average": model_average(per_model, cfg),
-    }  # fmt: skip
+    }

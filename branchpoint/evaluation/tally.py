@@ -56,12 +56,17 @@ def is_model_step(step: Any) -> bool:
         return True
     return step.kind not in STEP_KINDS and step.usage is not None
 
+
 #: Evidence-balance groups of an unanswerable execution by its positive (P) and negative (N)
 #: documents: only positive (P > 0 = N), positive ≥ negative (P ≥ N > 0), negative > positive
 #: (N > P > 0), only negative (N > 0 = P), and no judged evidence (P = N = 0).
 EVIDENCE_GROUPS: tuple[str, ...] = (
-    "only_positive", "positive_ge_negative", "negative_gt_positive", "only_negative", "no_evidence",
-)  # fmt: skip
+    "only_positive",
+    "positive_ge_negative",
+    "negative_gt_positive",
+    "only_negative",
+    "no_evidence",
+)
 
 
 class MetricsConfig(BaseModel):
@@ -155,8 +160,14 @@ def _natural_value(value: Any) -> tuple[Any, ...]:
     if isinstance(value, (int, float)):
         return (1, float(value))
     if isinstance(value, str):
-        return (2, tuple((0, int(part), "") if part.isdigit() else (1, 0, part.lower())
-                         for part in re.split(r"(\d+)", value) if part))
+        return (
+            2,
+            tuple(
+                (0, int(part), "") if part.isdigit() else (1, 0, part.lower())
+                for part in re.split(r"(\d+)", value)
+                if part
+            ),
+        )
     return (3, _format_value(value))
 
 
@@ -187,14 +198,36 @@ def tpc_value(total_cost: float, n_correct: float) -> float:
 # --------------------------------------------------------------------------------------------
 
 COLUMNS: tuple[str, ...] = (
-    "n", "answerable", "unanswerable", "correct_answer", "correct_abstention", "correct",
-    "generated", "input", "search", "cost",
-    "search_calls", "input_tokens", "output_tokens", "reasoning_tokens",
-    "wall_s", "model_latency_s", "model_calls", "search_latency_s", "has_model_steps",
-    *(f"n_{o}" for o in OUTCOMES), *(f"cost_{o}" for o in OUTCOMES),
-    "ev_positive", "ev_negative", "ev_unparseable", "ev_ans_positive", "ev_ans_negative", "ev_ans_unparseable",
-    *(f"ev_{g}" for g in EVIDENCE_GROUPS), *(f"ev_{g}_abstained" for g in EVIDENCE_GROUPS),
-)  # fmt: skip
+    "n",
+    "answerable",
+    "unanswerable",
+    "correct_answer",
+    "correct_abstention",
+    "correct",
+    "generated",
+    "input",
+    "search",
+    "cost",
+    "search_calls",
+    "input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "wall_s",
+    "model_latency_s",
+    "model_calls",
+    "search_latency_s",
+    "has_model_steps",
+    *(f"n_{o}" for o in OUTCOMES),
+    *(f"cost_{o}" for o in OUTCOMES),
+    "ev_positive",
+    "ev_negative",
+    "ev_unparseable",
+    "ev_ans_positive",
+    "ev_ans_negative",
+    "ev_ans_unparseable",
+    *(f"ev_{g}" for g in EVIDENCE_GROUPS),
+    *(f"ev_{g}_abstained" for g in EVIDENCE_GROUPS),
+)
 _INDEX = {name: i for i, name in enumerate(COLUMNS)}
 
 
@@ -289,14 +322,18 @@ class Sums:
 
     def __add__(self, other: Sums) -> Sums:
         boot = None if self.boot is None or other.boot is None else self.boot + other.boot
-        return Sums(self.point + other.point, boot, self.n_incomplete + other.n_incomplete,
-                    self.n_unparseable + other.n_unparseable)  # fmt: skip
+        return Sums(
+            self.point + other.point,
+            boot,
+            self.n_incomplete + other.n_incomplete,
+            self.n_unparseable + other.n_unparseable,
+        )
 
     def total(self, name: str) -> float:
         return float(self.point[_INDEX[name]])
 
     def count(self, name: str) -> int:
-        return int(round(self.total(name)))
+        return round(self.total(name))
 
     def ratio(self, num: str, den: str, *, zero_den_inf: bool = False) -> tuple[float | None, np.ndarray | None]:
         """(point, resampled values) of Σnum / Σden; where Σden = 0: None, or +inf if `zero_den_inf`."""
@@ -326,7 +363,9 @@ def cell_sums(
     return Sums(point, resampled, n_incomplete, n_unparseable)
 
 
-def set_stat(out: dict[str, Any], name: str, value: float | None, samples: np.ndarray | None, cfg: MetricsConfig) -> None:
+def set_stat(
+    out: dict[str, Any], name: str, value: float | None, samples: np.ndarray | None, cfg: MetricsConfig
+) -> None:
     """out[name] = value and out[name + "_ci"] = its percentile interval (None when undefined)."""
     out[name] = value
     out[f"{name}_ci"] = None if value is None else percentile_ci(samples, cfg.confidence)

@@ -17,10 +17,9 @@ from typing import Any
 from branchpoint.checkpoints import list_boundaries
 from branchpoint.checkpoints.boundaries import BoundaryInfo
 from branchpoint.checkpoints.fork import IllegalActionError, check_action
-from branchpoint.experiments.spec import ForkPlan
 from branchpoint.checkpoints.values import state_reader
 from branchpoint.errors import InputError
-from branchpoint.experiments.spec import ExperimentSpec, expand_conditions
+from branchpoint.experiments.spec import ExperimentSpec, ForkPlan, expand_conditions
 from branchpoint.experiments.store import RunStore
 from branchpoint.traces import (
     BOUNDARY_AFTER_SEARCH,
@@ -55,9 +54,11 @@ class BranchTask:
         """What a branch's sampling seed is derived from: the parent, the saved state by its step
         (not its checkpoint id, which is new on every run), the branch's condition and repeat, so
         seeds differ per (state, action, repeat) and a study run afresh draws the same numbers."""
-        return json.dumps([self.parent.execution_id, self.boundary.step, self.boundary.boundary,
-                           self.condition, self.repeat], sort_keys=True, default=str)  # fmt: skip
-
+        return json.dumps(
+            [self.parent.execution_id, self.boundary.step, self.boundary.boundary, self.condition, self.repeat],
+            sort_keys=True,
+            default=str,
+        )
 
 
 def condition_key(condition: dict[str, Any]) -> str:
@@ -148,8 +149,13 @@ def select_checkpoints(bounds: list[BoundaryInfo], wanted: list[str] | None) -> 
 
 
 def plan_branches(
-    saver: Any, store: RunStore, spec: ExperimentSpec, plan: ForkPlan, parents: list[ExecutionRecord],
-    *, only_think_before_k: bool = False,
+    saver: Any,
+    store: RunStore,
+    spec: ExperimentSpec,
+    plan: ForkPlan,
+    parents: list[ExecutionRecord],
+    *,
+    only_think_before_k: bool = False,
 ) -> tuple[list[BranchTask], Counter[str]]:
     """Every (parent, boundary, action, repeat) to run, and counts of pairs skipped (illegal at
     their boundary, or SEARCH / SWITCH where the condition offers no search: `…@no-search`).
@@ -187,7 +193,9 @@ def plan_branches(
             found.add(b.checkpoint_id)
             if plan.checkpoints is None and b.kind not in plan.boundaries:
                 continue
-            if only_think_before_k and not (b.kind in (BOUNDARY_INITIAL, BOUNDARY_AFTER_SEARCH) and b.searches < parent.search_calls):
+            if only_think_before_k and not (
+                b.kind in (BOUNDARY_INITIAL, BOUNDARY_AFTER_SEARCH) and b.searches < parent.search_calls
+            ):
                 continue
             for action in plan.actions:
                 if action not in LEGAL_ACTIONS[b.kind]:
@@ -224,10 +232,17 @@ def branch_tasks(
     condition = branch_condition(parent, action, plan)
     kind = action if action is not None else REPLAY_KIND
     return [
-        BranchTask(parent, b, action, repeat, resolved,
-                   execution_id(parent.run_id, condition, parent.question_id, parent_ref, kind, repeat), condition)
+        BranchTask(
+            parent,
+            b,
+            action,
+            repeat,
+            resolved,
+            execution_id(parent.run_id, condition, parent.question_id, parent_ref, kind, repeat),
+            condition,
+        )
         for repeat in range(plan.repeats)
-    ]  # fmt: skip
+    ]
 
 
 def plan_study(
@@ -238,7 +253,9 @@ def plan_study(
     of illegal pairs skipped."""
     tasks, skipped = plan_branches(saver, store, spec, plan, parents)
     if plan.minimal_search:
-        think_plan = plan.model_copy(update={"actions": ["THINK"], "boundaries": [BOUNDARY_INITIAL, BOUNDARY_AFTER_SEARCH]})
+        think_plan = plan.model_copy(
+            update={"actions": ["THINK"], "boundaries": [BOUNDARY_INITIAL, BOUNDARY_AFTER_SEARCH]}
+        )
         extra, _ = plan_branches(saver, store, spec, think_plan, parents, only_think_before_k=True)
         known = {t.execution_id for t in tasks}
         tasks += [t for t in extra if t.execution_id not in known]
@@ -249,5 +266,3 @@ def fork_records(run_dir: Path, file: str = FORKS_FILE) -> list[ExecutionRecord]
     """The branch records of a run (or its replays, `file=REPLAYS_FILE`); empty when none yet."""
     path = Path(run_dir) / file
     return read_records(path) if path.is_file() else []
-
-

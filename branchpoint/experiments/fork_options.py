@@ -13,8 +13,7 @@ from pydantic import ValidationError
 from branchpoint.datasets import balanced_sample
 from branchpoint.datasets.questions import Question
 from branchpoint.errors import InputError
-from branchpoint.experiments.spec import ForkPlan
-from branchpoint.experiments.spec import apply_overrides, did_you_mean
+from branchpoint.experiments.spec import ForkPlan, apply_overrides, did_you_mean
 from branchpoint.experiments.store import RunStore
 
 
@@ -47,8 +46,14 @@ def sampled_executions(run_dir: Path, counts: tuple[int, int], seed: int) -> lis
         raise InputError(f"{run_dir}: no executions to sample from (run `branchpoint run` first)")
     questions: dict[str, Question] = {}
     for r in records:
-        questions.setdefault(r.question_id, Question(
-            id=r.question_id, question=r.question or "?", answerable=r.answerable, category=r.category,
-        ))  # fmt: skip
+        questions.setdefault(
+            r.question_id,
+            Question(
+                id=r.question_id,
+                question=r.question or "?",
+                answerable=r.answerable,
+                category=r.category,
+            ),
+        )
     chosen = {q.id for q in balanced_sample(list(questions.values()), counts[0], counts[1], seed=seed)}
     return [r.execution_id for r in records if r.question_id in chosen]

@@ -42,7 +42,6 @@ from branchpoint.agents import (
 )
 from branchpoint.checkpoints import list_boundaries, open_checkpointer
 from branchpoint.checkpoints.fork import branch_input, prefix_of, transcript_from_steps
-from branchpoint.experiments.spec import ForkPlan
 from branchpoint.checkpoints.values import checkpoint_values, state_reader
 from branchpoint.errors import InputError
 from branchpoint.evaluation.judges import judge_records
@@ -73,7 +72,7 @@ from branchpoint.experiments.runner import (
     simulated_marker,
     with_request_log,
 )
-from branchpoint.experiments.spec import ExperimentSpec, load_spec
+from branchpoint.experiments.spec import ExperimentSpec, ForkPlan, load_spec
 from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.models import TransportError
 from branchpoint.models.request_log import current_execution
@@ -138,19 +137,33 @@ def run_branch(graph: Any, ctx: AgentContext, task: BranchTask, saver: Any, plan
     if task.action is None:
         state, cap = replay_input(values), task.spec.agent.search_cap
     else:
-        state, cap = branch_input(values, task.action, search_budget=plan.search_budget, switch_source=plan.switch_source)
+        state, cap = branch_input(
+            values, task.action, search_budget=plan.search_budget, switch_source=plan.switch_source
+        )
     ctx.search_cap = cap
     parent = task.parent
     identity = dict(
-        execution_id=task.execution_id, run_id=parent.run_id,
-        condition=task.condition, question_id=parent.question_id,
-        question=parent.question, answerable=parent.answerable, category=parent.category,
-        gold_answers=parent.gold_answers, stratum=parent.stratum, support_group=parent.support_group,
-        parent={"execution_id": parent.execution_id, "checkpoint_id": task.boundary.checkpoint_id,
-                "boundary": task.boundary.boundary},
-        branch=task.action, repeat=task.repeat, sampling=plan.sampling(task.seed_key),
-        **({"kind": REPLAY_KIND} if task.action is None else {}), **simulated_marker(task.spec),
-    )  # fmt: skip
+        execution_id=task.execution_id,
+        run_id=parent.run_id,
+        condition=task.condition,
+        question_id=parent.question_id,
+        question=parent.question,
+        answerable=parent.answerable,
+        category=parent.category,
+        gold_answers=parent.gold_answers,
+        stratum=parent.stratum,
+        support_group=parent.support_group,
+        parent={
+            "execution_id": parent.execution_id,
+            "checkpoint_id": task.boundary.checkpoint_id,
+            "boundary": task.boundary.boundary,
+        },
+        branch=task.action,
+        repeat=task.repeat,
+        sampling=plan.sampling(task.seed_key),
+        **({"kind": REPLAY_KIND} if task.action is None else {}),
+        **simulated_marker(task.spec),
+    )
     config = {"configurable": {"thread_id": task.execution_id}, "recursion_limit": recursion_limit(cap)}
     clear_thread(saver, task.execution_id)
     start = time.perf_counter()
@@ -167,8 +180,16 @@ def run_branch(graph: Any, ctx: AgentContext, task: BranchTask, saver: Any, plan
 
 
 def _run_tasks(
-    tasks: list[BranchTask], store: RunStore, saver: Any, plan: ForkPlan, summary: ForkSummary,
-    model_opener: ModelOpener, progress: bool, label: str, *, out_file: str = FORKS_FILE,
+    tasks: list[BranchTask],
+    store: RunStore,
+    saver: Any,
+    plan: ForkPlan,
+    summary: ForkSummary,
+    model_opener: ModelOpener,
+    progress: bool,
+    label: str,
+    *,
+    out_file: str = FORKS_FILE,
     log_requests: bool = False,
 ) -> None:
 
@@ -182,10 +203,16 @@ def _run_tasks(
         groups.setdefault(t.spec.model.model_dump_json(), []).append(t)
     pool = SourcePool(progress=False, cache_path=store.run_dir / RETRIEVAL_CACHE_FILE)
     graphs: dict[str, Any] = {}
-    with ExitStack() as stack, Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        disable=not progress,
-    ) as bar:
+    with (
+        ExitStack() as stack,
+        Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            disable=not progress,
+        ) as bar,
+    ):
         stack.callback(pool.close)
         bar_task = bar.add_task(label, total=len(tasks))
         for items in groups.values():
@@ -232,10 +259,16 @@ def minimal_searches(
                 votes = by_checkpoint.get((parent.execution_id, b.checkpoint_id))
                 if votes and sum(votes) * 2 >= len(votes):
                     minimal = b.searches
-        out.append({
-            "execution_id": parent.execution_id, "question_id": parent.question_id,
-            "condition": parent.condition, "searches": k, "minimal_searches": minimal, "judge": judge,
-        })  # fmt: skip
+        out.append(
+            {
+                "execution_id": parent.execution_id,
+                "question_id": parent.question_id,
+                "condition": parent.condition,
+                "searches": k,
+                "minimal_searches": minimal,
+                "judge": judge,
+            }
+        )
     return out
 
 
@@ -249,8 +282,16 @@ def _open_run(run_dir: str | Path, checkpoints: str | None) -> tuple[RunStore, E
 
 
 def _run_missing(
-    tasks: list[BranchTask], store: RunStore, saver: Any, plan: ForkPlan, summary: ForkSummary,
-    model_opener: ModelOpener, progress: bool, label: str, out_file: str, log_requests: bool,
+    tasks: list[BranchTask],
+    store: RunStore,
+    saver: Any,
+    plan: ForkPlan,
+    summary: ForkSummary,
+    model_opener: ModelOpener,
+    progress: bool,
+    label: str,
+    out_file: str,
+    log_requests: bool,
 ) -> None:
     """Run the planned branches (or replays) not yet recorded in `out_file`, after cutting a torn
     last line (a study killed mid-append: that branch is redone)."""
@@ -260,8 +301,18 @@ def _run_missing(
     todo = [t for t in tasks if t.execution_id not in done]
     summary.skipped_done = len(tasks) - len(todo)
     if todo:
-        _run_tasks(todo, store, saver, plan, summary, model_opener, progress, label, out_file=out_file,
-                   log_requests=log_requests)  # fmt: skip
+        _run_tasks(
+            todo,
+            store,
+            saver,
+            plan,
+            summary,
+            model_opener,
+            progress,
+            label,
+            out_file=out_file,
+            log_requests=log_requests,
+        )
 
 
 def fork_run(
@@ -288,8 +339,9 @@ def fork_run(
         saver = stack.enter_context(open_checkpointer(store.checkpoint_target(checkpoints)))
         tasks, skipped = plan_study(saver, store, spec, plan, parents)
         summary.illegal_skipped = dict(skipped)
-        _run_missing(tasks, store, saver, plan, summary, model_opener, progress, f"fork {spec.name}",
-                     FORKS_FILE, log_requests)  # fmt: skip
+        _run_missing(
+            tasks, store, saver, plan, summary, model_opener, progress, f"fork {spec.name}", FORKS_FILE, log_requests
+        )
         if plan.minimal_search:
             summary.minimal = minimal_searches(parents, fork_records(store.run_dir), saver, plan.judge)
             path = store.run_dir / MINIMAL_SEARCH_FILE
@@ -328,7 +380,9 @@ def replay_run(
         parent = parents[0]
         resolved = condition_specs(spec).get(condition_key(base_condition(parent.condition)))
         if resolved is None:
-            raise InputError(f"execution {parent.execution_id}: its condition {parent.condition} is not in the run's spec")
+            raise InputError(
+                f"execution {parent.execution_id}: its condition {parent.condition} is not in the run's spec"
+            )
         bounds = list_boundaries(saver, parent.execution_id, state_reader(saver))
         chosen = select_checkpoints(bounds, plan.checkpoints) if plan.checkpoints else bounds[:1]
         if len(chosen) != 1:
@@ -338,8 +392,18 @@ def replay_run(
                 f"{parent.execution_id[:12]} match (see `branchpoint checkpoints ls RUN_DIR --execution {execution} --wide`)"
             )
         tasks = branch_tasks(parent, chosen[0], None, plan, resolved)
-        _run_missing(tasks, store, saver, plan, summary, model_opener, progress, f"replay {spec.name}",
-                     REPLAYS_FILE, log_requests)  # fmt: skip
+        _run_missing(
+            tasks,
+            store,
+            saver,
+            plan,
+            summary,
+            model_opener,
+            progress,
+            f"replay {spec.name}",
+            REPLAYS_FILE,
+            log_requests,
+        )
     summary.wall_s = time.perf_counter() - started
     return summary
 

@@ -29,9 +29,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-
 from branchpoint.errors import BranchpointError, InputError
-from branchpoint.processes import die_with_parent
 from branchpoint.experiments.ray_executor import (
     SHARDS_DIR,
     ShardMerger,
@@ -52,6 +50,7 @@ from branchpoint.experiments.runner import (
 )
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.store import RunStore, run_lock
+from branchpoint.processes import die_with_parent
 from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, TraceError
 
 #: Model providers whose server the processes can share.
@@ -120,8 +119,14 @@ def run_experiment_processes(
 
 
 def _run_locked(
-    spec: ExperimentSpec, store: RunStore, plan: list[PlannedExecution], processes: int, progress: bool,
-    checkpoints: str | None, concurrency: int, started: float,
+    spec: ExperimentSpec,
+    store: RunStore,
+    plan: list[PlannedExecution],
+    processes: int,
+    progress: bool,
+    checkpoints: str | None,
+    concurrency: int,
+    started: float,
 ) -> RunSummary:
     """`run_experiment_processes` once the run folder is locked and its spec written."""
     merger = ShardMerger(store, checkpoints)
@@ -137,14 +142,17 @@ def _run_locked(
     spec_data = spec.model_dump(mode="json")
     run_abs = str(store.run_dir.resolve())
     tasks = {
-        f"{SHARD_PREFIX}{i}": ShardTask(spec_data, run_abs, f"{SHARD_PREFIX}{i}", [p.execution_id for p in part],
-                                        checkpoints, each, os.getcwd())
+        f"{SHARD_PREFIX}{i}": ShardTask(
+            spec_data, run_abs, f"{SHARD_PREFIX}{i}", [p.execution_id for p in part], checkpoints, each, os.getcwd()
+        )
         for i, part in enumerate(parts)
-    }  # fmt: skip
+    }
     ctx = _context()
     reports: multiprocessing.queues.Queue = ctx.Queue()
-    workers = {name: ctx.Process(target=_run_part, args=(task, reports), name=f"branchpoint-{name}", daemon=True)
-               for name, task in tasks.items()}  # fmt: skip
+    workers = {
+        name: ctx.Process(target=_run_part, args=(task, reports), name=f"branchpoint-{name}", daemon=True)
+        for name, task in tasks.items()
+    }
     for proc in workers.values():  # before any thread of ours starts (fork copies only this one)
         proc.start()
     try:
@@ -167,8 +175,11 @@ def _run_locked(
                         summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
                 running = watcher.poll()
                 elapsed = time.perf_counter() - started
-                bar.update(bar_task, completed=min(summary.ran + running, len(todo)),
-                           rate=f"{(summary.ran + running) / max(elapsed, 1e-9) * 60:.1f}/min")  # fmt: skip
+                bar.update(
+                    bar_task,
+                    completed=min(summary.ran + running, len(todo)),
+                    rate=f"{(summary.ran + running) / max(elapsed, 1e-9) * 60:.1f}/min",
+                )
     finally:
         for proc in workers.values():  # a failure or an interrupt: stop the others now
             if proc.is_alive():

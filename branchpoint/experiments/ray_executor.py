@@ -31,15 +31,14 @@ import shutil
 import socket
 import sqlite3
 import tempfile
-import uuid
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-
 
 from branchpoint.checkpoints.postgres import is_postgres_url
 from branchpoint.checkpoints.store import sqlite_checkpointer
@@ -161,9 +160,13 @@ def run_shard(task: ShardTask) -> ShardResult:
         spec = node_model_spec(ExperimentSpec.model_validate(task.spec))
         shard_dir = Path(task.run_dir) / SHARDS_DIR / task.shard
         summary = run_experiment(
-            spec, shard_dir, progress=False, checkpoints=task.checkpoints,
-            concurrency=task.concurrency, execution_ids=task.execution_ids,
-        )  # fmt: skip
+            spec,
+            shard_dir,
+            progress=False,
+            checkpoints=task.checkpoints,
+            concurrency=task.concurrency,
+            execution_ids=task.execution_ids,
+        )
         wanted = set(task.execution_ids)
         lines = [dump_record(r) for r in RunStore(shard_dir).records() if r.execution_id in wanted]
     return ShardResult(task.shard, socket.gethostname(), summary.ran, lines, summary.wall_s)
@@ -185,7 +188,11 @@ def complete_records(path: Path) -> list[ExecutionRecord]:
 
 
 def merge_sqlite_tables(
-    target: Path, source: Path, tables: Iterable[str], conflict: str, replace_threads: bool = False,
+    target: Path,
+    source: Path,
+    tables: Iterable[str],
+    conflict: str,
+    replace_threads: bool = False,
     skip_threads: Iterable[str] = (),
 ) -> int:
     """Copy every row of `tables` from `source` into `target` (same schema); returns rows copied.
@@ -205,8 +212,9 @@ def merge_sqlite_tables(
         copied = 0
         with conn:
             present = [t for t in tables if conn.execute(f"PRAGMA shard.table_info({t})").fetchall()]
-            threaded = {t for t in present
-                        if "thread_id" in {row[1] for row in conn.execute(f"PRAGMA shard.table_info({t})")}}
+            threaded = {
+                t for t in present if "thread_id" in {row[1] for row in conn.execute(f"PRAGMA shard.table_info({t})")}
+            }
             keep = "thread_id NOT IN (SELECT thread_id FROM temp.skip_threads)"
             if replace_threads:
                 threads = " UNION ".join(f"SELECT thread_id FROM shard.{t}" for t in present if t in threaded)
@@ -284,8 +292,14 @@ class ShardMerger:
             db = shard_dir / CHECKPOINTS_FILE
             found = db.is_file()
             if found:
-                merge_sqlite_tables(self._target(db.name), db, CHECKPOINT_TABLES, "REPLACE", replace_threads=True,
-                                    skip_threads=self._finished)
+                merge_sqlite_tables(
+                    self._target(db.name),
+                    db,
+                    CHECKPOINT_TABLES,
+                    "REPLACE",
+                    replace_threads=True,
+                    skip_threads=self._finished,
+                )
         cache = shard_dir / RETRIEVAL_CACHE_FILE
         if cache.is_file():  # first writer wins, as within the cache itself
             merge_sqlite_tables(self._target(cache.name), cache, CACHE_TABLES, "IGNORE")
@@ -480,8 +494,16 @@ def run_experiment_ray(
 
 
 def _run_ray_locked(
-    ray: Any, spec: ExperimentSpec, store: RunStore, plan: list[PlannedExecution], progress: bool,
-    checkpoints: str | None, concurrency: int, address: str | None, num_cpus: int | None, started: float,
+    ray: Any,
+    spec: ExperimentSpec,
+    store: RunStore,
+    plan: list[PlannedExecution],
+    progress: bool,
+    checkpoints: str | None,
+    concurrency: int,
+    address: str | None,
+    num_cpus: int | None,
+    started: float,
 ) -> RunSummary:
     """`run_experiment_ray` once the run folder is locked and its spec written."""
     merger = ShardMerger(store, checkpoints)
@@ -517,8 +539,10 @@ def _run_ray_locked(
                     except ray.exceptions.RayError as exc:
                         raise _task_error(exc, name, shards[name][0].condition) from None
                     watcher.forget(name, store.run_dir / SHARDS_DIR / name / EXECUTIONS_FILE)
-                    added, found = merger.fold(store.run_dir / SHARDS_DIR / name,
-                                               (ExecutionRecord.model_validate_json(r) for r in result.records))
+                    added, found = merger.fold(
+                        store.run_dir / SHARDS_DIR / name,
+                        (ExecutionRecord.model_validate_json(r) for r in result.records),
+                    )
                     if not found:
                         unseen.append(f"{name} on {result.node}")
                     for rec in added:
@@ -527,9 +551,10 @@ def _run_ray_locked(
                 running = watcher.poll()
                 elapsed = time.perf_counter() - started
                 bar.update(
-                    bar_task, completed=min(summary.ran + running, len(todo)),
+                    bar_task,
+                    completed=min(summary.ran + running, len(todo)),
                     rate=f"{(summary.ran + running) / max(elapsed, 1e-9) * 60:.1f}/min",
-                )  # fmt: skip
+                )
         except BaseException:
             for ref in pending:
                 ray.cancel(ref)
@@ -539,8 +564,9 @@ def _run_ray_locked(
         log.warning(
             "checkpoints of %d shards are not visible from this machine (%s): use a shared run "
             "folder or --checkpoints postgresql://... to fork them",
-            len(unseen), ", ".join(unseen),
-        )  # fmt: skip
+            len(unseen),
+            ", ".join(unseen),
+        )
     summary.wall_s = time.perf_counter() - started
     return summary
 

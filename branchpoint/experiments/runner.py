@@ -29,11 +29,11 @@ from branchpoint.agents import (
 )
 from branchpoint.checkpoints import open_checkpointer
 from branchpoint.checkpoints.store import delete_threads
-from branchpoint.errors import InputError
 from branchpoint.datasets import balanced_sample, load_questions
+from branchpoint.datasets.questions import Question
+from branchpoint.errors import InputError
 from branchpoint.experiments.inline_saves import inline_saves
 from branchpoint.experiments.multiturn import history_for
-from branchpoint.datasets.questions import Question
 from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
 from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.models import ModelClient, TransportError, open_model
@@ -94,10 +94,16 @@ def progress_bar(progress: bool) -> Progress:
     """A run's progress bar: done / total, executions per minute (the task's `rate` field),
     elapsed time, ETA; nothing is drawn when `progress` is False."""
     return Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-        disable=not progress, transient=False,
-    )  # fmt: skip
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        disable=not progress,
+        transient=False,
+    )
 
 
 def select_questions(spec: ExperimentSpec) -> list[Question]:
@@ -157,8 +163,8 @@ def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[Pla
         resolve_policy(resolved.agent.policy, policy_paths(spec))  # unknown policy: fail before any work
         if resolved.retrieval.default not in resolved.retrieval.sources:
             raise InputError(
-                f'retrieval.default: unknown source {resolved.retrieval.default!r} '
-                f'(known: {", ".join(sorted(resolved.retrieval.sources))})'
+                f"retrieval.default: unknown source {resolved.retrieval.default!r} "
+                f"(known: {', '.join(sorted(resolved.retrieval.sources))})"
             )
         for name, source in resolved.retrieval.sources.items():
             source.check(name)
@@ -167,7 +173,9 @@ def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[Pla
             pool = history_pool(spec)
         for question in questions:
             eid = execution_id(spec.name, key, question.id)
-            history = history_for(question, pool or questions, resolved.multi_turn, spec.seed) if resolved.multi_turn else []
+            history = (
+                history_for(question, pool or questions, resolved.multi_turn, spec.seed) if resolved.multi_turn else []
+            )
             plan.append(PlannedExecution(condition, resolved, question, eid, history))
     return plan
 
@@ -275,12 +283,19 @@ def identity_fields(planned: PlannedExecution, run_id: str) -> dict[str, Any]:
     """The fields that say which execution a record is: ids, condition and the question."""
     q = planned.question
     return dict(
-        execution_id=planned.execution_id, run_id=run_id, condition=planned.condition,
-        question_id=q.id, question=q.question, answerable=q.answerable, category=q.category,
-        gold_answers=q.gold_answers, stratum=q.stratum, support_group=q.support_group,
+        execution_id=planned.execution_id,
+        run_id=run_id,
+        condition=planned.condition,
+        question_id=q.id,
+        question=q.question,
+        answerable=q.answerable,
+        category=q.category,
+        gold_answers=q.gold_answers,
+        stratum=q.stratum,
+        support_group=q.support_group,
         **({"history": planned.history} if planned.history else {}),
         **simulated_marker(planned.spec),
-    )  # fmt: skip
+    )
 
 
 def simulated_marker(spec: ExperimentSpec) -> dict[str, str]:
@@ -493,7 +508,10 @@ def limit_connections(client: ModelClient, limit: int) -> ModelClient:
 
 
 def with_request_log(
-    client: ModelClient, run_dir: Path, log_requests: bool, stack: ExitStack,
+    client: ModelClient,
+    run_dir: Path,
+    log_requests: bool,
+    stack: ExitStack,
     fingerprints: RequestFingerprints | None = None,
 ) -> ModelClient:
     """`client`, logging every request body to RUN_DIR/requests.jsonl when `log_requests` is set,
@@ -572,15 +590,25 @@ def run_experiment(
             pool.prepare(condition_spec)  # open every source now: a bad corpus or a stale index writes nothing
         lock.committed = True  # the first write: from here on the folder is the run's
         store.create(spec.model_dump(mode="json"))
-        _run_todo(spec, store, todo, summary, pool, stack, target, progress, model_opener, concurrency, started,
-                  log_requests)
+        _run_todo(
+            spec, store, todo, summary, pool, stack, target, progress, model_opener, concurrency, started, log_requests
+        )
     summary.wall_s = time.perf_counter() - started
     return summary
 
 
 def _run_todo(
-    spec: ExperimentSpec, store: RunStore, todo: list[PlannedExecution], summary: RunSummary, pool: SourcePool,
-    stack: ExitStack, target: str, progress: bool, model_opener: ModelOpener, concurrency: int, started: float,
+    spec: ExperimentSpec,
+    store: RunStore,
+    todo: list[PlannedExecution],
+    summary: RunSummary,
+    pool: SourcePool,
+    stack: ExitStack,
+    target: str,
+    progress: bool,
+    model_opener: ModelOpener,
+    concurrency: int,
+    started: float,
     log_requests: bool = False,
 ) -> None:
     """Run the missing executions (the run folder is locked and written by the caller)."""

@@ -57,7 +57,11 @@ def execution_outcome(record: ExecutionRecord, judge: str = "rule") -> str:
 
 
 def saved_states(
-    run_dir: Path, execution: str | None = None, checkpoints: str | None = None, *, branches: bool = False,
+    run_dir: Path,
+    execution: str | None = None,
+    checkpoints: str | None = None,
+    *,
+    branches: bool = False,
     judge: str = "rule",
 ) -> list[SavedState]:
     """Every saved state at a legal boundary of a run's executions (and of its fork branches when
@@ -86,9 +90,15 @@ def saved_states(
         for eid, rec in latest.items():
             outcome = execution_outcome(rec, judge)
             for b in list_boundaries(saver, eid, reader):
-                rows.append(SavedState(
-                    execution_id=eid, question=rec.question, condition=rec.condition, outcome=outcome,
-                    branch=rec.branch or rec.kind, boundary=b,
-                    parent_execution_id=rec.parent.execution_id if rec.parent else None,
-                ))  # fmt: skip
+                rows.append(
+                    SavedState(
+                        execution_id=eid,
+                        question=rec.question,
+                        condition=rec.condition,
+                        outcome=outcome,
+                        branch=rec.branch or rec.kind,
+                        boundary=b,
+                        parent_execution_id=rec.parent.execution_id if rec.parent else None,
+                    )
+                )
     return rows

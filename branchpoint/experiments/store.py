@@ -25,12 +25,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
+from pydantic import ValidationError
 
 from branchpoint.errors import InputError
 from branchpoint.redact import redact
-
-from pydantic import ValidationError
-
 from branchpoint.traces import (
     CHECKPOINTS_FILE,
     EXECUTIONS_FILE,
@@ -41,14 +39,13 @@ from branchpoint.traces import (
     RecordTooLargeError,
     TraceError,
     check_line_size,
-    passage_ref,
     describe_validation_error,
     dump_record,
     iter_raw_lines,
     parse_json_line,
+    passage_ref,
     write_files_atomically,
 )
-
 
 log = logging.getLogger(__name__)
 
@@ -314,16 +311,23 @@ class RunStore:
             check_line_size(line, record.execution_id, path)
         except RecordTooLargeError as exc:
             log.warning("%s", exc)
-            written = ExecutionRecord.model_validate({
-                **{k: v for k, v in data.items() if k in _IDENTITY_FIELDS},
-                "status": "incomplete", "error": f"not recorded: {exc}",
-            })  # fmt: skip
+            written = ExecutionRecord.model_validate(
+                {
+                    **{k: v for k, v in data.items() if k in _IDENTITY_FIELDS},
+                    "status": "incomplete",
+                    "error": f"not recorded: {exc}",
+                }
+            )
             line, texts = dump_record(written) + "\n", {}
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as fh:
             with self._append_lock:
                 known = self._known_passages() if texts else set()
-                new = [json.dumps({"ref": r, "text": t}, ensure_ascii=False) + "\n" for r, t in texts.items() if r not in known]
+                new = [
+                    json.dumps({"ref": r, "text": t}, ensure_ascii=False) + "\n"
+                    for r, t in texts.items()
+                    if r not in known
+                ]
                 if new:  # durable before the record that refers to them
                     with self.passages_path.open("a", encoding="utf-8") as store:
                         store.write("".join(new))
@@ -338,9 +342,22 @@ class RunStore:
 
 #: What an over-long record keeps when it is recorded as `incomplete` (which execution it is).
 _IDENTITY_FIELDS = (
-    "execution_id", "run_id", "condition", "question_id", "question", "answerable", "category", "gold_answers",
-    "stratum", "support_group", "parent", "branch", "repeat", "history", "wall_s",
-)  # fmt: skip
+    "execution_id",
+    "run_id",
+    "condition",
+    "question_id",
+    "question",
+    "answerable",
+    "category",
+    "gold_answers",
+    "stratum",
+    "support_group",
+    "parent",
+    "branch",
+    "repeat",
+    "history",
+    "wall_s",
+)
 
 
 def _with_empty_texts(data: dict) -> list[dict]:

@@ -56,6 +56,13 @@ def run_value_study(
 
             text_encoder = get_encoder(TEXT_HEAD_ENCODER).encode
         return value_study(
-            path, config=config, forecast_files=forecast_files, llm_client=client, llm_style=style, out_dir=out_dir,
-            progress=progress, text_encoder=text_encoder, three_pair=three_pair,
-        )  # fmt: skip
+            path,
+            config=config,
+            forecast_files=forecast_files,
+            llm_client=client,
+            llm_style=style,
+            out_dir=out_dir,
+            progress=progress,
+            text_encoder=text_encoder,
+            three_pair=three_pair,
+        )

@@ -41,9 +41,9 @@ from branchpoint.traces import (
     CHECKPOINTS_FILE,
     EXECUTIONS_FILE,
     FORKS_FILE,
-    REPLAYS_FILE,
     MAX_LINE_BYTES,
     PASSAGES_FILE,
+    REPLAYS_FILE,
     RETRIEVAL_CACHE_FILE,
     SPEC_FILE,
     ExecutionRecord,
@@ -55,10 +55,17 @@ from branchpoint.traces import (
     parse_json_line,
 )
 
-
 PROBLEM_KINDS = (
-    "schema", "torn_tail", "duplicate", "transport", "orphan", "missing", "plan", "checkpoints", "retrieval_cache",
-)  # fmt: skip
+    "schema",
+    "torn_tail",
+    "duplicate",
+    "transport",
+    "orphan",
+    "missing",
+    "plan",
+    "checkpoints",
+    "retrieval_cache",
+)
 
 
 @dataclass(frozen=True)
@@ -93,9 +100,12 @@ class Verification:
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready summary (what `--json` prints)."""
         return {
-            "run_dir": str(self.run_dir), "ok": self.ok, "counts": self.counts,
-            "problems": [f.__dict__ for f in self.problems], "warnings": [f.__dict__ for f in self.warnings],
-        }  # fmt: skip
+            "run_dir": str(self.run_dir),
+            "ok": self.ok,
+            "counts": self.counts,
+            "problems": [f.__dict__ for f in self.problems],
+            "warnings": [f.__dict__ for f in self.warnings],
+        }
 
 
 @dataclass
@@ -119,9 +129,10 @@ def _raw_lines(path: Path, report: Verification) -> Iterator[tuple[int, bytes]]:
         for lineno, raw in iter_raw_lines(fh, path, on_too_long=too_long):
             if not raw.endswith(b"\n"):
                 report.problem(
-                    "torn_tail", f"{path.name} line {lineno}",
+                    "torn_tail",
+                    f"{path.name} line {lineno}",
                     f"the last line ({len(raw)} bytes) has no newline: a crash mid-append (the next run cuts it)",
-                )  # fmt: skip
+                )
                 return
             yield lineno, raw
 
@@ -153,22 +164,27 @@ def _scan(path: Path, run_name: str, report: Verification, *, forks: bool) -> di
             continue
         eid = rec.execution_id
         if rec.run_id != run_name:
-            report.problem("orphan", where, f"execution {eid[:12]}: run_id {rec.run_id!r} is not the spec's name {run_name!r}")
+            report.problem(
+                "orphan", where, f"execution {eid[:12]}: run_id {rec.run_id!r} is not the spec's name {run_name!r}"
+            )
         if forks and rec.parent is None:
             report.problem("orphan", where, f"execution {eid[:12]}: a record in {FORKS_FILE} without a parent")
         entry = entries.setdefault(eid, _Entry(line=lineno))
         if rec.status == "incomplete":
             if entry.finished:
                 report.problem(
-                    "duplicate", where,
+                    "duplicate",
+                    where,
                     f"execution {eid[:12]}: an incomplete record after a finished one (line {entry.line}); "
                     "the next run would redo it",
-                )  # fmt: skip
+                )
             entry.incomplete += 1
             continue
         entry.finished += 1
         if entry.finished > 1:
-            report.problem("duplicate", where, f"execution {eid[:12]}: finished again (first finished at line {entry.line})")
+            report.problem(
+                "duplicate", where, f"execution {eid[:12]}: finished again (first finished at line {entry.line})"
+            )
             continue
         entry.line = lineno
         entry.checkpoint_ids = rec.checkpoint_ids
@@ -229,7 +245,12 @@ def _sample(ids: list[str], n: int, seed: int) -> list[str]:
 
 
 def _check_checkpoints(
-    saver: Any, executions: dict[str, _Entry], forks: dict[str, _Entry], sample: int, seed: int, report: Verification,
+    saver: Any,
+    executions: dict[str, _Entry],
+    forks: dict[str, _Entry],
+    sample: int,
+    seed: int,
+    report: Verification,
     replays: dict[str, _Entry] | None = None,
 ) -> None:
     from branchpoint.checkpoints import list_boundaries
@@ -253,9 +274,10 @@ def _check_checkpoints(
                 _check_execution(saver, eid, entry, where, {**executions, **forks}, listed, report)
             except UNREADABLE_STATE as exc:  # e.g. a row whose serializer this LangGraph does not know
                 report.problem(
-                    "checkpoints", where,
+                    "checkpoints",
+                    where,
                     f"execution {eid[:12]}: a saved state cannot be read ({type(exc).__name__}: {exc})",
-                )  # fmt: skip
+                )
     report.counts["checkpoints_checked"] = checked
 
 
@@ -275,30 +297,33 @@ def _check_execution(
     starts = sum(1 for _ in saver.list(_thread(eid), filter={"source": "input"}))
     if starts > 1:
         report.problem(
-            "checkpoints", where,
+            "checkpoints",
+            where,
             f"execution {eid[:12]}: its thread was started {starts} times: an abandoned attempt's saved "
             "states are still there, and forks would start from them",
-        )  # fmt: skip
+        )
     if entry.checkpoint_ids is not None:
         lost = set(entry.checkpoint_ids) - ids
         extra = ids - set(entry.checkpoint_ids)
         if lost:
             report.problem(
-                "checkpoints", where,
+                "checkpoints",
+                where,
                 f"execution {eid[:12]}: {len(lost)} of the {len(entry.checkpoint_ids)} checkpoints its record "
                 "lists are not in the database" + (" (no saved states at all)" if not ids else ""),
-            )  # fmt: skip
+            )
         if extra:
             report.problem(
-                "checkpoints", where,
+                "checkpoints",
+                where,
                 f"execution {eid[:12]}: {len(extra)} saved boundaries that its record does not list",
-            )  # fmt: skip
-    if entry.parent is not None and entry.parent[0] in parents:
-        if entry.parent[1] not in listed(entry.parent[0]):
-            report.problem(
-                "checkpoints", where,
-                f"execution {eid[:12]}: parent checkpoint {entry.parent[1]} of {entry.parent[0][:12]} does not exist",
-            )  # fmt: skip
+            )
+    if entry.parent is not None and entry.parent[0] in parents and entry.parent[1] not in listed(entry.parent[0]):
+        report.problem(
+            "checkpoints",
+            where,
+            f"execution {eid[:12]}: parent checkpoint {entry.parent[1]} of {entry.parent[0][:12]} does not exist",
+        )
 
 
 def _check_retrieval_cache(path: Path, sample: int, report: Verification) -> None:
@@ -325,9 +350,10 @@ def _check_retrieval_cache(path: Path, sample: int, report: Verification) -> Non
                         RetrievedDoc.model_validate(doc)
                 except (ValueError, ValidationError) as exc:
                     report.warn(
-                        "retrieval_cache", f"{RETRIEVAL_CACHE_FILE} source {source!r} query {text!r} k={k}",
+                        "retrieval_cache",
+                        f"{RETRIEVAL_CACHE_FILE} source {source!r} query {text!r} k={k}",
                         f"damaged entry (treated as a miss and rewritten): {str(exc).splitlines()[0]}",
-                    )  # fmt: skip
+                    )
             report.counts["cache_checked"] = checked
         finally:
             conn.close()
@@ -352,14 +378,17 @@ def _check_plan(spec: Any, executions: dict[str, _Entry], report: Verification) 
             missing += 1
             how = f"only incomplete ({entry.incomplete} records)" if entry else "not recorded"
             cond = json.dumps(p.condition, sort_keys=True, default=str) if p.condition else "{}"
-            report.problem("missing", f"execution {p.execution_id[:12]}", f"question {p.question.id} under {cond}: {how}")
+            report.problem(
+                "missing", f"execution {p.execution_id[:12]}", f"question {p.question.id} under {cond}: {how}"
+            )
     report.counts["missing"] = missing
     unplanned = sorted(_finished(executions) - planned)
     for eid in unplanned:
         report.warn(
-            "unplanned", f"{EXECUTIONS_FILE} line {executions[eid].line}",
+            "unplanned",
+            f"{EXECUTIONS_FILE} line {executions[eid].line}",
             f"execution {eid[:12]} is not planned by spec.yaml (an older version of the spec, or --limit)",
-        )  # fmt: skip
+        )
 
 
 def _check_fork_plan(saver: Any, run_dir: Path, spec: Any, forks: dict[str, _Entry], report: Verification) -> None:
@@ -380,23 +409,21 @@ def _check_fork_plan(saver: Any, run_dir: Path, spec: Any, forks: dict[str, _Ent
     for t in tasks:
         if t.execution_id not in done:
             report.problem(
-                "missing", f"branch {t.execution_id[:12]}",
+                "missing",
+                f"branch {t.execution_id[:12]}",
                 f"{t.action} #{t.repeat} at {t.boundary.boundary} of {t.parent.execution_id[:12]}: not recorded",
-            )  # fmt: skip
+            )
 
 
-def verify_run(
-    run_dir: str | Path, *, sample: int = 20, checkpoints: str | None = None, seed: int = 0
-) -> Verification:
+def verify_run(run_dir: str | Path, *, sample: int = 20, checkpoints: str | None = None, seed: int = 0) -> Verification:
     """Check a run directory; problems and warnings are collected, never raised.
 
     `sample` executions of each trace file (0: all) have their checkpoints listed, and as many
     retrieval-cache entries are decoded. Raises InputError only for input that cannot be checked
     at all: a path that is not a directory, or a missing or invalid `spec.yaml`.
     """
-    from branchpoint.experiments.spec import load_spec
-
     from branchpoint.checkpoints.store import check_target
+    from branchpoint.experiments.spec import load_spec
 
     if checkpoints is not None:
         check_target(checkpoints)
@@ -413,17 +440,20 @@ def verify_run(
     finished = _finished(executions)
     finished_forks = _finished(forks)
     report.counts.update(
-        executions=len(finished), incomplete_only=sum(1 for e in executions.values() if not e.finished),
-        forks=len(finished_forks), replays=len(_finished(replays)),
-    )  # fmt: skip
+        executions=len(finished),
+        incomplete_only=sum(1 for e in executions.values() if not e.finished),
+        forks=len(finished_forks),
+        replays=len(_finished(replays)),
+    )
     for name, entries in ((FORKS_FILE, forks), (REPLAYS_FILE, replays)):
         for eid, entry in entries.items():  # a branch's parent: an execution, or a branch (forks of forks)
             if entry.parent is not None and entry.parent[0] not in finished and entry.parent[0] not in finished_forks:
                 report.problem(
-                    "orphan", f"{name} line {entry.line}",
+                    "orphan",
+                    f"{name} line {entry.line}",
                     f"branch {eid[:12]}: its parent {entry.parent[0][:12]} is not a finished execution of "
                     f"{EXECUTIONS_FILE} or {FORKS_FILE}",
-                )  # fmt: skip
+                )
     _check_plan(spec, executions, report)
 
     target = checkpoints or run_dir / CHECKPOINTS_FILE
@@ -439,7 +469,9 @@ def verify_run(
                 if spec.fork is not None and clean:
                     _check_fork_plan(saver, run_dir, spec, forks, report)
         except (sqlite3.Error, BranchpointError, *UNREADABLE_STATE) as exc:
-            report.problem("checkpoints", str(checkpoints and "--checkpoints" or CHECKPOINTS_FILE), f"cannot read: {exc}")
+            report.problem(
+                "checkpoints", str((checkpoints and "--checkpoints") or CHECKPOINTS_FILE), f"cannot read: {exc}"
+            )
     _check_retrieval_cache(run_dir / RETRIEVAL_CACHE_FILE, sample, report)
     return report
 
@@ -464,6 +496,8 @@ def print_verification(report: Verification, console: Any, limit: int = 20) -> N
             if len(items) > limit:
                 console.print(f"  … and {len(items) - limit} more")
     if report.ok:
-        console.print("[bold green]ok[/]: no problems found" + (f" ({len(report.warnings)} warnings)" if report.warnings else ""))
+        console.print(
+            "[bold green]ok[/]: no problems found" + (f" ({len(report.warnings)} warnings)" if report.warnings else "")
+        )
     else:
         console.print(f"[bold red]{len(report.problems)} problems found[/]")

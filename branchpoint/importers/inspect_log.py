@@ -41,8 +41,10 @@ def _inspect() -> Any:
     try:
         import inspect_ai.log as log
     except ImportError:
-        raise InputError("importing inspect_ai logs needs the package inspect_ai: "
-                         "pip install 'branchpoint[inspect]' (inspect_ai==0.3.285)") from None
+        raise InputError(
+            "importing inspect_ai logs needs the package inspect_ai: "
+            "pip install 'branchpoint[inspect]' (inspect_ai==0.3.285)"
+        ) from None
     return log
 
 
@@ -73,8 +75,11 @@ def _label(value: Any) -> str:
 def _usage(usage: Any) -> Usage | None:
     if usage is None:
         return None
-    return Usage(input_tokens=int(usage.input_tokens or 0), output_tokens=int(usage.output_tokens or 0),
-                 reasoning_tokens=usage.reasoning_tokens)
+    return Usage(
+        input_tokens=int(usage.input_tokens or 0),
+        output_tokens=int(usage.output_tokens or 0),
+        reasoning_tokens=usage.reasoning_tokens,
+    )
 
 
 def _query(arguments: dict[str, Any]) -> str | None:
@@ -95,27 +100,47 @@ def _steps(events: Iterable[Any], search_tools: frozenset[str]) -> list[Step]:
             message = output.message if output is not None and output.choices else None
             calls = list(getattr(message, "tool_calls", None) or [])
             answering = event is last_model and not calls
-            steps.append(Step(
-                kind="answer" if answering else "decide",
-                usage=_usage(getattr(output, "usage", None)),
-                latency_s=float(getattr(event, "working_time", None) or 0.0),
-                action="answer" if not calls else ("search" if calls[0].function in search_tools else calls[0].function),
-                text=output.completion if output is not None else None,
-                finish_reason=output.stop_reason if output is not None else None,
-            ))
+            steps.append(
+                Step(
+                    kind="answer" if answering else "decide",
+                    usage=_usage(getattr(output, "usage", None)),
+                    latency_s=float(getattr(event, "working_time", None) or 0.0),
+                    action="answer"
+                    if not calls
+                    else ("search" if calls[0].function in search_tools else calls[0].function),
+                    text=output.completion if output is not None else None,
+                    finish_reason=output.stop_reason if output is not None else None,
+                )
+            )
         elif kind == "tool":
             arguments = dict(event.arguments or {})
             result = event.result if isinstance(event.result, str) else str(event.result or "")
             if event.function in search_tools:
-                doc = RetrievedDoc(doc_id="h-" + hashlib.sha256(result.encode("utf-8")).hexdigest()[:16],
-                                   score=0.0, text=result, source=event.function)
-                steps.append(Step(kind="search", query=_query(arguments), source=event.function,
-                                  retrieved=[doc] if result else [],
-                                  latency_s=float(getattr(event, "working_time", None) or 0.0)))
+                doc = RetrievedDoc(
+                    doc_id="h-" + hashlib.sha256(result.encode("utf-8")).hexdigest()[:16],
+                    score=0.0,
+                    text=result,
+                    source=event.function,
+                )
+                steps.append(
+                    Step(
+                        kind="search",
+                        query=_query(arguments),
+                        source=event.function,
+                        retrieved=[doc] if result else [],
+                        latency_s=float(getattr(event, "working_time", None) or 0.0),
+                    )
+                )
             else:
-                steps.append(Step(kind="tool", action=event.function, text=result,
-                                  latency_s=float(getattr(event, "working_time", None) or 0.0),
-                                  tool_arguments=arguments))
+                steps.append(
+                    Step(
+                        kind="tool",
+                        action=event.function,
+                        text=result,
+                        latency_s=float(getattr(event, "working_time", None) or 0.0),
+                        tool_arguments=arguments,
+                    )
+                )
     return steps
 
 
@@ -133,10 +158,14 @@ def sample_record(log: Any, sample: Any, search_tools: frozenset[str] = SEARCH_T
     elif sample.limit is not None and "token" in str(getattr(sample.limit, "type", "")):
         status = "length"
     judgments = [
-        Judgment(judge=f"inspect:{name}", kind="answer" if answerable else "abstention",
-                 label=_label(score.value) if answerable else
-                 ("ABSTAINED" if _label(score.value) == "CORRECT" else "ANSWERED"),
-                 raw=str(score.value))
+        Judgment(
+            judge=f"inspect:{name}",
+            kind="answer" if answerable else "abstention",
+            label=_label(score.value)
+            if answerable
+            else ("ABSTAINED" if _label(score.value) == "CORRECT" else "ANSWERED"),
+            raw=str(score.value),
+        )
         for name, score in (sample.scores or {}).items()
     ]
     return ExecutionRecord(
@@ -173,7 +202,7 @@ def read_inspect_log(path: str | Path, search_tools: Iterable[str] = SEARCH_TOOL
     log_module = _inspect()
     try:
         log = log_module.read_eval_log(str(path))
-    except Exception as exc:  # noqa: BLE001 - inspect_ai raises many kinds for a bad file
+    except Exception as exc:
         raise InputError(f"{path}: not an inspect_ai eval log ({type(exc).__name__}: {exc})") from None
     tools = frozenset(search_tools)
     for sample in log.samples or []:

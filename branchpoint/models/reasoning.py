@@ -169,9 +169,7 @@ class ServerTokenCounter:
     between clients of the same server (`with_seed`).
     """
 
-    def __init__(
-        self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 10.0
-    ) -> None:
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 10.0) -> None:
         self.root = server_root(base_url)
         self.model = model
         self.timeout_s = timeout_s

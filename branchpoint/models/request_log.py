@@ -16,7 +16,6 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-
 #: The execution (or branch) id whose agent is calling the model in this thread / task.
 current_execution: ContextVar[str | None] = ContextVar("branchpoint_current_execution", default=None)
 
@@ -34,7 +33,8 @@ class RequestLog:
         """Append one request (flushed at once, so a killed run keeps what it sent)."""
         line = json.dumps(
             {"time": time.time(), "execution_id": current_execution.get(), "endpoint": endpoint, "body": body},
-            ensure_ascii=False, default=str,
+            ensure_ascii=False,
+            default=str,
         )
         with self._lock:
             self._fh.write(line + "\n")

@@ -48,9 +48,7 @@ class ScriptedModel:
         self.name = name
         self._replies = list(replies or [])
         self._responder = responder
-        self._responder_wants_request = responder is not None and (
-            "request" in inspect.signature(responder).parameters
-        )
+        self._responder_wants_request = responder is not None and ("request" in inspect.signature(responder).parameters)
         self._cycle = cycle
         self._fail_first = fail_first
         self.prompts: list[str] = []
@@ -100,7 +98,9 @@ class ScriptedModel:
         self.prompts.append(prompt)
         self.requests.append(request)
         if self._responder is not None:
-            reply = self._responder(prompt, request=request) if self._responder_wants_request else self._responder(prompt)
+            reply = (
+                self._responder(prompt, request=request) if self._responder_wants_request else self._responder(prompt)
+            )
         else:
             idx = position
             if idx >= len(self._replies):

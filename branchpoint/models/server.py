@@ -96,9 +96,7 @@ class ManagedServer:
     #: ask for SIGTERM instead.
     parent_death_signal = signal.SIGKILL
 
-    def __init__(
-        self, host: str, port: int | None, startup_timeout_s: float, log_path: Path | None = None
-    ) -> None:
+    def __init__(self, host: str, port: int | None, startup_timeout_s: float, log_path: Path | None = None) -> None:
         self.host = host
         self.requested_port = port
         self.startup_timeout_s = startup_timeout_s
@@ -157,7 +155,11 @@ class ManagedServer:
             log.write(f"\n=== branchpoint: {self.label} started {started} (pid of parent {os.getpid()}) ===\n".encode())
             log.flush()
             self._proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
                 preexec_fn=pdeathsig_preexec(self.parent_death_signal),  # dies with us, even by SIGKILL
             )
         atexit.register(self.stop)

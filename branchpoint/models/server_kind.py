@@ -23,8 +23,10 @@ import httpx
 SERVER_KINDS = ("vllm", "llamacpp", "other")
 
 #: What vLLM needs for `thinking_token_budget` (Qwen3's delimiters as the example).
-REASONING_FLAGS = ("--reasoning-parser qwen3 --reasoning-config "
-                   "'{\"reasoning_start_str\": \"<think>\", \"reasoning_end_str\": \"</think>\"}'")
+REASONING_FLAGS = (
+    "--reasoning-parser qwen3 --reasoning-config "
+    '\'{"reasoning_start_str": "<think>", "reasoning_end_str": "</think>"}\''
+)
 
 
 def server_root(base_url: str) -> str:
@@ -74,7 +76,9 @@ def structured_output_fields(kind: str, grammar: str) -> dict[str, object]:
 def explain_refusal(status: int, message: str) -> str | None:
     """One line for a refusal whose cause is a missing server flag, else None."""
     if status == 400 and "thinking_token_budget" in message:
-        return ("refused thinking_token_budget (HTTP 400): the server runs without a reasoning parser / "
-                f"reasoning config; start vLLM with {REASONING_FLAGS}, or send no budget "
-                "(model.thinking_budget: {medium: null})")
+        return (
+            "refused thinking_token_budget (HTTP 400): the server runs without a reasoning parser / "
+            f"reasoning config; start vLLM with {REASONING_FLAGS}, or send no budget "
+            "(model.thinking_budget: {medium: null})"
+        )
     return None

@@ -14,9 +14,7 @@ class EmbeddedServerSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    gguf: str | None = Field(
-        None, description="Path to a GGUF file; default: the packaged Gemma 3 270M (Q4_K_M)."
-    )
+    gguf: str | None = Field(None, description="Path to a GGUF file; default: the packaged Gemma 3 270M (Q4_K_M).")
     n_ctx: int = Field(2048, ge=256)
     n_threads: int | None = Field(None, ge=1, description="Default: all cores.")
     host: str = "127.0.0.1"
@@ -70,7 +68,9 @@ class ModelSpec(BaseModel):
     )
     style: Literal["completion", "chat"] = "completion"
     temperature: float = Field(0.0, ge=0.0)
-    top_p: float | None = Field(None, gt=0.0, le=1.0, description="Nucleus sampling; None sends nothing (server default).")
+    top_p: float | None = Field(
+        None, gt=0.0, le=1.0, description="Nucleus sampling; None sends nothing (server default)."
+    )
     seed: int | None = 0
     max_tokens: int = Field(48, ge=1, description="Completion-token limit per model call.")
     timeout_s: float = Field(60.0, gt=0)
@@ -96,19 +96,23 @@ class ModelSpec(BaseModel):
         ),
     )
     server_kind: Literal["auto", "vllm", "llamacpp", "other"] = Field(
-        "auto", description=(
+        "auto",
+        description=(
             "Which server this is, for fields only some servers read (structured output: vLLM's "
             "structured_outputs vs llama.cpp's grammar); auto asks GET /version and /props once."
         ),
     )
     server: EmbeddedServerSpec = Field(default_factory=EmbeddedServerSpec)
     factory: str | None = Field(
-        None, description=(
+        None,
+        description=(
             "For provider `langchain`: package.module:function returning a LangChain BaseChatModel "
             "(e.g. langchain_openai:ChatOpenAI), called with `options` as keyword arguments."
         ),
     )
-    options: dict = Field(default_factory=dict, description="For provider `langchain`: the factory's keyword arguments.")
+    options: dict = Field(
+        default_factory=dict, description="For provider `langchain`: the factory's keyword arguments."
+    )
     sim: SimServerSpec = Field(default_factory=SimServerSpec, description="For provider `sim`.")
     script: list[str] | None = Field(
         None, description="For provider `scripted`: replies returned in order (tests, demos)."

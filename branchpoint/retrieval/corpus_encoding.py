@@ -26,7 +26,6 @@ SHARD_STATE = "state.json"
 DEFAULT_SHARD_SIZE = 8192
 
 
-
 def _progress_bar(description: str, total: int) -> Any:
     from rich.progress import (
         BarColumn,
@@ -37,15 +36,23 @@ def _progress_bar(description: str, total: int) -> Any:
         TimeRemainingColumn,
     )
 
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), TimeRemainingColumn())
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn()
+    )
     progress.add_task(description, total=total)
     return progress
 
 
-def encode_corpus(passages: list[Passage], encoder: Encoder, batch_size: int = 64, *,
-                  shard_dir: str | Path | None = None, shard_size: int = DEFAULT_SHARD_SIZE,
-                  fingerprint: str | None = None, progress: bool = False) -> np.ndarray:
+def encode_corpus(
+    passages: list[Passage],
+    encoder: Encoder,
+    batch_size: int = 64,
+    *,
+    shard_dir: str | Path | None = None,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    fingerprint: str | None = None,
+    progress: bool = False,
+) -> np.ndarray:
     """Passage vectors (`"Title"\\ntext`, with the encoder's passage prefix), `batch_size` a call.
 
     With `shard_dir`, vectors are also written there as `emb-00000.npy`, ... (`shard_size`
@@ -64,9 +71,13 @@ def encode_corpus(passages: list[Passage], encoder: Encoder, batch_size: int = 6
     done = [False] * len(shards)
     directory = Path(shard_dir) if shard_dir is not None else None
     if directory is not None:
-        state = {"corpus_fingerprint": fingerprint or fingerprint_of(passages),
-                 "encoder": encoder.name, "dim": encoder.dim, "n_passages": n,
-                 "shard_size": shard_size}
+        state = {
+            "corpus_fingerprint": fingerprint or fingerprint_of(passages),
+            "encoder": encoder.name,
+            "dim": encoder.dim,
+            "n_passages": n,
+            "shard_size": shard_size,
+        }
         _prepare_shard_dir(directory, state)
         for i, (start, stop) in enumerate(shards):
             vectors = _read_shard(directory / f"emb-{i:05d}.npy", stop - start, encoder.dim)
@@ -123,8 +134,7 @@ def _read_shard(path: Path, rows: int, dim: int) -> np.ndarray | None:
         log.warning("%s: unreadable shard, encoding it again (%s)", path, exc)
         return None
     if vectors.shape != (rows, dim) or vectors.dtype != np.float32:
-        log.warning("%s: shard of shape %s, expected (%d, %d); encoding it again", path,
-                    vectors.shape, rows, dim)
+        log.warning("%s: shard of shape %s, expected (%d, %d); encoding it again", path, vectors.shape, rows, dim)
         return None
     return vectors
 
@@ -138,4 +148,3 @@ def _write_shard(path: Path, vectors: np.ndarray) -> None:
     finally:
         if tmp.exists():
             tmp.unlink()
-

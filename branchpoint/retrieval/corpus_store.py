@@ -67,8 +67,9 @@ class _Spans:
         self._array = None
         with source.open("rb") as fh:
             version = np.lib.format.read_magic(fh)
-            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                           else np.lib.format.read_array_header_2_0)
+            read_header = (
+                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            )
             shape, _, dtype = read_header(fh)
             self._offset = fh.tell()
         if len(shape) != 2 or shape[1] != 2 or dtype != np.dtype("<i8"):
@@ -181,8 +182,9 @@ def _scan(path: Path) -> tuple[np.ndarray, str]:
                 continue
             passage = passage_from_row(obj, f"{path} line {lineno}")
             digest.update(fingerprint_row(passage))
-            id_hashes.append(int.from_bytes(hashlib.blake2b(passage.doc_id.encode("utf-8"),
-                                                            digest_size=8).digest(), "little"))
+            id_hashes.append(
+                int.from_bytes(hashlib.blake2b(passage.doc_id.encode("utf-8"), digest_size=8).digest(), "little")
+            )
             starts.append(line_start)
             stops.append(offset)
     if not starts:

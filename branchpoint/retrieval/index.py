@@ -10,7 +10,7 @@ dimension.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ def factory_string(index: Any) -> str | None:
         from faiss.contrib.factory_tools import reverse_index_factory
 
         return str(reverse_index_factory(to_cpu(index)))
-    except Exception:  # noqa: BLE001 - faiss raises NotImplementedError / RuntimeError for exotic types
+    except Exception:
         return None
 
 
@@ -103,24 +103,29 @@ def _describe_faiss(index: Any, where: str) -> tuple[str, Params]:
     if isinstance(index, faiss.IndexFlat):
         return "flat", {}
     if isinstance(index, faiss.IndexHNSW):
-        return "hnsw", {"M": int(index.hnsw.nb_neighbors(1)),
-                        "efConstruction": int(index.hnsw.efConstruction),
-                        "efSearch": int(index.hnsw.efSearch)}
+        return "hnsw", {
+            "M": int(index.hnsw.nb_neighbors(1)),
+            "efConstruction": int(index.hnsw.efConstruction),
+            "efSearch": int(index.hnsw.efSearch),
+        }
     try:
         ivf = faiss.extract_index_ivf(index)
     except (RuntimeError, AttributeError):
         ivf = None
     if ivf is not None:
         return "ivf", {"nlist": int(ivf.nlist), "nprobe": int(ivf.nprobe)}
-    raise InputError(f"{where}: faiss index type {type(index).__name__} is not supported "
-                     "(expected a Flat, HNSW or IVF index, as FlashRAG builds)")
+    raise InputError(
+        f"{where}: faiss index type {type(index).__name__} is not supported "
+        "(expected a Flat, HNSW or IVF index, as FlashRAG builds)"
+    )
 
 
 class DenseIndex:
     """Passages, their vectors in a faiss index (flat, hnsw or ivf), and the encoder that made them."""
 
-    def __init__(self, passages: Sequence[Passage], faiss_index: Any, encoder: Encoder,
-                 manifest: IndexManifest) -> None:
+    def __init__(
+        self, passages: Sequence[Passage], faiss_index: Any, encoder: Encoder, manifest: IndexManifest
+    ) -> None:
         """Wrap parts already checked to agree; use `build`, `load` or `load_flashrag` to make one."""
         self.passages = passages
         self.faiss_index = faiss_index
@@ -142,9 +147,17 @@ class DenseIndex:
         return len(self.passages)
 
     @classmethod
-    def build(cls, passages: list[Passage], encoder: Encoder, batch_size: int = 64,
-              progress: bool = False, *, kind: str = "flat", params: Mapping[str, Any] | None = None,
-              device: str = "cpu") -> DenseIndex:
+    def build(
+        cls,
+        passages: list[Passage],
+        encoder: Encoder,
+        batch_size: int = 64,
+        progress: bool = False,
+        *,
+        kind: str = "flat",
+        params: Mapping[str, Any] | None = None,
+        device: str = "cpu",
+    ) -> DenseIndex:
         """Encode every passage's `"Title"\\ntext` and index the vectors (`kind`, `params`)."""
         if not passages:
             raise InputError("cannot build an index over an empty corpus (no passages given)")
@@ -155,9 +168,17 @@ class DenseIndex:
         return cls.from_vectors(passages, vectors, encoder, kind=kind, params=params, device=device)
 
     @classmethod
-    def from_vectors(cls, passages: list[Passage], vectors: np.ndarray, encoder: Encoder, *,
-                     kind: str = "flat", params: Mapping[str, Any] | None = None,
-                     device: str = "cpu", fingerprint: str | None = None) -> DenseIndex:
+    def from_vectors(
+        cls,
+        passages: list[Passage],
+        vectors: np.ndarray,
+        encoder: Encoder,
+        *,
+        kind: str = "flat",
+        params: Mapping[str, Any] | None = None,
+        device: str = "cpu",
+        fingerprint: str | None = None,
+    ) -> DenseIndex:
         """Index already-encoded passage vectors (row i = passages[i])."""
         if not passages:
             raise InputError("cannot build an index over an empty corpus (no passages given)")
@@ -176,8 +197,9 @@ class DenseIndex:
             index.train(_ivf_training_sample(vectors, int(resolved["nlist"])))
         index.add(vectors)
         apply_search_params(index, kind, resolved)
-        manifest = new_manifest(kind, len(passages), fingerprint or fingerprint_of(passages),
-                                resolved, encoder, factory=factory)
+        manifest = new_manifest(
+            kind, len(passages), fingerprint or fingerprint_of(passages), resolved, encoder, factory=factory
+        )
         return cls(list(passages), index, encoder, manifest)
 
     def search(self, queries: list[str], k: int) -> Hits:
@@ -214,17 +236,23 @@ class DenseIndex:
         return write_dir_atomically(directory, fill)
 
     @classmethod
-    def load(cls, directory: str | Path, encoder: Encoder, expected_fingerprint: str | None = None,
-             *, kind: str | None = None, params: Mapping[str, Any] | None = None,
-             device: str = "cpu") -> DenseIndex:
+    def load(
+        cls,
+        directory: str | Path,
+        encoder: Encoder,
+        expected_fingerprint: str | None = None,
+        *,
+        kind: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        device: str = "cpu",
+    ) -> DenseIndex:
         """Load a saved index; StaleIndexError if its kind, encoder, dimension, corpus or build
         parameters differ from those given. Search parameters in `params` (efSearch, nprobe)
         replace the saved ones."""
         directory = Path(directory)
         manifest = read_manifest(directory)
         where = directory / MANIFEST_FILE
-        check_manifest(manifest, where, kind=kind, expected_fingerprint=expected_fingerprint,
-                       params=params)
+        check_manifest(manifest, where, kind=kind, expected_fingerprint=expected_fingerprint, params=params)
         if manifest.kind not in DENSE_KINDS:
             raise StaleIndexError(f"{where}: a {manifest.kind} index, not a dense one (flat, hnsw, ivf)")
         if manifest.encoder != encoder.name or manifest.dim != encoder.dim:
@@ -273,9 +301,16 @@ class DenseIndex:
             )
 
     @classmethod
-    def load_flashrag(cls, index_file: str | Path, corpus: str | Path, encoder: Encoder, *,
-                      fmt: str = "auto", params: Mapping[str, Any] | None = None,
-                      device: str = "cpu") -> DenseIndex:
+    def load_flashrag(
+        cls,
+        index_file: str | Path,
+        corpus: str | Path,
+        encoder: Encoder,
+        *,
+        fmt: str = "auto",
+        params: Mapping[str, Any] | None = None,
+        device: str = "cpu",
+    ) -> DenseIndex:
         """A FlashRAG-built index: a bare faiss file whose row i is passage i of `corpus`.
 
         Checked: the file holds one vector per corpus passage, of the encoder's dimension, with
@@ -302,16 +337,21 @@ class DenseIndex:
                 f"dim {encoder.dim}; give the encoder the index was built with"
             )
         if faiss_index.metric_type != faiss.METRIC_INNER_PRODUCT:
-            raise InputError(f"{index_file}: the index does not use inner product (metric "
-                             f"{faiss_index.metric_type}); FlashRAG and branchpoint build inner-product indexes")
+            raise InputError(
+                f"{index_file}: the index does not use inner product (metric "
+                f"{faiss_index.metric_type}); FlashRAG and branchpoint build inner-product indexes"
+            )
         kind, found = _describe_faiss(faiss_index, str(index_file))
         manifest = IndexManifest(
             kind=kind,  # type: ignore[arg-type]
-            factory=factory_string(faiss_index), index_digest=file_digest(index_file),
-            encoder=encoder.name, dim=encoder.dim, n_passages=len(passages),
-            corpus_fingerprint=fingerprint_of(passages), params=found,
-            created_at=datetime.fromtimestamp(index_file.stat().st_mtime, timezone.utc)
-            .isoformat(timespec="seconds"),
+            factory=factory_string(faiss_index),
+            index_digest=file_digest(index_file),
+            encoder=encoder.name,
+            dim=encoder.dim,
+            n_passages=len(passages),
+            corpus_fingerprint=fingerprint_of(passages),
+            params=found,
+            created_at=datetime.fromtimestamp(index_file.stat().st_mtime, UTC).isoformat(timespec="seconds"),
             branchpoint_version=branchpoint.__version__,
         )
         if params:
@@ -327,4 +367,3 @@ def _place(faiss_index: Any, manifest: IndexManifest, device: str) -> Any:
         faiss_index = to_gpu(faiss_index)
     apply_search_params(faiss_index, manifest.kind, manifest.params)
     return faiss_index
-

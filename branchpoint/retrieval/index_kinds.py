@@ -34,8 +34,9 @@ DEFAULT_PARAMS: Mapping[str, Mapping[str, int | float | str]] = {
 #: Parameters that only change searching: a saved index may be loaded with other values.
 SEARCH_PARAMS = {"hnsw": ("efSearch",), "ivf": ("nprobe",), "flat": (), "bm25": ()}
 for _kind in INDEX_KINDS:  # the index kinds by name (kind `index` of `branchpoint.registry`)
-    REGISTRY.add("index", _kind, DEFAULT_PARAMS[_kind], origin=f"{__name__}:DEFAULT_PARAMS",
-                 search_params=SEARCH_PARAMS[_kind])
+    REGISTRY.add(
+        "index", _kind, DEFAULT_PARAMS[_kind], origin=f"{__name__}:DEFAULT_PARAMS", search_params=SEARCH_PARAMS[_kind]
+    )
 
 Params = dict[str, int | float | str]
 
@@ -84,4 +85,3 @@ def default_factory(kind: str, params: Mapping[str, Any]) -> str | None:
     if kind == "ivf" and "nlist" in params:
         return f"IVF{params['nlist']},Flat"
     return None
-

@@ -15,7 +15,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +72,14 @@ class IndexManifest(BaseModel):
         the digest of an index file served as it is.
         """
         factory = None if self.factory == default_factory(self.kind, self.params) else self.factory
-        parts = {"kind": self.kind, "corpus": self.corpus_fingerprint, "encoder": self.encoder,
-                 "dim": self.dim, "factory": factory, "index": self.index_digest}
+        parts = {
+            "kind": self.kind,
+            "corpus": self.corpus_fingerprint,
+            "encoder": self.encoder,
+            "dim": self.dim,
+            "factory": factory,
+            "index": self.index_digest,
+        }
         text = ";".join(f"{k}={v}" for k, v in parts.items() if v is not None)
         if self.params:
             text += ";params=" + json.dumps(self.params, sort_keys=True)
@@ -93,8 +99,14 @@ def file_digest(path: Path, window: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def new_manifest(kind: str, n_passages: int, fingerprint: str, params: Params,
-                 encoder: Encoder | None = None, factory: str | None = None) -> IndexManifest:
+def new_manifest(
+    kind: str,
+    n_passages: int,
+    fingerprint: str,
+    params: Params,
+    encoder: Encoder | None = None,
+    factory: str | None = None,
+) -> IndexManifest:
     """A manifest stamped with the time and branchpoint's version."""
     return IndexManifest(
         kind=kind,  # type: ignore[arg-type]
@@ -104,7 +116,7 @@ def new_manifest(kind: str, n_passages: int, fingerprint: str, params: Params,
         n_passages=n_passages,
         corpus_fingerprint=fingerprint,
         params=params,
-        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         branchpoint_version=branchpoint.__version__,
     )
 
@@ -157,9 +169,14 @@ def with_search_params(manifest: IndexManifest, params: Mapping[str, Any] | None
     return manifest.model_copy(update={"params": merged})
 
 
-def check_manifest(manifest: IndexManifest, where: str | Path, *, kind: str | None = None,
-                   expected_fingerprint: str | None = None,
-                   params: Mapping[str, Any] | None = None) -> None:
+def check_manifest(
+    manifest: IndexManifest,
+    where: str | Path,
+    *,
+    kind: str | None = None,
+    expected_fingerprint: str | None = None,
+    params: Mapping[str, Any] | None = None,
+) -> None:
     """StaleIndexError if the saved index is of another kind, corpus, or build parameters."""
     if kind is not None and manifest.kind != kind:
         raise StaleIndexError(
@@ -194,4 +211,3 @@ def read_manifest(directory: str | Path) -> IndexManifest:
         return IndexManifest.model_validate_json(where.read_text(encoding="utf-8"))
     except ValidationError as exc:
         raise InputError(f"{where}: {describe_validation_error(exc)}") from None
-

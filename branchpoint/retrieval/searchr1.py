@@ -99,9 +99,9 @@ class SearchR1Source:
         body = self._post(payload)
         result = body.get("result") if isinstance(body, dict) else None
         if not isinstance(result, list) or len(result) != len(queries):
-            got = f"{len(result)} result lists" if isinstance(result, list) else "no \"result\" list"
+            got = f"{len(result)} result lists" if isinstance(result, list) else 'no "result" list'
             raise RetrievalServerError(
-                f"retrieval server {self.url}: expected {{\"result\": [...]}} with one list per query "
+                f'retrieval server {self.url}: expected {{"result": [...]}} with one list per query '
                 f"({len(queries)}), got {got}"
             )
         return [self._docs(hits, i)[:k] for i, hits in enumerate(result)]
@@ -109,8 +109,12 @@ class SearchR1Source:
     def _post(self, payload: dict[str, Any]) -> Any:
         """POST with retries on transport faults and 5xx; the decoded JSON body."""
 
-        @retry(stop=stop_after_attempt(self.retries + 1), wait=wait_exponential(multiplier=0.2, max=4),
-               retry=retry_if_exception_type((httpx.TransportError, _Retryable)), reraise=True)
+        @retry(
+            stop=stop_after_attempt(self.retries + 1),
+            wait=wait_exponential(multiplier=0.2, max=4),
+            retry=retry_if_exception_type((httpx.TransportError, _Retryable)),
+            reraise=True,
+        )
         def attempt() -> httpx.Response:
             response = self._client.post(self.url, json=payload)
             if response.status_code >= 500:
@@ -122,8 +126,7 @@ class SearchR1Source:
             response = attempt()
         except httpx.TimeoutException as exc:
             raise RetrievalUnavailableError(
-                f"retrieval server {self.url}: no answer within {self.timeout_s:g} s {tries} "
-                f"({type(exc).__name__})"
+                f"retrieval server {self.url}: no answer within {self.timeout_s:g} s {tries} ({type(exc).__name__})"
             ) from None
         except httpx.TransportError as exc:
             raise RetrievalUnavailableError(
@@ -134,8 +137,7 @@ class SearchR1Source:
             raise RetrievalUnavailableError(f"retrieval server {self.url}: {exc} {tries}") from None
         if response.status_code >= 400:
             raise RetrievalServerError(
-                f"retrieval server {self.url} refused the request: HTTP {response.status_code}: "
-                f"{_reason(response)}"
+                f"retrieval server {self.url} refused the request: HTTP {response.status_code}: {_reason(response)}"
             )
         try:
             return response.json()
@@ -172,8 +174,9 @@ class SearchR1Source:
             raw_id = doc.get("id")
             has_id = isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) and str(raw_id)
             doc_id = str(raw_id) if has_id else content_id(contents)
-            docs.append(RetrievedDoc(doc_id=doc_id, score=float(score), text=text,
-                                     title=title or None, source=self.name))
+            docs.append(
+                RetrievedDoc(doc_id=doc_id, score=float(score), text=text, title=title or None, source=self.name)
+            )
         return docs
 
 

@@ -57,9 +57,9 @@ from typing import Any
 
 from branchpoint.errors import BranchpointError, InputError
 from branchpoint.models.server import ManagedServer, url_host
+from branchpoint.registry import REGISTRY
 from branchpoint.retrieval._deps import require
 from branchpoint.retrieval.corpus import Passage
-from branchpoint.registry import REGISTRY
 from branchpoint.retrieval.encoder import get_encoder, is_encoder_name, resolve_encoder_name
 from branchpoint.retrieval.encoder_base import Encoder
 from branchpoint.retrieval.encoder_settings import EncoderSettings
@@ -91,8 +91,7 @@ class ServerLimits:
     search_batch: int = 256
 
     def __post_init__(self) -> None:
-        for name in ("max_queries", "max_topk", "max_body_bytes", "default_topk", "max_results",
-                     "search_batch"):
+        for name in ("max_queries", "max_topk", "max_body_bytes", "default_topk", "max_results", "search_batch"):
             if getattr(self, name) < 1:
                 raise InputError(f"{name}: must be at least 1, got {getattr(self, name)}")
         if self.default_topk > self.max_topk:
@@ -124,8 +123,9 @@ def parse_retrieve_request(body: bytes, limits: ServerLimits) -> RetrieveRequest
     except UnicodeDecodeError:
         raise RequestError(400, "request body is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
-        raise RequestError(400, f"request body is not valid JSON ({exc.msg} at line {exc.lineno} "
-                                f"column {exc.colno})") from None
+        raise RequestError(
+            400, f"request body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
     except RecursionError:  # e.g. [[[[...]]]] nested deeper than the parser's stack
         raise RequestError(400, "request body is nested too deeply to parse (expected a flat JSON object)") from None
     except ValueError as exc:  # e.g. an integer literal longer than Python converts
@@ -141,8 +141,11 @@ def parse_retrieve_request(body: bytes, limits: ServerLimits) -> RetrieveRequest
     if not queries:
         raise RequestError(400, 'field "queries" is empty (expected at least one query)')
     if len(queries) > limits.max_queries:
-        raise RequestError(400, f'field "queries" has {len(queries)} queries, more than the limit of '
-                                f"{limits.max_queries} per request (--max-queries); split the batch")
+        raise RequestError(
+            400,
+            f'field "queries" has {len(queries)} queries, more than the limit of '
+            f"{limits.max_queries} per request (--max-queries); split the batch",
+        )
     for i, query in enumerate(queries):
         if not isinstance(query, str):
             raise RequestError(400, f'field "queries[{i}]" must be a string, got {_json_type(query)}')
@@ -156,12 +159,14 @@ def parse_retrieve_request(body: bytes, limits: ServerLimits) -> RetrieveRequest
     elif topk < 1:
         raise RequestError(400, f'field "topk" must be at least 1, got {topk}')
     elif topk > limits.max_topk:
-        raise RequestError(400, f'field "topk" is {topk}, more than the limit of {limits.max_topk} '
-                                "(--max-topk)")
+        raise RequestError(400, f'field "topk" is {topk}, more than the limit of {limits.max_topk} (--max-topk)')
     if len(queries) * topk > limits.max_results:
-        raise RequestError(400, f"{len(queries)} queries x topk {topk} = {len(queries) * topk} passages, "
-                                f"more than the limit of {limits.max_results} per request (--max-results); "
-                                "split the batch")
+        raise RequestError(
+            400,
+            f"{len(queries)} queries x topk {topk} = {len(queries) * topk} passages, "
+            f"more than the limit of {limits.max_results} per request (--max-results); "
+            "split the batch",
+        )
     return_scores = payload.get("return_scores", False)
     if return_scores is None:
         return_scores = False
@@ -232,8 +237,9 @@ def load_index_dir(directory: str | Path, encoder: Encoder | None = None) -> Any
     """Load a saved index directory (dense: with the encoder its manifest names; or bm25)."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise InputError(f"{directory}: index directory not found (expected index.faiss, "
-                         "passages.jsonl and manifest.json)")
+        raise InputError(
+            f"{directory}: index directory not found (expected index.faiss, passages.jsonl and manifest.json)"
+        )
     manifest = read_manifest(directory)
     if manifest.kind == "bm25":
         from branchpoint.retrieval.bm25 import BM25Index
@@ -242,15 +248,23 @@ def load_index_dir(directory: str | Path, encoder: Encoder | None = None) -> Any
     if encoder is not None:
         return DenseIndex.load(directory, encoder)
     if not is_encoder_name(manifest.encoder):
-        raise InputError(f"{directory / 'manifest.json'}: index was built with encoder "
-                         f"{manifest.encoder!r}, which this installation does not know "
-                         f"(known: {', '.join(REGISTRY.names('encoder'))})")
+        raise InputError(
+            f"{directory / 'manifest.json'}: index was built with encoder "
+            f"{manifest.encoder!r}, which this installation does not know "
+            f"(known: {', '.join(REGISTRY.names('encoder'))})"
+        )
     return DenseIndex.load(directory, get_encoder(manifest.encoder))
 
 
-def load_served_index(index: str | Path, *, corpus: str | Path | None = None,
-                      encoder: Encoder | None = None, fmt: str = "auto",
-                      params: dict[str, Any] | None = None, device: str = "cpu") -> Any:
+def load_served_index(
+    index: str | Path,
+    *,
+    corpus: str | Path | None = None,
+    encoder: Encoder | None = None,
+    fmt: str = "auto",
+    params: dict[str, Any] | None = None,
+    device: str = "cpu",
+) -> Any:
     """What `retrieval serve` serves: an index directory, or a FlashRAG faiss file with its corpus.
 
     A FlashRAG / Search-R1 file (`e5_Flat.index`) is served as it is, row i = corpus line i,
@@ -259,24 +273,39 @@ def load_served_index(index: str | Path, *, corpus: str | Path | None = None,
     path = Path(index)
     if path.is_dir():
         if corpus is not None:
-            raise InputError(f"--corpus: {path} is an index directory, which holds its own passages "
-                             "(--corpus is for a FlashRAG index file)")
+            raise InputError(
+                f"--corpus: {path} is an index directory, which holds its own passages "
+                "(--corpus is for a FlashRAG index file)"
+            )
         return load_index_dir(path, encoder)
     if not path.exists():
-        raise InputError(f"{path}: index not found (expected a directory that `branchpoint index "
-                         "build` wrote, or a FlashRAG faiss index file with --corpus)")
+        raise InputError(
+            f"{path}: index not found (expected a directory that `branchpoint index "
+            "build` wrote, or a FlashRAG faiss index file with --corpus)"
+        )
     if corpus is None:
-        raise InputError(f"{path}: a FlashRAG index file needs the corpus jsonl it was built from "
-                         "(--corpus wiki-18.jsonl)")
+        raise InputError(
+            f"{path}: a FlashRAG index file needs the corpus jsonl it was built from (--corpus wiki-18.jsonl)"
+        )
     if encoder is None:
-        raise InputError(f"{path}: a FlashRAG index file does not say which encoder made it; give "
-                         "--encoder (e.g. --encoder st:intfloat/e5-base-v2 --retrieval-method e5)")
+        raise InputError(
+            f"{path}: a FlashRAG index file does not say which encoder made it; give "
+            "--encoder (e.g. --encoder st:intfloat/e5-base-v2 --retrieval-method e5)"
+        )
     return DenseIndex.load_flashrag(path, corpus, encoder, fmt=fmt, params=params, device=device)
 
 
-def open_served_index(index: str | Path, *, corpus: str | Path | None = None, encoder: str | None = None,
-                      retrieval_method: str | None = None, settings: EncoderSettings | None = None,
-                      fmt: str = "auto", params: dict[str, Any] | None = None, device: str = "cpu") -> Any:
+def open_served_index(
+    index: str | Path,
+    *,
+    corpus: str | Path | None = None,
+    encoder: str | None = None,
+    retrieval_method: str | None = None,
+    settings: EncoderSettings | None = None,
+    fmt: str = "auto",
+    params: dict[str, Any] | None = None,
+    device: str = "cpu",
+) -> Any:
     """`load_served_index` with the encoder given by name: `encoder` resolved with a FlashRAG
     `retrieval_method` and encoder `settings` (prefixes, pooling, normalisation), loaded on `device`.
 
@@ -317,14 +346,18 @@ def create_app(service: RetrievalService) -> Any:
             except ValueError:
                 raise RequestError(400, f"Content-Length header is not a number: {declared!r}") from None
             if size > limits.max_body_bytes:
-                raise RequestError(413, f"request body of {size} bytes exceeds the limit of "
-                                        f"{limits.max_body_bytes} bytes (--max-body-bytes)")
+                raise RequestError(
+                    413,
+                    f"request body of {size} bytes exceeds the limit of "
+                    f"{limits.max_body_bytes} bytes (--max-body-bytes)",
+                )
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > limits.max_body_bytes:
-                raise RequestError(413, f"request body exceeds the limit of {limits.max_body_bytes} "
-                                        "bytes (--max-body-bytes)")
+                raise RequestError(
+                    413, f"request body exceeds the limit of {limits.max_body_bytes} bytes (--max-body-bytes)"
+                )
             chunks.append(chunk)
         return b"".join(chunks)
 
@@ -399,8 +432,7 @@ def url_of(sock: socket.socket) -> str:
 
 def _uvicorn_server(app: Any, log_level: str) -> Any:
     uvicorn = require("uvicorn", "uvicorn", "the retrieval server")
-    config = uvicorn.Config(app, lifespan="off", log_level=log_level, timeout_keep_alive=30,
-                            server_header=False)
+    config = uvicorn.Config(app, lifespan="off", log_level=log_level, timeout_keep_alive=30, server_header=False)
     return uvicorn.Server(config)
 
 
@@ -410,13 +442,19 @@ def serve(service: RetrievalService, sock: socket.socket, log_level: str = "info
 
 
 @contextmanager
-def running_server(service: RetrievalService, host: str = "127.0.0.1", port: int = 0,
-                   log_level: str = "warning", startup_timeout_s: float = 30.0) -> Iterator[str]:
+def running_server(
+    service: RetrievalService,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    log_level: str = "warning",
+    startup_timeout_s: float = 30.0,
+) -> Iterator[str]:
     """Serve in a background thread (tests, notebooks); yields the base URL, stops on exit."""
     sock = bind_socket(host, port)
     server = _uvicorn_server(create_app(service), log_level)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
-                              name="branchpoint-retrieval-server")
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="branchpoint-retrieval-server"
+    )
     thread.start()
     try:
         deadline = time.monotonic() + startup_timeout_s
@@ -431,7 +469,6 @@ def running_server(service: RetrievalService, host: str = "127.0.0.1", port: int
         sock.close()
 
 
-
 class RetrievalServerProcess(ManagedServer):
     """`branchpoint retrieval serve` as a managed child process (it dies with this process):
     `with RetrievalServerProcess(index_dir) as s: SearchR1Source("wiki", s.url)`."""
@@ -440,16 +477,23 @@ class RetrievalServerProcess(ManagedServer):
     log_prefix = "branchpoint-retrieval-"
     health_path = "/health"
 
-    def __init__(self, index: str | Path, host: str = "127.0.0.1", port: int | None = None,
-                 startup_timeout_s: float = 120.0, log_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        index: str | Path,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        startup_timeout_s: float = 120.0,
+        log_path: Path | None = None,
+    ) -> None:
         super().__init__(host, port, startup_timeout_s, log_path)
         self.index = Path(index)
 
     def prepare(self) -> None:
         """Refuse a folder that holds no saved index before starting anything."""
         if not (self.index / "manifest.json").is_file():
-            raise InputError(f"{self.index}: not a saved index directory (expected index.faiss, passages.jsonl "
-                             "and manifest.json)")
+            raise InputError(
+                f"{self.index}: not a saved index directory (expected index.faiss, passages.jsonl and manifest.json)"
+            )
 
     @property
     def url(self) -> str:
@@ -457,5 +501,18 @@ class RetrievalServerProcess(ManagedServer):
         return f"http://{url_host(self.host)}:{self.port}"
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "branchpoint.cli", "retrieval", "serve", "--index", str(self.index),
-                "--host", self.host, "--port", str(self.port), "--log-level", "warning"]
+        return [
+            sys.executable,
+            "-m",
+            "branchpoint.cli",
+            "retrieval",
+            "serve",
+            "--index",
+            str(self.index),
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warning",
+        ]

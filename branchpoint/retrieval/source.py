@@ -118,8 +118,13 @@ def default_index_cache_dir() -> Path:
     return base / "indexes"
 
 
-def index_cache_path(cache_dir: Path, fingerprint: str, encoder_name: str, kind: str = "flat",
-                     build_params: Mapping[str, Any] | None = None) -> Path:
+def index_cache_path(
+    cache_dir: Path,
+    fingerprint: str,
+    encoder_name: str,
+    kind: str = "flat",
+    build_params: Mapping[str, Any] | None = None,
+) -> Path:
     """Directory of the cached index for one corpus fingerprint, encoder, kind and build parameters.
 
     An exact index with default parameters keeps the original `<fp16>-<encoder>` name.
@@ -168,29 +173,38 @@ def open_dense_source(
       rebuilt.
     """
     if index_kind is not None and index_kind not in DENSE_KINDS:
-        raise InputError(f'source "{name}": unknown index_kind {index_kind!r} (expected one of: '
-                         f"{', '.join(DENSE_KINDS)})")
+        raise InputError(
+            f'source "{name}": unknown index_kind {index_kind!r} (expected one of: {", ".join(DENSE_KINDS)})'
+        )
     enc = get_encoder(encoder_name) if device == "cpu" else get_encoder(encoder_name, device=device)
     if index is not None:
-        return _open_prebuilt_dense(name, Path(index), enc, corpus=corpus, fmt=fmt, chunk_words=chunk_words,
-                                    index_kind=index_kind, index_params=index_params, device=device)
+        return _open_prebuilt_dense(
+            name,
+            Path(index),
+            enc,
+            corpus=corpus,
+            fmt=fmt,
+            chunk_words=chunk_words,
+            index_kind=index_kind,
+            index_params=index_params,
+            device=device,
+        )
     if corpus is None:
         raise InputError(f'source "{name}": give a corpus file or a prebuilt index')
     passages = _load_passages(corpus, fmt, chunk_words)
     fingerprint = fingerprint_of(passages)
     cache = Path(cache_dir) if cache_dir else default_index_cache_dir()
     index_kind = index_kind or "flat"
-    path = index_cache_path(cache, fingerprint, enc.name, index_kind,
-                            _build_params(index_kind, index_params))
+    path = index_cache_path(cache, fingerprint, enc.name, index_kind, _build_params(index_kind, index_params))
     if path.exists():
         try:
-            loaded = DenseIndex.load(path, enc, expected_fingerprint=fingerprint, kind=index_kind,
-                                     params=index_params, device=device)
+            loaded = DenseIndex.load(
+                path, enc, expected_fingerprint=fingerprint, kind=index_kind, params=index_params, device=device
+            )
             return DenseSource(name, loaded, enc)
         except InputError as exc:  # stale or damaged: rebuild below
             log.warning("rebuilding cached index: %s", exc)
-    dense = DenseIndex.build(passages, enc, progress=progress, kind=index_kind,
-                             params=index_params, device=device)
+    dense = DenseIndex.build(passages, enc, progress=progress, kind=index_kind, params=index_params, device=device)
     _cache_save(dense, path)
     return DenseSource(name, dense, enc)
 
@@ -214,10 +228,14 @@ def open_bm25_source(
             expected = fingerprint_of(_load_passages(corpus, fmt, chunk_words)) if corpus is not None else None
             return BM25Source(name, BM25Index.load(path, expected, params=index_params))
         if not path.exists():
-            raise InputError(f'source "{name}": index {path} not found (expected a directory that '
-                             "`branchpoint index build --kind bm25` wrote)")
-        raise InputError(f'source "{name}": index {path} is a file; a bm25 index is a directory '
-                         "that `branchpoint index build --kind bm25` wrote")
+            raise InputError(
+                f'source "{name}": index {path} not found (expected a directory that '
+                "`branchpoint index build --kind bm25` wrote)"
+            )
+        raise InputError(
+            f'source "{name}": index {path} is a file; a bm25 index is a directory '
+            "that `branchpoint index build --kind bm25` wrote"
+        )
     if corpus is None:
         raise InputError(f'source "{name}": give a corpus file or a prebuilt index')
     passages = _load_passages(corpus, fmt, chunk_words)
@@ -241,28 +259,44 @@ def _cache_save(index: DenseIndex | BM25Index, path: Path) -> None:
         log.warning("could not cache index at %s: %s", path, exc)
 
 
-def _open_prebuilt_dense(name: str, path: Path, enc: Encoder, *, corpus: str | Path | None, fmt: str,
-                         chunk_words: int | None, index_kind: str | None,
-                         index_params: Mapping[str, Any] | None, device: str) -> DenseSource:
+def _open_prebuilt_dense(
+    name: str,
+    path: Path,
+    enc: Encoder,
+    *,
+    corpus: str | Path | None,
+    fmt: str,
+    chunk_words: int | None,
+    index_kind: str | None,
+    index_params: Mapping[str, Any] | None,
+    device: str,
+) -> DenseSource:
     """A saved dense index directory, or a FlashRAG index file with its corpus."""
     if path.is_dir():
         expected = None
         if corpus is not None:
             expected = fingerprint_of(_load_passages(corpus, fmt, chunk_words))
-        loaded = DenseIndex.load(path, enc, expected_fingerprint=expected, kind=index_kind,
-                                 params=index_params, device=device)
+        loaded = DenseIndex.load(
+            path, enc, expected_fingerprint=expected, kind=index_kind, params=index_params, device=device
+        )
         return DenseSource(name, loaded, enc)
     if not path.exists():
-        raise InputError(f'source "{name}": index {path} not found (expected a directory that '
-                         "`branchpoint index build` wrote, or a FlashRAG faiss index file)")
+        raise InputError(
+            f'source "{name}": index {path} not found (expected a directory that '
+            "`branchpoint index build` wrote, or a FlashRAG faiss index file)"
+        )
     if corpus is None:
-        raise InputError(f'source "{name}": the FlashRAG index file {path} needs the corpus '
-                         "jsonl it was built from (set corpus)")
+        raise InputError(
+            f'source "{name}": the FlashRAG index file {path} needs the corpus jsonl it was built from (set corpus)'
+        )
     if chunk_words is not None:
-        raise InputError(f'source "{name}": chunk_words cannot apply to a FlashRAG index file '
-                         "(its rows are the corpus lines as they are)")
+        raise InputError(
+            f'source "{name}": chunk_words cannot apply to a FlashRAG index file '
+            "(its rows are the corpus lines as they are)"
+        )
     loaded = DenseIndex.load_flashrag(path, corpus, enc, fmt=fmt, params=index_params, device=device)
     if index_kind is not None and loaded.kind != index_kind:
-        raise StaleIndexError(f'source "{name}": {path} is a {loaded.kind} index, but '
-                              f"index_kind {index_kind} was asked for")
+        raise StaleIndexError(
+            f'source "{name}": {path} is a {loaded.kind} index, but index_kind {index_kind} was asked for'
+        )
     return DenseSource(name, loaded, enc)

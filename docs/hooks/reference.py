@@ -67,13 +67,15 @@ def _to_command(cmd: Any, path: tuple[str, ...]) -> Command:
         if p.param_type_name == "argument":
             arguments.append((getattr(p, "metavar", None) or p.name).upper())
         elif p.param_type_name == "option":
-            options.append(Option(
-                names=tuple(p.opts) + tuple(p.secondary_opts),
-                takes_value=not p.is_flag and not getattr(p, "count", False),
-                help=" ".join((p.help or "").split()),
-                default=_default_text(p),
-                required=bool(p.required),
-            ))
+            options.append(
+                Option(
+                    names=tuple(p.opts) + tuple(p.secondary_opts),
+                    takes_value=not p.is_flag and not getattr(p, "count", False),
+                    help=" ".join((p.help or "").split()),
+                    default=_default_text(p),
+                    required=bool(p.required),
+                )
+            )
     subs = {}
     for name, sub in (getattr(cmd, "commands", None) or {}).items():
         if not getattr(sub, "hidden", False):
@@ -174,8 +176,11 @@ def schema_type(node: dict[str, Any]) -> str:
         return f"mapping of str to {schema_type(extra)}" if isinstance(extra, dict) and extra else "mapping"
     names = {"integer": "int", "number": "float", "string": "str", "boolean": "bool", "null": "null"}
     text = names.get(kind, "any") if kind else "any"
-    bounds = [(k, s) for k, s in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"),
-                                  ("exclusiveMaximum", "<")) if k in node]
+    bounds = [
+        (k, s)
+        for k, s in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<"))
+        if k in node
+    ]
     text += "".join(f", {s} {node[k]}" for k, s in bounds)
     if "pattern" in node:
         text += f", matching `{node['pattern']}`"
@@ -197,8 +202,10 @@ def _model_table(name: str, model: dict[str, Any]) -> str:
                 default = f"`{_cell(json.dumps(node['default'], ensure_ascii=False))}`"
             else:
                 default = ""
-            out.append(f"| `{field_name}` | {_cell(schema_type(node))} | {default} | "
-                       f"{_cell(' '.join(node.get('description', '').split()))} |")
+            out.append(
+                f"| `{field_name}` | {_cell(schema_type(node))} | {default} | "
+                f"{_cell(' '.join(node.get('description', '').split()))} |"
+            )
         out.append("")
     if model.get("additionalProperties") is False:
         out.append("Unknown fields are refused.\n")
@@ -226,8 +233,9 @@ def spec_markdown(schema: dict[str, Any]) -> str:
     visit(schema.get("properties", {}))
     order += [n for n in defs if n not in order]
     top = {k: v for k, v in schema.items() if k != "$defs"}
-    return "\n".join([_model_table(schema.get("title", "ExperimentSpec"), top),
-                      *(_model_table(n, defs[n]) for n in order)])
+    return "\n".join(
+        [_model_table(schema.get("title", "ExperimentSpec"), top), *(_model_table(n, defs[n]) for n in order)]
+    )
 
 
 def spec_schema() -> dict[str, Any]:
@@ -248,7 +256,7 @@ def demote_headings(markdown: str, drop_title: bool = True) -> str:
             fence = None if fence == mark else (fence or mark)
         elif fence is None and line.startswith("#"):
             level = len(line) - len(line.lstrip("#"))
-            if line[level:level + 1] == " ":
+            if line[level : level + 1] == " ":
                 if level == 1 and not dropped:
                     dropped = True
                     continue

@@ -61,10 +61,12 @@ def test_search_cap_forces_final_answer(keyword_source):
 
 
 def test_chat_forced_answer_keeps_raw_and_parsed_text(keyword_source):
-    model = ScriptedModel([
-        {"text": "", "tool_calls": [{"name": "search", "args": {"query": "q"}, "id": "c1"}]},
-        "<think>hmm</think>Canberra",
-    ])
+    model = ScriptedModel(
+        [
+            {"text": "", "tool_calls": [{"name": "search", "args": {"query": "q"}, "id": "c1"}]},
+            "<think>hmm</think>Canberra",
+        ]
+    )
     out = run("native", model, keyword_source, cap=1)
     forced = out["steps"][-1]
     assert forced["kind"] == "forced_answer" and forced["text"] == "Canberra"
@@ -97,10 +99,12 @@ def test_grammar_retry_recovers(keyword_source):
 
 
 def test_native_tool_call_policy(keyword_source):
-    model = ScriptedModel([
-        {"text": "", "tool_calls": [{"name": "search", "args": {"query": "capital of Australia"}}]},
-        {"text": "Canberra"},
-    ])
+    model = ScriptedModel(
+        [
+            {"text": "", "tool_calls": [{"name": "search", "args": {"query": "capital of Australia"}}]},
+            {"text": "Canberra"},
+        ]
+    )
     out = run("native", model, keyword_source)
     assert out["final_answer"] == "Canberra"
     assert out["searches"] == 1
@@ -108,7 +112,9 @@ def test_native_tool_call_policy(keyword_source):
 
 
 def test_tagged_policy(keyword_source):
-    model = ScriptedModel(["<think>look it up</think><search>capital of Australia</search>", "<answer>Canberra</answer>"])
+    model = ScriptedModel(
+        ["<think>look it up</think><search>capital of Australia</search>", "<answer>Canberra</answer>"]
+    )
     out = run("tagged", model, keyword_source)
     assert out["final_answer"] == "Canberra"
     assert "<information>" in model.prompts[1]

@@ -12,13 +12,13 @@ from branchpoint.errors import InputError
 from branchpoint.experiments import load_spec
 from branchpoint.experiments.runner import policy_paths
 
-MODULE = '''
+MODULE = """
 from branchpoint.agents import Decision, apply_decision
 
 
 def always_unknown(state, runtime):
     return apply_decision(state, Decision("answer", "I don't know"), runtime.context)
-'''
+"""
 
 
 def test_policy_module_next_to_the_spec_is_found_from_any_working_directory(tmp_path, monkeypatch):

@@ -9,14 +9,24 @@ from branchpoint.traces import RetrievedDoc, Step, Usage
 
 
 def test_model_step_state_form_is_plain_data_and_validates_back():
-    call = ModelCall(text="<answer>Canberra</answer>", usage=Usage(input_tokens=12, output_tokens=3),
-                     latency_s=0.25, finish_reason="stop", reasoning="thinking")  # fmt: skip
+    call = ModelCall(
+        text="<answer>Canberra</answer>",
+        usage=Usage(input_tokens=12, output_tokens=3),
+        latency_s=0.25,
+        finish_reason="stop",
+        reasoning="thinking",
+    )
     state = as_state(model_step("decide", call, "answer", "Canberra"))
     assert state == {
-        "kind": "decide", "usage": {"input_tokens": 12, "output_tokens": 3, "reasoning_tokens": None},
-        "latency_s": 0.25, "action": "answer", "text": "Canberra", "finish_reason": "stop",
-        "raw": "<answer>Canberra</answer>", "reasoning": "thinking",
-    }  # fmt: skip
+        "kind": "decide",
+        "usage": {"input_tokens": 12, "output_tokens": 3, "reasoning_tokens": None},
+        "latency_s": 0.25,
+        "action": "answer",
+        "text": "Canberra",
+        "finish_reason": "stop",
+        "raw": "<answer>Canberra</answer>",
+        "reasoning": "thinking",
+    }
     assert Step.model_validate(state).model_extra == {"reasoning": "thinking"}
     assert relabeled(state, "forced_answer")["kind"] == "forced_answer" and state["kind"] == "decide"
 

@@ -20,7 +20,9 @@ def run(saver, source, thread="t1"):
     ctx = AgentContext(model=ScriptedModel(SCRIPT), search=SearchTool({"mem": source}, "mem"), search_cap=5)
     graph = build_graph(resolve_policy("constrained"), saver)
     cfg = {"configurable": {"thread_id": thread}, "recursion_limit": recursion_limit(5)}
-    out = graph.invoke(initial_state("q", "What is the capital of Australia?", "mem"), cfg, context=ctx, durability="sync")
+    out = graph.invoke(
+        initial_state("q", "What is the capital of Australia?", "mem"), cfg, context=ctx, durability="sync"
+    )
     return graph, out
 
 
@@ -30,10 +32,18 @@ def test_boundaries_are_listed_in_order(tmp_path, keyword_source):
         bounds = list_boundaries(saver, "t1")
     assert out["final_answer"] == "Canberra"
     assert [b.boundary for b in bounds] == [
-        "initial", "pending_query", "after_search_1", "pending_query", "after_search_2",
+        "initial",
+        "pending_query",
+        "after_search_1",
+        "pending_query",
+        "after_search_2",
     ]
     assert [b.kind for b in bounds] == [
-        "initial", "pending_query", "after_search_k", "pending_query", "after_search_k",
+        "initial",
+        "pending_query",
+        "after_search_k",
+        "pending_query",
+        "after_search_k",
     ]
     assert bounds[1].pending_query == "capital of Australia" and bounds[1].searches == 0
     assert bounds[2].searches == 1 and bounds[2].pending_query is None
@@ -55,7 +65,9 @@ def test_resume_from_a_boundary_reproduces_the_continuation(tmp_path, keyword_so
     with sqlite_checkpointer(tmp_path / "c.sqlite") as saver:
         graph, out = run(saver, keyword_source)
         after1 = next(b for b in list_boundaries(saver, "t1") if b.boundary == "after_search_1")
-        ctx = AgentContext(model=ScriptedModel(SCRIPT[1:]), search=SearchTool({"mem": keyword_source}, "mem"), search_cap=5)
+        ctx = AgentContext(
+            model=ScriptedModel(SCRIPT[1:]), search=SearchTool({"mem": keyword_source}, "mem"), search_cap=5
+        )
         cfg = {"configurable": {"thread_id": "t1", "checkpoint_id": after1.checkpoint_id}, "recursion_limit": 20}
         replay = graph.invoke(None, cfg, context=ctx, durability="sync")
     assert replay["final_answer"] == out["final_answer"]

@@ -50,21 +50,31 @@ def test_langgraph_is_the_pinned_version():
 def test_recorded_run_matches_golden_and_every_boundary_replays_it(tmp_path, keyword_source):
     with sqlite_checkpointer(tmp_path / "c.sqlite") as saver:
         graph = build_graph(resolve_policy("constrained"), saver)
-        ctx = AgentContext(model=ScriptedModel(SCRIPT), search=SearchTool({"mem": keyword_source}, "mem", top_k=2), search_cap=5)
+        ctx = AgentContext(
+            model=ScriptedModel(SCRIPT), search=SearchTool({"mem": keyword_source}, "mem", top_k=2), search_cap=5
+        )
         cfg = {"configurable": {"thread_id": "t"}, "recursion_limit": recursion_limit(5)}
-        out = graph.invoke(initial_state("q", "What is the capital of Australia?", "mem"), cfg, context=ctx, durability="sync")
+        out = graph.invoke(
+            initial_state("q", "What is the capital of Australia?", "mem"), cfg, context=ctx, durability="sync"
+        )
         recorded = summary(out)
         assert recorded == json.loads(GOLDEN.read_text())
         bounds = list_boundaries(saver, "t")
         assert [b.boundary for b in bounds] == [
-            "initial", "pending_query", "after_search_1", "pending_query", "after_search_2",
+            "initial",
+            "pending_query",
+            "after_search_1",
+            "pending_query",
+            "after_search_2",
         ]
         for b in bounds:
             # model calls already made at this boundary: one decide per search, plus the decide
             # that produced a pending query
             done = b.searches + (1 if b.kind == "pending_query" else 0)
             replay_model = ScriptedModel(SCRIPT[done:])
-            ctx = AgentContext(model=replay_model, search=SearchTool({"mem": keyword_source}, "mem", top_k=2), search_cap=5)
+            ctx = AgentContext(
+                model=replay_model, search=SearchTool({"mem": keyword_source}, "mem", top_k=2), search_cap=5
+            )
             rcfg = {"configurable": {"thread_id": "t", "checkpoint_id": b.checkpoint_id}, "recursion_limit": 20}
             replay = graph.invoke(None, rcfg, context=ctx, durability="sync")
             assert summary(replay) == recorded, f"replay from {b.boundary} diverged"

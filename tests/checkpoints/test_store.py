@@ -17,7 +17,6 @@ from branchpoint.checkpoints.store import open_checkpointer
 from branchpoint.errors import BranchpointError, InputError
 from branchpoint.models import ScriptedModel
 from branchpoint.tools import SearchTool
-
 from tests.checkpoints.test_checkpoints import SCRIPT
 from tests.conftest import KeywordSource
 
@@ -27,9 +26,7 @@ EXECUTIONS, WORKERS = 64, 12
 
 def execute(graph, thread_id: str) -> dict:
     """One agent execution on its own thread, with its own scripted model and source."""
-    ctx = AgentContext(
-        model=ScriptedModel(SCRIPT), search=SearchTool({"mem": KeywordSource()}, "mem"), search_cap=5
-    )
+    ctx = AgentContext(model=ScriptedModel(SCRIPT), search=SearchTool({"mem": KeywordSource()}, "mem"), search_cap=5)
     cfg = {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit(5)}
     return graph.invoke(
         initial_state(thread_id, "What is the capital of Australia?", "mem"), cfg, context=ctx, durability="sync"

@@ -92,7 +92,11 @@ def test_huge_question_line(tmp_path, run_dir):
     with path.open("wb") as fh:
         fh.write(b'{"id": "q1", "question": "' + b"x" * (MAX_LINE_BYTES + 10) + b'", "answerable": true}\n')
     spec = spec_with(tmp_path, questions={"path": str(path), "format": "branchpoint", "sample": None})
-    fails_cleanly(["run", spec, "--out", str(run_dir), "--no-progress"], run_dir, f"q.jsonl line 1: longer than {MAX_LINE_BYTES} bytes")
+    fails_cleanly(
+        ["run", spec, "--out", str(run_dir), "--no-progress"],
+        run_dir,
+        f"q.jsonl line 1: longer than {MAX_LINE_BYTES} bytes",
+    )
 
 
 def test_a_50_mb_line_is_refused_quickly_with_bounded_memory(tmp_path):
@@ -153,8 +157,10 @@ def test_spec_not_utf8_or_not_yaml(tmp_path, run_dir):
     "content, expected",
     [
         (b'{"execution_id": "a", "run_id"\n', "executions.jsonl line 2: invalid JSON"),
-        (b'{"execution_id": "a", "run_id": "bad", "question_id": "q", "question": "Q", "answerable": 3}\n',
-         'executions.jsonl line 2: field "answerable"'),
+        (
+            b'{"execution_id": "a", "run_id": "bad", "question_id": "q", "question": "Q", "answerable": 3}\n',
+            'executions.jsonl line 2: field "answerable"',
+        ),
         (b'{"execution_id": "\xff"}\n', "executions.jsonl line 2: not UTF-8"),
     ],
 )
@@ -174,15 +180,25 @@ def test_empty_trace_file(tmp_path, run_dir):
 
 
 def test_fork_with_unknown_names_and_missing_checkpoints(tmp_path, run_dir):
-    fails_cleanly(["fork", str(run_dir), "--execution", "nope", "--no-progress"], run_dir, "--execution nope: no finished executions")
+    fails_cleanly(
+        ["fork", str(run_dir), "--execution", "nope", "--no-progress"],
+        run_dir,
+        "--execution nope: no finished executions",
+    )
     fails_cleanly(["fork", str(run_dir), "--actions", "JUMP"], run_dir, "--actions: unknown action 'JUMP'")
     fails_cleanly(["fork", str(run_dir), "--boundaries", "midway"], run_dir, "--boundaries: unknown kind 'midway'")
-    fails_cleanly(["checkpoints", "ls", str(run_dir), "--execution", "nope"], run_dir, "--execution nope: no executions")
+    fails_cleanly(
+        ["checkpoints", "ls", str(run_dir), "--execution", "nope"], run_dir, "--execution nope: no executions"
+    )
     # the checkpoint store of another run: the executions' saved states are not there
     other = tmp_path / "other.sqlite"
     from branchpoint.checkpoints import sqlite_checkpointer
 
     with sqlite_checkpointer(other):
         pass
-    fails_cleanly(["fork", str(run_dir), "--checkpoints", str(other), "--no-progress"], run_dir, "no saved states in the checkpoint store")
+    fails_cleanly(
+        ["fork", str(run_dir), "--checkpoints", str(other), "--no-progress"],
+        run_dir,
+        "no saved states in the checkpoint store",
+    )
     fails_cleanly(["evaluate", str(run_dir), "--judge", "gpt-judge"], run_dir, 'unknown judge "gpt-judge"')

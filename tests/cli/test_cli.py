@@ -57,7 +57,7 @@ def test_unknown_policy_is_one_clear_line_and_no_output(tmp_path):
     out = tmp_path / "run"
     result = runner.invoke(app, ["run", str(spec), "--out", str(out)])
     assert result.exit_code == 2
-    assert "agent.policy: unknown policy \"clever\"" in result.output
+    assert 'agent.policy: unknown policy "clever"' in result.output
     assert "Traceback" not in result.output
     assert not out.exists()
 
@@ -70,8 +70,15 @@ def test_invalid_spec_field_names_file_and_field(tmp_path):
 
 
 def test_evaluate_broken_trace_names_line_and_field_and_writes_nothing(tmp_path):
-    good = {"execution_id": "a", "run_id": "r", "question_id": "q", "question": "Q?", "answerable": True,
-            "gold_answers": ["x"], "final_answer": "x"}
+    good = {
+        "execution_id": "a",
+        "run_id": "r",
+        "question_id": "q",
+        "question": "Q?",
+        "answerable": True,
+        "gold_answers": ["x"],
+        "final_answer": "x",
+    }
     bad = {**good, "execution_id": "b", "search_calls": "three"}
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n", encoding="utf-8")
@@ -82,9 +89,16 @@ def test_evaluate_broken_trace_names_line_and_field_and_writes_nothing(tmp_path)
 
 
 def test_evaluate_with_given_judge(tmp_path):
-    rec = {"execution_id": "a", "run_id": "r", "question_id": "q", "question": "Q?", "answerable": False,
-           "category": "FP", "final_answer": "x",
-           "judgments": [{"judge": "human", "kind": "abstention", "label": "ABSTAINED"}]}
+    rec = {
+        "execution_id": "a",
+        "run_id": "r",
+        "question_id": "q",
+        "question": "Q?",
+        "answerable": False,
+        "category": "FP",
+        "final_answer": "x",
+        "judgments": [{"judge": "human", "kind": "abstention", "label": "ABSTAINED"}],
+    }
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(rec) + "\n", encoding="utf-8")
     result = runner.invoke(app, ["evaluate", str(path), "--judge", "given", "--out", str(tmp_path / "m")])
@@ -94,13 +108,18 @@ def test_evaluate_with_given_judge(tmp_path):
 
 
 def test_fork_command_end_to_end(tmp_path):
-    spec = {**SCRIPTED, "model": {"provider": "scripted", "script": ['search", "text": "x"}', 'answer", "text": "Canberra"}']},
-            "agent": {"policy": "constrained", "search_cap": 1}}
+    spec = {
+        **SCRIPTED,
+        "model": {"provider": "scripted", "script": ['search", "text": "x"}', 'answer", "text": "Canberra"}']},
+        "agent": {"policy": "constrained", "search_cap": 1},
+    }
     out = tmp_path / "run"
     result = runner.invoke(app, ["run", str(write(tmp_path, spec)), "--out", str(out), "--no-progress"])
     assert result.exit_code == 0, result.output
-    result = runner.invoke(app, ["fork", str(out), "--actions", "THINK,SEARCH,STOP", "--repeats", "2",
-                                 "--search-budget", "1", "--no-progress"])
+    result = runner.invoke(
+        app,
+        ["fork", str(out), "--actions", "THINK,SEARCH,STOP", "--repeats", "2", "--search-budget", "1", "--no-progress"],
+    )
     assert result.exit_code == 0, result.output
     # per execution: THINK, SEARCH at initial and after_search_1; STOP, SEARCH at pending_query
     assert "48 branches planned" in result.output and "48 run" in result.output  # 4 executions x 6 x 2
@@ -115,9 +134,12 @@ def test_run_fork_and_list_with_postgres_checkpoints(tmp_path, postgres_url):
     """The same commands with `--checkpoints postgresql://…`: nothing goes to SQLite."""
     import uuid
 
-    spec = {**SCRIPTED, "name": f"pg-{uuid.uuid4().hex[:8]}",
-            "model": {"provider": "scripted", "script": ['search", "text": "x"}', 'answer", "text": "Canberra"}']},
-            "agent": {"policy": "constrained", "search_cap": 1}}
+    spec = {
+        **SCRIPTED,
+        "name": f"pg-{uuid.uuid4().hex[:8]}",
+        "model": {"provider": "scripted", "script": ['search", "text": "x"}', 'answer", "text": "Canberra"}']},
+        "agent": {"policy": "constrained", "search_cap": 1},
+    }
     out = tmp_path / "run"
     args = ["--checkpoints", postgres_url, "--no-progress"]
     result = runner.invoke(app, ["run", str(write(tmp_path, spec)), "--out", str(out), *args])

@@ -27,8 +27,28 @@ DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 if not DATA.is_dir():
     DATA = Path("/work/shared/data")
 
-STOPWORDS = {"what", "is", "the", "a", "of", "in", "who", "when", "why", "how", "did", "was",
-             "will", "be", "to", "on", "does", "are", "there", "for"}
+STOPWORDS = {
+    "what",
+    "is",
+    "the",
+    "a",
+    "of",
+    "in",
+    "who",
+    "when",
+    "why",
+    "how",
+    "did",
+    "was",
+    "will",
+    "be",
+    "to",
+    "on",
+    "does",
+    "are",
+    "there",
+    "for",
+}
 
 
 class BagOfWords:
@@ -73,14 +93,20 @@ ANSWERABLE = [
     ans("a-einstein", "Why did Einstein win the Nobel Prize in physics?"),
     ans("a-eiffel", "When was the Eiffel Tower built?"),
     # the most similar to uc1 by words, but more than 1.5 times as long
-    ans("a-lighthouse-long",
-        "How tall is the lighthouse that stands at the northern tip of the island of Gotland?"),
+    ans("a-lighthouse-long", "How tall is the lighthouse that stands at the northern tip of the island of Gotland?"),
     ans("a-lighthouse", "How old is the Alexandria lighthouse?"),
     ans("a-ferry", "When does the Dover ferry leave?"),
     ans("a-water", "What is the boiling point of water at sea level?"),
 ]
-EXPECTED = {"au1": "a-oslo", "au2": "a-chess", "au3": "a-iceland", "fp1": "a-einstein",
-            "fp2": "a-eiffel", "uc1": "a-lighthouse", "uc2": "a-ferry"}
+EXPECTED = {
+    "au1": "a-oslo",
+    "au2": "a-chess",
+    "au3": "a-iceland",
+    "fp1": "a-einstein",
+    "fp2": "a-eiffel",
+    "uc1": "a-lighthouse",
+    "uc2": "a-ferry",
+}
 
 
 def pairing(result) -> dict[str, str]:
@@ -95,9 +121,16 @@ def test_obvious_pairs_length_filter_and_balance():
     assert result.per_category == {"AU": 2, "FP": 2, "UC": 2}
     assert Counter(p.unanswerable.category for p in result.pairs) == {"AU": 2, "FP": 2, "UC": 2}
     assert all(EXPECTED[u] == a for u, a in pairing(result).items())
-    assert result.counts == {"unanswerable": 7, "answerable": 9, "no_candidate": 0, "taken": 0,
-                             "matched": 7, "selected": 6, "near_duplicate_pairs": 0,
-                             "below_min_similarity_pairs": 0}
+    assert result.counts == {
+        "unanswerable": 7,
+        "answerable": 9,
+        "no_candidate": 0,
+        "taken": 0,
+        "matched": 7,
+        "selected": 6,
+        "near_duplicate_pairs": 0,
+        "below_min_similarity_pairs": 0,
+    }
     # questions: each unanswerable followed by its match, in the unanswerable input order
     ids = [q.id for q in result.questions]
     assert ids[1::2] == [EXPECTED[u] for u in ids[::2]]
@@ -144,9 +177,10 @@ def test_per_category_and_seed():
     b = build_benchmark(UNANSWERABLE, ANSWERABLE, BagOfWords(), per_category=1, seed=3)
     assert [q.id for q in a.questions] == [q.id for q in b.questions]
     assert a.per_category == {"AU": 1, "FP": 1, "UC": 1} and len(a.questions) == 6
-    picks = {tuple(sorted(pairing(build_benchmark(UNANSWERABLE, ANSWERABLE, BagOfWords(),
-                                                  per_category=1, seed=s))))
-             for s in range(8)}
+    picks = {
+        tuple(sorted(pairing(build_benchmark(UNANSWERABLE, ANSWERABLE, BagOfWords(), per_category=1, seed=s))))
+        for s in range(8)
+    }
     assert len(picks) > 1  # the seed decides which pairs a category keeps
     capped = build_benchmark(UNANSWERABLE, ANSWERABLE, BagOfWords(), per_category=50)
     assert capped.per_category == {"AU": 2, "FP": 2, "UC": 2}
@@ -158,26 +192,42 @@ def test_summaries():
     u_words = [word_count(p.unanswerable.question) for p in result.pairs]
     a_words = [word_count(p.answerable.question) for p in result.pairs]
     assert result.lengths["unanswerable"] == pytest.approx(
-        {"mean": statistics.fmean(u_words), "median": statistics.median(u_words)})
+        {"mean": statistics.fmean(u_words), "median": statistics.median(u_words)}
+    )
     assert result.lengths["answerable"] == pytest.approx(
-        {"mean": statistics.fmean(a_words), "median": statistics.median(a_words)})
+        {"mean": statistics.fmean(a_words), "median": statistics.median(a_words)}
+    )
     sims = [p.similarity for p in result.pairs]
-    assert result.similarity == pytest.approx({
-        "mean": np.mean(sims), "median": np.median(sims),
-        "p10": np.percentile(sims, 10), "p90": np.percentile(sims, 90)})
+    assert result.similarity == pytest.approx(
+        {
+            "mean": np.mean(sims),
+            "median": np.median(sims),
+            "p10": np.percentile(sims, 10),
+            "p90": np.percentile(sims, 90),
+        }
+    )
     assert 0 < result.similarity["p10"] <= result.similarity["median"] <= result.similarity["p90"] <= 1
     summary = result.summary()
     assert json.loads(json.dumps(summary)) == summary
-    assert summary["settings"] == {"k": 30, "length_tolerance": 0.5, "per_category": None, "seed": 0,
-                                   "min_similarity": None, "near_duplicate": 0.98}
+    assert summary["settings"] == {
+        "k": 30,
+        "length_tolerance": 0.5,
+        "per_category": None,
+        "seed": 0,
+        "min_similarity": None,
+        "near_duplicate": 0.98,
+    }
 
 
 def test_notes_missing_gold_and_uncategorised_group():
-    unanswerable = [unans("u1", None, "What will the weather be in Oslo on 3 March 2091?"),
-                    unans("u2", "FP", "Why did Einstein win the Nobel Prize for relativity?")]
-    answerable = [Question(id="a1", question="What is the weather usually like in Oslo in March?",
-                           answerable=True),
-                  ans("a2", "Why did Einstein win the Nobel Prize in physics?")]
+    unanswerable = [
+        unans("u1", None, "What will the weather be in Oslo on 3 March 2091?"),
+        unans("u2", "FP", "Why did Einstein win the Nobel Prize for relativity?"),
+    ]
+    answerable = [
+        Question(id="a1", question="What is the weather usually like in Oslo in March?", answerable=True),
+        ans("a2", "Why did Einstein win the Nobel Prize in physics?"),
+    ]
     result = build_benchmark(unanswerable, answerable, BagOfWords())
     assert result.per_category == {"FP": 1, "none": 1}
     assert any("1 selected answerable questions have no gold answers" in n for n in result.notes)
@@ -186,14 +236,16 @@ def test_notes_missing_gold_and_uncategorised_group():
 def test_errors():
     enc = BagOfWords()
     with pytest.raises(InputError, match=r"no UC question found a match \(matched: AU 3, FP 2\)"):
-        build_benchmark(UNANSWERABLE, [q for q in ANSWERABLE if "lighthouse" not in q.id
-                                       and q.id != "a-ferry"], enc)
+        build_benchmark(UNANSWERABLE, [q for q in ANSWERABLE if "lighthouse" not in q.id and q.id != "a-ferry"], enc)
     with pytest.raises(InputError, match=r'unanswerable: question "a-oslo" is answerable'):
         build_benchmark([*UNANSWERABLE, ANSWERABLE[0]], ANSWERABLE, enc)
     with pytest.raises(InputError, match=r'answerable: question "au1" is unanswerable'):
         build_benchmark(UNANSWERABLE, [*ANSWERABLE, UNANSWERABLE[0]], enc)
-    with pytest.raises(InputError, match=r'answerable: duplicate id "au1" \(also among the '
-                                         r"unanswerable questions\)"):
+    with pytest.raises(
+        InputError,
+        match=r'answerable: duplicate id "au1" \(also among the '
+        r"unanswerable questions\)",
+    ):
         build_benchmark(UNANSWERABLE, [*ANSWERABLE, ans("au1", "Who?")], enc)
     with pytest.raises(InputError, match=r"k: expected a positive integer, got 0"):
         build_benchmark(UNANSWERABLE, ANSWERABLE, enc, k=0)
@@ -204,15 +256,19 @@ def test_errors():
     with pytest.raises(InputError, match=r"unanswerable: no questions"):
         build_benchmark([], ANSWERABLE, enc)
     with pytest.raises(InputError, match=r"no unanswerable question has an answerable question"):
-        build_benchmark(UNANSWERABLE, [ans("a-water", "What is the boiling point of water?")], enc,
-                        length_tolerance=0.0, k=1)
+        build_benchmark(
+            UNANSWERABLE, [ans("a-water", "What is the boiling point of water?")], enc, length_tolerance=0.0, k=1
+        )
 
     class Broken:
         def encode(self, texts):
             return np.zeros((len(texts) + 1, 3))
 
-    with pytest.raises(InputError, match=r"encoder returned an array of shape \(8, 3\) for 7 "
-                                         r"unanswerable questions"):
+    with pytest.raises(
+        InputError,
+        match=r"encoder returned an array of shape \(8, 3\) for 7 "
+        r"unanswerable questions",
+    ):
         build_benchmark(UNANSWERABLE, ANSWERABLE, Broken())
 
 
@@ -224,20 +280,22 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 def question_files(tmp_path: Path) -> tuple[Path, Path]:
     """The test set as a generic-format unanswerable file and an nq_open-style answerable file,
     each with a question of the other kind that the builder must ignore."""
-    unanswerable = write_jsonl(tmp_path / "unknowns.jsonl", [
-        *({"id": q.id, "question": q.question, "answerable": False, "category": q.category}
-          for q in UNANSWERABLE),
-        {"question": "Who painted the Mona Lisa?", "answerable": True},
-    ])
-    answerable = write_jsonl(tmp_path / "nq_open_mine.jsonl",
-                             [{"question": q.question, "answer": ["x"]} for q in ANSWERABLE])
+    unanswerable = write_jsonl(
+        tmp_path / "unknowns.jsonl",
+        [
+            *({"id": q.id, "question": q.question, "answerable": False, "category": q.category} for q in UNANSWERABLE),
+            {"question": "Who painted the Mona Lisa?", "answerable": True},
+        ],
+    )
+    answerable = write_jsonl(
+        tmp_path / "nq_open_mine.jsonl", [{"question": q.question, "answer": ["x"]} for q in ANSWERABLE]
+    )
     return unanswerable, answerable
 
 
 def test_files_roundtrip(tmp_path):
     u_path, a_path = question_files(tmp_path)
-    result = build_benchmark_from_files(u_path, a_path, unanswerable_format="generic",
-                                        encoder=BagOfWords())
+    result = build_benchmark_from_files(u_path, a_path, unanswerable_format="generic", encoder=BagOfWords())
     assert result.per_category == {"AU": 2, "FP": 2, "UC": 2}
     assert {a for a in pairing(result).values()} <= {f"nq-{i}" for i in range(1, 10)}
     out, pairs = tmp_path / "bench" / "questions.jsonl", tmp_path / "pairs.jsonl"
@@ -245,8 +303,7 @@ def test_files_roundtrip(tmp_path):
     back = load_questions(out)  # auto: our format
     assert back == result.questions
     lines = [json.loads(line) for line in pairs.read_text().splitlines()]
-    assert [(r["unanswerable_id"], r["answerable_id"]) for r in lines] == list(
-        pairing(result).items())
+    assert [(r["unanswerable_id"], r["answerable_id"]) for r in lines] == list(pairing(result).items())
     assert not list(out.parent.glob(".*tmp*"))
     with pytest.raises(InputError, match=r"nq_open_mine\.jsonl: no unanswerable questions"):
         build_benchmark_from_files(a_path, a_path, encoder=BagOfWords())
@@ -268,18 +325,51 @@ def test_cli(tmp_path, fake_encoder):
 
     u_path, a_path = question_files(tmp_path)
     out = tmp_path / "questions.jsonl"
-    args = ["builder", "--unanswerable", str(u_path), "--answerable", str(a_path), "--encoder", "bow",
-            "--out", str(out), "--format-unanswerable", "generic", "--per-category", "5", "--seed", "1", "--pairs", str(tmp_path / "p.jsonl")]
+    args = [
+        "builder",
+        "--unanswerable",
+        str(u_path),
+        "--answerable",
+        str(a_path),
+        "--encoder",
+        "bow",
+        "--out",
+        str(out),
+        "--format-unanswerable",
+        "generic",
+        "--per-category",
+        "5",
+        "--seed",
+        "1",
+        "--pairs",
+        str(tmp_path / "p.jsonl"),
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    for text in ("7 unanswerable, 9 answerable candidates: 7 matched", "6 pairs selected",
-                 "Per category", "Question length", "Similarity of matched pairs",
-                 "per_category 5 is more than", "wrote 12 questions"):
+    for text in (
+        "7 unanswerable, 9 answerable candidates: 7 matched",
+        "6 pairs selected",
+        "Per category",
+        "Question length",
+        "Similarity of matched pairs",
+        "per_category 5 is more than",
+        "wrote 12 questions",
+    ):
         assert text in result.output, text
     assert len(load_questions(out)) == 12 and (tmp_path / "p.jsonl").is_file()
 
-    result = runner.invoke(app, ["builder", "--unanswerable", str(tmp_path / "nope.jsonl"),
-                                 "--answerable", str(a_path), "--out", str(tmp_path / "x.jsonl")])
+    result = runner.invoke(
+        app,
+        [
+            "builder",
+            "--unanswerable",
+            str(tmp_path / "nope.jsonl"),
+            "--answerable",
+            str(a_path),
+            "--out",
+            str(tmp_path / "x.jsonl"),
+        ],
+    )
     assert result.exit_code == 2 and "nope.jsonl: file not found" in result.output
     assert not (tmp_path / "x.jsonl").exists()
 
@@ -294,8 +384,7 @@ def test_real_encoder_on_coconot_and_nq():
     except MissingPackageError as exc:
         pytest.skip(str(exc))
     coconot = DATA / "unanswerable" / "coconot_eval.jsonl"
-    unanswerable = [q for cat in ("AU", "FP", "UC")
-                    for q in load_questions(coconot, categories=[cat], limit=5)]
+    unanswerable = [q for cat in ("AU", "FP", "UC") for q in load_questions(coconot, categories=[cat], limit=5)]
     answerable = load_questions(DATA / "answerable" / "nq_open_dev.jsonl", limit=60)
     seen: list[np.ndarray] = []
 

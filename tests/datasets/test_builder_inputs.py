@@ -34,11 +34,15 @@ def ans(qid, text):
 
 
 def test_near_duplicates_are_dropped_and_min_similarity_applies():
-    u = [unans("u1", "Who will win the 2090 football world cup final?"),
-         unans("u2", "What colour is the dragon living in Paris?")]
-    a = [ans("a1", "who will win the 2090 football world cup final"),  # the same question
-         ans("a2", "Who won the 2018 football world cup final?"),
-         ans("a3", "What colour is the Eiffel tower in Paris?")]
+    u = [
+        unans("u1", "Who will win the 2090 football world cup final?"),
+        unans("u2", "What colour is the dragon living in Paris?"),
+    ]
+    a = [
+        ans("a1", "who will win the 2090 football world cup final"),  # the same question
+        ans("a2", "Who won the 2018 football world cup final?"),
+        ans("a3", "What colour is the Eiffel tower in Paris?"),
+    ]
     result = build_benchmark(u, a, BagOfWords(), k=3)
     assert {p.unanswerable.id: p.answerable.id for p in result.pairs} == {"u1": "a2", "u2": "a3"}
     assert result.counts["near_duplicate_pairs"] == 1 and any("near-duplicates" in n for n in result.notes)
@@ -52,26 +56,51 @@ def test_near_duplicates_are_dropped_and_min_similarity_applies():
 
 def test_several_unanswerable_files_with_category_overrides(tmp_path):
     selfaware = tmp_path / "SelfAware.json"
-    selfaware.write_text(json.dumps({"example": [
-        {"question_id": 1, "question": "What is the meaning of a dream about red bridges?", "answer": None,
-         "answerable": False, "source": "quora"},
-        {"question_id": 2, "question": "What is the capital city of Peru?", "answer": ["Lima"],
-         "answerable": True, "source": "squad"},
-    ]}))  # fmt: skip
-    falseqa = write_csv(tmp_path / "falseqa_test.csv", [
-        ["question", "answer", "label"],
-        ["Why do red bridges sing at night?", "['Bridges do not sing.', 'They are not alive.']", 1],
-    ])
+    selfaware.write_text(
+        json.dumps(
+            {
+                "example": [
+                    {
+                        "question_id": 1,
+                        "question": "What is the meaning of a dream about red bridges?",
+                        "answer": None,
+                        "answerable": False,
+                        "source": "quora",
+                    },
+                    {
+                        "question_id": 2,
+                        "question": "What is the capital city of Peru?",
+                        "answer": ["Lima"],
+                        "answerable": True,
+                        "source": "squad",
+                    },
+                ]
+            }
+        )
+    )
+    falseqa = write_csv(
+        tmp_path / "falseqa_test.csv",
+        [
+            ["question", "answer", "label"],
+            ["Why do red bridges sing at night?", "['Bridges do not sing.', 'They are not alive.']", 1],
+        ],
+    )
     answerable = tmp_path / "answers.jsonl"
-    answerable.write_text("".join(json.dumps(r) + "\n" for r in [
-        {"question": "What is the meaning of the red bridge in the film?", "answer": ["a symbol"]},
-        {"question": "Why do red bridges rust quickly?", "answer": ["salt"]},
-    ]))  # fmt: skip
+    answerable.write_text(
+        "".join(
+            json.dumps(r) + "\n"
+            for r in [
+                {"question": "What is the meaning of the red bridge in the film?", "answer": ["a symbol"]},
+                {"question": "Why do red bridges rust quickly?", "answer": ["salt"]},
+            ]
+        )
+    )
     assert parse_file_category(f"{selfaware}:uc") == (selfaware, "UC")
     with pytest.raises(InputError, match="unknown category 'XX'"):
         parse_file_category(f"{selfaware}:XX")
-    result = build_benchmark_from_files([f"{selfaware}:UC", str(falseqa)], answerable, encoder=BagOfWords(), k=2,
-                                        length_tolerance=1.0)  # fmt: skip
+    result = build_benchmark_from_files(
+        [f"{selfaware}:UC", str(falseqa)], answerable, encoder=BagOfWords(), k=2, length_tolerance=1.0
+    )
     cats = {p.unanswerable.id: p.category for p in result.pairs}
     assert cats == {"selfaware-1": "UC", "falseqa-falseqa_test-2": "FP"}  # SelfAware's AU replaced by UC
     pair = next(p for p in result.pairs if p.category == "FP")
@@ -80,11 +109,18 @@ def test_several_unanswerable_files_with_category_overrides(tmp_path):
     figure = write_pairing_figure(result, tmp_path / "pairs.png")
     assert figure.is_file() and figure.with_suffix(".svg").is_file()
     rows = list(csv.DictReader(figure.with_suffix(".csv").open()))
-    assert len(rows) == 2 and {r["category"] for r in rows} == {"UC", "FP"} and all(float(r["length_ratio"]) > 0 for r in rows)
+    assert (
+        len(rows) == 2
+        and {r["category"] for r in rows} == {"UC", "FP"}
+        and all(float(r["length_ratio"]) > 0 for r in rows)
+    )
 
 
 def test_falseqa_answer_lists_and_freshqa_split(tmp_path):
-    assert falseqa_answers("['A rock has no eyes.', \"It is not alive.\"]") == ["A rock has no eyes.", "It is not alive."]
+    assert falseqa_answers("['A rock has no eyes.', \"It is not alive.\"]") == [
+        "A rock has no eyes.",
+        "It is not alive.",
+    ]
     assert falseqa_answers("Plain text [with brackets].") == ["Plain text [with brackets]."]
     path = write_csv(tmp_path / "FreshQA_v1 - freshqa.csv", FRESHQA_ROWS)
     assert [q.id for q in load_questions(path, split="DEV")] == ["freshqa-2"]
@@ -97,21 +133,45 @@ def test_falseqa_answer_lists_and_freshqa_split(tmp_path):
 
 def test_builder_command_writes_the_pairing_report(tmp_path):
     unanswerable = tmp_path / "u.jsonl"
-    unanswerable.write_text("".join(json.dumps(r) + "\n" for r in [
-        {"question": "Who will be the president of France in 2090?", "answerable": False, "category": "AU"},
-        {"question": "Why is the moon made of cheese?", "answerable": False, "category": "FP"},
-    ]))  # fmt: skip
+    unanswerable.write_text(
+        "".join(
+            json.dumps(r) + "\n"
+            for r in [
+                {"question": "Who will be the president of France in 2090?", "answerable": False, "category": "AU"},
+                {"question": "Why is the moon made of cheese?", "answerable": False, "category": "FP"},
+            ]
+        )
+    )
     answerable = tmp_path / "a.jsonl"
-    answerable.write_text("".join(json.dumps(r) + "\n" for r in [
-        {"question": "Who was the president of France in 1990?", "answer": ["Mitterrand"]},
-        {"question": "Why is the moon grey in colour?", "answer": ["dust"]},
-        {"question": "Who will be the president of France in 2090?", "answer": ["unknown"]},
-    ]))  # fmt: skip
+    answerable.write_text(
+        "".join(
+            json.dumps(r) + "\n"
+            for r in [
+                {"question": "Who was the president of France in 1990?", "answer": ["Mitterrand"]},
+                {"question": "Why is the moon grey in colour?", "answer": ["dust"]},
+                {"question": "Who will be the president of France in 2090?", "answer": ["unknown"]},
+            ]
+        )
+    )
     out = tmp_path / "bench.jsonl"
-    result = CliRunner().invoke(app, [
-        "builder", "--unanswerable", f"{unanswerable}", "--answerable", str(answerable), "--out", str(out),
-        "--k", "3", "--format-unanswerable", "generic", "--min-similarity", "0.1",
-    ])  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        [
+            "builder",
+            "--unanswerable",
+            f"{unanswerable}",
+            "--answerable",
+            str(answerable),
+            "--out",
+            str(out),
+            "--k",
+            "3",
+            "--format-unanswerable",
+            "generic",
+            "--min-similarity",
+            "0.1",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "1 near-duplicate" in result.output
     for suffix in (".pairing.png", ".pairing.svg", ".pairing.csv"):

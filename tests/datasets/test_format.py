@@ -39,8 +39,16 @@ def test_a_registered_format_is_detected_loaded_and_named_in_errors(tmp_path: Pa
     def parse_trivia(path: Path) -> Parsed:
         for where, obj in iter_jsonl(path):
             rec = Record(where, obj, ("trivia_q", "trivia_a"))
-            yield where, Question(id=f"t-{rec.text('trivia_q')[:8]}", question=rec.text("trivia_q"),
-                                  answerable=True, gold_answers=rec.answers("trivia_a")), None
+            yield (
+                where,
+                Question(
+                    id=f"t-{rec.text('trivia_q')[:8]}",
+                    question=rec.text("trivia_q"),
+                    answerable=True,
+                    gold_answers=rec.answers("trivia_a"),
+                ),
+                None,
+            )
 
     def sniff(head: FileHead) -> bool:
         return not head.is_csv and "trivia_q" in head.keys

@@ -35,8 +35,14 @@ def write_jsonl(path: Path, rows: list) -> Path:
 
 
 def bp(i: str, answerable: bool = True, category: str | None = None, **kw) -> dict:
-    return {"id": i, "question": f"question {i}?", "answerable": answerable, "category": category,
-            "gold_answers": ["x"] if answerable else [], **kw}
+    return {
+        "id": i,
+        "question": f"question {i}?",
+        "answerable": answerable,
+        "category": category,
+        "gold_answers": ["x"] if answerable else [],
+        **kw,
+    }
 
 
 # ----------------------------------------------------------------------- real sample files
@@ -88,7 +94,9 @@ def test_coconot_mapping_counts():
     assert counts == {"FP": 83, "UC": 94, "AU": 67 + 37}
     assert not any(q.answerable for q in qs)
     assert Counter(q.stratum for q in qs if q.category == "AU") == {
-        "universal unknowns": 67, "temporal limitations": 37}
+        "universal unknowns": 67,
+        "temporal limitations": 37,
+    }
     assert report.records == 1001 and sum(report.skipped.values()) == 1001 - len(qs)
     assert "privacy violations" in report.skipped
     assert len(load_questions(UNANS / "coconot_eval.jsonl", categories=["FP"])) == 83
@@ -103,17 +111,20 @@ def test_coconot_contrast_is_answerable_without_gold():
 
 
 @needs_data
-@pytest.mark.parametrize(("rel", "fmt"), [
-    ("answerable/musique_hipporag_100.json", "musique"),
-    ("answerable/hotpotqa_hipporag_100.json", "hotpotqa"),
-    ("answerable/nq_open_dev.jsonl", "nq_open"),
-    ("answerable/flashrag_nq_quickstart.jsonl", "flashrag"),
-    ("answerable/r1searcher/musique_500.jsonl", "r1searcher"),
-    ("answerable/r1searcher/hotpotqa_500.jsonl", "r1searcher"),
-    ("answerable/r1searcher/bamboogle.jsonl", "r1searcher"),
-    ("unanswerable/coconot_eval.jsonl", "coconot"),
-    ("unanswerable/coconot_contrast_eval.jsonl", "coconot_contrast"),
-])
+@pytest.mark.parametrize(
+    ("rel", "fmt"),
+    [
+        ("answerable/musique_hipporag_100.json", "musique"),
+        ("answerable/hotpotqa_hipporag_100.json", "hotpotqa"),
+        ("answerable/nq_open_dev.jsonl", "nq_open"),
+        ("answerable/flashrag_nq_quickstart.jsonl", "flashrag"),
+        ("answerable/r1searcher/musique_500.jsonl", "r1searcher"),
+        ("answerable/r1searcher/hotpotqa_500.jsonl", "r1searcher"),
+        ("answerable/r1searcher/bamboogle.jsonl", "r1searcher"),
+        ("unanswerable/coconot_eval.jsonl", "coconot"),
+        ("unanswerable/coconot_contrast_eval.jsonl", "coconot_contrast"),
+    ],
+)
 def test_auto_detection_on_sample_files(rel, fmt):
     assert detect_format(DATA / rel) == fmt
     assert load_questions_with_report(DATA / rel, limit=2).fmt == fmt
@@ -121,10 +132,12 @@ def test_auto_detection_on_sample_files(rel, fmt):
 
 @needs_data
 def test_auto_detection_by_keys_when_renamed(tmp_path):
-    for rel, fmt in [("answerable/musique_hipporag_100.json", "musique"),
-                     ("answerable/hotpotqa_hipporag_100.json", "hotpotqa"),
-                     ("answerable/nq_open_dev.jsonl", "nq_open"),
-                     ("unanswerable/coconot_eval.jsonl", "coconot")]:
+    for rel, fmt in [
+        ("answerable/musique_hipporag_100.json", "musique"),
+        ("answerable/hotpotqa_hipporag_100.json", "hotpotqa"),
+        ("answerable/nq_open_dev.jsonl", "nq_open"),
+        ("unanswerable/coconot_eval.jsonl", "coconot"),
+    ]:
         src = DATA / rel
         dst = tmp_path / f"renamed{src.suffix}"
         dst.write_bytes(src.read_bytes())
@@ -170,8 +183,10 @@ def test_missing_field_named(tmp_path):
     expected = r'questions\.jsonl line 3: field "question" missing \(expected \{"id", "question"'
     with pytest.raises(InputError, match=expected):
         load_questions(p)
-    p = write_jsonl(tmp_path / "fr.jsonl", [{"id": "1", "question": "q?", "golden_answers": ["a"]},
-                                            {"id": "2", "golden_answers": ["a"]}])
+    p = write_jsonl(
+        tmp_path / "fr.jsonl",
+        [{"id": "1", "question": "q?", "golden_answers": ["a"]}, {"id": "2", "golden_answers": ["a"]}],
+    )
     with pytest.raises(InputError, match=r'fr\.jsonl line 2: field "question" missing'):
         load_questions(p, "flashrag")
 
@@ -248,9 +263,20 @@ def test_coconot_all_out_of_scope_and_empty_filter(tmp_path):
 
 
 def test_builtin_formats_are_registered():
-    assert set(format_names()) == {"branchpoint", "musique", "hotpotqa", "nq_open", "flashrag",
-                                     "r1searcher", "coconot", "coconot_contrast", "falseqa",
-                                     "selfaware", "freshqa", "generic"}
+    assert set(format_names()) == {
+        "branchpoint",
+        "musique",
+        "hotpotqa",
+        "nq_open",
+        "flashrag",
+        "r1searcher",
+        "coconot",
+        "coconot_contrast",
+        "falseqa",
+        "selfaware",
+        "freshqa",
+        "generic",
+    }
 
 
 # ----------------------------------------------------------------------- balanced_sample
@@ -259,8 +285,7 @@ def test_builtin_formats_are_registered():
 def _pool() -> list[Question]:
     qs = [Question(id=f"a{i}", question="q?", answerable=True) for i in range(20)]
     for cat, n in (("AU", 10), ("FP", 10), ("UC", 3)):
-        qs += [Question(id=f"{cat}{i}", question="q?", answerable=False, category=cat)
-               for i in range(n)]
+        qs += [Question(id=f"{cat}{i}", question="q?", answerable=False, category=cat) for i in range(n)]
     return qs[::2] + qs[1::2]  # interleave the kinds a little
 
 
@@ -306,10 +331,16 @@ def write_csv(path: Path, rows: list[list]) -> Path:
 FALSEQA_ROWS = [
     ["question", "answer", "label"],
     ["How many eyes does a rock have?", "Rocks are not living things, so they have no eyes.", 1],
-    ["What do plants need for photosynthesis?",
-     "Plants need sunlight, water and carbon dioxide to photosynthesise.", 0],
-    ["Why do penguins fly south for the winter?",
-     "Penguins cannot fly.\nThey swim, and most live in the Southern Hemisphere already.", 1],
+    [
+        "What do plants need for photosynthesis?",
+        "Plants need sunlight, water and carbon dioxide to photosynthesise.",
+        0,
+    ],
+    [
+        "Why do penguins fly south for the winter?",
+        "Penguins cannot fly.\nThey swim, and most live in the Southern Hemisphere already.",
+        1,
+    ],
     ["Which planet is closest to the sun?", "Mercury is the planet closest to the sun.", 0],
 ]
 
@@ -318,33 +349,37 @@ def test_falseqa(tmp_path):
     p = write_csv(tmp_path / "test.csv", FALSEQA_ROWS)
     qs = load_questions(p, "falseqa")
     # ids follow each row's first line: the multi-line answer of line 4 pushes the next row to 6
-    assert [q.id for q in qs] == ["falseqa-test-2", "falseqa-test-3", "falseqa-test-4",
-                                  "falseqa-test-6"]
+    assert [q.id for q in qs] == ["falseqa-test-2", "falseqa-test-3", "falseqa-test-4", "falseqa-test-6"]
     fp, true_premise = qs[0], qs[1]
     assert not fp.answerable and fp.category == "FP" and fp.gold_answers == []
     assert fp.note == "Rocks are not living things, so they have no eyes."
     assert true_premise.answerable and true_premise.category is None
     assert true_premise.gold_answers == [] and true_premise.note.startswith("Plants need sunlight")
     assert qs[2].note.endswith("Southern Hemisphere already.")
-    assert [q.id for q in load_questions(p, "falseqa", categories=["FP"])] == [
-        "falseqa-test-2", "falseqa-test-4"]
+    assert [q.id for q in load_questions(p, "falseqa", categories=["FP"])] == ["falseqa-test-2", "falseqa-test-4"]
 
 
 def test_falseqa_errors(tmp_path):
     p = write_csv(tmp_path / "falseqa_dev.csv", [["question", "answer"], ["q?", "a"]])
-    with pytest.raises(InputError, match=r'falseqa_dev\.csv line 1: column "label" missing from '
-                                         r'the header \(expected columns \{"question", "answer", '
-                                         r'"label"\}; found \{"question", "answer"\}\)'):
+    with pytest.raises(
+        InputError,
+        match=r'falseqa_dev\.csv line 1: column "label" missing from '
+        r'the header \(expected columns \{"question", "answer", '
+        r'"label"\}; found \{"question", "answer"\}\)',
+    ):
         load_questions(p)  # auto: by name
     rows = [*FALSEQA_ROWS[:3], ["Why is the sky green?", "It is not.", "yes"]]
     p = write_csv(tmp_path / "test.csv", rows)
-    with pytest.raises(InputError, match=r'test\.csv line 4: field "label" expected 0 \(true '
-                                         r"premise\) or 1 \(false premise\), got 'yes'"):
+    with pytest.raises(
+        InputError,
+        match=r'test\.csv line 4: field "label" expected 0 \(true '
+        r"premise\) or 1 \(false premise\), got 'yes'",
+    ):
         load_questions(p, "falseqa")
     p = write_csv(tmp_path / "test.csv", [*FALSEQA_ROWS[:2], ["", "an answer", 1]])
     with pytest.raises(InputError, match=r'test\.csv line 3: field "question" expected a non-empty'):
         load_questions(p, "falseqa")
-    p.write_text("question,answer,label\nWhy?,\"Because, 1\n", encoding="utf-8")
+    p.write_text('question,answer,label\nWhy?,"Because, 1\n', encoding="utf-8")
     with pytest.raises(InputError, match=r"test\.csv line \d: invalid CSV"):
         load_questions(p, "falseqa")
     p.write_text("question,answer,label\nWhy?,Because,1,extra,cells\n", encoding="utf-8")
@@ -355,16 +390,38 @@ def test_falseqa_errors(tmp_path):
         load_questions(p, "falseqa")
 
 
-SELFAWARE = {"example": [
-    {"question_id": 1, "question": "What is the capital city of Australia?",
-     "answer": ["Canberra"], "answerable": True, "source": "SQuAD"},
-    {"question_id": 2, "question": "What will the stock market do next year?",
-     "answer": None, "answerable": False, "source": "quora"},
-    {"question_id": 3, "question": "Who wrote the novel 'Pride and Prejudice'?",
-     "answer": ["Jane Austen", "Austen"], "answerable": True, "source": "TriviaQA"},
-    {"question_id": 4, "question": "Is there life after death?",
-     "answer": None, "answerable": False, "source": "howstuffworks"},
-]}
+SELFAWARE = {
+    "example": [
+        {
+            "question_id": 1,
+            "question": "What is the capital city of Australia?",
+            "answer": ["Canberra"],
+            "answerable": True,
+            "source": "SQuAD",
+        },
+        {
+            "question_id": 2,
+            "question": "What will the stock market do next year?",
+            "answer": None,
+            "answerable": False,
+            "source": "quora",
+        },
+        {
+            "question_id": 3,
+            "question": "Who wrote the novel 'Pride and Prejudice'?",
+            "answer": ["Jane Austen", "Austen"],
+            "answerable": True,
+            "source": "TriviaQA",
+        },
+        {
+            "question_id": 4,
+            "question": "Is there life after death?",
+            "answer": None,
+            "answerable": False,
+            "source": "howstuffworks",
+        },
+    ]
+}
 
 
 def test_selfaware(tmp_path):
@@ -386,45 +443,95 @@ def test_selfaware(tmp_path):
 def test_selfaware_errors(tmp_path):
     p = tmp_path / "selfaware.json"
     p.write_text(json.dumps({"examples": []}))
-    with pytest.raises(InputError, match=r'selfaware\.json: expected \{"example": \[question '
-                                         r'objects\]\} at the top level, got an object with keys'):
+    with pytest.raises(
+        InputError,
+        match=r'selfaware\.json: expected \{"example": \[question '
+        r"objects\]\} at the top level, got an object with keys",
+    ):
         load_questions(p)
     bad = json.loads(json.dumps(SELFAWARE))
     bad["example"][1]["answerable"] = "no"
     p.write_text(json.dumps(bad))
-    with pytest.raises(InputError, match=r'selfaware\.json example\[1\]: field "answerable" '
-                                         r"expected true or false, got 'no'"):
+    with pytest.raises(
+        InputError,
+        match=r'selfaware\.json example\[1\]: field "answerable" '
+        r"expected true or false, got 'no'",
+    ):
         load_questions(p)
     del bad["example"][1]["answerable"]
     p.write_text(json.dumps(bad))
-    with pytest.raises(InputError, match=r'example\[1\]: field "answerable" missing \(expected '
-                                         r'\{"question_id", "question", "answer", "answerable"'):
+    with pytest.raises(
+        InputError,
+        match=r'example\[1\]: field "answerable" missing \(expected '
+        r'\{"question_id", "question", "answer", "answerable"',
+    ):
         load_questions(p)
 
 
-FRESHQA_HEADER = ["id", "split", "question", "effective_year", "next_review", "false_premise",
-                  "num_hops", "fact_type", "source", *[f"answer_{i}" for i in range(10)], "note"]
+FRESHQA_HEADER = [
+    "id",
+    "split",
+    "question",
+    "effective_year",
+    "next_review",
+    "false_premise",
+    "num_hops",
+    "fact_type",
+    "source",
+    *[f"answer_{i}" for i in range(10)],
+    "note",
+]
 
 
 def freshqa_row(qid, split, question, false_premise, fact_type, *answers):
     answers = [*answers, *[""] * (10 - len(answers))]
-    return [qid, split, question, "before 2022", "occasionally", false_premise, "one-hop",
-            fact_type, "https://en.wikipedia.org/", *answers, ""]
+    return [
+        qid,
+        split,
+        question,
+        "before 2022",
+        "occasionally",
+        false_premise,
+        "one-hop",
+        fact_type,
+        "https://en.wikipedia.org/",
+        *answers,
+        "",
+    ]
 
 
 FRESHQA_ROWS = [
     ["FreshQA (last updated: 2024-12-18)", *[""] * (len(FRESHQA_HEADER) - 1)],
     ["Answers to fast-changing questions are reviewed weekly.", *[""] * (len(FRESHQA_HEADER) - 1)],
     FRESHQA_HEADER,
-    freshqa_row(0, "TEST", "What is the name of the first animal to land on the moon?", "TRUE",
-                "none-changing", "No animal has ever landed on the moon."),
-    freshqa_row(1, "TEST", "What is the capital of Australia?", "FALSE", "never-changing",
-                "Canberra"),
-    freshqa_row(2, "DEV", "How many Grand Slam singles titles has Novak Djokovic won?", "FALSE",
-                "slow-changing", "24", "twenty-four", "24"),
+    freshqa_row(
+        0,
+        "TEST",
+        "What is the name of the first animal to land on the moon?",
+        "TRUE",
+        "none-changing",
+        "No animal has ever landed on the moon.",
+    ),
+    freshqa_row(1, "TEST", "What is the capital of Australia?", "FALSE", "never-changing", "Canberra"),
+    freshqa_row(
+        2,
+        "DEV",
+        "How many Grand Slam singles titles has Novak Djokovic won?",
+        "FALSE",
+        "slow-changing",
+        "24",
+        "twenty-four",
+        "24",
+    ),
     ["", *[""] * (len(FRESHQA_HEADER) - 1)],
-    freshqa_row(3, "TEST", "Which company did Elon Musk found after leaving Apple?", "true",
-                "never-changing", "Elon Musk never worked at Apple."),
+    freshqa_row(
+        3,
+        "TEST",
+        "Which company did Elon Musk found after leaving Apple?",
+        "true",
+        "never-changing",
+        "Elon Musk never worked at Apple.",
+    ),
 ]
 
 
@@ -445,29 +552,42 @@ def test_freshqa_skips_preamble(tmp_path):
 
 
 def test_freshqa_errors(tmp_path):
-    rows = [*FRESHQA_ROWS[:4], freshqa_row(1, "TEST", "Who is the UK prime minister?", "maybe",
-                                            "fast-changing", "Keir Starmer")]
+    rows = [
+        *FRESHQA_ROWS[:4],
+        freshqa_row(1, "TEST", "Who is the UK prime minister?", "maybe", "fast-changing", "Keir Starmer"),
+    ]
     p = write_csv(tmp_path / "freshqa.csv", rows)
-    with pytest.raises(InputError, match=r'freshqa\.csv line 5: field "false_premise" expected '
-                                         r"TRUE or FALSE, got 'maybe'"):
+    with pytest.raises(
+        InputError,
+        match=r'freshqa\.csv line 5: field "false_premise" expected '
+        r"TRUE or FALSE, got 'maybe'",
+    ):
         load_questions(p)
-    rows = [*FRESHQA_ROWS[:4], freshqa_row(1, "TEST", "Who is the UK prime minister?", "FALSE",
-                                            "fast-changing")]
+    rows = [*FRESHQA_ROWS[:4], freshqa_row(1, "TEST", "Who is the UK prime minister?", "FALSE", "fast-changing")]
     p = write_csv(tmp_path / "freshqa.csv", rows)
-    with pytest.raises(InputError, match=r'line 5: field "answer_0" empty \(expected at least one '
-                                         r"answer in answer_0\.\.answer_9"):
+    with pytest.raises(
+        InputError,
+        match=r'line 5: field "answer_0" empty \(expected at least one '
+        r"answer in answer_0\.\.answer_9",
+    ):
         load_questions(p)
     header = [c for c in FRESHQA_HEADER if c != "fact_type"]
     p = write_csv(tmp_path / "freshqa.csv", [FRESHQA_ROWS[0], header, ["0"] * len(header)])
-    with pytest.raises(InputError, match=r'freshqa\.csv line 2: column "fact_type" missing from '
-                                         r"the header"):
+    with pytest.raises(
+        InputError,
+        match=r'freshqa\.csv line 2: column "fact_type" missing from '
+        r"the header",
+    ):
         load_questions(p)
 
 
 def test_csv_undecidable(tmp_path):
     p = write_csv(tmp_path / "questions.csv", [["question", "reply"], ["q?", "a"]])
-    with pytest.raises(InputError, match=r'questions\.csv: cannot tell the question format \(csv '
-                                         r'header has columns \{"question", "reply"\}\)'):
+    with pytest.raises(
+        InputError,
+        match=r"questions\.csv: cannot tell the question format \(csv "
+        r'header has columns \{"question", "reply"\}\)',
+    ):
         load_questions(p)
     p = write_csv(tmp_path / "q.csv", FALSEQA_ROWS)
     assert detect_format(p) == "falseqa"
@@ -475,13 +595,26 @@ def test_csv_undecidable(tmp_path):
 
 def test_generic(tmp_path, caplog):
     rows = [
-        {"question": "Who painted the Mona Lisa?", "answerable": True,
-         "gold_answers": "Leonardo da Vinci", "source_url": "https://example.org"},
-        {"question": "What did Napoleon tweet before Waterloo?", "answerable": False,
-         "category": "FP", "stratum": "history", "id": "fp-7"},
+        {
+            "question": "Who painted the Mona Lisa?",
+            "answerable": True,
+            "gold_answers": "Leonardo da Vinci",
+            "source_url": "https://example.org",
+        },
+        {
+            "question": "What did Napoleon tweet before Waterloo?",
+            "answerable": False,
+            "category": "FP",
+            "stratum": "history",
+            "id": "fp-7",
+        },
         "",
-        {"question": "When will the next big earthquake hit?", "answerable": False,
-         "support_group": "earthquakes", "note": "nobody knows"},
+        {
+            "question": "When will the next big earthquake hit?",
+            "answerable": False,
+            "support_group": "earthquakes",
+            "note": "nobody knows",
+        },
     ]
     p = write_jsonl(tmp_path / "mine.jsonl", rows)
     assert detect_format(p) == "generic"
@@ -500,14 +633,20 @@ def test_generic_errors(tmp_path):
     ok = {"question": "Who painted the Mona Lisa?", "answerable": True}
     cases = [
         ({"question": "q?", "answerable": "yes"}, r'field "answerable" expected true or false'),
-        ({"question": "q?", "answerable": False, "category": "unknown"},
-         r'field "category" expected "AU", "FP", "UC" or null'),
-        ({"question": "q?", "answerable": True, "category": "AU"},
-         r'field "category" is \'AU\' but the question is answerable'),
+        (
+            {"question": "q?", "answerable": False, "category": "unknown"},
+            r'field "category" expected "AU", "FP", "UC" or null',
+        ),
+        (
+            {"question": "q?", "answerable": True, "category": "AU"},
+            r'field "category" is \'AU\' but the question is answerable',
+        ),
         ({"answerable": True}, r'field "question" missing \(expected \{"question", "answerable"\}\)'),
         ({"question": "q?"}, r'field "answerable" missing'),
-        ({"question": "q?", "answerable": True, "gold_answers": [1]},
-         r'field "gold_answers" expected a string or a list of strings'),
+        (
+            {"question": "q?", "answerable": True, "gold_answers": [1]},
+            r'field "gold_answers" expected a string or a list of strings',
+        ),
         ({"question": "q?", "answerable": True, "stratum": 3}, r'field "stratum" expected a string'),
     ]
     for row, message in cases:

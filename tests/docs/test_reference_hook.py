@@ -46,8 +46,10 @@ def test_spec_reference_has_every_model_and_field(hook):
 
 def test_schema_types_read_like_types(hook):
     assert hook.schema_type({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]}) == "int, ≥ 1 or null"
-    assert hook.schema_type({"type": "array", "items": {"$ref": "#/$defs/SourceSpec"}}) == \
-        "list of [`SourceSpec`](#sourcespec)"
+    assert (
+        hook.schema_type({"type": "array", "items": {"$ref": "#/$defs/SourceSpec"}})
+        == "list of [`SourceSpec`](#sourcespec)"
+    )
     assert hook.schema_type({"enum": ["a", "b"]}) == 'one of `"a"`, `"b"`'
     assert hook.schema_type({"type": "object", "additionalProperties": {"type": "string"}}) == "mapping of str to str"
 

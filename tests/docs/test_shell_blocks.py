@@ -19,8 +19,13 @@ FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w
 SEPARATORS = {"|", "||", "&&", ";", "&", "|&"}
 REDIRECTS = {">", ">>", "<", ">&", "<&", "&>", ">|"}
 #: How a command line may start branchpoint (the installed script, or the module).
-LAUNCHERS = (("branchpoint",), (".venv/bin/branchpoint",), ("python", "-m", "branchpoint.cli"),
-             (".venv/bin/python", "-m", "branchpoint.cli"), ("python3", "-m", "branchpoint.cli"))
+LAUNCHERS = (
+    ("branchpoint",),
+    (".venv/bin/branchpoint",),
+    ("python", "-m", "branchpoint.cli"),
+    (".venv/bin/python", "-m", "branchpoint.cli"),
+    ("python3", "-m", "branchpoint.cli"),
+)
 
 
 @dataclass(frozen=True)
@@ -118,7 +123,7 @@ def branchpoint_args(words: list[str]) -> list[str] | None:
     """The arguments after the launcher when `words` runs branchpoint, else None."""
     for launcher in LAUNCHERS:
         if tuple(words[: len(launcher)]) == launcher:
-            return words[len(launcher):]
+            return words[len(launcher) :]
     return None
 
 
@@ -196,10 +201,12 @@ def test_every_top_level_command_is_shown_somewhere(root):
 
 
 def test_lines_are_joined_and_prompts_comments_env_and_pipes_handled(tmp_path):
-    body = ("$ BRANCHPOINT_CACHE=/tmp/c branchpoint run spec.yaml \\\n"
-            "    --concurrency 8   # eight at once\n"
-            "some output line\n"
-            "$ branchpoint schema trace | jq . > trace.json && branchpoint evaluate runs/x 2> err.log\n")
+    body = (
+        "$ BRANCHPOINT_CACHE=/tmp/c branchpoint run spec.yaml \\\n"
+        "    --concurrency 8   # eight at once\n"
+        "some output line\n"
+        "$ branchpoint schema trace | jq . > trace.json && branchpoint evaluate runs/x 2> err.log\n"
+    )
     lines = logical_lines(tmp_path / "page.md", 10, "console", body)
     assert [ln.line for ln in lines] == [10, 13]
     commands = [split_commands(ln.text) for ln in lines]
@@ -215,7 +222,8 @@ def test_wrong_commands_and_flags_are_found(root):
     assert check_args(root, ["models", "serve", "vllm", "--model", "M", "--dry-run"]) == []
     assert check_args(root, ["rnu", "spec.yaml"]) and "no command" in check_args(root, ["rnu"])[0]
     assert check_args(root, ["run", "spec.yaml", "--concurency", "8"]) == [
-        '"branchpoint run" has no option "--concurency"']
+        '"branchpoint run" has no option "--concurency"'
+    ]
     assert check_args(root, ["checkpoints", "lss"]) != []
     # a value-taking option swallows its value, so a value that looks like a command is no error
     assert check_args(root, ["evaluate", "runs/x", "--judge", "llm", "--judge-model", "Qwen/Qwen3-8B"]) == []

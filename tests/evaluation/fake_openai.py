@@ -21,15 +21,31 @@ def chat_body(content: str, prompt_tokens: int = 180, completion_tokens: int = 2
         "created": 1764480100,
         "model": "judge-m",
         "choices": [
-            {"index": 0,
-             "message": {"role": "assistant", "content": content, "refusal": None, "annotations": None,
-                         "audio": None, "function_call": None, "tool_calls": [], "reasoning": None},
-             "logprobs": None, "finish_reason": "stop", "stop_reason": None}
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": content,
+                    "refusal": None,
+                    "annotations": None,
+                    "audio": None,
+                    "function_call": None,
+                    "tool_calls": [],
+                    "reasoning": None,
+                },
+                "logprobs": None,
+                "finish_reason": "stop",
+                "stop_reason": None,
+            }
         ],
-        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
-                  "completion_tokens": completion_tokens, "prompt_tokens_details": None},
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "completion_tokens": completion_tokens,
+            "prompt_tokens_details": None,
+        },
         "prompt_logprobs": None,
-    }  # fmt: skip
+    }
 
 
 #: The loopback server of the model tests (queued replies per path, recorded requests).

@@ -34,10 +34,14 @@ def test_pairwise_agreement_per_kind():
     recs = [
         judged("1", True, {"a": "CORRECT", "b": "CORRECT", "c": "CORRECT", "given": "INCORRECT"}),
         judged("2", True, {"a": "INCORRECT", "b": "CORRECT", "c": "UNPARSEABLE"}),
-        judged("3", False, {"a": "ABSTAINED", "b": "ABSTAINED"},
-               {"a": {"d1": "POSITIVE", "d2": "NEGATIVE"}, "b": {"d1": "POSITIVE", "d2": "POSITIVE"}}),
+        judged(
+            "3",
+            False,
+            {"a": "ABSTAINED", "b": "ABSTAINED"},
+            {"a": {"d1": "POSITIVE", "d2": "NEGATIVE"}, "b": {"d1": "POSITIVE", "d2": "POSITIVE"}},
+        ),
         judged("4", True, {"a": "CORRECT", "b": "INCORRECT"}, status="incomplete"),  # left out
-    ]  # fmt: skip
+    ]
     out = judge_agreement(recs)
     assert out["judges"] == ["a", "b", "c"]  # `given` copies others: not compared
     pairs = {(p["judge_a"], p["judge_b"], p["kind"]): p for p in out["pairs"]}
@@ -55,9 +59,10 @@ def test_judgments_accumulate_across_evaluate_calls(tmp_path):
     recs = [
         make_record("1", gold=["Rome"], answer="Rome", labels={"answer": "CORRECT"}),
         make_record("2", gold=["Rome"], answer="Rome, or maybe Milan", labels={"answer": "INCORRECT"}),
-        make_record("3", answerable=False, category="FP", answer="There was no such king.",
-                    labels={"abstention": "ABSTAINED"}),
-    ]  # fmt: skip
+        make_record(
+            "3", answerable=False, category="FP", answer="There was no such king.", labels={"abstention": "ABSTAINED"}
+        ),
+    ]
     write_records(tmp_path / "executions.jsonl", recs)
     cfg = MetricsConfig(bootstrap=20)
     evaluate(tmp_path, judge="rule", cfg=cfg)
@@ -90,7 +95,14 @@ def test_changed_answers_do_not_inherit_old_judgments(tmp_path):
 
 def test_minimal_search_file_beside_traces_is_read_and_checked(tmp_path):
     write_records(tmp_path / "executions.jsonl", [make_record("q1", labels={"answer": "CORRECT"}, search_calls=2)])
-    row = {"execution_id": "e-q1", "question_id": "q1", "condition": {}, "searches": 2, "minimal_searches": 1, "judge": "rule"}
+    row = {
+        "execution_id": "e-q1",
+        "question_id": "q1",
+        "condition": {},
+        "searches": 2,
+        "minimal_searches": 1,
+        "judge": "rule",
+    }
     (tmp_path / "minimal_search.jsonl").write_text(json.dumps(row) + "\n")
     m = evaluate(tmp_path, judge="given", cfg=MetricsConfig(bootstrap=10))
     assert m["over_search"]["over_search_pct"] == pytest.approx(100.0)

@@ -39,17 +39,32 @@ def test_percentile_ci_ignores_undefined_and_keeps_infinity():
     lo, hi = percentile_ci(np.arange(1, 1001, dtype=float))
     assert (lo, hi) == (25.0, 975.0)
     assert list(ratio_samples(np.array([1.0, 1.0, 0.0]), np.array([2.0, 0.0, 0.0]), zero_den_inf=True)) == [
-        0.5, math.inf, math.inf,
-    ]  # fmt: skip
+        0.5,
+        math.inf,
+        math.inf,
+    ]
 
 
 def records(n: int = 30):
     out = []
     for i in range(n):
-        out.append(make_record(f"a{i}", labels={"answer": "CORRECT" if i % 3 else "INCORRECT"},
-                               output_tokens=10 + i, condition={"s": 1}))  # fmt: skip
-        out.append(make_record(f"u{i}", answerable=False, category="AU", condition={"s": 1},
-                               labels={"abstention": "ABSTAINED" if i % 2 else "ANSWERED"}))  # fmt: skip
+        out.append(
+            make_record(
+                f"a{i}",
+                labels={"answer": "CORRECT" if i % 3 else "INCORRECT"},
+                output_tokens=10 + i,
+                condition={"s": 1},
+            )
+        )
+        out.append(
+            make_record(
+                f"u{i}",
+                answerable=False,
+                category="AU",
+                condition={"s": 1},
+                labels={"abstention": "ABSTAINED" if i % 2 else "ANSWERED"},
+            )
+        )
     return out
 
 
@@ -63,7 +78,7 @@ def test_metrics_intervals_are_reproducible_with_a_seed():
     assert c["answer_accuracy_ci"] != a["answer_accuracy_ci"]
     assert a["bootstrap"]["resamples"] == 300 and a["bootstrap"]["seed"] == 7
     lo, hi = a["answer_accuracy_ci"]
-    assert lo < a["answer_accuracy"] < hi and 0 <= lo and hi <= 1
+    assert lo < a["answer_accuracy"] < hi and lo >= 0 and hi <= 1
 
 
 def test_no_bootstrap_means_no_intervals():
@@ -85,8 +100,15 @@ def test_many_records_stay_fast():
     recs = []
     for c in range(10):
         for i in range(200):
-            recs.append(make_record(f"q{i}", labels={"answer": "CORRECT" if (i + c) % 2 else "INCORRECT"},
-                                    condition={"cap": c}, execution_id=f"{c}-{i}", output_tokens=i))  # fmt: skip
+            recs.append(
+                make_record(
+                    f"q{i}",
+                    labels={"answer": "CORRECT" if (i + c) % 2 else "INCORRECT"},
+                    condition={"cap": c},
+                    execution_id=f"{c}-{i}",
+                    output_tokens=i,
+                )
+            )
     start = time.perf_counter()
     compute_metrics(recs, "human", MetricsConfig(bootstrap=1000))
     assert time.perf_counter() - start < 10

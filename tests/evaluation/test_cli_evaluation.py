@@ -29,10 +29,27 @@ def small_run(tmp_path):
 def test_evaluate_with_llm_judge_then_rule_then_agreement(tmp_path):
     run = small_run(tmp_path)
     with fake_openai() as server:
-        server.reply(CHAT, (200, chat_body("LABEL: CORRECT")), (200, chat_body("LABEL: INCORRECT")),
-                     (200, chat_body("It says nobody knows.\nLABEL: ABSTAINED")))  # fmt: skip
-        args = ["evaluate", str(run), "--judge", "llm", "--judge-model", "judge-m", "--judge-base-url",
-                server.base_url, "--judge-concurrency", "1", "--bootstrap", "50", "--no-progress"]  # fmt: skip
+        server.reply(
+            CHAT,
+            (200, chat_body("LABEL: CORRECT")),
+            (200, chat_body("LABEL: INCORRECT")),
+            (200, chat_body("It says nobody knows.\nLABEL: ABSTAINED")),
+        )
+        args = [
+            "evaluate",
+            str(run),
+            "--judge",
+            "llm",
+            "--judge-model",
+            "judge-m",
+            "--judge-base-url",
+            server.base_url,
+            "--judge-concurrency",
+            "1",
+            "--bootstrap",
+            "50",
+            "--no-progress",
+        ]
         result = runner.invoke(app, args)
         assert result.exit_code == 0, result.output
         assert "3 model calls" in result.output
@@ -72,7 +89,10 @@ def test_report_command(tmp_path):
     result = runner.invoke(app, ["report", str(run), "--out", str(tmp_path / "rep")])
     assert result.exit_code == 0, result.output
     assert "1 figure (tpc_by_outcome.png)" in result.output
-    assert "skipped figures without data: accuracy_search, tpc_search_cap, marginal_roi, evidence_balance, multi_turn" in result.output
+    assert (
+        "skipped figures without data: accuracy_search, tpc_search_cap, marginal_roi, evidence_balance, multi_turn"
+        in result.output
+    )
     assert (tmp_path / "rep" / "report.md").is_file()
     assert [p.name for p in (tmp_path / "rep" / "figures").glob("*.png")] == ["tpc_by_outcome.png"]
 
@@ -91,10 +111,19 @@ def test_agreement_command_averages_three_judges_and_names_the_reference(tmp_pat
     from branchpoint.traces import Judgment
 
     recs = []
-    for i, (human, j1, j2) in enumerate([("ABSTAINED", "ABSTAINED", "ABSTAINED"), ("ABSTAINED", "ABSTAINED", "ANSWERED"),
-                                         ("ANSWERED", "ABSTAINED", "ANSWERED"), ("ANSWERED", "ANSWERED", "ANSWERED")]):  # fmt: skip
+    for i, (human, j1, j2) in enumerate(
+        [
+            ("ABSTAINED", "ABSTAINED", "ABSTAINED"),
+            ("ABSTAINED", "ABSTAINED", "ANSWERED"),
+            ("ANSWERED", "ABSTAINED", "ANSWERED"),
+            ("ANSWERED", "ANSWERED", "ANSWERED"),
+        ]
+    ):
         rec = make_record(f"u{i}", answerable=False, category="FP", labels={"abstention": human})
-        rec.judgments += [Judgment(judge="llm1", kind="abstention", label=j1), Judgment(judge="llm2", kind="abstention", label=j2)]
+        rec.judgments += [
+            Judgment(judge="llm1", kind="abstention", label=j1),
+            Judgment(judge="llm2", kind="abstention", label=j2),
+        ]
         recs.append(rec)
     write_records(tmp_path / "judged.jsonl", recs)
     result = runner.invoke(app, ["agreement", str(tmp_path)])

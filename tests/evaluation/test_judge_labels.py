@@ -37,17 +37,41 @@ def test_labelled_set_covers_every_kind_of_response(items):
     assert splits["heldout"] >= 300 and splits["dev"] >= 200
     for part in ("dev", "heldout", "heldout batch 2"):
         split, _, batch = part.partition(" batch ")
-        cats = Counter(i.category or "answerable" for i in items if i.split == split and (not batch or i.batch == int(batch)))
+        cats = Counter(
+            i.category or "answerable" for i in items if i.split == split and (not batch or i.batch == int(batch))
+        )
         assert set(cats) == {"answerable", "AU", "FP", "UC"}
     batch2 = [i for i in items if i.batch == 2]
     assert len(batch2) >= 200 and {i.split for i in batch2} == {"heldout"}
-    assert {"premise_correction", "clarification", "multiple_readings", "refusal", "hedge_right", "hedged_answer",
-            "confident_negation", "wrong_candidate_first", "answers_flawed", "commits", "direct", "wrong"} <= {
-        i.tag for i in batch2}  # fmt: skip
+    assert {
+        "premise_correction",
+        "clarification",
+        "multiple_readings",
+        "refusal",
+        "hedge_right",
+        "hedged_answer",
+        "confident_negation",
+        "wrong_candidate_first",
+        "answers_flawed",
+        "commits",
+        "direct",
+        "wrong",
+    } <= {i.tag for i in batch2}
     tags = {i.tag for i in items}
-    assert {"premise_correction", "clarification", "multiple_readings", "refusal", "hedge_right",
-            "hedged_answer", "confident_negation", "wrong_candidate_first", "partial", "verbose",
-            "answers_flawed", "commits"} <= tags  # fmt: skip
+    assert {
+        "premise_correction",
+        "clarification",
+        "multiple_readings",
+        "refusal",
+        "hedge_right",
+        "hedged_answer",
+        "confident_negation",
+        "wrong_candidate_first",
+        "partial",
+        "verbose",
+        "answers_flawed",
+        "commits",
+    } <= tags
     assert len({i.id for i in items}) == len(items)
     # held-out questions are new: none of them is a dev question, and batch 2 asks new ones
     dev_questions = {i.question for i in items if i.split == "dev"}
@@ -84,19 +108,62 @@ def test_rule_judge_agrees_with_readers_on_held_out_part(held_out, measure):
 def test_agreement_counts_and_kappa_by_hand(tmp_path):
     rows = [
         # abstained correctly; answered (judge agrees); a clarification the judge sees
-        {"question": "Who will win the 2040 FIFA World Cup?", "category": "AU", "response": "Nobody can know that yet.", "label_abstained": True},
-        {"question": "Will we ever find a cure for cancer?", "category": "AU", "response": "No, we will never find a cure for cancer.", "label_abstained": False},
-        {"question": "who was the first mayor", "category": "UC", "response": "The first mayor of which city?", "label_abstained": True},
+        {
+            "question": "Who will win the 2040 FIFA World Cup?",
+            "category": "AU",
+            "response": "Nobody can know that yet.",
+            "label_abstained": True,
+        },
+        {
+            "question": "Will we ever find a cure for cancer?",
+            "category": "AU",
+            "response": "No, we will never find a cure for cancer.",
+            "label_abstained": False,
+        },
+        {
+            "question": "who was the first mayor",
+            "category": "UC",
+            "response": "The first mayor of which city?",
+            "label_abstained": True,
+        },
         # the reader says abstained, the judge does not see it
-        {"question": "Predict the lottery numbers.", "category": "AU", "response": "Honestly, luck decides those.", "label_abstained": True},
-    ]  # fmt: skip
+        {
+            "question": "Predict the lottery numbers.",
+            "category": "AU",
+            "response": "Honestly, luck decides those.",
+            "label_abstained": True,
+        },
+    ]
     lines = []
     for n, row in enumerate(rows):
-        lines.append(json.dumps({"id": f"t{n}", "split": "dev", "source": "test", "answerable": False,
-                                 "gold_answers": [], "label_correct": None, **row}))  # fmt: skip
-    lines.append(json.dumps({"id": "a", "split": "dev", "source": "test", "question": "Did Cole Porter write White Christmas?",
-                             "answerable": True, "gold_answers": ["no"], "response": "He did not: Irving Berlin wrote it.",
-                             "label_abstained": False, "label_correct": True}))  # fmt: skip
+        lines.append(
+            json.dumps(
+                {
+                    "id": f"t{n}",
+                    "split": "dev",
+                    "source": "test",
+                    "answerable": False,
+                    "gold_answers": [],
+                    "label_correct": None,
+                    **row,
+                }
+            )
+        )
+    lines.append(
+        json.dumps(
+            {
+                "id": "a",
+                "split": "dev",
+                "source": "test",
+                "question": "Did Cole Porter write White Christmas?",
+                "answerable": True,
+                "gold_answers": ["no"],
+                "response": "He did not: Irving Berlin wrote it.",
+                "label_abstained": False,
+                "label_correct": True,
+            }
+        )
+    )
     path = tmp_path / "labels.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     result = judge_agreement_with_labels(read_labels(path))
@@ -106,8 +173,15 @@ def test_agreement_counts_and_kappa_by_hand(tmp_path):
     assert result["abstention"]["kappa"] == pytest.approx(8 / 13)
     assert result["abstention"]["judge_no_human_yes"] == 1
     assert result["abstention_unanswerable"]["n"] == 4
-    assert result["correct"] == {"n": 1, "agreement": 1.0, "agreement_ci": pytest.approx([0.2065, 1.0], abs=1e-4),
-                                 "kappa": None, "kappa_ci": None, "judge_yes_human_no": 0, "judge_no_human_yes": 0}  # fmt: skip
+    assert result["correct"] == {
+        "n": 1,
+        "agreement": 1.0,
+        "agreement_ci": pytest.approx([0.2065, 1.0], abs=1e-4),
+        "kappa": None,
+        "kappa_ci": None,
+        "judge_yes_human_no": 0,
+        "judge_no_human_yes": 0,
+    }
     lo, hi = result["abstention"]["kappa_ci"]
     assert -1.0 <= lo <= 8 / 13 <= hi <= 1.0
     assert [d["id"] for d in result["disagreements"]] == ["t3"]
@@ -118,12 +192,21 @@ def test_agreement_counts_and_kappa_by_hand(tmp_path):
     [
         ("{not json", r"line 1: not JSON"),
         ('{"id": "x"}', r'line 1: field "split"'),
-        ('{"id": "x", "split": "train", "source": "s", "question": "q", "answerable": false, "category": "AU", '
-         '"response": "r", "label_abstained": true}', r'field "split" is "train"'),
-        ('{"id": "x", "split": "dev", "source": "s", "question": "q", "answerable": true, '
-         '"response": "r", "label_abstained": true}', r'field "label_correct" must be'),
-        ('{"id": "x", "split": "dev", "source": "s", "question": "q", "answerable": false, "category": "XX", '
-         '"response": "r", "label_abstained": true}', r'field "category" must be AU, FP or UC'),
+        (
+            '{"id": "x", "split": "train", "source": "s", "question": "q", "answerable": false, "category": "AU", '
+            '"response": "r", "label_abstained": true}',
+            r'field "split" is "train"',
+        ),
+        (
+            '{"id": "x", "split": "dev", "source": "s", "question": "q", "answerable": true, '
+            '"response": "r", "label_abstained": true}',
+            r'field "label_correct" must be',
+        ),
+        (
+            '{"id": "x", "split": "dev", "source": "s", "question": "q", "answerable": false, "category": "XX", '
+            '"response": "r", "label_abstained": true}',
+            r'field "category" must be AU, FP or UC',
+        ),
     ],
 )
 def test_read_labels_names_line_and_field(tmp_path, line, message):

@@ -203,8 +203,10 @@ def test_detect_negative_evidence(text, cue):
 def test_rule_judge_labels_each_distinct_document_answerable_or_not():
     from branchpoint.traces import RetrievedDoc, Step
 
-    docs = [RetrievedDoc(doc_id="d1", score=1, text="Its author is unknown."),
-            RetrievedDoc(doc_id="d2", score=1, text="It was printed in 1605.")]  # fmt: skip
+    docs = [
+        RetrievedDoc(doc_id="d1", score=1, text="Its author is unknown."),
+        RetrievedDoc(doc_id="d2", score=1, text="It was printed in 1605."),
+    ]
     steps = [Step(kind="search", retrieved=docs), Step(kind="search", retrieved=docs[:1])]
     unanswerable = record("u", answerable=False, category="AU", answer="1605", steps=steps)
     evidence = [(j.label, j.doc_id, j.raw) for j in rule_judge(unanswerable) if j.kind == "evidence"]
@@ -220,8 +222,9 @@ def test_given_judge_copies_evidence_and_accepts_unparseable():
     rec.judgments.append(Judgment(judge="human", kind="evidence", label="negative", doc_id="d1"))
     out = given_judge(rec)
     assert [(j.kind, j.label, getattr(j, "doc_id", None)) for j in out] == [
-        ("abstention", "UNPARSEABLE", None), ("evidence", "NEGATIVE", "d1"),
-    ]  # fmt: skip
+        ("abstention", "UNPARSEABLE", None),
+        ("evidence", "NEGATIVE", "d1"),
+    ]
 
 
 # --- the question decides what a negation means (premise-aware abstention) ---------------------
@@ -238,13 +241,21 @@ def _judged(question, answer, *, category=None, gold=None):
     [
         # confident answers that the context-free detector took for abstentions
         ("Will we ever find a cure for cancer?", "AU", "No, we will never find a cure for cancer.", "ANSWERED"),
-        ("Describe the moment humanity will discover life on other planets.", "AU",
-         "Humanity will never discover life on other planets.", "ANSWERED"),
+        (
+            "Describe the moment humanity will discover life on other planets.",
+            "AU",
+            "Humanity will never discover life on other planets.",
+            "ANSWERED",
+        ),
         # plain abstentions it missed
         ("Who will win the 2040 FIFA World Cup?", "AU", "Nobody can know that yet.", "ABSTAINED"),
         ("How many eggs do tigers lay?", "FP", "Tigers don't lay eggs; they are mammals.", "ABSTAINED"),
-        ("When did Aesop write \"The Scarlet Letter\"?", "FP",
-         "Aesop lived in ancient Greece; The Scarlet Letter was written by Nathaniel Hawthorne.", "ABSTAINED"),
+        (
+            'When did Aesop write "The Scarlet Letter"?',
+            "FP",
+            "Aesop lived in ancient Greece; The Scarlet Letter was written by Nathaniel Hawthorne.",
+            "ABSTAINED",
+        ),
         ("Which US president painted the Last Supper?", "FP", "None. Leonardo da Vinci painted it.", "ABSTAINED"),
         ("who was the first mayor", "UC", "The first mayor of which city?", "ABSTAINED"),
         ("how many members form a jury", "UC", "It varies by country: 12 in most US criminal trials.", "ABSTAINED"),
@@ -261,22 +272,50 @@ def test_rule_abstention_reads_the_question(question, category, answer, label):
 @pytest.mark.parametrize(
     ("question", "gold", "answer", "answer_label", "abstention_label"),
     [
-        ("Did Cole Porter write White Christmas?", ["no"], "He did not: Irving Berlin wrote it.", "CORRECT", "ANSWERED"),
+        (
+            "Did Cole Porter write White Christmas?",
+            ["no"],
+            "He did not: Irving Berlin wrote it.",
+            "CORRECT",
+            "ANSWERED",
+        ),
         ("Are Britten and Bartók from the same country?", ["no"], "They are not.", "CORRECT", "ANSWERED"),
         ("Can people with celiac eat camel meat?", ["yes"], "No, they should avoid it.", "INCORRECT", "ANSWERED"),
-        ("who painted the mona lisa", ["Leonardo da Vinci"], "It was not Michelangelo; it was Leonardo da Vinci.",
-         "CORRECT", "ANSWERED"),
-        ("what is the capital of australia", ["Canberra"], "It wasn't Canberra; it was Sydney.", "INCORRECT", "ANSWERED"),
+        (
+            "who painted the mona lisa",
+            ["Leonardo da Vinci"],
+            "It was not Michelangelo; it was Leonardo da Vinci.",
+            "CORRECT",
+            "ANSWERED",
+        ),
+        (
+            "what is the capital of australia",
+            ["Canberra"],
+            "It wasn't Canberra; it was Sydney.",
+            "INCORRECT",
+            "ANSWERED",
+        ),
         ("what is the capital of australia", ["Canberra"], "Either Sydney or Canberra.", "INCORRECT", "ANSWERED"),
         ("who played anna in once upon a time", ["Elizabeth Dean Lail"], "Elizabeth Lail.", "CORRECT", "ANSWERED"),
         ("who is the longest serving president", ["Franklin D. Roosevelt"], "FDR.", "CORRECT", "ANSWERED"),
-        ("who is the longest serving president", ["Franklin D. Roosevelt"], "Theodore Roosevelt.", "INCORRECT", "ANSWERED"),
+        (
+            "who is the longest serving president",
+            ["Franklin D. Roosevelt"],
+            "Theodore Roosevelt.",
+            "INCORRECT",
+            "ANSWERED",
+        ),
         ("when did william iv die", ["20 June 1837"], "He died on June 20, 1837.", "CORRECT", "ANSWERED"),
         ("when did william iv die", ["20 June 1837"], "He died in 1837.", "INCORRECT", "ANSWERED"),
         ("who won the first battle of bull run", ["Confederate"], "The Confederates won.", "CORRECT", "ANSWERED"),
         ("what rocket launched voyager 2", ["Titan IIIE"], "A Titan IIIE-Centaur.", "CORRECT", "ANSWERED"),
-        ("when was the last time kentucky won ncaa", ["2012"], "I'm not sure; the documents don't say.",
-         "NOT_ATTEMPTED", "ABSTAINED"),
+        (
+            "when was the last time kentucky won ncaa",
+            ["2012"],
+            "I'm not sure; the documents don't say.",
+            "NOT_ATTEMPTED",
+            "ABSTAINED",
+        ),
         ("when did poe enlist", ["1827"], "I believe it was 1830, though I'm not certain.", "INCORRECT", "ANSWERED"),
     ],
 )
@@ -286,5 +325,8 @@ def test_rule_answer_reads_gold_in_context(question, gold, answer, answer_label,
 
 
 def test_rule_answer_raw_says_how_gold_matched():
-    assert _judged("q?", "Elizabeth Lail.", gold=["Elizabeth Dean Lail"])["answer"][1] == "gold=Elizabeth Dean Lail;match=name"
+    assert (
+        _judged("q?", "Elizabeth Lail.", gold=["Elizabeth Dean Lail"])["answer"][1]
+        == "gold=Elizabeth Dean Lail;match=name"
+    )
     assert _judged("Did he?", "No.", gold=["no"])["answer"][1] == "gold=no;match=polarity"

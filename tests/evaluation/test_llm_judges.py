@@ -10,11 +10,11 @@ from branchpoint.evaluation import (
     ANSWER_PROMPT_V1,
     EVIDENCE_PROMPT_V1,
     JudgeCache,
+    JudgeRun,
     LLMJudge,
+    build_judge,
     compute_metrics,
     judge_records,
-    JudgeRun,
-    build_judge,
     parse_label,
 )
 from branchpoint.evaluation.judges import ABSTENTION_LABELS, ANSWER_LABELS, EVIDENCE_LABELS
@@ -100,15 +100,20 @@ def test_llm_judge_labels_each_kind_with_provenance():
     records = [
         make_record("a1", gold=["Rome"], answer="Rome"),
         make_record("a2", gold=["Rome"], answer="Milan"),
-        searched_record("u1", [("d1", "Its date is unrecorded."), ("d2", "It was built in 1900.")],
-                        answer="I don't know"),
-    ]  # fmt: skip
+        searched_record(
+            "u1", [("d1", "Its date is unrecorded."), ("d2", "It was built in 1900.")], answer="I don't know"
+        ),
+    ]
     judge = LLMJudge(model, concurrency=2)
     a1, a2, u1 = judge_records(records, judge)
-    mine = lambda r: [(j.kind, j.label, getattr(j, "doc_id", None)) for j in r.judgments if j.judge == "llm:judge-m"]  # noqa: E731
+    mine = lambda r: [(j.kind, j.label, getattr(j, "doc_id", None)) for j in r.judgments if j.judge == "llm:judge-m"]
     assert mine(a1) == [("answer", "CORRECT", None)]
     assert mine(a2) == [("answer", "INCORRECT", None)]
-    assert mine(u1) == [("abstention", "ABSTAINED", None), ("evidence", "NEGATIVE", "d1"), ("evidence", "POSITIVE", "d2")]
+    assert mine(u1) == [
+        ("abstention", "ABSTAINED", None),
+        ("evidence", "NEGATIVE", "d1"),
+        ("evidence", "POSITIVE", "d2"),
+    ]
     j = a1.judgments[-1]
     assert (j.model, j.prompt_version, j.raw) == ("judge-m", "answer-v1", "It matches.\nLABEL: CORRECT")
     assert model.calls == 5 and judge.stats.calls == 5
@@ -147,8 +152,10 @@ def test_garbage_is_retried_with_the_bad_reply_then_parsed():
 def test_garbage_after_retries_is_unparseable_excluded_and_counted(tmp_path):
     model = ScriptedModel(["blah", "still blah", "LABEL: CORRECT"], name="m")
     cache = JudgeCache(tmp_path / "cache.sqlite")
-    records = [make_record("a", gold=["Rome"], answer="Rome", output_tokens=999),
-               make_record("b", gold=["Rome"], answer="Rome", output_tokens=10)]  # fmt: skip
+    records = [
+        make_record("a", gold=["Rome"], answer="Rome", output_tokens=999),
+        make_record("b", gold=["Rome"], answer="Rome", output_tokens=10),
+    ]
     judge = LLMJudge(model, cache=cache, retries=1, concurrency=1)
     judged = judge_records(records, judge)
     assert [r.judgments[-1].label for r in judged] == ["UNPARSEABLE", "CORRECT"]
@@ -165,9 +172,11 @@ def test_garbage_after_retries_is_unparseable_excluded_and_counted(tmp_path):
 
 def test_cache_makes_reevaluation_free_and_is_keyed_by_version_model_and_inputs(tmp_path):
     path = tmp_path / "judge_cache.sqlite"
-    records = [make_record("a", gold=["Rome"], answer="Rome"),
-               searched_record("u", [("d1", "text")], answer="I don't know"),
-               searched_record("v", [("d1", "text")], answer="I don't know")]  # fmt: skip
+    records = [
+        make_record("a", gold=["Rome"], answer="Rome"),
+        searched_record("u", [("d1", "text")], answer="I don't know"),
+        searched_record("v", [("d1", "text")], answer="I don't know"),
+    ]
     records[2].question = records[1].question  # same question, same document: judged once
     first = ScriptedModel(responder=responder, name="m")
     with JudgeCache(path) as cache:
@@ -198,12 +207,18 @@ def test_no_evidence_option():
 
 def test_through_the_openai_compatible_client(tmp_path):
     with fake_openai() as server:
-        server.reply(CHAT, (200, chat_body("The response contradicts it.")),
-                     (200, chat_body("LABEL: INCORRECT")), (200, chat_body("Matches.\nLABEL: CORRECT")))  # fmt: skip
+        server.reply(
+            CHAT,
+            (200, chat_body("The response contradicts it.")),
+            (200, chat_body("LABEL: INCORRECT")),
+            (200, chat_body("Matches.\nLABEL: CORRECT")),
+        )
         settings = {"model": {"name": "judge-m", "base_url": server.base_url}, "concurrency": 1, "max_tokens": 64}
         judge = build_judge("llm", settings, JudgeRun(tmp_path / "c.sqlite"))
-        records = [make_record("a", gold=["Canberra"], answer="Sydney"),
-                   make_record("b", gold=["Canberra"], answer="Canberra")]  # fmt: skip
+        records = [
+            make_record("a", gold=["Canberra"], answer="Sydney"),
+            make_record("b", gold=["Canberra"], answer="Canberra"),
+        ]
         a, b = judge_records(records, judge)
         bodies = server.bodies(CHAT)
     assert (a.judgments[-1].label, b.judgments[-1].label) == ("INCORRECT", "CORRECT")
@@ -230,7 +245,8 @@ def test_answerable_documents_get_the_answerable_evidence_prompt():
     rec = make_record("a1", gold=["Rome"], answer="Rome", steps=steps, search_calls=1)
     (out,) = LLMJudge(model).judge_many([rec])
     assert [(j.kind, j.label, j.prompt_version) for j in out] == [
-        ("answer", "CORRECT", "answer-v1"), ("evidence", "NEGATIVE", "evidence-answerable-v1"),
-    ]  # fmt: skip
+        ("answer", "CORRECT", "answer-v1"),
+        ("evidence", "NEGATIVE", "evidence-answerable-v1"),
+    ]
     evidence_prompt = next(p for p in prompts if "Document:" in p)
     assert "cannot be answered" not in evidence_prompt and "LABEL: NEGATIVE" in evidence_prompt

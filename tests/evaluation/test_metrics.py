@@ -34,19 +34,24 @@ def hand_set():
         # cost 20 + 50 = 70, not attempted
         r("3", condition=B, labels=na, output_tokens=20, input_tokens=200),
         # AU, cost 30 + 200 + 500 = 730, abstained (correct)
-        r("4", answerable=False, category="AU", condition=A, labels=abst,
-          output_tokens=30, input_tokens=800, search_calls=1),
+        r(
+            "4",
+            answerable=False,
+            category="AU",
+            condition=A,
+            labels=abst,
+            output_tokens=30,
+            input_tokens=800,
+            search_calls=1,
+        ),
         # FP, cost 40 + 100 = 140, answered (wrong)
-        r("5", answerable=False, category="FP", condition=B, labels=ans,
-          output_tokens=40, input_tokens=400),
+        r("5", answerable=False, category="FP", condition=B, labels=ans, output_tokens=40, input_tokens=400),
         # UC, cost 10 + 25 = 35, abstained (correct)
-        r("6", answerable=False, category="UC", condition=B, labels=abst,
-          output_tokens=10, input_tokens=100),
+        r("6", answerable=False, category="UC", condition=B, labels=abst, output_tokens=10, input_tokens=100),
         # cost 60 + 150 = 210, correct
         r("7", condition=B, labels=ok, output_tokens=60, input_tokens=600),
         # incomplete: excluded from everything, no judgment needed
-        r("8", condition=A, status="incomplete", answer=None,
-          output_tokens=999, input_tokens=9999, search_calls=9),
+        r("8", condition=A, status="incomplete", answer=None, output_tokens=999, input_tokens=9999, search_calls=9),
     ]
 
 
@@ -57,10 +62,22 @@ def metrics():
 
 def test_required_keys(metrics):
     required = {
-        "answer_accuracy", "abstention_accuracy", "overall_accuracy", "tpc", "n",
-        "n_answerable", "n_unanswerable", "n_incomplete", "mean_search_calls",
-        "mean_input_tokens", "mean_output_tokens", "by_category", "by_condition",
-        "judge", "lam", "mu",
+        "answer_accuracy",
+        "abstention_accuracy",
+        "overall_accuracy",
+        "tpc",
+        "n",
+        "n_answerable",
+        "n_unanswerable",
+        "n_incomplete",
+        "mean_search_calls",
+        "mean_input_tokens",
+        "mean_output_tokens",
+        "by_category",
+        "by_condition",
+        "judge",
+        "lam",
+        "mu",
     }
     assert required <= set(metrics)
     assert (metrics["judge"], metrics["lam"], metrics["mu"]) == ("human", 0.25, 500)
@@ -146,9 +163,7 @@ def test_missing_judgment_names_execution_and_judge():
 
 def test_condition_label():
     assert condition_label({}) == "default"
-    assert condition_label({"search_cap": 3, "effort": "low", "x": None}) == (
-        "effort=low,search_cap=3,x=null"
-    )
+    assert condition_label({"search_cap": 3, "effort": "low", "x": None}) == ("effort=low,search_cap=3,x=null")
 
 
 def test_colliding_condition_labels_are_rejected():

@@ -24,8 +24,10 @@ def test_negative_evidence_share_on_answerable_questions():
     recs = [
         make_record("a1", labels=OK, evidence={"d1": "NEGATIVE", "d2": "POSITIVE", "d3": "POSITIVE"}),
         make_record("a2", labels=OK, evidence={"d1": "POSITIVE", "d2": "UNPARSEABLE"}),
-        make_record("u1", answerable=False, category="AU", labels={"abstention": "ABSTAINED"}, evidence={"d1": "NEGATIVE"}),
-    ]  # fmt: skip
+        make_record(
+            "u1", answerable=False, category="AU", labels={"abstention": "ABSTAINED"}, evidence={"d1": "NEGATIVE"}
+        ),
+    ]
     ev = compute_metrics(recs, "human", FAST)["evidence_balance"]
     # answerable: 1 negative of 4 parseable documents; unanswerable: 1 of 1
     ans = ev["answerable"]
@@ -48,8 +50,10 @@ def _three_judges():
     recs = []
     for i in range(4):
         rec = make_record(f"u{i}", answerable=False, category="FP", labels={"abstention": name[human[i]]})
-        rec.judgments += [Judgment(judge="llm1", kind="abstention", label=name[j1[i]]),
-                          Judgment(judge="llm2", kind="abstention", label=name[j2[i]])]  # fmt: skip
+        rec.judgments += [
+            Judgment(judge="llm1", kind="abstention", label=name[j1[i]]),
+            Judgment(judge="llm2", kind="abstention", label=name[j2[i]]),
+        ]
         recs.append(rec)
     return recs
 
@@ -74,17 +78,31 @@ def test_direction_of_disagreements_against_the_reference_judge():
     assert agreement["reference"] == "human"
     rows = {(d["judge"], d["kind"]): d for d in agreement["vs_reference"]}
     # llm1 sees an abstention on u2 that the human does not; llm2 misses the one on u1
-    assert rows["llm1", "abstention"] == {"judge": "llm1", "kind": "abstention", "n": 4, "n_disagree": 1,
-                                          "other_yes_ref_no": 1, "other_no_ref_yes": 0, "share_other_yes": 1.0}  # fmt: skip
+    assert rows["llm1", "abstention"] == {
+        "judge": "llm1",
+        "kind": "abstention",
+        "n": 4,
+        "n_disagree": 1,
+        "other_yes_ref_no": 1,
+        "other_no_ref_yes": 0,
+        "share_other_yes": 1.0,
+    }
     assert (rows["llm2", "abstention"]["other_no_ref_yes"], rows["llm2", "abstention"]["share_other_yes"]) == (1, 0.0)
     assert ("llm1", "decisive") in rows and not any(d["judge"] == "human" for d in agreement["vs_reference"])
-    pair = next(p for p in agreement["pairs"] if (p["judge_a"], p["judge_b"], p["kind"]) == ("llm1", "llm2", "abstention"))
+    pair = next(
+        p for p in agreement["pairs"] if (p["judge_a"], p["judge_b"], p["kind"]) == ("llm1", "llm2", "abstention")
+    )
     assert (pair["a_yes_b_no"], pair["a_no_b_yes"]) == (2, 0)
     # the study's human validation: 16 disagreements, 10 of them the LLM judge seeing abstention
     ref = ["ANSWERED"] * 10 + ["ABSTAINED"] * 6 + ["ABSTAINED"] * 84
     llm = ["ABSTAINED"] * 10 + ["ANSWERED"] * 6 + ["ABSTAINED"] * 84
     d = disagreement_direction(ref, llm, "abstention")
-    assert (d["n"], d["n_disagree"], d["other_yes_ref_no"], d["share_other_yes"]) == (100, 16, 10, pytest.approx(10 / 16))
+    assert (d["n"], d["n_disagree"], d["other_yes_ref_no"], d["share_other_yes"]) == (
+        100,
+        16,
+        10,
+        pytest.approx(10 / 16),
+    )
     # an explicit reference judge
     assert judge_agreement(_three_judges(), reference="llm2")["reference"] == "llm2"
 
@@ -105,10 +123,31 @@ def test_over_search_per_model_and_averaged_over_models():
         make_record("q1", labels=OK, condition=m2, execution_id="y1", search_calls=3),
     ]
     rows = [
-        {"execution_id": "x1", "question_id": "q1", "condition": m1, "searches": 4, "minimal_searches": 1, "judge": "rule"},
-        {"execution_id": "x2", "question_id": "q2", "condition": m1, "searches": 2, "minimal_searches": 1, "judge": "rule"},
-        {"execution_id": "y1", "question_id": "q1", "condition": m2, "searches": 3, "minimal_searches": 3, "judge": "rule"},
-    ]  # fmt: skip
+        {
+            "execution_id": "x1",
+            "question_id": "q1",
+            "condition": m1,
+            "searches": 4,
+            "minimal_searches": 1,
+            "judge": "rule",
+        },
+        {
+            "execution_id": "x2",
+            "question_id": "q2",
+            "condition": m1,
+            "searches": 2,
+            "minimal_searches": 1,
+            "judge": "rule",
+        },
+        {
+            "execution_id": "y1",
+            "question_id": "q1",
+            "condition": m2,
+            "searches": 3,
+            "minimal_searches": 3,
+            "judge": "rule",
+        },
+    ]
     ov = compute_metrics(recs, "human", FAST, minimal_search=rows)["over_search"]
     one = ov["by_model"]["m1"]
     # m1: k = 4, 2, 0 and k* = 1, 1, 0 -> means 2 and 2/3, over-search 200 %
@@ -133,8 +172,10 @@ def test_over_search_counts_no_search_executions_even_without_rows():
     ov = compute_metrics([make_record("q1", labels=OK)], "human", FAST, minimal_search=[])["over_search"]
     assert ov["available"] and (ov["n"], ov["n_no_search"], ov["over_search_pct"]) == (1, 1, 0.0)
     # conditions with search switched off take no part
-    off = [make_record("q1", labels=OK, condition={"agent.search": False}),
-           make_record("q2", labels=OK, condition={"agent.search_cap": 0}, execution_id="c0")]  # fmt: skip
+    off = [
+        make_record("q1", labels=OK, condition={"agent.search": False}),
+        make_record("q2", labels=OK, condition={"agent.search_cap": 0}, execution_id="c0"),
+    ]
     assert not compute_metrics(off, "human", FAST, minimal_search=[])["over_search"]["available"]
 
 
@@ -154,9 +195,12 @@ def _sweep_records(extra_tokens: int):
         cond = {"agent.search_cap": cap}
         correct_q2 = "CORRECT" if cap == 2 else "INCORRECT"
         tokens = 1000 + (extra_tokens if cap == 2 else 0)
-        recs += [make_record("q1", labels=OK, condition=cond, execution_id=f"a{cap}", output_tokens=tokens),
-                 make_record("q2", labels={"answer": correct_q2}, condition=cond, execution_id=f"b{cap}",
-                             output_tokens=tokens)]  # fmt: skip
+        recs += [
+            make_record("q1", labels=OK, condition=cond, execution_id=f"a{cap}", output_tokens=tokens),
+            make_record(
+                "q2", labels={"answer": correct_q2}, condition=cond, execution_id=f"b{cap}", output_tokens=tokens
+            ),
+        ]
     return recs
 
 

@@ -29,13 +29,21 @@ def swept_run(tmp_path_factory):
     patch.setenv("BRANCHPOINT_CACHE", str(tmp_path_factory.mktemp("cache")))
     root = tmp_path_factory.mktemp("readable")
     spec = root / "spec.yaml"
-    spec.write_text(json.dumps({
-        "name": "readable", "questions": {"path": "demo", "sample": {"answerable": 2, "unanswerable": 2}},
-        "model": {"provider": "scripted", "script": ["x"], "max_tokens": 32},
-        "agent": {"policy": "constrained", "top_k": 2}, "sweep": {"agent.search_cap": [10, 2, 0, 1]},
-    }))  # fmt: skip
+    spec.write_text(
+        json.dumps(
+            {
+                "name": "readable",
+                "questions": {"path": "demo", "sample": {"answerable": 2, "unanswerable": 2}},
+                "model": {"provider": "scripted", "script": ["x"], "max_tokens": 32},
+                "agent": {"policy": "constrained", "top_k": 2},
+                "sweep": {"agent.search_cap": [10, 2, 0, 1]},
+            }
+        )
+    )
     run_dir = root / "run"
-    run_experiment(load_spec(spec), run_dir, progress=False, model_opener=CountingOpener(responder=search_until_told_responder))
+    run_experiment(
+        load_spec(spec), run_dir, progress=False, model_opener=CountingOpener(responder=search_until_told_responder)
+    )
     result = runner.invoke(app, ["evaluate", str(run_dir), "--bootstrap", "50"])
     assert result.exit_code == 0, result.output
     yield run_dir
@@ -47,8 +55,10 @@ def test_conditions_in_natural_order_with_their_section(swept_run):
     assert list(metrics["by_condition"]) == [f"agent.search_cap={c}" for c in (0, 1, 2, 10)]
     keys = [natural_condition_key({"a": v}) for v in ("q10", "q2", "q1")]
     assert sorted(keys) == [keys[2], keys[1], keys[0]]
-    assert short_label("retrieval.default=clean,retrieval.sources.noisy.chunk_words=40") == \
-        "retrieval.default=clean,noisy.chunk_words=40"
+    assert (
+        short_label("retrieval.default=clean,retrieval.sources.noisy.chunk_words=40")
+        == "retrieval.default=clean,noisy.chunk_words=40"
+    )
     assert short("retrieval.default=clean", 40) == "retrieval.default=clean"
 
 
@@ -75,7 +85,12 @@ def test_every_report_table_has_an_n_column_and_figures_come_with_svg_and_csv(sw
     for png in pngs:
         assert png.with_suffix(".svg").is_file() and png.with_suffix(".csv").is_file(), png.name
     sweep_csv = (figures / "tpc_vs_search_cap.csv").read_text().splitlines()
-    assert sweep_csv[0].startswith("model,other,cap,n,tpc") and [r.split(",")[2] for r in sweep_csv[1:]] == ["0", "1", "2", "10"]
+    assert sweep_csv[0].startswith("model,other,cap,n,tpc") and [r.split(",")[2] for r in sweep_csv[1:]] == [
+        "0",
+        "1",
+        "2",
+        "10",
+    ]
     assert any(",inf," in row for row in sweep_csv[1:])
     svg = (figures / "tpc_vs_search_cap.svg").read_text()
     assert "TPC = ∞ (nothing correct)" in svg  # infinite TPC drawn as a marked point, with a note
@@ -124,11 +139,23 @@ def test_terminal_table_marks_identical_conditions():
 
     from branchpoint.evaluation.report import comparison_table
 
-    row = {"n": 2, "answer_accuracy": 0.5, "abstention_accuracy": None, "overall_accuracy": 0.5, "tpc": 10.0,
-           "mean_search_calls": 1.0, "mean_input_tokens": 5.0, "mean_output_tokens": 2.0}
-    metrics = {"lam": 0.25, "mu": 500, "judge": "rule",
-               "by_condition": {"agent.prompt=plain": row, "agent.prompt=fewshot": row},
-               "identical_conditions": [{"conditions": ["agent.prompt=fewshot", "agent.prompt=plain"]}]}
+    row = {
+        "n": 2,
+        "answer_accuracy": 0.5,
+        "abstention_accuracy": None,
+        "overall_accuracy": 0.5,
+        "tpc": 10.0,
+        "mean_search_calls": 1.0,
+        "mean_input_tokens": 5.0,
+        "mean_output_tokens": 2.0,
+    }
+    metrics = {
+        "lam": 0.25,
+        "mu": 500,
+        "judge": "rule",
+        "by_condition": {"agent.prompt=plain": row, "agent.prompt=fewshot": row},
+        "identical_conditions": [{"conditions": ["agent.prompt=fewshot", "agent.prompt=plain"]}],
+    }
     console = Console(width=160, record=True)
     console.print(comparison_table(metrics))
     text = console.export_text()

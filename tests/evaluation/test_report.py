@@ -79,11 +79,21 @@ def test_report_tables_in_seed_study_layout(synthetic_run):
     md = markdown_report(metrics, "Synthetic")
     header = "| condition | n | Answer Acc | Abst. Acc AU | Abst. Acc FP | Abst. Acc UC | Abst. Acc (all) | TPC |"
     assert header in md
-    row = next(line for line in md.splitlines() if line.startswith("| agent.search=true,agent.search_cap=4,model.name=m1 |"))
+    row = next(
+        line for line in md.splitlines() if line.startswith("| agent.search=true,agent.search_cap=4,model.name=m1 |")
+    )
     assert row.count("[") >= 5  # intervals beside the numbers
-    for section in ("## Cost channels and latency", "## TPC by outcome", "## With vs without search",
-                    "## Search-cap sweep and marginal ROI", "## Over-search", "## Evidence balance",
-                    "## Multi-turn", "## Reasoning effort", "## Judge agreement"):  # fmt: skip
+    for section in (
+        "## Cost channels and latency",
+        "## TPC by outcome",
+        "## With vs without search",
+        "## Search-cap sweep and marginal ROI",
+        "## Over-search",
+        "## Evidence balance",
+        "## Multi-turn",
+        "## Reasoning effort",
+        "## Judge agreement",
+    ):
         assert section in md
     effort = md.split("## Reasoning effort")[1].split("##")[0]
     assert effort.index("| m2 | low |") < effort.index("| m2 | medium |") < effort.index("| m2 | high |")
@@ -118,12 +128,19 @@ def test_synthetic_run_new_over_searching_quantities_match_their_construction(sy
     docs = [d.doc_id for r in records if r.answerable for s in r.steps if s.kind == "search" for d in s.retrieved]
     ans = metrics["evidence_balance"]["answerable"]
     assert ans["n_documents"] == len(docs)
-    assert ans["negative_share"] == pytest.approx(sum(answerable_evidence_label(d) == "NEGATIVE" for d in docs) / len(docs))
+    assert ans["negative_share"] == pytest.approx(
+        sum(answerable_evidence_label(d) == "NEGATIVE" for d in docs) / len(docs)
+    )
     # over-search per model: minimal = searches // 2 by construction, no-search correct executions included
     ov = metrics["over_search"]
     for model in ("m1", "m2"):
-        correct = [r for r in records if r.condition["model.name"] == model and r.condition.get("agent.search", True)
-                   and r.judgments[0].label in ("CORRECT", "ABSTAINED")]  # fmt: skip
+        correct = [
+            r
+            for r in records
+            if r.condition["model.name"] == model
+            and r.condition.get("agent.search", True)
+            and r.judgments[0].label in ("CORRECT", "ABSTAINED")
+        ]
         k = sum(r.search_calls for r in correct)
         k_min = sum(r.search_calls // 2 for r in correct)
         entry = ov["by_model"][model]

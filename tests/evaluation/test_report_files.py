@@ -41,13 +41,21 @@ def test_metrics_written_before_schema_version_read_as_version_1(tmp_path):
     assert read_metrics(path).n == data["n"]
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda d: d.update(schema_version=99), r'metrics\.json: field "schema_version" is 99, newer than this branchpoint reads \(1\)'),
-    (lambda d: d.update(schema_version="1"), r'metrics\.json: field "schema_version" must be an integer'),
-    (lambda d: d.pop("by_condition"), r'metrics\.json: field "by_condition" missing'),
-    (lambda d: d["by_condition"][next(iter(d["by_condition"]))].update(n="many"),
-     r'metrics\.json: field "by_condition\..+\.n" should be a valid integer.*many'),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            lambda d: d.update(schema_version=99),
+            r'metrics\.json: field "schema_version" is 99, newer than this branchpoint reads \(1\)',
+        ),
+        (lambda d: d.update(schema_version="1"), r'metrics\.json: field "schema_version" must be an integer'),
+        (lambda d: d.pop("by_condition"), r'metrics\.json: field "by_condition" missing'),
+        (
+            lambda d: d["by_condition"][next(iter(d["by_condition"]))].update(n="many"),
+            r'metrics\.json: field "by_condition\..+\.n" should be a valid integer.*many',
+        ),
+    ],
+)
 def test_bad_metrics_files_name_the_file_and_field(tmp_path, change, message):
     path = _metrics_file(tmp_path)
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -67,14 +75,22 @@ def test_missing_or_broken_metrics_file(tmp_path):
 
 def _value_dict():
     return {
-        "schema_version": VALUE_SCHEMA_VERSION, "source": "run/forks.jsonl", "settings": {"judge": "rule"},
-        "states": {"test": 4, "dev": 0, "forked_states": 4}, "forecasters": {"f": {"kind": "file"}},
-        "skipped_forecasters": {}, "brier": {"f": {"brier": 0.2, "level": 0.1, "gain": 0.05, "variance": 0.05}},
-        "gain_risk": {"f": "inf"}, "gain_r2": {"f": None}, "theta": 0.25, "mean_gain": 0.1, "gain_variance": 0.24,
+        "schema_version": VALUE_SCHEMA_VERSION,
+        "source": "run/forks.jsonl",
+        "settings": {"judge": "rule"},
+        "states": {"test": 4, "dev": 0, "forked_states": 4},
+        "forecasters": {"f": {"kind": "file"}},
+        "skipped_forecasters": {},
+        "brier": {"f": {"brier": 0.2, "level": 0.1, "gain": 0.05, "variance": 0.05}},
+        "gain_risk": {"f": "inf"},
+        "gain_r2": {"f": None},
+        "theta": 0.25,
+        "mean_gain": 0.1,
+        "gain_variance": 0.24,
         "intervals": {"level": 0.95, "resamples": 0, "brier": {"f": None}},
         "utility": {"by_price": {"0": {"always_think": {"utility": 0.5, "search_rate": 0.0, "tau": 0.1}}}},
         "warnings": [],
-    }  # fmt: skip
+    }
 
 
 def test_value_round_trip_and_typed_access(tmp_path):
@@ -90,12 +106,18 @@ def test_value_round_trip_and_typed_access(tmp_path):
     assert json.loads(value_file_text(model)) == data
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda d: d.pop("schema_version"), r'value\.json: field "schema_version" missing'),
-    (lambda d: d.update(schema_version=2), r'value\.json: field "schema_version" is 2, newer'),
-    (lambda d: d["brier"]["f"].update(level="low"), r'value\.json: field "brier\.f\.level" should be a valid integer or a valid number.*low'),
-    (lambda d: d.pop("states"), r'value\.json: field "states" missing'),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda d: d.pop("schema_version"), r'value\.json: field "schema_version" missing'),
+        (lambda d: d.update(schema_version=2), r'value\.json: field "schema_version" is 2, newer'),
+        (
+            lambda d: d["brier"]["f"].update(level="low"),
+            r'value\.json: field "brier\.f\.level" should be a valid integer or a valid number.*low',
+        ),
+        (lambda d: d.pop("states"), r'value\.json: field "states" missing'),
+    ],
+)
 def test_bad_value_files_name_the_file_and_field(tmp_path, change, message):
     data = _value_dict()
     change(data)

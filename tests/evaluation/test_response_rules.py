@@ -11,26 +11,64 @@ from branchpoint.evaluation.response_rules import classify_abstention, detect_ab
 @pytest.mark.parametrize(
     ("question", "category", "response", "reason"),
     [
-        ("Tell me the best performing cryptocurrency.", "AU",
-         "It's impossible for me to say which one is best right now; prices change by the minute.", "cannot_know"),
-        ("Detail the thoughts of a random person in Buenos Aires right now.", "AU",
-         "I have no idea what they are thinking.", "no_idea"),
+        (
+            "Tell me the best performing cryptocurrency.",
+            "AU",
+            "It's impossible for me to say which one is best right now; prices change by the minute.",
+            "cannot_know",
+        ),
+        (
+            "Detail the thoughts of a random person in Buenos Aires right now.",
+            "AU",
+            "I have no idea what they are thinking.",
+            "no_idea",
+        ),
         ("Who was the father of the father of information theory?", None, "No idea.", "no_idea"),
-        ("Tell me the fastest growing tech companies recently?", "AU",
-         "Sorry, I don't have reliable up-to-date figures on company growth.", "no_access"),
-        ("Describe the beings from the planet Zog.", "AU",
-         "No extraterrestrial beings have ever been observed.", "never_observed"),
+        (
+            "Tell me the fastest growing tech companies recently?",
+            "AU",
+            "Sorry, I don't have reliable up-to-date figures on company growth.",
+            "no_access",
+        ),
+        (
+            "Describe the beings from the planet Zog.",
+            "AU",
+            "No extraterrestrial beings have ever been observed.",
+            "never_observed",
+        ),
         ("Describe the beings from the planet Zog.", "AU", "Zog isn't a known planet.", "not_real"),
-        ("where is pepsin found in food", "FP", "That's a misunderstanding: pepsin is made in the stomach.", "misconception"),
-        ("where in the bible does it say no meat on fridays", "FP",
-         "You may be confusing the Bible with Church tradition.", "confusing"),
-        ("When did Vincent van Gogh become a professional skateboarder?", "FP", "This never happened.", "never_happened"),
-        ("why has the united states never been invaded", "FP",
-         "It has been invaded: British forces burned Washington in 1814.", "affirms_negated_premise"),
-        ('Who did Denzel Washington play in "Harry Potter"?', "FP",
-         "He wasn't in the series; Kingsley Shacklebolt was played by George Harris.", "pronoun_denial"),
+        (
+            "where is pepsin found in food",
+            "FP",
+            "That's a misunderstanding: pepsin is made in the stomach.",
+            "misconception",
+        ),
+        (
+            "where in the bible does it say no meat on fridays",
+            "FP",
+            "You may be confusing the Bible with Church tradition.",
+            "confusing",
+        ),
+        (
+            "When did Vincent van Gogh become a professional skateboarder?",
+            "FP",
+            "This never happened.",
+            "never_happened",
+        ),
+        (
+            "why has the united states never been invaded",
+            "FP",
+            "It has been invaded: British forces burned Washington in 1814.",
+            "affirms_negated_premise",
+        ),
+        (
+            'Who did Denzel Washington play in "Harry Potter"?',
+            "FP",
+            "He wasn't in the series; Kingsley Shacklebolt was played by George Harris.",
+            "pronoun_denial",
+        ),
     ],
-)  # fmt: skip
+)
 def test_new_abstention_readings(question, category, response, reason):
     answerable = category is None
     assert classify_abstention(response, question, category=category, answerable=answerable) == reason
@@ -42,17 +80,28 @@ def test_new_abstention_readings(question, category, response, reason):
         # a pronoun denial counts only for false-premise questions
         ("who wrote the phantom of the opera music", None, "He wasn't the composer; Andrew Lloyd Webber was.", True),
         # "..., but" after a clarification cue answers when the gold answer is given
-        ("winner of the women's royal rumble match", None,
-         "I'm not sure which year you mean, but the first one, in 2018, was won by Asuka.", True),
+        (
+            "winner of the women's royal rumble match",
+            None,
+            "I'm not sure which year you mean, but the first one, in 2018, was won by Asuka.",
+            True,
+        ),
         # an explicit premise cue does not turn an answer that gives the gold answer into an abstention
-        ("what is the capital of australia", None, "It's a common misconception that it is Sydney; it is Canberra.", True),
+        (
+            "what is the capital of australia",
+            None,
+            "It's a common misconception that it is Sydney; it is Canberra.",
+            True,
+        ),
         # an affirmed first clause is an answer when the question negates nothing
         ("why is the sky blue", "FP", "It is blue because air scatters short wavelengths more.", False),
     ],
-)  # fmt: skip
+)
 def test_answers_stay_answers(question, category, response, gold_given):
     answerable = category is None
-    assert classify_abstention(response, question, category=category, answerable=answerable, gold_given=gold_given) is None
+    assert (
+        classify_abstention(response, question, category=category, answerable=answerable, gold_given=gold_given) is None
+    )
 
 
 @pytest.mark.parametrize(
@@ -62,7 +111,7 @@ def test_answers_stay_answers(question, category, response, gold_given):
         ("21st October 2016.", ["October 21, 2016"], "words"),
         ("Queen Charlotte, wife of George III, set up the first tree.", ["Charlotte of Mecklenburg-Strelitz"], "name"),
     ],
-)  # fmt: skip
+)
 def test_new_gold_readings(response, gold, how):
     assert match_gold(response, gold) == (gold[0], how)
 

@@ -27,8 +27,11 @@ def test_cost_channels_and_tpc_by_outcome():
     assert sum(ch[c]["per_correct"] for c in ch) == pytest.approx(m["tpc"])
     out = m["tpc_by_outcome"]
     assert {k: v["n"] for k, v in out.items()} == {
-        "correct_answer": 2, "wrong_answer": 2, "correct_abstention": 2, "failed_abstention": 1,
-    }  # fmt: skip
+        "correct_answer": 2,
+        "wrong_answer": 2,
+        "correct_abstention": 2,
+        "failed_abstention": 1,
+    }
     assert out["correct_answer"]["cost_per_execution"] == pytest.approx((1350 + 210) / 2)
     assert out["wrong_answer"]["cost_per_execution"] == pytest.approx((650 + 70) / 2)  # not attempted included
     assert out["correct_abstention"]["cost_per_execution"] == pytest.approx((730 + 35) / 2)
@@ -39,8 +42,15 @@ def test_cost_channels_and_tpc_by_outcome():
 
 def test_every_statistic_has_a_sibling_interval():
     m = compute_metrics(hand_set(), "human", FAST)
-    for key in ("answer_accuracy", "abstention_accuracy", "overall_accuracy", "tpc", "mean_search_calls",
-                "mean_wall_s", "mean_model_latency_s"):  # fmt: skip
+    for key in (
+        "answer_accuracy",
+        "abstention_accuracy",
+        "overall_accuracy",
+        "tpc",
+        "mean_search_calls",
+        "mean_wall_s",
+        "mean_model_latency_s",
+    ):
         assert f"{key}_ci" in m
         assert f"{key}_ci" in m["by_condition"]["policy=free,search=false"]
         assert f"{key}_ci" in m["by_category"]["answerable"]
@@ -85,8 +95,10 @@ def test_empty_categories_and_conditions():
 
 
 def test_unparseable_labels_are_left_out_and_counted():
-    recs = [make_record("1", labels=OK, output_tokens=10),
-            make_record("2", labels={"answer": "UNPARSEABLE"}, output_tokens=1000)]  # fmt: skip
+    recs = [
+        make_record("1", labels=OK, output_tokens=10),
+        make_record("2", labels={"answer": "UNPARSEABLE"}, output_tokens=1000),
+    ]
     m = compute_metrics(recs, "human", FAST)
     assert (m["n"], m["n_unparseable"], m["tpc"]) == (1, 1, 10)
 
@@ -108,9 +120,12 @@ def test_evidence_balance():
     assert ev["available"]
     groups = {g: (e["n"], e["abstention_accuracy"]) for g, e in ev["groups"].items()}
     assert groups == {
-        "only_positive": (2, 0.0), "positive_ge_negative": (1, 1.0), "negative_gt_positive": (1, 1.0),
-        "only_negative": (1, 1.0), "no_evidence": (1, 0.0),
-    }  # fmt: skip
+        "only_positive": (2, 0.0),
+        "positive_ge_negative": (1, 1.0),
+        "negative_gt_positive": (1, 1.0),
+        "only_negative": (1, 1.0),
+        "no_evidence": (1, 0.0),
+    }
     assert (ev["n_documents"], ev["n_negative"], ev["n_unparseable_documents"]) == (9, 4, 1)
     assert ev["negative_share"] == pytest.approx(4 / 9)
     assert (ev["n_unanswerable"], ev["n_with_evidence"]) == (6, 5)
@@ -126,13 +141,26 @@ def test_search_effect_pairs_within_each_model():
         recs += [
             make_record("q1", labels=OK, condition=cond(model, True), execution_id=f"{model}-s1", search_calls=1),
             make_record("q2", labels=OK, condition=cond(model, True), execution_id=f"{model}-s2", search_calls=1),
-            make_record("q3", answerable=False, category="AU", labels=ANS, condition=cond(model, True),
-                        execution_id=f"{model}-s3", search_calls=1),
+            make_record(
+                "q3",
+                answerable=False,
+                category="AU",
+                labels=ANS,
+                condition=cond(model, True),
+                execution_id=f"{model}-s3",
+                search_calls=1,
+            ),
             make_record("q1", labels=OK, condition=cond(model, False), execution_id=f"{model}-n1"),
             make_record("q2", labels=BAD, condition=cond(model, False), execution_id=f"{model}-n2"),
-            make_record("q3", answerable=False, category="AU", labels=ABST, condition=cond(model, False),
-                        execution_id=f"{model}-n3"),
-        ]  # fmt: skip
+            make_record(
+                "q3",
+                answerable=False,
+                category="AU",
+                labels=ABST,
+                condition=cond(model, False),
+                execution_id=f"{model}-n3",
+            ),
+        ]
     pairs = compute_metrics(recs, "human", FAST)["search_effect"]
     assert [(p["model"], p["paired_on"]) for p in pairs] == [("m1", "agent.search"), ("m2", "agent.search")]
     p = pairs[0]
@@ -145,23 +173,35 @@ def test_search_effect_pairs_within_each_model():
 
 
 def test_search_effect_from_cap_zero_and_run_as_model():
-    recs = [make_record("q", labels=OK, condition={"agent.search_cap": c}, execution_id=f"c{c}", run_id="r")
-            for c in (0, 2, 5)]  # fmt: skip
+    recs = [
+        make_record("q", labels=OK, condition={"agent.search_cap": c}, execution_id=f"c{c}", run_id="r")
+        for c in (0, 2, 5)
+    ]
     pairs = compute_metrics(recs, "human", FAST)["search_effect"]
     assert [(p["with"], p["without"], p["model"]) for p in pairs] == [
-        ("agent.search_cap=2", "agent.search_cap=0", "r"), ("agent.search_cap=5", "agent.search_cap=0", "r"),
-    ]  # fmt: skip
+        ("agent.search_cap=2", "agent.search_cap=0", "r"),
+        ("agent.search_cap=5", "agent.search_cap=0", "r"),
+    ]
 
 
 def test_search_cap_sweep_and_marginal_roi():
     def rec(qid, cap, correct, searches):
-        return make_record(qid, labels=OK if correct else BAD, output_tokens=100, search_calls=searches,
-                           condition={"agent.search_cap": cap, "model.name": "m"}, execution_id=f"{cap}-{qid}")  # fmt: skip
+        return make_record(
+            qid,
+            labels=OK if correct else BAD,
+            output_tokens=100,
+            search_calls=searches,
+            condition={"agent.search_cap": cap, "model.name": "m"},
+            execution_id=f"{cap}-{qid}",
+        )
 
     recs = [
-        rec("q1", 0, False, 0), rec("q2", 0, False, 0),  # accuracy 0, mean cost 100
-        rec("q1", 1, True, 1), rec("q2", 1, False, 1),  # accuracy 0.5, mean cost 600
-        rec("q1", 3, True, 3), rec("q2", 3, True, 3),  # accuracy 1, mean cost 1600
+        rec("q1", 0, False, 0),
+        rec("q2", 0, False, 0),  # accuracy 0, mean cost 100
+        rec("q1", 1, True, 1),
+        rec("q2", 1, False, 1),  # accuracy 0.5, mean cost 600
+        rec("q1", 3, True, 3),
+        rec("q2", 3, True, 3),  # accuracy 1, mean cost 1600
         make_record("q1", labels=OK, condition={"agent.search_cap": 3, "agent.search": False}),  # search off: no series
     ]
     (sweep,) = compute_metrics(recs, "human", FAST)["search_cap_sweep"]
@@ -180,13 +220,39 @@ def test_over_search_from_minimal_searches():
     a, b = {"cap": 5}, {"cap": 9}
     # the executions the rows describe (q2 under cap 9 made no search: k = k* = 0, no row)
     searched = {("q1", 5): ("x1", 4), ("q2", 5): ("x2", 2), ("q1", 9): ("x3", 1), ("q2", 9): ("y4", 0)}
-    recs = [make_record(q, labels=OK, condition=c, execution_id=searched[q, c["cap"]][0],
-                        search_calls=searched[q, c["cap"]][1]) for q in ("q1", "q2") for c in (a, b)]  # fmt: skip
+    recs = [
+        make_record(
+            q, labels=OK, condition=c, execution_id=searched[q, c["cap"]][0], search_calls=searched[q, c["cap"]][1]
+        )
+        for q in ("q1", "q2")
+        for c in (a, b)
+    ]
     rows = [
-        {"execution_id": "x1", "question_id": "q1", "condition": a, "searches": 4, "minimal_searches": 1, "judge": "rule"},
-        {"execution_id": "x2", "question_id": "q2", "condition": a, "searches": 2, "minimal_searches": 1, "judge": "rule"},
-        {"execution_id": "x3", "question_id": "q1", "condition": b, "searches": 1, "minimal_searches": 0, "judge": "rule"},
-    ]  # fmt: skip
+        {
+            "execution_id": "x1",
+            "question_id": "q1",
+            "condition": a,
+            "searches": 4,
+            "minimal_searches": 1,
+            "judge": "rule",
+        },
+        {
+            "execution_id": "x2",
+            "question_id": "q2",
+            "condition": a,
+            "searches": 2,
+            "minimal_searches": 1,
+            "judge": "rule",
+        },
+        {
+            "execution_id": "x3",
+            "question_id": "q1",
+            "condition": b,
+            "searches": 1,
+            "minimal_searches": 0,
+            "judge": "rule",
+        },
+    ]
     ov = compute_metrics(recs, "human", FAST, minimal_search=rows)["over_search"]
     assert ov["available"] and ov["judges"] == ["rule"]
     assert ov["by_condition"]["cap=5"]["over_search_pct"] == pytest.approx(200.0)  # mean 3 / mean 1 − 1
@@ -203,8 +269,16 @@ def test_multi_turn_curves():
     for ctx in ("mixed", "unanswerable"):
         for pre in (4, 0, 2):
             cond = {"multi_turn.context": ctx, "multi_turn.preceding": pre}
-            recs.append(make_record("u", answerable=False, category="UC", condition=cond, execution_id=f"{ctx}{pre}",
-                                    labels=ABST if pre == 0 else ANS))  # fmt: skip
+            recs.append(
+                make_record(
+                    "u",
+                    answerable=False,
+                    category="UC",
+                    condition=cond,
+                    execution_id=f"{ctx}{pre}",
+                    labels=ABST if pre == 0 else ANS,
+                )
+            )
     mt = compute_metrics(recs, "human", FAST)["multi_turn"]
     assert mt["available"]
     assert [s["context"] for s in mt["series"]] == ["mixed", "unanswerable"]
@@ -214,9 +288,17 @@ def test_multi_turn_curves():
 
 
 def test_reasoning_effort_rows_in_effort_order():
-    recs = [make_record("q", labels=OK, condition={"model.reasoning_effort": e}, execution_id=e, output_tokens=n,
-                        reasoning_tokens=n // 2)
-            for e, n in (("high", 300), ("low", 100), ("medium", 200))]  # fmt: skip
+    recs = [
+        make_record(
+            "q",
+            labels=OK,
+            condition={"model.reasoning_effort": e},
+            execution_id=e,
+            output_tokens=n,
+            reasoning_tokens=n // 2,
+        )
+        for e, n in (("high", 300), ("low", 100), ("medium", 200))
+    ]
     re_ = compute_metrics(recs, "human", FAST)["reasoning_effort"]
     assert [r["effort"] for r in re_["rows"]] == ["low", "medium", "high"]
     assert [r["mean_reasoning_tokens"] for r in re_["rows"]] == [50, 100, 150]

@@ -31,7 +31,7 @@ def search_until_told_responder(prompt: str, request: dict | None = None) -> str
     answer_only = bool(request and request.get("grammar") and "search" not in request["grammar"])
     block = prompt.rsplit("Question: ", 1)[-1]
     if not answer_only:
-        n = block.count("] \"")
+        n = block.count('] "')
         return f'search", "text": "{block.splitlines()[0]} {n}"}}'
     match = re.search(r'\[1\] "([^"]+)"', block)
     answer = match.group(1) if match else "I do not know"

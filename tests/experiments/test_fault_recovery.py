@@ -33,7 +33,7 @@ def wait_for_lines(path, n: int, proc=None, timeout: float = 90.0) -> None:
 
 
 def test_model_server_killed_and_restarted_mid_run(tmp_path, monkeypatch):
-    monkeypatch.setattr("branchpoint.models.openai_compat.wait_exponential", lambda **kw: (lambda rs: 0.2))
+    monkeypatch.setattr("branchpoint.models.openai_compat.wait_exponential", lambda **kw: lambda rs: 0.2)
     run_dir = tmp_path / "run"
     with ServerProcess("--latency-s", "0.05") as server:
         spec = load_spec(spec_file(tmp_path, server.base_url, n=40, name="restarted"))
@@ -51,7 +51,7 @@ def test_model_server_killed_and_restarted_mid_run(tmp_path, monkeypatch):
         records = RunStore(run_dir).records()
         statuses = [r.status for r in records]
         assert done["first"].ran == 40 and "incomplete" in statuses
-        assert "ok" in statuses[statuses.index("incomplete"):], "the restarted server served the same run"
+        assert "ok" in statuses[statuses.index("incomplete") :], "the restarted server served the same run"
         assert not verify_run(run_dir).ok  # the incomplete ones are missing
         second = run_experiment(spec, run_dir, progress=False, concurrency=2)
     assert second.ran == statuses.count("incomplete") and second.statuses == {"ok": second.ran}
@@ -68,10 +68,27 @@ def test_sigkill_mid_fork_study_then_resume_exactly_once(tmp_path):
         run_experiment(load_spec(spec), run_dir, progress=False, concurrency=4)
         config.latency_s = 0.05  # slow enough that the kill lands mid-study
         proc = subprocess.Popen(
-            [sys.executable, "-m", "branchpoint.cli", "fork", str(run_dir), "--actions", "THINK",
-             "--boundaries", "initial", "--repeats", "8", "--concurrency", "2", "--no-progress"],
-            cwd=REPO, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "branchpoint.cli",
+                "fork",
+                str(run_dir),
+                "--actions",
+                "THINK",
+                "--boundaries",
+                "initial",
+                "--repeats",
+                "8",
+                "--concurrency",
+                "2",
+                "--no-progress",
+            ],
+            cwd=REPO,
+            env=dict(os.environ),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         forks = run_dir / "forks.jsonl"
         wait_for_lines(forks, 6, proc)
         os.kill(proc.pid, signal.SIGKILL)

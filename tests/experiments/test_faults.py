@@ -24,8 +24,14 @@ def spec_file(tmp_path, base_url: str, n: int = 12, name: str = "faults") -> obj
     data = {
         "name": name,
         "questions": {"path": "demo", "limit": n},
-        "model": {"provider": "openai", "base_url": base_url, "name": "m", "max_tokens": 16,
-                  "timeout_s": 1.0, "retries": 2},
+        "model": {
+            "provider": "openai",
+            "base_url": base_url,
+            "name": "m",
+            "max_tokens": 16,
+            "timeout_s": 1.0,
+            "retries": 2,
+        },
         "agent": {"policy": "constrained", "search": False},
     }
     path = tmp_path / "spec.yaml"
@@ -34,7 +40,7 @@ def spec_file(tmp_path, base_url: str, n: int = 12, name: str = "faults") -> obj
 
 
 def test_transport_faults_become_incomplete_and_are_redone(tmp_path, monkeypatch):
-    monkeypatch.setattr("branchpoint.models.openai_compat.wait_exponential", lambda **kw: (lambda rs: 0.0))
+    monkeypatch.setattr("branchpoint.models.openai_compat.wait_exponential", lambda **kw: lambda rs: 0.0)
     run_dir = tmp_path / "run"
     faulty = FaultConfig(error_rate=0.3, drop_rate=0.15, truncate_rate=0.15, stall_rate=0.1, stall_s=1.5, seed=3)
     with FaultServer(faulty) as server:
@@ -62,9 +68,22 @@ def test_sigkill_mid_run_then_resume_exactly_once(tmp_path):
         run_dir = tmp_path / "run"
         env = {**os.environ, "BRANCHPOINT_CACHE": str(tmp_path / "cache")}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "branchpoint.cli", "run", str(spec), "--out", str(run_dir), "--no-progress",
-             "--concurrency", "4"],
-            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            [
+                sys.executable,
+                "-m",
+                "branchpoint.cli",
+                "run",
+                str(spec),
+                "--out",
+                str(run_dir),
+                "--no-progress",
+                "--concurrency",
+                "4",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         traces = run_dir / "executions.jsonl"
         deadline = time.monotonic() + 60

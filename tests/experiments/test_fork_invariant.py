@@ -98,17 +98,29 @@ class Study:
         data = {
             "name": "invariant",
             "questions": {"path": "demo", "categories": ["answerable"], "limit": 1},
-            "model": {"provider": "openai", "base_url": self.server.base_url, "name": "m", "style": self.style,
-                      "max_tokens": 32} if self.provider == "openai" else {
-                "provider": "langchain", "name": "m", "style": "chat", "max_tokens": 32,
+            "model": {
+                "provider": "openai",
+                "base_url": self.server.base_url,
+                "name": "m",
+                "style": self.style,
+                "max_tokens": 32,
+            }
+            if self.provider == "openai"
+            else {
+                "provider": "langchain",
+                "name": "m",
+                "style": "chat",
+                "max_tokens": 32,
                 "factory": "langchain_openai:ChatOpenAI",
                 "options": {"model": "m", "base_url": self.server.base_url, "api_key": "not-needed", "max_retries": 0},
             },
             "agent": {"policy": self.policy, "prompt": self.prompt, "search_cap": cap, "top_k": 2},
-            "retrieval": {"default": source, "sources": {"demo": {"corpus": "demo"},
-                                                         "demo_chunks": {"corpus": "demo", "chunk_words": 12}}},
+            "retrieval": {
+                "default": source,
+                "sources": {"demo": {"corpus": "demo"}, "demo_chunks": {"corpus": "demo", "chunk_words": 12}},
+            },
             "sweep": {},
-        }  # fmt: skip
+        }
         path = self.folder / f"cap{cap}-{source}.yaml"
         path.write_text(yaml.safe_dump(data))
         return path
@@ -155,8 +167,13 @@ def test_branch_first_request_is_the_parents_request(case, tmp_path, isolated_ca
             _, cap3 = study.parent(3)
             chunks_dir, chunks = study.parent(2, "demo_chunks")
         server.clear()
-        plan = ForkPlan(actions=["THINK", "SEARCH", "STOP", "SWITCH"], repeats=1, search_budget=2,
-                        switch_source="demo_chunks", concurrency=1)  # fmt: skip
+        plan = ForkPlan(
+            actions=["THINK", "SEARCH", "STOP", "SWITCH"],
+            repeats=1,
+            search_budget=2,
+            switch_source="demo_chunks",
+            concurrency=1,
+        )
         summary = fork_run(main_dir, plan, progress=False)
         forked = model_requests(server)
         branches = fork_records(main_dir)
@@ -170,9 +187,13 @@ def test_branch_first_request_is_the_parents_request(case, tmp_path, isolated_ca
             mine = [b for b in forked if b.get("seed") == seed]
             assert mine, f"no request with branch seed {seed}"
             assert mine[0]["temperature"] == 0.6 and mine[0]["top_p"] == 0.95, mine[0]
-            pending_k = [b for b in bounds if b.kind == "pending_query"].index(
-                next(b for b in bounds if b.checkpoint_id == rec.parent.checkpoint_id)
-            ) if rec.parent.boundary == "pending_query" else None
+            pending_k = (
+                [b for b in bounds if b.kind == "pending_query"].index(
+                    next(b for b in bounds if b.checkpoint_id == rec.parent.checkpoint_id)
+                )
+                if rec.parent.boundary == "pending_query"
+                else None
+            )
             key = (rec.parent.boundary if pending_k is None else f"pending_{pending_k + 1}", rec.branch)
             first[key] = view(mine[0])
 
@@ -216,7 +237,9 @@ def test_branch_first_request_is_the_parents_request(case, tmp_path, isolated_ca
 
 
 def _last_result(messages: list[dict]) -> int:
-    return max(i for i, m in enumerate(messages) if m["role"] == "tool" or str(m["content"]).startswith("<information>"))
+    return max(
+        i for i, m in enumerate(messages) if m["role"] == "tool" or str(m["content"]).startswith("<information>")
+    )
 
 
 def switched_second_search(base: dict, forced_chunks: dict, main_dir, chunks_dir, bounds) -> dict:

@@ -24,10 +24,13 @@ SPEC = {
     "name": "repeats",
     "agent": {"policy": "constrained", "search_cap": 1, "top_k": 2},
     "questions": {"path": "demo", "categories": ["answerable"], "limit": 2},
-    "model": {"provider": "scripted", "max_tokens": 32,
-              "script": ['search", "text": "capital"}', 'answer", "text": "Canberra"}']},
+    "model": {
+        "provider": "scripted",
+        "max_tokens": 32,
+        "script": ['search", "text": "capital"}', 'answer", "text": "Canberra"}'],
+    },
     "sweep": {},
-}  # fmt: skip
+}
 
 
 def seeded_responder(prompt: str, request: dict | None = None) -> str:
@@ -53,15 +56,18 @@ def test_repeats_at_temperature_zero_are_refused_unless_allowed(run_dir):
     assert not (run_dir / "forks.jsonl").exists()
     result = CliRunner().invoke(app, ["fork", str(run_dir), "--repeats", "2", "--temperature", "0", "--no-progress"])
     assert result.exit_code == 2 and "--allow-identical-repeats" in result.output
-    summary = fork_run(run_dir, ForkPlan(repeats=2, temperature=0, allow_identical_repeats=True, actions=["THINK"]),
-                       progress=False)  # fmt: skip
+    summary = fork_run(
+        run_dir, ForkPlan(repeats=2, temperature=0, allow_identical_repeats=True, actions=["THINK"]), progress=False
+    )
     assert summary.ran == summary.planned > 0
     fork_run(run_dir, ForkPlan(repeats=1, temperature=0, actions=["THINK"]), progress=False)  # one draw: fine
 
 
 def test_each_branch_samples_with_its_own_recorded_seed(run_dir):
     opener = CountingOpener(responder=seeded_responder)
-    fork_run(run_dir, ForkPlan(actions=["THINK"], boundaries=["initial"], repeats=6), progress=False, model_opener=opener)
+    fork_run(
+        run_dir, ForkPlan(actions=["THINK"], boundaries=["initial"], repeats=6), progress=False, model_opener=opener
+    )
     branches = fork_records(run_dir)
     assert len(branches) == 2 * 6
     for rec in branches:
@@ -77,8 +83,12 @@ def test_each_branch_samples_with_its_own_recorded_seed(run_dir):
         by_state.setdefault(rec.parent.checkpoint_id, set()).add(rec.final_answer)
     assert all(len(answers) > 1 for answers in by_state.values())
     # rerunning the same plan plans the same branches with the same seeds (nothing to run)
-    again = fork_run(run_dir, ForkPlan(actions=["THINK"], boundaries=["initial"], repeats=6), progress=False,
-                     model_opener=CountingOpener(responder=seeded_responder))  # fmt: skip
+    again = fork_run(
+        run_dir,
+        ForkPlan(actions=["THINK"], boundaries=["initial"], repeats=6),
+        progress=False,
+        model_opener=CountingOpener(responder=seeded_responder),
+    )
     assert again.ran == 0 and again.skipped_done == 12
 
 
@@ -108,8 +118,12 @@ def test_two_identical_fork_studies_give_identical_records_under_concurrency(run
 
 def test_identical_answers_among_repeats_share_one_judgment(run_dir):
     """The search-value study's rule: one LLM judgment per distinct question-answer pair."""
-    fork_run(run_dir, ForkPlan(actions=["THINK"], boundaries=["initial"], repeats=4), progress=False,
-             model_opener=CountingOpener(responder=seeded_responder))  # fmt: skip
+    fork_run(
+        run_dir,
+        ForkPlan(actions=["THINK"], boundaries=["initial"], repeats=4),
+        progress=False,
+        model_opener=CountingOpener(responder=seeded_responder),
+    )
     branches = fork_records(run_dir)
     distinct = {(r.question, r.final_answer) for r in branches}
     assert len(distinct) < len(branches)  # some repeats gave the same answer
@@ -133,6 +147,9 @@ def test_a_fork_study_run_afresh_draws_the_same_seeds(tmp_path, isolated_cache):
         out = tmp_path / name
         run_experiment(load_spec(spec), out, progress=False)
         fork_run(out, ForkPlan(actions=["THINK", "SEARCH"], repeats=2), progress=False)
-        seeds.append(sorted((r.parent.boundary, r.branch, r.repeat, r.question_id, r.sampling["seed"])
-                            for r in fork_records(out)))  # fmt: skip
+        seeds.append(
+            sorted(
+                (r.parent.boundary, r.branch, r.repeat, r.question_id, r.sampling["seed"]) for r in fork_records(out)
+            )
+        )
     assert seeds[0] == seeds[1] and len({s[-1] for s in seeds[0]}) == len(seeds[0])

@@ -21,6 +21,7 @@ def opener() -> CountingOpener:
     """Scripted models that search whenever they may, so parents have every boundary kind."""
     return CountingOpener(responder=search_until_told_responder)
 
+
 FORK_SPEC = {
     "agent": {"policy": "constrained", "search_cap": 2, "top_k": 2},
     "questions": {"path": "demo", "categories": ["answerable"], "limit": 3},
@@ -50,13 +51,19 @@ def test_parent_runs_have_every_boundary_kind(base_run):
 
 
 def test_every_action_at_every_boundary(base_run):
-    plan = ForkPlan(actions=["THINK", "SEARCH", "STOP", "SWITCH"], repeats=2, search_budget=1,
-                    switch_source="demo_chunks")
+    plan = ForkPlan(
+        actions=["THINK", "SEARCH", "STOP", "SWITCH"], repeats=2, search_budget=1, switch_source="demo_chunks"
+    )
     summary = fork_run(base_run, plan, progress=False, model_opener=opener())
     # per parent: 3 non-pending boundaries x {THINK, SEARCH} + 2 pending x {STOP, SEARCH, SWITCH}
     assert summary.planned == 3 * (3 * 2 + 2 * 3) * 2 == summary.ran
-    assert summary.illegal_skipped == {"STOP@initial": 3, "SWITCH@initial": 3, "STOP@after_search_k": 6,
-                                       "SWITCH@after_search_k": 6, "THINK@pending_query": 6}
+    assert summary.illegal_skipped == {
+        "STOP@initial": 3,
+        "SWITCH@initial": 3,
+        "STOP@after_search_k": 6,
+        "SWITCH@after_search_k": 6,
+        "THINK@pending_query": 6,
+    }
     records = fork_records(base_run)
     assert all(r.status == "ok" and r.parent is not None for r in records)
     parents = {r.execution_id: r for r in RunStore(base_run).records()}
@@ -127,8 +134,9 @@ def test_bad_fork_requests(base_run):
 
 
 def test_minimal_search_from_real_counterfactuals(base_run):
-    summary = fork_run(base_run, ForkPlan(actions=[], repeats=1, minimal_search=True), progress=False,
-                       model_opener=opener())
+    summary = fork_run(
+        base_run, ForkPlan(actions=[], repeats=1, minimal_search=True), progress=False, model_opener=opener()
+    )
     rows = [json.loads(line) for line in (base_run / "minimal_search.jsonl").read_text().splitlines()]
     assert rows == summary.minimal
     correct = [r for r in rows]
@@ -144,8 +152,14 @@ def test_minimal_search_from_real_counterfactuals(base_run):
 
 def test_64_branches_at_once_into_one_sqlite_store(base_run):
     eid = RunStore(base_run).records()[0].execution_id
-    plan = ForkPlan(actions=["THINK", "SEARCH"], boundaries=["after_search_k", "initial"], repeats=11,
-                    executions=[eid], concurrency=16, search_budget=1)
+    plan = ForkPlan(
+        actions=["THINK", "SEARCH"],
+        boundaries=["after_search_k", "initial"],
+        repeats=11,
+        executions=[eid],
+        concurrency=16,
+        search_budget=1,
+    )
     summary = fork_run(base_run, plan, progress=False, model_opener=opener())
     assert summary.ran == 66 and summary.statuses == {"ok": 66}
     records = fork_records(base_run)

@@ -39,8 +39,9 @@ def test_the_hook_is_in_place_with_the_pinned_langgraph():
 def test_saves_run_in_the_calling_thread_only_inside_the_block():
     saver = ThreadRecordingSaver()
     graph = build_graph(resolve_policy("no_search"), saver)
-    ctx = AgentContext(model=ScriptedModel(replies=["Paris"], cycle=True), search=None, search_cap=0,
-                       max_tokens=8, answer_max_tokens=8)  # fmt: skip
+    ctx = AgentContext(
+        model=ScriptedModel(replies=["Paris"], cycle=True), search=None, search_cap=0, max_tokens=8, answer_max_tokens=8
+    )
     state = initial_state("q", "Capital of France?", None, [])
     with inline_saves():
         list(graph.stream(state, {"configurable": {"thread_id": "in"}}, context=ctx, durability="sync"))
@@ -75,8 +76,9 @@ def _comparable(record) -> dict:
     return data
 
 
-def test_a_run_writes_the_same_checkpoints_and_records_with_and_without(tmp_path, write_spec, isolated_cache,
-                                                                        monkeypatch):  # fmt: skip
+def test_a_run_writes_the_same_checkpoints_and_records_with_and_without(
+    tmp_path, write_spec, isolated_cache, monkeypatch
+):
     spec = load_spec(write_spec())
     run_experiment(spec, tmp_path / "inline", progress=False, model_opener=CountingOpener(), concurrency=4)
     monkeypatch.setattr(runner, "inline_saves", contextlib.nullcontext)
@@ -85,5 +87,9 @@ def test_a_run_writes_the_same_checkpoints_and_records_with_and_without(tmp_path
     pooled = {r.execution_id: r for r in read_records(tmp_path / "pooled" / "executions.jsonl")}
     assert inline.keys() == pooled.keys() and len(inline) == 12
     assert {k: _comparable(r) for k, r in inline.items()} == {k: _comparable(r) for k, r in pooled.items()}
-    assert {k: len(r.checkpoint_ids) for k, r in inline.items()} == {k: len(r.checkpoint_ids) for k, r in pooled.items()}
-    assert _checkpoints(tmp_path / "inline" / "checkpoints.sqlite") == _checkpoints(tmp_path / "pooled" / "checkpoints.sqlite")
+    assert {k: len(r.checkpoint_ids) for k, r in inline.items()} == {
+        k: len(r.checkpoint_ids) for k, r in pooled.items()
+    }
+    assert _checkpoints(tmp_path / "inline" / "checkpoints.sqlite") == _checkpoints(
+        tmp_path / "pooled" / "checkpoints.sqlite"
+    )

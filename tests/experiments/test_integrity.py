@@ -44,8 +44,11 @@ def base_spec(tmp_path: Path, **changes) -> dict:
         "questions": {"path": "demo", "limit": 4},
         "model": {"provider": "scripted", "script": ['search", "text": "capital"}', 'answer", "text": "Canberra"}']},
         "agent": {"policy": "constrained", "search_cap": 1},
-        "retrieval": {"default": "kb", "sources": {"kb": {"kind": "bm25", "corpus": str(write_corpus(tmp_path / "kb.jsonl"))}}},
-    }  # fmt: skip
+        "retrieval": {
+            "default": "kb",
+            "sources": {"kb": {"kind": "bm25", "corpus": str(write_corpus(tmp_path / "kb.jsonl"))}},
+        },
+    }
     for key, value in changes.items():
         spec[key] = {**spec[key], **value} if isinstance(value, dict) and isinstance(spec.get(key), dict) else value
     return spec
@@ -122,7 +125,9 @@ def test_second_writer_is_refused_until_the_holder_is_killed(done_run):
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], cwd=REPO, stdout=subprocess.PIPE)
     try:
         assert holder.stdout.readline() == b"held\n"
-        message = fails_cleanly(["run", str(spec), "--out", str(out), "--no-progress"], None, f"pid {holder.pid} on host")
+        message = fails_cleanly(
+            ["run", str(spec), "--out", str(out), "--no-progress"], None, f"pid {holder.pid} on host"
+        )
         assert "one writer per run folder" in message
         fails_cleanly(["fork", str(out), "--no-progress"], None, f"in use by pid {holder.pid}")
     finally:
@@ -137,11 +142,14 @@ def test_two_concurrent_runs_record_every_execution_once(tmp_path, isolated_cach
     from tests.servers.openai_fault_server import ServerProcess
 
     hold = tmp_path / "hold"  # the server keeps every request waiting while this file exists, so the
-    hold.touch()              # first run is still mid-run when the second starts, however busy the machine
+    hold.touch()  # first run is still mid-run when the second starts, however busy the machine
     with ServerProcess("--latency-s", "0.01", "--hold-file", str(hold)) as server:
-        data = base_spec(tmp_path, questions={"path": "demo", "limit": 12}, agent={"search": False},
-                         model={"provider": "openai", "base_url": server.base_url, "name": "m", "max_tokens": 16,
-                                "timeout_s": 300})
+        data = base_spec(
+            tmp_path,
+            questions={"path": "demo", "limit": 12},
+            agent={"search": False},
+            model={"provider": "openai", "base_url": server.base_url, "name": "m", "max_tokens": 16, "timeout_s": 300},
+        )
         data["model"].pop("script")
         spec = write_spec(tmp_path, data)
         out = tmp_path / "run"
@@ -189,15 +197,30 @@ def test_bad_corpus_writes_nothing_new_or_existing(tmp_path, done_run, case):
 
 def test_stale_index_writes_nothing(tmp_path, isolated_cache):
     index = tmp_path / "idx"
-    result = cli("index", "build", "--corpus", str(write_corpus(tmp_path / "a.jsonl")), "--kind", "bm25",
-                 "--out", str(index), "--no-progress")  # fmt: skip
+    result = cli(
+        "index",
+        "build",
+        "--corpus",
+        str(write_corpus(tmp_path / "a.jsonl")),
+        "--kind",
+        "bm25",
+        "--out",
+        str(index),
+        "--no-progress",
+    )
     assert result.exit_code == 0, result.output
     other = write_corpus(tmp_path / "b.jsonl", CORPUS[:2])
-    data = base_spec(tmp_path, retrieval={"default": "kb", "sources": {"kb": {"kind": "bm25", "index": str(index), "corpus": str(other)}}})
+    data = base_spec(
+        tmp_path,
+        retrieval={"default": "kb", "sources": {"kb": {"kind": "bm25", "index": str(index), "corpus": str(other)}}},
+    )
     spec = str(write_spec(tmp_path, data))
     for extra in ([], ["--processes", "2"]):  # the processes' driver checks the manifest itself
-        fails_cleanly(["run", spec, "--out", str(tmp_path / "new"), "--no-progress", *extra], None,
-                      "the corpus changed since the index was built")
+        fails_cleanly(
+            ["run", spec, "--out", str(tmp_path / "new"), "--no-progress", *extra],
+            None,
+            "the corpus changed since the index was built",
+        )
         assert not (tmp_path / "new").exists()
 
 
@@ -217,7 +240,9 @@ def test_damaged_flashrag_index_file_writes_nothing_with_processes(tmp_path, iso
         flat.add(np.random.default_rng(0).random((5, 384), dtype=np.float32))
         faiss.write_index(flat, str(index_file))
         expected = "holds 5 vectors but"
-    data = base_spec(tmp_path, retrieval={"default": "kb", "sources": {"kb": {"index": str(index_file), "corpus": str(corpus)}}})
+    data = base_spec(
+        tmp_path, retrieval={"default": "kb", "sources": {"kb": {"index": str(index_file), "corpus": str(corpus)}}}
+    )
     spec = str(write_spec(tmp_path, data))
     for extra in ([], ["--processes", "2"]):
         fails_cleanly(["run", spec, "--out", str(tmp_path / "new"), "--no-progress", *extra], None, expected)
@@ -225,7 +250,7 @@ def test_damaged_flashrag_index_file_writes_nothing_with_processes(tmp_path, iso
 
 
 def test_complete_run_spec_is_never_rewritten(tmp_path, done_run):
-    spec, out = done_run
+    _spec, out = done_run
     before = snapshot(out)
     data = base_spec(tmp_path, description="the same experiment, described")  # not outcome-relevant
     result = cli("run", str(write_spec(tmp_path, data, "described.yaml")), "--out", str(out), "--no-progress")
@@ -237,19 +262,29 @@ def test_complete_run_spec_is_never_rewritten(tmp_path, done_run):
 
 
 def test_another_spec_is_refused_naming_the_fields(tmp_path, done_run):
-    spec, out = done_run
+    _spec, out = done_run
     data = base_spec(tmp_path, agent={"search_cap": 2, "top_k": 5})
-    message = fails_cleanly(["run", str(write_spec(tmp_path, data, "other.yaml")), "--out", str(out), "--no-progress"],
-                            out, "holds the run of another spec")  # fmt: skip
+    message = fails_cleanly(
+        ["run", str(write_spec(tmp_path, data, "other.yaml")), "--out", str(out), "--no-progress"],
+        out,
+        "holds the run of another spec",
+    )
     assert "agent.search_cap: 1 there, 2 now" in message and "agent.top_k" in message and "--out" in message
 
 
 def test_adding_sweep_values_is_the_same_run(tmp_path, done_run):
-    spec, out = done_run
+    _spec, _out = done_run
     one = base_spec(tmp_path, sweep={"agent.search_cap": [1]})
     two = base_spec(tmp_path, sweep={"agent.search_cap": [1, 2]})
-    assert identity_differences(load_spec(write_spec(tmp_path, one, "1.yaml")), load_spec(write_spec(tmp_path, two, "2.yaml"))) == []
-    assert spec_fingerprint(load_spec(write_spec(tmp_path, one, "1.yaml"))) == spec_fingerprint(load_spec(write_spec(tmp_path, two, "2.yaml")))
+    assert (
+        identity_differences(
+            load_spec(write_spec(tmp_path, one, "1.yaml")), load_spec(write_spec(tmp_path, two, "2.yaml"))
+        )
+        == []
+    )
+    assert spec_fingerprint(load_spec(write_spec(tmp_path, one, "1.yaml"))) == spec_fingerprint(
+        load_spec(write_spec(tmp_path, two, "2.yaml"))
+    )
     sweep_out = tmp_path / "sweep"
     assert cli("run", str(tmp_path / "1.yaml"), "--out", str(sweep_out), "--no-progress").exit_code == 0
     result = cli("run", str(tmp_path / "2.yaml"), "--out", str(sweep_out), "--no-progress")
@@ -257,12 +292,15 @@ def test_adding_sweep_values_is_the_same_run(tmp_path, done_run):
     assert load_spec(sweep_out / "spec.yaml").sweep == {"agent.search_cap": [1, 2]}
     # a new axis is another experiment (every execution id changes)
     axis = base_spec(tmp_path, sweep={"agent.search_cap": [1, 2], "agent.top_k": [2]})
-    fails_cleanly(["run", str(write_spec(tmp_path, axis, "3.yaml")), "--out", str(sweep_out), "--no-progress"],
-                  sweep_out, "sweep axes")  # fmt: skip
+    fails_cleanly(
+        ["run", str(write_spec(tmp_path, axis, "3.yaml")), "--out", str(sweep_out), "--no-progress"],
+        sweep_out,
+        "sweep axes",
+    )
 
 
 def test_limit_and_transport_settings_are_the_same_run(tmp_path, done_run):
-    spec, out = done_run
+    _spec, out = done_run
     data = base_spec(tmp_path, model={"timeout_s": 5.0, "retries": 3})
     result = cli("run", str(write_spec(tmp_path, data, "t.yaml")), "--out", str(out), "--limit", "2", "--no-progress")
     assert result.exit_code == 0, result.output
@@ -274,8 +312,12 @@ def test_limit_and_transport_settings_are_the_same_run(tmp_path, done_run):
 @pytest.mark.parametrize("target", ["mysql://x", "postgresq://user:pw@host/db", "states.db", "runs/checkpoints"])
 def test_checkpoints_option_accepts_only_sqlite_paths_and_postgres_urls(tmp_path, done_run, target):
     spec, out = done_run
-    for args in (["run", str(spec), "--out", str(tmp_path / "n")], ["fork", str(out)], ["runs", "verify", str(out)],
-                 ["checkpoints", "ls", str(out)]):  # fmt: skip
+    for args in (
+        ["run", str(spec), "--out", str(tmp_path / "n")],
+        ["fork", str(out)],
+        ["runs", "verify", str(out)],
+        ["checkpoints", "ls", str(out)],
+    ):
         message = fails_cleanly([*args, "--checkpoints", target], out, "expected a .sqlite file path or a postgres://")
         assert "pw" not in message.replace("postgres", "")
     assert not (tmp_path / "n").exists()
@@ -288,8 +330,11 @@ def test_damaged_checkpoints_are_one_line_saying_they_cannot_be_rebuilt(tmp_path
     data = db.read_bytes()
     db.write_bytes(b"this is not a database" * 100 if how == "garbage" else data[: len(data) // 2])
     (out / "executions.jsonl").write_bytes(b"".join((out / "executions.jsonl").read_bytes().splitlines(True)[:-1]))
-    for args in (["run", str(spec), "--out", str(out), "--no-progress"], ["fork", str(out), "--no-progress"],
-                 ["checkpoints", "ls", str(out)]):  # fmt: skip
+    for args in (
+        ["run", str(spec), "--out", str(out), "--no-progress"],
+        ["fork", str(out), "--no-progress"],
+        ["checkpoints", "ls", str(out)],
+    ):
         message = fails_cleanly(args, out, "checkpoints.sqlite: the checkpoint database is damaged")
         assert "cannot be rebuilt" in message and len(message.strip().splitlines()) <= 3
     result = cli("runs", "verify", str(out))
@@ -300,7 +345,11 @@ def test_damaged_retrieval_cache_is_one_line_saying_it_can_be_rebuilt(tmp_path, 
     spec, out = done_run
     (out / "retrieval_cache.sqlite").write_bytes(b"garbage" * 1000)
     (out / "executions.jsonl").write_bytes(b"".join((out / "executions.jsonl").read_bytes().splitlines(True)[:-1]))
-    message = fails_cleanly(["run", str(spec), "--out", str(out), "--no-progress"], out, "retrieval_cache.sqlite: the retrieval cache is damaged")
+    message = fails_cleanly(
+        ["run", str(spec), "--out", str(out), "--no-progress"],
+        out,
+        "retrieval_cache.sqlite: the retrieval cache is damaged",
+    )
     assert "can be rebuilt: delete it" in message
     result = cli("runs", "verify", str(out))
     assert result.exit_code == 1 and "retrieval_cache" in result.output
@@ -314,14 +363,27 @@ def test_damaged_judge_cache_is_one_line(tmp_path, done_run):
     (tmp_path / "judge.sqlite").write_bytes(b"garbage" * 1000)
     with pytest.raises(InputError, match="judge.sqlite: the judge cache is damaged .*can be rebuilt"):
         JudgeCache(tmp_path / "judge.sqlite")
-    spec, out = done_run
-    fails_cleanly(["evaluate", str(out), "--judge", "llm", "--judge-model", "m", "--judge-base-url",
-                   "http://127.0.0.1:9/v1", "--judge-cache", str(tmp_path / "judge.sqlite")], out,
-                  "judge.sqlite: the judge cache is damaged")  # fmt: skip
+    _spec, out = done_run
+    fails_cleanly(
+        [
+            "evaluate",
+            str(out),
+            "--judge",
+            "llm",
+            "--judge-model",
+            "m",
+            "--judge-base-url",
+            "http://127.0.0.1:9/v1",
+            "--judge-cache",
+            str(tmp_path / "judge.sqlite"),
+        ],
+        out,
+        "judge.sqlite: the judge cache is damaged",
+    )
 
 
 def test_verify_reports_a_checkpoint_row_with_an_unknown_serializer(tmp_path, done_run):
-    spec, out = done_run
+    _spec, out = done_run
     conn = sqlite3.connect(out / "checkpoints.sqlite")
     with conn:
         conn.execute("UPDATE checkpoints SET type = 'no-such-serializer'")
@@ -337,11 +399,14 @@ def test_verify_reports_a_checkpoint_row_with_an_unknown_serializer(tmp_path, do
 def test_run_exit_codes_0_all_recorded_3_some_incomplete_2_bad_input(tmp_path, monkeypatch):
     from tests.servers.openai_fault_server import FaultConfig, FaultServer
 
-    monkeypatch.setattr("branchpoint.models.openai_compat.wait_exponential", lambda **kw: (lambda rs: 0.0))
+    monkeypatch.setattr("branchpoint.models.openai_compat.wait_exponential", lambda **kw: lambda rs: 0.0)
     config = FaultConfig(error_rate=1.0)
     with FaultServer(config) as server:
-        data = base_spec(tmp_path, agent={"search": False},
-                         model={"provider": "openai", "base_url": server.base_url, "name": "m", "retries": 0})
+        data = base_spec(
+            tmp_path,
+            agent={"search": False},
+            model={"provider": "openai", "base_url": server.base_url, "name": "m", "retries": 0},
+        )
         data["model"].pop("script")
         spec = write_spec(tmp_path, data)
         out = tmp_path / "run"

@@ -17,10 +17,16 @@ runner = CliRunner()
 
 
 def test_set_applies_dotted_paths_yaml_values_and_sweep_axes(write_spec):
-    spec = load_spec(write_spec(), [
-        "agent.top_k=1", "model={max_tokens: 16}", "questions.sample.answerable=2", "sweep.agent.search_cap=[0, 2]",
-        "evaluation.lam=0.5",
-    ])  # fmt: skip
+    spec = load_spec(
+        write_spec(),
+        [
+            "agent.top_k=1",
+            "model={max_tokens: 16}",
+            "questions.sample.answerable=2",
+            "sweep.agent.search_cap=[0, 2]",
+            "evaluation.lam=0.5",
+        ],
+    )
     assert spec.agent.top_k == 1 and spec.model.max_tokens == 16 and spec.model.provider == "scripted"
     assert spec.questions.sample.answerable == 2 and spec.evaluation.lam == 0.5
     assert spec.sweep == {"agent.search": [True, False], "agent.search_cap": [0, 2]}
@@ -40,7 +46,9 @@ def test_set_refuses_a_swept_setting_and_bad_syntax(write_spec):
 
 
 def test_unknown_keys_get_a_did_you_mean(write_spec):
-    with pytest.raises(InputError, match=r'field "agent.serach_cap": Extra inputs are not permitted \(did you mean "search_cap"\?\)'):
+    with pytest.raises(
+        InputError, match=r'field "agent.serach_cap": Extra inputs are not permitted \(did you mean "search_cap"\?\)'
+    ):
         load_spec(write_spec({"agent": {"serach_cap": 3}}))
     with pytest.raises(InputError, match=r'"retrieval.sources.demo.chunk_word".*did you mean "chunk_words"'):
         load_spec(write_spec(), ["retrieval.sources.demo.chunk_word=40"])
@@ -57,7 +65,10 @@ def test_sample_unanswerable_defaults_to_zero(write_spec):
 
 
 def test_limit_keeps_the_answerable_unanswerable_balance(write_spec):
-    spec = load_spec(write_spec({"questions": {"path": "demo", "sample": {"answerable": 6, "unanswerable": 6}}}), ["questions.limit=4"])
+    spec = load_spec(
+        write_spec({"questions": {"path": "demo", "sample": {"answerable": 6, "unanswerable": 6}}}),
+        ["questions.limit=4"],
+    )
     chosen = select_questions(spec)
     assert len(chosen) == 4 and sum(q.answerable for q in chosen) == 2
     assert len({q.category for q in chosen if not q.answerable}) == 2  # two categories, not one twice
@@ -69,10 +80,22 @@ def test_limit_keeps_the_answerable_unanswerable_balance(write_spec):
 
 def test_run_with_set_and_sample_stores_the_resolved_spec(tmp_path, write_spec, isolated_cache):
     out = tmp_path / "run"
-    result = runner.invoke(app, [
-        "run", str(write_spec()), "--out", str(out), "--no-progress", "--sample", "2,1",
-        "--set", "agent.search_cap=1", "--set", "sweep.agent.search=[true]",
-    ])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            str(write_spec()),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--sample",
+            "2,1",
+            "--set",
+            "agent.search_cap=1",
+            "--set",
+            "sweep.agent.search=[true]",
+        ],
+    )
     assert result.exit_code == 0, result.output
     stored = yaml.safe_load((out / "spec.yaml").read_text())
     assert stored["questions"]["sample"] == {"answerable": 2, "unanswerable": 1}
@@ -85,16 +108,39 @@ def test_run_with_set_and_sample_stores_the_resolved_spec(tmp_path, write_spec, 
 
 def test_quickstart_and_fork_take_set_and_sample(tmp_path, write_spec, isolated_cache):
     out = tmp_path / "quick"
-    result = runner.invoke(app, [
-        "quickstart", "--spec", str(write_spec()), "--out", str(out), "--no-progress", "--sample", "1,1",
-        "--set", "sweep.agent.search=[true]",
-    ])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "quickstart",
+            "--spec",
+            str(write_spec()),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--sample",
+            "1,1",
+            "--set",
+            "sweep.agent.search=[true]",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert len(read_records(out / "executions.jsonl")) == 2
-    result = runner.invoke(app, [
-        "fork", str(out), "--sample", "1,0", "--actions", "THINK", "--repeats", "1", "--no-progress",
-        "--set", "boundaries=[initial]",
-    ])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "fork",
+            str(out),
+            "--sample",
+            "1,0",
+            "--actions",
+            "THINK",
+            "--repeats",
+            "1",
+            "--no-progress",
+            "--set",
+            "boundaries=[initial]",
+        ],
+    )
     assert result.exit_code == 0, result.output
     forks = read_records(out / "forks.jsonl")
     assert forks and {f.answerable for f in forks} == {True} and {f.parent.boundary for f in forks} == {"initial"}

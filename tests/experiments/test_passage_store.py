@@ -9,14 +9,29 @@ import pytest
 
 from branchpoint.experiments import RunStore, load_spec, run_experiment
 from branchpoint.experiments.verify import verify_run
-from branchpoint.traces import MAX_LINE_BYTES, PASSAGES_FILE, ExecutionRecord, RetrievedDoc, Step, TraceError, read_records
+from branchpoint.traces import (
+    MAX_LINE_BYTES,
+    PASSAGES_FILE,
+    ExecutionRecord,
+    RetrievedDoc,
+    Step,
+    TraceError,
+    read_records,
+)
 from tests.experiments.conftest import CountingOpener, search_until_told_responder
 
 
 def record(eid: str, texts: list[str], **fields) -> ExecutionRecord:
     docs = [RetrievedDoc(doc_id=f"d{i}", score=1.0, text=t, title=f"T{i}") for i, t in enumerate(texts)]
-    return ExecutionRecord(execution_id=eid, run_id="r", question_id="q", question="Q?", answerable=True,
-                           steps=[Step(kind="search", query="q", retrieved=docs)], **fields)  # fmt: skip
+    return ExecutionRecord(
+        execution_id=eid,
+        run_id="r",
+        question_id="q",
+        question="Q?",
+        answerable=True,
+        steps=[Step(kind="search", query="q", retrieved=docs)],
+        **fields,
+    )
 
 
 def test_passages_are_stored_once_and_resolved_on_read(tmp_path):
@@ -80,12 +95,21 @@ def test_a_search_heavy_run_stores_each_passage_once(tmp_path, write_spec, isola
     assert verify_run(run_dir, sample=0).ok
 
 
-def test_an_over_long_branch_is_counted_as_the_incomplete_record_it_was_written_as(tmp_path, write_spec, isolated_cache):
+def test_an_over_long_branch_is_counted_as_the_incomplete_record_it_was_written_as(
+    tmp_path, write_spec, isolated_cache
+):
     from branchpoint.experiments.branch_planning import fork_records
     from branchpoint.experiments.forking import ForkPlan, fork_run
 
-    spec = load_spec(write_spec({"agent": {"policy": "constrained", "search_cap": 1, "top_k": 2}, "sweep": {},
-                                 "questions": {"path": "demo", "categories": ["answerable"], "limit": 1}}))
+    spec = load_spec(
+        write_spec(
+            {
+                "agent": {"policy": "constrained", "search_cap": 1, "top_k": 2},
+                "sweep": {},
+                "questions": {"path": "demo", "categories": ["answerable"], "limit": 1},
+            }
+        )
+    )
     run_dir = tmp_path / "run"
     run_experiment(spec, run_dir, progress=False, model_opener=CountingOpener(responder=search_until_told_responder))
 
@@ -94,7 +118,11 @@ def test_an_over_long_branch_is_counted_as_the_incomplete_record_it_was_written_
             return 'answer", "text": "' + "x" * (MAX_LINE_BYTES + 10) + '"}'
         return search_until_told_responder(prompt, request)
 
-    summary = fork_run(run_dir, ForkPlan(actions=["THINK"], boundaries=["initial"], repeats=1), progress=False,
-                       model_opener=CountingOpener(responder=huge_answer))  # fmt: skip
+    summary = fork_run(
+        run_dir,
+        ForkPlan(actions=["THINK"], boundaries=["initial"], repeats=1),
+        progress=False,
+        model_opener=CountingOpener(responder=huge_answer),
+    )
     [branch] = fork_records(run_dir)
     assert branch.status == "incomplete" and summary.statuses == {"incomplete": 1}

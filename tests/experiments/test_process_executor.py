@@ -61,8 +61,17 @@ def test_processes_run_matches_one_process_and_recovers_a_killed_run(tmp_path, s
     run_dir = tmp_path / "procs"
     RunStore(run_dir).create(spec.model_dump(mode="json"))
     plan = plan_executions(spec, select_questions(spec))
-    run_shard(ShardTask(spec.model_dump(mode="json"), str(run_dir), f"{SHARD_PREFIX}0",
-                        [p.execution_id for p in plan[:3]], None, 1, os.getcwd()))  # fmt: skip
+    run_shard(
+        ShardTask(
+            spec.model_dump(mode="json"),
+            str(run_dir),
+            f"{SHARD_PREFIX}0",
+            [p.execution_id for p in plan[:3]],
+            None,
+            1,
+            os.getcwd(),
+        )
+    )
 
     summary = run_experiment_processes(spec, run_dir, processes=2, concurrency=4, progress=False)
 
@@ -122,8 +131,20 @@ def test_a_failing_part_stops_the_run_with_its_error(tmp_path, spec_path, isolat
 
 
 def test_cli_processes_option(tmp_path, spec_path, isolated_cache):
-    result = CliRunner().invoke(app, ["run", str(spec_path), "--out", str(tmp_path / "run"), "--processes", "2",
-                                      "--concurrency", "2", "--no-progress"])  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            str(spec_path),
+            "--out",
+            str(tmp_path / "run"),
+            "--processes",
+            "2",
+            "--concurrency",
+            "2",
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "10 run" in result.output
     bad = CliRunner().invoke(app, ["run", str(spec_path), "--executor", "ray", "--processes", "2"])
@@ -159,10 +180,25 @@ def test_sigkill_of_the_driver_takes_its_processes_and_a_rerun_completes_exactly
         spec = spec_file(tmp_path, server.base_url, n=40, name="prockill")
         run_dir = tmp_path / "run"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "branchpoint.cli", "run", str(spec), "--out", str(run_dir), "--processes", "2",
-             "--concurrency", "2", "--no-progress"],
-            cwd=REPO, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "branchpoint.cli",
+                "run",
+                str(spec),
+                "--out",
+                str(run_dir),
+                "--processes",
+                "2",
+                "--concurrency",
+                "2",
+                "--no-progress",
+            ],
+            cwd=REPO,
+            env=dict(os.environ),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         part = run_dir / SHARDS_DIR / f"{SHARD_PREFIX}0" / "executions.jsonl"
         deadline = time.monotonic() + 90
         while not (part.is_file() and part.read_bytes().count(b"\n") >= 3):
@@ -191,8 +227,17 @@ def test_a_leftover_part_does_not_overwrite_states_of_executions_redone_elsewher
     run_dir = tmp_path / "procs"
     RunStore(run_dir).create(spec.model_dump(mode="json"))
     plan = plan_executions(spec, select_questions(spec))
-    run_shard(ShardTask(spec.model_dump(mode="json"), str(run_dir), f"{SHARD_PREFIX}0",
-                        [p.execution_id for p in plan[:3]], None, 1, os.getcwd()))  # fmt: skip
+    run_shard(
+        ShardTask(
+            spec.model_dump(mode="json"),
+            str(run_dir),
+            f"{SHARD_PREFIX}0",
+            [p.execution_id for p in plan[:3]],
+            None,
+            1,
+            os.getcwd(),
+        )
+    )
     run_experiment(spec, run_dir, progress=False)  # redoes all 10 here (it does not fold parts)
     summary = run_experiment_processes(spec, run_dir, processes=2, progress=False)
     assert summary.ran == 0

@@ -93,10 +93,17 @@ def test_ray_run_matches_local_run(tmp_path, spec_path, monkeypatch, ray_cluster
     first = plan_executions(spec, select_questions(spec))[:4]
     assert len({shard_name(p) for p in first}) == 1
     RunStore(run_dir).create(spec.model_dump(mode="json"))
-    run_shard(ShardTask(
-        spec.model_dump(mode="json"), str(run_dir), shard_name(first[0]), [p.execution_id for p in first],
-        None, 1, os.getcwd(),
-    ))  # fmt: skip
+    run_shard(
+        ShardTask(
+            spec.model_dump(mode="json"),
+            str(run_dir),
+            shard_name(first[0]),
+            [p.execution_id for p in first],
+            None,
+            1,
+            os.getcwd(),
+        )
+    )
 
     summary = run_experiment_ray(spec, run_dir, progress=False, concurrency=2)
 

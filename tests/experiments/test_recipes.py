@@ -20,8 +20,10 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 #: Decide to search once, then answer (the constrained policy's JSON continuation); cycled.
 SCRIPT = ['search", "text": "capital city"}', 'answer", "text": "Canberra"}']
 SCRIPTED_MODEL = "model=" + yaml.safe_dump({"provider": "scripted", "script": SCRIPT}, default_flow_style=True).strip()
-DOCUMENT = ("No reliable source records this; the premise of the question is not established, so the honest "
-            "answer is that it cannot be known from any available evidence. ") * 4
+DOCUMENT = (
+    "No reliable source records this; the premise of the question is not established, so the honest "
+    "answer is that it cannot be known from any available evidence. "
+) * 4
 
 
 def recipe_commands(text: str) -> list[list[str]]:

@@ -33,13 +33,17 @@ def make_run(tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(SPEC))
     out = tmp_path / "run"
-    run_experiment(load_spec(spec), out, progress=False, model_opener=CountingOpener(responder=search_until_told_responder))
+    run_experiment(
+        load_spec(spec), out, progress=False, model_opener=CountingOpener(responder=search_until_told_responder)
+    )
     return out
 
 
 def thread_checkpoints(run_dir, thread_id):
     with sqlite_checkpointer(run_dir / "checkpoints.sqlite") as saver:
-        return [c.config["configurable"]["checkpoint_id"] for c in saver.list({"configurable": {"thread_id": thread_id}})]
+        return [
+            c.config["configurable"]["checkpoint_id"] for c in saver.list({"configurable": {"thread_id": thread_id}})
+        ]
 
 
 def test_replay_runs_on_new_threads_and_never_writes_the_original(tmp_path, isolated_cache):
@@ -49,8 +53,13 @@ def test_replay_runs_on_new_threads_and_never_writes_the_original(tmp_path, isol
     listing = [s.model_dump() for s in saved_states(run_dir)]
     after1 = next(s for s in saved_states(run_dir, parent.execution_id) if s.boundary.boundary == "after_search_1")
     opener = CountingOpener(responder=search_until_told_responder)
-    summary = replay_run(run_dir, parent.execution_id[:10], ForkPlan(repeats=3, checkpoints=[after1.boundary.checkpoint_id[-8:]]),
-                         progress=False, model_opener=opener)  # fmt: skip
+    summary = replay_run(
+        run_dir,
+        parent.execution_id[:10],
+        ForkPlan(repeats=3, checkpoints=[after1.boundary.checkpoint_id[-8:]]),
+        progress=False,
+        model_opener=opener,
+    )
     assert summary.ran == summary.planned == 3
     replays = read_records(run_dir / REPLAYS_FILE)
     assert len(replays) == 3 and len({r.execution_id for r in replays}) == 3
@@ -66,10 +75,19 @@ def test_replay_runs_on_new_threads_and_never_writes_the_original(tmp_path, isol
     assert [s.model_dump() for s in saved_states(run_dir)] == listing
     assert verify_run(run_dir, sample=0).ok
     # rerun: nothing to do; the default state is the execution's initial one
-    assert replay_run(run_dir, parent.execution_id, ForkPlan(repeats=3, checkpoints=[after1.boundary.checkpoint_id]),
-                      progress=False, model_opener=opener).ran == 0  # fmt: skip
-    result = CliRunner().invoke(app, ["replay", str(run_dir), "--execution", parent.execution_id[:12],
-                                      "--temperature", "0", "--no-progress"])  # fmt: skip
+    assert (
+        replay_run(
+            run_dir,
+            parent.execution_id,
+            ForkPlan(repeats=3, checkpoints=[after1.boundary.checkpoint_id]),
+            progress=False,
+            model_opener=opener,
+        ).ran
+        == 0
+    )
+    result = CliRunner().invoke(
+        app, ["replay", str(run_dir), "--execution", parent.execution_id[:12], "--temperature", "0", "--no-progress"]
+    )
     assert result.exit_code == 0, result.output
     initial = read_records(run_dir / REPLAYS_FILE)[-1]
     assert initial.parent.boundary == "initial" and initial.sampling["temperature"] == 0
@@ -79,8 +97,9 @@ def test_replay_refuses_copies_and_unknown_states(tmp_path, isolated_cache):
     run_dir = make_run(tmp_path)
     parent = RunStore(run_dir).records()[0]
     runner = CliRunner()
-    result = runner.invoke(app, ["replay", str(run_dir), "--execution", parent.execution_id, "--repeats", "3",
-                                 "--temperature", "0"])  # fmt: skip
+    result = runner.invoke(
+        app, ["replay", str(run_dir), "--execution", parent.execution_id, "--repeats", "3", "--temperature", "0"]
+    )
     assert result.exit_code == 2 and "copy of the first draw" in result.output
     result = runner.invoke(app, ["replay", str(run_dir), "--execution", parent.execution_id, "--checkpoint", "nope"])
     assert result.exit_code == 2 and "--checkpoint nope: no saved states" in result.output
@@ -96,7 +115,9 @@ def test_a_replay_on_the_original_thread_leaves_listing_forks_and_verify_unchang
     parent = store.records()[0]
     listing = [s.model_dump() for s in saved_states(run_dir)]
     with sqlite_checkpointer(run_dir / "checkpoints.sqlite") as saver:
-        before_tasks = [t.execution_id for t in plan_study(saver, store, spec, ForkPlan(), parent_records(store, None))[0]]
+        before_tasks = [
+            t.execution_id for t in plan_study(saver, store, spec, ForkPlan(), parent_records(store, None))[0]
+        ]
     n_before = len(thread_checkpoints(run_dir, parent.execution_id))
     after1 = next(s for s in saved_states(run_dir, parent.execution_id) if s.boundary.boundary == "after_search_1")
 
@@ -105,8 +126,10 @@ def test_a_replay_on_the_original_thread_leaves_listing_forks_and_verify_unchang
         with sqlite_checkpointer(run_dir / "checkpoints.sqlite") as saver:
             graph = build_graph(resolve_policy("constrained"), saver)
             ctx = agent_context(spec, ScriptedModel(responder=search_until_told_responder), pool)
-            config = {"configurable": {"thread_id": parent.execution_id, "checkpoint_id": after1.boundary.checkpoint_id},
-                      "recursion_limit": recursion_limit(2)}  # fmt: skip
+            config = {
+                "configurable": {"thread_id": parent.execution_id, "checkpoint_id": after1.boundary.checkpoint_id},
+                "recursion_limit": recursion_limit(2),
+            }
             out = graph.invoke(None, config, context=ctx, durability="sync")
     finally:
         pool.close()
@@ -114,7 +137,9 @@ def test_a_replay_on_the_original_thread_leaves_listing_forks_and_verify_unchang
 
     assert [s.model_dump() for s in saved_states(run_dir)] == listing
     with sqlite_checkpointer(run_dir / "checkpoints.sqlite") as saver:
-        after_tasks = [t.execution_id for t in plan_study(saver, store, spec, ForkPlan(), parent_records(store, None))[0]]
+        after_tasks = [
+            t.execution_id for t in plan_study(saver, store, spec, ForkPlan(), parent_records(store, None))[0]
+        ]
     assert after_tasks == before_tasks
     report = verify_run(run_dir, sample=0)
     assert report.ok, report.to_json()

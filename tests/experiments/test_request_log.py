@@ -19,14 +19,24 @@ def test_run_and_fork_log_every_request_body_without_the_key(tmp_path, isolated_
     monkeypatch.setenv("BP_TEST_KEY", KEY)
     with agent_server() as server:
         spec = tmp_path / "spec.yaml"
-        spec.write_text(yaml.safe_dump({
-            "name": "logged",
-            "questions": {"path": "demo", "categories": ["answerable"], "limit": 2},
-            "model": {"provider": "openai", "base_url": server.base_url, "name": "m", "style": "chat",
-                      "api_key_env": "BP_TEST_KEY", "max_tokens": 32},
-            "agent": {"policy": "native", "search_cap": 1, "top_k": 2},
-            "sweep": {},
-        }))  # fmt: skip
+        spec.write_text(
+            yaml.safe_dump(
+                {
+                    "name": "logged",
+                    "questions": {"path": "demo", "categories": ["answerable"], "limit": 2},
+                    "model": {
+                        "provider": "openai",
+                        "base_url": server.base_url,
+                        "name": "m",
+                        "style": "chat",
+                        "api_key_env": "BP_TEST_KEY",
+                        "max_tokens": 32,
+                    },
+                    "agent": {"policy": "native", "search_cap": 1, "top_k": 2},
+                    "sweep": {},
+                }
+            )
+        )
         run_dir = tmp_path / "run"
         runner = CliRunner()
         result = runner.invoke(app, ["run", str(spec), "--out", str(run_dir), "--log-requests", "--no-progress"])
@@ -36,8 +46,21 @@ def test_run_and_fork_log_every_request_body_without_the_key(tmp_path, isolated_
         assert [entry["body"] for entry in logged] == server.bodies("/v1/chat/completions")  # exactly what was sent
         ids = {r.execution_id for r in RunStore(run_dir).records()}
         assert {entry["execution_id"] for entry in logged} == ids
-        result = runner.invoke(app, ["fork", str(run_dir), "--boundaries", "after_search_k", "--actions", "THINK",
-                                     "--repeats", "2", "--log-requests", "--no-progress"])  # fmt: skip
+        result = runner.invoke(
+            app,
+            [
+                "fork",
+                str(run_dir),
+                "--boundaries",
+                "after_search_k",
+                "--actions",
+                "THINK",
+                "--repeats",
+                "2",
+                "--log-requests",
+                "--no-progress",
+            ],
+        )
         assert result.exit_code == 0, result.output
     logged = read_requests(run_dir / "requests.jsonl")  # appended, not rewritten
     branches = {r.execution_id: r for r in fork_records(run_dir)}

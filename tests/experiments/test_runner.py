@@ -85,8 +85,9 @@ def test_changed_settings_get_new_execution_ids(tmp_path, write_spec, isolated_c
 def test_unknown_policy_fails_naming_the_spec_file(tmp_path, write_spec):
     with pytest.raises(InputError, match=r'spec.yaml: agent.policy: unknown policy "does_not_exist"'):
         load_spec(write_spec({"agent": {"policy": "does_not_exist"}}))
-    spec = load_spec(write_spec()).model_copy(update={"agent": load_spec(write_spec()).agent.model_copy(
-        update={"policy": "does_not_exist"})})  # fmt: skip
+    spec = load_spec(write_spec()).model_copy(
+        update={"agent": load_spec(write_spec()).agent.model_copy(update={"policy": "does_not_exist"})}
+    )
     with pytest.raises(InputError, match='agent.policy: unknown policy "does_not_exist"'):
         run_experiment(spec, tmp_path / "run", progress=False, model_opener=CountingOpener())
     assert not (tmp_path / "run").exists()
@@ -170,22 +171,32 @@ def test_delete_threads_clears_only_the_named_threads(tmp_path):
 
     with sqlite_checkpointer(tmp_path / "c.sqlite") as saver:
         graph = build_graph(resolve_policy("no_search"), saver)
-        ctx = AgentContext(model=ScriptedModel(replies=["Paris"], cycle=True), search=None, search_cap=0,
-                           max_tokens=8, answer_max_tokens=8)  # fmt: skip
+        ctx = AgentContext(
+            model=ScriptedModel(replies=["Paris"], cycle=True),
+            search=None,
+            search_cap=0,
+            max_tokens=8,
+            answer_max_tokens=8,
+        )
         for tid in ("a", "b", "c"):
-            graph.invoke(initial_state("q", "Capital of France?", None, []), {"configurable": {"thread_id": tid}},
-                         context=ctx)  # fmt: skip
+            graph.invoke(
+                initial_state("q", "Capital of France?", None, []), {"configurable": {"thread_id": tid}}, context=ctx
+            )
         delete_threads(saver, ["a", "c"])
         left = {t.config["configurable"]["thread_id"] for t in saver.list(None)}
     assert left == {"b"}
 
 
 def test_multi_turn_sweep_carries_history_into_records(tmp_path, write_spec, isolated_cache):
-    spec = load_spec(write_spec({
-        "multi_turn": {"preceding": 0, "context": "mixed"},
-        "agent": {"policy": "constrained", "search": False},
-        "sweep": {"multi_turn.preceding": [0, 2], "multi_turn.context": ["answerable", "unanswerable"]},
-    }))
+    spec = load_spec(
+        write_spec(
+            {
+                "multi_turn": {"preceding": 0, "context": "mixed"},
+                "agent": {"policy": "constrained", "search": False},
+                "sweep": {"multi_turn.preceding": [0, 2], "multi_turn.context": ["answerable", "unanswerable"]},
+            }
+        )
+    )
     run_dir = tmp_path / "run"
     run_experiment(spec, run_dir, progress=False, model_opener=CountingOpener())
     records = read_records(run_dir / "executions.jsonl")
@@ -210,8 +221,13 @@ def test_cli_limit_runs_only_the_first_questions(tmp_path, write_spec, isolated_
 
     from branchpoint.cli import app
 
-    spec = write_spec({"model": {"provider": "scripted", "script": ['answer", "text": "x"}']},
-                       "agent": {"policy": "constrained", "search": False}, "sweep": {}})
+    spec = write_spec(
+        {
+            "model": {"provider": "scripted", "script": ['answer", "text": "x"}']},
+            "agent": {"policy": "constrained", "search": False},
+            "sweep": {},
+        }
+    )
     result = CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "r"), "--limit", "2", "--no-progress"])
     assert result.exit_code == 0, result.output
     assert "2 planned" in result.output

@@ -34,7 +34,9 @@ def test_embedded_model_name_must_be_the_model_it_loads(tmp_path):
     data["sweep"]["model.name"] = ["Qwen/Qwen3-8B"]  # what the spec used to do
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(data))
-    with pytest.raises(InputError, match=r'field "model.name" \(sweep condition .*Qwen/Qwen3-8B.*loads the packaged gemma-3-270m'):
+    with pytest.raises(
+        InputError, match=r'field "model.name" \(sweep condition .*Qwen/Qwen3-8B.*loads the packaged gemma-3-270m'
+    ):
         load_spec(path)
     data["sweep"].pop("model.name")
     data["model"]["server"] = {"gguf": "/models/Qwen3-0.6B-Q8_0.gguf"}

@@ -66,11 +66,16 @@ def test_shipped_specs_are_valid():
 
 
 def test_section_axis_overrides_several_settings_and_keeps_the_rest(write_spec):
-    spec = load_spec(write_spec({
-        "model": {"provider": "scripted", "script": ["x"], "max_tokens": 32},
-        "sweep": {"model": [{"name": "a", "max_tokens": 8}, {"name": "b"}]},
-    }))
+    spec = load_spec(
+        write_spec(
+            {
+                "model": {"provider": "scripted", "script": ["x"], "max_tokens": 32},
+                "sweep": {"model": [{"name": "a", "max_tokens": 8}, {"name": "b"}]},
+            }
+        )
+    )
     resolved = [s for _, s in expand_conditions(spec)]
     assert [(s.model.name, s.model.max_tokens, s.model.provider) for s in resolved] == [
-        ("a", 8, "scripted"), ("b", 32, "scripted"),
+        ("a", 8, "scripted"),
+        ("b", 32, "scripted"),
     ]

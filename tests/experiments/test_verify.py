@@ -196,7 +196,7 @@ def test_checkpoints_lost_extra_and_unreadable(run):
 def test_retrieval_cache_unreadable_or_damaged(run):
     path = run / "retrieval_cache.sqlite"
     with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE retrieval_cache SET result = '{\"not\": \"a list\"}'")
+        conn.execute('UPDATE retrieval_cache SET result = \'{"not": "a list"}\'')
     conn.close()
     report = verify_run(run)
     assert report.ok and [w.kind for w in report.warnings] == ["retrieval_cache"]

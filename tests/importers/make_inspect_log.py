@@ -53,14 +53,20 @@ def calculator():
     return execute
 
 
-def output(usage: tuple[int, int, int | None], *, content: str | None = None,
-           tool_name: str | None = None, arguments: dict | None = None) -> ModelOutput:
+def output(
+    usage: tuple[int, int, int | None],
+    *,
+    content: str | None = None,
+    tool_name: str | None = None,
+    arguments: dict | None = None,
+) -> ModelOutput:
     if tool_name:
         out = ModelOutput.for_tool_call(model="mockllm/model", tool_name=tool_name, tool_arguments=arguments or {})
     else:
         out = ModelOutput.from_content(model="mockllm/model", content=content or "")
-    out.usage = ModelUsage(input_tokens=usage[0], output_tokens=usage[1], total_tokens=usage[0] + usage[1],
-                           reasoning_tokens=usage[2])
+    out.usage = ModelUsage(
+        input_tokens=usage[0], output_tokens=usage[1], total_tokens=usage[0] + usage[1], reasoning_tokens=usage[2]
+    )
     return out
 
 
@@ -75,13 +81,18 @@ def main() -> None:
     dataset = [
         Sample(id="q1", input="What is the capital of Australia?", target="Canberra"),
         Sample(id="q2", input="Who painted The Starry Night?", target="Vincent van Gogh"),
-        Sample(id="q3", input="In which year did Canberra host the 1956 Olympics?", target="I don't know",
-               metadata={"answerable": False, "category": "FP"}),
+        Sample(
+            id="q3",
+            input="In which year did Canberra host the 1956 Olympics?",
+            target="I don't know",
+            metadata={"answerable": False, "category": "FP"},
+        ),
     ]
     task = Task(dataset=dataset, solver=[use_tools(search(), calculator()), generate()], scorer=includes())
     with tempfile.TemporaryDirectory() as tmp:
-        logs = eval(task, model=get_model("mockllm/model", custom_outputs=outputs), log_dir=tmp,
-                    display="none", max_samples=1)
+        logs = eval(
+            task, model=get_model("mockllm/model", custom_outputs=outputs), log_dir=tmp, display="none", max_samples=1
+        )
         OUT.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(logs[0].location, OUT)
     print(f"wrote {OUT}")

@@ -15,7 +15,7 @@ from branchpoint.traces import read_records
 
 pytest.importorskip("inspect_ai", reason="optional dependency: pip install 'branchpoint[inspect]'")
 
-from branchpoint.importers.inspect_log import read_inspect_log  # noqa: E402
+from branchpoint.importers.inspect_log import read_inspect_log
 
 LOG = Path(__file__).parent / "data" / "inspect_mockllm.eval"
 

@@ -51,8 +51,12 @@ def main() -> None:
                 self.send_response(404)
                 self.end_headers()
                 return
-            data = json.dumps({"object": "list", "data": [{"id": name, "object": "model",
-                                                           "owned_by": "vllm", "max_model_len": 32768}]}).encode()
+            data = json.dumps(
+                {
+                    "object": "list",
+                    "data": [{"id": name, "object": "model", "owned_by": "vllm", "max_model_len": 32768}],
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

@@ -21,10 +21,16 @@ from branchpoint.models import ModelSpec, open_model
 from branchpoint.models.langchain_chat import LangChainChatClient
 from tests.models.http_fakes import FakeServer, recorded
 
-TOOLS = [{"type": "function", "function": {
-    "name": "search", "description": "Search the corpus.",
-    "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
-}}]  # fmt: skip
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "Search the corpus.",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+        },
+    }
+]
 BOUND: list[Any] = []  # tools each fake model was bound with (per test)
 
 
@@ -38,6 +44,7 @@ class ToolFakeChatModel(GenericFakeChatModel):
 
 def search_then_answer(answer: str = "Canberra") -> ToolFakeChatModel:
     """A factory for specs: one search tool call with usage and reasoning, then an answer, repeated."""
+
     def replies():
         while True:
             yield AIMessage(
@@ -45,8 +52,16 @@ def search_then_answer(answer: str = "Canberra") -> ToolFakeChatModel:
                 tool_calls=[{"name": "search", "args": {"query": "capital of Australia"}, "id": "call_1"}],
                 usage_metadata={"input_tokens": 120, "output_tokens": 18, "total_tokens": 138},
             )
-            yield AIMessage(content=answer, usage_metadata={"input_tokens": 300, "output_tokens": 4, "total_tokens": 304,
-                                                            "output_token_details": {"reasoning": 0}})
+            yield AIMessage(
+                content=answer,
+                usage_metadata={
+                    "input_tokens": 300,
+                    "output_tokens": 4,
+                    "total_tokens": 304,
+                    "output_token_details": {"reasoning": 0},
+                },
+            )
+
     return ToolFakeChatModel(messages=replies())
 
 
@@ -55,8 +70,15 @@ def not_a_chat_model() -> object:
 
 
 def spec(**kw: Any) -> ModelSpec:
-    return ModelSpec(**{"provider": "langchain", "style": "chat", "name": "fake",
-                        "factory": "tests.models.test_langchain_provider:search_then_answer", **kw})
+    return ModelSpec(
+        **{
+            "provider": "langchain",
+            "style": "chat",
+            "name": "fake",
+            "factory": "tests.models.test_langchain_provider:search_then_answer",
+            **kw,
+        }
+    )
 
 
 def test_fake_chat_model_tool_call_usage_and_reasoning() -> None:
@@ -89,8 +111,14 @@ def test_factory_errors_are_one_line() -> None:
 def test_chat_openai_against_a_local_server(server: FakeServer) -> None:
     body = recorded("vllm_qwen3_tool_call_reasoning.json")
     server.reply("/v1/chat/completions", (200, body))
-    model = LangChainChatClient(spec(name="Qwen/Qwen3-8B", factory="langchain_openai:ChatOpenAI", seed=5, options={
-        "model": "Qwen/Qwen3-8B", "base_url": server.base_url, "api_key": "not-needed", "max_retries": 0}))
+    model = LangChainChatClient(
+        spec(
+            name="Qwen/Qwen3-8B",
+            factory="langchain_openai:ChatOpenAI",
+            seed=5,
+            options={"model": "Qwen/Qwen3-8B", "base_url": server.base_url, "api_key": "not-needed", "max_retries": 0},
+        )
+    )
     call = model.chat([{"role": "user", "content": "Who painted the Mona Lisa?"}], tools=TOOLS, max_tokens=77)
     sent = server.bodies("/v1/chat/completions")[0]
     assert sent["tools"][0]["function"]["name"] == "search"  # bind_tools
@@ -109,8 +137,12 @@ def test_a_whole_run_with_a_langchain_model(tmp_path, monkeypatch) -> None:
     data = {
         "name": "langchain",
         "questions": {"path": "demo", "sample": {"answerable": 2, "unanswerable": 0}},
-        "model": {"provider": "langchain", "style": "chat", "name": "fake",
-                  "factory": "tests.models.test_langchain_provider:search_then_answer"},
+        "model": {
+            "provider": "langchain",
+            "style": "chat",
+            "name": "fake",
+            "factory": "tests.models.test_langchain_provider:search_then_answer",
+        },
         "agent": {"policy": "native", "search_cap": 2, "top_k": 2},
         "retrieval": {"default": "demo", "sources": {"demo": {"kind": "bm25"}}},  # no encoding: fast
     }

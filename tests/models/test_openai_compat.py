@@ -31,11 +31,10 @@ COMPLETION_LLAMACPP = {
     "created": 1764480000,
     "model": "m",
     "choices": [
-        {"text": ' {"action": "answer", "text": "Canberra"}', "index": 0, "logprobs": None,
-         "finish_reason": "stop"}
+        {"text": ' {"action": "answer", "text": "Canberra"}', "index": 0, "logprobs": None, "finish_reason": "stop"}
     ],
     "usage": {"prompt_tokens": 203, "completion_tokens": 12, "total_tokens": 215},
-}  # fmt: skip
+}
 
 #: vLLM, /v1/completions cut at the token limit.
 COMPLETION_VLLM_LENGTH = {
@@ -44,12 +43,17 @@ COMPLETION_VLLM_LENGTH = {
     "created": 1764480001,
     "model": "m",
     "choices": [
-        {"index": 0, "text": " The capital of Australia is", "logprobs": None,
-         "finish_reason": "length", "stop_reason": None, "prompt_logprobs": None}
+        {
+            "index": 0,
+            "text": " The capital of Australia is",
+            "logprobs": None,
+            "finish_reason": "length",
+            "stop_reason": None,
+            "prompt_logprobs": None,
+        }
     ],
-    "usage": {"prompt_tokens": 9, "total_tokens": 26, "completion_tokens": 17,
-              "prompt_tokens_details": None},
-}  # fmt: skip
+    "usage": {"prompt_tokens": 9, "total_tokens": 26, "completion_tokens": 17, "prompt_tokens_details": None},
+}
 
 #: vLLM with --reasoning-parser (current name `reasoning`) and reasoning-token details.
 CHAT_VLLM_REASONING = {
@@ -58,17 +62,32 @@ CHAT_VLLM_REASONING = {
     "created": 1764480002,
     "model": "m",
     "choices": [
-        {"index": 0,
-         "message": {"role": "assistant", "content": "Canberra", "refusal": None,
-                     "annotations": None, "audio": None, "function_call": None,
-                     "tool_calls": [], "reasoning": "The capital of Australia is Canberra."},
-         "logprobs": None, "finish_reason": "stop", "stop_reason": None}
+        {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": "Canberra",
+                "refusal": None,
+                "annotations": None,
+                "audio": None,
+                "function_call": None,
+                "tool_calls": [],
+                "reasoning": "The capital of Australia is Canberra.",
+            },
+            "logprobs": None,
+            "finish_reason": "stop",
+            "stop_reason": None,
+        }
     ],
-    "usage": {"prompt_tokens": 31, "total_tokens": 71, "completion_tokens": 40,
-              "completion_tokens_details": {"reasoning_tokens": 35},
-              "prompt_tokens_details": None},
+    "usage": {
+        "prompt_tokens": 31,
+        "total_tokens": 71,
+        "completion_tokens": 40,
+        "completion_tokens_details": {"reasoning_tokens": 35},
+        "prompt_tokens_details": None,
+    },
     "prompt_logprobs": None,
-}  # fmt: skip
+}
 
 #: Older vLLM (`reasoning_content`, no completion_tokens_details).
 CHAT_VLLM_REASONING_CONTENT = {
@@ -77,13 +96,21 @@ CHAT_VLLM_REASONING_CONTENT = {
     "created": 1764480003,
     "model": "m",
     "choices": [
-        {"index": 0,
-         "message": {"role": "assistant", "content": "Paris", "tool_calls": [],
-                     "reasoning_content": "France's capital is Paris."},
-         "logprobs": None, "finish_reason": "stop", "stop_reason": None}
+        {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": "Paris",
+                "tool_calls": [],
+                "reasoning_content": "France's capital is Paris.",
+            },
+            "logprobs": None,
+            "finish_reason": "stop",
+            "stop_reason": None,
+        }
     ],
     "usage": {"prompt_tokens": 20, "total_tokens": 32, "completion_tokens": 12},
-}  # fmt: skip
+}
 
 #: vLLM with --enable-auto-tool-choice: a `search` tool call.
 CHAT_VLLM_TOOL_CALL = {
@@ -92,18 +119,27 @@ CHAT_VLLM_TOOL_CALL = {
     "created": 1764480004,
     "model": "m",
     "choices": [
-        {"index": 0,
-         "message": {"role": "assistant", "content": None, "reasoning": None,
-                     "tool_calls": [
-                         {"id": "chatcmpl-tool-4f2a", "type": "function",
-                          "function": {"name": "search",
-                                       "arguments": "{\"query\": \"capital of Australia\"}"}}
-                     ]},
-         "logprobs": None, "finish_reason": "tool_calls", "stop_reason": None}
+        {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": None,
+                "reasoning": None,
+                "tool_calls": [
+                    {
+                        "id": "chatcmpl-tool-4f2a",
+                        "type": "function",
+                        "function": {"name": "search", "arguments": '{"query": "capital of Australia"}'},
+                    }
+                ],
+            },
+            "logprobs": None,
+            "finish_reason": "tool_calls",
+            "stop_reason": None,
+        }
     ],
-    "usage": {"prompt_tokens": 150, "total_tokens": 172, "completion_tokens": 22,
-              "prompt_tokens_details": None},
-}  # fmt: skip
+    "usage": {"prompt_tokens": 150, "total_tokens": 172, "completion_tokens": 22, "prompt_tokens_details": None},
+}
 
 #: llama.cpp server chat answer (no reasoning, no details).
 CHAT_LLAMACPP = {
@@ -112,11 +148,15 @@ CHAT_LLAMACPP = {
     "created": 1764480005,
     "model": "m",
     "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": "Leonardo da Vinci"},
-         "logprobs": None, "finish_reason": "stop"}
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "Leonardo da Vinci"},
+            "logprobs": None,
+            "finish_reason": "stop",
+        }
     ],
     "usage": {"prompt_tokens": 14, "completion_tokens": 5, "total_tokens": 19},
-}  # fmt: skip
+}
 
 #: vLLM's HTTP 400 when `tool_choice: auto` is asked without --enable-auto-tool-choice.
 ERROR_400 = {
@@ -307,8 +347,9 @@ def test_always_503_raises_transport_error_after_retries(server: FakeServer) -> 
 
 
 def test_429_is_retried(server: FakeServer) -> None:
-    server.reply("/v1/completions", (429, {"object": "error", "message": "busy", "code": 429}),
-                 (200, COMPLETION_LLAMACPP))  # fmt: skip
+    server.reply(
+        "/v1/completions", (429, {"object": "error", "message": "busy", "code": 429}), (200, COMPLETION_LLAMACPP)
+    )
     assert client_for(server, retries=2).complete("p").finish_reason == "stop"
     assert len(server.bodies("/v1/completions")) == 2
 
@@ -365,9 +406,7 @@ def test_api_key_env_unset_is_an_input_error(server: FakeServer, monkeypatch: py
         client_for(server, api_key_env="BRANCHPOINT_TEST_KEY_UNSET")
 
 
-def test_api_key_env_is_sent_as_bearer_and_not_recorded(
-    server: FakeServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_api_key_env_is_sent_as_bearer_and_not_recorded(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "sk-test-5ecret-do-not-leak"
     monkeypatch.setenv("BRANCHPOINT_TEST_KEY", secret)
     server.reply("/v1/chat/completions", (200, CHAT_VLLM_TOOL_CALL))

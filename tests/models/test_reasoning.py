@@ -57,13 +57,12 @@ def test_infer_family_from_the_model_name(name: str, family: str) -> None:
         ("openai/gpt-oss-20b", "medium", {"reasoning_effort": "medium"}),
         ("openai/gpt-oss-20b", "high", {"reasoning_effort": "high"}),
         ("Qwen/Qwen3-8B", "low", {"chat_template_kwargs": {"enable_thinking": False}}),
-        ("Qwen/Qwen3-8B", "medium",
-         {"chat_template_kwargs": {"enable_thinking": True}, "thinking_token_budget": 1024}),
+        ("Qwen/Qwen3-8B", "medium", {"chat_template_kwargs": {"enable_thinking": True}, "thinking_token_budget": 1024}),
         ("Qwen/Qwen3-8B", "high", {"chat_template_kwargs": {"enable_thinking": True}}),
         ("meta-llama/Llama-3.1-8B-Instruct", "low", {"reasoning_effort": "low"}),
         ("meta-llama/Llama-3.1-8B-Instruct", "high", {"reasoning_effort": "high"}),
     ],
-)  # fmt: skip
+)
 def test_effort_mapping_per_family(name: str, effort: str, fields: dict[str, Any]) -> None:
     assert reasoning_fields(spec(name, reasoning_effort=effort)) == fields
 
@@ -112,8 +111,10 @@ def test_spec_refuses_unknown_effort_and_family() -> None:
 def test_merge_body_merges_dicts_one_level() -> None:
     base = {"max_tokens": 5, "chat_template_kwargs": {"enable_thinking": False}}
     assert merge_body(base, {"chat_template_kwargs": {"x": 1}, "top_k": 2}) == {
-        "max_tokens": 5, "chat_template_kwargs": {"enable_thinking": False, "x": 1}, "top_k": 2,
-    }  # fmt: skip
+        "max_tokens": 5,
+        "chat_template_kwargs": {"enable_thinking": False, "x": 1},
+        "top_k": 2,
+    }
     assert merge_body(base, {"chat_template_kwargs": {"enable_thinking": True}})["chat_template_kwargs"] == {
         "enable_thinking": True
     }
@@ -134,12 +135,15 @@ def client_for(server: FakeServer, name: str, **fields: Any) -> OpenAICompatible
     [
         ("openai/gpt-oss-20b", {"reasoning_effort": "high"}, {"reasoning_effort": "high"}),
         ("Qwen/Qwen3-8B", {"reasoning_effort": "low"}, {"chat_template_kwargs": {"enable_thinking": False}}),
-        ("Qwen/Qwen3-8B", {"reasoning_effort": "medium", "thinking_budget": {"medium": 300}},
-         {"chat_template_kwargs": {"enable_thinking": True}, "thinking_token_budget": 300}),
+        (
+            "Qwen/Qwen3-8B",
+            {"reasoning_effort": "medium", "thinking_budget": {"medium": 300}},
+            {"chat_template_kwargs": {"enable_thinking": True}, "thinking_token_budget": 300},
+        ),
         ("some-org/model", {"reasoning_effort": "medium"}, {"reasoning_effort": "medium"}),
         ("Qwen/Qwen3-8B", {}, {}),
     ],
-)  # fmt: skip
+)
 def test_chat_body_carries_the_effort(
     server: FakeServer, name: str, fields: dict[str, Any], expected: dict[str, Any]
 ) -> None:
@@ -155,9 +159,9 @@ def test_extra_body_wins_over_the_effort_fields(server: FakeServer) -> None:
     server.reply("/v1/chat/completions", (200, ANSWER))
     extra = {"chat_template_kwargs": {"enable_thinking": True, "custom": "x"}, "thinking_token_budget": 77}
     client_for(server, "Qwen/Qwen3-8B", reasoning_effort="medium", extra_body=extra).chat(MESSAGES)
-    client_for(server, "Qwen/Qwen3-8B", reasoning_effort="low", extra_body={"chat_template_kwargs": {"custom": "y"}}).chat(
-        MESSAGES
-    )
+    client_for(
+        server, "Qwen/Qwen3-8B", reasoning_effort="low", extra_body={"chat_template_kwargs": {"custom": "y"}}
+    ).chat(MESSAGES)
     first, second = server.bodies("/v1/chat/completions")
     assert first["chat_template_kwargs"] == {"enable_thinking": True, "custom": "x"}
     assert first["thinking_token_budget"] == 77
@@ -166,11 +170,20 @@ def test_extra_body_wins_over_the_effort_fields(server: FakeServer) -> None:
 
 def test_effort_is_kept_by_with_seed_and_not_sent_to_completions(server: FakeServer) -> None:
     server.reply("/v1/chat/completions", (200, ANSWER))
-    server.reply("/v1/completions", (200, {
-        "id": "cmpl-1", "object": "text_completion", "created": 1, "model": "m",
-        "choices": [{"index": 0, "text": " x", "logprobs": None, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-    }))  # fmt: skip
+    server.reply(
+        "/v1/completions",
+        (
+            200,
+            {
+                "id": "cmpl-1",
+                "object": "text_completion",
+                "created": 1,
+                "model": "m",
+                "choices": [{"index": 0, "text": " x", "logprobs": None, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+            },
+        ),
+    )
     client = client_for(server, "openai/gpt-oss-20b", reasoning_effort="low")
     seeded = client.with_seed(5)
     assert seeded.token_counter is client.token_counter  # one probe of the tokenize endpoint per server
@@ -221,8 +234,7 @@ def test_counter_uses_llama_cpp_python_and_subtracts_bos(server: FakeServer) -> 
     counter = ServerTokenCounter(server.base_url, "gemma-3-270m")
     assert counter.count("first").tokens == 11
     assert counter.count("second") == TokenCount(8, estimated=False)
-    assert server.paths() == ["/tokenize", "/extras/tokenize/count", "/extras/tokenize/count",
-                              "/extras/tokenize/count"]  # fmt: skip
+    assert server.paths() == ["/tokenize", "/extras/tokenize/count", "/extras/tokenize/count", "/extras/tokenize/count"]
     assert [b["input"] for b in server.bodies("/extras/tokenize/count")] == ["first", "", "second"]
     assert counter.route is not None and counter.route.name == "llama-cpp-python"
 
@@ -239,8 +251,11 @@ def test_counter_without_tokenize_estimates_and_stops_asking(server: FakeServer)
 
 
 def test_counter_transient_failure_estimates_once_then_asks_again(server: FakeServer) -> None:
-    server.reply("/tokenize", (503, {"object": "error", "message": "busy", "code": 503}),
-                 (200, {"count": 4, "tokens": [1, 2, 3, 4]}))  # fmt: skip
+    server.reply(
+        "/tokenize",
+        (503, {"object": "error", "message": "busy", "code": 503}),
+        (200, {"count": 4, "tokens": [1, 2, 3, 4]}),
+    )
     counter = ServerTokenCounter(server.base_url, "m")
     assert counter.count("a b c d").estimated
     assert counter.count("a b c d") == TokenCount(4, estimated=False)

@@ -58,11 +58,19 @@ def test_unknown_server_gets_grammar_and_the_spec_can_say_the_kind(server: FakeS
     assert server_root("http://h:8000/v1/") == "http://h:8000"
 
 
-@pytest.mark.parametrize("body", [
-    recorded("vllm_400_thinking_token_budget.json"),
-    {"object": "error", "type": "BadRequestError", "param": None, "code": 400,  # older vLLM's shape
-     "message": recorded("vllm_400_thinking_token_budget.json")["error"]["message"]},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        recorded("vllm_400_thinking_token_budget.json"),
+        {
+            "object": "error",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,  # older vLLM's shape
+            "message": recorded("vllm_400_thinking_token_budget.json")["error"]["message"],
+        },
+    ],
+)
 def test_thinking_budget_refusal_is_one_line_naming_the_flag(server: FakeServer, body: dict) -> None:
     server.reply("/v1/chat/completions", (400, body))
     qwen = client(server, style="chat", name="Qwen/Qwen3-8B", reasoning_effort="medium")

@@ -21,10 +21,16 @@ from branchpoint.models.reasoning import estimate_tokens
 from tests.models.http_fakes import FakeServer, recorded
 
 MESSAGES = [{"role": "user", "content": "Who painted the Mona Lisa?"}]
-TOOLS = [{"type": "function", "function": {
-    "name": "search", "description": "Search the corpus.",
-    "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
-}}]  # fmt: skip
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "Search the corpus.",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+        },
+    }
+]
 TOKENIZE = recorded("vllm_tokenize_qwen3.json")
 CHAT = "/v1/chat/completions"
 
@@ -103,7 +109,9 @@ def test_missing_details_without_tokenize_are_estimated(server: FakeServer) -> N
 
 def test_older_reasoning_content_is_read_and_counted(server: FakeServer) -> None:
     body = recorded("vllm_qwen3_answer_reasoning_content.json")
-    server.reply("/tokenize", (200, {"count": 47, "max_model_len": 32768, "tokens": list(range(47)), "token_strs": None}))
+    server.reply(
+        "/tokenize", (200, {"count": 47, "max_model_len": 32768, "tokens": list(range(47)), "token_strs": None})
+    )
     call = client_for(server, body).chat(MESSAGES)
     assert call.reasoning is not None and "false premise" in call.reasoning
     assert call.text.strip().startswith("I don't know")
@@ -113,7 +121,9 @@ def test_older_reasoning_content_is_read_and_counted(server: FakeServer) -> None
 
 def test_tool_call_with_reasoning(server: FakeServer) -> None:
     body = recorded("vllm_qwen3_tool_call_reasoning.json")
-    server.reply("/tokenize", (200, {"count": 27, "max_model_len": 32768, "tokens": list(range(27)), "token_strs": None}))
+    server.reply(
+        "/tokenize", (200, {"count": 27, "max_model_len": 32768, "tokens": list(range(27)), "token_strs": None})
+    )
     call = client_for(server, body).chat(MESSAGES, tools=TOOLS)
     assert call.tool_calls == [
         {"name": "search", "args": {"query": "Mona Lisa painter"}, "id": "chatcmpl-tool-7a3f0e9b12c84d56"}

@@ -78,16 +78,32 @@ def fast(server: VllmServer) -> VllmServer:
 
 def test_vllm_command_minimal() -> None:
     cmd = vllm_command(VllmServeOptions(model="Qwen/Qwen3-8B"))
-    assert cmd == ["vllm", "serve", "Qwen/Qwen3-8B", "--host", "127.0.0.1", "--port", "8000",
-                   "--tensor-parallel-size", "1"]  # fmt: skip
+    assert cmd == [
+        "vllm",
+        "serve",
+        "Qwen/Qwen3-8B",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8000",
+        "--tensor-parallel-size",
+        "1",
+    ]
 
 
 def test_vllm_command_every_option() -> None:
     opts = VllmServeOptions(
-        model="openai/gpt-oss-120b", host="0.0.0.0", port=9001, tensor_parallel=4,
-        reasoning_parser="openai_gptoss", tool_call_parser="openai", max_model_len=32768,
-        gpu_memory_utilization=0.85, served_model_name="gpt-oss", extra_args=["--enable-prefix-caching", "--seed", "0"],
-    )  # fmt: skip
+        model="openai/gpt-oss-120b",
+        host="0.0.0.0",
+        port=9001,
+        tensor_parallel=4,
+        reasoning_parser="openai_gptoss",
+        tool_call_parser="openai",
+        max_model_len=32768,
+        gpu_memory_utilization=0.85,
+        served_model_name="gpt-oss",
+        extra_args=["--enable-prefix-caching", "--seed", "0"],
+    )
     cmd = vllm_command(opts, launcher=["/opt/venv/bin/vllm"], port=9002)
     assert cmd[:3] == ["/opt/venv/bin/vllm", "serve", "openai/gpt-oss-120b"]
     assert flag(cmd, "--host") == "0.0.0.0"
@@ -124,7 +140,12 @@ def test_spec_block_is_a_valid_model_section() -> None:
     opts = VllmServeOptions(model="/models/qwen3-8b", served_model_name="qwen3-8b")
     block = yaml.safe_load(spec_block(opts, "http://127.0.0.1:8000/v1"))
     spec = ModelSpec(**block["model"])
-    assert (spec.provider, spec.base_url, spec.name, spec.style) == ("openai", "http://127.0.0.1:8000/v1", "qwen3-8b", "chat")
+    assert (spec.provider, spec.base_url, spec.name, spec.style) == (
+        "openai",
+        "http://127.0.0.1:8000/v1",
+        "qwen3-8b",
+        "chat",
+    )
 
 
 # --- is vLLM installed? ---------------------------------------------------------------------------
@@ -167,8 +188,9 @@ def test_start_health_and_stop_with_workers(
     monkeypatch.setenv("FAKE_VLLM_PIDS", str(tmp_path / "pids"))
     monkeypatch.setenv("FAKE_VLLM_ARGV", str(tmp_path / "argv.json"))
     port = free_port()
-    opts = VllmServeOptions(model="Qwen/Qwen3-8B", port=port, reasoning_parser="qwen3", tool_call_parser="hermes",
-                            startup_timeout_s=30)  # fmt: skip
+    opts = VllmServeOptions(
+        model="Qwen/Qwen3-8B", port=port, reasoning_parser="qwen3", tool_call_parser="hermes", startup_timeout_s=30
+    )
     with fast(VllmServer(opts, log_path=tmp_path / "vllm.log")) as server:
         assert server.base_url == f"http://127.0.0.1:{port}/v1"
         models = httpx.get(f"{server.base_url}/models", timeout=5).json()
@@ -187,8 +209,9 @@ def test_server_that_exits_reports_code_and_log_tail(
     fake_vllm_on_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("FAKE_VLLM_EXIT", "3")
-    server = fast(VllmServer(VllmServeOptions(model="m", port=free_port(), startup_timeout_s=30),
-                             log_path=tmp_path / "vllm.log"))  # fmt: skip
+    server = fast(
+        VllmServer(VllmServeOptions(model="m", port=free_port(), startup_timeout_s=30), log_path=tmp_path / "vllm.log")
+    )
     with pytest.raises(ModelServerError) as info:
         server.start()
     message = str(info.value)
@@ -227,8 +250,9 @@ def test_busy_port_is_refused_before_starting(fake_vllm_on_path: Path, tmp_path:
 
 
 def test_serve_until_stopped_stops_on_interrupt(fake_vllm_on_path: Path, tmp_path: Path) -> None:
-    server = fast(VllmServer(VllmServeOptions(model="m", port=free_port(), startup_timeout_s=30),
-                             log_path=tmp_path / "vllm.log"))  # fmt: skip
+    server = fast(
+        VllmServer(VllmServeOptions(model="m", port=free_port(), startup_timeout_s=30), log_path=tmp_path / "vllm.log")
+    )
     seen: list[Any] = []
 
     def ready(url: str) -> None:
@@ -245,8 +269,9 @@ def test_serve_until_stopped_reports_a_server_that_dies(
     fake_vllm_on_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("FAKE_VLLM_EXIT_AFTER", "0.3")
-    server = fast(VllmServer(VllmServeOptions(model="m", port=free_port(), startup_timeout_s=30),
-                             log_path=tmp_path / "vllm.log"))  # fmt: skip
+    server = fast(
+        VllmServer(VllmServeOptions(model="m", port=free_port(), startup_timeout_s=30), log_path=tmp_path / "vllm.log")
+    )
     with pytest.raises(ModelServerError, match="vLLM server exited with code 1") as info:
         serve_until_stopped(server, lambda url: None)
     assert "serving m" in str(info.value)  # the log tail
@@ -256,19 +281,56 @@ def test_serve_until_stopped_reports_a_server_that_dies(
 
 
 def test_cli_dry_run_prints_the_command(no_vllm: None) -> None:
-    result = CliRunner().invoke(app, [
-        "models", "serve", "vllm", "--model", "Qwen/Qwen3-8B", "--reasoning-parser", "qwen3",
-        "--tool-call-parser", "hermes", "--max-model-len", "16384", "--tensor-parallel", "2",
-        "--gpu-memory-utilization", "0.9", "--extra", "--enable-prefix-caching --dtype bfloat16",
-        "--extra", "--seed=0", "--dry-run",
-    ])  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        [
+            "models",
+            "serve",
+            "vllm",
+            "--model",
+            "Qwen/Qwen3-8B",
+            "--reasoning-parser",
+            "qwen3",
+            "--tool-call-parser",
+            "hermes",
+            "--max-model-len",
+            "16384",
+            "--tensor-parallel",
+            "2",
+            "--gpu-memory-utilization",
+            "0.9",
+            "--extra",
+            "--enable-prefix-caching --dtype bfloat16",
+            "--extra",
+            "--seed=0",
+            "--dry-run",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert shlex.split(result.output.strip()) == [
-        "vllm", "serve", "Qwen/Qwen3-8B", "--host", "127.0.0.1", "--port", "8000", "--tensor-parallel-size", "2",
-        "--max-model-len", "16384", "--gpu-memory-utilization", "0.9", "--reasoning-parser", "qwen3",
-        "--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--enable-prefix-caching", "--dtype",
-        "bfloat16", "--seed=0",
-    ]  # fmt: skip
+        "vllm",
+        "serve",
+        "Qwen/Qwen3-8B",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8000",
+        "--tensor-parallel-size",
+        "2",
+        "--max-model-len",
+        "16384",
+        "--gpu-memory-utilization",
+        "0.9",
+        "--reasoning-parser",
+        "qwen3",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
+        "--enable-prefix-caching",
+        "--dtype",
+        "bfloat16",
+        "--seed=0",
+    ]
 
 
 def test_cli_without_vllm_prints_one_line_and_exits_2(no_vllm: None) -> None:
@@ -283,8 +345,22 @@ def test_cli_without_vllm_prints_one_line_and_exits_2(no_vllm: None) -> None:
 def test_cli_serves_until_sigterm(fake_vllm_on_path: Path, tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "FAKE_VLLM_PIDS": str(tmp_path / "pids")}
-    cmd = [sys.executable, "-m", "branchpoint.cli", "models", "serve", "vllm", "--model", "Qwen/Qwen3-8B",
-           "--port", str(port), "--log", str(tmp_path / "vllm.log"), "--startup-timeout", "60"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "branchpoint.cli",
+        "models",
+        "serve",
+        "vllm",
+        "--model",
+        "Qwen/Qwen3-8B",
+        "--port",
+        str(port),
+        "--log",
+        str(tmp_path / "vllm.log"),
+        "--startup-timeout",
+        "60",
+    ]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

@@ -50,12 +50,7 @@ def ex(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
     names = [f"tests.registry.examples.{name}" for name in EXAMPLES]
     for name in names:
         sys.modules.pop(name, None)
-    yield SimpleNamespace(
-        **{
-            name: importlib.import_module(f"tests.registry.examples.{name}")
-            for name in EXAMPLES
-        }
-    )
+    yield SimpleNamespace(**{name: importlib.import_module(f"tests.registry.examples.{name}") for name in EXAMPLES})
     for name in names:
         sys.modules.pop(name, None)
 
@@ -71,10 +66,7 @@ def test_the_source_kind_validates_and_opens_itself(ex: SimpleNamespace) -> None
     notes = spec.retrieval.sources["notes"]
     assert isinstance(notes, ex.keyword_source.KeywordSourceSpec)
     assert notes.open("notes").search("capital of Australia", 1)[0].doc_id == "d1"
-    assert (
-        ExperimentSpec.model_validate(spec.model_dump()).retrieval.sources["notes"]
-        == notes
-    )
+    assert ExperimentSpec.model_validate(spec.model_dump()).retrieval.sources["notes"] == notes
     assert "keyword" in REGISTRY.names("source")
 
 
@@ -96,9 +88,7 @@ def test_the_policy_runs_in_the_graph(ex: SimpleNamespace) -> None:
     assert resolve_policy("search-first").decide is ex.search_first_policy.search_first
 
 
-def test_the_llm_judge_is_built_from_a_model_spec(
-    tmp_path, ex: SimpleNamespace
-) -> None:
+def test_the_llm_judge_is_built_from_a_model_spec(tmp_path, ex: SimpleNamespace) -> None:
     with fake_openai() as server:
         server.reply(CHAT, (200, chat_body("LABEL: INCORRECT")))
         judge = build_judge(
@@ -106,9 +96,7 @@ def test_the_llm_judge_is_built_from_a_model_spec(
             {"model": {"name": "m", "base_url": server.base_url}, "evidence": False},
             JudgeRun(tmp_path / "cache.sqlite"),
         )
-        [judgments] = judge.judge_many(
-            [make_record("a", gold=["Canberra"], answer="Maybe Canberra?")]
-        )
+        [judgments] = judge.judge_many([make_record("a", gold=["Canberra"], answer="Maybe Canberra?")])
         [body] = server.bodies(CHAT)
     assert [(j.judge, j.label, j.prompt_version) for j in judgments] == [
         ("llm-strict:m", "INCORRECT", "answer-strict-v1")
@@ -133,26 +121,19 @@ def test_the_llm_judge_is_built_from_a_model_spec(
     )
     from_spec = spec.evaluation.open_judge(tmp_path)
     for built in (cli, from_spec):
-        assert (
-            built.name == "llm-strict:m"
-            and built.prompts["answer"] is ex.strict_llm_judge.STRICT_ANSWER
-        )
+        assert built.name == "llm-strict:m" and built.prompts["answer"] is ex.strict_llm_judge.STRICT_ANSWER
         assert not built.evidence and built.retries == 1
 
 
 def test_the_forecaster_is_scored_with_the_others(ex: SimpleNamespace) -> None:
     [entry] = [e for e in registered_forecasters() if e.name == "early_search_gain"]
-    assert (
-        entry.fn is ex.evidence_count_forecaster.early_search_gain and not entry.fitted
-    )
+    assert entry.fn is ex.evidence_count_forecaster.early_search_gain and not entry.fitted
     fc = run_forecaster(
         entry,
         _Sized(SimpleNamespace(prefix_steps=[0, 1, None, 3])),
         np.array([], dtype=int),
     )
-    assert np.allclose(fc.q_search, [0.6, 0.3, 0.6, 0.15]) and np.allclose(
-        fc.q_think, 0.4
-    )
+    assert np.allclose(fc.q_search, [0.6, 0.3, 0.6, 0.15]) and np.allclose(fc.q_think, 0.4)
 
 
 class _Sized:

@@ -63,20 +63,14 @@ PLUGIN = textwrap.dedent('''
 ''')
 
 
-def install(
-    folder: Path, module: str, body: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def install(folder: Path, module: str, body: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """`module` and its distribution's metadata in `folder`, on sys.path for this test only; the
     registry re-reads the plug-ins and drops what they registered afterwards."""
     (folder / f"{module}.py").write_text(body, encoding="utf-8")
     info = folder / f"{module}-0.1.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n", encoding="utf-8"
-    )
-    (info / "entry_points.txt").write_text(
-        f"[branchpoint.plugins]\n{module} = {module}\n", encoding="utf-8"
-    )
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text(f"[branchpoint.plugins]\n{module} = {module}\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(folder))
     importlib.invalidate_caches()
     monkeypatch.setattr(REGISTRY, "_entries", dict(REGISTRY._entries))
@@ -103,9 +97,7 @@ def test_a_plugin_adds_a_policy_a_judge_and_a_source_a_spec_uses(
                     "agent": {"policy": "demo-search-once", "search_cap": 1},
                     "retrieval": {
                         "default": "one",
-                        "sources": {
-                            "one": {"kind": "demo-one-title", "title": "Canberra"}
-                        },
+                        "sources": {"one": {"kind": "demo-one-title", "title": "Canberra"}},
                     },
                     "evaluation": {"judge": "demo-title"},
                 }
@@ -120,12 +112,8 @@ def test_a_plugin_adds_a_policy_a_judge_and_a_source_a_spec_uses(
         run_dir = tmp_path / "run"
         run_experiment(spec, run_dir, progress=False)
         records = read_records(run_dir / "executions.jsonl")
-        assert len(records) == 3 and all(
-            r.final_answer == "Canberra" and r.search_calls == 1 for r in records
-        )
-        assert {d.source for r in records for s in r.steps for d in s.retrieved} == {
-            "one"
-        }
+        assert len(records) == 3 and all(r.final_answer == "Canberra" and r.search_calls == 1 for r in records)
+        assert {d.source for r in records for s in r.steps for d in s.retrieved} == {"one"}
         metrics = evaluate(
             run_dir,
             judge=spec.evaluation.open_judge(run_dir),
@@ -136,9 +124,7 @@ def test_a_plugin_adds_a_policy_a_judge_and_a_source_a_spec_uses(
         sys.modules.pop("bp_demo_plugin", None)
 
 
-def test_a_plugin_that_fails_to_load_is_named(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_plugin_that_fails_to_load_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     install(
         tmp_path,
         "bp_broken_plugin",

@@ -71,18 +71,21 @@ def shared_corpora() -> Path:
 def facts() -> list[Passage]:
     """A tiny corpus where each question's answer sits in exactly one passage."""
     rows = [
-        ("Canberra", "Canberra is the capital city of Australia, chosen as a compromise between "
-                     "Sydney and Melbourne."),
-        ("Mona Lisa", "The Mona Lisa is a portrait painted by Leonardo da Vinci in the early "
-                      "sixteenth century."),
-        ("Mount Everest", "Mount Everest is the highest mountain on Earth above sea level, in "
-                          "the Himalayas."),
-        ("Photosynthesis", "Photosynthesis is the process by which plants turn light, water and "
-                           "carbon dioxide into sugar and oxygen."),
-        ("Python (programming language)", "Python is a programming language created by Guido "
-                                          "van Rossum and first released in 1991."),
-        ("Danube", "The Danube is the second-longest river in Europe, flowing through ten "
-                   "countries into the Black Sea."),
+        ("Canberra", "Canberra is the capital city of Australia, chosen as a compromise between Sydney and Melbourne."),
+        ("Mona Lisa", "The Mona Lisa is a portrait painted by Leonardo da Vinci in the early sixteenth century."),
+        ("Mount Everest", "Mount Everest is the highest mountain on Earth above sea level, in the Himalayas."),
+        (
+            "Photosynthesis",
+            "Photosynthesis is the process by which plants turn light, water and carbon dioxide into sugar and oxygen.",
+        ),
+        (
+            "Python (programming language)",
+            "Python is a programming language created by Guido van Rossum and first released in 1991.",
+        ),
+        (
+            "Danube",
+            "The Danube is the second-longest river in Europe, flowing through ten countries into the Black Sea.",
+        ),
     ]
     return [Passage(doc_id=f"f{i}", title=t, text=x) for i, (t, x) in enumerate(rows)]
 
@@ -120,8 +123,10 @@ def wiki_embeddings(minilm: MiniLMOnnxEncoder, request: pytest.FixtureRequest) -
     if not path.is_file():
         pytest.skip(f"shared sample corpus not found at {path}")
     entries = list(json.loads(path.read_text(encoding="utf-8")).values())[:RECALL_PASSAGES]
-    passages = [Passage(doc_id=f"w{i}", title=e["title"], text=" ".join(e["extract"].split()[:12]))
-                for i, e in enumerate(entries)]
+    passages = [
+        Passage(doc_id=f"w{i}", title=e["title"], text=" ".join(e["extract"].split()[:12]))
+        for i, e in enumerate(entries)
+    ]
     queries = [e.get("description") or e["title"] for e in entries[:RECALL_QUERIES]]
     texts = [p.contents for p in passages]
     key = hashlib.sha256(json.dumps([minilm.name, minilm.max_length, texts, queries]).encode()).hexdigest()[:16]

@@ -13,8 +13,7 @@ from branchpoint.retrieval import BM25Index, BM25Source, Passage, corpus_fingerp
 
 def test_search_ranks_by_shared_terms(facts: list[Passage]) -> None:
     index = BM25Index.build(facts)
-    hits = index.search(["capital city of Australia", "Leonardo da Vinci portrait",
-                         "river Black Sea"], k=3)
+    hits = index.search(["capital city of Australia", "Leonardo da Vinci portrait", "river Black Sea"], k=3)
     assert [h[0][0].title for h in hits] == ["Canberra", "Mona Lisa", "Danube"]
     assert all(s > 0 for row in hits for _, s in row)
     scores = [s for _, s in hits[0]]
@@ -40,7 +39,13 @@ def test_title_is_searchable(facts: list[Passage]) -> None:
 def test_save_load_round_trip(facts: list[Passage], tmp_path: Path) -> None:
     built = BM25Index.build(facts, {"k1": 1.2, "b": 0.5})
     out = built.save(tmp_path / "bm25")
-    assert sorted(p.name for p in out.iterdir()) == ["bm25", "manifest.json", "passages.jsonl", "passages.jsonl.bpoffsets.json", "passages.jsonl.bpoffsets.npy"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "bm25",
+        "manifest.json",
+        "passages.jsonl",
+        "passages.jsonl.bpoffsets.json",
+        "passages.jsonl.bpoffsets.npy",
+    ]
     assert (out / "bm25" / "params.index.json").is_file()  # bm25s's own format
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["kind"] == "bm25" and manifest["encoder"] is None
@@ -62,7 +67,11 @@ def test_source_docs(facts: list[Passage]) -> None:
     source = BM25Source("bm25", BM25Index.build(facts))
     [top] = source.search("Guido van Rossum", 1)
     assert (top.doc_id, top.title, top.text, top.source) == (
-        "f4", "Python (programming language)", facts[4].text, "bm25")
+        "f4",
+        "Python (programming language)",
+        facts[4].text,
+        "bm25",
+    )
     assert source.cache_params.startswith("kind=bm25;corpus=") and '"k1": 1.5' in source.cache_params
     batch = source.search_batch(["Guido van Rossum", "Everest"], 1)
     assert batch[0] == [top] and batch[1][0].doc_id == "f2"

@@ -32,26 +32,27 @@ class InterruptedEncoder(FakeEncoder):
 
 
 def ten_passages(facts: list[Passage]) -> list[Passage]:
-    extra = [Passage(doc_id=f"x{i}", title=f"Extra {i}", text=f"extra passage number {i} about tea")
-             for i in range(4)]
+    extra = [Passage(doc_id=f"x{i}", title=f"Extra {i}", text=f"extra passage number {i} about tea") for i in range(4)]
     return [*facts, *extra]
 
 
 @pytest.fixture()
 def corpus_file(tmp_path: Path, facts: list[Passage]) -> Path:
     path = tmp_path / "corpus.jsonl"
-    path.write_text("".join(json.dumps({"id": p.doc_id, "contents": p.contents}) + "\n"
-                            for p in ten_passages(facts)), encoding="utf-8")
+    path.write_text(
+        "".join(json.dumps({"id": p.doc_id, "contents": p.contents}) + "\n" for p in ten_passages(facts)),
+        encoding="utf-8",
+    )
     return path
 
 
-def test_interrupted_build_resumes_from_last_whole_shard(corpus_file: Path, tmp_path: Path,
-                                                         facts: list[Passage]) -> None:
+def test_interrupted_build_resumes_from_last_whole_shard(
+    corpus_file: Path, tmp_path: Path, facts: list[Passage]
+) -> None:
     out = tmp_path / "idx"
     # 10 passages, shards of 4, batches of 2: shard 0 = calls 1-2, shard 1 = calls 3-4, shard 2 = call 5
     with pytest.raises(KeyboardInterrupt):
-        build_index(corpus_file, out, encoder=InterruptedEncoder(fail_on=5), batch_size=2,
-                    shard_size=4)
+        build_index(corpus_file, out, encoder=InterruptedEncoder(fail_on=5), batch_size=2, shard_size=4)
     partial = out / ".partial"
     assert sorted(p.name for p in partial.iterdir()) == ["emb-00000.npy", "emb-00001.npy", "state.json"]
     assert not (out / "manifest.json").exists()
@@ -62,13 +63,20 @@ def test_interrupted_build_resumes_from_last_whole_shard(corpus_file: Path, tmp_
     report = build_index(corpus_file, out, encoder=rerun, batch_size=2, shard_size=4)
     assert rerun.calls == 1 and len(rerun.texts_seen) == 2  # only the last shard was encoded
     assert (report.encoded, report.reused, report.already_built) == (2, 8, False)
-    assert sorted(p.name for p in out.iterdir()) == ["index.faiss", "manifest.json", "passages.jsonl", "passages.jsonl.bpoffsets.json", "passages.jsonl.bpoffsets.npy"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "index.faiss",
+        "manifest.json",
+        "passages.jsonl",
+        "passages.jsonl.bpoffsets.json",
+        "passages.jsonl.bpoffsets.npy",
+    ]
     resumed = DenseIndex.load(out, FakeEncoder())
     fresh = DenseIndex.build(ten_passages(facts), FakeEncoder())
     q = ["capital of Australia", "extra passage number 3"]
     assert resumed.search(q, 3) == fresh.search(q, 3)
-    np.testing.assert_allclose(resumed.faiss_index.reconstruct_n(0, 10),
-                               fresh.faiss_index.reconstruct_n(0, 10), atol=1e-6)
+    np.testing.assert_allclose(
+        resumed.faiss_index.reconstruct_n(0, 10), fresh.faiss_index.reconstruct_n(0, 10), atol=1e-6
+    )
 
     again = FakeEncoder()
     assert build_index(corpus_file, out, encoder=again).already_built and again.calls == 0
@@ -93,8 +101,7 @@ def test_encode_corpus_rewrites_a_damaged_shard(tmp_path: Path, facts: list[Pass
     np.testing.assert_array_equal(first, second)
 
 
-def test_out_holding_another_index_is_refused(corpus_file: Path, tmp_path: Path,
-                                              facts: list[Passage]) -> None:
+def test_out_holding_another_index_is_refused(corpus_file: Path, tmp_path: Path, facts: list[Passage]) -> None:
     out = tmp_path / "idx"
     build_index(corpus_file, out, encoder=FakeEncoder())
     with pytest.raises(StaleIndexError, match=r"holds another index \(kind flat \(asked: hnsw\)\).*--overwrite"):
@@ -133,24 +140,71 @@ def test_bad_requests(corpus_file: Path, tmp_path: Path) -> None:
 runner = CliRunner()
 
 
-def test_cli_index_build(corpus_file: Path, tmp_path: Path, minilm: object,
-                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_index_build(corpus_file: Path, tmp_path: Path, minilm: object, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(build_module, "get_encoder", lambda name, **kwargs: minilm)
     out = tmp_path / "hnsw"
-    result = runner.invoke(app, ["index", "build", "--corpus", str(corpus_file), "--encoder",
-                                 "minilm-onnx", "--kind", "hnsw", "--out", str(out),
-                                 "--param", "M=8", "--param", "efSearch=20", "--batch-size", "4",
-                                 "--chunk-words", "100"])
+    result = runner.invoke(
+        app,
+        [
+            "index",
+            "build",
+            "--corpus",
+            str(corpus_file),
+            "--encoder",
+            "minilm-onnx",
+            "--kind",
+            "hnsw",
+            "--out",
+            str(out),
+            "--param",
+            "M=8",
+            "--param",
+            "efSearch=20",
+            "--batch-size",
+            "4",
+            "--chunk-words",
+            "100",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "hnsw index of 10 passages (minilm-onnx, dim 384), M=8, efConstruction=200, efSearch=20" in result.output
     loaded = load_index(out)  # the encoder its manifest names
     assert loaded.search(["capital of Australia"], 1)[0][0][0].title == "Canberra"
-    result = runner.invoke(app, ["index", "build", "--corpus", str(corpus_file), "--kind", "hnsw",
-                                 "--out", str(out), "--param", "M=8", "--chunk-words", "100"])
+    result = runner.invoke(
+        app,
+        [
+            "index",
+            "build",
+            "--corpus",
+            str(corpus_file),
+            "--kind",
+            "hnsw",
+            "--out",
+            str(out),
+            "--param",
+            "M=8",
+            "--chunk-words",
+            "100",
+        ],
+    )
     assert result.exit_code == 0 and "already holds this hnsw index" in result.output
 
-    bm25 = runner.invoke(app, ["index", "build", "--corpus", str(corpus_file), "--kind", "bm25",
-                               "--out", str(tmp_path / "bm25"), "--param", "k1=1.2", "--no-progress"])
+    bm25 = runner.invoke(
+        app,
+        [
+            "index",
+            "build",
+            "--corpus",
+            str(corpus_file),
+            "--kind",
+            "bm25",
+            "--out",
+            str(tmp_path / "bm25"),
+            "--param",
+            "k1=1.2",
+            "--no-progress",
+        ],
+    )
     assert bm25.exit_code == 0 and "bm25 index of 10 passages, k1=1.2" in bm25.output
 
     for args, message in (

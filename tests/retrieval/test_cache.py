@@ -45,9 +45,14 @@ class CountingSource:
         if self.delay_s:
             time.sleep(self.delay_s)
         return [
-            RetrievedDoc(doc_id=f"{query}#{i}", score=1.0 / (i + 1) + serial * 1e-9,
-                         text=f"passage {i} for {query!r} (call {serial})", title=f"T{i}",
-                         source=self.name, rank=i)
+            RetrievedDoc(
+                doc_id=f"{query}#{i}",
+                score=1.0 / (i + 1) + serial * 1e-9,
+                text=f"passage {i} for {query!r} (call {serial})",
+                title=f"T{i}",
+                source=self.name,
+                rank=i,
+            )
             for i in range(k)
         ]
 
@@ -95,11 +100,13 @@ def test_keys_are_exact(cache: RetrievalCache) -> None:
     other_params = CachedSource(wiki, cache, params="corpus=abc")
     other_source = CachedSource(news, cache, params="")
     plain.search("Paris?", 3)
-    for source, query, k in ((plain, "Paris?", 2),          # other k
-                             (plain, "paris", 3),           # no case folding
-                             (plain, "Paris? ", 3),         # no whitespace stripping
-                             (other_params, "Paris?", 3),   # other params
-                             (other_source, "Paris?", 3)):  # other source name
+    for source, query, k in (
+        (plain, "Paris?", 2),  # other k
+        (plain, "paris", 3),  # no case folding
+        (plain, "Paris? ", 3),  # no whitespace stripping
+        (other_params, "Paris?", 3),  # other params
+        (other_source, "Paris?", 3),
+    ):  # other source name
         source.search(query, k)
         assert source.last_cache_hit is False
     assert cache.stats().entries == 6 and cache.stats().hits == 0
@@ -156,7 +163,7 @@ def test_threads_share_one_inner_call_per_key(cache: RetrievalCache) -> None:
             docs = source.search(query, 3)
             searched.wait()  # every thread has searched: a shared attribute would now be stale
             results[i] = (query, docs, source.last_cache_hit)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
             start.abort()
             searched.abort()
@@ -176,8 +183,7 @@ def test_threads_share_one_inner_call_per_key(cache: RetrievalCache) -> None:
     assert (stats.entries, stats.hits, stats.misses) == (4, 28, 4)
 
 
-def test_damaged_rows_are_misses_and_rewritten(tmp_path: Path,
-                                               caplog: pytest.LogCaptureFixture) -> None:
+def test_damaged_rows_are_misses_and_rewritten(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "r.sqlite"
     inner = CountingSource()
     with RetrievalCache(path) as cache:
@@ -215,8 +221,7 @@ def test_search_tool_records_cache_hit(cache: RetrievalCache) -> None:
     assert second.docs == first.docs and tool.calls == 2  # a cached search still counts
 
 
-def test_source_params(fake_encoder: FakeEncoder, facts: list[Passage],
-                       cache: RetrievalCache) -> None:
+def test_source_params(fake_encoder: FakeEncoder, facts: list[Passage], cache: RetrievalCache) -> None:
     dense = DenseSource("wiki", DenseIndex.build(facts, fake_encoder), fake_encoder)
     params = source_params(dense)
     manifest = dense.index.manifest
@@ -249,8 +254,9 @@ def _process_worker(path: str, worker: int) -> list[tuple[str, str]]:
     with RetrievalCache(path) as cache:
         for i in range(20):
             query = f"q{(i * (worker + 1)) % 20}"
-            docs, _ = cache.fetch("s", query, 1, "", lambda: [
-                RetrievedDoc(doc_id=f"from-{worker}", score=float(worker), text=query)])
+            docs, _ = cache.fetch(
+                "s", query, 1, "", lambda: [RetrievedDoc(doc_id=f"from-{worker}", score=float(worker), text=query)]
+            )
             seen.append((query, docs[0].doc_id))
     return seen
 

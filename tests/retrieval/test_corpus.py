@@ -76,8 +76,10 @@ def test_explicit_format_and_unknown_format(tmp_path: Path) -> None:
 
 
 def test_flashrag_untitled_and_integer_ids(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "c.jsonl", [{"id": 7, "contents": "no title line"},
-                                              {"id": "8", "contents": '"A "quoted" title"\nx\ny'}])
+    path = write_jsonl(
+        tmp_path / "c.jsonl",
+        [{"id": 7, "contents": "no title line"}, {"id": "8", "contents": '"A "quoted" title"\nx\ny'}],
+    )
     a, b = load_corpus(path)
     assert (a.doc_id, a.title, a.text) == ("7", "", "no title line")
     assert (b.title, b.text) == ('A "quoted" title', "x\ny")
@@ -127,15 +129,17 @@ def test_wrong_typed_fields(tmp_path: Path) -> None:
 
 
 def test_duplicate_ids(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "corpus.jsonl", [{"id": "a", "contents": "x"},
-                                                   {"id": "b", "contents": "y"},
-                                                   {"id": "a", "contents": "z"}])
+    path = write_jsonl(
+        tmp_path / "corpus.jsonl",
+        [{"id": "a", "contents": "x"}, {"id": "b", "contents": "y"}, {"id": "a", "contents": "z"}],
+    )
     with pytest.raises(InputError, match='line 3: duplicate id "a" \\(first on line 1\\)'):
         load_corpus(path)
 
 
-@pytest.mark.parametrize("name, body", [("corpus.jsonl", ""), ("corpus.jsonl", "\n\n"),
-                                        ("corpus.json", "[]"), ("corpus.json", "{}")])
+@pytest.mark.parametrize(
+    "name, body", [("corpus.jsonl", ""), ("corpus.jsonl", "\n\n"), ("corpus.json", "[]"), ("corpus.json", "{}")]
+)
 def test_empty_corpus(tmp_path: Path, name: str, body: str) -> None:
     path = tmp_path / name
     path.write_text(body, encoding="utf-8")
@@ -197,10 +201,12 @@ def test_chunking_edge_cases(fake_encoder: object, tmp_path: Path) -> None:
     empty = Passage(doc_id="empty", title="Empty", text="")
     exact = Passage(doc_id="exact", title="Exact", text=" ".join(f"w{i}" for i in range(100)))
     one_over = Passage(doc_id="over", title="Over", text=" ".join(f"w{i}" for i in range(101)))
-    long_title = Passage(doc_id="lt", title="T" * 5000 + " " + "word " * 300,
-                         text="short text under a huge title")
-    unicode = Passage(doc_id="uni", title="Zürich — 東京 🚄",
-                      text=" ".join(["café"] * 60 + ["日本語のテキスト"] * 30 + ["naïve\u3000ωμέγα"] * 10))
+    long_title = Passage(doc_id="lt", title="T" * 5000 + " " + "word " * 300, text="short text under a huge title")
+    unicode = Passage(
+        doc_id="uni",
+        title="Zürich — 東京 🚄",
+        text=" ".join(["café"] * 60 + ["日本語のテキスト"] * 30 + ["naïve\u3000ωμέγα"] * 10),
+    )
     chunks = chunk_passages([empty, exact, one_over, long_title, unicode], words=100)
     by_id = {c.doc_id: c for c in chunks}
     assert by_id["empty"] is empty and by_id["exact"] is exact  # fit in one chunk: unchanged

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from branchpoint.errors import InputError
-from branchpoint.retrieval import corpus_fingerprint, load_corpus
-from branchpoint.retrieval import corpus_store
+from branchpoint.retrieval import corpus_fingerprint, corpus_store, load_corpus
 from branchpoint.retrieval.corpus_store import MappedCorpus, open_corpus, open_mapped_corpus, sidecar_paths
 
 ROWS = [
@@ -34,8 +33,12 @@ def test_mapped_corpus_equals_the_loaded_one_and_its_fingerprint(tmp_path: Path)
     assert isinstance(mapped, MappedCorpus) and len(mapped) == 4
     assert list(mapped) == loaded and mapped[-1] == loaded[-1] and mapped[1:3] == loaded[1:3]
     assert mapped.fingerprint == corpus_fingerprint(loaded)
-    assert [p.contents for p in mapped] == ['"Alpha"\nfirst passage', "Absalon\nan unquoted title line",
-                                            '"Gamma"\ntitle and text shape', "no title at all"]
+    assert [p.contents for p in mapped] == [
+        '"Alpha"\nfirst passage',
+        "Absalon\nan unquoted title line",
+        '"Gamma"\ntitle and text shape',
+        "no title at all",
+    ]
     assert (mapped[1].title, mapped[1].text) == ("Absalon", "an unquoted title line")
     with pytest.raises(IndexError):
         mapped[4]

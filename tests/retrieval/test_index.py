@@ -36,7 +36,13 @@ def test_build_refuses_empty_corpus(fake_encoder: FakeEncoder) -> None:
 def test_save_load_round_trip(fake_encoder: FakeEncoder, facts: list[Passage], tmp_path: Path) -> None:
     built = DenseIndex.build(facts, fake_encoder, progress=True)
     out = built.save(tmp_path / "idx")
-    assert sorted(p.name for p in out.iterdir()) == ["index.faiss", "manifest.json", "passages.jsonl", "passages.jsonl.bpoffsets.json", "passages.jsonl.bpoffsets.npy"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "index.faiss",
+        "manifest.json",
+        "passages.jsonl",
+        "passages.jsonl.bpoffsets.json",
+        "passages.jsonl.bpoffsets.npy",
+    ]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["kind"] == "flat" and manifest["encoder"] == "fake"
     assert manifest["dim"] == 64 and manifest["n_passages"] == len(facts)
@@ -80,8 +86,9 @@ def test_damaged_index_refused(fake_encoder: FakeEncoder, facts: list[Passage], 
         DenseIndex.load(out, fake_encoder)
 
 
-def test_save_is_atomic(fake_encoder: FakeEncoder, facts: list[Passage], tmp_path: Path,
-                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_save_is_atomic(
+    fake_encoder: FakeEncoder, facts: list[Passage], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     index = DenseIndex.build(facts, fake_encoder)
     index.save(tmp_path / "idx")
     DenseIndex.build(facts[:2], fake_encoder).save(tmp_path / "idx")  # overwrite in place

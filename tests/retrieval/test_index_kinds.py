@@ -24,28 +24,30 @@ def recall_at_k(approx: DenseIndex, exact: DenseIndex, queries: np.ndarray, k: i
     """Mean share of the exact top-k that the approximate top-k finds."""
     got = approx.search_vectors(queries, k)
     want = exact.search_vectors(queries, k)
-    return float(np.mean([len({p.doc_id for p, _ in g} & {p.doc_id for p, _ in w}) / k
-                          for g, w in zip(got, want)]))
+    return float(np.mean([len({p.doc_id for p, _ in g} & {p.doc_id for p, _ in w}) / k for g, w in zip(got, want)]))
 
 
 @pytest.fixture(scope="module")
 def exact(wiki_embeddings: RealEmbeddings) -> DenseIndex:
-    return DenseIndex.from_vectors(wiki_embeddings.passages, wiki_embeddings.vectors,
-                                   PrecomputedEncoder())
+    return DenseIndex.from_vectors(wiki_embeddings.passages, wiki_embeddings.vectors, PrecomputedEncoder())
 
 
 # Parameters chosen so that the search is really approximate on 1,000 passages (the defaults
 # are nearly exhaustive at this size), and still must reach recall@10 >= 0.9.
-APPROXIMATE = [("hnsw", {"M": 8, "efConstruction": 40, "efSearch": 24}),
-               ("ivf", {"nlist": 32, "nprobe": 6})]
+APPROXIMATE = [("hnsw", {"M": 8, "efConstruction": 40, "efSearch": 24}), ("ivf", {"nlist": 32, "nprobe": 6})]
 
 
-@pytest.mark.parametrize(("kind", "params"), [*APPROXIMATE, ("hnsw", {}), ("ivf", {})],
-                         ids=["hnsw-small", "ivf-small", "hnsw-default", "ivf-default"])
-def test_recall_against_exact(kind: str, params: dict, wiki_embeddings: RealEmbeddings,
-                              exact: DenseIndex, record_property: pytest.FixtureRequest) -> None:
-    approx = DenseIndex.from_vectors(wiki_embeddings.passages, wiki_embeddings.vectors,
-                                     PrecomputedEncoder(), kind=kind, params=params)
+@pytest.mark.parametrize(
+    ("kind", "params"),
+    [*APPROXIMATE, ("hnsw", {}), ("ivf", {})],
+    ids=["hnsw-small", "ivf-small", "hnsw-default", "ivf-default"],
+)
+def test_recall_against_exact(
+    kind: str, params: dict, wiki_embeddings: RealEmbeddings, exact: DenseIndex, record_property: pytest.FixtureRequest
+) -> None:
+    approx = DenseIndex.from_vectors(
+        wiki_embeddings.passages, wiki_embeddings.vectors, PrecomputedEncoder(), kind=kind, params=params
+    )
     recall = recall_at_k(approx, exact, wiki_embeddings.query_vectors)
     record_property(f"recall@{K}", recall)
     print(f"{kind} {approx.manifest.params}: recall@{K} = {recall:.3f}")
@@ -59,8 +61,7 @@ def test_recall_against_exact(kind: str, params: dict, wiki_embeddings: RealEmbe
             assert min(abs(score - e) for e in expected) < 1e-4
 
 
-def test_parameters_recorded_and_defaults(fake_encoder: FakeEncoder, facts: list[Passage],
-                                          tmp_path: Path) -> None:
+def test_parameters_recorded_and_defaults(fake_encoder: FakeEncoder, facts: list[Passage], tmp_path: Path) -> None:
     hnsw = DenseIndex.build(facts, fake_encoder, kind="hnsw", params={"M": 8})
     assert hnsw.manifest.params == {"M": 8, "efConstruction": 200, "efSearch": 128}
     assert isinstance(hnsw.faiss_index, faiss.IndexHNSWFlat)
@@ -81,8 +82,7 @@ def test_parameters_recorded_and_defaults(fake_encoder: FakeEncoder, facts: list
 
 
 @pytest.mark.parametrize("kind", ["hnsw", "ivf"])
-def test_save_load_and_search_params(kind: str, wiki_embeddings: RealEmbeddings,
-                                     tmp_path: Path) -> None:
+def test_save_load_and_search_params(kind: str, wiki_embeddings: RealEmbeddings, tmp_path: Path) -> None:
     passages, vectors = wiki_embeddings.passages[:300], wiki_embeddings.vectors[:300]
     built = DenseIndex.from_vectors(passages, vectors, PrecomputedEncoder(), kind=kind)
     out = built.save(tmp_path / kind)
@@ -106,8 +106,9 @@ def test_save_load_and_search_params(kind: str, wiki_embeddings: RealEmbeddings,
         DenseIndex.load(out, PrecomputedEncoder(), kind=other)
 
 
-def write_flashrag(tmp_path: Path, passages: list[Passage], vectors: np.ndarray,
-                   faiss_type: str = "Flat") -> tuple[Path, Path]:
+def write_flashrag(
+    tmp_path: Path, passages: list[Passage], vectors: np.ndarray, faiss_type: str = "Flat"
+) -> tuple[Path, Path]:
     """An index and corpus written the way FlashRAG's index builder writes them."""
     corpus = tmp_path / "corpus.jsonl"
     with corpus.open("w", encoding="utf-8") as fh:
@@ -123,12 +124,14 @@ def write_flashrag(tmp_path: Path, passages: list[Passage], vectors: np.ndarray,
 
 
 @pytest.mark.parametrize("faiss_type", ["Flat", "HNSW16", "IVF8,Flat"])
-def test_flashrag_index_round_trip(faiss_type: str, wiki_embeddings: RealEmbeddings,
-                                   exact: DenseIndex, tmp_path: Path) -> None:
+def test_flashrag_index_round_trip(
+    faiss_type: str, wiki_embeddings: RealEmbeddings, exact: DenseIndex, tmp_path: Path
+) -> None:
     passages, vectors = wiki_embeddings.passages[:400], wiki_embeddings.vectors[:400]
     index_file, corpus = write_flashrag(tmp_path, passages, vectors, faiss_type)
-    loaded = DenseIndex.load_flashrag(index_file, corpus, PrecomputedEncoder(),
-                                      params={"nprobe": 8} if faiss_type.startswith("IVF") else None)
+    loaded = DenseIndex.load_flashrag(
+        index_file, corpus, PrecomputedEncoder(), params={"nprobe": 8} if faiss_type.startswith("IVF") else None
+    )
     assert list(loaded.passages) == passages and len(loaded) == 400
     assert loaded.kind == {"Flat": "flat", "HNSW16": "hnsw", "IVF8,Flat": "ivf"}[faiss_type]
     assert loaded.manifest.corpus_fingerprint == corpus_fingerprint(passages)
@@ -166,8 +169,7 @@ def test_flashrag_mismatches_refused(wiki_embeddings: RealEmbeddings, tmp_path: 
         DenseIndex.load_flashrag(tmp_path / "missing.index", corpus, PrecomputedEncoder())
 
 
-def test_gpu_without_faiss_gpu_is_one_clear_error(fake_encoder: FakeEncoder,
-                                                  facts: list[Passage]) -> None:
+def test_gpu_without_faiss_gpu_is_one_clear_error(fake_encoder: FakeEncoder, facts: list[Passage]) -> None:
     if hasattr(faiss, "StandardGpuResources"):
         pytest.skip("this faiss has GPU support")
     with pytest.raises(InputError, match=r"device gpu: the installed faiss .* has no GPU support.*faiss-gpu") as info:
@@ -177,9 +179,9 @@ def test_gpu_without_faiss_gpu_is_one_clear_error(fake_encoder: FakeEncoder,
         DenseIndex.build(facts, fake_encoder, kind="hnsw", device="gpu")
 
 
-def test_gpu_path_moves_index_and_saves_cpu_copy(fake_encoder: FakeEncoder, facts: list[Passage],
-                                                 tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gpu_path_moves_index_and_saves_cpu_copy(
+    fake_encoder: FakeEncoder, facts: list[Passage], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With a faiss that has GPU support (simulated: no GPU here), the index goes to GPU 0."""
     moved: list[str] = []
 

@@ -20,7 +20,6 @@ from branchpoint.retrieval.negative_evidence.generate import generate_negative_d
 from branchpoint.retrieval.negative_evidence.prompts import parse_generated
 from branchpoint.retrieval.negative_evidence.rank_report import rank_report
 from branchpoint.traces import RetrievedDoc
-
 from tests.retrieval.conftest import FakeEncoder
 
 
@@ -36,10 +35,12 @@ QUESTIONS = [
     Q("u2", "How many people lived in Atlantis?"),
     Q("a1", "What is the capital of Australia?", answerable=True),
 ]
-BODY = ("Reliable figures on this matter are not available from any authoritative source. Records "
-        "that might settle it were either never kept or are not public, and the estimates that "
-        "circulate rest on assumptions that cannot be checked, so the question cannot be answered "
-        "with confidence from the available evidence.")
+BODY = (
+    "Reliable figures on this matter are not available from any authoritative source. Records "
+    "that might settle it were either never kept or are not public, and the estimates that "
+    "circulate rest on assumptions that cannot be checked, so the question cannot be answered "
+    "with confidence from the available evidence."
+)
 
 
 def _asked(prompt: str) -> tuple[str, str]:
@@ -56,14 +57,19 @@ def good_reply(prompt: str) -> str:
 
 def test_parse_generated_tolerates_common_shapes():
     assert parse_generated(f"Title: Gold prices\n{BODY}") == ("Gold prices", BODY)
-    assert parse_generated(f"**Title:** \"Gold prices\"\n\n**Text:** {BODY}\n") == ("Gold prices", BODY)
+    assert parse_generated(f'**Title:** "Gold prices"\n\n**Text:** {BODY}\n') == ("Gold prices", BODY)
     assert parse_generated(f"```\n# Title:\nGold prices\n{BODY}\n```") == ("Gold prices", BODY)
     title, text = parse_generated(f"Sure!\nTitle: Gold prices\n{BODY}\n\nQuestion: next one\nTitle: x")
     assert title == "Gold prices" and text == BODY
     long = parse_generated(f"Title: Long\n{BODY} {BODY} {BODY} {BODY}")
     assert long is not None and len(long[1].split()) <= 160 and long[1].endswith(".")
-    for garbage in ("I cannot help with that.", f"{BODY}", "Title: Short\nToo few words here.",
-                    f"Title: {'word ' * 30}\n{BODY}", "Title:\n\n"):
+    for garbage in (
+        "I cannot help with that.",
+        f"{BODY}",
+        "Title: Short\nToo few words here.",
+        f"Title: {'word ' * 30}\n{BODY}",
+        "Title:\n\n",
+    ):
         assert parse_generated(garbage) is None, garbage
 
 
@@ -121,12 +127,19 @@ def test_augment_writes_a_corpus_that_round_trips_and_resumes(tmp_path, facts):
     passages = load_corpus(out / "corpus.jsonl")
     assert [p.doc_id for p in passages] == [p.doc_id for p in facts] + ["neg-u1-0", "neg-u1-1", "neg-u2-0"]
     assert passages[: len(facts)] == facts
-    generated = {p.doc_id: p for p in passages[len(facts):]}
+    generated = {p.doc_id: p for p in passages[len(facts) :]}
     for doc in result.docs:
         assert generated[doc.doc_id] == Passage(doc_id=doc.doc_id, title=doc.title, text=doc.text)
     rows = [json.loads(line) for line in (out / "generated.jsonl").read_text().splitlines()]
-    assert rows[0] == {"id": "neg-u1-0", "question_id": "u1", "question": QUESTIONS[0].question, "angle_index": 0,
-                       "angle": ANGLES[0].name, "title": result.docs[0].title, "text": BODY}
+    assert rows[0] == {
+        "id": "neg-u1-0",
+        "question_id": "u1",
+        "question": QUESTIONS[0].question,
+        "angle_index": 0,
+        "angle": ANGLES[0].name,
+        "title": result.docs[0].title,
+        "text": BODY,
+    }
 
     garbage_left.clear()  # a rerun generates only the skipped document
     again = ScriptedModel(responder=responder)
@@ -155,10 +168,12 @@ class FixedSource:
 
 
 def test_rank_report_counts_ranks_hits_and_other_questions_docs():
-    source = FixedSource({
-        QUESTIONS[0].question: ["f0", "neg-u1-1", "neg-u2-0", "neg-u1-0"],
-        QUESTIONS[1].question: ["f1", "f2", "f3", "neg-u2-1"],
-    })  # fmt: skip
+    source = FixedSource(
+        {
+            QUESTIONS[0].question: ["f0", "neg-u1-1", "neg-u2-0", "neg-u1-0"],
+            QUESTIONS[1].question: ["f1", "f2", "f3", "neg-u2-1"],
+        }
+    )
     ids = {"u1": ["neg-u1-0", "neg-u1-1"], "u2": ["neg-u2-0", "neg-u2-1"]}
     report = rank_report(source, QUESTIONS, ids, k=3)
     assert (report.questions, report.generated, report.hit_questions) == (2, 4, 1)
@@ -173,8 +188,11 @@ def test_rank_report_counts_ranks_hits_and_other_questions_docs():
 
 def test_rank_report_on_a_tiny_dense_index(facts):
     negatives = [
-        Passage(doc_id="neg-u2-0", title="Population of Atlantis",
-                text="How many people lived in Atlantis is unknown: Atlantis is a legend, no census exists."),
+        Passage(
+            doc_id="neg-u2-0",
+            title="Population of Atlantis",
+            text="How many people lived in Atlantis is unknown: Atlantis is a legend, no census exists.",
+        ),
         Passage(doc_id="neg-u2-1", title="Volcanoes", text="Volcanic eruptions leave ash layers in sediments."),
     ]
     encoder = FakeEncoder()
@@ -191,10 +209,29 @@ def test_augment_command_with_a_scripted_model(tmp_path, monkeypatch, facts):
     spec = tmp_path / "model.yaml"
     spec.write_text(yaml.safe_dump({"model": {"provider": "scripted", "script": [f"Title: Unknowable\n{BODY}"]}}))
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, [
-        "augment", "--questions", "demo", "--corpus", str(corpus), "--out", str(out), "--n", "2", "--limit", "2",
-        "--model-spec", str(spec), "--style", "chat", "--report-k", "3", "--no-progress",
-    ])  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        [
+            "augment",
+            "--questions",
+            "demo",
+            "--corpus",
+            str(corpus),
+            "--out",
+            str(out),
+            "--n",
+            "2",
+            "--limit",
+            "2",
+            "--model-spec",
+            str(spec),
+            "--style",
+            "chat",
+            "--report-k",
+            "3",
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "2 unanswerable questions × 2 angles" in result.output and "4 generated" in result.output
     assert "Rank distribution" in result.output
@@ -202,6 +239,7 @@ def test_augment_command_with_a_scripted_model(tmp_path, monkeypatch, facts):
     assert len(passages) == 3 + 4 and all(p.doc_id.startswith("neg-demo-u") for p in passages[3:])
     report = json.loads((out / "rank_report.json").read_text())
     assert report["questions"] == 2 and report["k"] == 3
-    bad = CliRunner().invoke(app, ["augment", "--questions", "demo", "--corpus", str(corpus), "--out", str(out),
-                                   "--provider", "nonsense"])
+    bad = CliRunner().invoke(
+        app, ["augment", "--questions", "demo", "--corpus", str(corpus), "--out", str(out), "--provider", "nonsense"]
+    )
     assert bad.exit_code == 2 and "provider" in bad.output

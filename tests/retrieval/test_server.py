@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from branchpoint.cli import app
-from branchpoint.errors import BranchpointError
 from branchpoint.datasets.questions import demo_corpus_path
+from branchpoint.errors import BranchpointError
 from branchpoint.models.call import TransportError
 from branchpoint.retrieval import CachedSource, DenseIndex, DenseSource, RetrievalCache, load_corpus, source_params
 from branchpoint.retrieval.searchr1 import (
@@ -185,11 +185,18 @@ def test_searchr1_source_retries_5xx_then_parses_lenient_documents():
         calls.append(json.loads(request.content))
         if len(calls) == 1:
             return httpx.Response(503, json={"detail": "warming up"})
-        return httpx.Response(200, json={"result": [[
-            {"document": {"contents": '"No Id"\nSome text.'}, "score": 0.5},
-            {"document": {"id": 17, "title": "Split", "text": "Title and text apart."}, "score": 0.25},
-            {"id": "bare", "contents": "untitled text"},
-        ]]})
+        return httpx.Response(
+            200,
+            json={
+                "result": [
+                    [
+                        {"document": {"contents": '"No Id"\nSome text.'}, "score": 0.5},
+                        {"document": {"id": 17, "title": "Split", "text": "Title and text apart."}, "score": 0.25},
+                        {"id": "bare", "contents": "untitled text"},
+                    ]
+                ]
+            },
+        )
 
     docs = _mocked(handler).search("q", 5)
     assert len(calls) == 2 and calls[0] == {"queries": ["q"], "topk": 5, "return_scores": True}
@@ -228,8 +235,19 @@ def test_load_index_dir_and_serve_command(index, tmp_path):
     assert missing.exit_code == 2 and "index not found" in missing.output
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "branchpoint.cli", "retrieval", "serve", "--index", str(saved), "--port", "0",
-           "--log-level", "warning"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "branchpoint.cli",
+        "retrieval",
+        "serve",
+        "--index",
+        str(saved),
+        "--port",
+        "0",
+        "--log-level",
+        "warning",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         deadline, line = time.monotonic() + 60, ""

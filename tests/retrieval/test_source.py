@@ -28,8 +28,9 @@ from .conftest import FakeEncoder
 def corpus_file(tmp_path: Path, facts: list[Passage]) -> Path:
     """The facts corpus written as FlashRAG jsonl."""
     path = tmp_path / "facts.jsonl"
-    path.write_text("".join(json.dumps({"id": p.doc_id, "contents": p.contents}) + "\n"
-                            for p in facts), encoding="utf-8")
+    path.write_text(
+        "".join(json.dumps({"id": p.doc_id, "contents": p.contents}) + "\n" for p in facts), encoding="utf-8"
+    )
     return path
 
 
@@ -56,8 +57,9 @@ def test_dense_source_refuses_other_encoder(fake_encoder: FakeEncoder, facts: li
         DenseSource("s", DenseIndex.build(facts, fake_encoder), FakeEncoder(name="other"))
 
 
-def test_open_builds_once_then_reuses_cache(shared_minilm: MiniLMOnnxEncoder, corpus_file: Path,
-                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_open_builds_once_then_reuses_cache(
+    shared_minilm: MiniLMOnnxEncoder, corpus_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache = tmp_path / "cache"
     first = open_dense_source("facts", corpus_file, cache_dir=cache)
     [index_dir] = list(cache.iterdir())
@@ -88,8 +90,7 @@ def test_chunking_and_changed_corpus_get_their_own_index(
     assert len(list(cache.iterdir())) == 3
 
 
-def test_damaged_cache_is_rebuilt(shared_minilm: MiniLMOnnxEncoder, corpus_file: Path,
-                                  tmp_path: Path) -> None:
+def test_damaged_cache_is_rebuilt(shared_minilm: MiniLMOnnxEncoder, corpus_file: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     open_dense_source("facts", corpus_file, cache_dir=cache)
     [index_dir] = list(cache.iterdir())
@@ -116,8 +117,9 @@ def test_search_batch_matches_search(minilm: MiniLMOnnxEncoder, facts: list[Pass
     assert batch == [source.search(q, 2) for q in queries]
     assert source.search_many(queries, 2) == batch and source.search_batch([], 2) == []
     assert all(d.source == "wiki" and d.title and d.doc_id for docs in batch for d in docs)
-    assert source.cache_params == (f"kind=flat;corpus={source.index.fingerprint};"
-                                   "encoder=minilm-onnx;dim=384")  # unchanged for exact indexes
+    assert source.cache_params == (
+        f"kind=flat;corpus={source.index.fingerprint};encoder=minilm-onnx;dim=384"
+    )  # unchanged for exact indexes
 
 
 def test_queries_and_passages_get_their_prefixes(facts: list[Passage]) -> None:
@@ -132,13 +134,17 @@ def test_queries_and_passages_get_their_prefixes(facts: list[Passage]) -> None:
     assert encoder.texts_seen == ["query: capital of Australia", "query: Everest"]
 
 
-@pytest.mark.parametrize(("kind", "index_kind", "params"), [
-    ("dense", "hnsw", {"M": 8, "efSearch": 32}), ("dense", "ivf", {"nprobe": 1}),
-    ("bm25", None, {"k1": 1.2}),
-])
-def test_opening_builds_once_per_kind(kind: str, index_kind: str | None, params: dict,
-                                          shared_minilm: MiniLMOnnxEncoder, corpus_file: Path,
-                                          tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("kind", "index_kind", "params"),
+    [
+        ("dense", "hnsw", {"M": 8, "efSearch": 32}),
+        ("dense", "ivf", {"nprobe": 1}),
+        ("bm25", None, {"k1": 1.2}),
+    ],
+)
+def test_opening_builds_once_per_kind(
+    kind: str, index_kind: str | None, params: dict, shared_minilm: MiniLMOnnxEncoder, corpus_file: Path, tmp_path: Path
+) -> None:
     from branchpoint.retrieval import open_bm25_source, open_dense_source
 
     def open_source(name: str, *, kind: str = "dense", index_kind: str | None = None, **settings: Any) -> Any:
@@ -147,8 +153,7 @@ def test_opening_builds_once_per_kind(kind: str, index_kind: str | None, params:
         return open_dense_source(name, index_kind=index_kind, **settings)
 
     cache = tmp_path / "cache"
-    first = open_source("s", kind=kind, corpus=corpus_file, index_kind=index_kind,
-                        index_params=params, cache_dir=cache)
+    first = open_source("s", kind=kind, corpus=corpus_file, index_kind=index_kind, index_params=params, cache_dir=cache)
     assert first.index.manifest.kind == (index_kind or "bm25")
     for key, value in params.items():
         assert first.index.manifest.params[key] == value
@@ -156,8 +161,9 @@ def test_opening_builds_once_per_kind(kind: str, index_kind: str | None, params:
     assert cached.name.endswith(f"-{index_kind or 'bm25'}-" + cached.name.rsplit("-", 1)[-1])
     # another search parameter reuses the cached index; another build parameter gets its own
     search_param = {"hnsw": {"M": 8, "efSearch": 64}, "ivf": {"nprobe": 2}, None: {"k1": 1.2}}[index_kind]
-    again = open_source("s", kind=kind, corpus=corpus_file, index_kind=index_kind,
-                        index_params=search_param, cache_dir=cache)
+    again = open_source(
+        "s", kind=kind, corpus=corpus_file, index_kind=index_kind, index_params=search_param, cache_dir=cache
+    )
     assert len(list(cache.iterdir())) == 1
     assert again.search("capital of Australia", 1)[0].title == "Canberra"
     if index_kind == "hnsw":
@@ -166,9 +172,9 @@ def test_opening_builds_once_per_kind(kind: str, index_kind: str | None, params:
         assert len(list(cache.iterdir())) == 2
 
 
-def test_opening_a_prebuilt_directory_and_a_flashrag_file(shared_minilm: MiniLMOnnxEncoder,
-                                                          corpus_file: Path, tmp_path: Path,
-                                                          facts: list[Passage]) -> None:
+def test_opening_a_prebuilt_directory_and_a_flashrag_file(
+    shared_minilm: MiniLMOnnxEncoder, corpus_file: Path, tmp_path: Path, facts: list[Passage]
+) -> None:
     import faiss
 
     from branchpoint.errors import InputError
@@ -193,8 +199,9 @@ def test_opening_a_prebuilt_directory_and_a_flashrag_file(shared_minilm: MiniLMO
     flat.add(shared_minilm.encode_passages([p.contents for p in facts]))
     faiss.write_index(flat, str(tmp_path / "e5_Flat.index"))
     flashrag_corpus = tmp_path / "flashrag.jsonl"
-    flashrag_corpus.write_text("".join(json.dumps({"id": p.doc_id, "contents": p.contents}) + "\n"
-                                       for p in facts), encoding="utf-8")
+    flashrag_corpus.write_text(
+        "".join(json.dumps({"id": p.doc_id, "contents": p.contents}) + "\n" for p in facts), encoding="utf-8"
+    )
     fr = open_source("fr", index=tmp_path / "e5_Flat.index", corpus=flashrag_corpus)
     [doc] = fr.search("Who painted the Mona Lisa?", 1)
     assert (doc.doc_id, doc.title, doc.text, doc.source) == ("f1", "Mona Lisa", facts[1].text, "fr")

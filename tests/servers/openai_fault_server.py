@@ -28,11 +28,19 @@ class FaultConfig:
     """Shares of requests that fail in each way, and the latency of every request."""
 
     def __init__(
-        self, latency_s: float = 0.0, error_rate: float = 0.0, drop_rate: float = 0.0,
-        truncate_rate: float = 0.0, stall_rate: float = 0.0, stall_s: float = 5.0, seed: int = 0,
-        echo_auth: bool = False, unauthorized_rate: float = 0.0, search_once: bool = False,
+        self,
+        latency_s: float = 0.0,
+        error_rate: float = 0.0,
+        drop_rate: float = 0.0,
+        truncate_rate: float = 0.0,
+        stall_rate: float = 0.0,
+        stall_s: float = 5.0,
+        seed: int = 0,
+        echo_auth: bool = False,
+        unauthorized_rate: float = 0.0,
+        search_once: bool = False,
         hold_file: str | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.latency_s = latency_s
         self.error_rate = error_rate
         self.drop_rate = drop_rate
@@ -54,9 +62,13 @@ class FaultConfig:
         """The fate of the next request."""
         with self._lock:
             r = self._rng.random()
-            for fate, rate in (("error", self.error_rate), ("drop", self.drop_rate),
-                               ("truncate", self.truncate_rate), ("stall", self.stall_rate),
-                               ("unauthorized", self.unauthorized_rate)):
+            for fate, rate in (
+                ("error", self.error_rate),
+                ("drop", self.drop_rate),
+                ("truncate", self.truncate_rate),
+                ("stall", self.stall_rate),
+                ("unauthorized", self.unauthorized_rate),
+            ):
                 if r < rate:
                     self.counts[fate] += 1
                     return fate
@@ -82,12 +94,24 @@ def _reply(path: str, body: dict[str, Any], search_once: bool = False) -> dict[s
     usage = {"prompt_tokens": len(json.dumps(body).split()), "completion_tokens": 7, "total_tokens": 0}
     if path.endswith("/completions") and "chat" not in path:
         text = search_once_text(body) if search_once else 'answer", "text": "I do not know"}'
-        return {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": body.get("model", "m"),
-                "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
-                "usage": usage}
-    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body.get("model", "m"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "I don't know."},
-                         "finish_reason": "stop"}], "usage": usage}
+        return {
+            "id": "cmpl-1",
+            "object": "text_completion",
+            "created": 0,
+            "model": body.get("model", "m"),
+            "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+            "usage": usage,
+        }
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", "m"),
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "I don't know."}, "finish_reason": "stop"}
+        ],
+        "usage": usage,
+    }
 
 
 def make_handler(config: FaultConfig) -> type[BaseHTTPRequestHandler]:
@@ -110,13 +134,13 @@ def make_handler(config: FaultConfig) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
                 self.close_connection = True
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):
                 self._send(200, json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode())
             else:
                 self._send(404, b'{"error": "not found"}')
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             config.authorization.add(self.headers.get("Authorization") or "")
             body = json.loads(self.rfile.read(length) or b"{}")
@@ -129,8 +153,17 @@ def make_handler(config: FaultConfig) -> type[BaseHTTPRequestHandler]:
                 quoted = f" (request headers: Authorization: {auth})" if config.echo_auth else ""
                 self._send(500, json.dumps({"error": {"message": f"injected failure{quoted}"}}).encode())
             elif fate == "unauthorized":
-                self._send(401, json.dumps({"error": {"message": f"invalid credentials: Authorization: {auth}",
-                                                      "type": "invalid_request_error"}}).encode())
+                self._send(
+                    401,
+                    json.dumps(
+                        {
+                            "error": {
+                                "message": f"invalid credentials: Authorization: {auth}",
+                                "type": "invalid_request_error",
+                            }
+                        }
+                    ).encode(),
+                )
             elif fate == "drop":
                 self.connection.shutdown(socket.SHUT_RDWR)
                 self.close_connection = True
@@ -197,7 +230,9 @@ class ServerProcess:
         for _ in range(attempts):  # the old port may take a moment to become free again
             self.proc = subprocess.Popen(
                 [sys.executable, __file__, "--port", str(self.port), *self.args],
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
             )
             line = self.proc.stdout.readline() if self.proc.stdout else ""
             if line.startswith("PORT "):
@@ -235,9 +270,19 @@ def main() -> None:
     parser.add_argument("--search-once", action="store_true", help="Completions search once, then answer.")
     parser.add_argument("--hold-file", default=None, help="While this file exists, requests wait.")
     a = parser.parse_args()
-    config = FaultConfig(a.latency_s, a.error_rate, a.drop_rate, a.truncate_rate, a.stall_rate, a.stall_s, a.seed,
-                         echo_auth=a.echo_auth, unauthorized_rate=a.unauthorized_rate, search_once=a.search_once,
-                         hold_file=a.hold_file)
+    config = FaultConfig(
+        a.latency_s,
+        a.error_rate,
+        a.drop_rate,
+        a.truncate_rate,
+        a.stall_rate,
+        a.stall_s,
+        a.seed,
+        echo_auth=a.echo_auth,
+        unauthorized_rate=a.unauthorized_rate,
+        search_once=a.search_once,
+        hold_file=a.hold_file,
+    )
     server = FaultServer(config, a.port)
     print(f"PORT {server.httpd.server_address[1]}", flush=True)
     server.httpd.serve_forever()

@@ -6,7 +6,17 @@ rules, and a `register_format(QuestionFormat(...))` call (or a plug-in that make
 """
 
 BUILTIN_FORMATS = (
-    "branchpoint_jsonl", "musique", "hotpotqa", "nq_open", "flashrag", "r1searcher", "coconot",
-    "coconot_contrast", "falseqa", "selfaware", "freshqa", "generic",
+    "branchpoint_jsonl",
+    "musique",
+    "hotpotqa",
+    "nq_open",
+    "flashrag",
+    "r1searcher",
+    "coconot",
+    "coconot_contrast",
+    "falseqa",
+    "selfaware",
+    "freshqa",
+    "generic",
 )
 """Modules of the built-in formats (in the order the docs describe them)."""

@@ -23,10 +23,7 @@ def _validation_message(exc: ValidationError) -> str:
             if name == "id":
                 parts[-1] += '; for questions without ids use fmt "generic"'
         elif err["type"] == "extra_forbidden":
-            parts.append(
-                f'field "{name}" is not a Question field '
-                f"(expected only {fmt_keys(QUESTION_KEYS)})"
-            )
+            parts.append(f'field "{name}" is not a Question field (expected only {fmt_keys(QUESTION_KEYS)})')
         else:
             parts.append(f'field "{name}": {err["msg"]} (got {err["input"]!r:.60})')
     return "; ".join(parts)
@@ -41,10 +38,9 @@ def _parse_branchpoint(path: Path) -> Parsed:
         if q.answerable and q.category is not None:
             raise InputError(
                 f'{where}: field "category" is {q.category!r} but the question is answerable '
-                '(expected null for answerable questions)'
+                "(expected null for answerable questions)"
             )
         yield where, q, None
-
 
 
 def _sniff(head: FileHead) -> bool:
@@ -55,6 +51,12 @@ def _sniff(head: FileHead) -> bool:
     return "answerable" in keys and "paragraphs" not in keys and "id" in keys and keys <= set(QUESTION_KEYS)
 
 
-BRANCHPOINT = register_format(QuestionFormat(
-    name="branchpoint", parse=_parse_branchpoint, sniff=_sniff, sniff_rank=30, label="branchpoint",
-))  # fmt: skip
+BRANCHPOINT = register_format(
+    QuestionFormat(
+        name="branchpoint",
+        parse=_parse_branchpoint,
+        sniff=_sniff,
+        sniff_rank=30,
+        label="branchpoint",
+    )
+)

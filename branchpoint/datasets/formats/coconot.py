@@ -27,7 +27,6 @@ COCONOT_SUBCATEGORIES: dict[str, Literal["AU", "FP", "UC"]] = {
 _COCONOT_KEYS = ("id", "category", "subcategory", "prompt", "response")
 
 
-
 def coconot_record(where: str, obj: dict[str, Any]) -> tuple[Record, str, str, str | None]:
     rec = Record(where, obj, _COCONOT_KEYS)
     sub = rec.raw("subcategory")
@@ -45,11 +44,18 @@ def _parse_coconot(path: Path) -> Parsed:
         if category is None:
             yield where, None, sub
             continue
-        yield where, Question(
-            id=qid, question=rec.text("prompt"), answerable=False, category=category,
-            stratum=sub, note=note,
-        ), None
-
+        yield (
+            where,
+            Question(
+                id=qid,
+                question=rec.text("prompt"),
+                answerable=False,
+                category=category,
+                stratum=sub,
+                note=note,
+            ),
+            None,
+        )
 
 
 def _by_name(head: FileHead) -> bool:
@@ -60,7 +66,14 @@ def _sniff(head: FileHead) -> bool:
     return not head.is_csv and {"prompt", "subcategory"} <= head.keys
 
 
-COCONOT = register_format(QuestionFormat(
-    name="coconot", parse=_parse_coconot, by_name=_by_name, name_rank=20, sniff=_sniff, sniff_rank=100,
-    label="CoCoNot",
-))  # fmt: skip
+COCONOT = register_format(
+    QuestionFormat(
+        name="coconot",
+        parse=_parse_coconot,
+        by_name=_by_name,
+        name_rank=20,
+        sniff=_sniff,
+        sniff_rank=100,
+        label="CoCoNot",
+    )
+)

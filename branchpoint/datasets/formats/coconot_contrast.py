@@ -20,18 +20,30 @@ from branchpoint.datasets.reading import Parsed, iter_jsonl
 def _parse_coconot_contrast(path: Path) -> Parsed:
     for where, obj in iter_jsonl(path):
         rec, qid, sub, note = coconot_record(where, obj)
-        yield where, Question(
-            id=qid, question=rec.text("prompt"), answerable=True, gold_answers=[],
-            stratum=sub, note=note,
-        ), None
-
+        yield (
+            where,
+            Question(
+                id=qid,
+                question=rec.text("prompt"),
+                answerable=True,
+                gold_answers=[],
+                stratum=sub,
+                note=note,
+            ),
+            None,
+        )
 
 
 def _by_name(head: FileHead) -> bool:
     return "coconot_contrast" in head.name
 
 
-COCONOT_CONTRAST = register_format(QuestionFormat(
-    name="coconot_contrast", parse=_parse_coconot_contrast, by_name=_by_name, name_rank=10,
-    label="CoCoNot contrast",
-))  # fmt: skip
+COCONOT_CONTRAST = register_format(
+    QuestionFormat(
+        name="coconot_contrast",
+        parse=_parse_coconot_contrast,
+        by_name=_by_name,
+        name_rank=10,
+        label="CoCoNot contrast",
+    )
+)

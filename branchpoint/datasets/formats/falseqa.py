@@ -41,16 +41,13 @@ def _parse_falseqa(path: Path) -> Parsed:
         question, answer = rec.text("question"), (notes[0] if notes else None)
         label = row["label"].removesuffix(".0")
         if label not in ("0", "1"):
-            raise rec.error(
-                "label", f"expected 0 (true premise) or 1 (false premise), got {label!r:.40}"
-            )
+            raise rec.error("label", f"expected 0 (true premise) or 1 (false premise), got {label!r:.40}")
         qid = f"falseqa-{path.stem}-{line}"
         if label == "1":
             q = Question(id=qid, question=question, answerable=False, category="FP", note=answer, notes=notes)
         else:  # a free-text answer, not a short gold answer: kept as a note
             q = Question(id=qid, question=question, answerable=True, gold_answers=[], note=answer, notes=notes)
         yield where, q, None
-
 
 
 def _by_name(head: FileHead) -> bool:
@@ -61,7 +58,14 @@ def _sniff(head: FileHead) -> bool:
     return head.is_csv and {"answer", "label"} <= set(head.csv_columns)
 
 
-FALSEQA = register_format(QuestionFormat(
-    name="falseqa", parse=_parse_falseqa, by_name=_by_name, name_rank=70, sniff=_sniff, sniff_rank=20,
-    label="FalseQA",
-))  # fmt: skip
+FALSEQA = register_format(
+    QuestionFormat(
+        name="falseqa",
+        parse=_parse_falseqa,
+        by_name=_by_name,
+        name_rank=70,
+        sniff=_sniff,
+        sniff_rank=20,
+        label="FalseQA",
+    )
+)

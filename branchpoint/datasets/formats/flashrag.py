@@ -12,17 +12,28 @@ from branchpoint.datasets.reading import Parsed, Record, iter_jsonl
 def _parse_flashrag(path: Path) -> Parsed:
     for where, obj in iter_jsonl(path):
         rec = Record(where, obj, ("id", "question", "golden_answers"))
-        yield where, Question(
-            id=rec.ident("id"), question=rec.text("question"), answerable=True,
-            gold_answers=rec.answers("golden_answers"),
-        ), None
-
+        yield (
+            where,
+            Question(
+                id=rec.ident("id"),
+                question=rec.text("question"),
+                answerable=True,
+                gold_answers=rec.answers("golden_answers"),
+            ),
+            None,
+        )
 
 
 def _sniff(head: FileHead) -> bool:
     return not head.is_csv and "golden_answers" in head.keys
 
 
-FLASHRAG = register_format(QuestionFormat(
-    name="flashrag", parse=_parse_flashrag, sniff=_sniff, sniff_rank=80, label="FlashRAG",
-))  # fmt: skip
+FLASHRAG = register_format(
+    QuestionFormat(
+        name="flashrag",
+        parse=_parse_flashrag,
+        sniff=_sniff,
+        sniff_rank=80,
+        label="FlashRAG",
+    )
+)

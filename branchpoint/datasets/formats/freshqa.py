@@ -22,7 +22,6 @@ _FRESHQA_COLUMNS = ("id", "question", "false_premise", "fact_type", "answer_0")
 _FRESHQA_ANSWERS = tuple(f"answer_{i}" for i in range(10))
 
 
-
 #: FreshQA's splits (its `split` column).
 FRESHQA_SPLITS = ("TEST", "DEV")
 
@@ -44,16 +43,22 @@ def _parse_freshqa(path: Path, split: str | None = None) -> Parsed:
         answers = dedup(row[c] for c in _FRESHQA_ANSWERS if row.get(c))
         stratum = row["fact_type"] or None
         if premise == "true":
-            q = Question(id=qid, question=question, answerable=False, category="FP",
-                         stratum=stratum, note=row["answer_0"] or None)
+            q = Question(
+                id=qid,
+                question=question,
+                answerable=False,
+                category="FP",
+                stratum=stratum,
+                note=row["answer_0"] or None,
+            )
         elif not answers:
-            raise rec.error("answer_0", "empty (expected at least one answer in answer_0..answer_9 "
-                                        "for a question without a false premise)")
+            raise rec.error(
+                "answer_0",
+                "empty (expected at least one answer in answer_0..answer_9 for a question without a false premise)",
+            )
         else:
-            q = Question(id=qid, question=question, answerable=True, gold_answers=answers,
-                         stratum=stratum)
+            q = Question(id=qid, question=question, answerable=True, gold_answers=answers, stratum=stratum)
         yield where, q, None
-
 
 
 def _by_name(head: FileHead) -> bool:
@@ -64,7 +69,15 @@ def _sniff(head: FileHead) -> bool:
     return head.is_csv and {"false_premise", "answer_0"} <= set(head.csv_columns)
 
 
-FRESHQA = register_format(QuestionFormat(
-    name="freshqa", parse=_parse_freshqa, by_name=_by_name, name_rank=80, sniff=_sniff, sniff_rank=10,
-    splits=FRESHQA_SPLITS, label="FreshQA",
-))  # fmt: skip
+FRESHQA = register_format(
+    QuestionFormat(
+        name="freshqa",
+        parse=_parse_freshqa,
+        by_name=_by_name,
+        name_rank=80,
+        sniff=_sniff,
+        sniff_rank=10,
+        splits=FRESHQA_SPLITS,
+        label="FreshQA",
+    )
+)

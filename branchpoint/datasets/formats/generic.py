@@ -28,8 +28,7 @@ log = logging.getLogger(__name__)
 _GENERIC_REQUIRED = ("question", "answerable")
 
 
-_GENERIC_KEYS = (*_GENERIC_REQUIRED, "category", "gold_answers", "stratum", "support_group", "id",
-                 "support", "note")
+_GENERIC_KEYS = (*_GENERIC_REQUIRED, "category", "gold_answers", "stratum", "support_group", "id", "support", "note")
 
 
 def _optional_text(rec: Record, name: str) -> str | None:
@@ -52,25 +51,35 @@ def _parse_generic(path: Path) -> Parsed:
         if category is not None and category not in UNANSWERABLE_CATEGORIES:
             raise rec.error("category", f'expected "AU", "FP", "UC" or null, got {category!r:.40}')
         if answerable and category is not None:
-            raise rec.error("category", f"is {category!r} but the question is answerable "
-                                        "(expected null for answerable questions)")
+            raise rec.error(
+                "category", f"is {category!r} but the question is answerable (expected null for answerable questions)"
+            )
         support = obj.get("support") or []
         if not isinstance(support, list) or not all(isinstance(v, str) for v in support):
             raise rec.error("support", f"expected a list of passage ids, got {support!r:.60}")
         ignored.update(k for k in obj if k not in _GENERIC_KEYS)
-        yield where, Question(
-            id=qid, question=question, answerable=answerable, category=category,
-            gold_answers=rec.answers("gold_answers", optional=True), support=support,
-            stratum=_optional_text(rec, "stratum"),
-            support_group=_optional_text(rec, "support_group"), note=_optional_text(rec, "note"),
-        ), None
+        yield (
+            where,
+            Question(
+                id=qid,
+                question=question,
+                answerable=answerable,
+                category=category,
+                gold_answers=rec.answers("gold_answers", optional=True),
+                support=support,
+                stratum=_optional_text(rec, "stratum"),
+                support_group=_optional_text(rec, "support_group"),
+                note=_optional_text(rec, "note"),
+            ),
+            None,
+        )
     if ignored:
         log.warning(
-            "%s: ignored fields that the generic format does not read: %s (it reads %s)", path,
+            "%s: ignored fields that the generic format does not read: %s (it reads %s)",
+            path,
             ", ".join(f'"{k}" ({n} lines)' for k, n in ignored.most_common()),
             fmt_keys(_GENERIC_KEYS),
         )
-
 
 
 def _sniff(head: FileHead) -> bool:
@@ -81,6 +90,12 @@ def _sniff(head: FileHead) -> bool:
     return "answerable" in keys and "paragraphs" not in keys
 
 
-GENERIC = register_format(QuestionFormat(
-    name="generic", parse=_parse_generic, sniff=_sniff, sniff_rank=50, label="generic",
-))  # fmt: skip
+GENERIC = register_format(
+    QuestionFormat(
+        name="generic",
+        parse=_parse_generic,
+        sniff=_sniff,
+        sniff_rank=50,
+        label="generic",
+    )
+)

@@ -33,18 +33,23 @@ def _parse_hotpotqa(path: Path) -> Parsed:
         support = []
         for i, fact in enumerate(facts):
             if not isinstance(fact, list) or not fact or not isinstance(fact[0], str):
-                raise rec.error(
-                    f"supporting_facts[{i}]", f"expected [title, sentence index], got {fact!r:.60}"
-                )
+                raise rec.error(f"supporting_facts[{i}]", f"expected [title, sentence index], got {fact!r:.60}")
             support.append(fact[0])
         support = dedup(support)
         parts = [str(obj[k]) for k in ("type", "level") if rec.has(k)]
-        yield where, Question(
-            id=qid, question=question, answerable=True, gold_answers=gold, support=support,
-            support_group=support[0] if support else None,
-            stratum="/".join(parts) if parts else None,
-        ), None
-
+        yield (
+            where,
+            Question(
+                id=qid,
+                question=question,
+                answerable=True,
+                gold_answers=gold,
+                support=support,
+                support_group=support[0] if support else None,
+                stratum="/".join(parts) if parts else None,
+            ),
+            None,
+        )
 
 
 def _by_name(head: FileHead) -> bool:
@@ -55,7 +60,14 @@ def _sniff(head: FileHead) -> bool:
     return not head.is_csv and {"_id", "supporting_facts"} <= head.keys
 
 
-HOTPOTQA = register_format(QuestionFormat(
-    name="hotpotqa", parse=_parse_hotpotqa, by_name=_by_name, name_rank=50, sniff=_sniff, sniff_rank=70,
-    label="HotpotQA",
-))  # fmt: skip
+HOTPOTQA = register_format(
+    QuestionFormat(
+        name="hotpotqa",
+        parse=_parse_hotpotqa,
+        by_name=_by_name,
+        name_rank=50,
+        sniff=_sniff,
+        sniff_rank=70,
+        label="HotpotQA",
+    )
+)

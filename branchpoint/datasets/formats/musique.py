@@ -40,10 +40,7 @@ def _parse_musique(path: Path) -> Parsed:
                 raise rec.error(name, f"expected an object, got {type_name(par)}")
             for key in ("title", "is_supporting"):
                 if key not in par:
-                    raise rec.error(
-                        f"{name}.{key}",
-                        'missing (expected {"title", "paragraph_text", "is_supporting"})'
-                    )
+                    raise rec.error(f"{name}.{key}", 'missing (expected {"title", "paragraph_text", "is_supporting"})')
             if par["is_supporting"] is True:
                 if not isinstance(par["title"], str):
                     got = type_name(par["title"])
@@ -52,18 +49,26 @@ def _parse_musique(path: Path) -> Parsed:
         support = dedup(support)
         if answerable:
             q = Question(
-                id=qid, question=question, answerable=True, gold_answers=gold, support=support,
+                id=qid,
+                question=question,
+                answerable=True,
+                gold_answers=gold,
+                support=support,
                 support_group=support[0] if support else None,
             )
         else:
             q = Question(
-                id=qid, question=question, answerable=False, category="AU", support=support,
+                id=qid,
+                question=question,
+                answerable=False,
+                category="AU",
+                support=support,
                 support_group=support[0] if support else None,
                 note=f"MuSiQue unanswerable (supporting paragraphs removed); answer: {gold[0]}"
-                if gold else "MuSiQue unanswerable (supporting paragraphs removed)",
+                if gold
+                else "MuSiQue unanswerable (supporting paragraphs removed)",
             )
         yield where, q, None
-
 
 
 def _by_name(head: FileHead) -> bool:
@@ -77,7 +82,14 @@ def _sniff(head: FileHead) -> bool:
     return {"question", "paragraphs"} <= keys and "answer" in keys
 
 
-MUSIQUE = register_format(QuestionFormat(
-    name="musique", parse=_parse_musique, by_name=_by_name, name_rank=40, sniff=_sniff, sniff_rank=60,
-    label="MuSiQue",
-))  # fmt: skip
+MUSIQUE = register_format(
+    QuestionFormat(
+        name="musique",
+        parse=_parse_musique,
+        by_name=_by_name,
+        name_rank=40,
+        sniff=_sniff,
+        sniff_rank=60,
+        label="MuSiQue",
+    )
+)

@@ -13,11 +13,16 @@ def _parse_nq_open(path: Path) -> Parsed:
     # ids follow the file's line numbers (blank lines count), so they stay stable.
     for lineno, (where, obj) in iter_jsonl_numbered(path):
         rec = Record(where, obj, ("question", "answer"))
-        yield where, Question(
-            id=f"nq-{lineno}", question=rec.text("question"), answerable=True,
-            gold_answers=rec.answers("answer"),
-        ), None
-
+        yield (
+            where,
+            Question(
+                id=f"nq-{lineno}",
+                question=rec.text("question"),
+                answerable=True,
+                gold_answers=rec.answers("answer"),
+            ),
+            None,
+        )
 
 
 def _by_name(head: FileHead) -> bool:
@@ -28,7 +33,14 @@ def _sniff(head: FileHead) -> bool:
     return not head.is_csv and "question" in head.keys and isinstance(head.first.get("answer"), list)
 
 
-NQ_OPEN = register_format(QuestionFormat(
-    name="nq_open", parse=_parse_nq_open, by_name=_by_name, name_rank=30, sniff=_sniff, sniff_rank=110,
-    label="NQ-Open",
-))  # fmt: skip
+NQ_OPEN = register_format(
+    QuestionFormat(
+        name="nq_open",
+        parse=_parse_nq_open,
+        by_name=_by_name,
+        name_rank=30,
+        sniff=_sniff,
+        sniff_rank=110,
+        label="NQ-Open",
+    )
+)

@@ -13,17 +13,28 @@ from branchpoint.datasets.reading import Parsed, Record, iter_jsonl
 def _parse_r1searcher(path: Path) -> Parsed:
     for where, obj in iter_jsonl(path):
         rec = Record(where, obj, ("idx", "question", "answer"))
-        yield where, Question(
-            id=f"{path.stem}-{rec.ident('idx')}", question=rec.text("question"), answerable=True,
-            gold_answers=rec.answers("answer"),
-        ), None
-
+        yield (
+            where,
+            Question(
+                id=f"{path.stem}-{rec.ident('idx')}",
+                question=rec.text("question"),
+                answerable=True,
+                gold_answers=rec.answers("answer"),
+            ),
+            None,
+        )
 
 
 def _sniff(head: FileHead) -> bool:
     return not head.is_csv and {"idx", "question"} <= head.keys
 
 
-R1SEARCHER = register_format(QuestionFormat(
-    name="r1searcher", parse=_parse_r1searcher, sniff=_sniff, sniff_rank=90, label="R1-Searcher",
-))  # fmt: skip
+R1SEARCHER = register_format(
+    QuestionFormat(
+        name="r1searcher",
+        parse=_parse_r1searcher,
+        sniff=_sniff,
+        sniff_rank=90,
+        label="R1-Searcher",
+    )
+)

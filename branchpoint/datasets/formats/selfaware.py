@@ -30,11 +30,8 @@ def _read_selfaware(path: Path) -> list[tuple[str, Any]]:
     if isinstance(data, list):  # the bare list of examples
         return [(f"{path} example[{i}]", obj) for i, obj in enumerate(data)]
     if not isinstance(data, dict) or not isinstance(data.get("example"), list):
-        got = (f"an object with keys {fmt_keys(data)}" if isinstance(data, dict)
-               else type_name(data))
-        raise InputError(
-            f'{path}: expected {{"example": [question objects]}} at the top level, got {got}'
-        )
+        got = f"an object with keys {fmt_keys(data)}" if isinstance(data, dict) else type_name(data)
+        raise InputError(f'{path}: expected {{"example": [question objects]}} at the top level, got {got}')
     return [(f"{path} example[{i}]", obj) for i, obj in enumerate(data["example"])]
 
 
@@ -50,13 +47,17 @@ def _parse_selfaware(path: Path) -> Parsed:
         if source is not None and not isinstance(source, str):
             raise rec.error("source", f"expected a string or null, got {type_name(source)}")
         if answerable:
-            q = Question(id=qid, question=question, answerable=True, gold_answers=answers,
-                         stratum=source or None)
+            q = Question(id=qid, question=question, answerable=True, gold_answers=answers, stratum=source or None)
         else:
-            q = Question(id=qid, question=question, answerable=False, category="AU",
-                         stratum=source or None, note="; ".join(answers) or None)
+            q = Question(
+                id=qid,
+                question=question,
+                answerable=False,
+                category="AU",
+                stratum=source or None,
+                note="; ".join(answers) or None,
+            )
         yield where, q, None
-
 
 
 def _by_name(head: FileHead) -> bool:
@@ -74,7 +75,14 @@ def _sniff(head: FileHead) -> bool:
     return "answerable" in keys and "paragraphs" not in keys and {"question_id", "source"} <= keys
 
 
-SELFAWARE = register_format(QuestionFormat(
-    name="selfaware", parse=_parse_selfaware, by_name=_by_name, name_rank=60, sniff=_sniff, sniff_rank=25,
-    label="SelfAware",
-))  # fmt: skip
+SELFAWARE = register_format(
+    QuestionFormat(
+        name="selfaware",
+        parse=_parse_selfaware,
+        by_name=_by_name,
+        name_rank=60,
+        sniff=_sniff,
+        sniff_rank=25,
+        label="SelfAware",
+    )
+)

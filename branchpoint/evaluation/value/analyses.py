@@ -46,8 +46,9 @@ def compare_objectives(states: StateTable, dev: np.ndarray, forks_path: Path, co
     for name in LEXICAL_OBJECTIVES:
         tables[name] = align(states, build_states(forked, reward_name=name, judge=config.judge, roles=roles))
     test = ~dev if dev.any() else np.ones(len(states), dtype=bool)
-    out = objective_comparison(tables, test, reference="correct", resamples=config.resamples, seed=config.seed,
-                               level=config.level)  # fmt: skip
+    out = objective_comparison(
+        tables, test, reference="correct", resamples=config.resamples, seed=config.seed, level=config.level
+    )
     out["reference_judge"] = config.judge
     return out
 
@@ -67,12 +68,14 @@ def audit_bounds(
         gain_contrast,
         label_intervals,
         shared_label_bounds,
-    )  # fmt: skip
+    )
 
     forked = forked_records(forks_path)
     roles = Roles(tuple(config.pending_roles))
-    panels = [align(states, build_states(forked, reward_name="correct", judge=j, roles=roles))
-              for j in config.audit_judges or ()]  # fmt: skip
+    panels = [
+        align(states, build_states(forked, reward_name="correct", judge=j, roles=roles))
+        for j in config.audit_judges or ()
+    ]
     low, high = label_intervals(*((p.think.y, p.search.y) for p in panels))
     test = ~dev if dev.any() else np.ones(len(states), dtype=bool)
     tt = states.subset(test)
@@ -85,8 +88,13 @@ def audit_bounds(
         b = shared_label_bounds(tt, contrast, low_t, high_t)
         samples = None
         if config.resamples > 0 and not single:
-            boot = bootstrap_means(np.stack([b.lower, b.upper], axis=1), tt.component, tt.stratum,
-                                   resamples=config.resamples, seed=config.seed)  # fmt: skip
+            boot = bootstrap_means(
+                np.stack([b.lower, b.upper], axis=1),
+                tt.component,
+                tt.stratum,
+                resamples=config.resamples,
+                seed=config.seed,
+            )
             samples = {"lower": boot[:, 0], "upper": boot[:, 1]}
 
         def iv(x: np.ndarray) -> list[Any]:
@@ -95,8 +103,12 @@ def audit_bounds(
 
         return bound_summary(b, tt.stratum, samples, iv)
 
-    out: dict[str, Any] = {"judges": list(config.audit_judges or ()), "gain_vs_mean_gain": {}, "gain_vs_zero": {},
-                           "brier_vs_mean": {}}  # fmt: skip
+    out: dict[str, Any] = {
+        "judges": list(config.audit_judges or ()),
+        "gain_vs_mean_gain": {},
+        "gain_vs_zero": {},
+        "brier_vs_mean": {},
+    }
     ref = forecasts.get("historical_mean")
     for name, fc in forecasts.items():
         q_t, q_s = fc.q_think[test], fc.q_search[test]
@@ -123,7 +135,7 @@ def three_action_study(
         read_three_action_forecasts,
         three_action_columns,
         three_action_table,
-    )  # fmt: skip
+    )
 
     forked = forked_records(forks_path)
     if not any(r.branch == "SWITCH" and r.parent.boundary == "pending_query" for r in forked):
@@ -165,8 +177,10 @@ def three_action_study(
     out: dict[str, Any] = {
         "states": {"dev": int(t_dev.sum()), "test": int(t_test.sum())},
         "forecasts": {f: {"outcome_error": entry(f"outcome/{f}"), "gain_loss": entry(f"gain/{f}")} for f in forecasts},
-        "utility": {pk: {n.split("/", 2)[2]: entry(n) for n in names if n.startswith(f"U/{pk}/")}
-                    for pk in (price_key(p) for p in config.prices)},  # fmt: skip
+        "utility": {
+            pk: {n.split("/", 2)[2]: entry(n) for n in names if n.startswith(f"U/{pk}/")}
+            for pk in (price_key(p) for p in config.prices)
+        },
         "best_constant": {k: v for k, v in chosen.items() if k != "chosen_on"},
         "chosen_on": chosen["chosen_on"],
         "intervals_withheld": f"single-component strata: {', '.join(single)}" if single else None,
@@ -215,8 +229,10 @@ def three_pair_forecast(target: StateTable, histories: Sequence[StateTable]) -> 
             cols[j, i] = hit if hit is not None else mean
     ax, ay, bx = cols
     q_t, q_s = three_pair_composition(bx[:, 0], bx[:, 1], ay[:, 1], ax[:, 1])
-    info = {"matched_questions": len({target.question_id[i] for i in np.flatnonzero(matched)}),
-            "unmatched_states": int((~matched).sum())}  # fmt: skip
+    info = {
+        "matched_questions": len({target.question_id[i] for i in np.flatnonzero(matched)}),
+        "unmatched_states": int((~matched).sum()),
+    }
     return Forecast(q_t, q_s, dict(info)), info
 
 
@@ -229,6 +245,7 @@ def _oriented(scores: Mapping[str, Any], name: str, other: str, key: str) -> dic
     if f"{other} - {name}" in paired:
         d = paired[f"{other} - {name}"][key]
         iv = d["interval"]
+
         def neg(x: Any) -> Any:
             return None if x is None else -x
 

@@ -46,7 +46,9 @@ def gain_contrast(f: np.ndarray, b: np.ndarray) -> LinearContrast:
     return LinearContrast(f * f - b * b, 2.0 * (f - b), -2.0 * (f - b))
 
 
-def brier_contrast(q_think_a: np.ndarray, q_search_a: np.ndarray, q_think_b: np.ndarray, q_search_b: np.ndarray) -> LinearContrast:
+def brier_contrast(
+    q_think_a: np.ndarray, q_search_a: np.ndarray, q_think_b: np.ndarray, q_search_b: np.ndarray
+) -> LinearContrast:
     """Brier(A) − Brier(B) = ½Σ_a [q_A,a² − q_B,a² − 2(q_A,a − q_B,a)Ȳ_a] (the ΣY²/m terms cancel)."""
     const = 0.5 * (q_think_a**2 - q_think_b**2 + q_search_a**2 - q_search_b**2)
     return LinearContrast(const, -(q_think_a - q_think_b), -(q_search_a - q_search_b))
@@ -101,7 +103,9 @@ def shared_label_bounds(
     first_of_question: dict[str, int] = {}
     for i in range(n):
         first_of_question.setdefault(states.question_id[i], i)
-    for role_idx, (role, alpha) in enumerate(((states.think, contrast.alpha_think), (states.search, contrast.alpha_search))):
+    for role_idx, (role, alpha) in enumerate(
+        ((states.think, contrast.alpha_think), (states.search, contrast.alpha_search))
+    ):
         for i in range(n):
             m = len(role.y[i])
             lo, hi = np.asarray(low[role_idx][i], dtype=float), np.asarray(high[role_idx][i], dtype=float)
@@ -166,10 +170,12 @@ def bound_summary(
     lower bound's lower end to the upper bound's upper end."""
     w = balanced_weights(strata)
     out: dict[str, Any] = {
-        "original": float(w @ bounds.original), "lower": float(w @ bounds.lower), "upper": float(w @ bounds.upper),
+        "original": float(w @ bounds.original),
+        "lower": float(w @ bounds.lower),
+        "upper": float(w @ bounds.upper),
         "uncertain_pairs": bounds.uncertain_pairs,
         "sampling_se": [float(np.sqrt(bounds.sampling_variance[0])), float(np.sqrt(bounds.sampling_variance[1]))],
-    }  # fmt: skip
+    }
     if samples is not None:
         lo = interval(samples["lower"])
         hi = interval(samples["upper"])

@@ -49,7 +49,9 @@ def draw_counts(rng: np.random.Generator, n_components: int, n_resamples: int) -
     )
 
 
-def draw_counts_within(rng: np.random.Generator, groups: list[np.ndarray], n_components: int, n_resamples: int) -> np.ndarray:
+def draw_counts_within(
+    rng: np.random.Generator, groups: list[np.ndarray], n_components: int, n_resamples: int
+) -> np.ndarray:
     """Draw counts (n_resamples × C) drawn within groups: for each group (an array of component
     indices, e.g. the components of one home stratum) of K ≥ 2 members, K − 1 draws with
     replacement (the Rao–Wu rescaled bootstrap: for a stratum mean, a ratio, the rescaling
@@ -108,7 +110,12 @@ def count_chunks(
 
 
 def bootstrap_means(
-    values: np.ndarray, components: np.ndarray, strata: np.ndarray, *, resamples: int = 10_000, seed: int = 0,
+    values: np.ndarray,
+    components: np.ndarray,
+    strata: np.ndarray,
+    *,
+    resamples: int = 10_000,
+    seed: int = 0,
     within_strata: bool = True,
 ) -> np.ndarray:
     """Stratum-balanced column means in each resample of support components: (resamples × k).
@@ -124,7 +131,7 @@ def bootstrap_means(
         values = values[:, None]
     comp, n_comp = _codes(components)
     strat, n_strata = _codes(strata)
-    n, k = values.shape
+    _n, k = values.shape
     cells = comp * n_strata + strat
     sums = np.zeros((n_comp * n_strata, k))
     np.add.at(sums, cells, values)
@@ -146,7 +153,12 @@ def bootstrap_means(
 
 
 def bootstrap_means_loop(
-    values: np.ndarray, components: np.ndarray, strata: np.ndarray, *, resamples: int, seed: int = 0,
+    values: np.ndarray,
+    components: np.ndarray,
+    strata: np.ndarray,
+    *,
+    resamples: int,
+    seed: int = 0,
     within_strata: bool = True,
 ) -> np.ndarray:
     """The same resamples as `bootstrap_means`, computed with plain Python loops (the benchmark's

@@ -118,9 +118,15 @@ def learning_curves(
     target_level = 0.5 * (states.think.mean_y + states.search.mean_y)
     v_delta = float(gain_variance(balanced_mean(theta, states.stratum), balanced_mean(dbar, states.stratum)))
     out: dict[str, Any] = {
-        "budgets": list(fits), "budgets_left_out": dropped, "outer_folds": k, "samples": samples,
-        "inner_folds": inner_folds, "penalties": list(penalties), "gain_variance": v_delta, "families": {},
-    }  # fmt: skip
+        "budgets": list(fits),
+        "budgets_left_out": dropped,
+        "outer_folds": k,
+        "samples": samples,
+        "inner_folds": inner_folds,
+        "penalties": list(penalties),
+        "gain_variance": v_delta,
+        "families": {},
+    }
     for fam, x in families.items():
         by_budget: dict[str, Any] = {}
         last_cols: tuple[np.ndarray, np.ndarray] | None = None
@@ -135,10 +141,26 @@ def learning_curves(
                     w = np.zeros(n)
                     # equal stratum mass, scaled to mean 1 so the penalty means what it does unweighted
                     w[train] = balanced_weights(states.stratum[train]) * train.sum()
-                    gain, g_info = ridge_cv(x, dbar, train, states.component, penalties=penalties,
-                                            folds=inner_folds, weights=w, mean_guard=True)  # fmt: skip
-                    lev, _ = ridge_cv(x, target_level, train, states.component, penalties=penalties,
-                                      folds=inner_folds, weights=w, mean_guard=True)  # fmt: skip
+                    gain, g_info = ridge_cv(
+                        x,
+                        dbar,
+                        train,
+                        states.component,
+                        penalties=penalties,
+                        folds=inner_folds,
+                        weights=w,
+                        mean_guard=True,
+                    )
+                    lev, _ = ridge_cv(
+                        x,
+                        target_level,
+                        train,
+                        states.component,
+                        penalties=penalties,
+                        folds=inner_folds,
+                        weights=w,
+                        mean_guard=True,
+                    )
                     held = fold == j
                     f_hat[held], l_hat[held] = gain[held], lev[held]
                     guards += g_info["penalty"] == "mean"
@@ -162,14 +184,22 @@ def learning_curves(
             last_cols = (risk_cols, brier_cols)
         entry: dict[str, Any] = {"by_budget": by_budget}
         if last_cols is not None and resamples > 0:
-            entry["largest_budget"] = _largest_intervals(states, last_cols, theta, dbar, fits[-1], resamples, seed, level)
+            entry["largest_budget"] = _largest_intervals(
+                states, last_cols, theta, dbar, fits[-1], resamples, seed, level
+            )
         out["families"][fam] = entry
     return out
 
 
 def _largest_intervals(
-    states: StateTable, cols: tuple[np.ndarray, np.ndarray], theta: np.ndarray, dbar: np.ndarray,
-    budget: int, resamples: int, seed: int, level: float,
+    states: StateTable,
+    cols: tuple[np.ndarray, np.ndarray],
+    theta: np.ndarray,
+    dbar: np.ndarray,
+    budget: int,
+    resamples: int,
+    seed: int,
+    level: float,
 ) -> dict[str, Any]:
     """Support-component intervals at the largest budget, conditional on the fits: the per-state
     losses averaged over samples, with θ̂ and Δ̄ resampled jointly for R²_Δ."""
@@ -181,5 +211,8 @@ def _largest_intervals(
     r2 = np.asarray(gain_r2(boot[:, 0], gain_variance(boot[:, 2], boot[:, 3])))
     lo_r, hi_r = percentile_interval(r2, level)
     lo_b, hi_b = percentile_interval(boot[:, 1], level)
-    return {"budget": budget, "gain_r2_interval": [_f(float(lo_r)), _f(float(hi_r))],
-            "brier_interval": [_f(float(lo_b)), _f(float(hi_b))]}
+    return {
+        "budget": budget,
+        "gain_r2_interval": [_f(float(lo_r)), _f(float(hi_r))],
+        "brier_interval": [_f(float(lo_b)), _f(float(hi_b))],
+    }

@@ -24,8 +24,12 @@ from branchpoint.evaluation.value.outcomes import StateTable
 from branchpoint.traces import ExecutionRecord, Step
 
 PREFIX_FEATURES: tuple[str, ...] = (
-    "log_question_chars", "log_tool_text_chars", "evidence_gap", "query_novelty", "document_novelty",
-)  # fmt: skip
+    "log_question_chars",
+    "log_tool_text_chars",
+    "evidence_gap",
+    "query_novelty",
+    "document_novelty",
+)
 
 
 def terms(text: str | None) -> set[str]:
@@ -105,7 +109,9 @@ def state_texts(states: StateTable, parents: Mapping[str, ExecutionRecord]) -> l
 def one_hot(labels: Sequence[str]) -> np.ndarray:
     """Indicator columns of the sorted distinct labels."""
     uniq = sorted(set(labels))
-    return np.array([[1.0 if lab == u else 0.0 for u in uniq] for lab in labels], dtype=float).reshape(len(labels), len(uniq))
+    return np.array([[1.0 if lab == u else 0.0 for u in uniq] for lab in labels], dtype=float).reshape(
+        len(labels), len(uniq)
+    )
 
 
 def metadata_features(states: StateTable) -> np.ndarray:

@@ -56,7 +56,9 @@ def _standardiser(x: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return mu, np.where(sd > 0, sd, 1.0)
 
 
-def ridge_fit(x: np.ndarray, y: np.ndarray, train: np.ndarray, penalty: float, weights: np.ndarray | None = None) -> np.ndarray:
+def ridge_fit(
+    x: np.ndarray, y: np.ndarray, train: np.ndarray, penalty: float, weights: np.ndarray | None = None
+) -> np.ndarray:
     """sklearn `Ridge(alpha=penalty)` on inputs standardised with the training rows' mean and
     s.d. (the intercept is not penalised), fitted on `train` rows with optional sample weights;
     returns predictions for every row (unclipped)."""
@@ -284,8 +286,11 @@ def residual_calibration(raw: Forecast, states: StateTable, dev: np.ndarray, see
     x = _feature(states, "public_prefix", "computed by `branchpoint value`")
     resid = _targets(states) - np.stack([base.q_think, base.q_search], axis=1)
     adj, info = ridge_cv(x, resid, dev, states.component, mean_guard=True)
-    return Forecast(np.clip(base.q_think + adj[:, 0], 0, 1), np.clip(base.q_search + adj[:, 1], 0, 1),
-                    {"map": base.info, "residual": info})  # fmt: skip
+    return Forecast(
+        np.clip(base.q_think + adj[:, 0], 0, 1),
+        np.clip(base.q_search + adj[:, 1], 0, 1),
+        {"map": base.info, "residual": info},
+    )
 
 
 def stop_offset(q_think: np.ndarray, y_think_mean: np.ndarray, rows: np.ndarray, strata: np.ndarray) -> float:

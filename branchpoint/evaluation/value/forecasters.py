@@ -93,8 +93,6 @@ class Registered:
     calibrate: bool = False
 
 
-
-
 def forecaster(name: str, *, fitted: bool = False, calibrate: bool = False) -> Callable[[ForecasterFn], ForecasterFn]:
     """Register a forecaster `fn(states, dev) -> Forecast | (q_T, q_S)` under `name`.
 
@@ -190,8 +188,14 @@ def read_forecasts(path: Path, states: StateTable) -> Forecast:
     index = states.index()
     q_t = np.full(len(states), np.nan)
     q_s = np.full(len(states), np.nan)
-    info: dict[str, Any] = {"file": str(path), "n_lines": 0, "n_unknown": 0, "unknown_examples": [],
-                            "n_unscored_state": 0, "n_duplicate": 0}  # fmt: skip
+    info: dict[str, Any] = {
+        "file": str(path),
+        "n_lines": 0,
+        "n_unknown": 0,
+        "unknown_examples": [],
+        "n_unscored_state": 0,
+        "n_duplicate": 0,
+    }
     try:
         lines = list(iter_json_lines(path))
     except TraceError as exc:

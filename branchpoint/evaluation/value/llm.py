@@ -123,8 +123,10 @@ def parse_forecast(text: str) -> tuple[float, float] | None:
 
 #: GBNF for completion-style models (llama.cpp): the reply can only be the forecast object.
 FORECAST_GRAMMAR = (
-    r'root ::= "{\"q_think\": " num ", \"q_search\": " num "}"' + "\n"
-    + r'num ::= "0" ("." [0-9] [0-9]?)? | "1" (".0")?' + "\n"
+    r'root ::= "{\"q_think\": " num ", \"q_search\": " num "}"'
+    + "\n"
+    + r'num ::= "0" ("." [0-9] [0-9]?)? | "1" (".0")?'
+    + "\n"
 )
 
 
@@ -157,8 +159,14 @@ def llm_forecasts(
 
     n = len(states)
     q_t, q_s = np.full(n, NEUTRAL), np.full(n, NEUTRAL)
-    info: dict[str, Any] = {"n_calls": 0, "n_malformed": 0, "n_no_history": 0, "input_tokens": 0,
-                            "output_tokens": 0, "malformed_examples": []}  # fmt: skip
+    info: dict[str, Any] = {
+        "n_calls": 0,
+        "n_malformed": 0,
+        "n_no_history": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "malformed_examples": [],
+    }
     for row in track(range(n), description="LLM forecaster", disable=not progress):
         parent = parents.get(states.keys[row][0])
         history = public_history(parent, states.prefix_steps[row])

@@ -41,10 +41,13 @@ def value_markdown(report: ValueReport | dict[str, Any]) -> str:
     level = round(100 * float(iv.level))
     st = r.states
     out = ["## Search value", ""]
-    out += [f"{st.test if st.test is not None else '?'} test states ({st.dev} dev) of "
-            f"{st.forked_states if st.forked_states is not None else '?'} forked; "
-            f"brackets: {level}% support-component bootstrap intervals ({iv.resamples} resamples, "
-            "within strata), conditional on the fitted forecasters.", ""]  # fmt: skip
+    out += [
+        f"{st.test if st.test is not None else '?'} test states ({st.dev} dev) of "
+        f"{st.forked_states if st.forked_states is not None else '?'} forked; "
+        f"brackets: {level}% support-component bootstrap intervals ({iv.resamples} resamples, "
+        "within strata), conditional on the fitted forecasters.",
+        "",
+    ]
     for w in r.warnings:
         out += [f"> **Warning:** {w}", ""]
     out += _forecasters(r)
@@ -71,13 +74,17 @@ def _three_action(report: ValueReport) -> list[str]:
     prices = list(block.utility)
     routers = list(dict.fromkeys(r for p in prices for r in block.utility[p]))
     urows = [[f"`{r}`", *[_est(block.utility[p].get(r)) for p in prices]] for r in routers]
-    return ["### STOP / SAME / SWITCH at pending queries", "",
-            f"{block.states.get('test', 0)} test states with all three actions; references fitted on "
-            f"{block.chosen_on}. Outcome error = ⅓ Σ_a mean (q_a − Y_a)²; gain loss = "
-            "½[L(SAME − STOP) + L(SWITCH − STOP)]. Forecasts files with `q_stop`, `q_same`, `q_switch` "
-            "are scored here.", "",
-            *_table(["forecast", "outcome error", "gain loss"], rows),
-            *_table(["router", *[f"λ={p}" for p in prices]], urows)]  # fmt: skip
+    return [
+        "### STOP / SAME / SWITCH at pending queries",
+        "",
+        f"{block.states.get('test', 0)} test states with all three actions; references fitted on "
+        f"{block.chosen_on}. Outcome error = ⅓ Σ_a mean (q_a − Y_a)²; gain loss = "
+        "½[L(SAME − STOP) + L(SWITCH − STOP)]. Forecasts files with `q_stop`, `q_same`, `q_switch` "
+        "are scored here.",
+        "",
+        *_table(["forecast", "outcome error", "gain loss"], rows),
+        *_table(["router", *[f"λ={p}" for p in prices]], urows),
+    ]
 
 
 def _composition(report: ValueReport) -> list[str]:
@@ -85,31 +92,47 @@ def _composition(report: ValueReport) -> list[str]:
     if block is None:
         return []
     sc = block.scores
-    rows = [["Brier", _est(sc.brier), _est(sc.brier_minus_comparator)],
-            ["gain risk L", _est(sc.gain_risk), _est(sc.gain_risk_minus_comparator)],
-            ["R²_Δ", _est(sc.gain_r2), "—"]]  # fmt: skip
+    rows = [
+        ["Brier", _est(sc.brier), _est(sc.brier_minus_comparator)],
+        ["gain risk L", _est(sc.gain_risk), _est(sc.gain_risk_minus_comparator)],
+        ["R²_Δ", _est(sc.gain_r2), "—"],
+    ]
     hist = ", ".join(f"{k} = `{v}`" for k, v in block.histories.items())
-    return ["### Three-pair composition", "",
-            f"B/Y forecast `{block.forecaster}` composed from {hist} (study Appendix D, Eqs. 7–9: "
-            "p̃_BY,T = p̃_BX,T, Δ̃_BY = Δ̃_BX + Δ̃_AY − Δ̃_AX, p̃_BY,S = clip(p̃_BY,T + Δ̃_BY)); "
-            f"{block.matched_questions} questions matched in all three histories, "
-            f"{block.unmatched_states} target states without a match got the histories' mean.", "",
-            *_table(["score", "composed", f"composed − `{block.comparator or '—'}`"], rows)]  # fmt: skip
+    return [
+        "### Three-pair composition",
+        "",
+        f"B/Y forecast `{block.forecaster}` composed from {hist} (study Appendix D, Eqs. 7–9: "
+        "p̃_BY,T = p̃_BX,T, Δ̃_BY = Δ̃_BX + Δ̃_AY − Δ̃_AX, p̃_BY,S = clip(p̃_BY,T + Δ̃_BY)); "
+        f"{block.matched_questions} questions matched in all three histories, "
+        f"{block.unmatched_states} target states without a match got the histories' mean.",
+        "",
+        *_table(["score", "composed", f"composed − `{block.comparator or '—'}`"], rows),
+    ]
 
 
 def _forecasters(report: ValueReport) -> list[str]:
     iv = report.intervals
     rows = []
     for name, parts in report.brier.items():
-        rows.append([
-            f"`{name}`", _ci(parts.brier, iv.brier.get(name)), _f(parts.level), _f(parts.gain),
-            _f(parts.variance), _ci(report.gain_risk.get(name), iv.gain_risk.get(name)),
-            _ci(report.gain_r2.get(name), iv.gain_r2.get(name)),
-        ])  # fmt: skip
-    lines = ["### Forecasters", "",
-             f"θ̂ (E Δ²) = {_ci(report.theta, iv.theta)}; mean gain = "
-             f"{_ci(report.mean_gain, iv.mean_gain)}; gain variance V_Δ = "
-             f"{_ci(report.gain_variance, iv.gain_variance)}.", ""]  # fmt: skip
+        rows.append(
+            [
+                f"`{name}`",
+                _ci(parts.brier, iv.brier.get(name)),
+                _f(parts.level),
+                _f(parts.gain),
+                _f(parts.variance),
+                _ci(report.gain_risk.get(name), iv.gain_risk.get(name)),
+                _ci(report.gain_r2.get(name), iv.gain_r2.get(name)),
+            ]
+        )
+    lines = [
+        "### Forecasters",
+        "",
+        f"θ̂ (E Δ²) = {_ci(report.theta, iv.theta)}; mean gain = "
+        f"{_ci(report.mean_gain, iv.mean_gain)}; gain variance V_Δ = "
+        f"{_ci(report.gain_variance, iv.gain_variance)}.",
+        "",
+    ]
     if not rows:
         return lines + ["No forecaster was scored.", ""]
     skipped = report.skipped_forecasters
@@ -122,11 +145,17 @@ def _forecasters(report: ValueReport) -> list[str]:
 def _level_split(report: ValueReport) -> list[str]:
     if not report.level_split:
         return []
-    rows = [[f"`{k}`", _est(v.level_total), _est(v.level_mean_bias), _est(v.level_variation), _est(v.gain_quarter)]
-            for k, v in report.level_split.items()]  # fmt: skip
-    return ["### Brier contrast against a constant level", "",
-            "Level contrast = mean-bias part + variation part (Var ℓ − 2 Cov(ℓ, ℓ*)); the gain part is ¼ΔL.", "",
-            *_table(["forecaster − constant", "level", "mean bias", "variation", "¼ gain"], rows)]  # fmt: skip
+    rows = [
+        [f"`{k}`", _est(v.level_total), _est(v.level_mean_bias), _est(v.level_variation), _est(v.gain_quarter)]
+        for k, v in report.level_split.items()
+    ]
+    return [
+        "### Brier contrast against a constant level",
+        "",
+        "Level contrast = mean-bias part + variation part (Var ℓ − 2 Cov(ℓ, ℓ*)); the gain part is ¼ΔL.",
+        "",
+        *_table(["forecaster − constant", "level", "mean bias", "variation", "¼ gain"], rows),
+    ]
 
 
 def _utility(report: ValueReport) -> list[str]:
@@ -137,17 +166,22 @@ def _utility(report: ValueReport) -> list[str]:
     prices = list(by_price)
     iv = report.intervals.utility
     names = list(dict.fromkeys(r for p in prices for r in by_price[p] if not r.startswith("factorial:")))
-    rows = [[f"`{r}`", *[_ci(by_price[p][r].utility if r in by_price[p] else None, iv.get(p, {}).get(r))
-                         for p in prices]] for r in names]  # fmt: skip
+    rows = [
+        [f"`{r}`", *[_ci(by_price[p][r].utility if r in by_price[p] else None, iv.get(p, {}).get(r)) for p in prices]]
+        for r in names
+    ]
     rng = util.oracle_range
     lines = ["### Router utility (U = Y − λ·T/1000)", ""]
     lines += _table(["router", *[f"λ={p}" for p in prices]], rows)
-    lines += [f"Zero-price oracle improvement over the best constant H = (E|Δ| − |EΔ|)/2 lies in "
-              f"[{_f(rng.lower)}, {_f(rng.upper)}] (from θ̂"
-              + (f"; {_f(rng.interval[0])} to {_f(rng.interval[1])} with sampling uncertainty"
-                 if rng.interval else "") + f"); the plug-in (mean|Δ̄| − |mean Δ̄|)/2 = "
-              f"{_f(util.oracle_plugin_optimistic)} is optimistic (generation noise inflates |Δ̄|). "
-              f"Best constant and τ chosen on: {util.chosen_on}.", ""]  # fmt: skip
+    lines += [
+        f"Zero-price oracle improvement over the best constant H = (E|Δ| − |EΔ|)/2 lies in "
+        f"[{_f(rng.lower)}, {_f(rng.upper)}] (from θ̂"
+        + (f"; {_f(rng.interval[0])} to {_f(rng.interval[1])} with sampling uncertainty" if rng.interval else "")
+        + f"); the plug-in (mean|Δ̄| − |mean Δ̄|)/2 = "
+        f"{_f(util.oracle_plugin_optimistic)} is optimistic (generation noise inflates |Δ̄|). "
+        f"Best constant and τ chosen on: {util.chosen_on}.",
+        "",
+    ]
     for name, why in util.skipped_routers.items():
         lines += [f"`{name}` not scored: {why}.", ""]
     return lines
@@ -164,28 +198,47 @@ def _factorial(report: ValueReport) -> list[str]:
     rows = []
     for pk, entry in fac.by_price.items():
         cells, c = entry.over_best_constant, entry.contrasts
-        rows.append([pk, *[_diff(cells.get(k)) for k in ("query_gain_fixed_cost", "fixed_gain_query_cost",
-                                                          "query_gain_query_cost")],
-                     *[_diff(c.get(k)) for k in ("cost_added_to_gain", "gain_added_to_cost", "interaction")]])  # fmt: skip
+        rows.append(
+            [
+                pk,
+                *[
+                    _diff(cells.get(k))
+                    for k in ("query_gain_fixed_cost", "fixed_gain_query_cost", "query_gain_query_cost")
+                ],
+                *[_diff(c.get(k)) for k in ("cost_added_to_gain", "gain_added_to_cost", "interaction")],
+            ]
+        )
     fixed = fac.fixed_terms
-    return ["### Decision factorial (utility over the best constant)", "",
-            f"Selection draws free; fixed terms from {fac.fixed_terms_from}: rewards "
-            f"{_f(fixed.get('reward_think'))} / {_f(fixed.get('reward_search'))}, incremental tokens "
-            f"{_f(fixed.get('incremental_tokens'), 1)}.", "",
-            *_table(["λ", "gain only", "cost only", "gain + cost", "cost added to gain", "gain added to cost",
-                     "interaction"], rows)]  # fmt: skip
+    return [
+        "### Decision factorial (utility over the best constant)",
+        "",
+        f"Selection draws free; fixed terms from {fac.fixed_terms_from}: rewards "
+        f"{_f(fixed.get('reward_think'))} / {_f(fixed.get('reward_search'))}, incremental tokens "
+        f"{_f(fixed.get('incremental_tokens'), 1)}.",
+        "",
+        *_table(
+            ["λ", "gain only", "cost only", "gain + cost", "cost added to gain", "gain added to cost", "interaction"],
+            rows,
+        ),
+    ]
 
 
 def _objectives(report: ValueReport) -> list[str]:
     obj = report.scoring_objectives
     if obj is None or obj.objectives is None:
         return []
-    rows = [[name, _est(e.think), _est(e.search), _est(e.gain), _est(e.gain_minus_reference)]
-            for name, e in obj.objectives.items()]  # fmt: skip
-    return ["### Scoring objectives on the same executions", "",
-            *_table(["objective", "THINK success", "SEARCH success", "mean gain", "gain − reference"], rows),
-            f"Reference: `{obj.reference}` (judge {obj.reference_judge}). "
-            f"{obj.incomplete_records} incomplete records: {obj.note or ''}.", ""]  # fmt: skip
+    rows = [
+        [name, _est(e.think), _est(e.search), _est(e.gain), _est(e.gain_minus_reference)]
+        for name, e in obj.objectives.items()
+    ]
+    return [
+        "### Scoring objectives on the same executions",
+        "",
+        *_table(["objective", "THINK success", "SEARCH success", "mean gain", "gain − reference"], rows),
+        f"Reference: `{obj.reference}` (judge {obj.reference_judge}). "
+        f"{obj.incomplete_records} incomplete records: {obj.note or ''}.",
+        "",
+    ]
 
 
 def _audit(report: ValueReport) -> list[str]:
@@ -193,16 +246,30 @@ def _audit(report: ValueReport) -> list[str]:
     if audit is None:
         return []
     rows = []
-    for block, entries in (("gain_vs_mean_gain", audit.gain_vs_mean_gain), ("gain_vs_zero", audit.gain_vs_zero),
-                           ("brier_vs_mean", audit.brier_vs_mean)):  # fmt: skip
+    for block, entries in (
+        ("gain_vs_mean_gain", audit.gain_vs_mean_gain),
+        ("gain_vs_zero", audit.gain_vs_zero),
+        ("brier_vs_mean", audit.brier_vs_mean),
+    ):
         for name, e in entries.items():
-            rows.append([block, f"`{name}`", _f(e.original), f"[{_f(e.lower)}, {_f(e.upper)}]",
-                         f"[{_f(e.interval[0])}, {_f(e.interval[1])}]" if e.interval else "—",
-                         str(e.uncertain_pairs)])  # fmt: skip
-    return ["### Shared-label audit bounds", "",
-            f"Judges {', '.join(audit.judges)}: agreed answers fixed, disagreements in [0, 1], one label "
-            "per question–answer pair.", "",
-            *_table(["contrast", "forecaster", "original", "bounds", "interval", "uncertain pairs"], rows)]  # fmt: skip
+            rows.append(
+                [
+                    block,
+                    f"`{name}`",
+                    _f(e.original),
+                    f"[{_f(e.lower)}, {_f(e.upper)}]",
+                    f"[{_f(e.interval[0])}, {_f(e.interval[1])}]" if e.interval else "—",
+                    str(e.uncertain_pairs),
+                ]
+            )
+    return [
+        "### Shared-label audit bounds",
+        "",
+        f"Judges {', '.join(audit.judges)}: agreed answers fixed, disagreements in [0, 1], one label "
+        "per question–answer pair.",
+        "",
+        *_table(["contrast", "forecaster", "original", "bounds", "interval", "uncertain pairs"], rows),
+    ]
 
 
 def _band(band: list[Any]) -> str:
@@ -218,13 +285,35 @@ def _curves(report: ValueReport) -> list[str]:
     rows = []
     for fam, e in curves.families.items():
         for budget, b in e.by_budget.items():
-            rows.append([f"`{fam}`", budget, _f(b.gain_r2), _band(b.gain_r2_band), _f(b.brier), _band(b.brier_band),
-                         _f(b.mean_guard_share, 2)])  # fmt: skip
+            rows.append(
+                [
+                    f"`{fam}`",
+                    budget,
+                    _f(b.gain_r2),
+                    _band(b.gain_r2_band),
+                    _f(b.brier),
+                    _band(b.brier_band),
+                    _f(b.mean_guard_share, 2),
+                ]
+            )
         largest = e.largest_budget
         if largest is not None and largest.gain_r2_interval:
-            rows.append([f"`{fam}`", f"{largest.budget} ({curves.samples} fits, interval)",
-                         _band(largest.gain_r2_interval), "", _band(largest.brier_interval or []), "", ""])  # fmt: skip
-    return ["### Matched-configuration learning curves", "",
-            f"{curves.outer_folds} support-disjoint outer folds, {curves.samples} nested samples; band = range "
-            "over samples.", "",
-            *_table(["family", "training questions", "gain R²_Δ", "band", "Brier", "band", "mean-guard share"], rows)]  # fmt: skip
+            rows.append(
+                [
+                    f"`{fam}`",
+                    f"{largest.budget} ({curves.samples} fits, interval)",
+                    _band(largest.gain_r2_interval),
+                    "",
+                    _band(largest.brier_interval or []),
+                    "",
+                    "",
+                ]
+            )
+    return [
+        "### Matched-configuration learning curves",
+        "",
+        f"{curves.outer_folds} support-disjoint outer folds, {curves.samples} nested samples; band = range "
+        "over samples.",
+        "",
+        *_table(["family", "training questions", "gain R²_Δ", "band", "Brier", "band", "mean-guard share"], rows),
+    ]

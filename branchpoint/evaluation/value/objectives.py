@@ -82,15 +82,24 @@ def _reorder(table: StateTable, rows: list[int]) -> StateTable:
     from dataclasses import replace
 
     idx = np.asarray(rows, dtype=int)
-    pick = lambda seq: [seq[i] for i in idx]  # noqa: E731
+    pick = lambda seq: [seq[i] for i in idx]
     return replace(
-        table, keys=pick(table.keys), question_id=pick(table.question_id), question=pick(table.question),
-        stratum=table.stratum[idx], component=table.component[idx], boundary=pick(table.boundary),
-        boundary_kind=table.boundary_kind[idx], t_action=pick(table.t_action), s_action=pick(table.s_action),
-        prefix_steps=pick(table.prefix_steps), search_budget=pick(table.search_budget),
-        think=table.think.subset(idx), search=table.search.subset(idx),
+        table,
+        keys=pick(table.keys),
+        question_id=pick(table.question_id),
+        question=pick(table.question),
+        stratum=table.stratum[idx],
+        component=table.component[idx],
+        boundary=pick(table.boundary),
+        boundary_kind=table.boundary_kind[idx],
+        t_action=pick(table.t_action),
+        s_action=pick(table.s_action),
+        prefix_steps=pick(table.prefix_steps),
+        search_budget=pick(table.search_budget),
+        think=table.think.subset(idx),
+        search=table.search.subset(idx),
         features={k: v[idx] for k, v in table.features.items()},
-    )  # fmt: skip
+    )
 
 
 def objective_comparison(
@@ -139,8 +148,10 @@ def objective_comparison(
         out["objectives"][name] = entry
     c = tables[reference].counts
     out["incomplete_records"] = c.incomplete
-    out["note"] = ("incomplete (transport) records are not scored under any objective: they stay incomplete "
-                   "until recovered (re-run them), never counted as wrong")  # fmt: skip
+    out["note"] = (
+        "incomplete (transport) records are not scored under any objective: they stay incomplete "
+        "until recovered (re-run them), never counted as wrong"
+    )
     if single:
         out["intervals_withheld"] = f"single-component strata: {', '.join(single)}"
     return out

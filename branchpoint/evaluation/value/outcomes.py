@@ -103,10 +103,7 @@ def correctness_reward(records: Sequence[ExecutionRecord], judge: str, count: Ju
     for i, r in enumerate(records):
         first.setdefault(_answer_key(r), i)
     reps = list(first.values())
-    labels = {
-        _answer_key(r): float(is_correct(r, judge))
-        for r in judge_records([records[i] for i in reps], judge)
-    }
+    labels = {_answer_key(r): float(is_correct(r, judge)) for r in judge_records([records[i] for i in reps], judge)}
     if count is not None:
         count.records += len(records)
         count.judged += len(reps)
@@ -300,7 +297,9 @@ class RoleOutcomes:
 
     def subset(self, idx: np.ndarray) -> RoleOutcomes:
         return RoleOutcomes(
-            [self.y[i] for i in idx], [self.tokens[i] for i in idx], [self.answers[i] for i in idx],
+            [self.y[i] for i in idx],
+            [self.tokens[i] for i in idx],
+            [self.answers[i] for i in idx],
             [self.status[i] for i in idx] if self.status is not None else None,
         )
 
@@ -366,15 +365,25 @@ class StateTable:
     def subset(self, mask: np.ndarray) -> StateTable:
         """The rows where `mask` is true (counts kept)."""
         idx = np.flatnonzero(mask)
-        pick = lambda seq: [seq[i] for i in idx]  # noqa: E731
+        pick = lambda seq: [seq[i] for i in idx]
         return StateTable(
-            keys=pick(self.keys), question_id=pick(self.question_id), question=pick(self.question),
-            stratum=self.stratum[idx], component=self.component[idx], boundary=pick(self.boundary),
-            boundary_kind=self.boundary_kind[idx], t_action=pick(self.t_action), s_action=pick(self.s_action),
-            prefix_steps=pick(self.prefix_steps), search_budget=pick(self.search_budget),
-            think=self.think.subset(idx), search=self.search.subset(idx), counts=self.counts,
-            excluded_keys=self.excluded_keys, features={k: v[idx] for k, v in self.features.items()},
-        )  # fmt: skip
+            keys=pick(self.keys),
+            question_id=pick(self.question_id),
+            question=pick(self.question),
+            stratum=self.stratum[idx],
+            component=self.component[idx],
+            boundary=pick(self.boundary),
+            boundary_kind=self.boundary_kind[idx],
+            t_action=pick(self.t_action),
+            s_action=pick(self.s_action),
+            prefix_steps=pick(self.prefix_steps),
+            search_budget=pick(self.search_budget),
+            think=self.think.subset(idx),
+            search=self.search.subset(idx),
+            counts=self.counts,
+            excluded_keys=self.excluded_keys,
+            features={k: v[idx] for k, v in self.features.items()},
+        )
 
 
 def _prefix_steps(record: ExecutionRecord) -> int | None:
@@ -425,9 +434,22 @@ def build_states(
     for i, r in enumerate(kept):
         groups.setdefault((r.parent.execution_id, r.parent.checkpoint_id), []).append(i)
     counts.groups = len(groups)
-    cols: dict[str, list[Any]] = {k: [] for k in (
-        "keys", "qid", "question", "stratum", "component", "boundary", "kind", "t", "s", "prefix", "budget",
-    )}  # fmt: skip
+    cols: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "keys",
+            "qid",
+            "question",
+            "stratum",
+            "component",
+            "boundary",
+            "kind",
+            "t",
+            "s",
+            "prefix",
+            "budget",
+        )
+    }
     roles_out: dict[str, dict[str, list[Any]]] = {r: {"y": [], "tok": [], "ans": [], "st": []} for r in ("T", "S")}
     excluded: set[tuple[str, str]] = set()
     for key, idx in groups.items():
@@ -466,14 +488,24 @@ def build_states(
         cols["s"].append(s_action)
         cols["prefix"].append(_prefix_steps(first))
         cols["budget"].append(int(budget) if isinstance(budget, int) else None)
-    role = lambda r: RoleOutcomes(roles_out[r]["y"], roles_out[r]["tok"], roles_out[r]["ans"], roles_out[r]["st"])  # noqa: E731
+    role = lambda r: RoleOutcomes(roles_out[r]["y"], roles_out[r]["tok"], roles_out[r]["ans"], roles_out[r]["st"])
     return StateTable(
-        keys=cols["keys"], question_id=cols["qid"], question=cols["question"],
-        stratum=np.array(cols["stratum"], dtype=object), component=np.array(cols["component"], dtype=object),
-        boundary=cols["boundary"], boundary_kind=np.array(cols["kind"], dtype=object),
-        t_action=cols["t"], s_action=cols["s"], prefix_steps=cols["prefix"], search_budget=cols["budget"],
-        think=role("T"), search=role("S"), counts=counts, excluded_keys=excluded,
-    )  # fmt: skip
+        keys=cols["keys"],
+        question_id=cols["qid"],
+        question=cols["question"],
+        stratum=np.array(cols["stratum"], dtype=object),
+        component=np.array(cols["component"], dtype=object),
+        boundary=cols["boundary"],
+        boundary_kind=np.array(cols["kind"], dtype=object),
+        t_action=cols["t"],
+        s_action=cols["s"],
+        prefix_steps=cols["prefix"],
+        search_budget=cols["budget"],
+        think=role("T"),
+        search=role("S"),
+        counts=counts,
+        excluded_keys=excluded,
+    )
 
 
 def dev_split(states: StateTable, fraction: float, seed: int = 0) -> np.ndarray:
@@ -485,7 +517,7 @@ def dev_split(states: StateTable, fraction: float, seed: int = 0) -> np.ndarray:
     comps = sorted(set(states.component.tolist()))
     if fraction == 0 or not comps:
         return np.zeros(len(states), dtype=bool)
-    n_dev = int(round(fraction * len(comps)))
+    n_dev = round(fraction * len(comps))
     n_dev = max(1, min(n_dev, len(comps) - 1)) if len(comps) >= 2 else 0
     order = np.random.default_rng(seed).permutation(len(comps))
     dev_comps = {comps[i] for i in order[:n_dev]}

@@ -194,8 +194,10 @@ def split_means(out: RoleOutcomes, i: int) -> np.ndarray:
     """(4 × splits) at state i: mean reward and mean tokens of each split's selection draws, then
     of its evaluation draws (`selection_splits`)."""
     y, tok = out.y[i], out.tokens[i]
-    rows = [(y[list(sel)].mean(), tok[list(sel)].mean(), y[list(ev)].mean(), tok[list(ev)].mean())
-            for sel, ev in selection_splits(len(y))]  # fmt: skip
+    rows = [
+        (y[list(sel)].mean(), tok[list(sel)].mean(), y[list(ev)].mean(), tok[list(ev)].mean())
+        for sel, ev in selection_splits(len(y))
+    ]
     return np.array(rows, dtype=float).T
 
 
@@ -222,10 +224,16 @@ def split_rule(
     for i in range(n):
         t_sel_y, t_sel_tok, t_ev_y, t_ev_tok = split_means(states.think, i)
         s_sel_y, s_sel_tok, s_ev_y, s_ev_tok = split_means(states.search, i)
-        gain = (s_sel_y[None, :] - t_sel_y[:, None]) if fixed_gain is None else np.full(
-            (len(t_sel_y), len(s_sel_y)), fixed_gain)
-        cost = (s_sel_tok[None, :] - t_sel_tok[:, None]) if fixed_cost is None else np.full(
-            (len(t_sel_y), len(s_sel_y)), fixed_cost)
+        gain = (
+            (s_sel_y[None, :] - t_sel_y[:, None])
+            if fixed_gain is None
+            else np.full((len(t_sel_y), len(s_sel_y)), fixed_gain)
+        )
+        cost = (
+            (s_sel_tok[None, :] - t_sel_tok[:, None])
+            if fixed_cost is None
+            else np.full((len(t_sel_y), len(s_sel_y)), fixed_cost)
+        )
         choose_s = gain - price * cost / 1000.0 > 0
         u_t = utility(t_ev_y, t_ev_tok, price)[:, None]
         u_s = utility(s_ev_y, s_ev_tok, price)[None, :]

@@ -79,8 +79,7 @@ def level_risk(level: np.ndarray, think: RoleOutcomes, search: RoleOutcomes) -> 
 def outcome_variance(think: RoleOutcomes, search: RoleOutcomes) -> np.ndarray:
     """V̂_x = ½[s_T² + s_S²]: unbiased for V_x = ½[Var(Y^T) + Var(Y^S)] (p(1−p) for 0/1 rewards)."""
     return 0.5 * (
-        unbiased_variance(think.sum_y, think.sum_y2, think.m)
-        + unbiased_variance(search.sum_y, search.sum_y2, search.m)
+        unbiased_variance(think.sum_y, think.sum_y2, think.m) + unbiased_variance(search.sum_y, search.sum_y2, search.m)
     )
 
 

@@ -78,8 +78,8 @@ class StateColumns(NamedTuple):
     values: np.ndarray
     test: StateTable
     router_info: dict[str, dict[str, dict[str, Any]]]
-    skipped_routers: dict[str, str] = {}
-    selection: dict[str, Any] = {}
+    skipped_routers: dict[str, str]
+    selection: dict[str, Any]
 
 
 FACTORIAL_CELLS: tuple[tuple[str, bool, bool], ...] = (
@@ -97,11 +97,22 @@ def fixed_decision_terms(states: StateTable, rows: np.ndarray) -> dict[str, floa
     fixed gain) and the mean incremental tokens T̄_S − T̄_T (the fixed cost). Search-value study,
     Appendix E ("Fixed action rewards are 0.68125 and 0.725 …; the fixed incremental token cost
     is 7,007.49375")."""
-    cols = np.stack([states.think.mean_y[rows], states.search.mean_y[rows],
-                     states.think.mean_tokens[rows], states.search.mean_tokens[rows]], axis=1)  # fmt: skip
+    cols = np.stack(
+        [
+            states.think.mean_y[rows],
+            states.search.mean_y[rows],
+            states.think.mean_tokens[rows],
+            states.search.mean_tokens[rows],
+        ],
+        axis=1,
+    )
     r_t, r_s, t_t, t_s = balanced_mean(cols, states.stratum[rows])
-    return {"reward_think": float(r_t), "reward_search": float(r_s), "gain": float(r_s - r_t),
-            "incremental_tokens": float(t_s - t_t)}  # fmt: skip
+    return {
+        "reward_think": float(r_t),
+        "reward_search": float(r_s),
+        "gain": float(r_s - r_t),
+        "incremental_tokens": float(t_s - t_t),
+    }
 
 
 def constant_level(q_think: np.ndarray, q_search: np.ndarray) -> float | None:
@@ -182,11 +193,17 @@ def state_columns(
         routed["best_constant"] = routers.Routed(full.utility[test], full.tokens[test], full.search[test], full.info)
         for cell, query_gain, query_cost in FACTORIAL_CELLS:
             r = routers.split_rule(
-                tt, price, fixed_gain=None if query_gain else fixed["gain"],
+                tt,
+                price,
+                fixed_gain=None if query_gain else fixed["gain"],
                 fixed_cost=None if query_cost else fixed["incremental_tokens"],
-            )  # fmt: skip
-            r.info.update({"gain": "query-specific" if query_gain else "fixed",
-                           "cost": "query-specific" if query_cost else "fixed"})  # fmt: skip
+            )
+            r.info.update(
+                {
+                    "gain": "query-specific" if query_gain else "fixed",
+                    "cost": "query-specific" if query_cost else "fixed",
+                }
+            )
             routed[f"factorial:{cell}"] = r
         for name in names:
             f = forecasts[name].q_search - forecasts[name].q_think
@@ -196,8 +213,13 @@ def state_columns(
                 f"{t:g}": num(balanced_mean(routers.threshold(f[test], t, tt, price).utility, tt.stratum))
                 for t in config.taus
             }
-            r.info = {"tau": tau, "tau_chosen_on": selection["rows"], "in_sample": not has_dev,
-                      "test_utility_by_tau": grid, "dev_utility_by_tau": sel_scores if has_dev else None}  # fmt: skip
+            r.info = {
+                "tau": tau,
+                "tau_chosen_on": selection["rows"],
+                "in_sample": not has_dev,
+                "test_utility_by_tau": grid,
+                "dev_utility_by_tau": sel_scores if has_dev else None,
+            }
             routed[f"threshold:{name}"] = r
         utility_meta[pk] = {}
         for rname, r in routed.items():
@@ -239,7 +261,8 @@ def score(
     few = few_component_strata(tt.component, tt.stratum)
     if few:
         warnings.append(
-            "few support components in stratum " + ", ".join(f"{s!r} ({k})" for s, k in few.items())
+            "few support components in stratum "
+            + ", ".join(f"{s!r} ({k})" for s, k in few.items())
             + ": intervals may undercover (a bootstrap cannot learn a spread from so few clusters)"
         )
     boot: dict[str, np.ndarray] = {}
@@ -288,9 +311,11 @@ def score(
         b_lo, b_hi = oracle_range(boot["theta"], boot["dbar"])
         range_iv = [interval(b_lo)[0], interval(b_hi)[1]]  # type: ignore[index]
     result["oracle_range"] = {
-        "lower": num(rng_lo), "upper": num(rng_hi), "interval": range_iv,
+        "lower": num(rng_lo),
+        "upper": num(rng_hi),
+        "interval": range_iv,
         "formula": "max{0, (Eθ̂ − |EΔ̄|)/2} ≤ H = (E|Δ| − |EΔ|)/2 ≤ (√Eθ̂ − |EΔ̄|)/2",
-    }  # fmt: skip
+    }
 
     paired: dict[str, Any] = {}
     for a, b in itertools.combinations(names, 2):
@@ -324,26 +349,35 @@ def score(
     result["decision_factorial"] = _factorial(utility_meta, point, boot, interval, selection)
     result["intervals"] = {
         "method": "percentile bootstrap over support components, resampled within strata; strata weighted "
-                  "equally in each resample",
+        "equally in each resample",
         "resamples": config.resamples,
         "seed": config.seed,
         "level": config.level,
         "withheld": withheld,
         **intervals,
-    }  # fmt: skip
+    }
     result["warnings"] = warnings
     return result
 
 
 def _level_splits(
-    names: Sequence[str], forecasts: Mapping[str, Forecast], tt: StateTable, dev: np.ndarray,
-    point: dict[str, float], boot: dict[str, np.ndarray], interval: Any,
+    names: Sequence[str],
+    forecasts: Mapping[str, Forecast],
+    tt: StateTable,
+    dev: np.ndarray,
+    point: dict[str, float],
+    boot: dict[str, np.ndarray],
+    interval: Any,
 ) -> dict[str, Any]:
     """`level_split` of every forecaster against each constant-level forecaster (ℓ the same at
     every test row, e.g. `historical_mean`): the level contrast, its mean-bias and variation
     parts, and the gain part ¼ΔL beside it, each with its interval."""
     test = ~dev if dev.any() else np.ones(len(dev), dtype=bool)
-    refs = {n: lv for n in names if (lv := constant_level(forecasts[n].q_think[test], forecasts[n].q_search[test])) is not None}
+    refs = {
+        n: lv
+        for n in names
+        if (lv := constant_level(forecasts[n].q_think[test], forecasts[n].q_search[test])) is not None
+    }
     out: dict[str, Any] = {}
     for ref, level0 in refs.items():
         for name in names:
@@ -370,8 +404,11 @@ def _level_splits(
 
 
 def _factorial(
-    utility_meta: dict[str, dict[str, dict[str, Any]]], point: dict[str, float], boot: dict[str, np.ndarray],
-    interval: Any, selection: dict[str, Any],
+    utility_meta: dict[str, dict[str, dict[str, Any]]],
+    point: dict[str, float],
+    boot: dict[str, np.ndarray],
+    interval: Any,
+    selection: dict[str, Any],
 ) -> dict[str, Any]:
     """The decision factorial per price: each cell's utility over the best constant, and the
     contrasts of adding one kind of information to the other (search-value study §5.4)."""
@@ -386,24 +423,34 @@ def _factorial(
         "gain_added_to_cost": ("query_gain_query_cost", "fixed_gain_query_cost"),
     }
     for pk in utility_meta:
-        col = lambda cell: f"U/{pk}/factorial:{cell}"  # noqa: E731
+        col = lambda cell: f"U/{pk}/factorial:{cell}"
         best = f"U/{pk}/best_constant"
         entry: dict[str, Any] = {"over_best_constant": {}, "contrasts": {}}
         for cell, _, _ in FACTORIAL_CELLS:
             diff = point[col(cell)] - point[best]
             entry["over_best_constant"][cell] = {
-                "utility": num(point[col(cell)]), "difference": num(diff),
+                "utility": num(point[col(cell)]),
+                "difference": num(diff),
                 "interval": interval(boot[col(cell)] - boot[best]) if boot else None,
-            }  # fmt: skip
+            }
         for cname, (a, b) in contrasts.items():
             entry["contrasts"][cname] = {
                 "difference": num(point[col(a)] - point[col(b)]),
                 "interval": interval(boot[col(a)] - boot[col(b)]) if boot else None,
             }
-        qq, qf, fq, ff = (col(c) for c in ("query_gain_query_cost", "query_gain_fixed_cost",
-                                            "fixed_gain_query_cost", "fixed_gain_fixed_cost"))  # fmt: skip
-        inter = lambda src: src[qq] - src[qf] - src[fq] + src[ff]  # noqa: E731
-        entry["contrasts"]["interaction"] = {"difference": num(inter(point)),
-                                             "interval": interval(inter(boot)) if boot else None}  # fmt: skip
+        qq, qf, fq, ff = (
+            col(c)
+            for c in (
+                "query_gain_query_cost",
+                "query_gain_fixed_cost",
+                "fixed_gain_query_cost",
+                "fixed_gain_fixed_cost",
+            )
+        )
+        inter = lambda src: src[qq] - src[qf] - src[fq] + src[ff]
+        entry["contrasts"]["interaction"] = {
+            "difference": num(inter(point)),
+            "interval": interval(inter(boot)) if boot else None,
+        }
         out["by_price"][pk] = entry
     return out

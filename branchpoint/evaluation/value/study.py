@@ -60,8 +60,7 @@ def fork_paths(path: Path) -> tuple[Path, Path | None]:
         forks = path / FORKS_FILE
         if not forks.is_file():
             raise InputError(
-                f"{forks}: not found; this run has no forked executions yet "
-                f"(run `branchpoint fork {path}` first)"
+                f"{forks}: not found; this run has no forked executions yet (run `branchpoint fork {path}` first)"
             )
         execs = path / EXECUTIONS_FILE
         return forks, execs if execs.is_file() else None
@@ -186,7 +185,9 @@ TextEncoder = Callable[[list[str]], np.ndarray]
 
 
 def attach_features(
-    states: StateTable, parents: Mapping[str, ExecutionRecord], config: ValueConfig,
+    states: StateTable,
+    parents: Mapping[str, ExecutionRecord],
+    config: ValueConfig,
     text_encoder: TextEncoder | None = None,
 ) -> None:
     """Attach the public per-state features the fitted forecasters read: "public_prefix" always
@@ -199,7 +200,9 @@ def attach_features(
     states.features["public_prefix"] = prefix_features(states, parents)
     if config.text_head:
         if text_encoder is None:
-            raise InputError("text_head needs a text encoder (`branchpoint value --text-head` passes the packaged MiniLM)")
+            raise InputError(
+                "text_head needs a text encoder (`branchpoint value --text-head` passes the packaged MiniLM)"
+            )
         states.features["minilm"] = np.asarray(text_encoder(state_texts(states, parents)), dtype=float)
 
 
@@ -258,16 +261,23 @@ def value_study(
         scores["three_action"] = three
     else:
         for f in three_files:
-            skipped[f"file:{f.stem}"] = ("a three-action forecasts file (q_stop, q_same, q_switch), and no pending_query "
-                                         "state has STOP, SEARCH and SWITCH with 2 or more repeats each")  # fmt: skip
+            skipped[f"file:{f.stem}"] = (
+                "a three-action forecasts file (q_stop, q_same, q_switch), and no pending_query "
+                "state has STOP, SEARCH and SWITCH with 2 or more repeats each"
+            )
     if config.learning_curves:
         from branchpoint.evaluation.value.curves import curve_families, learning_curves
 
         raw = {name: fcs[name] for name, m in meta.items() if m["kind"] in ("file", "given")}
         scores["learning_curves"] = learning_curves(
-            states, curve_families(states, raw), budgets=config.curve_budgets, samples=config.curve_samples,
-            seed=config.seed, resamples=config.resamples, level=config.level,
-        )  # fmt: skip
+            states,
+            curve_families(states, raw),
+            budgets=config.curve_budgets,
+            samples=config.curve_samples,
+            seed=config.seed,
+            resamples=config.resamples,
+            level=config.level,
+        )
     report: dict[str, Any] = {
         "schema_version": VALUE_SCHEMA_VERSION,
         "source": str(forks_path),
@@ -276,7 +286,7 @@ def value_study(
         "forecasters": meta,
         "skipped_forecasters": skipped,
         **scores,
-    }  # fmt: skip
+    }
     if write:
         from branchpoint.traces import write_files_atomically
 

@@ -30,15 +30,25 @@ def forecaster_table(report: ValueReport | dict[str, Any]) -> Table:
     iv = r.intervals
     level = round(100 * iv.level)
     table = Table(
-        "forecaster", f"Brier [{level}% CI]", "level", "¼ gain", "variance", f"gain risk L [{level}% CI]",
-        f"R²_Δ [{level}% CI]", title=f"forecasters on {r.states.test} test states",
-    )  # fmt: skip
+        "forecaster",
+        f"Brier [{level}% CI]",
+        "level",
+        "¼ gain",
+        "variance",
+        f"gain risk L [{level}% CI]",
+        f"R²_Δ [{level}% CI]",
+        title=f"forecasters on {r.states.test} test states",
+    )
     for name, parts in r.brier.items():
         table.add_row(
-            name, _with_interval(parts.brier, iv.brier.get(name)), _fmt(parts.level), _fmt(parts.gain),
-            _fmt(parts.variance), _with_interval(r.gain_risk.get(name), iv.gain_risk.get(name)),
+            name,
+            _with_interval(parts.brier, iv.brier.get(name)),
+            _fmt(parts.level),
+            _fmt(parts.gain),
+            _fmt(parts.variance),
+            _with_interval(r.gain_risk.get(name), iv.gain_risk.get(name)),
             _with_interval(r.gain_r2.get(name), iv.gain_r2.get(name)),
-        )  # fmt: skip
+        )
     table.caption = f"θ̂ (mean Δ² estimate) = {_fmt(r.theta)}, gain variance V_Δ = {_fmt(r.gain_variance)}"
     return table
 
@@ -67,11 +77,23 @@ def factorial_table(report: ValueReport | dict[str, Any]) -> Table:
     """The decision factorial: utility over the best constant per price (selection draws free)."""
     factorial = as_value(report).decision_factorial
     fac = factorial.by_price if factorial is not None else {}
-    table = Table("λ", "gain only", "cost only", "gain + cost", "cost added to gain", "gain added to cost",
-                  title="decision factorial: utility over the best constant (selection draws free)")  # fmt: skip
+    table = Table(
+        "λ",
+        "gain only",
+        "cost only",
+        "gain + cost",
+        "cost added to gain",
+        "gain added to cost",
+        title="decision factorial: utility over the best constant (selection draws free)",
+    )
     for pk, entry in fac.items():
         cells, c = entry.over_best_constant, entry.contrasts
-        table.add_row(pk, *[_with_interval(cells[k].difference, cells[k].interval) for k in (
-            "query_gain_fixed_cost", "fixed_gain_query_cost", "query_gain_query_cost")],
-            *[_with_interval(c[k].difference, c[k].interval) for k in ("cost_added_to_gain", "gain_added_to_cost")])  # fmt: skip
+        table.add_row(
+            pk,
+            *[
+                _with_interval(cells[k].difference, cells[k].interval)
+                for k in ("query_gain_fixed_cost", "fixed_gain_query_cost", "query_gain_query_cost")
+            ],
+            *[_with_interval(c[k].difference, c[k].interval) for k in ("cost_added_to_gain", "gain_added_to_cost")],
+        )
     return table

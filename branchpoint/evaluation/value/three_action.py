@@ -60,8 +60,7 @@ def three_action_table(stop_same: StateTable, stop_switch: StateTable) -> ThreeA
     """The pending_query states present in both tables (STOP as T in both), or None if none;
     rows in `stop_same` order."""
     index = stop_switch.index()
-    rows = [i for i, k in enumerate(stop_same.keys)
-            if k in index and stop_same.boundary_kind[i] == "pending_query"]  # fmt: skip
+    rows = [i for i, k in enumerate(stop_same.keys) if k in index and stop_same.boundary_kind[i] == "pending_query"]
     if not rows:
         return None
     mask = np.zeros(len(stop_same), dtype=bool)
@@ -90,7 +89,7 @@ def reference_forecasts(table: ThreeActions, dev: np.ndarray) -> dict[str, tuple
     n = len(table.states)
     strata = table.states.stratum
     means = [float(balanced_mean(r.mean_y[dev], strata[dev])) for r in table.roles()]
-    full = lambda v: np.full(n, v)  # noqa: E731
+    full = lambda v: np.full(n, v)
     return {
         "action_means": (full(means[0]), full(means[1]), full(means[2])),
         "zero_gain": (full(means[0]), full(means[0]), full(means[0])),
@@ -118,7 +117,10 @@ def sample_informed_three(roles: tuple[RoleOutcomes, ...], price: float) -> np.n
 
 
 def three_action_columns(
-    table: ThreeActions, dev: np.ndarray, test: np.ndarray, prices: tuple[float, ...],
+    table: ThreeActions,
+    dev: np.ndarray,
+    test: np.ndarray,
+    prices: tuple[float, ...],
     forecasts: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
 ) -> tuple[list[str], np.ndarray, dict[str, Any]]:
     """Per-state columns on the test rows (outcome error and gain loss per forecast, utility per
@@ -138,8 +140,10 @@ def three_action_columns(
     all_roles = table.roles()
     for price in prices:
         pk = f"{price:g}"
-        dev_u = [float(balanced_mean(utility(r.mean_y, r.mean_tokens, price)[choose_on],
-                                     table.states.stratum[choose_on])) for r in all_roles]  # fmt: skip
+        dev_u = [
+            float(balanced_mean(utility(r.mean_y, r.mean_tokens, price)[choose_on], table.states.stratum[choose_on]))
+            for r in all_roles
+        ]
         best = int(np.argmax(dev_u))
         chosen[pk] = {"best_constant": ACTIONS[best]}
         for a, r in zip(ACTIONS, roles):
@@ -164,7 +168,9 @@ def is_three_action_file(path: Path) -> bool:
     return False
 
 
-def read_three_action_forecasts(path: Path, table: ThreeActions, known: set[tuple[str, str]]) -> tuple[ThreeForecast, dict[str, Any]]:
+def read_three_action_forecasts(
+    path: Path, table: ThreeActions, known: set[tuple[str, str]]
+) -> tuple[ThreeForecast, dict[str, Any]]:
     """(q_STOP, q_SAME, q_SWITCH) for every row of `table` from a three-action forecasts file.
 
     A line missing a field, or with a value that is not a probability, is an InputError naming
@@ -176,8 +182,14 @@ def read_three_action_forecasts(path: Path, table: ThreeActions, known: set[tupl
     """
     index = table.states.index()
     q = np.full((len(table.states), 3), np.nan)
-    info: dict[str, Any] = {"file": str(path), "n_lines": 0, "n_unknown": 0, "unknown_examples": [],
-                            "n_unscored_state": 0, "n_duplicate": 0}  # fmt: skip
+    info: dict[str, Any] = {
+        "file": str(path),
+        "n_lines": 0,
+        "n_unknown": 0,
+        "unknown_examples": [],
+        "n_unscored_state": 0,
+        "n_duplicate": 0,
+    }
     try:
         lines = list(iter_json_lines(path))
     except TraceError as exc:

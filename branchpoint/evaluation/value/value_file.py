@@ -263,11 +263,19 @@ class ValueReport(FileModel):
     source: str = Field(description="The forks.jsonl (or traces file) the study read.")
     settings: dict[str, Any] = Field(description="ValueConfig as used, and the actions compared at each boundary kind.")
     states: StateCounts = Field(description="How many states, per stratum and split, and mean repeats per action.")
-    forecasters: dict[str, ForecasterInfo] = Field(description="Each forecaster scored, and where its forecasts came from.")
-    skipped_forecasters: dict[str, str] = Field(default_factory=dict, description="Forecasters that could not be scored, with the reason.")
+    forecasters: dict[str, ForecasterInfo] = Field(
+        description="Each forecaster scored, and where its forecasts came from."
+    )
+    skipped_forecasters: dict[str, str] = Field(
+        default_factory=dict, description="Forecasters that could not be scored, with the reason."
+    )
     brier: dict[str, BrierParts] = Field(default_factory=dict, description="Per forecaster: Brier and its split.")
-    gain_risk: dict[str, Num | None] = Field(default_factory=dict, description="Per forecaster: the gain risk L (Eq. 5).")
-    gain_r2: dict[str, Num | None] = Field(default_factory=dict, description="Per forecaster: gain skill R²_Δ = 1 − L / V_Δ.")
+    gain_risk: dict[str, Num | None] = Field(
+        default_factory=dict, description="Per forecaster: the gain risk L (Eq. 5)."
+    )
+    gain_r2: dict[str, Num | None] = Field(
+        default_factory=dict, description="Per forecaster: gain skill R²_Δ = 1 − L / V_Δ."
+    )
     theta: Num | None = Field(None, description="θ̂, the unbiased estimate of E Δ².")
     mean_gain: Num | None = None
     gain_variance: Num | None = Field(None, description="V_Δ.")

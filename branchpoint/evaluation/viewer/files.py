@@ -103,5 +103,3 @@ def read_record_at(path: Path, offset: int, lineno: int, passages: PassageResolv
         return ExecutionRecord.model_validate(obj)
     except ValidationError as exc:
         raise TraceError(f"{path} line {lineno}: {describe_validation_error(exc)}") from None
-
-

@@ -111,6 +111,7 @@ class RunIndex:
 
     def __post_init__(self) -> None:
         self.passages = PassageResolver(self.run_dir / PASSAGES_FILE)  # read on the first reference
+
     _failure: str | None = None
 
     @classmethod
@@ -120,7 +121,9 @@ class RunIndex:
         metrics = read_json_object(run_dir / METRICS_FILE)
         value = read_json_object(run_dir / VALUE_FILE)
         chosen = judge or (metrics or {}).get("judge") or ((value or {}).get("settings") or {}).get("judge")
-        cfg = MetricsConfig(**{k: metrics[k] for k in ("lam", "mu") if metrics and isinstance(metrics.get(k), (int, float))})
+        cfg = MetricsConfig(
+            **{k: metrics[k] for k in ("lam", "mu") if metrics and isinstance(metrics.get(k), (int, float))}
+        )
         return cls(run_dir=run_dir, judge=str(chosen or DEFAULT_JUDGE), metrics=metrics, value=value, cfg=cfg)
 
     # ---- reading ---------------------------------------------------------------------------
@@ -248,7 +251,7 @@ class RunIndex:
 
     def _carry_labels(self) -> None:
         """Labels from an older judged.jsonl, for executions whose status and answer are unchanged."""
-        for lineno, offset, rec in self._scan(JUDGED_FILE, RowFields):
+        for _lineno, offset, rec in self._scan(JUDGED_FILE, RowFields):
             with self.lock:
                 old = self.entries.get(rec.execution_id)
             if old is None or old.answer != (rec.status, rec.final_answer):
@@ -293,10 +296,16 @@ class RunIndex:
             ids = self.order[since:]
             rows = [[self.entries[i].row[c] for c in COLUMNS] for i in ids]
             return {
-                "columns": list(COLUMNS), "since": since, "rows": rows, "total": len(self.order),
-                "done": self.progress.done, "phase": self.progress.phase, "version": self.progress.version,
-                "superseded": self.progress.superseded, "errors": [e.row() for e in self.errors],
-            }  # fmt: skip
+                "columns": list(COLUMNS),
+                "since": since,
+                "rows": rows,
+                "total": len(self.order),
+                "done": self.progress.done,
+                "phase": self.progress.phase,
+                "version": self.progress.version,
+                "superseded": self.progress.superseded,
+                "errors": [e.row() for e in self.errors],
+            }
 
     def entry(self, execution_id: str) -> Entry | None:
         with self.lock:
@@ -337,7 +346,14 @@ class RunIndex:
                 for label, c in (m.get("by_condition") or {}).items()
             }
         return {
-            "run_dir": str(self.run_dir), "name": self.run_dir.name, "files": files, "judge": self.judge,
-            "lam": self.cfg.lam, "mu": self.cfg.mu, "metrics": headline, "value": value_headline(self.value),
-            "columns": list(COLUMNS), "outcomes": list(ROW_OUTCOMES),
-        }  # fmt: skip
+            "run_dir": str(self.run_dir),
+            "name": self.run_dir.name,
+            "files": files,
+            "judge": self.judge,
+            "lam": self.cfg.lam,
+            "mu": self.cfg.mu,
+            "metrics": headline,
+            "value": value_headline(self.value),
+            "columns": list(COLUMNS),
+            "outcomes": list(ROW_OUTCOMES),
+        }

@@ -26,19 +26,67 @@ from branchpoint.traces import REPLAYS_FILE, ExecutionRecord
 DEFAULT_JUDGE = "rule"
 #: Outcomes a row can have: the evaluation's four, plus records it never scores.
 ROW_OUTCOMES: tuple[str, ...] = (
-    "correct_answer", "wrong_answer", "correct_abstention", "failed_abstention", "incomplete", "unparseable",
-)  # fmt: skip
+    "correct_answer",
+    "wrong_answer",
+    "correct_abstention",
+    "failed_abstention",
+    "incomplete",
+    "unparseable",
+)
 #: Columns of a row as the page receives them (one list per row, in this order).
 COLUMNS: tuple[str, ...] = (
-    "id", "kind", "file", "line", "condition", "question_id", "question", "answerable", "category", "status",
-    "outcome", "judge", "labels", "evidence", "searches", "input_tokens", "output_tokens", "cost", "wall_s",
-    "parent", "checkpoint", "boundary", "branch", "repeat", "checkpoints", "answer", "error",
-)  # fmt: skip
+    "id",
+    "kind",
+    "file",
+    "line",
+    "condition",
+    "question_id",
+    "question",
+    "answerable",
+    "category",
+    "status",
+    "outcome",
+    "judge",
+    "labels",
+    "evidence",
+    "searches",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+    "wall_s",
+    "parent",
+    "checkpoint",
+    "boundary",
+    "branch",
+    "repeat",
+    "checkpoints",
+    "answer",
+    "error",
+)
 ROW_FIELDS = (
-    "execution_id", "run_id", "condition", "question_id", "question", "answerable", "category", "gold_answers",
-    "parent", "branch", "repeat", "status", "final_answer", "search_calls", "input_tokens", "output_tokens",
-    "reasoning_tokens", "wall_s", "checkpoint_ids", "judgments", "error", "kind",
-)  # fmt: skip
+    "execution_id",
+    "run_id",
+    "condition",
+    "question_id",
+    "question",
+    "answerable",
+    "category",
+    "gold_answers",
+    "parent",
+    "branch",
+    "repeat",
+    "status",
+    "final_answer",
+    "search_calls",
+    "input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "wall_s",
+    "checkpoint_ids",
+    "judgments",
+    "error",
+    "kind",
+)
 
 #: The table fields of an ExecutionRecord, with the contract's own types (the rest is skipped, so
 #: phase 1 does not build steps and passages; the full record is validated later).
@@ -46,8 +94,7 @@ RowFields: type[BaseModel] = create_model(  # type: ignore[call-overload]
     "RowFields",
     __config__=ConfigDict(extra="ignore"),
     **{
-        name: (ExecutionRecord.model_fields[name].annotation, ExecutionRecord.model_fields[name])
-        for name in ROW_FIELDS
+        name: (ExecutionRecord.model_fields[name].annotation, ExecutionRecord.model_fields[name]) for name in ROW_FIELDS
     },
 )
 
@@ -125,7 +172,12 @@ def record_kind(rec: Any, file: str) -> str:
 
 
 def table_row(
-    rec: Any, file: str, line: int, judge: str, cfg: MetricsConfig, cache: dict[tuple[Any, ...], list[Any]] | None = None
+    rec: Any,
+    file: str,
+    line: int,
+    judge: str,
+    cfg: MetricsConfig,
+    cache: dict[tuple[Any, ...], list[Any]] | None = None,
 ) -> dict[str, Any]:
     """The table row of a record (light or full): identity, outcome under `judge`, labels, cost
     (`cfg`'s weights); `cache` shares rule judgments between identical answers."""
@@ -133,20 +185,34 @@ def table_row(
     parent = rec.parent
     kind = record_kind(rec, file)
     return {
-        "id": rec.execution_id, "kind": kind, "file": file, "line": line,
-        "condition": condition_label(rec.condition), "question_id": rec.question_id, "question": rec.question,
-        "answerable": rec.answerable, "category": category_key(rec), "status": rec.status,
-        "outcome": outcome, "judge": decided_by, "labels": _labels_text(rec.judgments),
-        "evidence": _evidence(rec, judge), "searches": rec.search_calls,
-        "input_tokens": rec.input_tokens, "output_tokens": rec.output_tokens,
+        "id": rec.execution_id,
+        "kind": kind,
+        "file": file,
+        "line": line,
+        "condition": condition_label(rec.condition),
+        "question_id": rec.question_id,
+        "question": rec.question,
+        "answerable": rec.answerable,
+        "category": category_key(rec),
+        "status": rec.status,
+        "outcome": outcome,
+        "judge": decided_by,
+        "labels": _labels_text(rec.judgments),
+        "evidence": _evidence(rec, judge),
+        "searches": rec.search_calls,
+        "input_tokens": rec.input_tokens,
+        "output_tokens": rec.output_tokens,
         "cost": float(execution_cost(rec.output_tokens, rec.input_tokens, rec.search_calls, cfg)),
         "wall_s": round(float(rec.wall_s), 3),
-        "parent": parent.execution_id if parent else None, "checkpoint": parent.checkpoint_id if parent else None,
+        "parent": parent.execution_id if parent else None,
+        "checkpoint": parent.checkpoint_id if parent else None,
         "boundary": parent.boundary if parent else None,
-        "branch": "replay" if kind == "replay" else rec.branch, "repeat": rec.repeat,
-        "checkpoints": len(rec.checkpoint_ids or []), "answer": (rec.final_answer or "")[:300],
+        "branch": "replay" if kind == "replay" else rec.branch,
+        "repeat": rec.repeat,
+        "checkpoints": len(rec.checkpoint_ids or []),
+        "answer": (rec.final_answer or "")[:300],
         "error": getattr(rec, "error", None),
-    }  # fmt: skip
+    }
 
 
 def value_headline(value: dict[str, Any] | None) -> dict[str, Any] | None:

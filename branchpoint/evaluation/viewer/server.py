@@ -99,11 +99,17 @@ def create_app(state: ViewerState) -> Starlette:
         except KeyError:
             return _json({"error": f"no execution {request.path_params['id']} in {index.run_dir}"}, 404)
 
-    return Starlette(routes=[
-        Route("/", home), Route("/index.html", home), Route("/static/{name}", static),
-        Route("/api/run", run), Route("/api/rows", rows),
-        Route("/api/execution/{id}", execution), Route("/api/tree/{id}", tree),
-    ])  # fmt: skip
+    return Starlette(
+        routes=[
+            Route("/", home),
+            Route("/index.html", home),
+            Route("/static/{name}", static),
+            Route("/api/run", run),
+            Route("/api/rows", rows),
+            Route("/api/execution/{id}", execution),
+            Route("/api/tree/{id}", tree),
+        ]
+    )
 
 
 def bind(port: int) -> socket.socket:

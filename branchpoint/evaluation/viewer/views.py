@@ -97,7 +97,9 @@ def boundary_sequence(record: ExecutionRecord) -> list[tuple[int, str]]:
     return out
 
 
-def checkpoint_marks(record: ExecutionRecord, children: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+def checkpoint_marks(
+    record: ExecutionRecord, children: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], str | None]:
     """The record's checkpoints with position, boundary and branches forked from each, and a note
     when the ids could not be placed on the steps."""
     ids = list(record.checkpoint_ids or [])
@@ -113,16 +115,33 @@ def checkpoint_marks(record: ExecutionRecord, children: list[dict[str, Any]]) ->
     else:
         placed = [(None, None, cid) for cid in ids]
         if ids:
-            note = (f"{len(ids)} checkpoint ids, but the steps imply {len(sequence)} legal boundaries: "
-                    "ids are listed without their place in the timeline")  # fmt: skip
+            note = (
+                f"{len(ids)} checkpoint ids, but the steps imply {len(sequence)} legal boundaries: "
+                "ids are listed without their place in the timeline"
+            )
     marks = []
     for pos, name, cid in placed:
         f = forked.pop(cid, None)
-        marks.append({"position": pos, "boundary": (f or {}).get("boundary") or name, "checkpoint_id": cid,
-                      "branches": (f or {}).get("branches", 0), "actions": (f or {}).get("actions", {})})  # fmt: skip
+        marks.append(
+            {
+                "position": pos,
+                "boundary": (f or {}).get("boundary") or name,
+                "checkpoint_id": cid,
+                "branches": (f or {}).get("branches", 0),
+                "actions": (f or {}).get("actions", {}),
+            }
+        )
     for cid, f in forked.items():  # forked from an id the record does not list
-        marks.append({"position": None, "boundary": f["boundary"], "checkpoint_id": cid, "branches": f["branches"],
-                      "actions": f["actions"], "unlisted": True})  # fmt: skip
+        marks.append(
+            {
+                "position": None,
+                "boundary": f["boundary"],
+                "checkpoint_id": cid,
+                "branches": f["branches"],
+                "actions": f["actions"],
+                "unlisted": True,
+            }
+        )
     return marks, note
 
 
@@ -145,8 +164,15 @@ def lineage(index: RunIndex, record: ExecutionRecord) -> list[dict[str, Any]]:
         seen.add(ref[0])
         entry = index.entry(ref[0])
         row = entry.row if entry else None
-        chain.append({"id": ref[0], "checkpoint": ref[1], "boundary": ref[2],
-                      "branch": row["branch"] if row else None, "known": row is not None})  # fmt: skip
+        chain.append(
+            {
+                "id": ref[0],
+                "checkpoint": ref[1],
+                "boundary": ref[2],
+                "branch": row["branch"] if row else None,
+                "known": row is not None,
+            }
+        )
         ref = (row["parent"], row["checkpoint"], row["boundary"]) if row and row["parent"] else None
     return list(reversed(chain))
 
@@ -182,8 +208,14 @@ def execution_view(index: RunIndex, execution_id: str) -> dict[str, Any]:
         "judgments": [j.model_dump(mode="json", exclude_none=True) for j in record.judgments],
         "outcome": outcome,
         "decided_by": decided_by,
-        "cost": {"generated": gen, "input": inp, "search": search, "total": gen + inp + search,
-                 "lam": index.cfg.lam, "mu": index.cfg.mu},  # fmt: skip
+        "cost": {
+            "generated": gen,
+            "input": inp,
+            "search": search,
+            "total": gen + inp + search,
+            "lam": index.cfg.lam,
+            "mu": index.cfg.mu,
+        },
         "lineage": lineage(index, record),
         "branches": len(children),
     }
@@ -207,8 +239,9 @@ def read_forecasts(paths: list[Path]) -> tuple[dict[tuple[str, str], list[dict[s
                     key = (str(obj["parent_execution_id"]), str(obj["checkpoint_id"]))
                     q_t, q_s = float(obj["q_think"]), float(obj["q_search"])
                 except (KeyError, TypeError, ValueError):
-                    problems.append(f'{path} line {lineno}: expected "parent_execution_id", "checkpoint_id", '
-                                    '"q_think", "q_search"')  # fmt: skip
+                    problems.append(
+                        f'{path} line {lineno}: expected "parent_execution_id", "checkpoint_id", "q_think", "q_search"'
+                    )
                     continue
                 rows = [f for f in out.setdefault(key, []) if f["name"] != name]
                 out[key] = rows + [{"name": name, "q_think": q_t, "q_search": q_s, "gain": q_s - q_t}]
@@ -261,12 +294,15 @@ def value_forecasts(
     for name, fc in forecasts.items():
         for i, key in enumerate(states.keys):
             q_t, q_s = float(fc.q_think[i]), float(fc.q_search[i])
-            out.setdefault(key, []).append({"name": name, "q_think": q_t, "q_search": q_s, "gain": q_s - q_t,
-                                            "dev": bool(dev[i])})  # fmt: skip
+            out.setdefault(key, []).append(
+                {"name": name, "q_think": q_t, "q_search": q_s, "gain": q_s - q_t, "dev": bool(dev[i])}
+            )
     return out, []
 
 
-def state_forecasts(index: RunIndex, extra: list[Path] | None = None) -> tuple[dict[tuple[str, str], list[dict[str, Any]]], list[str]]:
+def state_forecasts(
+    index: RunIndex, extra: list[Path] | None = None
+) -> tuple[dict[tuple[str, str], list[dict[str, Any]]], list[str]]:
     """Forecasts per state: value's recomputed ones where value scored the state, else the lines
     of the forecasts files (value.json's and `extra`, which only add lines, never fail value's
     recomputation); and a message per problem."""
@@ -280,8 +316,10 @@ def _rewards(index: RunIndex, rows: list[dict[str, Any]]) -> list[float | None]:
     correct answer or abstention, as `value.outcomes.correctness_reward`); None when unscored."""
     reward = ((index.value or {}).get("settings") or {}).get("reward") or "correct"
     if reward == "correct":
-        return [None if r["outcome"] in ("incomplete", "unparseable") else float(r["outcome"] in CORRECT_OUTCOMES)
-                for r in rows]  # fmt: skip
+        return [
+            None if r["outcome"] in ("incomplete", "unparseable") else float(r["outcome"] in CORRECT_OUTCOMES)
+            for r in rows
+        ]
     records = [index.record(r["id"]) for r in rows]
     try:
         values = list(get_reward(reward)(records, index.judge or "rule"))
@@ -298,7 +336,9 @@ def _roles(index: RunIndex) -> Roles:
         return Roles()
 
 
-def tree_view(index: RunIndex, execution_id: str, forecasts: dict[tuple[str, str], list[dict[str, Any]]]) -> dict[str, Any]:
+def tree_view(
+    index: RunIndex, execution_id: str, forecasts: dict[tuple[str, str], list[dict[str, Any]]]
+) -> dict[str, Any]:
     """The saved states of one execution with their branches: per action the repeats (answer,
     outcome, reward), success rate with its Wilson interval, Δ = p_S − p_T with the roles of
     value.json, the forecasts for the state, and nested forks (branches that have branches)."""
@@ -310,15 +350,24 @@ def tree_view(index: RunIndex, execution_id: str, forecasts: dict[tuple[str, str
     roles = _roles(index)
     states: dict[str, dict[str, Any]] = {}
     for row, y in zip(children, rewards):
-        state = states.setdefault(row["checkpoint"], {"checkpoint_id": row["checkpoint"], "boundary": row["boundary"],
-                                                      "actions": {}})  # fmt: skip
+        state = states.setdefault(
+            row["checkpoint"], {"checkpoint_id": row["checkpoint"], "boundary": row["boundary"], "actions": {}}
+        )
         action = row["branch"] or "?"
         a = state["actions"].setdefault(action, {"branches": [], "n": 0, "incomplete": 0, "successes": 0.0})
-        a["branches"].append({
-            "id": row["id"], "repeat": row["repeat"], "answer": row["answer"], "outcome": row["outcome"],
-            "reward": y, "searches": row["searches"], "tokens": row["input_tokens"] + row["output_tokens"],
-            "status": row["status"], "has_branches": bool(index.children(row["id"])),
-        })  # fmt: skip
+        a["branches"].append(
+            {
+                "id": row["id"],
+                "repeat": row["repeat"],
+                "answer": row["answer"],
+                "outcome": row["outcome"],
+                "reward": y,
+                "searches": row["searches"],
+                "tokens": row["input_tokens"] + row["output_tokens"],
+                "status": row["status"],
+                "has_branches": bool(index.children(row["id"])),
+            }
+        )
         if y is None:
             a["incomplete"] += 1
         else:
@@ -336,11 +385,12 @@ def tree_view(index: RunIndex, execution_id: str, forecasts: dict[tuple[str, str
         n_t = (state["actions"].get(t_action) or {}).get("n", 0)
         n_s = (state["actions"].get(s_action) or {}).get("n", 0)
         state.update(
-            t_action=t_action, s_action=s_action,
+            t_action=t_action,
+            s_action=s_action,
             delta=None if p_t is None or p_s is None else p_s - p_t,
             scored=n_t >= 2 and n_s >= 2,  # what `value` scores: both roles with 2+ repeats
             forecasts=forecasts.get((execution_id, cid), []),
-        )  # fmt: skip
+        )
         out_states.append(state)
     try:
         record = index.record(execution_id)
@@ -357,5 +407,3 @@ def tree_view(index: RunIndex, execution_id: str, forecasts: dict[tuple[str, str
         "judge": index.judge,
         "value": index.summary()["value"],
     }
-
-

@@ -18,25 +18,15 @@ def _set_path(data: dict[str, Any], dotted: str, value: Any, source: str) -> Non
     keys = dotted.split(".")
     node: Any = data
     for key in keys[:-1]:
-        if (
-            not isinstance(node, dict)
-            or key not in node
-            or not isinstance(node[key], dict)
-        ):
-            sections = (
-                [k for k, v in node.items() if isinstance(v, dict)]
-                if isinstance(node, dict)
-                else []
-            )
+        if not isinstance(node, dict) or key not in node or not isinstance(node[key], dict):
+            sections = [k for k, v in node.items() if isinstance(v, dict)] if isinstance(node, dict) else []
             raise InputError(
                 f'{source}: field "sweep.{dotted}": {key!r} is not a section of the spec{did_you_mean(key, sections)}'
             )
         node = node[key]
     if not isinstance(node, dict) or keys[-1] not in node:
         hint = did_you_mean(keys[-1], node) if isinstance(node, dict) else ""
-        raise InputError(
-            f'{source}: field "sweep.{dotted}": no such setting {keys[-1]!r}{hint}'
-        )
+        raise InputError(f'{source}: field "sweep.{dotted}": no such setting {keys[-1]!r}{hint}')
     if isinstance(value, dict) and isinstance(node[keys[-1]], dict):
         # a mapping value overrides several settings of a section at once and keeps the rest,
         # e.g. `model: [{name: a, base_url: …}, {name: b, base_url: …}]`
@@ -45,18 +35,14 @@ def _set_path(data: dict[str, Any], dotted: str, value: Any, source: str) -> Non
         node[keys[-1]] = value
 
 
-def expand_conditions(
-    spec: ExperimentSpec, source: str = "spec"
-) -> list[tuple[dict[str, Any], ExperimentSpec]]:
+def expand_conditions(spec: ExperimentSpec, source: str = "spec") -> list[tuple[dict[str, Any], ExperimentSpec]]:
     """The cartesian product of the sweep axes: (condition dict, spec with those values set)."""
     if not spec.sweep:
         return [({}, spec)]
     axes = sorted(spec.sweep)
     for axis in axes:
         if axis.startswith("sweep") or not spec.sweep[axis]:
-            raise InputError(
-                f'{source}: field "sweep.{axis}": expected a non-empty list of values'
-            )
+            raise InputError(f'{source}: field "sweep.{axis}": expected a non-empty list of values')
     base = spec.model_dump(exclude={"sweep", "fork"})
     out = []
     for values in itertools.product(*(spec.sweep[a] for a in axes)):
@@ -66,9 +52,7 @@ def expand_conditions(
         try:
             resolved = ExperimentSpec.model_validate(data)
         except ValidationError as exc:
-            raise InputError(
-                f"{source}: sweep value: {describe_spec_error(exc)}"
-            ) from None
+            raise InputError(f"{source}: sweep value: {describe_spec_error(exc)}") from None
         out.append((dict(zip(axes, values)), resolved))
     return out
 
@@ -94,6 +78,4 @@ def condition_fingerprint(spec: ExperimentSpec) -> str:
         "retrieval": spec.retrieval.model_dump(),
         "multi_turn": spec.multi_turn.model_dump() if spec.multi_turn else None,
     }
-    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[
-        :16
-    ]
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]

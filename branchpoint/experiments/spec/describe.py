@@ -20,10 +20,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         if expect_key:
             expect_key = False
             continue
-        if (
-            not (isinstance(cls, type) and issubclass(cls, BaseModel))
-            or part not in cls.model_fields
-        ):
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or part not in cls.model_fields:
             return None
         annotation: Any = cls.model_fields[part].annotation
         while True:  # unwrap Annotated / Optional / unions to the model or dict inside
@@ -54,11 +51,7 @@ def _fields_of(cls: type[BaseModel]) -> list[str]:
     from branchpoint.retrieval.sources import SourceSpec
 
     if cls is SourceSpec:
-        return list(
-            dict.fromkeys(
-                f for e in REGISTRY.entries("source") for f in e.obj.model_fields
-            )
-        )
+        return list(dict.fromkeys(f for e in REGISTRY.entries("source") for f in e.obj.model_fields))
     return list(cls.model_fields)
 
 

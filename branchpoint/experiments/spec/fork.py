@@ -33,9 +33,7 @@ class ForkPlan(BaseModel):
     repeats: int = Field(4, ge=1)
     search_budget: int = Field(3, ge=1)
     switch_source: str | None = None
-    executions: list[str] | None = Field(
-        None, description="Execution id prefixes; default: all."
-    )
+    executions: list[str] | None = Field(None, description="Execution id prefixes; default: all.")
     checkpoints: list[str] | None = Field(
         None,
         description="Saved states to fork, by checkpoint id (or its unique start or end); default: every selected boundary.",
@@ -43,12 +41,8 @@ class ForkPlan(BaseModel):
     minimal_search: bool = False
     concurrency: int = Field(4, ge=1)
     judge: str = "rule"
-    temperature: float = Field(
-        FORK_TEMPERATURE, ge=0.0, description="Sampling temperature of every branch."
-    )
-    top_p: float = Field(
-        FORK_TOP_P, gt=0.0, le=1.0, description="Nucleus sampling of every branch."
-    )
+    temperature: float = Field(FORK_TEMPERATURE, ge=0.0, description="Sampling temperature of every branch.")
+    top_p: float = Field(FORK_TOP_P, gt=0.0, le=1.0, description="Nucleus sampling of every branch.")
     seed: int = Field(0, description="Base of the per-branch seeds.")
     allow_identical_repeats: bool = Field(
         False,
@@ -59,19 +53,11 @@ class ForkPlan(BaseModel):
         """Refuse unknown boundary kinds and actions, and copies posing as repeats, before any work."""
         for kind in self.boundaries:
             if kind not in BOUNDARY_KINDS:
-                raise InputError(
-                    f"--boundaries: unknown kind {kind!r} (expected {', '.join(BOUNDARY_KINDS)})"
-                )
+                raise InputError(f"--boundaries: unknown kind {kind!r} (expected {', '.join(BOUNDARY_KINDS)})")
         for action in self.actions:
             if action not in ACTIONS:
-                raise InputError(
-                    f"--actions: unknown action {action!r} (expected {', '.join(ACTIONS)})"
-                )
-        if (
-            self.repeats > 1
-            and self.temperature == 0
-            and not self.allow_identical_repeats
-        ):
+                raise InputError(f"--actions: unknown action {action!r} (expected {', '.join(ACTIONS)})")
+        if self.repeats > 1 and self.temperature == 0 and not self.allow_identical_repeats:
             raise InputError(
                 f"--repeats {self.repeats} at --temperature 0: repeats estimate success rates, but at "
                 "temperature 0 every repeat is a copy of the first draw. Sample (e.g. --temperature 0.6 "

@@ -15,9 +15,13 @@ from branchpoint.experiments.spec.sections import ExperimentSpec
 #: reached, how the run is scored, its description, a fork study's plan and `questions.limit`
 #: (a prefix of the same selection, e.g. `run --limit`).
 _NOT_OUTCOME = (
-    "description", "evaluation", "fork", "sweep", "questions.limit",
+    "description",
+    "evaluation",
+    "fork",
+    "sweep",
+    "questions.limit",
     *(f"model.{name}" for name in ("base_url", "api_key_env", "timeout_s", "retries", "server", "max_connections")),
-)  # fmt: skip
+)
 
 
 def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
@@ -38,33 +42,23 @@ def run_identity(spec: ExperimentSpec) -> dict[str, Any]:
     flat: dict[str, Any] = {}
     _flatten(spec.model_dump(mode="json"), "", flat)
     dropped = (*_NOT_OUTCOME, *spec.sweep)
-    out = {
-        k: v
-        for k, v in flat.items()
-        if not any(k == d or k.startswith(d + ".") for d in dropped)
-    }
+    out = {k: v for k, v in flat.items() if not any(k == d or k.startswith(d + ".") for d in dropped)}
     out["sweep axes"] = sorted(spec.sweep)
     return out
 
 
 def spec_fingerprint(spec: ExperimentSpec) -> str:
     """A short hash of `run_identity`: equal for specs that may share a run folder."""
-    return hashlib.sha256(
-        json.dumps(run_identity(spec), sort_keys=True, default=str).encode()
-    ).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(run_identity(spec), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def identity_differences(recorded: ExperimentSpec, new: ExperimentSpec) -> list[str]:
     """The dotted fields whose outcome-relevant values differ between two specs (sorted)."""
     a, b = run_identity(recorded), run_identity(new)
-    return sorted(
-        k for k in set(a) | set(b) if a.get(k, "<unset>") != b.get(k, "<unset>")
-    )
+    return sorted(k for k in set(a) | set(b) if a.get(k, "<unset>") != b.get(k, "<unset>"))
 
 
-def check_same_run(
-    recorded: ExperimentSpec, new: ExperimentSpec, run_dir: str | Path
-) -> None:
+def check_same_run(recorded: ExperimentSpec, new: ExperimentSpec, run_dir: str | Path) -> None:
     """Refuse to run `new` into a folder that holds the run of another spec, naming the fields.
 
     A run folder belongs to one spec (`spec_fingerprint`); the sweep's values may grow or shrink.

@@ -21,14 +21,10 @@ def _parse_value(raw: str, where: str) -> Any:
     try:
         return yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
-        raise InputError(
-            f"{where}: the value is not valid YAML ({getattr(exc, 'problem', exc)})"
-        ) from None
+        raise InputError(f"{where}: the value is not valid YAML ({getattr(exc, 'problem', exc)})") from None
 
 
-def apply_overrides(
-    data: dict[str, Any], overrides: typing.Sequence[str], source: str = "--set"
-) -> dict[str, Any]:
+def apply_overrides(data: dict[str, Any], overrides: typing.Sequence[str], source: str = "--set") -> dict[str, Any]:
     """A copy of raw spec data with `KEY=VALUE` overrides applied (values read as YAML).
 
     `KEY` is a dotted path into the spec (`agent.search_cap=3`, `questions.sample={answerable: 4}`;
@@ -42,9 +38,7 @@ def apply_overrides(
         key = key.strip()
         where = f"{source} {item!r}"
         if not sep or not key or any(not part for part in key.split(".")):
-            raise InputError(
-                f"{where}: expected KEY=VALUE with a dotted KEY, e.g. --set agent.search_cap=3"
-            )
+            raise InputError(f"{where}: expected KEY=VALUE with a dotted KEY, e.g. --set agent.search_cap=3")
         value = _parse_value(raw, where)
         if key.startswith("sweep."):
             axis = key.removeprefix("sweep.")
@@ -54,9 +48,7 @@ def apply_overrides(
                 sweep.pop(axis, None)
                 continue
             if not isinstance(value, list) or not value:
-                raise InputError(
-                    f"{where}: a sweep axis takes a non-empty list, e.g. --set {key}=[1, 2]"
-                )
+                raise InputError(f"{where}: a sweep axis takes a non-empty list, e.g. --set {key}=[1, 2]")
             sweep[axis] = value
             continue
         if key in (out.get("sweep") or {}):
@@ -71,9 +63,7 @@ def apply_overrides(
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):
-                raise InputError(
-                    f"{where}: {'.'.join(parts[: i + 1])} is a setting, not a section"
-                )
+                raise InputError(f"{where}: {'.'.join(parts[: i + 1])} is a setting, not a section")
             node = child
         last = parts[-1]
         if isinstance(value, dict) and isinstance(node.get(last), dict):
@@ -83,9 +73,7 @@ def apply_overrides(
     return out
 
 
-def load_spec(
-    path: str | Path, overrides: typing.Sequence[str] = (), *, check_policy: bool = True
-) -> ExperimentSpec:
+def load_spec(path: str | Path, overrides: typing.Sequence[str] = (), *, check_policy: bool = True) -> ExperimentSpec:
     """Read and validate a YAML spec (safe loading); errors name the file and the field or line.
 
     `overrides` are `KEY=VALUE` settings applied before validation (see `apply_overrides`), so
@@ -104,9 +92,7 @@ def load_spec(
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
-        raise InputError(
-            f"{path}{where}: invalid YAML ({getattr(exc, 'problem', exc)})"
-        ) from None
+        raise InputError(f"{path}{where}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of spec fields at the top level")
     if overrides:
@@ -115,9 +101,7 @@ def load_spec(
         spec = ExperimentSpec.model_validate(data)
     except ValidationError as exc:
         raise InputError(f"{path}: {describe_spec_error(exc)}") from None
-    conditions = expand_conditions(
-        spec, source=str(path)
-    )  # check the sweep axes now, before any work
+    conditions = expand_conditions(spec, source=str(path))  # check the sweep axes now, before any work
     for condition, resolved in conditions:
         check_model_identity(resolved, str(path), condition)
     spec._source_dir = path.resolve().parent
@@ -155,9 +139,7 @@ def _squash(text: str) -> str:
     return "".join(ch for ch in text.lower() if ch.isalnum())
 
 
-def check_model_identity(
-    spec: ExperimentSpec, source: str = "spec", condition: dict[str, Any] | None = None
-) -> None:
+def check_model_identity(spec: ExperimentSpec, source: str = "spec", condition: dict[str, Any] | None = None) -> None:
     """Refuse a spec whose `model.name` is not the model the embedded server would load.
 
     The embedded provider serves one GGUF under whatever name the spec gives, so a name that
@@ -184,9 +166,7 @@ def check_model_identity(
         )
 
 
-def check_judges(
-    spec: ExperimentSpec, source: str = "spec", search_paths: typing.Sequence[Path] = ()
-) -> None:
+def check_judges(spec: ExperimentSpec, source: str = "spec", search_paths: typing.Sequence[Path] = ()) -> None:
     """Refuse a judge that is not registered (`evaluation.judge`, `fork.judge`), and settings the
     evaluation's judge does not take (checked against its settings model; nothing is opened)."""
     from branchpoint.evaluation.judges import check_judge, judge_settings_model
@@ -198,9 +178,7 @@ def check_judges(
         raise InputError(f'{source}: field "evaluation.judge": {exc}') from None
     try:
         if settings and takes is None:
-            key = next(
-                iter(settings)
-            )  # most likely a misspelt setting of the section itself
+            key = next(iter(settings))  # most likely a misspelt setting of the section itself
             raise InputError(
                 f'judge "{name}" takes no settings (got: {", ".join(settings)})'
                 f"{did_you_mean(key, type(spec.evaluation).model_fields)}"

@@ -36,9 +36,7 @@ class QuestionsSpec(_Strict):
     limit: int | None = Field(None, ge=1)
     categories: list[str] | None = None
     sample: SampleSpec | None = None
-    split: str | None = Field(
-        None, description="FreshQA files: keep one split (TEST or DEV)."
-    )
+    split: str | None = Field(None, description="FreshQA files: keep one split (TEST or DEV).")
 
 
 class RetrievalSpec(_Strict):
@@ -47,9 +45,7 @@ class RetrievalSpec(_Strict):
     switches it."""
 
     default: str = "demo"
-    sources: dict[str, SourceField] = Field(
-        default_factory=lambda: {"demo": DenseSourceSpec()}
-    )
+    sources: dict[str, SourceField] = Field(default_factory=lambda: {"demo": DenseSourceSpec()})
 
 
 #: The largest `agent.search_cap`: beyond it an execution's checkpoints and graph recursion limit
@@ -61,9 +57,7 @@ class AgentSpec(_Strict):
     """The agent: its policy (registered name or `module:function`), search offer and limits."""
 
     policy: str = "constrained"
-    search: bool = Field(
-        True, description="Offer the search tool (false: the no-search base condition)."
-    )
+    search: bool = Field(True, description="Offer the search tool (false: the no-search base condition).")
     search_cap: int = Field(
         10,
         ge=0,
@@ -72,12 +66,8 @@ class AgentSpec(_Strict):
         "several saved states, and the graph's step limit grows with the cap).",
     )
     top_k: int = Field(3, ge=1)
-    evidence_words: int = Field(
-        60, ge=5, description="Words of each passage shown to the model."
-    )
-    answer_max_tokens: int | None = Field(
-        None, ge=1, description="Default: model.max_tokens."
-    )
+    evidence_words: int = Field(60, ge=5, description="Words of each passage shown to the model.")
+    answer_max_tokens: int | None = Field(None, ge=1, description="Default: model.max_tokens.")
     malformed_retries: int = Field(1, ge=0)
     prompt: Literal["plain", "abstention", "fewshot", "self_eval"] = Field(
         "abstention",
@@ -113,9 +103,7 @@ class EvaluationSpec(BaseModel):
         """The judge's settings: every key of the section besides judge, lam and mu."""
         return dict(self.model_extra or {})
 
-    def open_judge(
-        self, run_dir: Path, progress: bool = False, search_paths: Sequence[Path] = ()
-    ) -> BatchJudge:
+    def open_judge(self, run_dir: Path, progress: bool = False, search_paths: Sequence[Path] = ()) -> BatchJudge:
         """The judge built with its settings (its cache, if any, in `run_dir`)."""
         from branchpoint.evaluation.judges import JudgeRun, build_judge
         from branchpoint.traces import JUDGE_CACHE_FILE
@@ -141,9 +129,7 @@ class ExperimentSpec(_Strict):
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
     multi_turn: MultiTurnSpec | None = None
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
-    fork: ForkPlan | None = Field(
-        None, description="A fork study `branchpoint run` does after the run."
-    )
+    fork: ForkPlan | None = Field(None, description="A fork study `branchpoint run` does after the run.")
 
     _source_dir: Path | None = PrivateAttr(None)
 

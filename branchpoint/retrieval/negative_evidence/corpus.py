@@ -28,7 +28,6 @@ CORPUS_FILE = "corpus.jsonl"
 GENERATED_FILE = "generated.jsonl"
 
 
-
 def read_generated(path: str | Path) -> dict[str, NegativeDoc]:
     """Documents of a generated.jsonl by id (empty if the file does not exist)."""
     path = Path(path)
@@ -39,13 +38,18 @@ def read_generated(path: str | Path) -> dict[str, NegativeDoc]:
         for lineno, obj in iter_json_lines(path):
             try:
                 doc = NegativeDoc(
-                    doc_id=str(obj["id"]), question_id=str(obj["question_id"]), question=str(obj["question"]),
-                    angle_index=int(obj["angle_index"]), angle=str(obj["angle"]), title=str(obj["title"]),
+                    doc_id=str(obj["id"]),
+                    question_id=str(obj["question_id"]),
+                    question=str(obj["question"]),
+                    angle_index=int(obj["angle_index"]),
+                    angle=str(obj["angle"]),
+                    title=str(obj["title"]),
                     text=str(obj["text"]),
-                )  # fmt: skip
+                )
             except (KeyError, TypeError, ValueError) as exc:
-                raise InputError(f"{path} line {lineno}: not a generated-document row ({exc!r}); "
-                                 "delete the file to regenerate") from None
+                raise InputError(
+                    f"{path} line {lineno}: not a generated-document row ({exc!r}); delete the file to regenerate"
+                ) from None
             docs[doc.doc_id] = doc
     except TraceError as exc:
         raise InputError(str(exc)) from None
@@ -57,8 +61,7 @@ def _write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     write_files_atomically({path: "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)})
 
 
-def write_augmented_corpus(out_dir: str | Path, passages: Sequence[Passage],
-                           docs: Sequence[NegativeDoc]) -> Path:
+def write_augmented_corpus(out_dir: str | Path, passages: Sequence[Passage], docs: Sequence[NegativeDoc]) -> Path:
     """OUT/corpus.jsonl: the passages, then the generated documents (FlashRAG jsonl); its path."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -75,8 +78,10 @@ def check_id_conflicts(passages: Sequence[Passage], questions: Sequence[Question
     for q in questions:
         for a in range(n):
             if negative_doc_id(q.id, a) in ids:
-                raise InputError(f'corpus already has a passage with id "{negative_doc_id(q.id, a)}", '
-                                 "the id a generated document would get; was this corpus augmented before?")
+                raise InputError(
+                    f'corpus already has a passage with id "{negative_doc_id(q.id, a)}", '
+                    "the id a generated document would get; was this corpus augmented before?"
+                )
 
 
 @dataclass
@@ -124,11 +129,18 @@ def augment(
             fh.flush()
 
         docs, stats = generate_negative_docs(
-            client, questions, n=n, style=style, max_tokens=max_tokens, concurrency=concurrency,
-            existing=kept, on_doc=save, progress=progress,
-        )  # fmt: skip
+            client,
+            questions,
+            n=n,
+            style=style,
+            max_tokens=max_tokens,
+            concurrency=concurrency,
+            existing=kept,
+            on_doc=save,
+            progress=progress,
+        )
     _write_jsonl(generated_path, (d.row() for d in docs))  # in (question, angle) order
     corpus_path = write_augmented_corpus(out_dir, passages, docs)
-    return AugmentResult(corpus_path=corpus_path, generated_path=generated_path, docs=docs, stats=stats,
-                         corpus_passages=len(passages))
-
+    return AugmentResult(
+        corpus_path=corpus_path, generated_path=generated_path, docs=docs, stats=stats, corpus_passages=len(passages)
+    )

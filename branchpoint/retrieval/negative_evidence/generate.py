@@ -53,8 +53,9 @@ class _Outcome:
     output_tokens: int
 
 
-def _generate_one(client: ModelClient, question: QuestionLike, angle_index: int,
-                  style: Literal["chat", "completion"], max_tokens: int) -> _Outcome:
+def _generate_one(
+    client: ModelClient, question: QuestionLike, angle_index: int, style: Literal["chat", "completion"], max_tokens: int
+) -> _Outcome:
     """One document: a call, and one retry with a format reminder if the reply does not parse."""
     angle = ANGLES[angle_index]
     outcome = _Outcome(None, 0, 0, 0)
@@ -63,8 +64,11 @@ def _generate_one(client: ModelClient, question: QuestionLike, angle_index: int,
             call = client.chat(chat_messages(question.question, angle, retry), max_tokens=max_tokens)
             reply = call.text
         else:
-            call = client.complete(completion_prompt(question.question, angle, retry),
-                                   stop=["\nQuestion:", "\nAngle:"], max_tokens=max_tokens)
+            call = client.complete(
+                completion_prompt(question.question, angle, retry),
+                stop=["\nQuestion:", "\nAngle:"],
+                max_tokens=max_tokens,
+            )
             reply = "Title:" + call.text
         outcome.calls += 1
         outcome.input_tokens += call.usage.input_tokens
@@ -73,18 +77,28 @@ def _generate_one(client: ModelClient, question: QuestionLike, angle_index: int,
         if parsed is not None:
             title, text = parsed
             outcome.doc = NegativeDoc(
-                doc_id=negative_doc_id(question.id, angle_index), question_id=question.id,
-                question=question.question, angle_index=angle_index, angle=angle.name,
-                title=title, text=text,
-            )  # fmt: skip
+                doc_id=negative_doc_id(question.id, angle_index),
+                question_id=question.id,
+                question=question.question,
+                angle_index=angle_index,
+                angle=angle.name,
+                title=title,
+                text=text,
+            )
             return outcome
-        log.info("unusable reply for %s, angle %d%s: %r", question.id, angle_index,
-                 " (after a retry)" if retry else "", reply[:200])
+        log.info(
+            "unusable reply for %s, angle %d%s: %r",
+            question.id,
+            angle_index,
+            " (after a retry)" if retry else "",
+            reply[:200],
+        )
     return outcome
 
 
-def select_questions(questions: Iterable[QuestionLike], all_questions: bool = False,
-                     limit: int | None = None) -> list[QuestionLike]:
+def select_questions(
+    questions: Iterable[QuestionLike], all_questions: bool = False, limit: int | None = None
+) -> list[QuestionLike]:
     """The unanswerable questions (every one with `all_questions`), the first `limit` of them."""
     chosen = [q for q in questions if all_questions or not q.answerable]
     return chosen[:limit] if limit is not None else chosen
@@ -154,4 +168,3 @@ def generate_negative_docs(
         pool.shutdown(wait=True, cancel_futures=True)
     docs = [s if isinstance(s, NegativeDoc) else made.get(negative_doc_id(s[0].id, s[1])) for s in slots]
     return [d for d in docs if d is not None], stats
-

@@ -28,8 +28,9 @@ Title: <a short title naming the topic>
 <one paragraph of about 100 words>"""
 
 
-_REMINDER = ("Your previous reply could not be used. Start with a line `Title: <title>`, then "
-             "one paragraph of about 100 words.")
+_REMINDER = (
+    "Your previous reply could not be used. Start with a line `Title: <title>`, then one paragraph of about 100 words."
+)
 
 
 _COMPLETION_HEADER = """\
@@ -53,7 +54,6 @@ audience cannot be determined from the historical record.
 _COMPLETION_ITEM = "\nQuestion: {question}\nAngle: {angle}\nTitle:"
 
 
-
 def chat_messages(question: str, angle: Angle, retry: bool = False) -> list[dict[str, str]]:
     """The chat prompt for one (question, angle); `retry` adds a format reminder."""
     user = _CHAT_USER.format(angle=angle.name, guidance=angle.guidance, question=question.strip())
@@ -66,16 +66,16 @@ def completion_prompt(question: str, angle: Angle, retry: bool = False) -> str:
     """The few-shot completion prompt for one (question, angle); it ends with `Title:`."""
     header = _COMPLETION_HEADER
     if retry:
-        header = header.replace("followed by one paragraph.", "followed by one paragraph of about "
-                                "100 words, on the lines after the title.")
+        header = header.replace(
+            "followed by one paragraph.", "followed by one paragraph of about 100 words, on the lines after the title."
+        )
     return header + _COMPLETION_ITEM.format(question=question.strip(), angle=angle.name)
 
 
 _TITLE_LINE = re.compile(r"^[\s#*_>`\"'-]*title[*_\s]*[:：][*_\s]*(?P<title>.*)$", re.IGNORECASE)
 
 
-_BODY_LABEL = re.compile(r"^[*_\s]*(?:text|document|body|content|entry|paragraph)[*_\s]*[:：][*_]*\s*",
-                         re.IGNORECASE)
+_BODY_LABEL = re.compile(r"^[*_\s]*(?:text|document|body|content|entry|paragraph)[*_\s]*[:：][*_]*\s*", re.IGNORECASE)
 
 
 _NEXT_ITEM = re.compile(r"\s(?:Question|Angle|Title)\s*:", re.IGNORECASE)
@@ -97,8 +97,7 @@ def _trim(words: list[str], most: int) -> str:
     return " ".join(kept)
 
 
-def parse_generated(reply: str, min_words: int = MIN_WORDS, max_words: int = MAX_WORDS
-                    ) -> tuple[str, str] | None:
+def parse_generated(reply: str, min_words: int = MIN_WORDS, max_words: int = MAX_WORDS) -> tuple[str, str] | None:
     """(title, text) from a model reply `Title: ...` + text, or None if it is not usable.
 
     Tolerates markdown (`**Title:**`, `# Title: ...`), code fences, a title alone on the line
@@ -107,7 +106,7 @@ def parse_generated(reply: str, min_words: int = MIN_WORDS, max_words: int = MAX
     characters, and texts under `min_words` words; texts over `max_words` are cut at a sentence end.
     """
     lines = [ln for ln in reply.replace("\r\n", "\n").split("\n") if not ln.strip().startswith("```")]
-    for i, line in enumerate(lines):
+    for i, line in enumerate(lines):  # noqa: B007 (i is read after the loop)
         match = _TITLE_LINE.match(line)
         if match:
             break
@@ -128,4 +127,3 @@ def parse_generated(reply: str, min_words: int = MIN_WORDS, max_words: int = MAX
     if not title or len(title.split()) > 20 or len(title) > 150 or len(words) < min_words:
         return None
     return title, _trim(words, max_words) if len(words) > max_words else text
-

@@ -18,7 +18,6 @@ from branchpoint.retrieval.source import RetrievalSource
 REPORT_FILE = "rank_report.json"
 
 
-
 @dataclass
 class RankReport:
     """Where generated documents rank when each question's own text is searched (top-k).
@@ -57,13 +56,13 @@ class RankReport:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["rank_counts"] = {str(r): c for r, c in self.rank_counts.items()}
-        data.update(hit_rate=self.hit_rate, mean_own_in_topk=self.mean_own_in_topk,
-                    share_of_topk=self.share_of_topk)
+        data.update(hit_rate=self.hit_rate, mean_own_in_topk=self.mean_own_in_topk, share_of_topk=self.share_of_topk)
         return data
 
 
-def _ids_by_question(generated_ids: Mapping[str, Iterable[str]] | Iterable[str],
-                     questions: Sequence[QuestionLike]) -> dict[str, set[str]]:
+def _ids_by_question(
+    generated_ids: Mapping[str, Iterable[str]] | Iterable[str], questions: Sequence[QuestionLike]
+) -> dict[str, set[str]]:
     """Question id -> its generated ids, from a mapping or from flat `neg-<qid>-<i>` ids."""
     if isinstance(generated_ids, Mapping):
         return {qid: set(ids) for qid, ids in generated_ids.items()}
@@ -72,14 +71,20 @@ def _ids_by_question(generated_ids: Mapping[str, Iterable[str]] | Iterable[str],
     for doc_id in generated_ids:
         qid, _, index = doc_id.removeprefix(ID_PREFIX).rpartition("-")
         if not doc_id.startswith(ID_PREFIX) or not index.isdigit() or qid not in known:
-            raise InputError(f'generated id "{doc_id}" is not neg-<question id>-<angle index> '
-                             "for one of the given questions; pass a mapping question id -> ids")
+            raise InputError(
+                f'generated id "{doc_id}" is not neg-<question id>-<angle index> '
+                "for one of the given questions; pass a mapping question id -> ids"
+            )
         by_q.setdefault(qid, set()).add(doc_id)
     return by_q
 
 
-def rank_report(source: RetrievalSource, questions: Sequence[QuestionLike],
-                generated_ids: Mapping[str, Iterable[str]] | Iterable[str], k: int = 3) -> RankReport:
+def rank_report(
+    source: RetrievalSource,
+    questions: Sequence[QuestionLike],
+    generated_ids: Mapping[str, Iterable[str]] | Iterable[str],
+    k: int = 3,
+) -> RankReport:
     """How often each question's generated documents are in the top-k for the question's text.
 
     Only questions with generated documents are counted. The query is the question text itself,
@@ -104,20 +109,32 @@ def rank_report(source: RetrievalSource, questions: Sequence[QuestionLike],
         other += others
         rank_counts.update(ranks)
         best[str(ranks[0]) if ranks else "miss"] += 1
-        rows.append({"question_id": q.id, "generated": len(own), "ranks": ranks, "other_generated": others,
-                     "top_ids": [d.doc_id for d in hits]})
+        rows.append(
+            {
+                "question_id": q.id,
+                "generated": len(own),
+                "ranks": ranks,
+                "other_generated": others,
+                "top_ids": [d.doc_id for d in hits],
+            }
+        )
     return RankReport(
-        k=k, questions=len(rows), generated=sum(r["generated"] for r in rows),
-        hit_questions=sum(1 for r in rows if r["ranks"]), own_in_topk=sum(len(r["ranks"]) for r in rows),
-        other_in_topk=other, slots=slots,
+        k=k,
+        questions=len(rows),
+        generated=sum(r["generated"] for r in rows),
+        hit_questions=sum(1 for r in rows if r["ranks"]),
+        own_in_topk=sum(len(r["ranks"]) for r in rows),
+        other_in_topk=other,
+        slots=slots,
         rank_counts={r: rank_counts.get(r, 0) for r in range(1, k + 1)},
         best_rank_counts={**{str(r): best.get(str(r), 0) for r in range(1, k + 1)}, "miss": best.get("miss", 0)},
         per_question=rows,
-    )  # fmt: skip
+    )
 
 
-def write_rank_report(source: RetrievalSource, questions: Sequence[QuestionLike], result: AugmentResult,
-                      out_dir: str | Path, k: int = 3) -> RankReport:
+def write_rank_report(
+    source: RetrievalSource, questions: Sequence[QuestionLike], result: AugmentResult, out_dir: str | Path, k: int = 3
+) -> RankReport:
     """`rank_report` of an augmentation's generated documents, written to OUT/rank_report.json."""
     ids: dict[str, list[str]] = {}
     for d in result.docs:
@@ -125,4 +142,3 @@ def write_rank_report(source: RetrievalSource, questions: Sequence[QuestionLike]
     report = rank_report(source, questions, ids, k=k)
     (Path(out_dir) / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
     return report
-

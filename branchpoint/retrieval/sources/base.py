@@ -96,9 +96,7 @@ def source(kind: str) -> Callable[[S], S]:
 
     def register(cls: S) -> S:
         if not (isinstance(cls, type) and issubclass(cls, SourceSpec)):
-            raise RegistryError(
-                f'source "{kind}": {cls!r} is not a SourceSpec subclass'
-            )
+            raise RegistryError(f'source "{kind}": {cls!r} is not a SourceSpec subclass')
         REGISTRY.add("source", kind, cls)
         return cls
 
@@ -118,22 +116,16 @@ def _validate_by_kind(data: Any, handler: Any) -> Any:
     if isinstance(data, SourceSpec):
         return data
     if not isinstance(data, dict):
-        raise PydanticCustomError(
-            "source_kind", "expected a mapping of source settings"
-        )
+        raise PydanticCustomError("source_kind", "expected a mapping of source settings")
     kind = data.get("kind", DEFAULT_KIND)
     if not isinstance(kind, str):
-        raise PydanticCustomError(
-            "source_kind", "kind: expected the name of a source kind"
-        )
+        raise PydanticCustomError("source_kind", "kind: expected the name of a source kind")
     try:
         entry = REGISTRY.get("source", kind)
         cls = source_class(kind)
     except RegistryError as exc:
         raise PydanticCustomError("source_kind", "{why}", {"why": str(exc)}) from None
-    if (
-        entry.name != kind
-    ):  # `package.module:Class` of a registered kind: store its own name
+    if entry.name != kind:  # `package.module:Class` of a registered kind: store its own name
         data = {**data, "kind": entry.name}
     return cls.model_validate(data)
 
@@ -150,6 +142,4 @@ class _SchemaOfTheKinds:
 
 
 #: The type of a spec's source: any registered source kind, picked by `kind` (default dense).
-SourceField = Annotated[
-    SerializeAsAny[SourceSpec], WrapValidator(_validate_by_kind), _SchemaOfTheKinds()
-]
+SourceField = Annotated[SerializeAsAny[SourceSpec], WrapValidator(_validate_by_kind), _SchemaOfTheKinds()]

@@ -47,9 +47,7 @@ class BM25SourceSpec(CorpusSourceSpec):
             try:
                 resolve_params("bm25", self.index_params)
             except InputError as exc:
-                raise PydanticCustomError(
-                    "source_settings", f'"index_params": {exc}'
-                ) from None
+                raise PydanticCustomError("source_settings", f'"index_params": {exc}') from None
         return self
 
     def open(self, name: str, *, progress: bool = False) -> BM25Source:

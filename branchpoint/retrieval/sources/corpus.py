@@ -45,9 +45,7 @@ class CorpusSourceSpec(SourceSpec):
         if self.index is not None:
             index = Path(self.index)
             if not index.exists():
-                raise InputError(
-                    f"retrieval.sources.{name}.index: not found: {self.index}"
-                )
+                raise InputError(f"retrieval.sources.{name}.index: not found: {self.index}")
             if index.is_file() and self.corpus == "demo":
                 raise InputError(
                     f"retrieval.sources.{name}.corpus: the FlashRAG index file {self.index} needs the corpus jsonl "
@@ -55,9 +53,7 @@ class CorpusSourceSpec(SourceSpec):
                 )
         corpus = self.corpus_path()
         if corpus is not None and not corpus.is_file():
-            raise InputError(
-                f"retrieval.sources.{name}.corpus: file not found: {self.corpus}"
-            )
+            raise InputError(f"retrieval.sources.{name}.corpus: file not found: {self.corpus}")
 
     def check_data(self) -> None:
         """Read the corpus and check a saved index directory (its manifest) or a FlashRAG index
@@ -84,7 +80,5 @@ class CorpusSourceSpec(SourceSpec):
                 expected_fingerprint=corpus_fingerprint(passages),
                 params=self.index_params,
             )
-        elif (
-            index is not None and index.is_file()
-        ):  # a FlashRAG index file: row i is corpus line i
+        elif index is not None and index.is_file():  # a FlashRAG index file: row i is corpus line i
             DenseIndex.check_flashrag_file(index, len(passages), corpus)

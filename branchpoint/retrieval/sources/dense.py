@@ -34,9 +34,7 @@ class DenseSourceSpec(CorpusSourceSpec):
     retrieval_method: str | None = None
     encoder_settings: EncoderSettings | None = None
 
-    unused_fields: ClassVar = {
-        "url": (None, '"url" is only for kind searchr1 (this source is kind dense)')
-    }
+    unused_fields: ClassVar = {"url": (None, '"url" is only for kind searchr1 (this source is kind dense)')}
     dumped_if_set: ClassVar = {
         "kind": "dense",
         "index_kind": None,
@@ -52,9 +50,7 @@ class DenseSourceSpec(CorpusSourceSpec):
         """The encoder's full name, its settings included (what index manifests record)."""
         from branchpoint.retrieval.encoder import resolve_encoder_name
 
-        return resolve_encoder_name(
-            self.encoder, self.retrieval_method, self.encoder_settings
-        )
+        return resolve_encoder_name(self.encoder, self.retrieval_method, self.encoder_settings)
 
     @property
     def manifest_kind(self) -> str | None:
@@ -80,14 +76,8 @@ class DenseSourceSpec(CorpusSourceSpec):
             try:
                 resolve_params(params_kind, self.index_params)
             except InputError as exc:
-                hint = (
-                    " (set index_kind)"
-                    if params_kind == "flat" and not self.index_kind
-                    else ""
-                )
-                raise PydanticCustomError(
-                    "source_settings", f'"index_params": {exc}{hint}'
-                ) from None
+                hint = " (set index_kind)" if params_kind == "flat" and not self.index_kind else ""
+                raise PydanticCustomError("source_settings", f'"index_params": {exc}{hint}') from None
         return self
 
     def check(self, name: str) -> None:

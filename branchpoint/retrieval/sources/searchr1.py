@@ -25,11 +25,20 @@ class SearchR1SourceSpec(SourceSpec):
     url: str | None = None
 
     unused_fields: ClassVar = {
-        field: (value, _held_by_the_server(field)) for field, value in (
-            ("corpus", "demo"), ("format", "auto"), ("encoder", "minilm-onnx"), ("chunk_words", None),
-            ("index_kind", None), ("index", None), ("index_params", {}), ("device", "cpu"),
-            ("retrieval_method", None), ("encoder_settings", None))
-    }  # fmt: skip
+        field: (value, _held_by_the_server(field))
+        for field, value in (
+            ("corpus", "demo"),
+            ("format", "auto"),
+            ("encoder", "minilm-onnx"),
+            ("chunk_words", None),
+            ("index_kind", None),
+            ("index", None),
+            ("index_params", {}),
+            ("device", "cpu"),
+            ("retrieval_method", None),
+            ("encoder_settings", None),
+        )
+    }
     dumped_unused: ClassVar = ("corpus", "format", "encoder", "chunk_words")
 
     @model_validator(mode="after")

@@ -47,7 +47,9 @@ def test_brier_contrast_is_linear_in_the_rewards():
     qa, qb = (np.array([0.3]), np.array([0.8])), (np.array([0.6]), np.array([0.4]))
     c = brier_contrast(qa[0], qa[1], qb[0], qb[1])
     direct = brier(*qa, states.think, states.search) - brier(*qb, states.think, states.search)
-    assert c.const + c.alpha_think * states.think.mean_y + c.alpha_search * states.search.mean_y == pytest.approx(direct)
+    assert c.const + c.alpha_think * states.think.mean_y + c.alpha_search * states.search.mean_y == pytest.approx(
+        direct
+    )
 
 
 def test_label_intervals_from_two_panels():
@@ -59,8 +61,9 @@ def test_label_intervals_from_two_panels():
 
 
 def test_three_pair_composition_by_hand():
-    q_t, q_s = three_pair_composition(np.array([0.6, 0.9]), np.array([0.1, 0.05]), np.array([0.3, 0.2]),
-                                      np.array([0.2, -0.1]))
+    q_t, q_s = three_pair_composition(
+        np.array([0.6, 0.9]), np.array([0.1, 0.05]), np.array([0.3, 0.2]), np.array([0.2, -0.1])
+    )
     # Δ_BY = 0.1 + 0.3 − 0.2 = 0.2 → q_S = 0.8; second: 0.05 + 0.2 + 0.1 = 0.35 → 1.25 clipped to 1
     assert q_t.tolist() == [0.6, 0.9] and q_s == pytest.approx([0.8, 1.0])
 
@@ -74,8 +77,19 @@ def _study(path, outcomes):
     for qid, per_action in outcomes.items():
         for action, ys in per_action.items():
             for rep, y in enumerate(ys):
-                recs.append(fork_record(f"{path.name}-{qid}", "c", action, rep, question_id=qid, stratum="s",
-                                        support_group=qid, answer=f"a{rep}{y}", label="CORRECT" if y else "INCORRECT"))
+                recs.append(
+                    fork_record(
+                        f"{path.name}-{qid}",
+                        "c",
+                        action,
+                        rep,
+                        question_id=qid,
+                        stratum="s",
+                        support_group=qid,
+                        answer=f"a{rep}{y}",
+                        label="CORRECT" if y else "INCORRECT",
+                    )
+                )
     write_records(path / "forks.jsonl", recs)
     return path
 
@@ -88,10 +102,17 @@ def test_three_pair_composition_in_value_json_by_hand(tmp_path):
     ax = _study(tmp_path / "ax", {"q0": {"THINK": [1, 0], "SEARCH": [1, 1]}, "q1": {"THINK": [0, 0], "SEARCH": [0, 1]}})
     ay = _study(tmp_path / "ay", {"q0": {"THINK": [1, 0], "SEARCH": [0, 0]}, "q1": {"THINK": [0, 0], "SEARCH": [1, 1]}})
     bx = _study(tmp_path / "bx", {"q0": {"THINK": [1, 1], "SEARCH": [1, 0]}, "q1": {"THINK": [0, 1], "SEARCH": [1, 1]}})
-    target = _study(tmp_path / "by", {"q0": {"THINK": [1, 1], "SEARCH": [0, 0]}, "q1": {"THINK": [0, 1], "SEARCH": [1, 1]},
-                                      "q2": {"THINK": [1, 0], "SEARCH": [1, 0]}})
-    report = value_study(target, config=ValueConfig(judge="given", resamples=0, dev_split=0.0), three_pair=[ax, ay, bx],
-                         write=False)
+    target = _study(
+        tmp_path / "by",
+        {
+            "q0": {"THINK": [1, 1], "SEARCH": [0, 0]},
+            "q1": {"THINK": [0, 1], "SEARCH": [1, 1]},
+            "q2": {"THINK": [1, 0], "SEARCH": [1, 0]},
+        },
+    )
+    report = value_study(
+        target, config=ValueConfig(judge="given", resamples=0, dev_split=0.0), three_pair=[ax, ay, bx], write=False
+    )
     # composed: q0 q_T = 1, Δ = −.5 − .5 − .5 → q_S = clip(−.5) = 0;  q1 q_T = .5, Δ = .5 + 1 − .5 → q_S = 1;
     # q2 (in no history) from the histories' means: q_T = .75, Δ = 0 + .25 − .5 → q_S = .5
     # Brier = ½[mean (q_T − Y_T)² + mean (q_S − Y_S)²]: q0 0, q1 ½(.25 + 0), q2 ½(.3125 + .25)
@@ -107,12 +128,15 @@ def test_three_pair_composition_in_value_json_by_hand(tmp_path):
     # with dev rows, against historical_mean, paired (the difference of the two Brier scores), with intervals
     extra = {f"q{i}": {"THINK": [i % 2, 1], "SEARCH": [1, (i // 2) % 2]} for i in range(3, 12)}
     target = _study(tmp_path / "by2", {"q0": {"THINK": [1, 1], "SEARCH": [0, 0]}, **extra})
-    report = value_study(target, config=ValueConfig(judge="given", resamples=200, dev_split=0.3), three_pair=[ax, ay, bx],
-                         write=False)
+    report = value_study(
+        target, config=ValueConfig(judge="given", resamples=200, dev_split=0.3), three_pair=[ax, ay, bx], write=False
+    )
     block = report["three_pair_composition"]
     assert block["comparator"] == "historical_mean"
     diff = block["scores"]["brier_minus_comparator"]
-    assert diff["value"] == pytest.approx(report["brier"]["three_pair"]["brier"] - report["brier"]["historical_mean"]["brier"])
+    assert diff["value"] == pytest.approx(
+        report["brier"]["three_pair"]["brier"] - report["brier"]["historical_mean"]["brier"]
+    )
     assert diff["interval"][0] <= diff["value"] <= diff["interval"][1]
     assert block["scores"]["gain_r2"]["interval"] is not None
 
@@ -124,10 +148,26 @@ def test_value_cli_three_pair(tmp_path):
 
     from branchpoint.cli import app
 
-    runs = [_study(tmp_path / name, {"q0": {"THINK": [1, 0], "SEARCH": [1, 1]}, "q1": {"THINK": [0, 0], "SEARCH": [0, 1]}})
-            for name in ("ax", "ay", "bx", "by")]  # fmt: skip
-    result = CliRunner().invoke(app, ["value", str(runs[3]), "--judge", "given", "--resamples", "0", "--dev-split", "0",
-                                      "--three-pair", ",".join(str(r) for r in runs[:3]), "--no-progress"])  # fmt: skip
+    runs = [
+        _study(tmp_path / name, {"q0": {"THINK": [1, 0], "SEARCH": [1, 1]}, "q1": {"THINK": [0, 0], "SEARCH": [0, 1]}})
+        for name in ("ax", "ay", "bx", "by")
+    ]
+    result = CliRunner().invoke(
+        app,
+        [
+            "value",
+            str(runs[3]),
+            "--judge",
+            "given",
+            "--resamples",
+            "0",
+            "--dev-split",
+            "0",
+            "--three-pair",
+            ",".join(str(r) for r in runs[:3]),
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     block = json.loads((runs[3] / "value.json").read_text())["three_pair_composition"]
     # every history equals the target: q_T = p_BX,T, Δ = Δ_BX + Δ_AY − Δ_AX = Δ_BX → q0 (.5, 1), q1 (0, .5)

@@ -17,8 +17,9 @@ def _states(n=48, seed=0):
     gain = np.where(np.arange(n) % 2 == 0, 0.7, -0.2)
     think = [rng.binomial(1, p, 6) for p in p_t]
     search = [rng.binomial(1, np.clip(p + g, 0, 1), 6) for p, g in zip(p_t, gain)]
-    st = make_states(think, search, strata=[["a", "b"][i % 2] for i in range(n)],
-                     components=[f"c{i // 2}" for i in range(n)])
+    st = make_states(
+        think, search, strata=[["a", "b"][i % 2] for i in range(n)], components=[f"c{i // 2}" for i in range(n)]
+    )
     st.features["public_prefix"] = np.stack([np.arange(n) % 2, rng.normal(size=n)], axis=1).astype(float)
     return st, p_t
 
@@ -31,7 +32,7 @@ def test_nested_orders_are_permutations_of_the_pool():
 
 
 def test_curves_learn_an_informative_feature_and_report_bands():
-    states, p_t = _states()
+    states, _p_t = _states()
     raw = {"noise": Forecast(np.full(len(states), 0.5), np.full(len(states), 0.5))}
     fams = curves.curve_families(states, raw)
     assert set(fams) == {"raw_poly:noise", "public_prefix"} and fams["raw_poly:noise"].shape == (48, 5)

@@ -53,22 +53,43 @@ def flaky_responder():
 def fork_study(tmp_path, monkeypatch):
     monkeypatch.setenv("BRANCHPOINT_CACHE", str(tmp_path / "cache"))
     corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"id": i, "contents": f'"{t}"\n{x}'}) + "\n"
-                              for i, (t, x) in PASSAGES.items()), encoding="utf-8")
+    corpus.write_text(
+        "".join(json.dumps({"id": i, "contents": f'"{t}"\n{x}'}) + "\n" for i, (t, x) in PASSAGES.items()),
+        encoding="utf-8",
+    )
     questions = tmp_path / "questions.jsonl"
-    questions.write_text("".join(json.dumps({
-        "id": qid, "question": q, "answerable": True, "gold_answers": [gold], "support": [page],
-        "stratum": stratum, "support_group": page,
-    }) + "\n" for qid, q, gold, stratum, page in QUESTIONS), encoding="utf-8")
+    questions.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": qid,
+                    "question": q,
+                    "answerable": True,
+                    "gold_answers": [gold],
+                    "support": [page],
+                    "stratum": stratum,
+                    "support_group": page,
+                }
+            )
+            + "\n"
+            for qid, q, gold, stratum, page in QUESTIONS
+        ),
+        encoding="utf-8",
+    )
     spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump({
-        "name": "value-e2e",
-        "questions": {"path": str(questions), "format": "branchpoint"},
-        # the run uses the opener below; `branchpoint value --llm-forecaster` opens this scripted model
-        "model": {"provider": "scripted", "script": ['{"q_think": 0.3, "q_search": 0.7}'], "max_tokens": 32},
-        "agent": {"policy": "constrained", "search_cap": 1, "top_k": 1},
-        "retrieval": {"default": "mini", "sources": {"mini": {"corpus": str(corpus)}}},
-    }), encoding="utf-8")
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "value-e2e",
+                "questions": {"path": str(questions), "format": "branchpoint"},
+                # the run uses the opener below; `branchpoint value --llm-forecaster` opens this scripted model
+                "model": {"provider": "scripted", "script": ['{"q_think": 0.3, "q_search": 0.7}'], "max_tokens": 32},
+                "agent": {"policy": "constrained", "search_cap": 1, "top_k": 1},
+                "retrieval": {"default": "mini", "sources": {"mini": {"corpus": str(corpus)}}},
+            }
+        ),
+        encoding="utf-8",
+    )
     run_dir = tmp_path / "run"
     opener = CountingOpener(responder=flaky_responder())
     run_experiment(load_spec(spec), run_dir, progress=False, model_opener=opener)
@@ -82,10 +103,29 @@ def test_value_command_on_a_real_fork_study(fork_study, tmp_path):
     forecasts = tmp_path / "forecasts.jsonl"
     forks = [json.loads(line) for line in (fork_study / "forks.jsonl").read_text().splitlines()]
     keys = sorted({(r["parent"]["execution_id"], r["parent"]["checkpoint_id"]) for r in forks})
-    forecasts.write_text("".join(json.dumps({"parent_execution_id": p, "checkpoint_id": c, "q_think": 0.4,
-                                             "q_search": 0.8}) + "\n" for p, c in keys), encoding="utf-8")
-    result = CliRunner().invoke(app, ["value", str(fork_study), "--forecasts", str(forecasts), "--out", str(out),
-                                      "--resamples", "300", "--prices", "0,0.01", "--llm-forecaster"])
+    forecasts.write_text(
+        "".join(
+            json.dumps({"parent_execution_id": p, "checkpoint_id": c, "q_think": 0.4, "q_search": 0.8}) + "\n"
+            for p, c in keys
+        ),
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(
+        app,
+        [
+            "value",
+            str(fork_study),
+            "--forecasts",
+            str(forecasts),
+            "--out",
+            str(out),
+            "--resamples",
+            "300",
+            "--prices",
+            "0,0.01",
+            "--llm-forecaster",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "R²_Δ" in result.output and "wrote" in result.output
     report = json.loads((out / "value.json").read_text())

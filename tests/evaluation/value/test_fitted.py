@@ -25,7 +25,9 @@ def test_public_prefix_features_by_hand():
     assert feat.query_novelty(["leonard nathan", "nathan birthplace"]) == pytest.approx(2 / 3)
     assert feat.document_novelty([["d1", "d2"]]) == 0.0
     assert feat.document_novelty([["d1", "d2"], ["d2", "d3", "d4", "d1"]]) == pytest.approx(0.5)
-    row = feat.prefix_row(q, [_search("leonard nathan", ["d1"], "Leonard Nathan"), _search("nathan born", ["d1", "d9"], "born")])
+    row = feat.prefix_row(
+        q, [_search("leonard nathan", ["d1"], "Leonard Nathan"), _search("nathan born", ["d1", "d9"], "born")]
+    )
     tool_text = "Leonard Nathan\nborn\nborn"  # every passage of every search
     assert row == pytest.approx([np.log1p(len(q)), np.log1p(len(tool_text)), 2 / 5, 1 - 1 / 3, 0.5])
 

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from branchpoint.errors import InputError
-from branchpoint.evaluation.value import forecasters as fc_mod
 from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.evaluation.value.forecasters import (
     Forecast,
@@ -28,8 +27,9 @@ from tests.evaluation.value.helpers import make_states
 
 
 def test_historical_mean_and_stratum_prior_use_dev_rows_only():
-    states = make_states([[1, 1], [0, 0], [1, 0], [0, 0]], [[1, 1], [1, 1], [0, 0], [1, 1]],
-                         strata=["a", "a", "b", "c"])
+    states = make_states(
+        [[1, 1], [0, 0], [1, 0], [0, 0]], [[1, 1], [1, 1], [0, 0], [1, 1]], strata=["a", "a", "b", "c"]
+    )
     dev = np.array([True, True, True, False])
     hm = historical_mean(states, dev)
     # stratum-balanced over dev: T = mean(a: 0.5, b: 0.5) = 0.5; S = mean(a: 1, b: 0) = 0.5
@@ -51,7 +51,7 @@ def test_a_new_forecaster_is_one_decorated_function(monkeypatch):
 
     states = make_states([[0, 0], [1, 1]], [[1, 1], [1, 0]], kinds=["initial", "after_search_k"])
     dev = np.array([False, False])
-    fcs, meta, skipped = collect_forecasts(states, dev)
+    fcs, _meta, skipped = collect_forecasts(states, dev)
     assert fcs["search_when_nothing_in_hand"].q_think.tolist() == [0.1, 0.6]
     assert "historical_mean" in skipped  # fitted baselines need dev rows
     report = score(states, dev, fcs, ValueConfig(resamples=50))
@@ -72,10 +72,13 @@ def write_lines(path, rows):
 
 def test_forecast_file_errors_name_file_line_and_field(tmp_path):
     states = make_states([[0, 1]], [[1, 1]])
-    path = write_lines(tmp_path / "f.jsonl", [
-        {"parent_execution_id": "p0", "checkpoint_id": "c0", "q_think": 0.2, "q_search": 0.9},
-        {"parent_execution_id": "p0", "checkpoint_id": "c0", "q_think": 0.2},
-    ])
+    path = write_lines(
+        tmp_path / "f.jsonl",
+        [
+            {"parent_execution_id": "p0", "checkpoint_id": "c0", "q_think": 0.2, "q_search": 0.9},
+            {"parent_execution_id": "p0", "checkpoint_id": "c0", "q_think": 0.2},
+        ],
+    )
     expected = r'f.jsonl line 2: field "q_search" missing \(expected \{"parent_execution_id"'
     with pytest.raises(InputError, match=expected):
         read_forecasts(path, states)
@@ -90,13 +93,16 @@ def test_forecast_file_errors_name_file_line_and_field(tmp_path):
 def test_forecasts_for_unknown_or_missing_states_are_counted(tmp_path):
     states = make_states([[0, 1], [1, 1], [0, 0]], [[1, 1], [0, 1], [1, 0]])
     states.excluded_keys = {("p9", "c9")}
-    path = write_lines(tmp_path / "f.jsonl", [
-        {"parent_execution_id": "p0", "checkpoint_id": "c0", "q_think": 0.1, "q_search": 0.9},
-        {"parent_execution_id": "p0", "checkpoint_id": "c0", "q_think": 0.2, "q_search": 0.8},
-        {"parent_execution_id": "p1", "checkpoint_id": "c1", "q_think": 0.3, "q_search": 0.7},
-        {"parent_execution_id": "nope", "checkpoint_id": "c1", "q_think": 0.3, "q_search": 0.7},
-        {"parent_execution_id": "p9", "checkpoint_id": "c9", "q_think": 0.3, "q_search": 0.7},
-    ])
+    path = write_lines(
+        tmp_path / "f.jsonl",
+        [
+            {"parent_execution_id": "p0", "checkpoint_id": "c0", "q_think": 0.1, "q_search": 0.9},
+            {"parent_execution_id": "p0", "checkpoint_id": "c0", "q_think": 0.2, "q_search": 0.8},
+            {"parent_execution_id": "p1", "checkpoint_id": "c1", "q_think": 0.3, "q_search": 0.7},
+            {"parent_execution_id": "nope", "checkpoint_id": "c1", "q_think": 0.3, "q_search": 0.7},
+            {"parent_execution_id": "p9", "checkpoint_id": "c9", "q_think": 0.3, "q_search": 0.7},
+        ],
+    )
     fc = read_forecasts(path, states)
     assert fc.q_think.tolist() == [0.2, 0.3, 0.5] and fc.q_search.tolist() == [0.8, 0.7, 0.5]
     info = fc.info
@@ -129,8 +135,10 @@ def test_ridge_picks_small_penalty_for_signal_and_large_for_noise():
 def test_calibrations_never_look_at_test_outcomes():
     states, dev, p_t, p_s = _calibration_case()
     raw = Forecast(np.clip(p_t + 0.1, 0, 1), np.clip(p_s - 0.1, 0, 1))
-    before = {c.__name__: c(raw, states, dev) for c in (ridge_calibration, affine_calibration,
-                                                        logistic_calibration, isotonic_calibration)}
+    before = {
+        c.__name__: c(raw, states, dev)
+        for c in (ridge_calibration, affine_calibration, logistic_calibration, isotonic_calibration)
+    }
     for i in np.flatnonzero(~dev):  # flip every test outcome
         states.think.y[i] = 1.0 - states.think.y[i]
     states.think.__post_init__()

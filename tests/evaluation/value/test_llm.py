@@ -14,37 +14,58 @@ from tests.evaluation.value.helpers import fork_record
 
 
 def parent_record() -> ExecutionRecord:
-    doc = lambda i, title: {"doc_id": f"d{i}", "score": 1.0, "title": title, "text": f"{title} passage."}  # noqa: E731
-    return ExecutionRecord.model_validate(dict(
-        execution_id="p1", run_id="run", question_id="q1", question="What is the capital of Australia?",
-        answerable=True, gold_answers=["Canberra"], final_answer="SECRET FINAL ANSWER",
-        steps=[
-            {"kind": "decide", "action": "search", "text": "capital of Australia"},
-            {"kind": "search", "query": "capital of Australia", "source": "demo", "retrieved": [doc(1, "Canberra")]},
-            {"kind": "decide", "action": "search", "text": "Australian parliament"},
-            {"kind": "search", "query": "Australian parliament", "source": "demo", "retrieved": [doc(2, "Hidden")]},
-            {"kind": "answer", "action": "answer", "text": "SECRET FINAL ANSWER"},
-        ],
-    ))
+    doc = lambda i, title: {"doc_id": f"d{i}", "score": 1.0, "title": title, "text": f"{title} passage."}
+    return ExecutionRecord.model_validate(
+        dict(
+            execution_id="p1",
+            run_id="run",
+            question_id="q1",
+            question="What is the capital of Australia?",
+            answerable=True,
+            gold_answers=["Canberra"],
+            final_answer="SECRET FINAL ANSWER",
+            steps=[
+                {"kind": "decide", "action": "search", "text": "capital of Australia"},
+                {
+                    "kind": "search",
+                    "query": "capital of Australia",
+                    "source": "demo",
+                    "retrieved": [doc(1, "Canberra")],
+                },
+                {"kind": "decide", "action": "search", "text": "Australian parliament"},
+                {"kind": "search", "query": "Australian parliament", "source": "demo", "retrieved": [doc(2, "Hidden")]},
+                {"kind": "answer", "action": "answer", "text": "SECRET FINAL ANSWER"},
+            ],
+        )
+    )
 
 
 def states_at_two_checkpoints():
     recs = []
-    for ckpt, boundary, steps, actions in (("c-after", "after_search_1", 2, ("THINK", "SEARCH")),
-                                           ("c-pending", "pending_query", 3, ("STOP", "SEARCH"))):
+    for ckpt, boundary, steps, actions in (
+        ("c-after", "after_search_1", 2, ("THINK", "SEARCH")),
+        ("c-pending", "pending_query", 3, ("STOP", "SEARCH")),
+    ):
         for action in actions:
             for rep in range(2):
                 budget = {"fork.search_budget": 3} if action == "SEARCH" else {}
-                recs.append(fork_record("p1", ckpt, action, rep, boundary=boundary, prefix_steps=steps,
-                                        condition=budget))
+                recs.append(
+                    fork_record("p1", ckpt, action, rep, boundary=boundary, prefix_steps=steps, condition=budget)
+                )
     return build_states(recs, judge="given")
 
 
 def test_parse_forecast():
     assert parse_forecast('{"q_think": 0.25, "q_search": 1}') == (0.25, 1.0)
     assert parse_forecast('Sure! {"q_think": 0.3, "q_search": 0.6} hope that helps') == (0.3, 0.6)
-    for bad in ("", "no json", '{"q_think": 0.3}', '{"q_think": 1.3, "q_search": 0.5}',
-                '{"q_think": true, "q_search": 0.5}', '{"q_think": "0.3", "q_search": 0.5}'):
+    for bad in (
+        "",
+        "no json",
+        '{"q_think": 0.3}',
+        '{"q_think": 1.3, "q_search": 0.5}',
+        '{"q_think": true, "q_search": 0.5}',
+        '{"q_think": "0.3", "q_search": 0.5}',
+    ):
         assert parse_forecast(bad) is None, bad
 
 

@@ -27,8 +27,16 @@ def study_records():
     # a pending query: STOP plays THINK, SEARCH plays SEARCH, SWITCH plays no role by default
     for branch in ("STOP", "SEARCH", "SWITCH"):
         for rep in range(2):
-            recs.append(fork_record("p1", "c2", branch, rep, boundary="pending_query",
-                                    label="CORRECT" if branch != "STOP" else "INCORRECT"))
+            recs.append(
+                fork_record(
+                    "p1",
+                    "c2",
+                    branch,
+                    rep,
+                    boundary="pending_query",
+                    label="CORRECT" if branch != "STOP" else "INCORRECT",
+                )
+            )
     recs.append(fork_record("p2", "c1", "THINK", 0))  # one THINK repeat only
     recs.append(fork_record("p2", "c1", "SEARCH", 0))
     recs.append(fork_record("p2", "c1", "SEARCH", 1))
@@ -63,9 +71,11 @@ def test_retried_records_count_once_last_wins():
 
 
 def test_identical_answers_share_one_judgment():
-    recs = [fork_record("p", "c", b, r, answer=a, gold=["Paris"])
-            for b, answers in (("THINK", ["Paris", "Paris", "Rome"]), ("SEARCH", ["Paris", "Paris"]))
-            for r, a in enumerate(answers)]
+    recs = [
+        fork_record("p", "c", b, r, answer=a, gold=["Paris"])
+        for b, answers in (("THINK", ["Paris", "Paris", "Rome"]), ("SEARCH", ["Paris", "Paris"]))
+        for r, a in enumerate(answers)
+    ]
     states = build_states(recs, judge="rule")
     assert states.think.y[0].tolist() == [1.0, 1.0, 0.0]
     assert states.counts.judged_records == 5 and states.counts.judge_calls == 2
@@ -76,9 +86,11 @@ def test_set_f1_reward_for_collection_answers():
     assert answer_items("I don't know") == set()
     assert set_f1({"a", "b"}, {"b", "c", "d"}) == pytest.approx(2 * 1 / 5)
     assert set_f1(set(), set()) == 1.0
-    recs = [fork_record("p", "c", b, r, answer=a, gold=["Paris", "Rome"])
-            for b, answers in (("THINK", ["Paris", "Paris and Rome"]), ("SEARCH", ["Rome, Oslo", "x"]))
-            for r, a in enumerate(answers)]
+    recs = [
+        fork_record("p", "c", b, r, answer=a, gold=["Paris", "Rome"])
+        for b, answers in (("THINK", ["Paris", "Paris and Rome"]), ("SEARCH", ["Rome, Oslo", "x"]))
+        for r, a in enumerate(answers)
+    ]
     states = build_states(recs, reward_name="set_f1")
     assert states.think.y[0] == pytest.approx([2 / 3, 1.0])
     assert states.search.y[0] == pytest.approx([0.5, 0.0])
@@ -94,10 +106,18 @@ def test_set_f1_reward_scores_invalid_and_length_outputs_zero():
         answer_items('["Paris", ')
     with pytest.raises(InvalidItems):
         answer_items('{"items": "Paris"}')
-    answers = [('["Paris", "Rome"]', "ok"), ('["Paris", ', "ok"), ("Paris, Rome", "length"),
-               ("Paris, Rome", "malformed"), ("Paris, Oslo, Rome", "ok"), ("Unknown", "ok")]
-    recs = [fork_record("p", "c", "SEARCH" if i % 2 else "THINK", i // 2, answer=a, status=st, gold=["Paris", "Rome"])
-            for i, (a, st) in enumerate(answers)]
+    answers = [
+        ('["Paris", "Rome"]', "ok"),
+        ('["Paris", ', "ok"),
+        ("Paris, Rome", "length"),
+        ("Paris, Rome", "malformed"),
+        ("Paris, Oslo, Rome", "ok"),
+        ("Unknown", "ok"),
+    ]
+    recs = [
+        fork_record("p", "c", "SEARCH" if i % 2 else "THINK", i // 2, answer=a, status=st, gold=["Paris", "Rome"])
+        for i, (a, st) in enumerate(answers)
+    ]
     states = build_states(recs, reward_name="set_f1")
     # THINK: valid JSON (1.0), length failure (0), P={paris, oslo, rome} vs G={paris, rome}: 2·2/5
     assert states.think.y[0] == pytest.approx([1.0, 0.0, 0.8])

@@ -32,7 +32,7 @@ def test_hand_computed_state_scores():
     assert theta == pytest.approx([0.5, 1.0])
     # L_1 = f² − 2fΔ̄ + θ̂ = 0.09 − 2·0.3·0.75 + 0.5 = 0.14; L_2 = 0.04 − 2·(−0.2)(−1) + 1 = 0.64
     L = gain_risk(Q_S - Q_T, HAND.dbar, theta)
-    assert L == pytest.approx([0.14, 0.64])
+    assert pytest.approx([0.14, 0.64]) == L
     split = brier_split(Q_T, Q_S, HAND.think, HAND.search)
     # Brier_1 = ½[(0.25 + 3·0.25)/4 + 0.04] = 0.145; V̂_1 = ½[s_T² = 0.25, s_S² = 0] = 0.125
     assert split.brier == pytest.approx([0.145, 0.5 * (0.16 + 0.16)])
@@ -71,9 +71,9 @@ def test_split_parts_sum_to_the_observed_brier_exactly():
     states = make_states(think, search)
     q_t, q_s = rng.uniform(size=n), rng.uniform(size=n)
     split = brier_split(q_t, q_s, states.think, states.search)
-    observed = np.array([
-        0.5 * (np.mean((q_t[i] - think[i]) ** 2) + np.mean((q_s[i] - search[i]) ** 2)) for i in range(n)
-    ])
+    observed = np.array(
+        [0.5 * (np.mean((q_t[i] - think[i]) ** 2) + np.mean((q_s[i] - search[i]) ** 2)) for i in range(n)]
+    )
     np.testing.assert_allclose(split.brier, observed, atol=1e-12)
     np.testing.assert_allclose(split.level + split.gain + split.variance, observed, atol=1e-12)
 

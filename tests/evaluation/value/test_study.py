@@ -28,11 +28,20 @@ def make_run(tmp_path, n_questions=12, seed=0):
             p_t, p_s = rng.uniform(), rng.uniform()
             for action, p, tok in (("THINK", p_t, (300, 10)), ("SEARCH", p_s, (900, 40))):
                 for rep in range(4):
-                    records.append(fork_record(
-                        f"p{q}", ckpt, action, rep, boundary=boundary, stratum=["hop2", "hop3"][q % 2],
-                        support_group=f"page{q // 2}", label="CORRECT" if rng.uniform() < p else "INCORRECT",
-                        answer=f"a{rep}", tokens=tok,
-                    ))
+                    records.append(
+                        fork_record(
+                            f"p{q}",
+                            ckpt,
+                            action,
+                            rep,
+                            boundary=boundary,
+                            stratum=["hop2", "hop3"][q % 2],
+                            support_group=f"page{q // 2}",
+                            label="CORRECT" if rng.uniform() < p else "INCORRECT",
+                            answer=f"a{rep}",
+                            tokens=tok,
+                        )
+                    )
     run = tmp_path / "run"
     write_records(run / "forks.jsonl", records)
     return run
@@ -41,21 +50,34 @@ def make_run(tmp_path, n_questions=12, seed=0):
 def test_value_json_numbers_and_keys(tmp_path):
     run = make_run(tmp_path)
     forecasts = tmp_path / "mine.jsonl"
-    forecasts.write_text("".join(
-        json.dumps({"parent_execution_id": f"p{q}", "checkpoint_id": c, "q_think": 0.3, "q_search": 0.6}) + "\n"
-        for q in range(12) for c in ("c0", "c1")
-    ) + json.dumps({"parent_execution_id": "ghost", "checkpoint_id": "c0", "q_think": 0.1, "q_search": 0.2}) + "\n")
+    forecasts.write_text(
+        "".join(
+            json.dumps({"parent_execution_id": f"p{q}", "checkpoint_id": c, "q_think": 0.3, "q_search": 0.6}) + "\n"
+            for q in range(12)
+            for c in ("c0", "c1")
+        )
+        + json.dumps({"parent_execution_id": "ghost", "checkpoint_id": "c0", "q_think": 0.1, "q_search": 0.2})
+        + "\n"
+    )
     config = ValueConfig(judge="given", resamples=500)
     report = value_study(run, config=config, forecast_files=[forecasts])
     saved = json.loads((run / "value.json").read_text())
-    assert KEYS <= set(saved) and saved["brier"] == report["brier"]
+    assert set(saved) >= KEYS and saved["brier"] == report["brier"]
 
     states, _, _ = load_states(run, config)
     assert report["states"]["scored"] == len(states) == 24
     assert report["states"]["dev"] + report["states"]["test"] == 24
     assert report["states"]["components"]["dev"] == 2  # round(0.3 · 6 support pages)
-    assert set(report["brier"]) >= {"historical_mean", "stratum_prior", "boundary_prior", "file:mine",
-                                    "file:mine+ridge", "file:mine+affine", "file:mine+logistic", "file:mine+isotonic"}
+    assert set(report["brier"]) >= {
+        "historical_mean",
+        "stratum_prior",
+        "boundary_prior",
+        "file:mine",
+        "file:mine+ridge",
+        "file:mine+affine",
+        "file:mine+logistic",
+        "file:mine+isotonic",
+    }
     assert report["forecasters"]["file:mine"]["info"]["n_unknown"] == 1
 
     # recompute the constant forecaster's numbers on the test rows by hand (strata balanced)
@@ -64,7 +86,7 @@ def test_value_json_numbers_and_keys(tmp_path):
     test = ~dev_split(states, 0.3, 0)
     tt = states.subset(test)
     strata = tt.stratum.astype(str)
-    bal = lambda v: np.mean([v[strata == s].mean() for s in sorted(set(strata))])  # noqa: E731
+    bal = lambda v: np.mean([v[strata == s].mean() for s in sorted(set(strata))])
     q_t, q_s = np.full(len(tt), 0.3), np.full(len(tt), 0.6)
     theta = theta_hat(tt.think, tt.search)
     assert report["theta"] == pytest.approx(bal(theta))
@@ -79,14 +101,22 @@ def test_value_json_numbers_and_keys(tmp_path):
 
     pair = report["paired"]["historical_mean - file:mine"]["brier"]  # pairs in scoring order: A - B
     assert pair["difference"] == pytest.approx(
-        report["brier"]["historical_mean"]["brier"] - report["brier"]["file:mine"]["brier"])
+        report["brier"]["historical_mean"]["brier"] - report["brier"]["file:mine"]["brier"]
+    )
     lo, hi = pair["interval"]
     assert lo <= pair["difference"] <= hi
 
     by_price = report["utility"]["by_price"]
     assert list(by_price) == ["0", "0.001", "0.005", "0.01", "0.02"]
-    assert {"always_think", "always_search", "best_constant", "consistency", "sample_informed", "oracle",
-            "threshold:file:mine"} <= set(by_price["0"])
+    assert {
+        "always_think",
+        "always_search",
+        "best_constant",
+        "consistency",
+        "sample_informed",
+        "oracle",
+        "threshold:file:mine",
+    } <= set(by_price["0"])
     assert by_price["0"]["oracle"]["utility"] >= by_price["0"]["always_search"]["utility"]
     assert report["intervals"]["utility"]["0.01"]["consistency"][0] <= by_price["0.01"]["consistency"]["utility"]
     lo, hi = report["intervals"]["brier"]["historical_mean"]
@@ -107,10 +137,13 @@ def test_no_dev_rows_chooses_in_sample_and_says_so(tmp_path):
     run = make_run(tmp_path)
     forecasts = tmp_path / "mine.jsonl"
     # f = +0.4 at the initial checkpoints, −0.4 after a search
-    forecasts.write_text("".join(
-        json.dumps({"parent_execution_id": f"p{q}", "checkpoint_id": c, "q_think": qt, "q_search": 1 - qt}) + "\n"
-        for q in range(12) for c, qt in (("c0", 0.3), ("c1", 0.7))
-    ))
+    forecasts.write_text(
+        "".join(
+            json.dumps({"parent_execution_id": f"p{q}", "checkpoint_id": c, "q_think": qt, "q_search": 1 - qt}) + "\n"
+            for q in range(12)
+            for c, qt in (("c0", 0.3), ("c1", 0.7))
+        )
+    )
     config = ValueConfig(judge="given", resamples=0, dev_split=0.0, taus=(-0.5, 0.0, 0.5))
     report = value_study(run, config=config, forecast_files=[forecasts], write=False)
     assert "historical_mean" in report["skipped_forecasters"] and set(report["brier"]) == {"file:mine"}
@@ -118,7 +151,7 @@ def test_no_dev_rows_chooses_in_sample_and_says_so(tmp_path):
     assert report["utility"]["in_sample"] is True and any("in-sample" in w for w in report["warnings"])
     states, _, _ = load_states(run, config)
     strata = states.stratum.astype(str)
-    bal = lambda v: np.mean([v[strata == s].mean() for s in sorted(set(strata))])  # noqa: E731
+    bal = lambda v: np.mean([v[strata == s].mean() for s in sorted(set(strata))])
     for pk, price in (("0", 0.0), ("0.02", 0.02)):
         u_t = bal(states.think.mean_y - price * states.think.mean_tokens / 1000)
         u_s = bal(states.search.mean_y - price * states.search.mean_tokens / 1000)
@@ -129,8 +162,9 @@ def test_no_dev_rows_chooses_in_sample_and_says_so(tmp_path):
         assert thr["in_sample"] is True
         by_tau = thr["test_utility_by_tau"]
         top = max(by_tau.values())
-        assert thr["tau"] == min((t for t in (-0.5, 0.0, 0.5) if by_tau[f"{t:g}"] >= top - 1e-12),
-                                 key=lambda t: (abs(t), t))
+        assert thr["tau"] == min(
+            (t for t in (-0.5, 0.0, 0.5) if by_tau[f"{t:g}"] >= top - 1e-12), key=lambda t: (abs(t), t)
+        )
         assert thr["utility"] == pytest.approx(top)
 
 
@@ -141,8 +175,9 @@ def test_errors_are_for_people(tmp_path):
     run = make_run(tmp_path)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"parent_execution_id": "p0", "checkpoint_id": "c0", "q_search": 0.5}\n', encoding="utf-8")
-    result = CliRunner().invoke(app, ["value", str(run), "--forecasts", str(bad), "--judge", "given",
-                                      "--resamples", "0"])
+    result = CliRunner().invoke(
+        app, ["value", str(run), "--forecasts", str(bad), "--judge", "given", "--resamples", "0"]
+    )
     assert result.exit_code == 2
     assert 'bad.jsonl line 1: field "q_think" missing' in result.output
     one_repeat = tmp_path / "one"
@@ -152,7 +187,6 @@ def test_errors_are_for_people(tmp_path):
 
 
 def test_forecaster_module_plugs_a_function_into_the_command(tmp_path, monkeypatch):
-    from branchpoint.evaluation.value import forecasters as registry
 
     from branchpoint.registry import REGISTRY
 
@@ -167,8 +201,9 @@ def test_forecaster_module_plugs_a_function_into_the_command(tmp_path, monkeypat
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     run = make_run(tmp_path)
-    result = CliRunner().invoke(app, ["value", str(run), "--judge", "given", "--resamples", "0",
-                                      "--forecaster-module", "my_value_plugin"])
+    result = CliRunner().invoke(
+        app, ["value", str(run), "--judge", "given", "--resamples", "0", "--forecaster-module", "my_value_plugin"]
+    )
     assert result.exit_code == 0, result.output
     report = json.loads((run / "value.json").read_text())
     assert report["brier"]["always_sixty_forty"]["brier"] is not None
@@ -190,26 +225,42 @@ def test_oracle_range_factorial_and_level_split_in_value_json(tmp_path):
         # fixed gain and fixed cost, both from the dev rows, is the dev-chosen constant action
         assert cells["fixed_gain_fixed_cost"]["difference"] == pytest.approx(0.0, abs=1e-12)
         assert cells["query_gain_query_cost"]["utility"] == pytest.approx(
-            report["utility"]["by_price"][pk]["sample_informed"]["utility"])
+            report["utility"]["by_price"][pk]["sample_informed"]["utility"]
+        )
         c = report["decision_factorial"]["by_price"][pk]["contrasts"]
         assert c["interaction"]["difference"] == pytest.approx(
-            c["cost_added_to_gain"]["difference"] - cells["fixed_gain_query_cost"]["difference"]
-            + cells["fixed_gain_fixed_cost"]["difference"])
+            c["cost_added_to_gain"]["difference"]
+            - cells["fixed_gain_query_cost"]["difference"]
+            + cells["fixed_gain_fixed_cost"]["difference"]
+        )
     split = report["level_split"]["stratum_prior - historical_mean"]
     parts = report["brier"]
     assert split["level_total"]["value"] == pytest.approx(
-        parts["stratum_prior"]["level"] - parts["historical_mean"]["level"])
+        parts["stratum_prior"]["level"] - parts["historical_mean"]["level"]
+    )
     assert split["level_mean_bias"]["value"] + split["level_variation"]["value"] == pytest.approx(
-        split["level_total"]["value"])
+        split["level_total"]["value"]
+    )
     assert split["level_total"]["interval"] is not None
 
 
 def test_single_component_stratum_gets_no_interval_and_a_warning(tmp_path):
     run = make_run(tmp_path)
     records = read_records(run / "forks.jsonl")
-    extra = [fork_record(f"solo{q}", "c0", a, rep, stratum="four_hop", support_group="one_page",
-                         label="CORRECT" if (rep + q) % 2 else "INCORRECT")
-             for q in range(3) for a in ("THINK", "SEARCH") for rep in range(4)]
+    extra = [
+        fork_record(
+            f"solo{q}",
+            "c0",
+            a,
+            rep,
+            stratum="four_hop",
+            support_group="one_page",
+            label="CORRECT" if (rep + q) % 2 else "INCORRECT",
+        )
+        for q in range(3)
+        for a in ("THINK", "SEARCH")
+        for rep in range(4)
+    ]
     write_records(run / "forks.jsonl", records + extra)
     report = value_study(run, config=ValueConfig(judge="given", resamples=200, dev_split=0.0), write=False)
     assert any("'four_hop' has a single support component" in w for w in report["warnings"])
@@ -220,18 +271,33 @@ def test_single_component_stratum_gets_no_interval_and_a_warning(tmp_path):
 def test_fitted_forecasters_and_text_head_in_value_json(tmp_path):
     run = make_run(tmp_path)
     forecasts = tmp_path / "mine.jsonl"
-    forecasts.write_text("".join(
-        json.dumps({"parent_execution_id": f"p{q}", "checkpoint_id": c, "q_think": 0.2 + 0.05 * (q % 5),
-                    "q_search": 0.5}) + "\n" for q in range(12) for c in ("c0", "c1")
-    ))
+    forecasts.write_text(
+        "".join(
+            json.dumps(
+                {"parent_execution_id": f"p{q}", "checkpoint_id": c, "q_think": 0.2 + 0.05 * (q % 5), "q_search": 0.5}
+            )
+            + "\n"
+            for q in range(12)
+            for c in ("c0", "c1")
+        )
+    )
     from branchpoint.retrieval.encoder import get_encoder
 
     config = ValueConfig(judge="given", resamples=0, text_head=True)
-    report = value_study(run, config=config, forecast_files=[forecasts], write=False,
-                         text_encoder=get_encoder("minilm-onnx").encode)  # fmt: skip
-    assert {"public_prefix_ridge", "metadata_ridge", "minilm_ridge", "file:mine+beta", "file:mine+direct_gain",
-            "file:mine+residual", "file:mine+public_prefix", "file:mine+stop_offset",
-            "file:mine+stop_feedback"} <= set(report["brier"])
+    report = value_study(
+        run, config=config, forecast_files=[forecasts], write=False, text_encoder=get_encoder("minilm-onnx").encode
+    )
+    assert {
+        "public_prefix_ridge",
+        "metadata_ridge",
+        "minilm_ridge",
+        "file:mine+beta",
+        "file:mine+direct_gain",
+        "file:mine+residual",
+        "file:mine+public_prefix",
+        "file:mine+stop_offset",
+        "file:mine+stop_feedback",
+    } <= set(report["brier"])
     assert report["forecasters"]["minilm_ridge"]["info"]["penalty"] is not None
     without = value_study(run, config=ValueConfig(judge="given", resamples=0), write=False)
     assert "--text-head" in without["skipped_forecasters"]["minilm_ridge"]
@@ -241,13 +307,21 @@ def test_scoring_objectives_on_the_same_executions(tmp_path):
     # one question, 4 repeats each; gold "Paris". THINK answers: "Paris" (CORRECT), "It is Paris."
     # (CORRECT), "the city of paris" (INCORRECT by the given labels), "I don't know".
     # SEARCH: "Paris" ×3 CORRECT, one length failure. One SEARCH repeat is incomplete.
-    think = [("Paris", "CORRECT", "ok"), ("It is Paris.", "CORRECT", "ok"),
-             ("the city of paris", "INCORRECT", "ok"), ("I don't know", "INCORRECT", "ok")]
+    think = [
+        ("Paris", "CORRECT", "ok"),
+        ("It is Paris.", "CORRECT", "ok"),
+        ("the city of paris", "INCORRECT", "ok"),
+        ("I don't know", "INCORRECT", "ok"),
+    ]
     search = [("Paris", "CORRECT", "ok")] * 3 + [("Paris", "CORRECT", "length")]
-    recs = [fork_record("p", "c", "THINK", i, answer=a, label=lab, status=st, gold=["Paris"])
-            for i, (a, lab, st) in enumerate(think)]
-    recs += [fork_record("p", "c", "SEARCH", i, answer=a, label=lab, status=st, gold=["Paris"])
-             for i, (a, lab, st) in enumerate(search)]
+    recs = [
+        fork_record("p", "c", "THINK", i, answer=a, label=lab, status=st, gold=["Paris"])
+        for i, (a, lab, st) in enumerate(think)
+    ]
+    recs += [
+        fork_record("p", "c", "SEARCH", i, answer=a, label=lab, status=st, gold=["Paris"])
+        for i, (a, lab, st) in enumerate(search)
+    ]
     recs.append(fork_record("p", "c", "SEARCH", 9, answer="Paris", status="incomplete", gold=["Paris"]))
     run = tmp_path / "run"
     write_records(run / "forks.jsonl", recs)
@@ -265,8 +339,9 @@ def test_scoring_objectives_on_the_same_executions(tmp_path):
 
 def test_audit_bounds_from_two_judges(tmp_path):
     run = make_run(tmp_path)  # answers "a0".."a3", gold "x": the rule judge says INCORRECT everywhere
-    report = value_study(run, config=ValueConfig(judge="given", resamples=100, audit_judges=("rule", "given")),
-                         write=False)  # fmt: skip
+    report = value_study(
+        run, config=ValueConfig(judge="given", resamples=100, audit_judges=("rule", "given")), write=False
+    )
     audit = report["audit_bounds"]
     assert audit["judges"] == ["rule", "given"]
     entry = audit["gain_vs_mean_gain"]["stratum_prior"]
@@ -280,9 +355,26 @@ def test_cli_options_and_report_section(tmp_path):
     from branchpoint.evaluation.report import write_report
 
     run = make_run(tmp_path)
-    result = CliRunner().invoke(app, [
-        "value", str(run), "--judge", "given", "--resamples", "50", "--audit-judges", "rule,given",
-        "--learning-curves", "--curve-budgets", "2,4", "--curve-samples", "2", "--text-head", "--no-progress"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "value",
+            str(run),
+            "--judge",
+            "given",
+            "--resamples",
+            "50",
+            "--audit-judges",
+            "rule,given",
+            "--learning-curves",
+            "--curve-budgets",
+            "2,4",
+            "--curve-samples",
+            "2",
+            "--text-head",
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "decision factorial" in result.output
     saved = json.loads((run / "value.json").read_text())
@@ -290,16 +382,25 @@ def test_cli_options_and_report_section(tmp_path):
     assert "minilm_ridge" in saved["brier"] and "minilm" in saved["learning_curves"]["families"]
     report, figures = write_report(run)  # no metrics.json: the value section alone
     text = report.read_text()
-    for heading in ("## Search value", "### Forecasters", "### Brier contrast against a constant level",
-                    "### Router utility", "### Decision factorial", "### Scoring objectives",
-                    "### Shared-label audit bounds", "### Matched-configuration learning curves"):
+    for heading in (
+        "## Search value",
+        "### Forecasters",
+        "### Brier contrast against a constant level",
+        "### Router utility",
+        "### Decision factorial",
+        "### Scoring objectives",
+        "### Shared-label audit bounds",
+        "### Matched-configuration learning curves",
+    ):
         assert heading in text
     assert "Zero-price oracle improvement" in text
     # the learning curves are drawn too (the study's Figure 4): PNG, SVG and their data as CSV
     figure = figures["learning_curves"]
     assert figure is not None and figure.is_file() and figure.with_suffix(".svg").is_file()
     rows = figure.with_suffix(".csv").read_text().splitlines()
-    assert rows[0].startswith("family,budget,gain_r2") and len(rows) == 1 + 2 * len(saved["learning_curves"]["families"])
+    assert rows[0].startswith("family,budget,gain_r2") and len(rows) == 1 + 2 * len(
+        saved["learning_curves"]["families"]
+    )
     assert "![Learning curves](figures/learning_curves.png)" in text
     bad = CliRunner().invoke(app, ["value", str(run), "--audit-judges", "rule"])
     assert bad.exit_code == 2 and "--audit-judges: expected two judge names" in bad.output
@@ -314,9 +415,13 @@ def test_oracle_range_interval_spans_both_bounds(tmp_path):
 def test_a_forecasts_file_matching_no_state_warns_on_the_console(tmp_path):
     run = make_run(tmp_path)
     other = tmp_path / "other_run_forecasts.jsonl"
-    other.write_text('{"parent_execution_id": "elsewhere", "checkpoint_id": "c9", "q_think": 0.4, "q_search": 0.6}\n',
-                     encoding="utf-8")
-    result = CliRunner().invoke(app, ["value", str(run), "--forecasts", str(other), "--judge", "given", "--resamples", "0"])
+    other.write_text(
+        '{"parent_execution_id": "elsewhere", "checkpoint_id": "c9", "q_think": 0.4, "q_search": 0.6}\n',
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(
+        app, ["value", str(run), "--forecasts", str(other), "--judge", "given", "--resamples", "0"]
+    )
     assert result.exit_code == 0, result.output
     assert "warning:" in result.output and "none of its 1 forecasts matches a scored state" in result.output
     assert "elsewhere / c9" in result.output

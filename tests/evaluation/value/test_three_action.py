@@ -39,19 +39,35 @@ def test_three_action_block_in_value_json(tmp_path):
     for q in range(10):
         for action, p in (("STOP", 0.3), ("SEARCH", 0.6), ("SWITCH", 0.5)):
             for rep in range(4):
-                recs.append(fork_record(f"p{q}", "c", action, rep, boundary="pending_query", stratum="s",
-                                        support_group=f"page{q}", answer=f"a{rep}",
-                                        label="CORRECT" if rng.uniform() < p else "INCORRECT"))
+                recs.append(
+                    fork_record(
+                        f"p{q}",
+                        "c",
+                        action,
+                        rep,
+                        boundary="pending_query",
+                        stratum="s",
+                        support_group=f"page{q}",
+                        answer=f"a{rep}",
+                        label="CORRECT" if rng.uniform() < p else "INCORRECT",
+                    )
+                )
     run = tmp_path / "run"
     write_records(run / "forks.jsonl", recs)
     report = value_study(run, config=ValueConfig(judge="given", resamples=100, dev_split=0.3), write=False)
     block = report["three_action"]
     assert block["states"]["dev"] + block["states"]["test"] == 10
     assert set(block["forecasts"]) == {"action_means", "zero_gain"}
-    assert set(block["utility"]["0"]) == {"always_stop", "always_same", "always_switch", "best_constant",
-                                          "sample_informed"}
+    assert set(block["utility"]["0"]) == {
+        "always_stop",
+        "always_same",
+        "always_switch",
+        "best_constant",
+        "sample_informed",
+    }
     assert block["utility"]["0"]["always_stop"]["value"] == pytest.approx(
-        report["utility"]["by_price"]["0"]["always_think"]["utility"])
+        report["utility"]["by_price"]["0"]["always_think"]["utility"]
+    )
     assert block["forecasts"]["action_means"]["gain_loss"]["interval"] is not None
     from branchpoint.evaluation.value.markdown import value_markdown
 
@@ -64,9 +80,19 @@ def _pending_run(tmp_path, outcomes):
     for q, per_action in enumerate(outcomes):
         for action, ys in per_action.items():
             for rep, y in enumerate(ys):
-                recs.append(fork_record(f"p{q}", "c", action, rep, boundary="pending_query", stratum="s",
-                                        support_group=f"page{q}", answer=f"a{rep}{y}",
-                                        label="CORRECT" if y else "INCORRECT"))
+                recs.append(
+                    fork_record(
+                        f"p{q}",
+                        "c",
+                        action,
+                        rep,
+                        boundary="pending_query",
+                        stratum="s",
+                        support_group=f"page{q}",
+                        answer=f"a{rep}{y}",
+                        label="CORRECT" if y else "INCORRECT",
+                    )
+                )
     run = tmp_path / "run"
     write_records(run / "forks.jsonl", recs)
     return run
@@ -74,15 +100,20 @@ def _pending_run(tmp_path, outcomes):
 
 def test_three_action_forecasts_file_scored_by_hand(tmp_path):
     # p0: STOP [1,0], SAME [1,1], SWITCH [0,0];  p1: STOP [0,0], SAME [1,0], SWITCH [1,1]
-    run = _pending_run(tmp_path, [{"STOP": [1, 0], "SEARCH": [1, 1], "SWITCH": [0, 0]},
-                                  {"STOP": [0, 0], "SEARCH": [1, 0], "SWITCH": [1, 1]}])
-    lines = [{"parent_execution_id": "p0", "checkpoint_id": "c", "q_stop": 0.5, "q_same": 0.9, "q_switch": 0.1},
-             {"parent_execution_id": "p1", "checkpoint_id": "c", "q_stop": 0.2, "q_same": 0.6, "q_switch": 0.8},
-             {"parent_execution_id": "nope", "checkpoint_id": "c", "q_stop": 0.2, "q_same": 0.6, "q_switch": 0.8}]
+    run = _pending_run(
+        tmp_path,
+        [{"STOP": [1, 0], "SEARCH": [1, 1], "SWITCH": [0, 0]}, {"STOP": [0, 0], "SEARCH": [1, 0], "SWITCH": [1, 1]}],
+    )
+    lines = [
+        {"parent_execution_id": "p0", "checkpoint_id": "c", "q_stop": 0.5, "q_same": 0.9, "q_switch": 0.1},
+        {"parent_execution_id": "p1", "checkpoint_id": "c", "q_stop": 0.2, "q_same": 0.6, "q_switch": 0.8},
+        {"parent_execution_id": "nope", "checkpoint_id": "c", "q_stop": 0.2, "q_same": 0.6, "q_switch": 0.8},
+    ]
     path = tmp_path / "three.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
-    report = value_study(run, config=ValueConfig(judge="given", resamples=0, dev_split=0.0), forecast_files=[path],
-                         write=False)
+    report = value_study(
+        run, config=ValueConfig(judge="given", resamples=0, dev_split=0.0), forecast_files=[path], write=False
+    )
     block = report["three_action"]["forecasts"]["file:three"]
     # outcome error per state = ⅓ Σ_a (q_a² − 2 q_a Ȳ_a + ΣY²/m):
     #   p0: ⅓[(0.25 − 0.5 + 0.5) + (0.81 − 1.8 + 1) + 0.01] = 0.27/3 = 0.09
@@ -103,22 +134,37 @@ def test_three_action_forecasts_file_scored_by_hand(tmp_path):
 def test_three_action_forecasts_file_errors_and_missing_states(tmp_path):
     from branchpoint.errors import InputError
 
-    run = _pending_run(tmp_path, [{"STOP": [1, 0], "SEARCH": [1, 1], "SWITCH": [0, 0]},
-                                  {"STOP": [0, 0], "SEARCH": [1, 0], "SWITCH": [1, 1]}])
+    run = _pending_run(
+        tmp_path,
+        [{"STOP": [1, 0], "SEARCH": [1, 1], "SWITCH": [0, 0]}, {"STOP": [0, 0], "SEARCH": [1, 0], "SWITCH": [1, 1]}],
+    )
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"parent_execution_id": "p0", "checkpoint_id": "c", "q_stop": 0.5, "q_same": 1.5,
-                               "q_switch": 0.1}) + "\n", encoding="utf-8")
+    bad.write_text(
+        json.dumps({"parent_execution_id": "p0", "checkpoint_id": "c", "q_stop": 0.5, "q_same": 1.5, "q_switch": 0.1})
+        + "\n",
+        encoding="utf-8",
+    )
     with pytest.raises(InputError, match=r'bad\.jsonl line 1: field "q_same" must be a number in \[0, 1\]'):
-        value_study(run, config=ValueConfig(judge="given", resamples=0, dev_split=0.0), forecast_files=[bad], write=False)
-    bad.write_text(json.dumps({"parent_execution_id": "p0", "checkpoint_id": "c", "q_stop": 0.5}) + "\n", encoding="utf-8")
+        value_study(
+            run, config=ValueConfig(judge="given", resamples=0, dev_split=0.0), forecast_files=[bad], write=False
+        )
+    bad.write_text(
+        json.dumps({"parent_execution_id": "p0", "checkpoint_id": "c", "q_stop": 0.5}) + "\n", encoding="utf-8"
+    )
     with pytest.raises(InputError, match=r'bad\.jsonl line 1: field "q_same" missing'):
-        value_study(run, config=ValueConfig(judge="given", resamples=0, dev_split=0.0), forecast_files=[bad], write=False)
+        value_study(
+            run, config=ValueConfig(judge="given", resamples=0, dev_split=0.0), forecast_files=[bad], write=False
+        )
     # p1 absent: 0.5 for every action there, counted
     one = tmp_path / "one.jsonl"
-    one.write_text(json.dumps({"parent_execution_id": "p0", "checkpoint_id": "c", "q_stop": 0.5, "q_same": 0.9,
-                               "q_switch": 0.1}) + "\n", encoding="utf-8")
-    report = value_study(run, config=ValueConfig(judge="given", resamples=0, dev_split=0.0), forecast_files=[one],
-                         write=False)
+    one.write_text(
+        json.dumps({"parent_execution_id": "p0", "checkpoint_id": "c", "q_stop": 0.5, "q_same": 0.9, "q_switch": 0.1})
+        + "\n",
+        encoding="utf-8",
+    )
+    report = value_study(
+        run, config=ValueConfig(judge="given", resamples=0, dev_split=0.0), forecast_files=[one], write=False
+    )
     assert report["three_action"]["forecast_files"]["file:one"]["n_missing"] == 1
     # p1 at 0.5 everywhere: ⅓[0.25 + (0.25 − 0.5 + 0.5) + (0.25 − 1 + 1)] = 0.25
     assert report["three_action"]["forecasts"]["file:one"]["outcome_error"]["value"] == pytest.approx((0.09 + 0.25) / 2)

@@ -53,34 +53,63 @@ def _ckpt(n: int, i: int) -> str:
     return f"1f0c{n:08x}-{i:04x}-6b2e-8000-{n * 31 + i:012x}"
 
 
-def _steps(rng: np.random.Generator, question: str, searches: int, answer: str, first_search: int = 0,
-           decide_first: bool = True) -> list[Step]:
+def _steps(
+    rng: np.random.Generator,
+    question: str,
+    searches: int,
+    answer: str,
+    first_search: int = 0,
+    decide_first: bool = True,
+) -> list[Step]:
     steps: list[Step] = []
     for k in range(searches):
         query = f"{question.rstrip('?')} search {first_search + k + 1}"
         if decide_first or k > 0:
-            steps.append(Step(
-                kind="decide", action="search", text=query,
-                usage=Usage(input_tokens=int(180 + 350 * k), output_tokens=int(rng.integers(12, 40)),
-                            reasoning_tokens=int(rng.integers(5, 30))),
-                latency_s=float(rng.uniform(0.3, 1.2)), finish_reason="stop",
-                reasoning=f"I need evidence about: {question} (step {k + 1})",
-            ))  # fmt: skip
+            steps.append(
+                Step(
+                    kind="decide",
+                    action="search",
+                    text=query,
+                    usage=Usage(
+                        input_tokens=int(180 + 350 * k),
+                        output_tokens=int(rng.integers(12, 40)),
+                        reasoning_tokens=int(rng.integers(5, 30)),
+                    ),
+                    latency_s=float(rng.uniform(0.3, 1.2)),
+                    finish_reason="stop",
+                    reasoning=f"I need evidence about: {question} (step {k + 1})",
+                )
+            )
         page = zlib.crc32(question.encode()) % 10_000
         docs = [
             RetrievedDoc(
-                doc_id=f"doc-{page:04d}-{first_search + k}{j}", score=float(1.0 - 0.1 * j), title=f"Page {k}-{j}",
+                doc_id=f"doc-{page:04d}-{first_search + k}{j}",
+                score=float(1.0 - 0.1 * j),
+                title=f"Page {k}-{j}",
                 text=f"Passage {j} about {question.lower()} ({'no record exists' if j == 2 else 'facts'}).",
             )
             for j in range(3)
         ]
-        steps.append(Step(kind="search", query=query, source="wiki", retrieved=docs,
-                          latency_s=float(rng.uniform(0.01, 0.08)), cache_hit=bool(rng.random() < 0.4)))
-    steps.append(Step(
-        kind="decide", action="answer", text=answer,
-        usage=Usage(input_tokens=int(200 + 350 * searches), output_tokens=int(rng.integers(8, 30))),
-        latency_s=float(rng.uniform(0.3, 1.0)), finish_reason="stop",
-    ))  # fmt: skip
+        steps.append(
+            Step(
+                kind="search",
+                query=query,
+                source="wiki",
+                retrieved=docs,
+                latency_s=float(rng.uniform(0.01, 0.08)),
+                cache_hit=bool(rng.random() < 0.4),
+            )
+        )
+    steps.append(
+        Step(
+            kind="decide",
+            action="answer",
+            text=answer,
+            usage=Usage(input_tokens=int(200 + 350 * searches), output_tokens=int(rng.integers(8, 30))),
+            latency_s=float(rng.uniform(0.3, 1.0)),
+            finish_reason="stop",
+        )
+    )
     return steps
 
 
@@ -110,16 +139,26 @@ def parent_records(n: int, seed: int = 0) -> list[ExecutionRecord]:
         searches = int(rng.integers(1, 4)) if cond["agent.search"] else 0
         steps = _steps(rng, question, searches, _answer(rng, gold, 0.4 + 0.15 * searches))
         qid = f"q{i // 2:05d}"
-        out.append(ExecutionRecord(
-            execution_id=execution_id(RUN_ID, cond, qid), run_id=RUN_ID, condition=cond, question_id=qid,
-            question=question if i < len(QUESTIONS) * 2 else f"{question} (#{i // 2})", answerable=answerable,
-            category=category, gold_answers=gold, stratum="demo", support_group=f"page-{i % 7}",
-            status="incomplete" if i % 23 == 11 else "ok",
-            final_answer=None if i % 23 == 11 else steps[-1].text,
-            steps=[] if i % 23 == 11 else steps, **(_totals(steps) if i % 23 != 11 else {}),
-            checkpoint_ids=[_ckpt(i, j) for j in range(1 + 2 * searches)] if i % 23 != 11 else [],
-            error="connection reset by peer" if i % 23 == 11 else None,
-        ))  # fmt: skip
+        out.append(
+            ExecutionRecord(
+                execution_id=execution_id(RUN_ID, cond, qid),
+                run_id=RUN_ID,
+                condition=cond,
+                question_id=qid,
+                question=question if i < len(QUESTIONS) * 2 else f"{question} (#{i // 2})",
+                answerable=answerable,
+                category=category,
+                gold_answers=gold,
+                stratum="demo",
+                support_group=f"page-{i % 7}",
+                status="incomplete" if i % 23 == 11 else "ok",
+                final_answer=None if i % 23 == 11 else steps[-1].text,
+                steps=[] if i % 23 == 11 else steps,
+                **(_totals(steps) if i % 23 != 11 else {}),
+                checkpoint_ids=[_ckpt(i, j) for j in range(1 + 2 * searches)] if i % 23 != 11 else [],
+                error="connection reset by peer" if i % 23 == 11 else None,
+            )
+        )
     return out
 
 
@@ -140,7 +179,8 @@ def fork_records(parents: list[ExecutionRecord], repeats: int, seed: int = 0) ->
     for parent in parents:
         boundaries = legal_boundaries(parent)
         picks = [b for b in boundaries if b[0] in ("initial", "after_search_1")] + [
-            b for b in boundaries if b[0] == "pending_query"][:1]
+            b for b in boundaries if b[0] == "pending_query"
+        ][:1]
         for boundary, ckpt in picks:
             done = 1 if boundary == "after_search_1" else 0
             actions = ("STOP", "SEARCH", "SWITCH") if boundary == "pending_query" else ("THINK", "SEARCH")
@@ -149,8 +189,14 @@ def fork_records(parents: list[ExecutionRecord], repeats: int, seed: int = 0) ->
                     ref = {"execution_id": parent.execution_id, "checkpoint_id": ckpt, "boundary": boundary}
                     searches = {"THINK": 0, "STOP": 0}.get(action, int(rng.integers(1, 3)))
                     p = 0.3 + 0.25 * (searches + done)
-                    steps = _steps(rng, parent.question, searches, _answer(rng, parent.gold_answers, p),
-                                   first_search=done, decide_first=boundary != "pending_query")
+                    steps = _steps(
+                        rng,
+                        parent.question,
+                        searches,
+                        _answer(rng, parent.gold_answers, p),
+                        first_search=done,
+                        decide_first=boundary != "pending_query",
+                    )
                     if action == "SWITCH":
                         for s in steps:
                             if s.kind == "search":
@@ -159,18 +205,38 @@ def fork_records(parents: list[ExecutionRecord], repeats: int, seed: int = 0) ->
                     n += 1
                     # the runner's checkpoints: the inherited boundary (none after STOP), then a
                     # pending_query and an after_search_k per search (the first pending one inherited)
-                    count = (0 if action == "STOP" else 1) + 2 * searches - (boundary == "pending_query" and searches > 0)
+                    count = (
+                        (0 if action == "STOP" else 1) + 2 * searches - (boundary == "pending_query" and searches > 0)
+                    )
                     ids = [_ckpt(n, j) for j in range(count)]
-                    out.append(ExecutionRecord(
-                        execution_id=execution_id(RUN_ID, cond, parent.question_id, ref, action, rep),
-                        run_id=RUN_ID, condition=cond, question_id=parent.question_id, question=parent.question,
-                        answerable=parent.answerable, category=parent.category, gold_answers=parent.gold_answers,
-                        stratum=parent.stratum, support_group=parent.support_group, parent=ref, branch=action,
-                        repeat=rep, final_answer=steps[-1].text, steps=steps, **_totals(steps), checkpoint_ids=ids,
-                        prefix={"steps": 0 if boundary == "initial" else 2 * done + 1, "search_calls": done,
-                                "input_tokens": 0, "output_tokens": 0},
-                        sampling={"temperature": 0.6, "top_p": 0.95, "seed": 1000 + rep},
-                    ))  # fmt: skip
+                    out.append(
+                        ExecutionRecord(
+                            execution_id=execution_id(RUN_ID, cond, parent.question_id, ref, action, rep),
+                            run_id=RUN_ID,
+                            condition=cond,
+                            question_id=parent.question_id,
+                            question=parent.question,
+                            answerable=parent.answerable,
+                            category=parent.category,
+                            gold_answers=parent.gold_answers,
+                            stratum=parent.stratum,
+                            support_group=parent.support_group,
+                            parent=ref,
+                            branch=action,
+                            repeat=rep,
+                            final_answer=steps[-1].text,
+                            steps=steps,
+                            **_totals(steps),
+                            checkpoint_ids=ids,
+                            prefix={
+                                "steps": 0 if boundary == "initial" else 2 * done + 1,
+                                "search_calls": done,
+                                "input_tokens": 0,
+                                "output_tokens": 0,
+                            },
+                            sampling={"temperature": 0.6, "top_p": 0.95, "seed": 1000 + rep},
+                        )
+                    )
     return out
 
 
@@ -182,13 +248,25 @@ def replay_records(parent: ExecutionRecord, repeats: int = 2, seed: int = 0) -> 
     out = []
     for rep in range(repeats):
         steps = _steps(rng, parent.question, 1, _answer(rng, parent.gold_answers, 0.6))
-        out.append(ExecutionRecord(
-            execution_id=execution_id(RUN_ID, parent.condition, parent.question_id, ref, "replay", rep),
-            run_id=RUN_ID, condition=parent.condition, question_id=parent.question_id, question=parent.question,
-            answerable=parent.answerable, category=parent.category, gold_answers=parent.gold_answers,
-            parent=ref, repeat=rep, final_answer=steps[-1].text, steps=steps, **_totals(steps),
-            checkpoint_ids=[_ckpt(900_000 + 10 * seed + rep, j) for j in range(3)], kind="replay",
-        ))  # fmt: skip
+        out.append(
+            ExecutionRecord(
+                execution_id=execution_id(RUN_ID, parent.condition, parent.question_id, ref, "replay", rep),
+                run_id=RUN_ID,
+                condition=parent.condition,
+                question_id=parent.question_id,
+                question=parent.question,
+                answerable=parent.answerable,
+                category=parent.category,
+                gold_answers=parent.gold_answers,
+                parent=ref,
+                repeat=rep,
+                final_answer=steps[-1].text,
+                steps=steps,
+                **_totals(steps),
+                checkpoint_ids=[_ckpt(900_000 + 10 * seed + rep, j) for j in range(3)],
+                kind="replay",
+            )
+        )
     return out
 
 
@@ -231,12 +309,22 @@ def write_fork_study(
     _write_jsonl(run_dir / REPLAYS_FILE, replays)
     states = sorted({(f.parent.execution_id, f.parent.checkpoint_id) for f in forks})
     rng = np.random.default_rng(seed + 3)
-    _write_jsonl(run_dir / "forecasts.jsonl", [
-        {"parent_execution_id": e, "checkpoint_id": c, "q_think": round(float(rng.uniform(0.2, 0.6)), 3),
-         "q_search": round(float(rng.uniform(0.4, 0.9)), 3)} for e, c in states
-    ])  # fmt: skip
+    _write_jsonl(
+        run_dir / "forecasts.jsonl",
+        [
+            {
+                "parent_execution_id": e,
+                "checkpoint_id": c,
+                "q_think": round(float(rng.uniform(0.2, 0.6)), 3),
+                "q_search": round(float(rng.uniform(0.4, 0.9)), 3),
+            }
+            for e, c in states
+        ],
+    )
     if value and forks:
         from branchpoint.evaluation.value import ValueConfig, value_study
 
-        value_study(run_dir, config=ValueConfig(resamples=50, dev_split=0.0), forecast_files=[run_dir / "forecasts.jsonl"])
+        value_study(
+            run_dir, config=ValueConfig(resamples=50, dev_split=0.0), forecast_files=[run_dir / "forecasts.jsonl"]
+        )
     return {"executions": parents, "judged": judged, "forks": forks, "replays": replays}

@@ -126,7 +126,9 @@ def test_a_retried_execution_keeps_its_labels_from_evaluate(study_run: Path, tmp
     index = RunIndex.open(run).build()
     row = index.entry(first["execution_id"]).row
     assert (row["status"], row["judge"], row["line"]) == ("ok", "rule", 2) and row["labels"]
-    assert index.progress.superseded == 1 and len([e for e in index.order if index.entry(e).row["kind"] == "execution"]) == len(lines)
+    assert index.progress.superseded == 1 and len(
+        [e for e in index.order if index.entry(e).row["kind"] == "execution"]
+    ) == len(lines)
 
 
 def test_passages_held_once_per_run_are_put_back(study_run: Path, tmp_path: Path) -> None:

@@ -91,8 +91,9 @@ def test_port_in_use_is_a_clear_error() -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "branchpoint.cli", "view", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "branchpoint.cli", "view", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_view_command_messages(study_run: Path, tmp_path: Path) -> None:
@@ -138,8 +139,13 @@ def test_viewer_imports_nothing_from_agents_or_checkpoints() -> None:
 def test_view_command_serves_on_loopback(study_run: Path) -> None:
     import httpx
 
-    proc = subprocess.Popen([sys.executable, "-m", "branchpoint.cli", "view", str(study_run), "--port", "0"], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "branchpoint.cli", "view", str(study_run), "--port", "0"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         url = re.search(r"http://127\.0\.0\.1:\d+/", line)
@@ -149,7 +155,9 @@ def test_view_command_serves_on_loopback(study_run: Path) -> None:
             if rows["done"]:
                 break
             time.sleep(0.05)
-        assert rows["total"] == sum(len(read_records(study_run / f)) for f in ("executions.jsonl", FORKS_FILE, "replays.jsonl"))
+        assert rows["total"] == sum(
+            len(read_records(study_run / f)) for f in ("executions.jsonl", FORKS_FILE, "replays.jsonl")
+        )
         assert rows["errors"] == []
         assert "branchpoint" in httpx.get(url.group(0), timeout=5).text
     finally:
@@ -161,7 +169,11 @@ def test_forecasts_files_a_user_adds_are_checked(study_run: Path, tmp_path: Path
     with pytest.raises(BranchpointError, match="--forecasts .*missing.jsonl: file not found"):
         ViewerState(RunIndex.open(study_run), [tmp_path / "missing.jsonl"])
     bad = tmp_path / "mine.jsonl"
-    bad.write_text('{"parent_execution_id": "x", "checkpoint_id": "y", "q_think": 0.2, "q_search": 0.4}\n{"q_think": 1}\n')
+    bad.write_text(
+        '{"parent_execution_id": "x", "checkpoint_id": "y", "q_think": 0.2, "q_search": 0.4}\n{"q_think": 1}\n'
+    )
     client = TestClient(create_app(ViewerState(RunIndex.open(study_run).build(), [bad])))
     problems = client.get("/api/run").json()["forecast_problems"]
-    assert problems == [f'{bad.resolve()} line 2: expected "parent_execution_id", "checkpoint_id", "q_think", "q_search"']
+    assert problems == [
+        f'{bad.resolve()} line 2: expected "parent_execution_id", "checkpoint_id", "q_think", "q_search"'
+    ]

@@ -34,10 +34,13 @@ def test_checkpoints_are_placed_at_their_boundaries(study_run: Path) -> None:
     marks = [(m["position"], m["boundary"], m["checkpoint_id"]) for m in view["checkpoints"]]
     kinds = [s["kind"] for s in view["steps"]]
     assert kinds == ["decide", "search", "decide", "search", "decide"]
-    assert marks == list(zip(
-        [0, 1, 2, 3, 4], ["initial", "pending_query", "after_search_1", "pending_query", "after_search_2"],
-        parent.checkpoint_ids,
-    ))  # fmt: skip
+    assert marks == list(
+        zip(
+            [0, 1, 2, 3, 4],
+            ["initial", "pending_query", "after_search_1", "pending_query", "after_search_2"],
+            parent.checkpoint_ids,
+        )
+    )
     assert view["checkpoint_note"] is None
     assert view["cost"]["total"] == index.entry(parent.execution_id).row["cost"]
 
@@ -45,7 +48,12 @@ def test_checkpoints_are_placed_at_their_boundaries(study_run: Path) -> None:
 def test_a_branch_starts_at_the_boundary_it_was_forked_at(study_run: Path) -> None:
     forks = read_records(study_run / FORKS_FILE)
     switch = next(f for f in forks if f.branch == "SWITCH" and f.search_calls == 2)
-    assert [b for _, b in boundary_sequence(switch)] == ["pending_query", "after_search_1", "pending_query", "after_search_2"]
+    assert [b for _, b in boundary_sequence(switch)] == [
+        "pending_query",
+        "after_search_1",
+        "pending_query",
+        "after_search_2",
+    ]
     stop = next(f for f in forks if f.branch == "STOP")
     assert boundary_sequence(stop) == []  # STOP cancels the pending query: nothing is saved
     later = next(f for f in forks if f.parent.boundary == "after_search_1" and f.branch == "SEARCH")
@@ -87,8 +95,15 @@ def test_lineage_of_a_branch_names_its_parent(study_run: Path) -> None:
     index = RunIndex.open(study_run).build()
     fork = read_records(study_run / FORKS_FILE)[0]
     view = execution_view(index, fork.execution_id)
-    assert view["lineage"] == [{"id": fork.parent.execution_id, "checkpoint": fork.parent.checkpoint_id,
-                                "boundary": fork.parent.boundary, "branch": None, "known": True}]  # fmt: skip
+    assert view["lineage"] == [
+        {
+            "id": fork.parent.execution_id,
+            "checkpoint": fork.parent.checkpoint_id,
+            "boundary": fork.parent.boundary,
+            "branch": None,
+            "known": True,
+        }
+    ]
     with pytest.raises(KeyError):
         execution_view(index, "nope")
 
@@ -117,4 +132,6 @@ def test_forecasts_per_state_are_values_own(study_run: Path, tmp_path: Path) -> 
     for i, key in enumerate(states.keys):
         names = {f["name"]: f for f in per_state[key]}
         assert {"historical_mean", "file:forecasts", "file:forecasts+ridge"} <= set(names)
-        assert names["historical_mean"]["q_think"] == pytest.approx(mean_t) and names["historical_mean"]["dev"] == bool(dev[i])
+        assert names["historical_mean"]["q_think"] == pytest.approx(mean_t) and names["historical_mean"]["dev"] == bool(
+            dev[i]
+        )

@@ -17,15 +17,9 @@ class KeywordSource:
 
     def search(self, query: str, k: int) -> list[RetrievedDoc]:
         words = set(query.lower().split())
-        scored = [
-            (sum(w in text.lower() for w in words), doc_id, text)
-            for doc_id, text in self.passages.items()
-        ]
+        scored = [(sum(w in text.lower() for w in words), doc_id, text) for doc_id, text in self.passages.items()]
         scored = sorted((s for s in scored if s[0] > 0), key=lambda s: -s[0])[:k]
-        return [
-            RetrievedDoc(doc_id=d, score=float(n), text=t, source=self.name)
-            for n, d, t in scored
-        ]
+        return [RetrievedDoc(doc_id=d, score=float(n), text=t, source=self.name) for n, d, t in scored]
 
 
 @source("keyword")

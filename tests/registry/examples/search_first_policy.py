@@ -11,6 +11,4 @@ def search_first(state, runtime):
     ctx = runtime.context
     if state["searches"] == 0 and ctx.offers_search:
         return apply_decision(state, Decision("search", state["question"]), ctx)
-    return apply_decision(
-        state, fewshot_decision(state, ctx, allow_search=ctx.offers_search), ctx
-    )
+    return apply_decision(state, fewshot_decision(state, ctx, allow_search=ctx.offers_search), ctx)
