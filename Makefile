@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: quickstart test test-fast install install-embedded docs check clean
+.PHONY: quickstart test test-fast install install-embedded docs lint typecheck check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,9 +41,16 @@ test-fast: $(VENV)/.deps
 docs: $(VENV)/.deps
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
 
-## What CI checks before the tests. For now the strict docs build; ruff (lint + format check) and
-## mypy join this target in a later step of issue 13.
-check: docs
+## Lint and format check (ruff), type check (mypy: strict flags on traces, registry and errors; see
+## pyproject.toml), and the strict docs build. CI runs this before `make test`.
+lint: $(VENV)/.deps
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(VENV)/.deps
+	$(BIN)/python -m mypy
+
+check: lint typecheck docs
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache site
