@@ -16,10 +16,10 @@ from branchpoint.models.sim.behaviour import (
     QuestionBank,
     generate,
     is_success,
-    observe_completion,
     request_rng,
     reshape,
 )
+from branchpoint.models.sim.observe import observe_completion
 from branchpoint.models.sim.profile import load_profile
 from branchpoint.models.sim.truth import AgentModel, TruthModel
 

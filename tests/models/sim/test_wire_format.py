@@ -170,7 +170,7 @@ def test_the_real_client_reads_the_simulator(sim: tuple[TestClient, str]) -> Non
 def test_capacity_mode_shares_a_tokens_per_second_ceiling() -> None:
     import asyncio
 
-    from branchpoint.models.sim.server import Scheduler
+    from branchpoint.models.sim.capacity import Scheduler
 
     async def batch(n: int) -> float:
         sched = Scheduler(tokens_per_s=1000.0, max_batch=4, decode_s_per_token=0.002)
