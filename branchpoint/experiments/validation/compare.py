@@ -6,8 +6,9 @@ outputs, how its truth is computed, and how its interval is read:
 - `two_sided`: an estimator of the truth; its 95% interval should cover the truth in 0.90-0.99
   of the studies, and its error should average to zero within Monte Carlo error;
 - `upper_bound`: an estimator that is optimistic by design (the plug-in oracle utility and
-  bound, `scores.oracle_bound`): covered when the truth is at most the interval's upper end;
-  its bias is reported, not checked;
+  bound, `scores.oracle_bound`; the best constant chosen in-sample, the larger of two
+  estimates): covered when the truth is at most the interval's upper end; its bias is
+  reported, not checked;
 - `range`: the interval is a range meant to contain the truth (e.g. `oracle_range` of issue
   15, when value.json has it): covered when the truth lies inside it.
 
@@ -21,8 +22,10 @@ outputs, how its truth is computed, and how its interval is read:
   which catches a pipeline that shows branches the wrong state even where errors cancel on average.
 
 A quantity whose key is missing from a study's outputs is skipped and listed (so keys that other
-work adds or renames show up instead of failing silently). Truths are stratum-balanced means,
-the functional every estimate in value.json targets.
+work adds or renames show up instead of failing silently), and so is one whose truth the
+simulator cannot give in a study (NaN: e.g. utilities at a price > 0 under a chat protocol,
+whose token costs `models.sim.costs` does not model). Truths (`truths`) are stratum-balanced
+means, the functional every estimate in value.json targets.
 """
 
 from __future__ import annotations
@@ -35,36 +38,38 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats as sps
 
-from branchpoint.evaluation.value.scores import balanced_mean
+from branchpoint.evaluation.value.study import DEFAULT_PRICES, price_key
+from branchpoint.experiments.validation import truths as T
 from branchpoint.experiments.validation.study import StudyResult
+from branchpoint.experiments.validation.truths import true_delta
 
 Kind = Literal["two_sided", "upper_bound", "range", "plug_in", "chi2"]
 
 
 def _get(d: Any, path: str) -> Any:
-    for part in path.split("."):
-        if not isinstance(d, dict) or part not in d:
+    """The value at a dotted path; a key may itself hold dots (price keys such as `0.001`): at
+    each level the longest run of parts that is a key wins."""
+    parts = path.split(".")
+    while parts:
+        if not isinstance(d, dict):
             raise KeyError(path)
-        d = d[part]
+        for n in range(len(parts), 0, -1):
+            key = ".".join(parts[:n])
+            if key in d:
+                d, parts = d[key], parts[n:]
+                break
+        else:
+            raise KeyError(path)
     return d
 
 
 def _bal(x: np.ndarray, r: StudyResult) -> float:
-    return float(balanced_mean(np.asarray(x, dtype=float), r.states.stratum))
-
-
-def true_delta(r: StudyResult) -> np.ndarray:
-    return r.p_search - r.p_think
-
-
-def _v_delta(r: StudyResult) -> float:
-    d = true_delta(r)
-    return _bal(d * d, r) - _bal(d, r) ** 2
+    return T.bal(x, r)
 
 
 def _defined(r: StudyResult, value: float) -> float:
     """R²_Δ is defined only where the gain varies over states (V_Δ > 0); NaN otherwise."""
-    return value if _v_delta(r) > 1e-6 else float("nan")
+    return value if T.v_delta(r) > 1e-6 else float("nan")
 
 
 def _gain(r: StudyResult, value: float) -> float:
@@ -93,16 +98,8 @@ def _const_gain(r: StudyResult) -> float:
     return _bal((cs - ct - true_delta(r)) ** 2, r)
 
 
-def _consistency(r: StudyResult) -> float:
-    """Two-probe consistency at price 0 (search-value study): two valid THINK answers that agree
-    choose THINK, else SEARCH, and the chosen action is scored on other draws, so
-    U = P(agree)·p_T + (1 − P(agree))·p_S (UNKNOWN and failed probes never agree)."""
-    return _bal(r.agree_think * r.p_think + (1.0 - r.agree_think) * r.p_search, r)
-
-
-def _natural(r: StudyResult, answerable: bool, which: int = 0) -> float:
-    vals = [r.natural[q.id][which] for q in r.questions if q.answerable == answerable]
-    return float(np.mean(vals)) if vals else float("nan")
+def _oracle_h(r: StudyResult) -> float:
+    return 0.5 * (_bal(np.abs(true_delta(r)), r) - abs(_bal(true_delta(r), r)))
 
 
 @dataclass(frozen=True)
@@ -122,49 +119,85 @@ def _q(name: str, est: str, ci: str | None, truth: Callable[[StudyResult], float
     return Quantity(name, source, est, ci, truth, kind)
 
 
-P0 = "0"  # price key of the zero price in value.json
+#: The prices of the studies (DESIGN.md: router utility at λ ∈ {0, 0.001, 0.005, 0.01, 0.02}).
+PRICES: tuple[float, ...] = DEFAULT_PRICES
+LS = "level_split.truth - truth_constant"  # the exact forecaster against the constant at Eℓ*
+
+
+def _utility_rows(price: float) -> list[Quantity]:
+    """Router utilities at one price: U_a = p_a − λ·E[T_a]/1000 (`truths`)."""
+    pk = price_key(price)
+    u = f"utility.by_price.{pk}"
+    iv = f"intervals.utility.{pk}"
+    rows = [
+        _q(f"U({pk}) always THINK", f"{u}.always_think.utility", f"{iv}.always_think",
+           lambda r: T.constant(r, price, "T")),
+        _q(f"U({pk}) always SEARCH", f"{u}.always_search.utility", f"{iv}.always_search",
+           lambda r: T.constant(r, price, "S")),
+        _q(f"U({pk}) threshold:truth", f"{u}.threshold:truth.utility", f"{iv}.threshold:truth",
+           lambda r: T.threshold(r, price, pk)),
+        _q(f"U({pk}) consistency (two-probe)", f"{u}.consistency.utility", f"{iv}.consistency",
+           lambda r: T.consistency(r, price)),
+        # chosen in-sample (no dev rows): the larger of two estimates, optimistic by design
+        _q(f"U({pk}) best constant (in-sample)", f"{u}.best_constant.utility", f"{iv}.best_constant",
+           lambda r: T.best_constant(r, price, pk), "upper_bound"),
+        _q(f"U({pk}) oracle (plug-in)", f"{u}.oracle.utility", f"{iv}.oracle", lambda r: T.oracle(r, price),
+           "upper_bound"),
+    ]  # fmt: skip
+    if price == 0:
+        rows.append(_q(f"U({pk}) sample-informed", f"{u}.sample_informed.utility", f"{iv}.sample_informed",
+                       lambda r: T.sample_informed(r, price)))  # fmt: skip
+    for cell in T.FACTORIAL:
+        # exact where the cell's choice depends on rewards only (every cell at λ = 0)
+        if price > 0 and cell in ("fixed_gain_query_cost", "query_gain_query_cost"):
+            continue
+        path = f"decision_factorial.by_price.{pk}.over_best_constant.{cell}"
+        rows.append(_q(f"factorial({pk}) {cell} − best constant", f"{path}.difference", f"{path}.interval",
+                       lambda r, cell=cell: T.factorial_cell(r, price, pk, cell)))  # fmt: skip
+    return rows
+
 
 QUANTITIES: list[Quantity] = [
     _q("theta (mean Δ²)", "theta", "intervals.theta", lambda r: _gain(r, _bal(true_delta(r) ** 2, r))),
-    _q("V_Δ", "gain_variance", "intervals.gain_variance", lambda r: _gain(r, _v_delta(r))),
+    _q("V_Δ", "gain_variance", "intervals.gain_variance", lambda r: _gain(r, T.v_delta(r))),
     _q("R²_Δ truth forecaster", "gain_r2.truth", "intervals.gain_r2.truth", lambda r: _defined(r, 1.0)),
     _q("R²_Δ best constant", "gain_r2.truth_constant", "intervals.gain_r2.truth_constant", lambda r: _defined(r, 0.0),
        "plug_in"),
     _q("gain risk truth", "gain_risk.truth", "intervals.gain_risk.truth", lambda r: _gain(r, 0.0)),
     _q("gain risk constant", "gain_risk.truth_constant", "intervals.gain_risk.truth_constant",
-       lambda r: _gain(r, _v_delta(r))),
+       lambda r: _gain(r, T.v_delta(r))),
     _q("Brier truth", "brier.truth.brier", "intervals.brier.truth", _outcome_var),
-    # The level error of the exact forecaster is a squared error whose truth is 0, the boundary of
-    # its range (its estimate cannot be unbiased there): reported, not checked; the Brier score
-    # itself is checked through its interval, the other terms for bias.
-    _q("Brier truth: level", "brier.truth.level", None, lambda r: 0.0, "plug_in"),
+    # The split's parts have no interval in value.json: each is checked for bias over the studies
+    # (a t-test on the errors). The level term of the exact forecaster has truth 0; its estimator
+    # (`scores.level_risk`) is unbiased and may be negative, so 0 is no boundary for it.
+    _q("Brier truth: level", "brier.truth.level", None, lambda r: 0.0),
     _q("Brier truth: gain", "brier.truth.gain", None, lambda r: 0.0),
     _q("Brier truth: variance", "brier.truth.variance", None, _outcome_var),
     _q("Brier constant", "brier.truth_constant.brier", "intervals.brier.truth_constant",
        lambda r: _const_level(r) + 0.25 * _const_gain(r) + _outcome_var(r)),
     _q("Brier constant: level", "brier.truth_constant.level", None, _const_level),
     _q("Brier constant: gain", "brier.truth_constant.gain", None, lambda r: 0.25 * _const_gain(r)),
-    _q("U(0) always THINK", f"utility.by_price.{P0}.always_think.utility",
-       f"intervals.utility.{P0}.always_think", lambda r: _bal(r.p_think, r)),
-    _q("U(0) always SEARCH", f"utility.by_price.{P0}.always_search.utility",
-       f"intervals.utility.{P0}.always_search", lambda r: _bal(r.p_search, r)),
-    _q("U(0) threshold:truth", f"utility.by_price.{P0}.threshold:truth.utility",
-       f"intervals.utility.{P0}.threshold:truth", lambda r: _bal(np.maximum(r.p_think, r.p_search), r)),
-    _q("U(0) consistency (two-probe)", f"utility.by_price.{P0}.consistency.utility",
-       f"intervals.utility.{P0}.consistency", _consistency),
-    _q("U(0) oracle (plug-in)", f"utility.by_price.{P0}.oracle.utility", f"intervals.utility.{P0}.oracle",
-       lambda r: _bal(np.maximum(r.p_think, r.p_search), r), "upper_bound"),
+    # issue 15: the level contrast against a constant level, split into mean bias and variation
+    _q("level split: total", f"{LS}.level_total.value", f"{LS}.level_total.interval",
+       lambda r: T.level_split_truth(r, "level_total")),
+    _q("level split: mean bias", f"{LS}.level_mean_bias.value", f"{LS}.level_mean_bias.interval",
+       lambda r: T.level_split_truth(r, "level_mean_bias")),
+    _q("level split: variation", f"{LS}.level_variation.value", f"{LS}.level_variation.interval",
+       lambda r: T.level_split_truth(r, "level_variation")),
+    _q("level split: gain quarter", f"{LS}.gain_quarter.value", f"{LS}.gain_quarter.interval",
+       lambda r: _gain(r, T.level_split_truth(r, "gain_quarter"))),
+    *[row for price in PRICES for row in _utility_rows(price)],
     # the plug-in (E|Δ̄| − |EΔ̄|)/2 is optimistic and has no interval (reported, not checked); the
     # study's range from θ̂ is checked through its interval (lower bound's low end to upper's high)
-    _q("oracle bound (plug-in)", "utility.oracle_plugin_optimistic", None,
-       lambda r: 0.5 * (_bal(np.abs(true_delta(r)), r) - abs(_bal(true_delta(r), r))), "upper_bound"),
-    _q("oracle range", "oracle_range.upper", "oracle_range.interval",
-       lambda r: 0.5 * (_bal(np.abs(true_delta(r)), r) - abs(_bal(true_delta(r), r))), "range"),
-    _q("answer accuracy", "answer_accuracy", "answer_accuracy_ci", lambda r: _natural(r, True), source="metrics"),
-    _q("abstention accuracy", "abstention_accuracy", "abstention_accuracy_ci", lambda r: _natural(r, False),
+    _q("oracle bound (plug-in)", "utility.oracle_plugin_optimistic", None, _oracle_h, "upper_bound"),
+    _q("oracle range", "oracle_range.upper", "oracle_range.interval", _oracle_h, "range"),
+    _q("answer accuracy", "answer_accuracy", "answer_accuracy_ci", lambda r: T.natural_mean(r, "p", True),
        source="metrics"),
-    _q("mean search calls", "mean_search_calls", "mean_search_calls_ci",
-       lambda r: float(np.mean([r.natural[q.id][1] for q in r.questions])), source="metrics"),
+    _q("abstention accuracy", "abstention_accuracy", "abstention_accuracy_ci",
+       lambda r: T.natural_mean(r, "p", False), source="metrics"),
+    _q("mean search calls", "mean_search_calls", "mean_search_calls_ci", lambda r: T.natural_mean(r, "searches"),
+       source="metrics"),
+    _q("TPC", "tpc", "tpc_ci", T.tpc, source="metrics"),
 ]
 
 

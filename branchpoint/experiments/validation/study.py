@@ -42,7 +42,7 @@ from branchpoint.experiments.store import RunStore
 from branchpoint.models.openai_compat import OpenAICompatibleClient
 from branchpoint.models.sim.behaviour import QuestionBank, is_success
 from branchpoint.models.sim.profile import Profile
-from branchpoint.models.sim.truth import POLICY_STYLES, AgentModel, Style, TruthModel
+from branchpoint.models.sim.truth import POLICY_STYLES, AgentModel, Style, TruthModel, Value
 from branchpoint.models.spec import ModelSpec, SimServerSpec
 from branchpoint.traces import read_records
 
@@ -150,7 +150,9 @@ class StudyResult:
     agree_think: np.ndarray  # P(two THINK answers agree) per state
     both_correct_think: np.ndarray  # P(two THINK answers agree and succeed)
     questions: list[Question]
-    natural: dict[str, tuple[float, float]]  # question id -> (P(success), E[searches]) of a run's execution
+    natural: dict[str, Value]  # question id -> P(success), E[searches], E[tokens] of a run's execution
+    tokens_think: np.ndarray = field(default_factory=lambda: np.zeros(0))  # E[T] of the T role per state (NaN: unknown)
+    tokens_search: np.ndarray = field(default_factory=lambda: np.zeros(0))  # E[T] of the S role per state
     branches: list[BranchGroup] = field(default_factory=list)  # every forked (state, action) with its truth
     statuses: dict[str, int] = field(default_factory=dict)
 
@@ -243,6 +245,7 @@ def run_study(
         truth = TruthModel(profile, bank, agent_model(settings, spec, profile, chosen), search_function(pool, spec))
         n = len(states)
         p_t, p_s = np.zeros(n), np.zeros(n)
+        tok_t, tok_s = np.zeros(n), np.zeros(n)
         agree, both = np.zeros(n), np.zeros(n)
         branches: list[BranchGroup] = []
         all_forks = [r for r in fork_records(out) if r.parent is not None and r.status != "incomplete"]
@@ -255,8 +258,9 @@ def run_study(
             for i, (eid, cid) in enumerate(states.keys):
                 values = checkpoint_values(saver, eid, cid, reader=reader)
                 budget = states.search_budget[i] or settings.search_budget
-                p_t[i] = truth.continuation(values, states.t_action[i], search_budget=budget).p
-                p_s[i] = truth.continuation(values, states.s_action[i], search_budget=budget).p
+                v_t = truth.continuation(values, states.t_action[i], search_budget=budget)
+                v_s = truth.continuation(values, states.s_action[i], search_budget=budget)
+                p_t[i], p_s[i], tok_t[i], tok_s[i] = v_t.p, v_s.p, v_t.tokens, v_s.tokens
                 dist = truth.think_answers(values)
                 q = truth.question_of(values)
                 by_norm: dict[str, float] = {}
@@ -276,10 +280,7 @@ def run_study(
                 pending = (values.get("pending") or {}).get("text") if values.get("boundary") == "pending_query" else None
                 content = hash((values.get("question"), frozenset(shown), shown[-1:], pending, values.get("source"), action))
                 branches.append(BranchGroup(action, values.get("question") or "", content, int(sum(ys)), len(ys), v.p))
-        natural = {}
-        for q in questions:
-            v = truth.natural(q, spec.agent.search_cap, MAIN_SOURCE)
-            natural[q.id] = (v.p, v.searches)
+        natural = {q.id: truth.natural(q, spec.agent.search_cap, MAIN_SOURCE) for q in questions}
     finally:
         pool.close()
     extra = {
@@ -294,5 +295,5 @@ def run_study(
     return StudyResult(
         seed=seed, run_dir=out, value=value, metrics=metrics, states=states, p_think=p_t, p_search=p_s,
         agree_think=agree, both_correct_think=both, questions=questions, natural=natural, branches=branches,
-        statuses=statuses,
+        statuses=statuses, tokens_think=tok_t, tokens_search=tok_s,
     )  # fmt: skip

@@ -69,6 +69,9 @@ ABSTAIN_TEXT: dict[str | None, str] = {
 
 REFINED_SUFFIX = "facts"
 
+#: What a malformed reply says (no protocol parses it).
+MALFORMED_TEXT = "Let me think about how to"
+
 #: Words used to spell out reasoning text: each one a single token for `count_tokens`.
 _REASONING_WORDS = (
     "the question asks about this so I check what the passages say and whether they answer it "
@@ -307,14 +310,23 @@ def length_overflow_prob(profile: Profile, effort: str, max_tokens: int, tempera
     return over / (hi - lo + 1)
 
 
-def call_failure_prob(profile: Profile, *, constrained: bool, effort: str, max_tokens: int, temperature: float) -> float:
-    """P(one call fails: malformed, or cut off) (see the module docstring)."""
+def call_failure_parts(
+    profile: Profile, *, constrained: bool, effort: str, max_tokens: int, temperature: float
+) -> tuple[float, float]:
+    """(P(malformed), P(cut off)) of one call: malformed is drawn first (never constrained, never
+    at temperature 0), then a cut-off (`failures.length`, or reasoning past the room left)."""
     overflow = length_overflow_prob(profile, effort, max_tokens, temperature)
     if temperature <= 0:
-        return overflow
+        return 0.0, overflow
     malformed = 0.0 if constrained else profile.failures.malformed
     length = profile.failures.length
-    return malformed + (1.0 - malformed) * (length + (1.0 - length) * overflow)
+    return malformed, (1.0 - malformed) * (length + (1.0 - length) * overflow)
+
+
+def call_failure_prob(profile: Profile, *, constrained: bool, effort: str, max_tokens: int, temperature: float) -> float:
+    """P(one call fails: malformed, or cut off) (see the module docstring)."""
+    return sum(call_failure_parts(profile, constrained=constrained, effort=effort, max_tokens=max_tokens,
+                                  temperature=temperature))  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
@@ -377,7 +389,7 @@ def generate(profile: Profile, obs: Observation, body: Mapping[str, Any], rng: n
         cut = max(0, min(n_reason, max_tokens))
         return Reply("length", "", reasoning_text(cut) if cut else None, cut)
     if malformed:
-        return Reply("malformed", "Let me think about how to", reasoning, n_reason)
+        return Reply("malformed", MALFORMED_TEXT, reasoning, n_reason)
     f = features(obs.question, obs.passages)
     answers = reshape(answer_probs(profile, obs.question, f), temperature, top_p)
     if obs.task == "self_eval":
