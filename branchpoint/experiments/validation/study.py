@@ -41,6 +41,7 @@ from branchpoint.experiments.spec import (
 from branchpoint.experiments.store import RunStore
 from branchpoint.models.openai_compat import OpenAICompatibleClient
 from branchpoint.models.sim.behaviour import QuestionBank, is_success
+from branchpoint.models.sim.policy_truth import PolicyTruth
 from branchpoint.models.sim.profile import Profile
 from branchpoint.models.sim.truth import POLICY_STYLES, AgentModel, Style, TruthModel, Value
 from branchpoint.models.spec import ModelSpec, SimServerSpec
@@ -168,6 +169,21 @@ def agent_model(settings: StudySettings, spec: ExperimentSpec, profile: Profile,
     )  # fmt: skip
 
 
+def truth_model(
+    settings: StudySettings, spec: ExperimentSpec, profile: Profile, bank: QuestionBank, style: Style, search: Any
+) -> TruthModel | PolicyTruth:
+    """The truth of a study: `TruthModel` (the protocols' mirror) for a built-in policy; for a
+    `module:function` policy on the completion endpoint, `PolicyTruth`, which runs the policy's
+    own code against every reply the simulator can give (so a policy that overrides the model
+    gets its own truth). A chat `module:function` policy is taken to follow the model."""
+    agent = agent_model(settings, spec, profile, style)
+    if settings.policy not in POLICY_STYLES and style == "completion":
+        from branchpoint.agents import resolve_policy
+
+        return PolicyTruth(profile, bank, resolve_policy(settings.policy), agent, search)
+    return TruthModel(profile, bank, agent, search)
+
+
 def search_function(pool: SourcePool, spec: ExperimentSpec) -> Any:
     tool = pool.search_tool(spec)
     assert tool is not None
@@ -242,7 +258,7 @@ def run_study(
     chosen = style or POLICY_STYLES[settings.policy]
     pool = SourcePool(progress=False)
     try:
-        truth = TruthModel(profile, bank, agent_model(settings, spec, profile, chosen), search_function(pool, spec))
+        truth = truth_model(settings, spec, profile, bank, chosen, search_function(pool, spec))
         n = len(states)
         p_t, p_s = np.zeros(n), np.zeros(n)
         tok_t, tok_s = np.zeros(n), np.zeros(n)
