@@ -6,7 +6,9 @@ The server needs the retrieval the agent uses (to know what a query returns): it
 Request: `{"state": {question, evidence, searches, boundary, pending, source},
 "actions": ["THINK", "SEARCH", ...], "search_budget": 3, "switch_source": null,
 "policy": "constrained", "temperature": .., "top_p": .., "effort": ..}` (all but `state`
-optional). Reply: `{"values": {ACTION: {"p": .., "expected_searches": ..}}, "agent": {...}}`.
+optional). Reply: `{"values": {ACTION: {"p": .., "expected_searches": .., "expected_input_tokens": ..,
+"expected_output_tokens": ..}}, "agent": {...}}` (the token expectations on the completion
+endpoint only, `costs`).
 """
 
 from __future__ import annotations
@@ -55,7 +57,9 @@ def truth_endpoint(profile: Profile, bank: QuestionBank, spec_path: str) -> Call
         for action in body.get("actions") or ["THINK", "SEARCH"]:
             v = truth.continuation(state, action, search_budget=int(body.get("search_budget", 3)),
                                    switch_source=body.get("switch_source"))  # fmt: skip
-            values[action] = {"p": v.p, "expected_searches": v.searches}
+            tokens = {"expected_input_tokens": v.input_tokens, "expected_output_tokens": v.output_tokens} if (
+                truth.costs_modelled) else {}  # exact on the completion endpoint; chat: not modelled
+            values[action] = {"p": v.p, "expected_searches": v.searches, **tokens}
         return {"values": values, "agent": agent.__dict__}
 
     return handle

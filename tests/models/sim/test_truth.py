@@ -171,6 +171,8 @@ def test_truth_endpoint_answers_over_http(tmp_path: Any) -> None:
     body = client.post("/v1/sim/truth", json={"state": state, "actions": ["THINK", "SEARCH"]}).json()
     assert 0 <= body["values"]["THINK"]["p"] <= 1 and body["values"]["SEARCH"]["expected_searches"] > 0
     assert body["values"]["SEARCH"]["p"] > body["values"]["THINK"]["p"]  # the demo corpus has the answer
+    # the default policy is `constrained` (completion endpoint): exact token expectations come too
+    assert body["values"]["SEARCH"]["expected_input_tokens"] > body["values"]["THINK"]["expected_input_tokens"] > 0
     bad = client.post("/v1/sim/truth", json={"state": {"question": "not in the set"}})
     assert bad.status_code == 400
     none = TestClient(create_app(build_state("instruct", latency_scale=0.0))).post("/v1/sim/truth", json={"state": state})
