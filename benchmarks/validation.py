@@ -11,6 +11,8 @@ the studies, mean error ± its standard error over studies, and whether its chec
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
 import tempfile
 import time
@@ -21,19 +23,62 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from branchpoint.experiments.validation import validate  # noqa: E402
 
 
+PRICED = re.compile(r"^(U|factorial)\((?P<price>[0-9.]+)\) (?P<rest>.*)$")
+
+
+def _verdict(checks: list[dict]) -> str:
+    if not checks:
+        return "–"
+    return "pass" if all(c["passed"] for c in checks) else "FAIL: " + "; ".join(
+        c["detail"] for c in checks if not c["passed"])
+
+
+def _err(s: dict) -> str:
+    if s["mean_error"] is None:
+        return "–"
+    return f"{s['mean_error']:+.4f}" + ("" if s["mean_error_se"] is None else f" ± {s['mean_error_se']:.4f}")
+
+
 def table(report: dict) -> str:
+    """The coverage table: every quantity at price 0 (and without a price), one row each."""
     by_q: dict[str, list[dict]] = {}
     for c in report["checks"]:
         by_q.setdefault(c["quantity"], []).append(c)
     lines = ["| quantity | kind | coverage | mean error ± SE | checks |", "|---|---|---|---|---|"]
     for name, s in report["quantities"].items():
+        m = PRICED.match(name)
+        if m and float(m["price"]) > 0:
+            continue
         cov = "–" if s["coverage"] is None else f"{s['coverage']:.2f}"
-        err = "–" if s["mean_error"] is None else f"{s['mean_error']:+.4f}" + (
-            "" if s["mean_error_se"] is None else f" ± {s['mean_error_se']:.4f}")
-        checks = by_q.get(name, [])
-        verdict = "–" if not checks else ("pass" if all(c["passed"] for c in checks) else "FAIL: " + "; ".join(
-            c["detail"] for c in checks if not c["passed"]))
-        lines.append(f"| {name} | {s['kind']} | {cov} | {err} | {verdict} |")
+        lines.append(f"| {name} | {s['kind']} | {cov} | {_err(s)} | {_verdict(by_q.get(name, []))} |")
+    return "\n".join(lines)
+
+
+def price_table(report: dict) -> str:
+    """Router utilities and factorial cells at every price: coverage (mean error) per price."""
+    rows: dict[str, dict[str, str]] = {}
+    prices: list[str] = []
+    failed: list[str] = []
+    by_q: dict[str, list[dict]] = {}
+    for c in report["checks"]:
+        by_q.setdefault(c["quantity"], []).append(c)
+    for name, s in report["quantities"].items():
+        m = PRICED.match(name)
+        if not m:
+            continue
+        if m["price"] not in prices:
+            prices.append(m["price"])
+        key = f"{m[1]}: {m['rest']}"
+        cov = "–" if s["coverage"] is None else f"{s['coverage']:.2f}"
+        err = "" if s["mean_error"] is None else f" ({s['mean_error']:+.3f})"
+        rows.setdefault(key, {})[m["price"]] = cov + err
+        if any(not c["passed"] for c in by_q.get(name, [])):
+            failed.append(f"{name}: {_verdict(by_q[name])}")
+    lines = ["| router | " + " | ".join(f"λ = {p}" for p in prices) + " |", "|---|" + "---|" * len(prices)]
+    for key, cells in rows.items():
+        lines.append(f"| {key} | " + " | ".join(cells.get(p, "–") for p in prices) + " |")
+    lines.append("")
+    lines.append("checks at every price: " + ("all pass" if not failed else "; ".join(failed)))
     return "\n".join(lines)
 
 
@@ -59,6 +104,12 @@ def main() -> None:
                   f"{'all checks passed' if report['passed'] else 'SOME CHECKS FAILED'} "
                   f"({time.perf_counter() - start:.0f} s)\n")  # fmt: skip
             print(table(report))
+            print("\nCoverage (mean error) at every price λ:\n")
+            print(price_table(report))
+            print(f"\nskipped: {report['skipped_quantities']}")
+            (out / f"{profile}-{policy}" / "summary.json").write_text(json.dumps(
+                {k: report[k] for k in ("coverage", "quantities", "checks", "passed", "wall_s", "findings")}, indent=1,
+                default=str))  # fmt: skip
             if report.get("findings"):
                 print(f"\nseed-study findings: {report['findings']}")
     print(f"\n(reproduce: .venv/bin/python benchmarks/validation.py --profiles {' '.join(args.profiles)} "
