@@ -44,13 +44,14 @@ def table(report: dict) -> str:
     by_q: dict[str, list[dict]] = {}
     for c in report["checks"]:
         by_q.setdefault(c["quantity"], []).append(c)
-    lines = ["| quantity | kind | coverage | mean error ± SE | checks |", "|---|---|---|---|---|"]
+    lines = ["| quantity | kind | coverage | RMS z | mean error ± SE | checks |", "|---|---|---|---|---|---|"]
     for name, s in report["quantities"].items():
         m = PRICED.match(name)
         if m and float(m["price"]) > 0:
             continue
         cov = "–" if s["coverage"] is None else f"{s['coverage']:.2f}"
-        lines.append(f"| {name} | {s['kind']} | {cov} | {_err(s)} | {_verdict(by_q.get(name, []))} |")
+        rz = "–" if s.get("rms_z") is None else f"{s['rms_z']:.2f}"
+        lines.append(f"| {name} | {s['kind']} | {cov} | {rz} | {_err(s)} | {_verdict(by_q.get(name, []))} |")
     return "\n".join(lines)
 
 

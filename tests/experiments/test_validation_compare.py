@@ -19,6 +19,9 @@ def test_an_unbiased_estimator_passes_and_a_biased_one_fails() -> None:
     good = [{"q": row(float(rng.normal(0.3, 0.05)), 0.3, 0.098)} for _ in range(30)]
     summary, checks = aggregate(good)
     assert all(c.passed for c in checks) and 0.85 <= summary["q"]["coverage"] <= 1.0
+    assert 0.75 <= summary["q"]["rms_z"] <= 1.25  # calibrated: the errors have the intervals' spread
+    wide = [{"q": row(float(rng.normal(0.3, 0.05)), 0.3, 0.3)} for _ in range(30)]
+    assert aggregate(wide)[0]["q"]["rms_z"] < 0.5  # three times too wide: conservative
     bad = [{"q": row(float(rng.normal(0.4, 0.05)), 0.3, 0.098)} for _ in range(30)]
     _, checks = aggregate(bad)
     assert {c.what for c in checks if not c.passed} >= {"coverage", "unbiased"}

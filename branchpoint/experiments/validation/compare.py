@@ -343,6 +343,24 @@ def pooled_z(rows: list[dict[str, Any]], level: float = 0.95) -> tuple[float, in
     return (num / math.sqrt(var), k) if k else None
 
 
+def rms_z(rows: list[dict[str, Any]], level: float = 0.95) -> float | None:
+    """√mean z² of the standardised errors z = (estimate − truth)/se over the studies, each se
+    read off the study's interval (width / 2z). About 1 for calibrated intervals; below 1 for
+    conservative ones (e.g. an interval that also holds question-sampling variation, compared
+    with a truth that is conditional on the study's own questions and states); None without
+    intervals."""
+    zq = float(sps.norm.ppf(0.5 + level / 2))
+    zs = []
+    for row in rows:
+        ci, est, truth = row.get("ci"), row.get("estimate"), row.get("truth")
+        if not (isinstance(ci, list) and len(ci) == 2 and None not in ci and est is not None):
+            continue
+        se = (float(ci[1]) - float(ci[0])) / (2 * zq)
+        if se > 0:
+            zs.append((est - truth) / se)
+    return float(math.sqrt(np.mean(np.square(zs)))) if zs else None
+
+
 def aggregate(per_study: list[dict[str, Any]], *, target: tuple[float, float] = (0.90, 0.99),
               alpha: float = 0.01, bias_alpha: float = 0.001) -> tuple[dict[str, Any], list[Check]]:  # fmt: skip
     """Coverage and bias of each quantity over the studies, and the checks.
@@ -372,7 +390,7 @@ def aggregate(per_study: list[dict[str, Any]], *, target: tuple[float, float] = 
         mean_err = float(np.mean(errs)) if errs else None
         se = float(np.std(errs, ddof=1) / math.sqrt(len(errs))) if len(errs) > 1 else None
         summary[name] = {"kind": kind, "studies": len(rows), "coverage": coverage, "mean_error": mean_err,
-                         "mean_error_se": se,
+                         "mean_error_se": se, "rms_z": rms_z(rows) if kind != "chi2" else None,
                          "in_target": None if coverage is None else target[0] <= coverage <= target[1]}  # fmt: skip
         if n and kind != "plug_in":
             covered = int(sum(cov))
