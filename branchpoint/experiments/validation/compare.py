@@ -159,6 +159,7 @@ def _utility_rows(price: float) -> list[Quantity]:
 
 QUANTITIES: list[Quantity] = [
     _q("theta (mean Δ²)", "theta", "intervals.theta", lambda r: _gain(r, _bal(true_delta(r) ** 2, r))),
+    _q("mean gain (value.json)", "mean_gain", "intervals.mean_gain", lambda r: _bal(true_delta(r), r)),
     _q("V_Δ", "gain_variance", "intervals.gain_variance", lambda r: _gain(r, T.v_delta(r))),
     _q("R²_Δ truth forecaster", "gain_r2.truth", "intervals.gain_r2.truth", lambda r: _defined(r, 1.0)),
     _q("R²_Δ best constant", "gain_r2.truth_constant", "intervals.gain_r2.truth_constant", lambda r: _defined(r, 0.0),
