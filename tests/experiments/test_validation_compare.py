@@ -19,6 +19,9 @@ def test_an_unbiased_estimator_passes_and_a_biased_one_fails() -> None:
     good = [{"q": row(float(rng.normal(0.3, 0.05)), 0.3, 0.098)} for _ in range(30)]
     summary, checks = aggregate(good)
     assert all(c.passed for c in checks) and 0.85 <= summary["q"]["coverage"] <= 1.0
+    assert 0.75 <= summary["q"]["rms_z"] <= 1.25  # calibrated: the errors have the intervals' spread
+    wide = [{"q": row(float(rng.normal(0.3, 0.05)), 0.3, 0.3)} for _ in range(30)]
+    assert aggregate(wide)[0]["q"]["rms_z"] < 0.5  # three times too wide: conservative
     bad = [{"q": row(float(rng.normal(0.4, 0.05)), 0.3, 0.098)} for _ in range(30)]
     _, checks = aggregate(bad)
     assert {c.what for c in checks if not c.passed} >= {"coverage", "unbiased"}
@@ -49,3 +52,27 @@ def test_every_quantity_names_where_its_estimate_is() -> None:
     names = [q.name for q in QUANTITIES]
     assert len(names) == len(set(names))
     assert all(q.source in ("value", "metrics") and q.estimate for q in QUANTITIES)
+
+
+def test_paths_may_hold_price_keys_with_dots() -> None:
+    from branchpoint.experiments.validation.compare import _get
+
+    d = {"utility": {"by_price": {"0": {"a": 1}, "0.005": {"a": {"utility": 2}}}}}
+    assert _get(d, "utility.by_price.0.005.a.utility") == 2 and _get(d, "utility.by_price.0.a") == 1
+    import pytest
+
+    with pytest.raises(KeyError):
+        _get(d, "utility.by_price.0.01.a")
+
+
+def test_selection_draws_choose_search_by_hand() -> None:
+    from branchpoint.experiments.validation.truths import p_choose_search
+
+    # two draws each: S wins when its successes exceed THINK's (ties go to THINK)
+    pt, ps = 0.5, 0.8
+    a = [(1 - pt) ** 2, 2 * pt * (1 - pt), pt**2]
+    b = [(1 - ps) ** 2, 2 * ps * (1 - ps), ps**2]
+    want = sum(a[i] * b[j] for i in range(3) for j in range(3) if j > i)
+    assert abs(p_choose_search(pt, ps, 2, 2, 0.0) - want) < 1e-12
+    assert abs(p_choose_search(pt, ps, 2, 2, 0.6) - a[0] * b[2]) < 1e-12  # only 1.0 − 0.0 exceeds 0.6
+    assert p_choose_search(pt, ps, 2, 2, 1.0) == 0.0

@@ -65,8 +65,14 @@ def _sampling_check(stats: dict[str, Any], settings: StudySettings) -> Check:
     bad = [s for s in seen if s != want]
     unknown = stats.get("unknown_questions") or {}
     ok = not bad and not unknown
-    detail = "every request seeded, at the sampling the truth assumes" if ok else (
-        f"requests with other sampling {bad}" if bad else f"questions the simulator did not know: {list(unknown)[:3]}"
+    detail = (
+        "every request seeded, at the sampling the truth assumes"
+        if ok
+        else (
+            f"requests with other sampling {bad}"
+            if bad
+            else f"questions the simulator did not know: {list(unknown)[:3]}"
+        )
     )
     return Check("requests", "sampling", ok, detail)
 
@@ -75,16 +81,30 @@ def state_rows(r: StudyResult) -> list[dict[str, Any]]:
     """Per-state estimate and truth (for the figure of estimated vs true Δ)."""
     d = true_delta(r)
     return [
-        {"question_id": r.states.question_id[i], "boundary": r.states.boundary[i], "dbar": float(r.states.dbar[i]),
-         "delta": float(d[i]), "p_think": float(r.p_think[i]), "p_search": float(r.p_search[i])}
+        {
+            "question_id": r.states.question_id[i],
+            "boundary": r.states.boundary[i],
+            "dbar": float(r.states.dbar[i]),
+            "delta": float(d[i]),
+            "p_think": float(r.p_think[i]),
+            "p_search": float(r.p_search[i]),
+        }
         for i in range(len(r.states))
-    ]  # fmt: skip
+    ]
 
 
 def validate(
-    out: Path, *, profile: str = "instruct", policy: str = "constrained", quick: bool = True,
-    studies: int | None = None, seed: int = 1, reasoning_effort: str | None = None, progress: bool = True,
-    keep_runs: bool = False, seed_per_action: bool = False,
+    out: Path,
+    *,
+    profile: str = "instruct",
+    policy: str = "constrained",
+    quick: bool = True,
+    studies: int | None = None,
+    seed: int = 1,
+    reasoning_effort: str | None = None,
+    progress: bool = True,
+    keep_runs: bool = False,
+    seed_per_action: bool = False,
 ) -> dict[str, Any]:
     """Run the studies, compare, write OUT/validation.json and return its content."""
     from branchpoint.agents import resolve_policy
@@ -96,8 +116,9 @@ def validate(
     prof = load_profile(profile)
     cfg, size = preset(quick)
     n_studies = studies or cfg.studies
-    settings = StudySettings(profile=profile, policy=policy, reasoning_effort=reasoning_effort,
-                             seed_per_action=seed_per_action, **size)  # fmt: skip
+    settings = StudySettings(
+        profile=profile, policy=policy, reasoning_effort=reasoning_effort, seed_per_action=seed_per_action, **size
+    )
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     runs = out / "runs"
@@ -106,8 +127,9 @@ def validate(
     studies_out: list[dict[str, Any]] = []
     skipped: set[str] = set()
     style: Style | None = POLICY_STYLES.get(policy)
-    with SimServer(SimServerSpec(profile=profile, latency_scale=0.0), served_name=prof.served_name,
-                   log_path=out / "sim-server.log") as server:  # fmt: skip
+    with SimServer(
+        SimServerSpec(profile=profile, latency_scale=0.0), served_name=prof.served_name, log_path=out / "sim-server.log"
+    ) as server:
         for i in range(n_studies):
             s = seed + i
             run_dir = runs / f"study-{s}"
@@ -120,16 +142,28 @@ def validate(
                 run_experiment(probe, out / "probe", progress=False, model_opener=shared_server_opener(server.base_url))
                 style = style_from_stats(server.base_url)
                 shutil.rmtree(out / "probe", ignore_errors=True)
-            r = run_study(settings, s, run_dir, base_url=server.base_url, served_name=prof.served_name,
-                          profile=prof, style=style)  # fmt: skip
+            r = run_study(
+                settings, s, run_dir, base_url=server.base_url, served_name=prof.served_name, profile=prof, style=style
+            )
             rows, miss = compare_study(r)
             skipped |= set(miss)
             per_study.append(rows)
-            studies_out.append({"seed": s, "run_dir": str(run_dir), "states": len(r.states), "statuses": r.statuses,
-                                "quantities": rows, "per_state": state_rows(r)})  # fmt: skip
+            studies_out.append(
+                {
+                    "seed": s,
+                    "run_dir": str(run_dir),
+                    "states": len(r.states),
+                    "statuses": r.statuses,
+                    "quantities": rows,
+                    "per_state": state_rows(r),
+                }
+            )
             if progress:
-                print(f"study {i + 1}/{n_studies} (seed {s}): {len(r.states)} states, "
-                      f"{time.perf_counter() - started:.0f} s", flush=True)  # fmt: skip
+                print(
+                    f"study {i + 1}/{n_studies} (seed {s}): {len(r.states)} states, "
+                    f"{time.perf_counter() - started:.0f} s",
+                    flush=True,
+                )
             if not keep_runs:
                 shutil.rmtree(run_dir, ignore_errors=True)
         stats = server_stats(server.base_url)
@@ -143,13 +177,23 @@ def validate(
         checks += finding_checks
     covered = [row["covered"] for s in per_study for row in s.values() if row["covered"] is not None]
     report: dict[str, Any] = {
-        "profile": profile, "policy": policy, "policy_style": style, "quick": quick, "studies": n_studies,
-        "settings": asdict(settings), "coverage": float(np.mean(covered)) if covered else None,
-        "quantities": summary, "skipped_quantities": sorted(skipped), "sampling_seen": stats.get("sampling"),
-        "requests": stats.get("requests"), "findings": findings,
-        "checks": [asdict(c) for c in checks], "passed": all(c.passed for c in checks),
-        "wall_s": time.perf_counter() - started, "per_study": studies_out,
-    }  # fmt: skip
+        "profile": profile,
+        "policy": policy,
+        "policy_style": style,
+        "quick": quick,
+        "studies": n_studies,
+        "settings": asdict(settings),
+        "coverage": float(np.mean(covered)) if covered else None,
+        "quantities": summary,
+        "skipped_quantities": sorted(skipped),
+        "sampling_seen": stats.get("sampling"),
+        "requests": stats.get("requests"),
+        "findings": findings,
+        "checks": [asdict(c) for c in checks],
+        "passed": all(c.passed for c in checks),
+        "wall_s": time.perf_counter() - started,
+        "per_study": studies_out,
+    }
     (out / VALIDATION_FILE).write_text(
         json.dumps(_finite(report), indent=2, default=_json_default, allow_nan=False) + "\n", encoding="utf-8"
     )
@@ -182,8 +226,12 @@ def format_table(report: dict[str, Any]) -> Any:
     """A rich table: per quantity its kind, coverage, mean error ± SE, and the checks' verdicts."""
     from rich.table import Table
 
-    t = Table(title=f"validate: profile {report['profile']}, policy {report['policy']}, {report['studies']} studies "
-                    f"(coverage {report['coverage']:.2f})" if report["coverage"] is not None else "validate")  # fmt: skip
+    t = Table(
+        title=f"validate: profile {report['profile']}, policy {report['policy']}, {report['studies']} studies "
+        f"(coverage {report['coverage']:.2f})"
+        if report["coverage"] is not None
+        else "validate"
+    )
     for col in ("quantity", "kind", "coverage", "mean error ± SE", "check"):
         t.add_column(col)
     by_q: dict[str, list[dict[str, Any]]] = {}
@@ -191,11 +239,17 @@ def format_table(report: dict[str, Any]) -> Any:
         by_q.setdefault(c["quantity"], []).append(c)
     for name, s in report["quantities"].items():
         cov = "-" if s["coverage"] is None else f"{s['coverage']:.2f}"
-        err = "-" if s["mean_error"] is None else (
-            f"{s['mean_error']:+.4f}" + ("" if s["mean_error_se"] is None else f" ± {s['mean_error_se']:.4f}"))
+        err = (
+            "-"
+            if s["mean_error"] is None
+            else (f"{s['mean_error']:+.4f}" + ("" if s["mean_error_se"] is None else f" ± {s['mean_error_se']:.4f}"))
+        )
         verdicts = by_q.get(name, [])
-        check = "pass" if all(c["passed"] for c in verdicts) else "FAIL: " + "; ".join(
-            f"{c['what']} {c['detail']}" for c in verdicts if not c["passed"])
+        check = (
+            "pass"
+            if all(c["passed"] for c in verdicts)
+            else "FAIL: " + "; ".join(f"{c['what']} {c['detail']}" for c in verdicts if not c["passed"])
+        )
         t.add_row(name, s["kind"], cov, err, check if verdicts else "-")
     for name, cs in by_q.items():
         if name not in report["quantities"]:
@@ -204,4 +258,4 @@ def format_table(report: dict[str, Any]) -> Any:
     return t
 
 
-__all__ = ["QUANTITIES", "VALIDATION_FILE", "ValidateConfig", "format_table", "preset", "validate", "InputError"]
+__all__ = ["QUANTITIES", "VALIDATION_FILE", "InputError", "ValidateConfig", "format_table", "preset", "validate"]

@@ -6,8 +6,9 @@ outputs, how its truth is computed, and how its interval is read:
 - `two_sided`: an estimator of the truth; its 95% interval should cover the truth in 0.90-0.99
   of the studies, and its error should average to zero within Monte Carlo error;
 - `upper_bound`: an estimator that is optimistic by design (the plug-in oracle utility and
-  bound, `scores.oracle_bound`): covered when the truth is at most the interval's upper end;
-  its bias is reported, not checked;
+  bound, `scores.oracle_bound`; the best constant chosen in-sample, the larger of two
+  estimates): covered when the truth is at most the interval's upper end; its bias is
+  reported, not checked;
 - `range`: the interval is a range meant to contain the truth (e.g. `oracle_range` of issue
   15, when value.json has it): covered when the truth lies inside it.
 
@@ -21,8 +22,10 @@ outputs, how its truth is computed, and how its interval is read:
   which catches a pipeline that shows branches the wrong state even where errors cancel on average.
 
 A quantity whose key is missing from a study's outputs is skipped and listed (so keys that other
-work adds or renames show up instead of failing silently). Truths are stratum-balanced means,
-the functional every estimate in value.json targets.
+work adds or renames show up instead of failing silently), and so is one whose truth the
+simulator cannot give in a study (NaN: e.g. utilities at a price > 0 under a chat protocol,
+whose token costs `models.sim.costs` does not model). Truths (`truths`) are stratum-balanced
+means, the functional every estimate in value.json targets.
 """
 
 from __future__ import annotations
@@ -35,36 +38,38 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats as sps
 
-from branchpoint.evaluation.value.scores import balanced_mean
+from branchpoint.evaluation.value.config import DEFAULT_PRICES, price_key
+from branchpoint.experiments.validation import truths as T
 from branchpoint.experiments.validation.study import StudyResult
+from branchpoint.experiments.validation.truths import true_delta
 
 Kind = Literal["two_sided", "upper_bound", "range", "plug_in", "chi2"]
 
 
 def _get(d: Any, path: str) -> Any:
-    for part in path.split("."):
-        if not isinstance(d, dict) or part not in d:
+    """The value at a dotted path; a key may itself hold dots (price keys such as `0.001`): at
+    each level the longest run of parts that is a key wins."""
+    parts = path.split(".")
+    while parts:
+        if not isinstance(d, dict):
             raise KeyError(path)
-        d = d[part]
+        for n in range(len(parts), 0, -1):
+            key = ".".join(parts[:n])
+            if key in d:
+                d, parts = d[key], parts[n:]
+                break
+        else:
+            raise KeyError(path)
     return d
 
 
 def _bal(x: np.ndarray, r: StudyResult) -> float:
-    return float(balanced_mean(np.asarray(x, dtype=float), r.states.stratum))
-
-
-def true_delta(r: StudyResult) -> np.ndarray:
-    return r.p_search - r.p_think
-
-
-def _v_delta(r: StudyResult) -> float:
-    d = true_delta(r)
-    return _bal(d * d, r) - _bal(d, r) ** 2
+    return T.bal(x, r)
 
 
 def _defined(r: StudyResult, value: float) -> float:
     """R²_Δ is defined only where the gain varies over states (V_Δ > 0); NaN otherwise."""
-    return value if _v_delta(r) > 1e-6 else float("nan")
+    return value if T.v_delta(r) > 1e-6 else float("nan")
 
 
 def _gain(r: StudyResult, value: float) -> float:
@@ -93,16 +98,8 @@ def _const_gain(r: StudyResult) -> float:
     return _bal((cs - ct - true_delta(r)) ** 2, r)
 
 
-def _consistency(r: StudyResult) -> float:
-    """Two-probe consistency at price 0 (search-value study): two valid THINK answers that agree
-    choose THINK, else SEARCH, and the chosen action is scored on other draws, so
-    U = P(agree)·p_T + (1 − P(agree))·p_S (UNKNOWN and failed probes never agree)."""
-    return _bal(r.agree_think * r.p_think + (1.0 - r.agree_think) * r.p_search, r)
-
-
-def _natural(r: StudyResult, answerable: bool, which: int = 0) -> float:
-    vals = [r.natural[q.id][which] for q in r.questions if q.answerable == answerable]
-    return float(np.mean(vals)) if vals else float("nan")
+def _oracle_h(r: StudyResult) -> float:
+    return 0.5 * (_bal(np.abs(true_delta(r)), r) - abs(_bal(true_delta(r), r)))
 
 
 @dataclass(frozen=True)
@@ -117,54 +114,179 @@ class Quantity:
     kind: Kind = "two_sided"
 
 
-def _q(name: str, est: str, ci: str | None, truth: Callable[[StudyResult], float], kind: Kind = "two_sided",
-       source: Literal["value", "metrics"] = "value") -> Quantity:  # fmt: skip
+def _q(
+    name: str,
+    est: str,
+    ci: str | None,
+    truth: Callable[[StudyResult], float],
+    kind: Kind = "two_sided",
+    source: Literal["value", "metrics"] = "value",
+) -> Quantity:
     return Quantity(name, source, est, ci, truth, kind)
 
 
-P0 = "0"  # price key of the zero price in value.json
+#: The prices of the studies (DESIGN.md: router utility at λ ∈ {0, 0.001, 0.005, 0.01, 0.02}).
+PRICES: tuple[float, ...] = DEFAULT_PRICES
+LS = "level_split.truth - truth_constant"  # the exact forecaster against the constant at Eℓ*
+
+
+def _utility_rows(price: float) -> list[Quantity]:
+    """Router utilities at one price: U_a = p_a − λ·E[T_a]/1000 (`truths`)."""
+    pk = price_key(price)
+    u = f"utility.by_price.{pk}"
+    iv = f"intervals.utility.{pk}"
+    rows = [
+        _q(
+            f"U({pk}) always THINK",
+            f"{u}.always_think.utility",
+            f"{iv}.always_think",
+            lambda r: T.constant(r, price, "T"),
+        ),
+        _q(
+            f"U({pk}) always SEARCH",
+            f"{u}.always_search.utility",
+            f"{iv}.always_search",
+            lambda r: T.constant(r, price, "S"),
+        ),
+        _q(
+            f"U({pk}) threshold:truth",
+            f"{u}.threshold:truth.utility",
+            f"{iv}.threshold:truth",
+            lambda r: T.threshold(r, price, pk),
+        ),
+        _q(
+            f"U({pk}) consistency (two-probe)",
+            f"{u}.consistency.utility",
+            f"{iv}.consistency",
+            lambda r: T.consistency(r, price),
+        ),
+        # chosen in-sample (no dev rows): the larger of two estimates, optimistic by design
+        _q(
+            f"U({pk}) best constant (in-sample)",
+            f"{u}.best_constant.utility",
+            f"{iv}.best_constant",
+            lambda r: T.best_constant(r, price, pk),
+            "upper_bound",
+        ),
+        _q(
+            f"U({pk}) oracle (plug-in)",
+            f"{u}.oracle.utility",
+            f"{iv}.oracle",
+            lambda r: T.oracle(r, price),
+            "upper_bound",
+        ),
+    ]
+    if price == 0:
+        rows.append(
+            _q(
+                f"U({pk}) sample-informed",
+                f"{u}.sample_informed.utility",
+                f"{iv}.sample_informed",
+                lambda r: T.sample_informed(r, price),
+            )
+        )
+    for cell in T.FACTORIAL:
+        # exact where the cell's choice depends on rewards only (every cell at λ = 0)
+        if price > 0 and cell in ("fixed_gain_query_cost", "query_gain_query_cost"):
+            continue
+        path = f"decision_factorial.by_price.{pk}.over_best_constant.{cell}"
+        rows.append(
+            _q(
+                f"factorial({pk}) {cell} − best constant",
+                f"{path}.difference",
+                f"{path}.interval",
+                lambda r, cell=cell: T.factorial_cell(r, price, pk, cell),
+            )
+        )
+    return rows
+
 
 QUANTITIES: list[Quantity] = [
     _q("theta (mean Δ²)", "theta", "intervals.theta", lambda r: _gain(r, _bal(true_delta(r) ** 2, r))),
-    _q("V_Δ", "gain_variance", "intervals.gain_variance", lambda r: _gain(r, _v_delta(r))),
+    _q("mean gain (value.json)", "mean_gain", "intervals.mean_gain", lambda r: _bal(true_delta(r), r)),
+    _q("V_Δ", "gain_variance", "intervals.gain_variance", lambda r: _gain(r, T.v_delta(r))),
     _q("R²_Δ truth forecaster", "gain_r2.truth", "intervals.gain_r2.truth", lambda r: _defined(r, 1.0)),
-    _q("R²_Δ best constant", "gain_r2.truth_constant", "intervals.gain_r2.truth_constant", lambda r: _defined(r, 0.0),
-       "plug_in"),
+    _q(
+        "R²_Δ best constant",
+        "gain_r2.truth_constant",
+        "intervals.gain_r2.truth_constant",
+        lambda r: _defined(r, 0.0),
+        "plug_in",
+    ),
     _q("gain risk truth", "gain_risk.truth", "intervals.gain_risk.truth", lambda r: _gain(r, 0.0)),
-    _q("gain risk constant", "gain_risk.truth_constant", "intervals.gain_risk.truth_constant",
-       lambda r: _gain(r, _v_delta(r))),
+    _q(
+        "gain risk constant",
+        "gain_risk.truth_constant",
+        "intervals.gain_risk.truth_constant",
+        lambda r: _gain(r, T.v_delta(r)),
+    ),
     _q("Brier truth", "brier.truth.brier", "intervals.brier.truth", _outcome_var),
-    # The level error of the exact forecaster is a squared error whose truth is 0, the boundary of
-    # its range (its estimate cannot be unbiased there): reported, not checked; the Brier score
-    # itself is checked through its interval, the other terms for bias.
-    _q("Brier truth: level", "brier.truth.level", None, lambda r: 0.0, "plug_in"),
+    # The split's parts have no interval in value.json: each is checked for bias over the studies
+    # (a t-test on the errors). The level term of the exact forecaster has truth 0; its estimator
+    # (`scores.level_risk`) is unbiased and may be negative, so 0 is no boundary for it.
+    _q("Brier truth: level", "brier.truth.level", None, lambda r: 0.0),
     _q("Brier truth: gain", "brier.truth.gain", None, lambda r: 0.0),
     _q("Brier truth: variance", "brier.truth.variance", None, _outcome_var),
-    _q("Brier constant", "brier.truth_constant.brier", "intervals.brier.truth_constant",
-       lambda r: _const_level(r) + 0.25 * _const_gain(r) + _outcome_var(r)),
+    _q(
+        "Brier constant",
+        "brier.truth_constant.brier",
+        "intervals.brier.truth_constant",
+        lambda r: _const_level(r) + 0.25 * _const_gain(r) + _outcome_var(r),
+    ),
     _q("Brier constant: level", "brier.truth_constant.level", None, _const_level),
     _q("Brier constant: gain", "brier.truth_constant.gain", None, lambda r: 0.25 * _const_gain(r)),
-    _q("U(0) always THINK", f"utility.by_price.{P0}.always_think.utility",
-       f"intervals.utility.{P0}.always_think", lambda r: _bal(r.p_think, r)),
-    _q("U(0) always SEARCH", f"utility.by_price.{P0}.always_search.utility",
-       f"intervals.utility.{P0}.always_search", lambda r: _bal(r.p_search, r)),
-    _q("U(0) threshold:truth", f"utility.by_price.{P0}.threshold:truth.utility",
-       f"intervals.utility.{P0}.threshold:truth", lambda r: _bal(np.maximum(r.p_think, r.p_search), r)),
-    _q("U(0) consistency (two-probe)", f"utility.by_price.{P0}.consistency.utility",
-       f"intervals.utility.{P0}.consistency", _consistency),
-    _q("U(0) oracle (plug-in)", f"utility.by_price.{P0}.oracle.utility", f"intervals.utility.{P0}.oracle",
-       lambda r: _bal(np.maximum(r.p_think, r.p_search), r), "upper_bound"),
+    # issue 15: the level contrast against a constant level, split into mean bias and variation
+    _q(
+        "level split: total",
+        f"{LS}.level_total.value",
+        f"{LS}.level_total.interval",
+        lambda r: T.level_split_truth(r, "level_total"),
+    ),
+    _q(
+        "level split: mean bias",
+        f"{LS}.level_mean_bias.value",
+        f"{LS}.level_mean_bias.interval",
+        lambda r: T.level_split_truth(r, "level_mean_bias"),
+    ),
+    _q(
+        "level split: variation",
+        f"{LS}.level_variation.value",
+        f"{LS}.level_variation.interval",
+        lambda r: T.level_split_truth(r, "level_variation"),
+    ),
+    _q(
+        "level split: gain quarter",
+        f"{LS}.gain_quarter.value",
+        f"{LS}.gain_quarter.interval",
+        lambda r: _gain(r, T.level_split_truth(r, "gain_quarter")),
+    ),
+    *[row for price in PRICES for row in _utility_rows(price)],
     # the plug-in (E|Δ̄| − |EΔ̄|)/2 is optimistic and has no interval (reported, not checked); the
     # study's range from θ̂ is checked through its interval (lower bound's low end to upper's high)
-    _q("oracle bound (plug-in)", "utility.oracle_plugin_optimistic", None,
-       lambda r: 0.5 * (_bal(np.abs(true_delta(r)), r) - abs(_bal(true_delta(r), r))), "upper_bound"),
-    _q("oracle range", "oracle_range.upper", "oracle_range.interval",
-       lambda r: 0.5 * (_bal(np.abs(true_delta(r)), r) - abs(_bal(true_delta(r), r))), "range"),
-    _q("answer accuracy", "answer_accuracy", "answer_accuracy_ci", lambda r: _natural(r, True), source="metrics"),
-    _q("abstention accuracy", "abstention_accuracy", "abstention_accuracy_ci", lambda r: _natural(r, False),
-       source="metrics"),
-    _q("mean search calls", "mean_search_calls", "mean_search_calls_ci",
-       lambda r: float(np.mean([r.natural[q.id][1] for q in r.questions])), source="metrics"),
+    _q("oracle bound (plug-in)", "utility.oracle_plugin_optimistic", None, _oracle_h, "upper_bound"),
+    _q("oracle range", "oracle_range.upper", "oracle_range.interval", _oracle_h, "range"),
+    _q(
+        "answer accuracy",
+        "answer_accuracy",
+        "answer_accuracy_ci",
+        lambda r: T.natural_mean(r, "p", True),
+        source="metrics",
+    ),
+    _q(
+        "abstention accuracy",
+        "abstention_accuracy",
+        "abstention_accuracy_ci",
+        lambda r: T.natural_mean(r, "p", False),
+        source="metrics",
+    ),
+    _q(
+        "mean search calls",
+        "mean_search_calls",
+        "mean_search_calls_ci",
+        lambda r: T.natural_mean(r, "searches"),
+        source="metrics",
+    ),
+    _q("TPC", "tpc", "tpc_ci", T.tpc, source="metrics"),
 ]
 
 
@@ -221,8 +343,12 @@ def compare_study(r: StudyResult, level: float = 0.95) -> tuple[dict[str, Any], 
             skipped.append(f"{q.name} (undefined in this study)")
             continue
         out[q.name] = {
-            "estimate": est, "truth": float(truth), "ci": ci, "covered": _covered(q.kind, truth, ci), "kind": q.kind,
-        }  # fmt: skip
+            "estimate": est,
+            "truth": float(truth),
+            "ci": ci,
+            "covered": _covered(q.kind, truth, ci),
+            "kind": q.kind,
+        }
     # Per-state gain: the plug-in Δ̄ against Δ, and its mean with a normal interval whose standard
     # error is clustered by question (states of one execution, and states whose passages are the
     # same, get the same draws for the same seeds: they are not independent).
@@ -234,9 +360,12 @@ def compare_study(r: StudyResult, level: float = 0.95) -> tuple[dict[str, Any], 
         mean_hat = float(np.mean(d_hat))
         se = clustered_se(d_hat - d, r.states.question_id)
         out["mean Δ"] = {
-            "estimate": mean_hat, "truth": float(np.mean(d)), "ci": [mean_hat - z * se, mean_hat + z * se],
-            "covered": bool(abs(mean_hat - float(np.mean(d))) <= z * se + 1e-12), "kind": "two_sided",
-        }  # fmt: skip
+            "estimate": mean_hat,
+            "truth": float(np.mean(d)),
+            "ci": [mean_hat - z * se, mean_hat + z * se],
+            "covered": bool(abs(mean_hat - float(np.mean(d))) <= z * se + 1e-12),
+            "kind": "two_sided",
+        }
     # Branch outcomes: each forked (state, action)'s successes against Binomial(m, p_true), states
     # that show the simulator the same content counted once (they share draws).
     for action in ("THINK", "SEARCH", "STOP", "SWITCH"):
@@ -267,8 +396,13 @@ def compare_study(r: StudyResult, level: float = 0.95) -> tuple[dict[str, Any], 
                 elif abs(dev) > 1e-6:
                     x2 = float("inf")
             if df:
-                out[f"goodness of fit: {action}"] = {"estimate": x2, "truth": float(df), "ci": None, "covered": None,
-                                                     "kind": "chi2"}  # fmt: skip
+                out[f"goodness of fit: {action}"] = {
+                    "estimate": x2,
+                    "truth": float(df),
+                    "ci": None,
+                    "covered": None,
+                    "kind": "chi2",
+                }
         if reps:
             # Binomial SE, or the question-clustered one where larger (a SEARCH branch can reach
             # another state's content and then shares its draws).
@@ -276,9 +410,12 @@ def compare_study(r: StudyResult, level: float = 0.95) -> tuple[dict[str, Any], 
             clustered = math.sqrt(k / (k - 1) * sum(v * v for v in resid.values())) if k > 1 else 0.0
             est, tru, se_b = succ / reps, mean_p / reps, max(math.sqrt(var), clustered) / reps
             out[f"branch success: {action}"] = {
-                "estimate": est, "truth": tru, "ci": [est - z * se_b, est + z * se_b],
-                "covered": bool(abs(est - tru) <= z * se_b + 1e-12), "kind": "two_sided",
-            }  # fmt: skip
+                "estimate": est,
+                "truth": tru,
+                "ci": [est - z * se_b, est + z * se_b],
+                "covered": bool(abs(est - tru) <= z * se_b + 1e-12),
+                "kind": "two_sided",
+            }
     return out, skipped
 
 
@@ -310,8 +447,31 @@ def pooled_z(rows: list[dict[str, Any]], level: float = 0.95) -> tuple[float, in
     return (num / math.sqrt(var), k) if k else None
 
 
-def aggregate(per_study: list[dict[str, Any]], *, target: tuple[float, float] = (0.90, 0.99),
-              alpha: float = 0.01, bias_alpha: float = 0.001) -> tuple[dict[str, Any], list[Check]]:  # fmt: skip
+def rms_z(rows: list[dict[str, Any]], level: float = 0.95) -> float | None:
+    """√mean z² of the standardised errors z = (estimate − truth)/se over the studies, each se
+    read off the study's interval (width / 2z). About 1 for calibrated intervals; below 1 for
+    conservative ones (e.g. an interval that also holds question-sampling variation, compared
+    with a truth that is conditional on the study's own questions and states); None without
+    intervals."""
+    zq = float(sps.norm.ppf(0.5 + level / 2))
+    zs = []
+    for row in rows:
+        ci, est, truth = row.get("ci"), row.get("estimate"), row.get("truth")
+        if not (isinstance(ci, list) and len(ci) == 2 and None not in ci and est is not None):
+            continue
+        se = (float(ci[1]) - float(ci[0])) / (2 * zq)
+        if se > 0:
+            zs.append((est - truth) / se)
+    return float(math.sqrt(np.mean(np.square(zs)))) if zs else None
+
+
+def aggregate(
+    per_study: list[dict[str, Any]],
+    *,
+    target: tuple[float, float] = (0.90, 0.99),
+    alpha: float = 0.01,
+    bias_alpha: float = 0.001,
+) -> tuple[dict[str, Any], list[Check]]:
     """Coverage and bias of each quantity over the studies, and the checks.
 
     Checks: coverage is not implausibly low for 95% intervals (one-sided binomial test at
@@ -331,16 +491,25 @@ def aggregate(per_study: list[dict[str, Any]], *, target: tuple[float, float] = 
     for name in names:
         rows = [s[name] for s in per_study if name in s]
         cov = [row["covered"] for row in rows if row["covered"] is not None]
-        errs = [row["estimate"] - row["truth"] for row in rows if row["estimate"] is not None
-                and row["truth"] is not None and math.isfinite(row["truth"])]  # fmt: skip
+        errs = [
+            row["estimate"] - row["truth"]
+            for row in rows
+            if row["estimate"] is not None and row["truth"] is not None and math.isfinite(row["truth"])
+        ]
         kind = rows[0]["kind"]
         n = len(cov)
         coverage = float(np.mean(cov)) if cov else None
         mean_err = float(np.mean(errs)) if errs else None
         se = float(np.std(errs, ddof=1) / math.sqrt(len(errs))) if len(errs) > 1 else None
-        summary[name] = {"kind": kind, "studies": len(rows), "coverage": coverage, "mean_error": mean_err,
-                         "mean_error_se": se,
-                         "in_target": None if coverage is None else target[0] <= coverage <= target[1]}  # fmt: skip
+        summary[name] = {
+            "kind": kind,
+            "studies": len(rows),
+            "coverage": coverage,
+            "mean_error": mean_err,
+            "mean_error_se": se,
+            "rms_z": rms_z(rows) if kind != "chi2" else None,
+            "in_target": None if coverage is None else target[0] <= coverage <= target[1],
+        }
         if n and kind != "plug_in":
             covered = int(sum(cov))
             p_low = float(sps.binom.cdf(covered, n, 0.95))
@@ -351,19 +520,32 @@ def aggregate(per_study: list[dict[str, Any]], *, target: tuple[float, float] = 
             df = float(sum(row["truth"] for row in rows))
             p = float(sps.chi2.sf(x2, df)) if math.isfinite(x2) else 0.0
             summary[name]["p_value"] = p
-            checks.append(Check(name, "fits the truth", p >= bias_alpha,
-                                f"X² = {x2:.1f} on {df:.0f} df, p = {p:.3g} (p ≥ {bias_alpha:g} passes)"))
+            checks.append(
+                Check(
+                    name,
+                    "fits the truth",
+                    p >= bias_alpha,
+                    f"X² = {x2:.1f} on {df:.0f} df, p = {p:.3g} (p ≥ {bias_alpha:g} passes)",
+                )
+            )
             continue
         if kind == "two_sided":
             pooled = pooled_z(rows)
             if pooled is not None:
                 z, k = pooled
                 summary[name]["pooled_z"] = z
-                checks.append(Check(name, "unbiased", abs(z) <= z_crit,
-                                    f"pooled z = {z:+.2f} over {k} studies (|z| ≤ {z_crit:.2f} passes)"))
+                checks.append(
+                    Check(
+                        name,
+                        "unbiased",
+                        abs(z) <= z_crit,
+                        f"pooled z = {z:+.2f} over {k} studies (|z| ≤ {z_crit:.2f} passes)",
+                    )
+                )
             elif se is not None and len(errs) >= 3:
                 crit = float(sps.t.ppf(1 - bias_alpha / 2, len(errs) - 1))
                 ok = abs(mean_err) <= crit * se + 1e-9  # type: ignore[arg-type]
-                checks.append(Check(name, "unbiased", ok,
-                                    f"mean error {mean_err:+.4f} ± {se:.4f} (SE; |t| ≤ {crit:.1f} passes)"))
+                checks.append(
+                    Check(name, "unbiased", ok, f"mean error {mean_err:+.4f} ± {se:.4f} (SE; |t| ≤ {crit:.1f} passes)")
+                )
     return summary, checks

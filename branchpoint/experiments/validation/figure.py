@@ -29,8 +29,11 @@ def delta_figure(report: dict[str, Any], path: Path) -> Path:
     ax.set_xlabel("true Δ = p_S − p_T (simulator)")
     ax.set_ylabel(f"estimated Δ̄ = Ȳ_S − Ȳ_T (m = {report['settings']['repeats']})")
     bias = (sum(y - x for x, y in zip(xs, ys)) / len(xs)) if xs else float("nan")
-    ax.set_title(f"{report['profile']} / {report['policy']}: {len(xs)} states, "
-                 f"{report['studies']} studies; mean error {bias:+.3f}", fontsize=9)  # fmt: skip
+    ax.set_title(
+        f"{report['profile']} / {report['policy']}: {len(xs)} states, "
+        f"{report['studies']} studies; mean error {bias:+.3f}",
+        fontsize=9,
+    )
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

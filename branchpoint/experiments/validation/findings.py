@@ -19,10 +19,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from branchpoint.evaluation.judges import judge_records
-from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics
 from branchpoint.datasets import load_questions
 from branchpoint.datasets.questions import demo_corpus_path
+from branchpoint.evaluation.judges import judge_records
+from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics
 from branchpoint.experiments.runner import run_experiment
 from branchpoint.experiments.spec import BM25SourceSpec, QuestionsSpec, RetrievalSpec
 from branchpoint.experiments.validation.compare import Check
@@ -46,7 +46,9 @@ def augmented_corpus(path: Path, questions: str = "demo") -> Path:
     for i, q in enumerate(unanswerable):
         if i % 2 == 0:
             title = q.question.rstrip("?")
-            lines.append(json.dumps({"id": f"neg-{q.id}-0", "contents": f'"{title}"\n' + NEGATIVE_TEMPLATE.format(q=q.question)}))
+            lines.append(
+                json.dumps({"id": f"neg-{q.id}-0", "contents": f'"{title}"\n' + NEGATIVE_TEMPLATE.format(q=q.question)})
+            )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -66,20 +68,27 @@ def seed_findings(
     shutil.rmtree(out, ignore_errors=True)
     corpus = augmented_corpus(out / "corpus.jsonl", settings.questions)
     spec = study_spec(replace(settings, answerable=1, unanswerable=1), seed, profile.served_name)
-    spec = spec.model_copy(update={
-        "name": f"findings-{profile.name}",
-        "questions": QuestionsSpec(path=settings.questions),
-        "retrieval": RetrievalSpec(default=MAIN_SOURCE, sources={MAIN_SOURCE: BM25SourceSpec(corpus=str(corpus))}),
-        "sweep": {"agent.search_cap": list(CAPS)},
-    })  # fmt: skip
+    spec = spec.model_copy(
+        update={
+            "name": f"findings-{profile.name}",
+            "questions": QuestionsSpec(path=settings.questions),
+            "retrieval": RetrievalSpec(default=MAIN_SOURCE, sources={MAIN_SOURCE: BM25SourceSpec(corpus=str(corpus))}),
+            "sweep": {"agent.search_cap": list(CAPS)},
+        }
+    )
     run_dir = out / "run"
 
     def run(url: str) -> None:
-        run_experiment(spec, run_dir, progress=False, model_opener=shared_server_opener(url), concurrency=settings.concurrency)
+        run_experiment(
+            spec, run_dir, progress=False, model_opener=shared_server_opener(url), concurrency=settings.concurrency
+        )
 
     if base_url is None:
-        with SimServer(SimServerSpec(profile=settings.profile, latency_scale=0.0), served_name=profile.served_name,
-                       log_path=out / "sim-server.log") as server:  # fmt: skip
+        with SimServer(
+            SimServerSpec(profile=settings.profile, latency_scale=0.0),
+            served_name=profile.served_name,
+            log_path=out / "sim-server.log",
+        ) as server:
             run(server.base_url)
     else:
         run(base_url)
@@ -93,20 +102,46 @@ def seed_findings(
     pos = (groups.get("only_positive") or {}).get("abstention_accuracy")
     neg = (groups.get("only_negative") or {}).get("abstention_accuracy")
     checks = [
-        Check("finding: search raises answer accuracy", "seed study", acc[3] > acc[0],
-              f"answer accuracy {acc[0]:.2f} without search → {acc[3]:.2f} at cap 3"),
-        Check("finding: search lowers abstention accuracy", "seed study", abst[3] < abst[0],
-              f"abstention accuracy {abst[0]:.2f} without search → {abst[3]:.2f} at cap 3"),
-        Check("finding: TPC rises with the cap", "seed study", float(tpc[6]) > float(tpc[1]),
-              f"TPC {float(tpc[1]):.0f} at cap 1 → {float(tpc[6]):.0f} at cap 6"),
-        Check("finding: accuracy plateaus", "seed study", abs(acc[6] - acc[3]) <= 0.1,
-              f"answer accuracy {acc[3]:.2f} at cap 3, {acc[6]:.2f} at cap 6"),
-        Check("finding: only-positive < only-negative abstention", "seed study",
-              pos is not None and neg is not None and pos < neg,
-              f"abstention accuracy {pos} with only positive evidence, {neg} with only negative"),
-    ]  # fmt: skip
-    findings = {"answer_accuracy": acc, "abstention_accuracy": abst, "tpc": tpc,
-                "abstention_by_evidence": {"only_positive": pos, "only_negative": neg,
-                                           "n_only_positive": (groups.get("only_positive") or {}).get("n"),
-                                           "n_only_negative": (groups.get("only_negative") or {}).get("n")}}  # fmt: skip
+        Check(
+            "finding: search raises answer accuracy",
+            "seed study",
+            acc[3] > acc[0],
+            f"answer accuracy {acc[0]:.2f} without search → {acc[3]:.2f} at cap 3",
+        ),
+        Check(
+            "finding: search lowers abstention accuracy",
+            "seed study",
+            abst[3] < abst[0],
+            f"abstention accuracy {abst[0]:.2f} without search → {abst[3]:.2f} at cap 3",
+        ),
+        Check(
+            "finding: TPC rises with the cap",
+            "seed study",
+            float(tpc[6]) > float(tpc[1]),
+            f"TPC {float(tpc[1]):.0f} at cap 1 → {float(tpc[6]):.0f} at cap 6",
+        ),
+        Check(
+            "finding: accuracy plateaus",
+            "seed study",
+            abs(acc[6] - acc[3]) <= 0.1,
+            f"answer accuracy {acc[3]:.2f} at cap 3, {acc[6]:.2f} at cap 6",
+        ),
+        Check(
+            "finding: only-positive < only-negative abstention",
+            "seed study",
+            pos is not None and neg is not None and pos < neg,
+            f"abstention accuracy {pos} with only positive evidence, {neg} with only negative",
+        ),
+    ]
+    findings = {
+        "answer_accuracy": acc,
+        "abstention_accuracy": abst,
+        "tpc": tpc,
+        "abstention_by_evidence": {
+            "only_positive": pos,
+            "only_negative": neg,
+            "n_only_positive": (groups.get("only_positive") or {}).get("n"),
+            "n_only_negative": (groups.get("only_negative") or {}).get("n"),
+        },
+    }
     return findings, checks

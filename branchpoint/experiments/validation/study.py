@@ -21,12 +21,12 @@ import numpy as np
 
 from branchpoint.checkpoints import open_checkpointer
 from branchpoint.checkpoints.values import checkpoint_values, state_reader
+from branchpoint.datasets.questions import Question
 from branchpoint.evaluation.judges import judge_records, normalize_answer
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, is_correct
 from branchpoint.evaluation.value import Forecast, ValueConfig, load_states, value_study
 from branchpoint.evaluation.value.outcomes import StateTable, build_states, is_unknown_answer
 from branchpoint.evaluation.value.scores import balanced_mean
-from branchpoint.datasets.questions import Question
 from branchpoint.experiments.branch_planning import fork_records
 from branchpoint.experiments.forking import fork_run
 from branchpoint.experiments.runner import SourcePool, run_experiment, select_questions
@@ -42,8 +42,9 @@ from branchpoint.experiments.spec import (
 from branchpoint.experiments.store import RunStore
 from branchpoint.models.openai_compat import OpenAICompatibleClient
 from branchpoint.models.sim.behaviour import QuestionBank, is_success
+from branchpoint.models.sim.policy_truth import PolicyTruth
 from branchpoint.models.sim.profile import Profile
-from branchpoint.models.sim.truth import POLICY_STYLES, AgentModel, Style, TruthModel
+from branchpoint.models.sim.truth import POLICY_STYLES, AgentModel, Style, TruthModel, Value
 from branchpoint.models.spec import ModelSpec, SimServerSpec
 from branchpoint.traces import METRICS_FILE, SPEC_FILE, read_records
 
@@ -90,25 +91,40 @@ def study_spec(settings: StudySettings, seed: int, served_name: str) -> Experime
     """The experiment spec of one study (seeded questions sample, model seed, sampling)."""
     chat = settings.chat
     model = ModelSpec(
-        provider="sim", name=served_name, style="chat" if chat else "completion",
-        temperature=settings.temperature, seed=seed * 1000, max_tokens=1024 if chat else 48,
-        extra_body={"top_p": settings.top_p}, reasoning_effort=settings.reasoning_effort,  # type: ignore[arg-type]
+        provider="sim",
+        name=served_name,
+        style="chat" if chat else "completion",
+        temperature=settings.temperature,
+        seed=seed * 1000,
+        max_tokens=1024 if chat else 48,
+        extra_body={"top_p": settings.top_p},
+        reasoning_effort=settings.reasoning_effort,  # type: ignore[arg-type]
         sim=SimServerSpec(profile=settings.profile, questions=settings.questions, latency_scale=0.0),
-    )  # fmt: skip
+    )
     sources = {
         MAIN_SOURCE: BM25SourceSpec(corpus="demo"),
         ALT_SOURCE: BM25SourceSpec(corpus="demo", index_params={"k1": 0.6, "b": 0.3}),
     }
     return ExperimentSpec(
-        name=f"validate-{settings.profile}-{seed}", seed=seed,
-        questions=QuestionsSpec(path=settings.questions, sample=SampleSpec(
-            answerable=min(settings.answerable * settings.run_factor, available(settings.questions, True)),
-            unanswerable=min(settings.unanswerable * settings.run_factor, available(settings.questions, False)))),
+        name=f"validate-{settings.profile}-{seed}",
+        seed=seed,
+        questions=QuestionsSpec(
+            path=settings.questions,
+            sample=SampleSpec(
+                answerable=min(settings.answerable * settings.run_factor, available(settings.questions, True)),
+                unanswerable=min(settings.unanswerable * settings.run_factor, available(settings.questions, False)),
+            ),
+        ),
         model=model,
-        agent=AgentSpec(policy=settings.policy, search=True, search_cap=settings.search_cap, top_k=settings.top_k,
-                        answer_max_tokens=1024 if chat else 48),
+        agent=AgentSpec(
+            policy=settings.policy,
+            search=True,
+            search_cap=settings.search_cap,
+            top_k=settings.top_k,
+            answer_max_tokens=1024 if chat else 48,
+        ),
         retrieval=RetrievalSpec(default=MAIN_SOURCE, sources=sources),
-    )  # fmt: skip
+    )
 
 
 def shared_server_opener(base_url: str) -> Any:
@@ -151,7 +167,9 @@ class StudyResult:
     agree_think: np.ndarray  # P(two THINK answers agree) per state
     both_correct_think: np.ndarray  # P(two THINK answers agree and succeed)
     questions: list[Question]
-    natural: dict[str, tuple[float, float]]  # question id -> (P(success), E[searches]) of a run's execution
+    natural: dict[str, Value]  # question id -> P(success), E[searches], E[tokens] of a run's execution
+    tokens_think: np.ndarray = field(default_factory=lambda: np.zeros(0))  # E[T] of the T role per state (NaN: unknown)
+    tokens_search: np.ndarray = field(default_factory=lambda: np.zeros(0))  # E[T] of the S role per state
     branches: list[BranchGroup] = field(default_factory=list)  # every forked (state, action) with its truth
     statuses: dict[str, int] = field(default_factory=dict)
 
@@ -159,12 +177,31 @@ class StudyResult:
 def agent_model(settings: StudySettings, spec: ExperimentSpec, profile: Profile, style: Style) -> AgentModel:
     """The truth's view of the agent a study runs."""
     return AgentModel(
-        style=style, temperature=spec.model.temperature, top_p=float(spec.model.extra_body.get("top_p", 1.0)),
-        effort=spec.model.reasoning_effort or profile.default_effort, max_tokens=spec.model.max_tokens,
+        style=style,
+        temperature=spec.model.temperature,
+        top_p=float(spec.model.extra_body.get("top_p", 1.0)),
+        effort=spec.model.reasoning_effort or profile.default_effort,
+        max_tokens=spec.model.max_tokens,
         answer_max_tokens=spec.agent.answer_max_tokens or spec.model.max_tokens,
-        malformed_retries=spec.agent.malformed_retries, evidence_words=spec.agent.evidence_words,
+        malformed_retries=spec.agent.malformed_retries,
+        evidence_words=spec.agent.evidence_words,
         offers_search=spec.agent.search,
-    )  # fmt: skip
+    )
+
+
+def truth_model(
+    settings: StudySettings, spec: ExperimentSpec, profile: Profile, bank: QuestionBank, style: Style, search: Any
+) -> TruthModel | PolicyTruth:
+    """The truth of a study: `TruthModel` (the protocols' mirror) for a built-in policy; for a
+    `module:function` policy on the completion endpoint, `PolicyTruth`, which runs the policy's
+    own code against every reply the simulator can give (so a policy that overrides the model
+    gets its own truth). A chat `module:function` policy is taken to follow the model."""
+    agent = agent_model(settings, spec, profile, style)
+    if settings.policy not in POLICY_STYLES and style == "completion":
+        from branchpoint.agents import resolve_policy
+
+        return PolicyTruth(profile, bank, resolve_policy(settings.policy), agent, search)
+    return TruthModel(profile, bank, agent, search)
 
 
 def search_function(pool: SourcePool, spec: ExperimentSpec) -> Any:
@@ -207,7 +244,13 @@ def fork_parents(records: list[Any], settings: StudySettings) -> list[str]:
 
 
 def run_study(
-    settings: StudySettings, seed: int, out: Path, *, base_url: str, served_name: str, profile: Profile,
+    settings: StudySettings,
+    seed: int,
+    out: Path,
+    *,
+    base_url: str,
+    served_name: str,
+    profile: Profile,
     style: Style | None = None,
 ) -> StudyResult:
     """Run, fork, evaluate and value one study into `out`, and compute its truth."""
@@ -217,16 +260,21 @@ def run_study(
     parents = fork_parents(read_records(RunStore(out).executions_path), settings)
     plan = ForkPlan(
         executions=parents,
-        boundaries=["initial", "after_search_k", "pending_query"], actions=["THINK", "SEARCH", "STOP", "SWITCH"],
-        repeats=settings.repeats, search_budget=settings.search_budget, switch_source=ALT_SOURCE,
+        boundaries=["initial", "after_search_k", "pending_query"],
+        actions=["THINK", "SEARCH", "STOP", "SWITCH"],
+        repeats=settings.repeats,
+        search_budget=settings.search_budget,
+        switch_source=ALT_SOURCE,
         concurrency=settings.concurrency,
-    )  # fmt: skip
+    )
     if settings.seed_per_action:
         fork_per_action_seed(out, plan, spec, opener)
     else:
         fork_run(out, plan, progress=False, model_opener=opener)
     records = read_records(RunStore(out).executions_path)
-    metrics = compute_metrics(judge_records(records, "rule"), "rule", MetricsConfig(bootstrap=settings.resamples, seed=seed))
+    metrics = compute_metrics(
+        judge_records(records, "rule"), "rule", MetricsConfig(bootstrap=settings.resamples, seed=seed)
+    )
     (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2, default=str), encoding="utf-8")
 
     questions = select_questions(spec)
@@ -235,29 +283,36 @@ def run_study(
     # Where no search is offered (the `no_search` policy) forks plan THINK only (issue 12): no state
     # has both actions, so there are no search-value estimates, only the branch outcomes to check.
     searchable = settings.policy != "no_search"
-    states = load_states(out, config)[0] if searchable else build_states(
-        [r for r in fork_records(out) if r.parent is not None], reward_name=config.reward, judge=config.judge
+    states = (
+        load_states(out, config)[0]
+        if searchable
+        else build_states(
+            [r for r in fork_records(out) if r.parent is not None], reward_name=config.reward, judge=config.judge
+        )
     )
     chosen = style or POLICY_STYLES[settings.policy]
     pool = SourcePool(progress=False)
     try:
-        truth = TruthModel(profile, bank, agent_model(settings, spec, profile, chosen), search_function(pool, spec))
+        truth = truth_model(settings, spec, profile, bank, chosen, search_function(pool, spec))
         n = len(states)
         p_t, p_s = np.zeros(n), np.zeros(n)
+        tok_t, tok_s = np.zeros(n), np.zeros(n)
         agree, both = np.zeros(n), np.zeros(n)
         branches: list[BranchGroup] = []
         all_forks = [r for r in fork_records(out) if r.parent is not None and r.status != "incomplete"]
         groups: dict[tuple[str, str, str], list[bool]] = {}
         for r in judge_records(all_forks, "rule"):
             groups.setdefault((r.parent.execution_id, r.parent.checkpoint_id, r.branch or ""), []).append(
-                is_correct(r, "rule"))
+                is_correct(r, "rule")
+            )
         with open_checkpointer(RunStore(out).checkpoint_target()) as saver:
             reader = state_reader(saver)
             for i, (eid, cid) in enumerate(states.keys):
                 values = checkpoint_values(saver, eid, cid, reader=reader)
                 budget = states.search_budget[i] or settings.search_budget
-                p_t[i] = truth.continuation(values, states.t_action[i], search_budget=budget).p
-                p_s[i] = truth.continuation(values, states.s_action[i], search_budget=budget).p
+                v_t = truth.continuation(values, states.t_action[i], search_budget=budget)
+                v_s = truth.continuation(values, states.s_action[i], search_budget=budget)
+                p_t[i], p_s[i], tok_t[i], tok_s[i] = v_t.p, v_s.p, v_t.tokens, v_s.tokens
                 dist = truth.think_answers(values)
                 q = truth.question_of(values)
                 by_norm: dict[str, float] = {}
@@ -274,26 +329,40 @@ def run_study(
                 values = checkpoint_values(saver, eid, cid, reader=reader)
                 v = truth.continuation(values, action, search_budget=settings.search_budget, switch_source=ALT_SOURCE)
                 shown = truth.passages_of(values)
-                pending = (values.get("pending") or {}).get("text") if values.get("boundary") == "pending_query" else None
-                content = hash((values.get("question"), frozenset(shown), shown[-1:], pending, values.get("source"), action))
+                pending = (
+                    (values.get("pending") or {}).get("text") if values.get("boundary") == "pending_query" else None
+                )
+                content = hash(
+                    (values.get("question"), frozenset(shown), shown[-1:], pending, values.get("source"), action)
+                )
                 branches.append(BranchGroup(action, values.get("question") or "", content, int(sum(ys)), len(ys), v.p))
-        natural = {}
-        for q in questions:
-            v = truth.natural(q, spec.agent.search_cap, MAIN_SOURCE)
-            natural[q.id] = (v.p, v.searches)
+        natural = {q.id: truth.natural(q, spec.agent.search_cap, MAIN_SOURCE) for q in questions}
     finally:
         pool.close()
     extra = {
         "truth": Forecast(p_t, p_s),
-        "truth_constant": Forecast(np.full(n, float(balanced_mean(p_t, states.stratum))),
-                                   np.full(n, float(balanced_mean(p_s, states.stratum)))),
+        "truth_constant": Forecast(
+            np.full(n, float(balanced_mean(p_t, states.stratum))), np.full(n, float(balanced_mean(p_s, states.stratum)))
+        ),
     }
     value = value_study(out, config=config, extra_forecasts=extra, write=True) if searchable else {}
     statuses: dict[str, int] = {}
     for r in [*records, *fork_records(out)]:
         statuses[r.status] = statuses.get(r.status, 0) + 1
     return StudyResult(
-        seed=seed, run_dir=out, value=value, metrics=metrics, states=states, p_think=p_t, p_search=p_s,
-        agree_think=agree, both_correct_think=both, questions=questions, natural=natural, branches=branches,
+        seed=seed,
+        run_dir=out,
+        value=value,
+        metrics=metrics,
+        states=states,
+        p_think=p_t,
+        p_search=p_s,
+        agree_think=agree,
+        both_correct_think=both,
+        questions=questions,
+        natural=natural,
+        branches=branches,
         statuses=statuses,
-    )  # fmt: skip
+        tokens_think=tok_t,
+        tokens_search=tok_s,
+    )

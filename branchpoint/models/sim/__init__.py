@@ -37,10 +37,24 @@ class SimServer(ManagedServer):
         assert self.port is not None
         s = self.spec
         cmd = [
-            sys.executable, "-m", "branchpoint.models.sim.server",
-            "--host", s.host, "--port", str(self.port), "--profile", s.profile, "--questions", s.questions,
-            "--seed", str(s.seed), "--latency-scale", str(s.latency_scale), "--served-model-name", self.served_name,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "branchpoint.models.sim.server",
+            "--host",
+            s.host,
+            "--port",
+            str(self.port),
+            "--profile",
+            s.profile,
+            "--questions",
+            s.questions,
+            "--seed",
+            str(s.seed),
+            "--latency-scale",
+            str(s.latency_scale),
+            "--served-model-name",
+            self.served_name,
+        ]
         if s.capacity:
             cmd.append("--capacity")
         if self.truth_spec:

@@ -1,6 +1,6 @@
 """The simulated model's behaviour: a documented, seeded stochastic function of what it is shown.
 
-What it reads from a request (`observe`):
+What it reads from a request (`observe`, in `branchpoint.models.sim.observe`):
 - the question (the last user turn of a chat that is not search results or an instruction; the
   last `Question:` block of a few-shot completion prompt), looked up by its text in the question
   set the server was given (`QuestionBank`): gold answers, answerability, category;
@@ -42,19 +42,19 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from branchpoint.agents.protocols import JSON_DECISION_PREFIX
-from branchpoint.evaluation.judges import contained_gold, detect_negative_evidence, normalize_answer
 from branchpoint.datasets.questions import Question
+from branchpoint.evaluation.judges import contained_gold, detect_negative_evidence, normalize_answer
 from branchpoint.models.sim.profile import Profile
 
-Protocol = Literal["completion", "native", "tagged", "plain"]
+if TYPE_CHECKING:
+    from branchpoint.models.sim.observe import Observation
 
 #: Wrong answers the model gives (none contains an abstention cue); one is dropped if it holds a gold.
 WRONG_ANSWERS: tuple[str, ...] = ("Halvard Brenning", "Ostrava Minor", "Teodor Wilkes", "Marisol Dunleavy")
@@ -69,11 +69,42 @@ ABSTAIN_TEXT: dict[str | None, str] = {
 
 REFINED_SUFFIX = "facts"
 
+#: What a malformed reply says (no protocol parses it).
+MALFORMED_TEXT = "Let me think about how to"
+
 #: Words used to spell out reasoning text: each one a single token for `count_tokens`.
-_REASONING_WORDS = (
-    "the question asks about this so I check what the passages say and whether they answer it "
-    "or if I need to search again before I give a short answer"
-).split()
+_REASONING_WORDS = [
+    "the",
+    "question",
+    "asks",
+    "about",
+    "this",
+    "so",
+    "I",
+    "check",
+    "what",
+    "the",
+    "passages",
+    "say",
+    "and",
+    "whether",
+    "they",
+    "answer",
+    "it",
+    "or",
+    "if",
+    "I",
+    "need",
+    "to",
+    "search",
+    "again",
+    "before",
+    "I",
+    "give",
+    "a",
+    "short",
+    "answer",
+]
 
 
 def count_tokens(text: str) -> int:
@@ -89,9 +120,11 @@ def token_ids(text: str) -> list[int]:
 
     ids = []
     for piece in _PIECES.findall(text):
-        parts = [piece[i : i + LETTERS_PER_TOKEN] for i in range(0, len(piece), LETTERS_PER_TOKEN)] if (
-            piece[0].isalpha() and len(piece) > 1
-        ) else [piece]
+        parts = (
+            [piece[i : i + LETTERS_PER_TOKEN] for i in range(0, len(piece), LETTERS_PER_TOKEN)]
+            if (piece[0].isalpha() and len(piece) > 1)
+            else [piece]
+        )
         ids += [int.from_bytes(hashlib.blake2b(p.encode(), digest_size=4).digest()) % 151_936 for p in parts]
     return ids
 
@@ -249,15 +282,19 @@ def search_prob(profile: Profile, question: Question | None, f: Features, effort
     """P(SEARCH) at temperature 1 when searching is allowed."""
     s = profile.search
     unanswerable = question is not None and not question.answerable
-    logit = s.base + s.effort.get(effort, 0.0) + s.unanswerable * unanswerable + s.gold_shown * f.gold + s.per_passage * f.n
+    logit = (
+        s.base + s.effort.get(effort, 0.0) + s.unanswerable * unanswerable + s.gold_shown * f.gold + s.per_passage * f.n
+    )
     return sigmoid(logit)
 
 
 def query_probs(profile: Profile, question_text: str, passages: list[Passage]) -> dict[str, float]:
     """Query text → probability at temperature 1."""
     shown = distinct(passages)
-    refined = f"{shown[-1].title or ' '.join(shown[-1].text.split()[:4])} {question_text}" if shown else (
-        f"{question_text} {REFINED_SUFFIX}"
+    refined = (
+        f"{shown[-1].title or ' '.join(shown[-1].text.split()[:4])} {question_text}"
+        if shown
+        else (f"{question_text} {REFINED_SUFFIX}")
     )
     d = profile.search.direct_query
     out = {question_text: d}
@@ -307,163 +344,28 @@ def length_overflow_prob(profile: Profile, effort: str, max_tokens: int, tempera
     return over / (hi - lo + 1)
 
 
-def call_failure_prob(profile: Profile, *, constrained: bool, effort: str, max_tokens: int, temperature: float) -> float:
-    """P(one call fails: malformed, or cut off) (see the module docstring)."""
+def call_failure_parts(
+    profile: Profile, *, constrained: bool, effort: str, max_tokens: int, temperature: float
+) -> tuple[float, float]:
+    """(P(malformed), P(cut off)) of one call: malformed is drawn first (never constrained, never
+    at temperature 0), then a cut-off (`failures.length`, or reasoning past the room left)."""
     overflow = length_overflow_prob(profile, effort, max_tokens, temperature)
     if temperature <= 0:
-        return overflow
+        return 0.0, overflow
     malformed = 0.0 if constrained else profile.failures.malformed
     length = profile.failures.length
-    return malformed + (1.0 - malformed) * (length + (1.0 - length) * overflow)
+    return malformed, (1.0 - malformed) * (length + (1.0 - length) * overflow)
 
 
-# --------------------------------------------------------------------------------------------
-# Reading a request
-# --------------------------------------------------------------------------------------------
-
-_CHAT_DOC = re.compile(r"^Doc \d+\(Title: (.*?)\) (.*)$", re.MULTILINE)
-_FEWSHOT_ITEM = re.compile(r"\[(\d+)\] ")
-
-
-@dataclass
-class Observation:
-    """What the simulator read from one request."""
-
-    protocol: Protocol
-    question_text: str
-    question: Question | None
-    passages: list[Passage]
-    can_search: bool
-    constrained: bool
-    effort: str
-    task: Literal["decide", "self_eval"] = "decide"
-    structured: dict[str, Any] | None = None
-    tool_required: bool = False
-
-
-def _content(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, list):  # OpenAI content parts
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return content or ""
-
-
-def chat_passages(text: str) -> list[Passage]:
-    return [Passage(t, x) for t, x in _CHAT_DOC.findall(text)]
-
-
-def fewshot_passages(line: str) -> list[Passage]:
-    body = line.strip()
-    if body in ("", "(none)"):
-        return []
-    pieces = _FEWSHOT_ITEM.split(body)
-    out = []
-    # pieces: [before, n1, text1, n2, text2, ...]
-    for i in range(2, len(pieces), 2):
-        item = pieces[i].strip()
-        title = ""
-        m = re.match(r'^"([^"]*)" (.*)$', item, re.DOTALL)
-        if m:
-            title, item = m.group(1), m.group(2)
-        out.append(Passage(title, item.strip()))
-    return out
-
-
-def request_effort(profile: Profile, body: Mapping[str, Any]) -> str:
-    """The effort a chat request asks for (vLLM fields), else the profile's default."""
-    kwargs = body.get("chat_template_kwargs") or {}
-    effort = body.get("reasoning_effort")
-    if effort == "minimal":
-        effort = "low"
-    thinking = kwargs.get("enable_thinking") if isinstance(kwargs, dict) else None
-    if thinking is False:
-        return "none"
-    if effort in ("none", "low", "medium", "high"):
-        return str(effort)
-    if thinking is True:
-        return profile.thinking_effort if profile.thinking_effort != "none" else "medium"
-    return profile.default_effort
-
-
-def structured_of(body: Mapping[str, Any]) -> dict[str, Any] | None:
-    """vLLM `structured_outputs` / `guided_*` / `response_format` / llama.cpp `grammar`, as one dict."""
-    so = body.get("structured_outputs")
-    if isinstance(so, dict) and so:
-        return dict(so)
-    if body.get("grammar"):
-        return {"grammar": body["grammar"]}
-    for key in ("guided_choice", "guided_json", "guided_grammar"):
-        if body.get(key) is not None:
-            return {key.removeprefix("guided_"): body[key]}
-    rf = body.get("response_format")
-    if isinstance(rf, dict) and rf.get("type") == "json_schema":
-        return {"json": (rf.get("json_schema") or {}).get("schema") or {}}
-    if isinstance(rf, dict) and rf.get("type") == "json_object":
-        return {"json": {"type": "object"}}
-    return None
-
-
-def observe_chat(profile: Profile, bank: QuestionBank, body: Mapping[str, Any]) -> Observation:
-    from branchpoint.agents import prompts
-
-    messages = body.get("messages") or []
-    system = " ".join(_content(m) for m in messages if m.get("role") in ("system", "developer"))
-    instructions = {prompts.FORCE_ANSWER, prompts.SELF_EVAL_PROMPT}
-    candidates = []
-    passages: list[Passage] = []
-    for m in messages:
-        text = _content(m)
-        if m.get("role") == "tool":
-            passages += chat_passages(text)
-        elif m.get("role") == "user":
-            if text.startswith("<information>"):
-                passages += chat_passages(text.removeprefix("<information>").removesuffix("</information>"))
-            elif text.strip() not in instructions:
-                candidates.append(text)
-    last_user = next((_content(m) for m in reversed(messages) if m.get("role") == "user"), "")
-    question_text = candidates[-1].strip() if candidates else ""
-    tools = body.get("tools") or []
-    tool_choice = body.get("tool_choice", "auto")
-    has_search_tool = any((t.get("function") or {}).get("name") == "search" for t in tools if isinstance(t, dict))
-    forced = last_user.strip() == prompts.FORCE_ANSWER
-    if has_search_tool and tool_choice != "none":
-        protocol: Protocol = "native"
-        can_search = not forced
-    elif "<search>" in system and not forced:
-        protocol, can_search = "tagged", True
-    else:
-        protocol, can_search = "plain", False
-    structured = structured_of(body)
-    return Observation(
-        protocol=protocol, question_text=question_text, question=bank.lookup(question_text),
-        passages=passages, can_search=can_search, constrained=structured is not None,
-        effort=request_effort(profile, body),
-        task="self_eval" if last_user.strip() == prompts.SELF_EVAL_PROMPT else "decide",
-        structured=structured, tool_required=tool_choice == "required",
-    )  # fmt: skip
-
-
-def observe_completion(profile: Profile, bank: QuestionBank, body: Mapping[str, Any]) -> Observation:
-    from branchpoint.agents import prompts
-
-    prompt = body.get("prompt") or ""
-    if isinstance(prompt, list):
-        prompt = prompt[0] if prompt and isinstance(prompt[0], str) else ""
-    block = prompt.rsplit("Question: ", 1)[-1] if "Question: " in prompt else ""
-    question_text, _, rest = block.partition("\n")
-    evidence_line = ""
-    for line in rest.split("\n"):
-        if line.startswith("Evidence: "):
-            evidence_line = line.removeprefix("Evidence: ")
-    structured = structured_of(body)
-    grammar = (structured or {}).get("grammar")
-    offered = prompt.startswith(prompts.FEWSHOT_HEADER)
-    can_search = offered and (grammar is None or "search" in str(grammar))
-    return Observation(
-        protocol="completion", question_text=question_text.strip(), question=bank.lookup(question_text),
-        passages=fewshot_passages(evidence_line), can_search=can_search, constrained=structured is not None,
-        effort="none", structured=structured,
-    )  # fmt: skip
+def call_failure_prob(
+    profile: Profile, *, constrained: bool, effort: str, max_tokens: int, temperature: float
+) -> float:
+    """P(one call fails: malformed, or cut off) (see the module docstring)."""
+    return sum(
+        call_failure_parts(
+            profile, constrained=constrained, effort=effort, max_tokens=max_tokens, temperature=temperature
+        )
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -513,7 +415,9 @@ def sampling(body: Mapping[str, Any]) -> tuple[float, float]:
     return (1.0 if t is None else float(t)), (1.0 if p is None else float(p))
 
 
-def generate(profile: Profile, obs: Observation, body: Mapping[str, Any], rng: np.random.Generator, max_tokens: int) -> Reply:
+def generate(
+    profile: Profile, obs: Observation, body: Mapping[str, Any], rng: np.random.Generator, max_tokens: int
+) -> Reply:
     """Draw one reply to an observed request (see the module docstring for every rule)."""
     temperature, top_p = sampling(body)
     lo, hi = reasoning_range(profile, obs.effort)
@@ -526,7 +430,7 @@ def generate(profile: Profile, obs: Observation, body: Mapping[str, Any], rng: n
         cut = max(0, min(n_reason, max_tokens))
         return Reply("length", "", reasoning_text(cut) if cut else None, cut)
     if malformed:
-        return Reply("malformed", "Let me think about how to", reasoning, n_reason)
+        return Reply("malformed", MALFORMED_TEXT, reasoning, n_reason)
     f = features(obs.question, obs.passages)
     answers = reshape(answer_probs(profile, obs.question, f), temperature, top_p)
     if obs.task == "self_eval":
@@ -535,7 +439,9 @@ def generate(profile: Profile, obs: Observation, body: Mapping[str, Any], rng: n
         return Reply("text", f"ABSTAIN: {answer}" if abstains else "ANSWERABLE", reasoning, n_reason)
     if obs.can_search:
         p = search_prob(profile, obs.question, f, obs.effort)
-        decision = "search" if obs.tool_required else draw(rng, reshape({"search": p, "answer": 1 - p}, temperature, top_p))
+        decision = (
+            "search" if obs.tool_required else draw(rng, reshape({"search": p, "answer": 1 - p}, temperature, top_p))
+        )
         if decision == "search":
             query = draw(rng, reshape(query_probs(profile, obs.question_text, obs.passages), temperature, top_p))
             return Reply("search", query, reasoning, n_reason)
@@ -555,7 +461,7 @@ def minimal_instance(schema: Mapping[str, Any]) -> Any:
     if kind == "object" or "properties" in schema:
         props = schema.get("properties") or {}
         return {k: minimal_instance(v) for k, v in props.items()}
-    return {"string": "", "number": 0.5, "integer": 0, "boolean": False, "array": [], "null": None}.get(kind, None)
+    return {"string": "", "number": 0.5, "integer": 0, "boolean": False, "array": [], "null": None}.get(kind)
 
 
 def completion_text(reply: Reply) -> str:

@@ -6,7 +6,9 @@ The server needs the retrieval the agent uses (to know what a query returns): it
 Request: `{"state": {question, evidence, searches, boundary, pending, source},
 "actions": ["THINK", "SEARCH", ...], "search_budget": 3, "switch_source": null,
 "policy": "constrained", "temperature": .., "top_p": .., "effort": ..}` (all but `state`
-optional). Reply: `{"values": {ACTION: {"p": .., "expected_searches": ..}}, "agent": {...}}`.
+optional). Reply: `{"values": {ACTION: {"p": .., "expected_searches": .., "expected_input_tokens": ..,
+"expected_output_tokens": ..}}, "agent": {...}}` (the token expectations on the completion
+endpoint only, `costs`).
 """
 
 from __future__ import annotations
@@ -39,23 +41,33 @@ def truth_endpoint(profile: Profile, bank: QuestionBank, spec_path: str) -> Call
         policy = body.get("policy", spec.agent.policy)
         style = body.get("style") or POLICY_STYLES.get(policy)
         if style is None:
-            raise ValueError(f'"style": policy {policy!r} is not built in; say its protocol '
-                             f"({', '.join(sorted(set(POLICY_STYLES.values())))})")  # fmt: skip
+            raise ValueError(
+                f'"style": policy {policy!r} is not built in; say its protocol '
+                f"({', '.join(sorted(set(POLICY_STYLES.values())))})"
+            )
         agent = AgentModel(
-            style=style, temperature=float(body.get("temperature", spec.model.temperature)),
+            style=style,
+            temperature=float(body.get("temperature", spec.model.temperature)),
             top_p=float(body.get("top_p", spec.model.extra_body.get("top_p", 1.0))),
             effort=body.get("effort") or spec.model.reasoning_effort or profile.default_effort,
             max_tokens=int(body.get("max_tokens", spec.model.max_tokens)),
             answer_max_tokens=int(body.get("answer_max_tokens", spec.agent.answer_max_tokens or spec.model.max_tokens)),
             malformed_retries=spec.agent.malformed_retries,
-            evidence_words=int(body.get("evidence_words", spec.agent.evidence_words)), offers_search=spec.agent.search,
-        )  # fmt: skip
+            evidence_words=int(body.get("evidence_words", spec.agent.evidence_words)),
+            offers_search=spec.agent.search,
+        )
         truth = TruthModel(profile, bank, agent, search)
         values = {}
         for action in body.get("actions") or ["THINK", "SEARCH"]:
-            v = truth.continuation(state, action, search_budget=int(body.get("search_budget", 3)),
-                                   switch_source=body.get("switch_source"))  # fmt: skip
-            values[action] = {"p": v.p, "expected_searches": v.searches}
+            v = truth.continuation(
+                state, action, search_budget=int(body.get("search_budget", 3)), switch_source=body.get("switch_source")
+            )
+            tokens = (
+                {"expected_input_tokens": v.input_tokens, "expected_output_tokens": v.output_tokens}
+                if (truth.costs_modelled)
+                else {}
+            )  # exact on the completion endpoint; chat: not modelled
+            values[action] = {"p": v.p, "expected_searches": v.searches, **tokens}
         return {"values": values, "agent": agent.__dict__}
 
     return handle

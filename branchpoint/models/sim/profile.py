@@ -37,12 +37,16 @@ class Knowledge(_Strict):
 
     prior: float = Field(0.3, ge=0, le=1, description="P(correct) with no gold-bearing passage shown.")
     prior_spread: float = Field(
-        0.4, ge=0, le=1,
+        0.4,
+        ge=0,
+        le=1,
         description="Per-question priors spread uniformly over prior ± spread/2 (fixed by the question id).",
     )
     priors: dict[str, float] = Field(default_factory=dict, description="Per-question priors by question id.")
     gold_lift: float = Field(
-        0.85, ge=0, le=1,
+        0.85,
+        ge=0,
+        le=1,
         description="With a gold-bearing passage shown, P(correct) = 1 − (1 − prior)(1 − gold_lift).",
     )
 
@@ -73,7 +77,9 @@ class Search(_Strict):
     gold_shown: float = Field(-3.0, description="Added when a gold-bearing passage is shown.")
     per_passage: float = Field(-0.6, description="Added per distinct passage shown.")
     direct_query: float = Field(
-        0.7, ge=0, le=1,
+        0.7,
+        ge=0,
+        le=1,
         description="P(the query is the question itself); else the question plus the last passage's title.",
     )
 
@@ -151,8 +157,12 @@ BUILTIN_PROFILES: dict[str, Profile] = {
             unanswerable={"AU": 1.0, "FP": 0.6, "UC": 1.4}, answerable=-1.0, per_negative=1.0, per_positive=-0.8
         ),
         search=Search(
-            base=1.5, effort={"none": -0.5, "low": 0.0, "medium": 0.8, "high": 1.6}, unanswerable=1.0,
-            gold_shown=-1.5, per_passage=-0.2, direct_query=0.6,
+            base=1.5,
+            effort={"none": -0.5, "low": 0.0, "medium": 0.8, "high": 1.6},
+            unanswerable=1.0,
+            gold_shown=-1.5,
+            per_passage=-0.2,
+            direct_query=0.6,
         ),
     ),
     "search_helps_little": Profile(

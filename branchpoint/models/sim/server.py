@@ -12,7 +12,7 @@ spec; see `truth_endpoint`). Replies follow vLLM's shapes field for field (`mess
 Latency: each request waits base + prefill × prompt tokens + decode × completion tokens
 (× `latency_scale`, 0 = no wait). In capacity mode the decode shares a tokens/s ceiling among
 the requests in flight (continuous batching, at most `max_batch` decoding at once): see
-`Scheduler`.
+`branchpoint.models.sim.capacity.Scheduler`.
 
 Run it with `branchpoint models serve sim` or `python -m branchpoint.models.sim.server`.
 """
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import heapq
 import json
 import secrets
 import threading
@@ -38,19 +37,18 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from branchpoint.models.sim.behaviour import (
-    Observation,
     QuestionBank,
     Reply,
     completion_text,
     count_tokens,
     generate,
     minimal_instance,
-    observe_chat,
-    observe_completion,
     request_rng,
     sampling,
     token_ids,
 )
+from branchpoint.models.sim.capacity import Scheduler
+from branchpoint.models.sim.observe import Observation, observe_chat, observe_completion
 from branchpoint.models.sim.profile import Profile
 
 MAX_MODEL_LEN = 32768
@@ -58,83 +56,9 @@ FINGERPRINT = "branchpoint-sim"
 
 
 def _error(status: int, message: str, kind: str = "BadRequestError", param: str | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": status}}, status_code=status)
-
-
-class Scheduler:
-    """Capacity mode: decode tokens shared among the requests in flight (processor sharing).
-
-    While n requests decode, each advances at r(n) = min(1 / decode_s_per_token, tokens_per_s / n)
-    tokens per second; at most `max_batch` decode at once, the others wait for a slot. Event
-    driven: a virtual clock V advances at r(n); a request of T tokens that starts at V0 finishes
-    when V reaches V0 + T, and one loop sleeps until the next finish or arrival.
-    """
-
-    def __init__(self, tokens_per_s: float, max_batch: int, decode_s_per_token: float) -> None:
-        self.tokens_per_s = tokens_per_s
-        self.max_batch = max_batch
-        self.decode_s_per_token = decode_s_per_token
-        self._v = 0.0
-        self._t = 0.0
-        self._jobs: list[tuple[float, int, asyncio.Future[None]]] = []
-        self._waiting: list[tuple[int, asyncio.Future[None]]] = []
-        self._seq = 0
-        self._wake: asyncio.Event | None = None
-        self._loop_task: asyncio.Task[None] | None = None
-
-    @property
-    def active(self) -> int:
-        return len(self._jobs)
-
-    def _rate(self) -> float:
-        n = max(len(self._jobs), 1)
-        rate = self.tokens_per_s / n
-        return min(rate, 1.0 / self.decode_s_per_token) if self.decode_s_per_token > 0 else rate
-
-    def _advance(self, now: float) -> None:
-        if self._jobs:
-            self._v += (now - self._t) * self._rate()
-        self._t = now
-
-    async def decode(self, tokens: int) -> None:
-        """Wait until `tokens` tokens of this request have been decoded."""
-        if tokens <= 0:
-            return
-        loop = asyncio.get_running_loop()
-        if self._wake is None:
-            self._wake = asyncio.Event()
-        if self._loop_task is None or self._loop_task.done():
-            self._t = loop.time()
-            self._loop_task = loop.create_task(self._run())
-        done: asyncio.Future[None] = loop.create_future()
-        self._advance(loop.time())
-        self._seq += 1
-        if len(self._jobs) < self.max_batch:
-            heapq.heappush(self._jobs, (self._v + tokens, self._seq, done))
-        else:
-            self._waiting.append((tokens, done))
-        self._wake.set()
-        await done
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        assert self._wake is not None
-        while True:
-            self._advance(loop.time())
-            while self._jobs and self._jobs[0][0] <= self._v + 1e-9:
-                _, _, fut = heapq.heappop(self._jobs)
-                if not fut.done():
-                    fut.set_result(None)
-                if self._waiting:
-                    tokens, waiting = self._waiting.pop(0)
-                    self._seq += 1
-                    heapq.heappush(self._jobs, (self._v + tokens, self._seq, waiting))
-            self._wake.clear()
-            timeout = (self._jobs[0][0] - self._v) / self._rate() if self._jobs else None
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
-            except asyncio.TimeoutError:
-                pass
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "param": param, "code": status}}, status_code=status
+    )
 
 
 @dataclass
@@ -218,13 +142,13 @@ def _usage(prompt: int, completion: int, reasoning: int | None) -> dict[str, Any
 def _structured_content(obs: Observation, reply: Reply, rng: np.random.Generator) -> str | None:
     """Content under a chat request's structured output (a decision where the schema asks one)."""
     so = obs.structured or {}
-    if "choice" in so and so["choice"]:
+    if so.get("choice"):
         choices = list(so["choice"])
         want = reply.kind if reply.kind in choices else None
         return want or choices[int(rng.integers(len(choices)))]
     if "json" in so:
         schema = so["json"] if isinstance(so["json"], dict) else json.loads(so["json"])
-        props = set((schema.get("properties") or {}))
+        props = set(schema.get("properties") or {})
         if {"action", "text"} <= props and reply.kind in ("search", "answer"):
             return json.dumps({"action": reply.kind, "text": reply.text})
         return json.dumps(minimal_instance(schema))
@@ -244,13 +168,15 @@ def chat_message(obs: Observation, reply: Reply, rng: np.random.Generator) -> tu
     elif reply.kind == "search" and obs.protocol == "native":
         content, finish = None, "tool_calls"
         args = json.dumps({"query": reply.text})
-        tool_calls = [{
-            # vLLM's shape, but drawn from the request's generator: the id is resent in the next
-            # request's transcript, so a random one would make seeded runs irreproducible
-            "id": f"chatcmpl-tool-{int(rng.integers(2**63)):016x}",
-            "type": "function",
-            "function": {"name": "search", "arguments": args},
-        }]
+        tool_calls = [
+            {
+                # vLLM's shape, but drawn from the request's generator: the id is resent in the next
+                # request's transcript, so a random one would make seeded runs irreproducible
+                "id": f"chatcmpl-tool-{int(rng.integers(2**63)):016x}",
+                "type": "function",
+                "function": {"name": "search", "arguments": args},
+            }
+        ]
     elif reply.kind == "search":
         content = f"<search>{reply.text}</search>"
     elif reply.kind == "answer" and obs.protocol == "tagged":
@@ -287,11 +213,23 @@ def create_app(state: SimState) -> Starlette:
     """The ASGI app of the simulated server."""
 
     async def models(_: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [{
-            "id": state.served_name, "object": "model", "created": int(time.time()), "owned_by": "branchpoint-sim",
-            "root": state.served_name, "parent": None, "max_model_len": MAX_MODEL_LEN,
-            "permission": [],
-        }]})  # fmt: skip
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": state.served_name,
+                        "object": "model",
+                        "created": int(time.time()),
+                        "owned_by": "branchpoint-sim",
+                        "root": state.served_name,
+                        "parent": None,
+                        "max_model_len": MAX_MODEL_LEN,
+                        "permission": [],
+                    }
+                ],
+            }
+        )
 
     async def health(_: Request) -> Response:
         return Response(status_code=200)
@@ -329,24 +267,54 @@ def create_app(state: SimState) -> Starlette:
         rid, created = f"chatcmpl-{secrets.token_hex(8)}", int(time.time())
         if body.get("stream"):
             include = bool((body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(_chat_stream(rid, created, message, finish, usage if include else None),
-                                     media_type="text/event-stream")  # fmt: skip
-        return JSONResponse({
-            "id": rid, "object": "chat.completion", "created": created, "model": state.served_name,
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish,
-                         "stop_reason": None, "token_ids": None}],
-            "service_tier": None, "system_fingerprint": FINGERPRINT, "usage": usage,
-            "prompt_logprobs": None, "prompt_token_ids": None, "kv_transfer_params": None,
-        })  # fmt: skip
+            return StreamingResponse(
+                _chat_stream(rid, created, message, finish, usage if include else None), media_type="text/event-stream"
+            )
+        return JSONResponse(
+            {
+                "id": rid,
+                "object": "chat.completion",
+                "created": created,
+                "model": state.served_name,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "logprobs": None,
+                        "finish_reason": finish,
+                        "stop_reason": None,
+                        "token_ids": None,
+                    }
+                ],
+                "service_tier": None,
+                "system_fingerprint": FINGERPRINT,
+                "usage": usage,
+                "prompt_logprobs": None,
+                "prompt_token_ids": None,
+                "kv_transfer_params": None,
+            }
+        )
 
     async def _chat_stream(
         rid: str, created: int, message: dict[str, Any], finish: str, usage: dict[str, Any] | None
     ) -> AsyncIterator[bytes]:
         def chunk(delta: dict[str, Any], reason: str | None = None) -> bytes:
-            payload = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": state.served_name,
-                       "system_fingerprint": FINGERPRINT,
-                       "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason,
-                                    **({"stop_reason": None} if reason else {})}]}  # fmt: skip
+            payload = {
+                "id": rid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": state.served_name,
+                "system_fingerprint": FINGERPRINT,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": delta,
+                        "logprobs": None,
+                        "finish_reason": reason,
+                        **({"stop_reason": None} if reason else {}),
+                    }
+                ],
+            }
             return f"data: {json.dumps(payload)}\n\n".encode()
 
         yield chunk({"role": "assistant", "content": ""})
@@ -355,12 +323,28 @@ def create_app(state: SimState) -> Starlette:
         for piece in _pieces(message.get("content") or ""):
             yield chunk({"content": piece})
         for i, tc in enumerate(message.get("tool_calls") or []):
-            yield chunk({"tool_calls": [{"index": i, "id": tc["id"], "type": "function",
-                                         "function": {"name": tc["function"]["name"], "arguments": tc["function"]["arguments"]}}]})  # fmt: skip
+            yield chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": i,
+                            "id": tc["id"],
+                            "type": "function",
+                            "function": {"name": tc["function"]["name"], "arguments": tc["function"]["arguments"]},
+                        }
+                    ]
+                }
+            )
         yield chunk({}, finish)
         if usage is not None:
-            payload = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": state.served_name,
-                       "choices": [], "usage": usage}  # fmt: skip
+            payload = {
+                "id": rid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": state.served_name,
+                "choices": [],
+                "usage": usage,
+            }
             yield f"data: {json.dumps(payload)}\n\n".encode()
         yield b"data: [DONE]\n\n"
 
@@ -386,8 +370,16 @@ def create_app(state: SimState) -> Starlette:
         await state.wait(prompt_tokens, completion)
         usage = _usage(prompt_tokens, completion, None)
         rid, created = f"cmpl-{secrets.token_hex(8)}", int(time.time())
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": stop_reason,
-                  "token_ids": None, "prompt_logprobs": None, "prompt_token_ids": None}  # fmt: skip
+        choice = {
+            "index": 0,
+            "text": text,
+            "logprobs": None,
+            "finish_reason": finish,
+            "stop_reason": stop_reason,
+            "token_ids": None,
+            "prompt_logprobs": None,
+            "prompt_token_ids": None,
+        }
         if body.get("stream"):
             include = bool((body.get("stream_options") or {}).get("include_usage"))
 
@@ -395,23 +387,46 @@ def create_app(state: SimState) -> Starlette:
                 pieces = _pieces(text) or [""]
                 for i, piece in enumerate(pieces):
                     last = i == len(pieces) - 1
-                    c = {**choice, "text": piece, "finish_reason": finish if last else None,
-                         "stop_reason": stop_reason if last else None}
-                    payload = {"id": rid, "object": "text_completion", "created": created, "model": state.served_name,
-                               "choices": [c]}
+                    c = {
+                        **choice,
+                        "text": piece,
+                        "finish_reason": finish if last else None,
+                        "stop_reason": stop_reason if last else None,
+                    }
+                    payload = {
+                        "id": rid,
+                        "object": "text_completion",
+                        "created": created,
+                        "model": state.served_name,
+                        "choices": [c],
+                    }
                     yield f"data: {json.dumps(payload)}\n\n".encode()
                 if include:
-                    payload = {"id": rid, "object": "text_completion", "created": created,
-                               "model": state.served_name, "choices": [], "usage": usage}
+                    payload = {
+                        "id": rid,
+                        "object": "text_completion",
+                        "created": created,
+                        "model": state.served_name,
+                        "choices": [],
+                        "usage": usage,
+                    }
                     yield f"data: {json.dumps(payload)}\n\n".encode()
                 yield b"data: [DONE]\n\n"
 
             return StreamingResponse(stream(), media_type="text/event-stream")
-        return JSONResponse({
-            "id": rid, "object": "text_completion", "created": created, "model": state.served_name,
-            "choices": [choice], "service_tier": None, "system_fingerprint": FINGERPRINT, "usage": usage,
-            "kv_transfer_params": None,
-        })  # fmt: skip
+        return JSONResponse(
+            {
+                "id": rid,
+                "object": "text_completion",
+                "created": created,
+                "model": state.served_name,
+                "choices": [choice],
+                "service_tier": None,
+                "system_fingerprint": FINGERPRINT,
+                "usage": usage,
+                "kv_transfer_params": None,
+            }
+        )
 
     async def tokenize(request: Request) -> Response:
         body = await read_body(request)
@@ -428,16 +443,22 @@ def create_app(state: SimState) -> Starlette:
 
     async def stats(_: Request) -> Response:
         with state.lock:
-            return JSONResponse({
-                "profile": state.profile.name, "questions": len(state.bank), "requests": dict(state.counts),
-                "sampling": {k: v for k, v in state.sampling_seen.items()},
-                "unknown_questions": dict(state.unknown_questions.most_common(20)),
-            })  # fmt: skip
+            return JSONResponse(
+                {
+                    "profile": state.profile.name,
+                    "questions": len(state.bank),
+                    "requests": dict(state.counts),
+                    "sampling": {k: v for k, v in state.sampling_seen.items()},
+                    "unknown_questions": dict(state.unknown_questions.most_common(20)),
+                }
+            )
 
     async def truth(request: Request) -> Response:
         if state.truth is None:
             return _error(
-                501, "this server has no retrieval to compute truth with: start it with --spec SPEC.yaml", "NotImplemented"
+                501,
+                "this server has no retrieval to compute truth with: start it with --spec SPEC.yaml",
+                "NotImplemented",
             )
         try:
             body = await request.json()
@@ -445,15 +466,17 @@ def create_app(state: SimState) -> Starlette:
         except (KeyError, ValueError, TypeError) as exc:
             return _error(400, f"truth: {exc}")
 
-    return Starlette(routes=[
-        Route("/v1/models", models, methods=["GET"]),
-        Route("/health", health, methods=["GET"]),
-        Route("/v1/chat/completions", chat, methods=["POST"]),
-        Route("/v1/completions", completions, methods=["POST"]),
-        Route("/tokenize", tokenize, methods=["POST"]),
-        Route("/v1/sim/stats", stats, methods=["GET"]),
-        Route("/v1/sim/truth", truth, methods=["POST"]),
-    ])  # fmt: skip
+    return Starlette(
+        routes=[
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/completions", completions, methods=["POST"]),
+            Route("/tokenize", tokenize, methods=["POST"]),
+            Route("/v1/sim/stats", stats, methods=["GET"]),
+            Route("/v1/sim/truth", truth, methods=["POST"]),
+        ]
+    )
 
 
 def _pieces(text: str, size: int = 16) -> list[str]:
@@ -461,8 +484,14 @@ def _pieces(text: str, size: int = 16) -> list[str]:
 
 
 def build_state(
-    profile: str, questions: str = "demo", *, seed: int = 0, latency_scale: float = 1.0, capacity: bool = False,
-    served_name: str | None = None, spec: str | None = None,
+    profile: str,
+    questions: str = "demo",
+    *,
+    seed: int = 0,
+    latency_scale: float = 1.0,
+    capacity: bool = False,
+    served_name: str | None = None,
+    spec: str | None = None,
 ) -> SimState:
     """The server's state from command-line settings (profile name or file, question set path)."""
     from branchpoint.datasets import load_questions
@@ -470,7 +499,9 @@ def build_state(
 
     prof = load_profile(profile)
     bank = QuestionBank(load_questions(questions))
-    state = SimState(prof, bank, served_name or prof.served_name, seed=seed, latency_scale=latency_scale, capacity=capacity)
+    state = SimState(
+        prof, bank, served_name or prof.served_name, seed=seed, latency_scale=latency_scale, capacity=capacity
+    )
     if spec:
         from branchpoint.models.sim.endpoint import truth_endpoint
 
@@ -494,11 +525,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--spec", default=None, help="experiment spec whose retrieval the truth endpoint uses")
     args = ap.parse_args(argv)
     state = build_state(
-        args.profile, args.questions, seed=args.seed, latency_scale=args.latency_scale, capacity=args.capacity,
-        served_name=args.served_model_name, spec=args.spec,
+        args.profile,
+        args.questions,
+        seed=args.seed,
+        latency_scale=args.latency_scale,
+        capacity=args.capacity,
+        served_name=args.served_model_name,
+        spec=args.spec,
     )
-    print(f"simulated model {state.served_name} (profile {state.profile.name}, {len(state.bank)} questions) "
-          f"on http://{args.host}:{args.port}/v1", flush=True)  # fmt: skip
+    print(
+        f"simulated model {state.served_name} (profile {state.profile.name}, {len(state.bank)} questions) "
+        f"on http://{args.host}:{args.port}/v1",
+        flush=True,
+    )
     uvicorn.run(create_app(state), host=args.host, port=args.port, log_level="warning", access_log=False)
 
 

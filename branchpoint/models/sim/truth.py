@@ -21,7 +21,9 @@ Continuations at a state x with k searches and budget b: THINK / STOP = the forc
 x's passages; SEARCH = `decide` with cap k + b (at a pending query: run it first on x's source,
 SWITCH: on the other source); `natural` = `decide` from the initial state with the run's cap.
 Success = the rule judge's verdict on the simulator's answer (answerable: the gold answer;
-unanswerable: an abstention). `expected_searches` comes with every value.
+unanswerable: an abstention). Every value comes with its expected searches and, under the
+completion protocol, its exact expected input and output tokens (`costs`; NaN for chat
+protocols, whose transcripts the cost model does not build).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from branchpoint.models.sim.behaviour import (
     search_prob,
     shown_passage,
 )
+from branchpoint.models.sim.costs import CallCost, CompletionCosts
 from branchpoint.models.sim.profile import Profile
 
 #: (query, source) -> the documents retrieved, as dicts with doc_id, title, text (top-k applied).
@@ -81,10 +84,17 @@ class AgentModel:
 
 @dataclass(frozen=True)
 class Value:
-    """Success probability of a continuation and its expected number of searches."""
+    """Success probability of a continuation, its expected searches and tokens (input, output:
+    the continuation's own calls; NaN where the cost model does not cover the protocol)."""
 
     p: float
     searches: float = 0.0
+    input_tokens: float = 0.0
+    output_tokens: float = 0.0
+
+    @property
+    def tokens(self) -> float:
+        return self.input_tokens + self.output_tokens
 
 
 @dataclass
@@ -97,13 +107,36 @@ class TruthModel:
     search: SearchFn
     _memo: dict[Any, Value] = field(default_factory=dict, repr=False)
     _docs: dict[tuple[str, str], list[Passage]] = field(default_factory=dict, repr=False)
+    _costs: CompletionCosts | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        a = self.agent
+        if a.style == "completion":
+            self._costs = CompletionCosts(
+                self.profile,
+                a.temperature,
+                a.max_tokens,
+                a.answer_max_tokens,
+                a.malformed_retries,
+                a.evidence_words,
+                a.offers_search,
+            )
+
+    @property
+    def costs_modelled(self) -> bool:
+        """Whether values carry exact token expectations (the completion protocol)."""
+        return self._costs is not None
 
     # --- one call ------------------------------------------------------------------------------
 
     def _fail(self, *, constrained: bool, max_tokens: int) -> float:
         a = self.agent
         return call_failure_prob(
-            self.profile, constrained=constrained, effort=a.chat_effort, max_tokens=max_tokens, temperature=a.temperature
+            self.profile,
+            constrained=constrained,
+            effort=a.chat_effort,
+            max_tokens=max_tokens,
+            temperature=a.temperature,
         )
 
     def decide_ok(self) -> float:
@@ -156,8 +189,29 @@ class TruthModel:
             return False
         return tuple(distinct([*passages, *self.retrieved(query, source)])) == passages
 
+    def _call_cost(self, question: Question, passages: Sequence[Passage], forced: bool) -> CallCost:
+        """The decision's call sequence and its tokens (NaN tokens where costs are not modelled)."""
+        if self._costs is not None:
+            cc = (self._costs.forced if forced else self._costs.decide)(question.question, passages)
+            return cc
+        nan = float("nan")
+        return CallCost(self.forced_ok() if forced else self.decide_ok(), nan, nan, nan, nan)
+
+    def _reply_tokens(self, kind: str, text: str) -> float:
+        return float(self._costs.reply_tokens(kind, text)) if self._costs is not None else float("nan")
+
+    def _answer_tokens(self, answers: Mapping[str, float]) -> float:
+        return sum(p * self._reply_tokens("answer", ans) for ans, p in answers.items())
+
     def forced(self, question: Question, passages: Sequence[Passage]) -> Value:
-        return Value(self.forced_ok() * self.answer_success(question, passages))
+        cc = self._call_cost(question, passages, forced=True)
+        answers = self.answers(question, passages)
+        return Value(
+            cc.ok * self.answer_success(question, passages),
+            0.0,
+            (1.0 - cc.ok) * cc.fail_in + cc.ok * cc.ok_in,
+            (1.0 - cc.ok) * cc.fail_out + cc.ok * (cc.ok_out + self._answer_tokens(answers)),
+        )
 
     def decide(self, question: Question, passages: tuple[Passage, ...], k: int, cap: int, source: str) -> Value:
         """Value of a `decide` node with k searches done under search cap `cap`."""
@@ -165,29 +219,46 @@ class TruthModel:
         if key in self._memo:
             return self._memo[key]
         a = self.agent
-        ok = self.decide_ok()
+        cc = self._call_cost(question, passages, forced=False)
+        ok = cc.ok
+        answers = self.answers(question, passages)
         answer = self.answer_success(question, passages)
         can_search = a.style != "no_search" and a.offers_search and k < cap
-        if not can_search:
-            value = Value(ok * answer)
-        else:
+        ps = 0.0
+        if can_search:
             f = features(question, passages)
             p_search = search_prob(self.profile, question, f, a.chat_effort)
             ps = reshape({"search": p_search, "answer": 1.0 - p_search}, a.temperature, a.top_p).get("search", 0.0)
-            p = (1.0 - ps) * answer
-            searches = 0.0
-            if ps > 0:
-                for query, pq in reshape(query_probs(self.profile, question.question, list(passages)), a.temperature, a.top_p).items():
-                    if self.replays_futile_search(passages, query, source):
-                        # Nothing new: the next prompt is this one again and, with the same seed,
-                        # so is the reply: it searches the same query until the cap, then answers.
-                        p += ps * pq * self.forced(question, passages).p
-                        searches += ps * pq * (cap - k)
-                        continue
-                    after = self.after_search(question, passages, query, k, cap, source)
-                    p += ps * pq * after.p
-                    searches += ps * pq * (1.0 + after.searches)
-            value = Value(ok * p, ok * searches)
+        # given a usable reply: P(success), E[searches], E[input / output tokens after the calls]
+        p = (1.0 - ps) * answer
+        searches = 0.0
+        t_in, t_out = 0.0, (1.0 - ps) * self._answer_tokens(answers)
+        if ps > 0:
+            queries = reshape(query_probs(self.profile, question.question, list(passages)), a.temperature, a.top_p)
+            for query, pq in queries.items():
+                w = ps * pq
+                reply = self._reply_tokens("search", query)
+                if self.replays_futile_search(passages, query, source):
+                    # Nothing new: the next prompt is this one again and, with the same seed,
+                    # so is the reply (and the calls before it): it searches the same query until
+                    # the cap, then answers.
+                    end = self.forced(question, passages)
+                    p += w * end.p
+                    searches += w * (cap - k)
+                    t_in += w * ((cap - k - 1) * cc.ok_in + end.input_tokens)
+                    t_out += w * (reply + (cap - k - 1) * (cc.ok_out + reply) + end.output_tokens)
+                    continue
+                after = self.after_search(question, passages, query, k, cap, source)
+                p += w * after.p
+                searches += w * (1.0 + after.searches)
+                t_in += w * after.input_tokens
+                t_out += w * (reply + after.output_tokens)
+        value = Value(
+            ok * p,
+            ok * searches,
+            (1.0 - ok) * cc.fail_in + ok * (cc.ok_in + t_in),
+            (1.0 - ok) * cc.fail_out + ok * (cc.ok_out + t_out),
+        )
         self._memo[key] = value
         return value
 
@@ -231,7 +302,7 @@ class TruthModel:
             if action == "SWITCH" and not switch_source:
                 raise ValueError("SWITCH needs switch_source")
             after = self.after_search(question, passages, pending.get("text") or "", k, cap, run_on)
-            return Value(after.p, 1.0 + after.searches)
+            return Value(after.p, 1.0 + after.searches, after.input_tokens, after.output_tokens)
         if action == "SWITCH":
             raise ValueError("SWITCH is legal only at a pending query")
         return self.decide(question, passages, k, cap, source)

@@ -15,8 +15,15 @@ from branchpoint.models.spec import SimServerSpec
 
 
 def test_provider_sim_starts_a_server_and_stops_it() -> None:
-    spec = ModelSpec(provider="sim", name="branchpoint-sim-instruct", style="chat", temperature=0.6, seed=1,
-                     max_tokens=256, sim=SimServerSpec(profile="instruct", latency_scale=0.0))  # fmt: skip
+    spec = ModelSpec(
+        provider="sim",
+        name="branchpoint-sim-instruct",
+        style="chat",
+        temperature=0.6,
+        seed=1,
+        max_tokens=256,
+        sim=SimServerSpec(profile="instruct", latency_scale=0.0),
+    )
     with open_model(spec) as client:
         call = client.chat([{"role": "user", "content": "What is the capital of Australia?"}])
         assert call.text and call.usage.input_tokens > 0
@@ -33,12 +40,20 @@ def test_records_and_reports_of_a_sim_run_are_labelled(tmp_path: Path) -> None:
     from branchpoint.experiments.runner import run_experiment
 
     spec = ExperimentSpec(
-        name="simlabel", questions=QuestionsSpec(limit=4),
-        model=ModelSpec(provider="sim", name="branchpoint-sim-instruct", style="chat", temperature=0.6, seed=1,
-                        max_tokens=256, sim=SimServerSpec(latency_scale=0.0)),
+        name="simlabel",
+        questions=QuestionsSpec(limit=4),
+        model=ModelSpec(
+            provider="sim",
+            name="branchpoint-sim-instruct",
+            style="chat",
+            temperature=0.6,
+            seed=1,
+            max_tokens=256,
+            sim=SimServerSpec(latency_scale=0.0),
+        ),
         agent=AgentSpec(policy="native", search_cap=1),
         retrieval=RetrievalSpec(default="bm", sources={"bm": BM25SourceSpec()}),
-    )  # fmt: skip
+    )
     run_experiment(spec, tmp_path, progress=False)
     rows = [json.loads(line) for line in (tmp_path / "executions.jsonl").read_text().splitlines()]
     assert rows and all(r["model_provider"] == "sim" for r in rows)

@@ -10,16 +10,16 @@ import pytest
 
 from branchpoint.agents import prompts
 from branchpoint.agents.protocols import decision_grammar, parse_json_decision
-from branchpoint.errors import InputError
 from branchpoint.datasets import load_questions
+from branchpoint.errors import InputError
 from branchpoint.models.sim.behaviour import (
     QuestionBank,
     generate,
     is_success,
-    observe_completion,
     request_rng,
     reshape,
 )
+from branchpoint.models.sim.observe import observe_completion
 from branchpoint.models.sim.profile import load_profile
 from branchpoint.models.sim.truth import AgentModel, TruthModel
 
@@ -50,10 +50,20 @@ def test_same_request_same_reply_and_seeds_differ() -> None:
     prompt = prompts.fewshot_prompt("What is the capital of Australia?", [], True, 60)
     body = {"prompt": prompt, "seed": 7, "temperature": 0.8}
     rng = np.random.default_rng(0)
-    replies = {generate(prof, observe_completion(prof, BANK, body), body, request_rng(body, rng), 48).text for _ in range(5)}
+    replies = {
+        generate(prof, observe_completion(prof, BANK, body), body, request_rng(body, rng), 48).text for _ in range(5)
+    }
     assert len(replies) == 1
-    many = {generate(prof, observe_completion(prof, BANK, {**body, "seed": s}), {**body, "seed": s},
-                     request_rng({**body, "seed": s}, rng), 48).kind for s in range(60)}  # fmt: skip
+    many = {
+        generate(
+            prof,
+            observe_completion(prof, BANK, {**body, "seed": s}),
+            {**body, "seed": s},
+            request_rng({**body, "seed": s}, rng),
+            48,
+        ).kind
+        for s in range(60)
+    }
     assert {"search", "answer"} <= many
 
 
@@ -62,8 +72,16 @@ def _forced_success(prof: Any, state: dict[str, Any], seeds: int, temperature: f
     ok = 0
     for s in range(seeds):
         prompt = prompts.fewshot_prompt(state["question"], state["evidence"], True, 60)
-        body = {"prompt": prompt, "seed": s, "temperature": temperature, "top_p": 0.95, "grammar": decision_grammar(False)}
-        reply = generate(prof, observe_completion(prof, BANK, body), body, request_rng(body, np.random.default_rng()), 48)
+        body = {
+            "prompt": prompt,
+            "seed": s,
+            "temperature": temperature,
+            "top_p": 0.95,
+            "grammar": decision_grammar(False),
+        }
+        reply = generate(
+            prof, observe_completion(prof, BANK, body), body, request_rng(body, np.random.default_rng()), 48
+        )
         from branchpoint.models.sim.behaviour import completion_text
 
         d = parse_json_decision(completion_text(reply), allow_search=False)
@@ -83,20 +101,51 @@ def _loop_success(prof: Any, state: dict[str, Any], budget: int, seeds: int, tem
         while True:
             if k >= cap:
                 prompt = prompts.fewshot_prompt(q.question, evidence, True, 60)
-                body = {"prompt": prompt, "seed": s, "temperature": temperature, "top_p": 0.95,
-                        "grammar": decision_grammar(False)}  # fmt: skip
-                d = parse_json_decision(completion_text(generate(prof, observe_completion(prof, BANK, body), body,
-                                                                 request_rng(body, np.random.default_rng()), 48)), False)  # fmt: skip
+                body = {
+                    "prompt": prompt,
+                    "seed": s,
+                    "temperature": temperature,
+                    "top_p": 0.95,
+                    "grammar": decision_grammar(False),
+                }
+                d = parse_json_decision(
+                    completion_text(
+                        generate(
+                            prof,
+                            observe_completion(prof, BANK, body),
+                            body,
+                            request_rng(body, np.random.default_rng()),
+                            48,
+                        )
+                    ),
+                    False,
+                )
                 final = d[1] if d else None
                 break
             prompt = prompts.fewshot_prompt(q.question, evidence, True, 60)
             body = {"prompt": prompt, "seed": s, "temperature": temperature, "top_p": 0.95}
-            d = parse_json_decision(completion_text(generate(prof, observe_completion(prof, BANK, body), body,
-                                                             request_rng(body, np.random.default_rng()), 48)), True)  # fmt: skip
+            d = parse_json_decision(
+                completion_text(
+                    generate(
+                        prof, observe_completion(prof, BANK, body), body, request_rng(body, np.random.default_rng()), 48
+                    )
+                ),
+                True,
+            )
             if d is None:
                 body = {**body, "grammar": decision_grammar(True)}
-                d = parse_json_decision(completion_text(generate(prof, observe_completion(prof, BANK, body), body,
-                                                                 request_rng(body, np.random.default_rng()), 48)), True)  # fmt: skip
+                d = parse_json_decision(
+                    completion_text(
+                        generate(
+                            prof,
+                            observe_completion(prof, BANK, body),
+                            body,
+                            request_rng(body, np.random.default_rng()),
+                            48,
+                        )
+                    ),
+                    True,
+                )
             if d is None:
                 break
             if d[0] == "answer":
@@ -115,9 +164,17 @@ def test_truth_equals_monte_carlo_of_the_behaviour(question: str) -> None:
     truth = TruthModel(prof, BANK, agent, toy_search)
     n = 800
     for evidence in ([], CORPUS["sydney"]):
-        state = {"question": question, "evidence": evidence, "searches": len(evidence) // 1, "boundary": "initial",
-                 "source": "main"}  # fmt: skip
-        for action, mc in (("THINK", _forced_success(prof, state, n, 0.7)), ("SEARCH", _loop_success(prof, state, 2, n, 0.7))):
+        state = {
+            "question": question,
+            "evidence": evidence,
+            "searches": len(evidence) // 1,
+            "boundary": "initial",
+            "source": "main",
+        }
+        for action, mc in (
+            ("THINK", _forced_success(prof, state, n, 0.7)),
+            ("SEARCH", _loop_success(prof, state, 2, n, 0.7)),
+        ):
             p = truth.continuation(state, action, search_budget=2).p
             se = math.sqrt(max(p * (1 - p), 1e-4) / n)
             assert abs(mc - p) <= 4.5 * se, (question, len(evidence), action, mc, p)
@@ -126,8 +183,14 @@ def test_truth_equals_monte_carlo_of_the_behaviour(question: str) -> None:
 def test_pending_query_and_switch_run_the_pending_query_first() -> None:
     prof = load_profile("instruct")
     truth = TruthModel(prof, BANK, AgentModel(style="native", temperature=0.6), toy_search)
-    state = {"question": "What is the capital of Australia?", "evidence": [], "searches": 0, "boundary": "pending_query",
-             "pending": {"action": "search", "text": "capital"}, "source": "main"}  # fmt: skip
+    state = {
+        "question": "What is the capital of Australia?",
+        "evidence": [],
+        "searches": 0,
+        "boundary": "pending_query",
+        "pending": {"action": "search", "text": "capital"},
+        "source": "main",
+    }
     same = truth.continuation(state, "SEARCH", search_budget=1)
     switched = truth.continuation(state, "SWITCH", search_budget=1, switch_source="alt")
     stop = truth.continuation(state, "STOP")
@@ -163,15 +226,25 @@ def test_truth_endpoint_answers_over_http(tmp_path: Any) -> None:
     from branchpoint.models.sim.server import build_state, create_app
 
     spec = tmp_path / "spec.yaml"
-    spec.write_text("name: t\nmodel: {provider: sim, temperature: 0.6}\n"
-                    "retrieval: {default: bm, sources: {bm: {kind: bm25}}}\n")  # fmt: skip
+    spec.write_text(
+        "name: t\nmodel: {provider: sim, temperature: 0.6}\nretrieval: {default: bm, sources: {bm: {kind: bm25}}}\n"
+    )
     client = TestClient(create_app(build_state("instruct", latency_scale=0.0, spec=str(spec))))
-    state = {"question": "What is the capital of Australia?", "evidence": [], "searches": 0, "boundary": "initial",
-             "source": "bm"}  # fmt: skip
+    state = {
+        "question": "What is the capital of Australia?",
+        "evidence": [],
+        "searches": 0,
+        "boundary": "initial",
+        "source": "bm",
+    }
     body = client.post("/v1/sim/truth", json={"state": state, "actions": ["THINK", "SEARCH"]}).json()
     assert 0 <= body["values"]["THINK"]["p"] <= 1 and body["values"]["SEARCH"]["expected_searches"] > 0
     assert body["values"]["SEARCH"]["p"] > body["values"]["THINK"]["p"]  # the demo corpus has the answer
+    # the default policy is `constrained` (completion endpoint): exact token expectations come too
+    assert body["values"]["SEARCH"]["expected_input_tokens"] > body["values"]["THINK"]["expected_input_tokens"] > 0
     bad = client.post("/v1/sim/truth", json={"state": {"question": "not in the set"}})
     assert bad.status_code == 400
-    none = TestClient(create_app(build_state("instruct", latency_scale=0.0))).post("/v1/sim/truth", json={"state": state})
+    none = TestClient(create_app(build_state("instruct", latency_scale=0.0))).post(
+        "/v1/sim/truth", json={"state": state}
+    )
     assert none.status_code == 501

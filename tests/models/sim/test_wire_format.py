@@ -47,7 +47,9 @@ def assert_same_shape(ours: Any, theirs: Any, path: str = "$") -> None:
         if theirs and ours:
             assert_same_shape(ours[0], theirs[0], f"{path}[0]")
     else:
-        assert type(ours) is type(theirs) or {type(ours), type(theirs)} <= {int, float}, f"{path}: {ours!r} vs {theirs!r}"
+        assert type(ours) is type(theirs) or {type(ours), type(theirs)} <= {int, float}, (
+            f"{path}: {ours!r} vs {theirs!r}"
+        )
 
 
 def chat(client: TestClient, name: str, **body: Any) -> dict[str, Any]:
@@ -58,8 +60,12 @@ def chat(client: TestClient, name: str, **body: Any) -> dict[str, Any]:
 
 def test_answer_with_reasoning_has_the_fields_of_recorded_gpt_oss(sim: tuple[TestClient, str]) -> None:
     client, name = sim
-    msgs = prompts.chat_messages({"question": QUESTION, "steps": [{"kind": "search", "query": "q", "retrieved": [DOC]}]},
-                                 tools=True, allow_search=False, evidence_words=60)  # fmt: skip
+    msgs = prompts.chat_messages(
+        {"question": QUESTION, "steps": [{"kind": "search", "query": "q", "retrieved": [DOC]}]},
+        tools=True,
+        allow_search=False,
+        evidence_words=60,
+    )
     body = chat(client, name, messages=msgs, max_tokens=2048, reasoning_effort="medium")
     theirs = recorded("vllm_gpt_oss_answer_details.json")
     assert set(body) == set(theirs) and set(body["choices"][0]) == set(theirs["choices"][0])
@@ -95,7 +101,9 @@ def test_thinking_off_gives_reasoning_null(sim: tuple[TestClient, str]) -> None:
 
 def test_tokenize_matches_recorded_vllm(sim: tuple[TestClient, str]) -> None:
     client, name = sim
-    body = client.post("/tokenize", json={"model": name, "prompt": "Who painted it?", "add_special_tokens": False}).json()
+    body = client.post(
+        "/tokenize", json={"model": name, "prompt": "Who painted it?", "add_special_tokens": False}
+    ).json()
     assert set(body) == set(recorded("vllm_tokenize_qwen3.json"))
     assert body["count"] == len(body["tokens"]) > 0
 
@@ -108,10 +116,18 @@ def test_unknown_model_is_404_like_vllm(sim: tuple[TestClient, str]) -> None:
 
 def test_stream_with_usage(sim: tuple[TestClient, str]) -> None:
     client, name = sim
-    r = client.post("/v1/chat/completions", json={
-        "model": name, "messages": [{"role": "user", "content": QUESTION}], "stream": True, "seed": 1,
-        "temperature": 0.6, "stream_options": {"include_usage": True}, "reasoning_effort": "low",
-    })  # fmt: skip
+    r = client.post(
+        "/v1/chat/completions",
+        json={
+            "model": name,
+            "messages": [{"role": "user", "content": QUESTION}],
+            "stream": True,
+            "seed": 1,
+            "temperature": 0.6,
+            "stream_options": {"include_usage": True},
+            "reasoning_effort": "low",
+        },
+    )
     events = [line.removeprefix("data: ") for line in r.text.splitlines() if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
@@ -128,11 +144,23 @@ def test_completion_continues_the_fewshot_decision_and_honours_grammar(sim: tupl
     client, name = sim
     prompt = prompts.fewshot_prompt(QUESTION, [DOC], True, 60)
     for seed in range(20):
-        body = client.post("/v1/completions", json={
-            "model": name, "prompt": prompt, "seed": seed, "temperature": 1.0, "max_tokens": 48, "stop": ["\n"],
-            "grammar": decision_grammar(False),
-        }).json()  # fmt: skip
-        assert body["object"] == "text_completion" and set(body["choices"][0]) >= {"text", "finish_reason", "stop_reason"}
+        body = client.post(
+            "/v1/completions",
+            json={
+                "model": name,
+                "prompt": prompt,
+                "seed": seed,
+                "temperature": 1.0,
+                "max_tokens": 48,
+                "stop": ["\n"],
+                "grammar": decision_grammar(False),
+            },
+        ).json()
+        assert body["object"] == "text_completion" and set(body["choices"][0]) >= {
+            "text",
+            "finish_reason",
+            "stop_reason",
+        }
         if body["choices"][0]["finish_reason"] == "stop":
             assert parse_json_decision(body["choices"][0]["text"], allow_search=False) is not None
 
@@ -157,8 +185,16 @@ def test_the_real_client_reads_the_simulator(sim: tuple[TestClient, str]) -> Non
             if server.started:
                 break
             time.sleep(0.05)
-        spec = ModelSpec(provider="openai", base_url=f"http://127.0.0.1:{port}/v1", name=state.served_name,
-                         style="chat", max_tokens=2048, temperature=0.6, seed=5, reasoning_effort="high")  # fmt: skip
+        spec = ModelSpec(
+            provider="openai",
+            base_url=f"http://127.0.0.1:{port}/v1",
+            name=state.served_name,
+            style="chat",
+            max_tokens=2048,
+            temperature=0.6,
+            seed=5,
+            reasoning_effort="high",
+        )
         call = OpenAICompatibleClient(spec).chat([{"role": "user", "content": QUESTION}], tools=[SEARCH_TOOL_SCHEMA])
         assert call.reasoning and call.usage.reasoning_tokens and call.usage.reasoning_tokens >= 200
         assert call.tool_calls or call.text
@@ -170,7 +206,7 @@ def test_the_real_client_reads_the_simulator(sim: tuple[TestClient, str]) -> Non
 def test_capacity_mode_shares_a_tokens_per_second_ceiling() -> None:
     import asyncio
 
-    from branchpoint.models.sim.server import Scheduler
+    from branchpoint.models.sim.capacity import Scheduler
 
     async def batch(n: int) -> float:
         sched = Scheduler(tokens_per_s=1000.0, max_batch=4, decode_s_per_token=0.002)

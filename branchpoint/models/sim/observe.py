@@ -1,0 +1,179 @@
+"""Reading a request: what the simulated model is shown (`Observation`).
+
+From a chat request (`observe_chat`): the question (the last user turn that is not search
+results or an instruction), the passages shown (`Doc i(Title: t) text` lines in tool results or
+`<information>`), whether it may search (a `search` tool offered, or the tagged-text system
+prompt with `<search>`), structured output, and the reasoning effort (`reasoning_effort`;
+`chat_template_kwargs.enable_thinking`; else the profile's default). From a few-shot completion
+request (`observe_completion`): the last `Question:` block, the `[i] "Title" text` items of its
+`Evidence:` line, and whether the search header and grammar allow `search`. The distributions of
+the reply are in `behaviour`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from branchpoint.datasets.questions import Question
+from branchpoint.models.sim.behaviour import Passage, QuestionBank
+from branchpoint.models.sim.profile import Profile
+
+Protocol = Literal["completion", "native", "tagged", "plain"]
+
+
+_CHAT_DOC = re.compile(r"^Doc \d+\(Title: (.*?)\) (.*)$", re.MULTILINE)
+_FEWSHOT_ITEM = re.compile(r"\[(\d+)\] ")
+
+
+@dataclass
+class Observation:
+    """What the simulator read from one request."""
+
+    protocol: Protocol
+    question_text: str
+    question: Question | None
+    passages: list[Passage]
+    can_search: bool
+    constrained: bool
+    effort: str
+    task: Literal["decide", "self_eval"] = "decide"
+    structured: dict[str, Any] | None = None
+    tool_required: bool = False
+
+
+def _content(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):  # OpenAI content parts
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return content or ""
+
+
+def chat_passages(text: str) -> list[Passage]:
+    return [Passage(t, x) for t, x in _CHAT_DOC.findall(text)]
+
+
+def fewshot_passages(line: str) -> list[Passage]:
+    body = line.strip()
+    if body in ("", "(none)"):
+        return []
+    pieces = _FEWSHOT_ITEM.split(body)
+    out = []
+    # pieces: [before, n1, text1, n2, text2, ...]
+    for i in range(2, len(pieces), 2):
+        item = pieces[i].strip()
+        title = ""
+        m = re.match(r'^"([^"]*)" (.*)$', item, re.DOTALL)
+        if m:
+            title, item = m.group(1), m.group(2)
+        out.append(Passage(title, item.strip()))
+    return out
+
+
+def request_effort(profile: Profile, body: Mapping[str, Any]) -> str:
+    """The effort a chat request asks for (vLLM fields), else the profile's default."""
+    kwargs = body.get("chat_template_kwargs") or {}
+    effort = body.get("reasoning_effort")
+    if effort == "minimal":
+        effort = "low"
+    thinking = kwargs.get("enable_thinking") if isinstance(kwargs, dict) else None
+    if thinking is False:
+        return "none"
+    if effort in ("none", "low", "medium", "high"):
+        return str(effort)
+    if thinking is True:
+        return profile.thinking_effort if profile.thinking_effort != "none" else "medium"
+    return profile.default_effort
+
+
+def structured_of(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """vLLM `structured_outputs` / `guided_*` / `response_format` / llama.cpp `grammar`, as one dict."""
+    so = body.get("structured_outputs")
+    if isinstance(so, dict) and so:
+        return dict(so)
+    if body.get("grammar"):
+        return {"grammar": body["grammar"]}
+    for key in ("guided_choice", "guided_json", "guided_grammar"):
+        if body.get(key) is not None:
+            return {key.removeprefix("guided_"): body[key]}
+    rf = body.get("response_format")
+    if isinstance(rf, dict) and rf.get("type") == "json_schema":
+        return {"json": (rf.get("json_schema") or {}).get("schema") or {}}
+    if isinstance(rf, dict) and rf.get("type") == "json_object":
+        return {"json": {"type": "object"}}
+    return None
+
+
+def observe_chat(profile: Profile, bank: QuestionBank, body: Mapping[str, Any]) -> Observation:
+    from branchpoint.agents import prompts
+
+    messages = body.get("messages") or []
+    system = " ".join(_content(m) for m in messages if m.get("role") in ("system", "developer"))
+    instructions = {prompts.FORCE_ANSWER, prompts.SELF_EVAL_PROMPT}
+    candidates = []
+    passages: list[Passage] = []
+    for m in messages:
+        text = _content(m)
+        if m.get("role") == "tool":
+            passages += chat_passages(text)
+        elif m.get("role") == "user":
+            if text.startswith("<information>"):
+                passages += chat_passages(text.removeprefix("<information>").removesuffix("</information>"))
+            elif text.strip() not in instructions:
+                candidates.append(text)
+    last_user = next((_content(m) for m in reversed(messages) if m.get("role") == "user"), "")
+    question_text = candidates[-1].strip() if candidates else ""
+    tools = body.get("tools") or []
+    tool_choice = body.get("tool_choice", "auto")
+    has_search_tool = any((t.get("function") or {}).get("name") == "search" for t in tools if isinstance(t, dict))
+    forced = last_user.strip() == prompts.FORCE_ANSWER
+    if has_search_tool and tool_choice != "none":
+        protocol: Protocol = "native"
+        can_search = not forced
+    elif "<search>" in system and not forced:
+        protocol, can_search = "tagged", True
+    else:
+        protocol, can_search = "plain", False
+    structured = structured_of(body)
+    return Observation(
+        protocol=protocol,
+        question_text=question_text,
+        question=bank.lookup(question_text),
+        passages=passages,
+        can_search=can_search,
+        constrained=structured is not None,
+        effort=request_effort(profile, body),
+        task="self_eval" if last_user.strip() == prompts.SELF_EVAL_PROMPT else "decide",
+        structured=structured,
+        tool_required=tool_choice == "required",
+    )
+
+
+def observe_completion(profile: Profile, bank: QuestionBank, body: Mapping[str, Any]) -> Observation:
+    from branchpoint.agents import prompts
+
+    prompt = body.get("prompt") or ""
+    if isinstance(prompt, list):
+        prompt = prompt[0] if prompt and isinstance(prompt[0], str) else ""
+    block = prompt.rsplit("Question: ", 1)[-1] if "Question: " in prompt else ""
+    question_text, _, rest = block.partition("\n")
+    evidence_line = ""
+    for line in rest.split("\n"):
+        if line.startswith("Evidence: "):
+            evidence_line = line.removeprefix("Evidence: ")
+    structured = structured_of(body)
+    grammar = (structured or {}).get("grammar")
+    offered = prompt.startswith(prompts.FEWSHOT_HEADER)
+    can_search = offered and (grammar is None or "search" in str(grammar))
+    return Observation(
+        protocol="completion",
+        question_text=question_text.strip(),
+        question=bank.lookup(question_text),
+        passages=fewshot_passages(evidence_line),
+        can_search=can_search,
+        constrained=structured is not None,
+        effort="none",
+        structured=structured,
+    )
