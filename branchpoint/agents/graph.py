@@ -11,6 +11,7 @@ boundary kind in the state, so legal action boundaries can be found later for fo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -32,7 +33,7 @@ def search_node(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, 
     ctx = runtime.context
     if ctx.search is None:
         raise RuntimeError("search node reached without a search tool (routing bug)")
-    pending = state["pending"] or {}
+    pending: Mapping[str, Any] = state["pending"] or {}
     result = ctx.search.run(pending["text"], source=state.get("source"))
     docs = [d.model_dump() for d in result.docs]
     k = state.get("searches", 0) + 1
@@ -52,7 +53,7 @@ def make_answer_node(policy: Policy) -> Any:
     def answer(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
         if state.get("status", "ok") != "ok":
             return {"final_answer": None, "pending": None, "boundary": None}
-        pending = state.get("pending") or {}
+        pending: Mapping[str, Any] = state.get("pending") or {}
         if pending.get("action") == "answer":
             return {"final_answer": pending["text"], "pending": None, "boundary": None}
         decision = policy.force_answer(state, runtime.context)
@@ -77,10 +78,11 @@ ANSWER_NOW = ("THINK", "STOP")
 def route_start(state: AgentState) -> str:
     """Where an execution starts: `decide` for a new one; for a fork seeded from a checkpoint,
     `answer` when its directive is THINK / STOP, `search` when a query is pending (SAME, SWITCH)."""
-    directive = state.get("directive") or {}
+    directive: Mapping[str, Any] = state.get("directive") or {}
     if directive.get("action") in ANSWER_NOW:
         return "answer"
-    if state.get("boundary") == BOUNDARY_PENDING and (state.get("pending") or {}).get("action") == "search":
+    pending: Mapping[str, Any] = state.get("pending") or {}
+    if state.get("boundary") == BOUNDARY_PENDING and pending.get("action") == "search":
         return "search"
     return "decide"
 
@@ -95,8 +97,11 @@ def route_after_search(state: AgentState, runtime: Runtime[AgentContext]) -> str
     return "decide" if may_search(state, runtime.context) else "answer"
 
 
-def build_graph(policy: Policy, checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+def build_graph(
+    policy: Policy, checkpointer: BaseCheckpointSaver | None = None
+) -> CompiledStateGraph[AgentState, AgentContext, AgentState, AgentState]:
     """Compile the agent graph for a policy, checkpointed after every node when a saver is given."""
+    builder: StateGraph[AgentState, AgentContext, AgentState, AgentState]
     builder = StateGraph(AgentState, context_schema=AgentContext)
     builder.add_node("decide", policy.decide)
     builder.add_node("search", search_node)

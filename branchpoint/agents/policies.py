@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from langgraph.runtime import Runtime
 
@@ -42,7 +42,13 @@ from branchpoint.registry import REGISTRY
 from branchpoint.tools.search import SEARCH_TOOL_SCHEMA
 from branchpoint.traces import BOUNDARY_PENDING
 
-DecideNode = Callable[[AgentState, Runtime[AgentContext]], dict[str, Any]]
+
+class DecideNode(Protocol):
+    """A policy's decide node: LangGraph passes the context by the parameter name `runtime`."""
+
+    def __call__(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]: ...
+
+
 ForceAnswer = Callable[[AgentState, AgentContext], Decision]
 
 

@@ -8,6 +8,7 @@ None of them is about a topic of the demo question set.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from branchpoint.agents import transcript  # the state fields prompts are built from
@@ -85,7 +86,7 @@ def _clip(text: str, words: int) -> str:
 def evidence_lines(evidence: list[dict[str, Any]], words: int) -> list[str]:
     """Numbered evidence lines `[i] "Title" text`, one per distinct passage, clipped to `words`."""
     seen: set[str] = set()
-    lines = []
+    lines: list[str] = []
     for doc in evidence:
         if doc["doc_id"] in seen:
             continue
@@ -198,7 +199,7 @@ def system_prompt(*, tools: bool, allow_search: bool, variant: str = "abstention
 
 
 def chat_messages(
-    state: dict[str, Any], *, tools: bool, allow_search: bool, evidence_words: int, variant: str = "abstention"
+    state: Mapping[str, Any], *, tools: bool, allow_search: bool, evidence_words: int, variant: str = "abstention"
 ) -> list[dict[str, Any]]:
     """The chat transcript for the native tool-call protocol (tools=True) or tagged text, built
     from the state alone: history, question, and each executed search of `transcript` (the model

@@ -98,6 +98,7 @@ def branch_input(
         directive["search_budget"] = search_budget
         cap = searches + search_budget
         if action == "SWITCH":
+            assert switch_source is not None  # checked above
             directive["source"] = switch_source
             state["source"] = switch_source
     state["directive"] = directive

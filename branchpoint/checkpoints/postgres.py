@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from branchpoint.checkpoints.serde import safe_serde
@@ -119,7 +119,9 @@ def postgres_checkpointer(url: str, pool_size: int = 8, connect_timeout: float =
                     f"cannot open a connection pool to the PostgreSQL checkpoint store {masked}: "
                     f"{_scrub(str(exc), url)}"
                 ) from None
-            saver = PostgresSaver(pool, serde=safe_serde())
+            # The pool's connections return dict rows (row_factory in kwargs, which the stubs cannot see).
+            dict_pool = cast("ConnectionPool[psycopg.Connection[dict[str, Any]]]", pool)
+            saver = PostgresSaver(dict_pool, serde=safe_serde())
             # setup() runs the migrations; an advisory lock (held on the probe connection) keeps
             # several processes of a sharded run, e.g. Ray workers, from racing on them.
             probe.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))

@@ -12,6 +12,7 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -29,7 +30,7 @@ def state_reader(saver: BaseCheckpointSaver) -> CompiledStateGraph:
     return builder.compile(checkpointer=saver)
 
 
-def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+def _config(thread_id: str, checkpoint_id: str | None = None) -> RunnableConfig:
     configurable = {"thread_id": thread_id, "checkpoint_ns": ""}
     if checkpoint_id is not None:
         configurable["checkpoint_id"] = checkpoint_id
@@ -37,7 +38,10 @@ def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
 
 
 def checkpoint_values(
-    saver: BaseCheckpointSaver, thread_id: str, checkpoint_id: str, reader: CompiledStateGraph | None = None
+    saver: BaseCheckpointSaver,
+    thread_id: str,
+    checkpoint_id: str,
+    reader: CompiledStateGraph[Any, Any, Any, Any] | None = None,
 ) -> dict[str, Any]:
     """The full state values saved at one checkpoint of a thread; InputError when it does not exist.
 
@@ -52,7 +56,7 @@ def checkpoint_values(
 
 
 def thread_states(
-    saver: BaseCheckpointSaver, thread_id: str, reader: CompiledStateGraph | None = None
+    saver: BaseCheckpointSaver, thread_id: str, reader: CompiledStateGraph[Any, Any, Any, Any] | None = None
 ) -> Iterator[StateSnapshot]:
     """Every checkpoint of a thread with its full state values, newest first (`reader`: as in
     `checkpoint_values`)."""

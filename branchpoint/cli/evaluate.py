@@ -85,8 +85,8 @@ def evaluate(
     metrics = run_evaluation(path, judge=judge_obj, out_dir=out, cfg=cfg, agreement=agreement)
     console.print(comparison_table(metrics))
     print_identical(metrics.get("identical_conditions") or [])
-    if getattr(judge_obj, "stats", None) is not None:
-        st = judge_obj.stats
+    st = getattr(judge_obj, "stats", None)
+    if st is not None:
         console.print(
             f"judge {judge_obj.name}: {st.items} items, {st.cached} from the cache, {st.calls} model calls "
             f"({st.input_tokens} input / {st.output_tokens} output tokens), {st.unparseable} unparseable",

@@ -110,7 +110,7 @@ def retrieval_serve(
     )
     settings = EncoderSettings(
         query_prefix=query_prefix, passage_prefix=passage_prefix, pooling=pooling, normalize=normalize
-    )  # type: ignore[arg-type]
+    )
     loaded = open_served_index(
         index,
         corpus=corpus,

@@ -69,6 +69,7 @@ def _items(record: ExecutionRecord) -> dict[str, dict[tuple[str, str], str]]:
         if j.judge in EXCLUDED_JUDGES:
             continue
         label = j.label.strip().upper()
+        item: tuple[str, str]
         if j.kind == "evidence":
             item = (j.kind, f"{record.execution_id}/{getattr(j, 'doc_id', None) or i}")
         else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from branchpoint.evaluation.metrics_file import MetricsReport, SearchEffect, Stats, as_metrics
+from branchpoint.evaluation.metrics_file import MetricsReport, SearchEffect, as_metrics
 from branchpoint.evaluation.report_format import GROUP_NAMES, OUTCOME_NAMES
+from branchpoint.evaluation.report_types import FileModel
 from branchpoint.evaluation.tally import condition_label
 
 FIGURES: dict[str, str] = {
@@ -99,7 +100,7 @@ def _side(pair: SearchEffect, side: str) -> str:
     return pair.with_ if side == "with" else pair.without
 
 
-def _stat(m: Stats | None, metric: str) -> tuple[Any, Any]:
+def _stat(m: FileModel | None, metric: str) -> tuple[Any, Any]:
     """A statistic of a metrics block and its interval, by name (None, None without the block)."""
     if m is None:
         return None, None
@@ -125,7 +126,8 @@ def plot_accuracy_search(metrics: MetricsReport | dict[str, Any], path: Path) ->
         ("abstention acc, search", "with", "abstention_accuracy", "#e6550d"),
     ]
     for i, (name, side, metric, color) in enumerate(series):
-        xs, ys, errs = [], [], ([], [])
+        xs, ys = [], []
+        errs: tuple[list[float], list[float]] = ([], [])
         for j, pair in enumerate(pairs):
             value, ci = _stat(conds[_side(pair, side)], metric)
             xs.append(j + (i - 1.5) * width)
@@ -154,7 +156,8 @@ def _accuracy_rows(pairs: list[SearchEffect], conds: dict[str, Any], path: Path)
     )
     for name, metric, color, offset in series:
         for side, face, tag in (("without", "white", "no search"), ("with", color, "search")):
-            xs, ys, errs = [], [], ([], [])
+            xs, ys = [], []
+            errs: tuple[list[float], list[float]] = ([], [])
             for j, pair in enumerate(pairs):
                 value, ci = _stat(conds[_side(pair, side)], metric)
                 lo, hi = _err(value, ci, 100.0)
@@ -307,7 +310,8 @@ def plot_tpc_outcome(metrics: MetricsReport | dict[str, Any], path: Path) -> Pat
     ax = fig.add_subplot()
     width = 0.8 / len(OUTCOME_NAMES)
     for i, (outcome, name) in enumerate(OUTCOME_NAMES.items()):
-        ys, errs = [], ([], [])
+        ys = []
+        errs: tuple[list[float], list[float]] = ([], [])
         for label in labels:
             entry = (conds[label].tpc_by_outcome or {}).get(outcome)
             value, ci = _stat(entry, "cost_per_execution")
@@ -334,7 +338,8 @@ def _tpc_outcome_rows(conds: dict[str, Any], labels: list[str], colors: tuple[st
     ax = fig.add_subplot()
     offsets = [(i - (len(OUTCOME_NAMES) - 1) / 2) * 0.18 for i in range(len(OUTCOME_NAMES))]
     for i, (outcome, name) in enumerate(OUTCOME_NAMES.items()):
-        xs, ys, errs = [], [], ([], [])
+        xs, ys = [], []
+        errs: tuple[list[float], list[float]] = ([], [])
         for j, label in enumerate(labels):
             value, ci = _stat((conds[label].tpc_by_outcome or {}).get(outcome), "cost_per_execution")
             v = _finite(value)
@@ -365,7 +370,9 @@ def plot_evidence_balance(metrics: MetricsReport | dict[str, Any], path: Path) -
     fig = Figure(figsize=(6.0, 3.6))
     ax = fig.add_subplot()
     ys = [_pct(ev.groups[g].abstention_accuracy) for g in groups]
-    errs = list(zip(*(_err(*_stat(ev.groups[g], "abstention_accuracy"), 100.0) for g in groups))) or ([], [])
+    errs: Sequence[Sequence[float]] = list(
+        zip(*(_err(*_stat(ev.groups[g], "abstention_accuracy"), 100.0) for g in groups))
+    ) or ([], [])
     bars = ax.bar(
         range(len(groups)),
         ys,

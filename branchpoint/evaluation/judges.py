@@ -94,7 +94,10 @@ def judge(name: str, *, settings: type[BaseModel] | None = None) -> Callable[[An
 class BatchJudge(Protocol):
     """A judge object (e.g. an LLM judge): a `name` and judgments for many records at once."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The judge's name, stamped on its judgments."""
+        ...
 
     def judge_many(self, records: Sequence[ExecutionRecord]) -> list[list[Judgment]]:
         """One list of judgments per record, in order."""

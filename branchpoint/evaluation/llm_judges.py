@@ -402,9 +402,11 @@ class LLMJudge:
         for plan in plans:
             judgments = []
             for slot in plan:
+                raw: str | None
                 if slot.fixed is not None:
                     (label, raw), version = slot.fixed, None
                 else:
+                    assert slot.key is not None  # a slot not fixed by the trace has an item
                     item = items[slot.key]
                     assert item.result is not None
                     (label, raw), version = item.result, item.prompt.version

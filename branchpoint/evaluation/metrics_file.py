@@ -85,7 +85,7 @@ class Stats(FileModel):
 class Summary(Stats):
     """The flat metrics of a set of executions (the overall block, a category, a condition)."""
 
-    n: int = Field(description="Scored executions.")  # type: ignore[assignment]
+    n: int = Field(description="Scored executions.")
 
 
 class _ConditionHead(FileModel):

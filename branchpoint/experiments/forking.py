@@ -246,6 +246,7 @@ def minimal_searches(
     judged = judge_records(think, judge)
     by_checkpoint: dict[tuple[str, str], list[bool]] = {}
     for b in judged:
+        assert b.parent is not None  # a THINK branch has its parent
         by_checkpoint.setdefault((b.parent.execution_id, b.parent.checkpoint_id), []).append(is_correct(b, judge))
     out = []
     reader = state_reader(saver)
@@ -254,11 +255,11 @@ def minimal_searches(
         if k == 0 or not is_correct(parent, judge):
             continue
         minimal = k
-        for b in list_boundaries(saver, parent.execution_id, reader):
-            if b.kind in (BOUNDARY_INITIAL, BOUNDARY_AFTER_SEARCH) and b.searches < minimal:
-                votes = by_checkpoint.get((parent.execution_id, b.checkpoint_id))
+        for boundary in list_boundaries(saver, parent.execution_id, reader):
+            if boundary.kind in (BOUNDARY_INITIAL, BOUNDARY_AFTER_SEARCH) and boundary.searches < minimal:
+                votes = by_checkpoint.get((parent.execution_id, boundary.checkpoint_id))
                 if votes and sum(votes) * 2 >= len(votes):
-                    minimal = b.searches
+                    minimal = boundary.searches
         out.append(
             {
                 "execution_id": parent.execution_id,

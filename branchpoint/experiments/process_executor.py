@@ -64,7 +64,7 @@ def _die_with_parent() -> None:
     die_with_parent(signal.SIGKILL)  # not Linux: workers finish their part and exit
 
 
-def _context() -> multiprocessing.context.BaseContext:
+def _context() -> multiprocessing.context.ForkContext | multiprocessing.context.SpawnContext:
     """`fork` where it is safe (this process has one thread: nothing held by another thread can
     be copied locked), which starts workers in milliseconds; else `spawn`."""
     if "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
@@ -149,7 +149,7 @@ def _run_locked(
     }
     ctx = _context()
     reports: multiprocessing.queues.Queue = ctx.Queue()
-    workers = {
+    workers: dict[str, BaseProcess] = {
         name: ctx.Process(target=_run_part, args=(task, reports), name=f"branchpoint-{name}", daemon=True)
         for name, task in tasks.items()
     }

@@ -12,7 +12,7 @@ import json
 import queue
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -234,8 +234,9 @@ class SourcePool:
     def close(self) -> None:
         """Close the retrieval cache's database and the sources that hold connections."""
         for opened in self._raw.values():
-            if callable(getattr(opened, "close", None)):
-                opened.close()
+            close = getattr(opened, "close", None)
+            if callable(close):
+                close()
         if self._cache is not None:
             self._cache.close()
 
@@ -350,7 +351,7 @@ def clear_thread(saver: Any, thread_id: str) -> None:
 
 
 def invoke_recording(
-    graph: Any, state: dict[str, Any], config: dict[str, Any], ctx: AgentContext
+    graph: Any, state: Mapping[str, Any], config: dict[str, Any], ctx: AgentContext
 ) -> tuple[dict[str, Any], list[str]]:
     """Run the graph and return its final state and the ids of the checkpoints it saved at legal
     boundaries, taken from the checkpoint stream as they are written (no reading them back).
@@ -438,7 +439,7 @@ def run_concurrently(
             while not stop.is_set():
                 with take:
                     item = next(source, _END)
-                if item is _END:
+                if isinstance(item, _End):
                     return
                 results.put(("ok", fn(item)))
         except BaseException as exc:  # handed to the caller, which stops the others
@@ -471,7 +472,11 @@ def run_concurrently(
         raise error
 
 
-_END = object()
+class _End:
+    """The type of `_END`, the end-of-items sentinel of `run_concurrently`'s workers."""
+
+
+_END = _End()
 
 
 class ConnectionLimitedClient:

@@ -106,7 +106,7 @@ class OpenAICompatibleClient:
         *,
         token_counter: ServerTokenCounter | None = None,
         request_log: RequestLog | None = None,
-        _http_clients: tuple[httpx.Client, httpx.AsyncClient] | None = None,
+        _http_clients: tuple[openai.DefaultHttpxClient, openai.DefaultAsyncHttpxClient] | None = None,
     ) -> None:
         self.spec = spec
         self.name = spec.name

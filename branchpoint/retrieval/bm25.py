@@ -69,7 +69,7 @@ class BM25Index:
 
     @classmethod
     def build(
-        cls, passages: list[Passage], params: Mapping[str, Any] | None = None, progress: bool = False
+        cls, passages: Sequence[Passage], params: Mapping[str, Any] | None = None, progress: bool = False
     ) -> BM25Index:
         """Tokenize every passage's `"Title"\\ntext` and build the BM25 score matrix."""
         if not passages:

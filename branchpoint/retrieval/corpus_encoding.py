@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ def _progress_bar(description: str, total: int) -> Any:
 
 
 def encode_corpus(
-    passages: list[Passage],
+    passages: Sequence[Passage],
     encoder: Encoder,
     batch_size: int = 64,
     *,

@@ -149,7 +149,7 @@ class DenseIndex:
     @classmethod
     def build(
         cls,
-        passages: list[Passage],
+        passages: Sequence[Passage],
         encoder: Encoder,
         batch_size: int = 64,
         progress: bool = False,
@@ -170,7 +170,7 @@ class DenseIndex:
     @classmethod
     def from_vectors(
         cls,
-        passages: list[Passage],
+        passages: Sequence[Passage],
         vectors: np.ndarray,
         encoder: Encoder,
         *,
@@ -343,7 +343,7 @@ class DenseIndex:
             )
         kind, found = _describe_faiss(faiss_index, str(index_file))
         manifest = IndexManifest(
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             factory=factory_string(faiss_index),
             index_digest=file_digest(index_file),
             encoder=encoder.name,

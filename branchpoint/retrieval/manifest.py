@@ -109,7 +109,7 @@ def new_manifest(
 ) -> IndexManifest:
     """A manifest stamped with the time and branchpoint's version."""
     return IndexManifest(
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,
         factory=factory,
         encoder=encoder.name if encoder is not None else None,
         dim=encoder.dim if encoder is not None else None,

@@ -247,6 +247,7 @@ def load_index_dir(directory: str | Path, encoder: Encoder | None = None) -> Any
         return BM25Index.load(directory)
     if encoder is not None:
         return DenseIndex.load(directory, encoder)
+    assert manifest.encoder is not None  # IndexManifest requires it of a dense index
     if not is_encoder_name(manifest.encoder):
         raise InputError(
             f"{directory / 'manifest.json'}: index was built with encoder "

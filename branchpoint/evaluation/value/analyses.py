@@ -41,7 +41,7 @@ def compare_objectives(states: StateTable, dev: np.ndarray, forks_path: Path, co
     if config.reward != "correct":
         return {"skipped": f'compares answer-correctness objectives; the reward here is "{config.reward}"'}
     forked = forked_records(forks_path)
-    roles = Roles(tuple(config.pending_roles))
+    roles = Roles(config.pending_roles)
     tables: dict[str, StateTable] = {"correct": states}
     for name in LEXICAL_OBJECTIVES:
         tables[name] = align(states, build_states(forked, reward_name=name, judge=config.judge, roles=roles))
@@ -71,7 +71,7 @@ def audit_bounds(
     )
 
     forked = forked_records(forks_path)
-    roles = Roles(tuple(config.pending_roles))
+    roles = Roles(config.pending_roles)
     panels = [
         align(states, build_states(forked, reward_name="correct", judge=j, roles=roles))
         for j in config.audit_judges or ()
@@ -80,8 +80,8 @@ def audit_bounds(
     test = ~dev if dev.any() else np.ones(len(states), dtype=bool)
     tt = states.subset(test)
     idx = np.flatnonzero(test)
-    low_t = tuple([side[i] for i in idx] for side in low)
-    high_t = tuple([side[i] for i in idx] for side in high)
+    low_t = ([low[0][i] for i in idx], [low[1][i] for i in idx])
+    high_t = ([high[0][i] for i in idx], [high[1][i] for i in idx])
     single = single_component_strata(tt.component, tt.stratum)
 
     def summarise(contrast: Any) -> dict[str, Any]:
@@ -138,7 +138,7 @@ def three_action_study(
     )
 
     forked = forked_records(forks_path)
-    if not any(r.branch == "SWITCH" and r.parent.boundary == "pending_query" for r in forked):
+    if not any(r.branch == "SWITCH" and r.parent is not None and r.parent.boundary == "pending_query" for r in forked):
         return None
     same = build_states(forked, reward_name=config.reward, judge=config.judge, roles=Roles(("STOP", "SEARCH")))
     switch = build_states(forked, reward_name=config.reward, judge=config.judge, roles=Roles(("STOP", "SWITCH")))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from branchpoint.evaluation.figures import _finite, _save, write_csv
 from branchpoint.evaluation.value.value_file import ValueReport, as_value
@@ -43,13 +44,15 @@ def plot_learning_curves(value: ValueReport | dict[str, Any], path: Path) -> Pat
             xs = [r[1] for r in pts]
             ys = [_finite(r[col]) for r in pts]
             line = ax.plot(xs, [math.nan if y is None else y for y in ys], marker="o", label=fam)[0]
-            los = [_finite(r[lo]) for r in pts]
-            his = [_finite(r[hi]) for r in pts]
-            if all(v is not None for v in (*los, *his)):
+            los = [v for r in pts if (v := _finite(r[lo])) is not None]
+            his = [v for r in pts if (v := _finite(r[hi])) is not None]
+            if len(los) == len(his) == len(pts):
                 ax.fill_between(xs, los, his, color=line.get_color(), alpha=0.15, linewidth=0)
         ax.set_xlabel("training questions")
         ax.set_ylabel(label)
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        locator = ax.xaxis.get_major_locator()
+        assert isinstance(locator, MaxNLocator)  # a linear axis' default AutoLocator is one
+        locator.set_params(integer=True)
         if k == 0:
             ax.axhline(0.0, color="#999999", linewidth=0.8)
         ax.legend(fontsize=7, loc="best")

@@ -416,6 +416,7 @@ def build_states(
     counts.incomplete = len(rows) - len(live)
     kept = []
     for r in live:
+        assert r.parent is not None  # rows are forked records
         t, s = roles.of(collapse_search_count(r.parent.boundary))
         if r.branch in (t, s):
             kept.append(r)
@@ -423,7 +424,8 @@ def build_states(
             counts.other_action += 1
     fn = get_reward(reward_name)
     judging = JudgingCount()
-    y = fn(kept, judge, count=judging) if "count" in inspect.signature(fn).parameters else fn(kept, judge)
+    with_count: Callable[..., np.ndarray] = fn  # a reward may also take `count=` (looked up below)
+    y = with_count(kept, judge, count=judging) if "count" in inspect.signature(fn).parameters else fn(kept, judge)
     y = np.asarray(y, dtype=float)
     if y.shape != (len(kept),) or np.any(~np.isfinite(y)) or np.any((y < 0) | (y > 1)):
         raise InputError(f'reward "{reward_name}" must give one number in [0, 1] per record')
@@ -432,6 +434,7 @@ def build_states(
 
     groups: dict[tuple[str, str], list[int]] = {}
     for i, r in enumerate(kept):
+        assert r.parent is not None  # rows are forked records
         groups.setdefault((r.parent.execution_id, r.parent.checkpoint_id), []).append(i)
     counts.groups = len(groups)
     cols: dict[str, list[Any]] = {
@@ -454,6 +457,7 @@ def build_states(
     excluded: set[tuple[str, str]] = set()
     for key, idx in groups.items():
         first = kept[idx[0]]
+        assert first.parent is not None  # rows are forked records
         kind = collapse_search_count(first.parent.boundary)
         t_action, s_action = roles.of(kind)
         by_role = {
@@ -488,7 +492,9 @@ def build_states(
         cols["s"].append(s_action)
         cols["prefix"].append(_prefix_steps(first))
         cols["budget"].append(int(budget) if isinstance(budget, int) else None)
-    role = lambda r: RoleOutcomes(roles_out[r]["y"], roles_out[r]["tok"], roles_out[r]["ans"], roles_out[r]["st"])
+    outcomes_of = lambda r: RoleOutcomes(
+        roles_out[r]["y"], roles_out[r]["tok"], roles_out[r]["ans"], roles_out[r]["st"]
+    )
     return StateTable(
         keys=cols["keys"],
         question_id=cols["qid"],
@@ -501,8 +507,8 @@ def build_states(
         s_action=cols["s"],
         prefix_steps=cols["prefix"],
         search_budget=cols["budget"],
-        think=role("T"),
-        search=role("S"),
+        think=outcomes_of("T"),
+        search=outcomes_of("S"),
         counts=counts,
         excluded_keys=excluded,
     )

@@ -19,7 +19,7 @@ per-stratum means, the same functional the bootstrap recomputes in each resample
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 import numpy as np
 
@@ -200,6 +200,12 @@ def level_split(
     return LevelSplit(mean_bias + variation, mean_bias, variation)
 
 
+@overload
+def utility(reward: np.ndarray, tokens: np.ndarray | float, price: float) -> np.ndarray: ...
+@overload
+def utility(reward: float, tokens: np.ndarray, price: float) -> np.ndarray: ...
+@overload
+def utility(reward: float, tokens: float, price: float) -> float: ...
 def utility(reward: np.ndarray | float, tokens: np.ndarray | float, price: float) -> np.ndarray | float:
     """U = Y − λ·T/1000: reward minus the price λ per thousand tokens spent."""
     return reward - price * tokens / 1000.0

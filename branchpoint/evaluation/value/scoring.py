@@ -65,7 +65,7 @@ def num(x: Any) -> Any:
     return x
 
 
-def interval_of(lo: float, hi: float) -> list[Any]:
+def interval_of(lo: float | np.ndarray, hi: float | np.ndarray) -> list[Any]:
     return [num(lo), num(hi)]
 
 
@@ -138,7 +138,7 @@ def state_columns(
     has_dev = bool(dev.any())
     test = ~dev if has_dev else np.ones(len(states), dtype=bool)
     choose_on = dev if has_dev else test
-    selection = {
+    selection: dict[str, Any] = {
         "rows": "dev" if has_dev else "scored (in-sample: no dev rows, --dev-split 0)",
         "in_sample": not has_dev,
     }
@@ -286,13 +286,12 @@ def score(
     intervals: dict[str, Any] = {"brier": {}, "gain_risk": {}, "gain_r2": {}}
     per_forecaster: dict[str, dict[str, tuple[float, np.ndarray | None]]] = {}
     for name in names:
-        b = stat(lambda x: x, f"brier/{name}")
+        brier = stat(lambda x: x, f"brier/{name}")
         risk = stat(lambda x: x, f"L/{name}")
-        r2 = (
-            float(gain_r2(risk[0], v_delta[0])),
-            gain_r2(risk[1], v_delta[1]) if risk[1] is not None else None,
-        )
-        per_forecaster[name] = {"brier": b, "gain_risk": risk, "gain_r2": r2}
+        boot_r2 = gain_r2(risk[1], v_delta[1]) if risk[1] is not None and v_delta[1] is not None else None
+        assert not isinstance(boot_r2, float)  # of resampled columns: an array
+        r2 = (float(gain_r2(risk[0], v_delta[0])), boot_r2)
+        per_forecaster[name] = {"brier": brier, "gain_risk": risk, "gain_r2": r2}
         result["brier"][name] = {part: num(point[f"{part}/{name}"]) for part in ("brier", "level", "gain", "variance")}
         result["gain_risk"][name] = num(risk[0])
         result["gain_r2"][name] = num(r2[0])
@@ -309,6 +308,7 @@ def score(
     range_iv = None
     if boot:  # from the lower bound's lower end to the upper bound's upper end
         b_lo, b_hi = oracle_range(boot["theta"], boot["dbar"])
+        assert isinstance(b_lo, np.ndarray) and isinstance(b_hi, np.ndarray)  # of resampled columns
         range_iv = [interval(b_lo)[0], interval(b_hi)[1]]  # type: ignore[index]
     result["oracle_range"] = {
         "lower": num(rng_lo),
@@ -333,9 +333,9 @@ def score(
         by_price[pk] = {}
         intervals["utility"][pk] = {}
         for rname, meta in per_router.items():
-            est, samples = stat(lambda x: x, f"U/{pk}/{rname}")
+            est, u_samples = stat(lambda x: x, f"U/{pk}/{rname}")
             by_price[pk][rname] = {"utility": num(est), **meta}
-            intervals["utility"][pk][rname] = interval(samples)
+            intervals["utility"][pk][rname] = interval(u_samples)
     result["utility"] = {
         "prices": list(config.prices),
         "tau_grid": list(config.taus),
@@ -386,7 +386,8 @@ def _level_splits(
             keys = (f"ell/{name}", f"ell2/{name}", f"ellt/{name}", "target_level")
 
             def parts(src: dict[str, Any]) -> Any:
-                return level_split(*(src[k] for k in keys), level0)
+                ell, ell2, ellt, target = (src[k] for k in keys)
+                return level_split(ell, ell2, ellt, target, level0)
 
             est = parts(point)
             samples = parts(boot) if boot else None

@@ -78,7 +78,7 @@ def load_states(path: Path, config: ValueConfig) -> tuple[StateTable, dict[str, 
     forked = [r for r in records if r.parent is not None]
     if not forked:
         raise InputError(f"{forks_path}: no forked executions (records with a parent); run `branchpoint fork` first")
-    roles = Roles(tuple(config.pending_roles))
+    roles = Roles(config.pending_roles)
     states = build_states(forked, reward_name=config.reward, judge=config.judge, roles=roles)
     if len(states) == 0:
         c = states.counts
@@ -281,7 +281,7 @@ def value_study(
     report: dict[str, Any] = {
         "schema_version": VALUE_SCHEMA_VERSION,
         "source": str(forks_path),
-        "settings": {**config.model_dump(mode="json"), "roles": Roles(tuple(config.pending_roles)).table()},
+        "settings": {**config.model_dump(mode="json"), "roles": Roles(config.pending_roles).table()},
         "states": state_summary(states, dev),
         "forecasters": meta,
         "skipped_forecasters": skipped,

@@ -134,7 +134,7 @@ def three_action_columns(
     for name, q in fcs.items():
         qt = tuple(np.asarray(x)[test] for x in q)
         names += [f"outcome/{name}", f"gain/{name}"]
-        cols += [outcome_error(qt, roles), two_action_gain_loss(qt, roles)]  # type: ignore[arg-type]
+        cols += [outcome_error(qt, roles), two_action_gain_loss(qt, roles)]
     chosen: dict[str, Any] = {}
     choose_on = dev if dev.any() else test
     all_roles = table.roles()

@@ -110,6 +110,7 @@ def checkpoint_marks(
         f["actions"][row["branch"] or "?"] = f["actions"].get(row["branch"] or "?", 0) + 1
     sequence = boundary_sequence(record)
     note = None
+    placed: list[tuple[int | None, str | None, str]]
     if len(sequence) == len(ids):
         placed = [(pos, name, cid) for (pos, name), cid in zip(sequence, ids)]
     else:
@@ -121,14 +122,14 @@ def checkpoint_marks(
             )
     marks = []
     for pos, name, cid in placed:
-        f = forked.pop(cid, None)
+        fork = forked.pop(cid, None)
         marks.append(
             {
                 "position": pos,
-                "boundary": (f or {}).get("boundary") or name,
+                "boundary": (fork or {}).get("boundary") or name,
                 "checkpoint_id": cid,
-                "branches": (f or {}).get("branches", 0),
-                "actions": (f or {}).get("actions", {}),
+                "branches": (fork or {}).get("branches", 0),
+                "actions": (fork or {}).get("actions", {}),
             }
         )
     for cid, f in forked.items():  # forked from an id the record does not list

@@ -4,6 +4,7 @@ section, and what `branchpoint fork` builds from its options)."""
 from __future__ import annotations
 
 import hashlib
+from typing import TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -13,6 +14,14 @@ from branchpoint.traces import ACTIONS, BOUNDARY_KINDS
 #: The search-value study's actor sampling (its repeated executions are independent draws).
 FORK_TEMPERATURE = 0.6
 FORK_TOP_P = 0.95
+
+
+class Sampling(TypedDict):
+    """One branch's sampling settings, the keyword arguments of `ModelClient.with_sampling`."""
+
+    temperature: float
+    top_p: float
+    seed: int
 
 
 class ForkPlan(BaseModel):
@@ -64,7 +73,7 @@ class ForkPlan(BaseModel):
                 "--top-p 0.95, the default), use --repeats 1, or pass --allow-identical-repeats."
             )
 
-    def sampling(self, branch_key: str) -> dict[str, float | int]:
+    def sampling(self, branch_key: str) -> Sampling:
         """The sampling settings of one branch: the plan's temperature and top-p, and a seed that
         is a function of the plan's seed and the branch's key (its state, action and repeat:
         distinct per repeat, the same on rerun and when the study is run afresh)."""

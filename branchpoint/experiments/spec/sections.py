@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from branchpoint.experiments.spec.fork import ForkPlan
 from branchpoint.models.spec import ModelSpec
-from branchpoint.retrieval.sources import DenseSourceSpec, SourceField
+from branchpoint.retrieval.sources import DenseSourceSpec, SourceField, SourceSpec
 
 if TYPE_CHECKING:
     from branchpoint.evaluation.judges import BatchJudge
@@ -39,13 +39,18 @@ class QuestionsSpec(_Strict):
     split: str | None = Field(None, description="FreshQA files: keep one split (TEST or DEV).")
 
 
+def _demo_sources() -> dict[str, SourceSpec]:
+    """The default sources: one dense source over the embedded demo corpus."""
+    return {"demo": DenseSourceSpec()}
+
+
 class RetrievalSpec(_Strict):
     """Named sources, each of a registered source kind (`kind`, default dense: see
     `branchpoint.retrieval.sources`); `default` is the one the agent searches unless a fork
     switches it."""
 
     default: str = "demo"
-    sources: dict[str, SourceField] = Field(default_factory=lambda: {"demo": DenseSourceSpec()})
+    sources: dict[str, SourceField] = Field(default_factory=_demo_sources)
 
 
 #: The largest `agent.search_cap`: beyond it an execution's checkpoints and graph recursion limit
