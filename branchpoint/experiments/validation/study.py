@@ -98,7 +98,7 @@ def study_spec(settings: StudySettings, seed: int, served_name: str) -> Experime
         seed=seed * 1000,
         max_tokens=1024 if chat else 48,
         extra_body={"top_p": settings.top_p},
-        reasoning_effort=settings.reasoning_effort,  # type: ignore[arg-type]
+        reasoning_effort=settings.reasoning_effort,
         sim=SimServerSpec(profile=settings.profile, questions=settings.questions, latency_scale=0.0),
     )
     sources = {
@@ -302,6 +302,7 @@ def run_study(
         all_forks = [r for r in fork_records(out) if r.parent is not None and r.status != "incomplete"]
         groups: dict[tuple[str, str, str], list[bool]] = {}
         for r in judge_records(all_forks, "rule"):
+            assert r.parent is not None  # all_forks keeps branch records only
             groups.setdefault((r.parent.execution_id, r.parent.checkpoint_id, r.branch or ""), []).append(
                 is_correct(r, "rule")
             )

@@ -461,7 +461,8 @@ def minimal_instance(schema: Mapping[str, Any]) -> Any:
     if kind == "object" or "properties" in schema:
         props = schema.get("properties") or {}
         return {k: minimal_instance(v) for k, v in props.items()}
-    return {"string": "", "number": 0.5, "integer": 0, "boolean": False, "array": [], "null": None}.get(kind)
+    defaults: dict[str, Any] = {"string": "", "number": 0.5, "integer": 0, "boolean": False, "array": [], "null": None}
+    return defaults.get(kind) if isinstance(kind, str) else None
 
 
 def completion_text(reply: Reply) -> str:

@@ -298,9 +298,9 @@ class TruthModel:
             raise ValueError(f"unknown action {action!r}")
         cap = k + search_budget
         if at_pending:
-            run_on = switch_source if action == "SWITCH" else source
             if action == "SWITCH" and not switch_source:
                 raise ValueError("SWITCH needs switch_source")
+            run_on = str(switch_source) if action == "SWITCH" else str(source)
             after = self.after_search(question, passages, pending.get("text") or "", k, cap, run_on)
             return Value(after.p, 1.0 + after.searches, after.input_tokens, after.output_tokens)
         if action == "SWITCH":
