@@ -39,7 +39,7 @@ BUILTIN_MODULES: Final[dict[str, tuple[str, ...]]] = {
     "index": ("branchpoint.retrieval.index_kinds",),
     "question_format": ("branchpoint.datasets",),
     "provider": ("branchpoint.models.factory",),
-    "reward": ("branchpoint.evaluation.value.outcomes", "branchpoint.evaluation.value.objectives"),
+    "reward": ("branchpoint.evaluation.value.rewards", "branchpoint.evaluation.value.objectives"),
     "forecaster": ("branchpoint.evaluation.value.forecasters", "branchpoint.evaluation.value.fitted"),
     "calibrator": ("branchpoint.evaluation.value.forecasters", "branchpoint.evaluation.value.fitted"),
     "router": ("branchpoint.evaluation.value.routers",),

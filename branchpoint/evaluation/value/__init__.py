@@ -1,6 +1,7 @@
 """Search value: forecasters of THINK / SEARCH success at saved states, scored against forks.
 
-- `outcomes`: forked records → states with repeated rewards per role (T, S); rewards registry.
+- `outcomes`: forked records → states with repeated rewards per role (T, S).
+- `rewards`: the `@reward` registry: `correct`, `set_f1`.
 - `scores`: Brier and its exact split, U-statistic θ̂, gain risk, gain variance, gain skill.
 - `forecasters`: the `@forecaster` registry, baselines, forecast files, calibration maps.
 - `llm`: the LLM forecaster (public history → JSON q_think, q_search).
@@ -35,16 +36,8 @@ from branchpoint.evaluation.value.forecasters import (
 )
 from branchpoint.evaluation.value.llm import llm_forecasts, parse_forecast
 from branchpoint.evaluation.value.objectives import objective_comparison
-from branchpoint.evaluation.value.outcomes import (
-    RoleOutcomes,
-    Roles,
-    StateTable,
-    answer_items,
-    build_states,
-    dev_split,
-    reward,
-    set_f1,
-)
+from branchpoint.evaluation.value.outcomes import RoleOutcomes, Roles, StateTable, build_states, dev_split
+from branchpoint.evaluation.value.rewards import answer_items, reward, set_f1
 from branchpoint.evaluation.value.routers import consistency, sample_informed, split_rule
 from branchpoint.evaluation.value.scores import (
     brier,

@@ -25,7 +25,8 @@ import numpy as np
 
 from branchpoint.evaluation.judges import contained_gold, normalize_answer
 from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval, single_component_strata
-from branchpoint.evaluation.value.outcomes import StateTable, is_unknown_answer, reward
+from branchpoint.evaluation.value.outcomes import StateTable
+from branchpoint.evaluation.value.rewards import is_unknown_answer, reward
 from branchpoint.evaluation.value.scores import balanced_mean
 from branchpoint.traces import ExecutionRecord
 

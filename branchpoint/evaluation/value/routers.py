@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from branchpoint.evaluation.judges import normalize_answer
-from branchpoint.evaluation.value.outcomes import RoleOutcomes, StateTable, is_unknown_answer
+from branchpoint.evaluation.value.outcomes import RoleOutcomes, StateTable
+from branchpoint.evaluation.value.rewards import is_unknown_answer
 from branchpoint.evaluation.value.scores import balanced_mean, utility
 from branchpoint.registry import REGISTRY
 

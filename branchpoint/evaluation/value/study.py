@@ -39,7 +39,8 @@ from branchpoint.evaluation.value.forecasters import (
     registered_forecasters,
     run_forecaster,
 )
-from branchpoint.evaluation.value.outcomes import Roles, StateTable, build_states, dev_split, get_reward
+from branchpoint.evaluation.value.outcomes import Roles, StateTable, build_states, dev_split
+from branchpoint.evaluation.value.rewards import get_reward
 from branchpoint.evaluation.value.scoring import score
 from branchpoint.evaluation.value.three_action import is_three_action_file
 from branchpoint.evaluation.value.value_file import VALUE_SCHEMA_VERSION, value_file_text

@@ -18,7 +18,8 @@ from typing import Any
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.tally import cost_channels
-from branchpoint.evaluation.value.outcomes import Roles, get_reward
+from branchpoint.evaluation.value.outcomes import Roles
+from branchpoint.evaluation.value.rewards import get_reward
 from branchpoint.evaluation.viewer.index import RunIndex
 from branchpoint.evaluation.viewer.rows import outcome_of
 from branchpoint.traces import (

@@ -25,7 +25,8 @@ from branchpoint.datasets.questions import Question
 from branchpoint.evaluation.judges import judge_records, normalize_answer
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, is_correct
 from branchpoint.evaluation.value import Forecast, ValueConfig, load_states, value_study
-from branchpoint.evaluation.value.outcomes import StateTable, build_states, is_unknown_answer
+from branchpoint.evaluation.value.outcomes import StateTable, build_states
+from branchpoint.evaluation.value.rewards import is_unknown_answer
 from branchpoint.evaluation.value.scores import balanced_mean
 from branchpoint.experiments.branch_planning import fork_records
 from branchpoint.experiments.forking import fork_run

@@ -6,15 +6,8 @@ import numpy as np
 import pytest
 
 from branchpoint.errors import InputError
-from branchpoint.evaluation.value.outcomes import (
-    Roles,
-    answer_items,
-    build_states,
-    dev_split,
-    reward,
-    set_f1,
-    support_components,
-)
+from branchpoint.evaluation.value.outcomes import Roles, build_states, dev_split, support_components
+from branchpoint.evaluation.value.rewards import answer_items, reward, set_f1
 from tests.evaluation.value.helpers import fork_record, make_states
 
 
@@ -97,7 +90,7 @@ def test_set_f1_reward_for_collection_answers():
 
 
 def test_set_f1_reward_scores_invalid_and_length_outputs_zero():
-    from branchpoint.evaluation.value.outcomes import InvalidItems
+    from branchpoint.evaluation.value.rewards import InvalidItems
 
     assert answer_items('["Paris", "rome"]') == {"paris", "rome"}
     assert answer_items('{"items": ["Oslo"]}') == {"oslo"}
