@@ -86,12 +86,12 @@ def retrieval_serve(
     """
     from branchpoint.errors import InputError
     from branchpoint.retrieval.encoder_settings import EncoderSettings
+    from branchpoint.retrieval.served_index import open_served_index
     from branchpoint.retrieval.server import (
         RetrievalService,
         ServerLimits,
         bind_socket,
         is_loopback,
-        open_served_index,
         serve,
         url_of,
     )

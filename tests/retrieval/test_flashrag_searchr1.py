@@ -24,11 +24,11 @@ import requests
 from branchpoint.datasets.questions import demo_corpus_path
 from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.retrieval import CachedSource, DenseIndex, DenseSource, RetrievalCache, load_corpus, source_params
+from branchpoint.retrieval.served_index import load_served_index
 from branchpoint.retrieval.server import (
     RequestError,
     RetrievalService,
     ServerLimits,
-    load_served_index,
     parse_retrieve_request,
     running_server,
 )

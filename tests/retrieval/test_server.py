@@ -25,7 +25,8 @@ from branchpoint.retrieval.searchr1 import (
     content_id,
     retrieve_url,
 )
-from branchpoint.retrieval.server import RetrievalService, ServerLimits, load_index_dir, running_server
+from branchpoint.retrieval.served_index import load_index_dir
+from branchpoint.retrieval.server import RetrievalService, ServerLimits, running_server
 
 LIMITS = ServerLimits(max_queries=4, max_topk=5, max_body_bytes=4096)
 QUERIES = ["What is the capital of Australia?", "Who painted the Mona Lisa?", "Sydney Opera House architect"]
