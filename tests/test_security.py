@@ -233,7 +233,7 @@ def test_checkpoints_never_rebuild_objects_they_name(tmp_path):
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from branchpoint.checkpoints import sqlite_checkpointer
-    from branchpoint.experiments.verify import read_only_checkpointer
+    from branchpoint.experiments.verify_stores import read_only_checkpointer
 
     db = tmp_path / "checkpoints.sqlite"
     import sqlite3

@@ -1,7 +1,7 @@
 """How checkpoints are (de)serialised: plain data only, whichever store holds them.
 
 Both checkpoint stores (`store.sqlite_checkpointer`, `postgres.postgres_checkpointer`) and the
-readers that open a database directly (`experiments.verify`) use this one serializer.
+readers that open a database directly (`experiments.verify_stores`) use this one serializer.
 """
 
 from __future__ import annotations

@@ -37,17 +37,15 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ValidationError
 
 from branchpoint.errors import InputError
-from branchpoint.evaluation.response_rules import (
+from branchpoint.evaluation.abstention_rules import (
     ABSTENTION_PATTERNS,
     AbstentionPattern,
-    GoldMatch,
     _p,
     classify_abstention,
-    contained_gold,
     detect_abstention,
-    match_gold,
-    normalize_answer,
 )
+from branchpoint.evaluation.answer_normalization import contained_gold, normalize_answer
+from branchpoint.evaluation.gold_matching import GoldMatch, match_gold
 from branchpoint.registry import REGISTRY
 from branchpoint.traces import (
     ExecutionRecord,
@@ -56,7 +54,8 @@ from branchpoint.traces import (
     describe_validation_error,
 )
 
-# The rules live in `response_rules`; these names are re-exported from here as before.
+# The rules live in `abstention_rules`, `gold_matching` and `answer_normalization`; these names
+# are re-exported from here as before.
 __all__ = [
     "ABSTENTION_PATTERNS",
     "AbstentionPattern",
@@ -283,7 +282,7 @@ def evidence_documents(record: ExecutionRecord) -> list[RetrievedDoc]:
 @judge("rule")
 def rule_judge(record: ExecutionRecord) -> list[Judgment]:
     """Offline judge: gold matching for `answer`, the question-aware detector for `abstention`
-    (`response_rules`), and a lexical cue detector for the `evidence` of every retrieved document
+    (`abstention_rules`), and a lexical cue detector for the `evidence` of every retrieved document
     (NEGATIVE when a cue in `NEGATIVE_EVIDENCE_PATTERNS` occurs in the document, else POSITIVE)."""
     return [_rule_answer(record), _rule_abstention(record), *_rule_evidence(record)]
 

@@ -21,344 +21,36 @@ the checkpoint database and the retrieval cache. A *problem* makes the check fai
 *Warnings* are listed but do not fail the check: finished records that the current spec does not
 plan (an older version of the spec, or `--limit`), and damaged retrieval-cache entries (the cache
 treats them as misses and rewrites them).
+
+This module plans what the spec expects (`missing`, `plan`), runs the checks and prints the
+report; the trace-file scan and the report types are in `verify_records`, the database checks in
+`verify_stores`.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from branchpoint.errors import BranchpointError, InputError
+from branchpoint.experiments.verify_records import Finding, Verification, _Entry, _finished, _scan
+from branchpoint.experiments.verify_stores import (
+    UNREADABLE_STATE,
+    _check_checkpoints,
+    _check_retrieval_cache,
+    read_only_checkpointer,
+)
 from branchpoint.traces import (
     CHECKPOINTS_FILE,
     EXECUTIONS_FILE,
     FORKS_FILE,
-    MAX_LINE_BYTES,
-    PASSAGES_FILE,
     REPLAYS_FILE,
     RETRIEVAL_CACHE_FILE,
     SPEC_FILE,
-    ExecutionRecord,
-    PassageResolver,
-    RetrievedDoc,
     TraceError,
-    describe_validation_error,
-    iter_raw_lines,
-    parse_json_line,
 )
-
-PROBLEM_KINDS = (
-    "schema",
-    "torn_tail",
-    "duplicate",
-    "transport",
-    "orphan",
-    "missing",
-    "plan",
-    "checkpoints",
-    "retrieval_cache",
-)
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One problem or warning: its kind, where it is (file and line, or an execution) and what."""
-
-    kind: str
-    where: str
-    message: str
-
-
-@dataclass
-class Verification:
-    """The outcome of `verify_run`: problems (the check fails), warnings, and what was counted."""
-
-    run_dir: Path
-    problems: list[Finding] = field(default_factory=list)
-    warnings: list[Finding] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        """True when no problem was found (warnings allowed)."""
-        return not self.problems
-
-    def problem(self, kind: str, where: str, message: str) -> None:
-        self.problems.append(Finding(kind, where, message))
-
-    def warn(self, kind: str, where: str, message: str) -> None:
-        self.warnings.append(Finding(kind, where, message))
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready summary (what `--json` prints)."""
-        return {
-            "run_dir": str(self.run_dir),
-            "ok": self.ok,
-            "counts": self.counts,
-            "problems": [f.__dict__ for f in self.problems],
-            "warnings": [f.__dict__ for f in self.warnings],
-        }
-
-
-@dataclass
-class _Entry:
-    """What the scan keeps of one execution id (not the record: runs can be large)."""
-
-    finished: int = 0
-    incomplete: int = 0
-    line: int = 0
-    checkpoint_ids: list[str] | None = None
-    parent: tuple[str, str] | None = None
-
-
-def _raw_lines(path: Path, report: Verification) -> Iterator[tuple[int, bytes]]:
-    """Complete lines of a file with bounded memory; over-long and torn lines become problems."""
-
-    def too_long(lineno: int) -> None:
-        report.problem("schema", f"{path.name} line {lineno}", f"longer than {MAX_LINE_BYTES} bytes")
-
-    with path.open("rb") as fh:
-        for lineno, raw in iter_raw_lines(fh, path, on_too_long=too_long):
-            if not raw.endswith(b"\n"):
-                report.problem(
-                    "torn_tail",
-                    f"{path.name} line {lineno}",
-                    f"the last line ({len(raw)} bytes) has no newline: a crash mid-append (the next run cuts it)",
-                )
-                return
-            yield lineno, raw
-
-
-def _scan(path: Path, run_name: str, report: Verification, *, forks: bool) -> dict[str, _Entry]:
-    """Validate every line of a trace file and index its execution ids."""
-    entries: dict[str, _Entry] = {}
-    if not path.is_file():
-        return entries
-    lines = 0
-    passages = PassageResolver(path.parent / PASSAGES_FILE)
-    for lineno, raw in _raw_lines(path, report):
-        where = f"{path.name} line {lineno}"
-        try:
-            obj = parse_json_line(raw, path.name, lineno)
-        except TraceError as exc:
-            report.problem("schema", where, str(exc).removeprefix(f"{where}: "))
-            continue
-        if obj is None:
-            continue
-        lines += 1
-        try:
-            rec = ExecutionRecord.model_validate(passages.resolve(obj, where))
-        except ValidationError as exc:
-            report.problem("schema", where, describe_validation_error(exc))
-            continue
-        except TraceError as exc:  # a passage reference the run's passage store lacks
-            report.problem("schema", where, str(exc).removeprefix(f"{where}: "))
-            continue
-        eid = rec.execution_id
-        if rec.run_id != run_name:
-            report.problem(
-                "orphan", where, f"execution {eid[:12]}: run_id {rec.run_id!r} is not the spec's name {run_name!r}"
-            )
-        if forks and rec.parent is None:
-            report.problem("orphan", where, f"execution {eid[:12]}: a record in {FORKS_FILE} without a parent")
-        entry = entries.setdefault(eid, _Entry(line=lineno))
-        if rec.status == "incomplete":
-            if entry.finished:
-                report.problem(
-                    "duplicate",
-                    where,
-                    f"execution {eid[:12]}: an incomplete record after a finished one (line {entry.line}); "
-                    "the next run would redo it",
-                )
-            entry.incomplete += 1
-            continue
-        entry.finished += 1
-        if entry.finished > 1:
-            report.problem(
-                "duplicate", where, f"execution {eid[:12]}: finished again (first finished at line {entry.line})"
-            )
-            continue
-        entry.line = lineno
-        entry.checkpoint_ids = rec.checkpoint_ids
-        entry.parent = (rec.parent.execution_id, rec.parent.checkpoint_id) if rec.parent else None
-        if rec.error:
-            report.problem("transport", where, f"execution {eid[:12]}: status {rec.status} but error {rec.error!r}")
-    report.counts[f"{path.stem}_lines"] = lines
-    return entries
-
-
-def _finished(entries: dict[str, _Entry]) -> set[str]:
-    return {eid for eid, e in entries.items() if e.finished}
-
-
-def _reader(path: Path) -> sqlite3.Connection:
-    """A connection that only reads an existing database.
-
-    Not SQLite's `mode=ro`: a read-only connection to a WAL database leaves `-wal` and `-shm`
-    files behind, while this one, the last to close, removes them, so the folder is left as found.
-    """
-    if not path.is_file():
-        raise sqlite3.DatabaseError(f"{path}: file not found")
-    return sqlite3.connect(path.resolve().as_uri(), uri=True, check_same_thread=False)
-
-
-@contextmanager
-def read_only_checkpointer(target: str | Path) -> Iterator[Any]:
-    """A checkpoint saver that does not write (no table set-up); a URL opens PostgreSQL."""
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    from branchpoint.checkpoints.postgres import is_postgres_url
-    from branchpoint.checkpoints.serde import safe_serde
-    from branchpoint.checkpoints.store import open_checkpointer
-
-    if is_postgres_url(str(target)):
-        with open_checkpointer(target) as saver:
-            yield saver
-        return
-    conn = _reader(Path(target))
-    try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not {"checkpoints", "writes"} <= tables:
-            raise sqlite3.DatabaseError("no checkpoints table: not a checkpoint database")
-        saver = SqliteSaver(conn, serde=safe_serde())
-        saver.is_setup = True  # the tables exist; setup would try to write
-        yield saver
-    finally:
-        conn.close()
-
-
-def _thread(thread_id: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-
-
-def _sample(ids: list[str], n: int, seed: int) -> list[str]:
-    ids = sorted(ids)
-    return ids if n <= 0 or n >= len(ids) else random.Random(seed).sample(ids, n)
-
-
-def _check_checkpoints(
-    saver: Any,
-    executions: dict[str, _Entry],
-    forks: dict[str, _Entry],
-    sample: int,
-    seed: int,
-    report: Verification,
-    replays: dict[str, _Entry] | None = None,
-) -> None:
-    from branchpoint.checkpoints import list_boundaries
-    from branchpoint.checkpoints.values import state_reader
-
-    boundaries: dict[str, set[str]] = {}
-    reader = state_reader(saver)
-
-    def listed(eid: str) -> set[str]:
-        if eid not in boundaries:
-            boundaries[eid] = {b.checkpoint_id for b in list_boundaries(saver, eid, reader)}
-        return boundaries[eid]
-
-    checked = 0
-    for name, entries in ((EXECUTIONS_FILE, executions), (FORKS_FILE, forks), (REPLAYS_FILE, replays or {})):
-        for eid in _sample(list(_finished(entries)), sample, seed):
-            entry = entries[eid]
-            where = f"{name} line {entry.line}"
-            checked += 1
-            try:
-                _check_execution(saver, eid, entry, where, {**executions, **forks}, listed, report)
-            except UNREADABLE_STATE as exc:  # e.g. a row whose serializer this LangGraph does not know
-                report.problem(
-                    "checkpoints",
-                    where,
-                    f"execution {eid[:12]}: a saved state cannot be read ({type(exc).__name__}: {exc})",
-                )
-    report.counts["checkpoints_checked"] = checked
-
-
-#: What reading a damaged or foreign saved state raises (an unknown serializer type, bad bytes).
-UNREADABLE_STATE = (NotImplementedError, ValueError, TypeError, KeyError, sqlite3.Error)
-
-
-def _check_execution(
-    saver: Any, eid: str, entry: _Entry, where: str, parents: dict[str, _Entry], listed: Any, report: Verification
-) -> None:
-    """The checkpoint checks of one sampled execution (see `_check_checkpoints`); `parents`: the
-    executions and branches a record's parent may be (forks of forks)."""
-    ids = listed(eid)
-    if not ids and entry.checkpoint_ids is None and entry.parent is None:  # `initial` is always saved
-        report.problem("checkpoints", where, f"execution {eid[:12]}: no saved states in the checkpoint database")
-        return
-    starts = sum(1 for _ in saver.list(_thread(eid), filter={"source": "input"}))
-    if starts > 1:
-        report.problem(
-            "checkpoints",
-            where,
-            f"execution {eid[:12]}: its thread was started {starts} times: an abandoned attempt's saved "
-            "states are still there, and forks would start from them",
-        )
-    if entry.checkpoint_ids is not None:
-        lost = set(entry.checkpoint_ids) - ids
-        extra = ids - set(entry.checkpoint_ids)
-        if lost:
-            report.problem(
-                "checkpoints",
-                where,
-                f"execution {eid[:12]}: {len(lost)} of the {len(entry.checkpoint_ids)} checkpoints its record "
-                "lists are not in the database" + (" (no saved states at all)" if not ids else ""),
-            )
-        if extra:
-            report.problem(
-                "checkpoints",
-                where,
-                f"execution {eid[:12]}: {len(extra)} saved boundaries that its record does not list",
-            )
-    if entry.parent is not None and entry.parent[0] in parents and entry.parent[1] not in listed(entry.parent[0]):
-        report.problem(
-            "checkpoints",
-            where,
-            f"execution {eid[:12]}: parent checkpoint {entry.parent[1]} of {entry.parent[0][:12]} does not exist",
-        )
-
-
-def _check_retrieval_cache(path: Path, sample: int, report: Verification) -> None:
-    from branchpoint.retrieval.cache import RetrievalCache
-
-    if not path.is_file():
-        report.counts["cache_entries"] = 0
-        return
-    try:
-        with RetrievalCache(path) as cache:
-            report.counts["cache_entries"] = cache.stats().entries
-        conn = _reader(path)
-        try:
-            query = "SELECT source, query, k, result FROM retrieval_cache ORDER BY rowid"
-            rows = conn.execute(query + (f" LIMIT {int(sample)}" if sample > 0 else ""))
-            checked = 0
-            for source, text, k, result in rows:
-                checked += 1
-                try:
-                    docs = json.loads(result)
-                    if not isinstance(docs, list):
-                        raise ValueError(f"expected a JSON list, got {type(docs).__name__}")
-                    for doc in docs:
-                        RetrievedDoc.model_validate(doc)
-                except (ValueError, ValidationError) as exc:
-                    report.warn(
-                        "retrieval_cache",
-                        f"{RETRIEVAL_CACHE_FILE} source {source!r} query {text!r} k={k}",
-                        f"damaged entry (treated as a miss and rewritten): {str(exc).splitlines()[0]}",
-                    )
-            report.counts["cache_checked"] = checked
-        finally:
-            conn.close()
-    except (sqlite3.Error, OSError, RuntimeError, BranchpointError) as exc:
-        report.problem("retrieval_cache", RETRIEVAL_CACHE_FILE, f"cannot read the retrieval cache: {exc}")
 
 
 def _check_plan(spec: Any, executions: dict[str, _Entry], report: Verification) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from branchpoint.evaluation.response_rules import classify_abstention, detect_abstention, match_gold
+from branchpoint.evaluation.abstention_rules import classify_abstention, detect_abstention
+from branchpoint.evaluation.gold_matching import match_gold
 
 
 @pytest.mark.parametrize(

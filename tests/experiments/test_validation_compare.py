@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from branchpoint.experiments.validation.compare import QUANTITIES, aggregate, clustered_se, pooled_z
+from branchpoint.experiments.validation.compare import aggregate, clustered_se, pooled_z
+from branchpoint.experiments.validation.quantities import QUANTITIES
 
 
 def row(est: float, truth: float, half: float, kind: str = "two_sided") -> dict:
@@ -55,7 +56,7 @@ def test_every_quantity_names_where_its_estimate_is() -> None:
 
 
 def test_paths_may_hold_price_keys_with_dots() -> None:
-    from branchpoint.experiments.validation.compare import _get
+    from branchpoint.experiments.validation.quantities import _get
 
     d = {"utility": {"by_price": {"0": {"a": 1}, "0.005": {"a": {"utility": 2}}}}}
     assert _get(d, "utility.by_price.0.005.a.utility") == 2 and _get(d, "utility.by_price.0.a") == 1

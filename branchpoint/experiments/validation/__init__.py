@@ -22,8 +22,10 @@ import httpx
 import numpy as np
 
 from branchpoint.errors import InputError
-from branchpoint.experiments.validation.compare import QUANTITIES, Check, aggregate, compare_study, true_delta
+from branchpoint.experiments.validation.compare import Check, aggregate, compare_study
+from branchpoint.experiments.validation.quantities import QUANTITIES
 from branchpoint.experiments.validation.study import StudyResult, StudySettings, run_study
+from branchpoint.experiments.validation.truths import true_delta
 from branchpoint.models.sim.truth import POLICY_STYLES, Style
 
 VALIDATION_FILE = "validation.json"
