@@ -186,14 +186,11 @@ def _utility_rows(price: float) -> list[Quantity]:
         if price > 0 and cell in ("fixed_gain_query_cost", "query_gain_query_cost"):
             continue
         path = f"decision_factorial.by_price.{pk}.over_best_constant.{cell}"
-        rows.append(
-            _q(
-                f"factorial({pk}) {cell} − best constant",
-                f"{path}.difference",
-                f"{path}.interval",
-                lambda r, cell=cell: T.factorial_cell(r, price, pk, cell),
-            )
-        )
+
+        def cell_truth(r: Any, cell: str = cell) -> Any:
+            return T.factorial_cell(r, price, pk, cell)
+
+        rows.append(_q(f"factorial({pk}) {cell} − best constant", f"{path}.difference", f"{path}.interval", cell_truth))
     return rows
 
 
