@@ -22,17 +22,14 @@ from branchpoint.evaluation.judges import (
     judge_records,
     normalize_answer,
 )
-from branchpoint.evaluation.llm_judges import (
+from branchpoint.evaluation.llm_judge_prompts import (
     ABSTENTION_PROMPT_V1,
     ANSWER_PROMPT_V1,
     EVIDENCE_ANSWERABLE_PROMPT_V1,
     EVIDENCE_PROMPT_V1,
-    LLMJudge,
-    LLMJudgeSettings,
-    build_llm_judge,
-    llm_judge,
     parse_label,
 )
+from branchpoint.evaluation.llm_judges import LLMJudge, LLMJudgeSettings, build_llm_judge, llm_judge
 from branchpoint.evaluation.metrics import (
     MetricsConfig,
     compute_metrics,

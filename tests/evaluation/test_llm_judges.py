@@ -18,7 +18,7 @@ from branchpoint.evaluation import (
     parse_label,
 )
 from branchpoint.evaluation.judges import ABSTENTION_LABELS, ANSWER_LABELS, EVIDENCE_LABELS
-from branchpoint.evaluation.llm_judges import RETRY_MESSAGE, JudgePrompt
+from branchpoint.evaluation.llm_judge_prompts import RETRY_MESSAGE, JudgePrompt
 from branchpoint.models import ScriptedModel
 from branchpoint.traces import RetrievedDoc, Step
 from tests.evaluation.builders import make_record

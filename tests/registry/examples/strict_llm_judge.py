@@ -3,12 +3,8 @@
 `branchpoint evaluate RUN --judge llm-strict --judge-model M --judge-base-url URL`)."""
 
 from branchpoint.evaluation.judges import ANSWER_LABELS, JudgeRun, judge
-from branchpoint.evaluation.llm_judges import (
-    JudgePrompt,
-    LLMJudge,
-    LLMJudgeSettings,
-    build_llm_judge,
-)
+from branchpoint.evaluation.llm_judge_prompts import JudgePrompt
+from branchpoint.evaluation.llm_judges import LLMJudge, LLMJudgeSettings, build_llm_judge
 
 STRICT_ANSWER = JudgePrompt(
     kind="answer",
