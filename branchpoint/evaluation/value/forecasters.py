@@ -35,7 +35,7 @@ outputs are clipped to [0, 1].
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,18 +176,26 @@ def boundary_prior(states: StateTable, dev: np.ndarray) -> Forecast:
 # --------------------------------------------------------------------------------------------
 
 
-def read_forecasts(path: Path, states: StateTable) -> Forecast:
-    """Forecasts from a JSONL file of {"parent_execution_id", "checkpoint_id", "q_think", "q_search"}.
+def read_state_probabilities(
+    path: Path,
+    index: Mapping[tuple[str, str], int],
+    n_rows: int,
+    unscored: Container[tuple[str, str]],
+    fields: Sequence[str],
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """One probability per `fields[2:]` column for each of `n_rows` state rows (`index`: key →
+    row), from a JSONL file
+    keyed by `fields[0]`, `fields[1]` (parent execution and checkpoint ids): the one reader of
+    forecasts files (two-action and three-action).
 
     A line missing a field, or with a value that is not a probability, is an InputError naming
-    file, line and field. Lines for states that do not exist are counted (`n_unknown`, with
-    examples), as are lines for states that exist but were not scored (`n_unscored_state`), and
-    repeated lines (`n_duplicate`, the last wins). Scored states the file lacks get (0.5, 0.5)
-    and are counted (`n_missing`), so every forecaster is scored on the same states.
+    file, line and field. Lines for keys in `unscored` (states that exist but are not scored)
+    are counted as `n_unscored_state`, other unknown keys as `n_unknown` (with examples), repeated
+    lines as `n_duplicate` (the last wins). Rows the file lacks get `NEUTRAL` in every column and
+    are counted (`n_missing`), so every forecast is scored on the same states.
     """
-    index = states.index()
-    q_t = np.full(len(states), np.nan)
-    q_s = np.full(len(states), np.nan)
+    probs = tuple(fields[2:])
+    q = np.full((n_rows, len(probs)), np.nan)
     info: dict[str, Any] = {
         "file": str(path),
         "n_lines": 0,
@@ -200,36 +208,43 @@ def read_forecasts(path: Path, states: StateTable) -> Forecast:
         lines = list(iter_json_lines(path))
     except TraceError as exc:
         raise InputError(str(exc)) from None
+    expected = ", ".join(f'"{f}"' for f in fields)
     for lineno, obj in lines:
         info["n_lines"] += 1
-        for name in FORECAST_FIELDS:
+        for name in fields:
             if name not in obj:
-                expected = ", ".join(f'"{f}"' for f in FORECAST_FIELDS)
                 raise InputError(f'{path} line {lineno}: field "{name}" missing (expected {{{expected}}})')
-        values = {}
-        for name in ("q_think", "q_search"):
+        values = []
+        for name in probs:
             v = obj[name]
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= float(v) <= 1.0:
                 raise InputError(f'{path} line {lineno}: field "{name}" must be a number in [0, 1], got {v!r}')
-            values[name] = float(v)
-        key = (str(obj["parent_execution_id"]), str(obj["checkpoint_id"]))
+            values.append(float(v))
+        key = (str(obj[fields[0]]), str(obj[fields[1]]))
         row = index.get(key)
         if row is None:
-            if key in states.excluded_keys:
+            if key in unscored:
                 info["n_unscored_state"] += 1
             else:
                 info["n_unknown"] += 1
                 if len(info["unknown_examples"]) < 5:
                     info["unknown_examples"].append(f"line {lineno}: {key[0]} / {key[1]}")
             continue
-        if not np.isnan(q_t[row]):
+        if not np.isnan(q[row, 0]):
             info["n_duplicate"] += 1
-        q_t[row], q_s[row] = values["q_think"], values["q_search"]
-    missing = np.isnan(q_t)
+        q[row] = values
+    missing = np.isnan(q[:, 0])
     info["n_missing"] = int(missing.sum())
-    q_t[missing] = NEUTRAL
-    q_s[missing] = NEUTRAL
-    return Forecast(q_t, q_s, info)
+    q[missing] = NEUTRAL
+    return q, info
+
+
+def read_forecasts(path: Path, states: StateTable) -> Forecast:
+    """Forecasts from a JSONL file of {"parent_execution_id", "checkpoint_id", "q_think", "q_search"}
+    (`read_state_probabilities`: bad lines are errors naming file, line and field; unknown,
+    unscored, repeated and missing states are counted; missing states get (0.5, 0.5))."""
+    q, info = read_state_probabilities(path, states.index(), len(states), states.excluded_keys, FORECAST_FIELDS)
+    return Forecast(q[:, 0], q[:, 1], info)
 
 
 # --------------------------------------------------------------------------------------------

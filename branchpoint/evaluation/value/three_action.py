@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from branchpoint.errors import InputError
+from branchpoint.evaluation.value.forecasters import read_state_probabilities
 from branchpoint.evaluation.value.outcomes import RoleOutcomes, StateTable
 from branchpoint.evaluation.value.routers import selection_splits
 from branchpoint.evaluation.value.scores import balanced_mean, gain_risk, theta_hat, utility
@@ -180,46 +181,5 @@ def read_three_action_forecasts(
     lacks get 0.5 for every action and are counted (`n_missing`), so every forecast is scored on
     the same states.
     """
-    index = table.states.index()
-    q = np.full((len(table.states), 3), np.nan)
-    info: dict[str, Any] = {
-        "file": str(path),
-        "n_lines": 0,
-        "n_unknown": 0,
-        "unknown_examples": [],
-        "n_unscored_state": 0,
-        "n_duplicate": 0,
-    }
-    try:
-        lines = list(iter_json_lines(path))
-    except TraceError as exc:
-        raise InputError(str(exc)) from None
-    expected = ", ".join(f'"{f}"' for f in THREE_ACTION_FIELDS)
-    for lineno, obj in lines:
-        info["n_lines"] += 1
-        for name in THREE_ACTION_FIELDS:
-            if name not in obj:
-                raise InputError(f'{path} line {lineno}: field "{name}" missing (expected {{{expected}}})')
-        values = []
-        for name in THREE_ACTION_FIELDS[2:]:
-            v = obj[name]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= float(v) <= 1.0:
-                raise InputError(f'{path} line {lineno}: field "{name}" must be a number in [0, 1], got {v!r}')
-            values.append(float(v))
-        key = (str(obj["parent_execution_id"]), str(obj["checkpoint_id"]))
-        row = index.get(key)
-        if row is None:
-            if key in known:
-                info["n_unscored_state"] += 1
-            else:
-                info["n_unknown"] += 1
-                if len(info["unknown_examples"]) < 5:
-                    info["unknown_examples"].append(f"line {lineno}: {key[0]} / {key[1]}")
-            continue
-        if not np.isnan(q[row, 0]):
-            info["n_duplicate"] += 1
-        q[row] = values
-    missing = np.isnan(q[:, 0])
-    info["n_missing"] = int(missing.sum())
-    q[missing] = NEUTRAL
+    q, info = read_state_probabilities(path, table.states.index(), len(table.states), known, THREE_ACTION_FIELDS)
     return (q[:, 0], q[:, 1], q[:, 2]), info
