@@ -80,27 +80,7 @@ def align(states: StateTable, other: StateTable) -> StateTable:
 
 def _reorder(table: StateTable, rows: list[int]) -> StateTable:
     """`table` with its rows in the order `rows` (a permutation of a subset of its rows)."""
-    from dataclasses import replace
-
-    idx = np.asarray(rows, dtype=int)
-    pick = lambda seq: [seq[i] for i in idx]
-    return replace(
-        table,
-        keys=pick(table.keys),
-        question_id=pick(table.question_id),
-        question=pick(table.question),
-        stratum=table.stratum[idx],
-        component=table.component[idx],
-        boundary=pick(table.boundary),
-        boundary_kind=table.boundary_kind[idx],
-        t_action=pick(table.t_action),
-        s_action=pick(table.s_action),
-        prefix_steps=pick(table.prefix_steps),
-        search_budget=pick(table.search_budget),
-        think=table.think.subset(idx),
-        search=table.search.subset(idx),
-        features={k: v[idx] for k, v in table.features.items()},
-    )
+    return table.rows(np.asarray(rows, dtype=int))
 
 
 def objective_comparison(

@@ -218,7 +218,11 @@ class StateTable:
 
     def subset(self, mask: np.ndarray) -> StateTable:
         """The rows where `mask` is true (counts kept)."""
-        idx = np.flatnonzero(mask)
+        return self.rows(np.flatnonzero(mask))
+
+    def rows(self, idx: np.ndarray) -> StateTable:
+        """The rows `idx`, in that order (counts and excluded keys kept)."""
+        idx = np.asarray(idx, dtype=int)
         pick = lambda seq: [seq[i] for i in idx]
         return StateTable(
             keys=pick(self.keys),
