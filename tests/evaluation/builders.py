@@ -46,3 +46,24 @@ def make_record(
         judgments=judgments,
         **extra,
     )
+
+
+#: The top-level keys every metrics.json has.
+METRICS_KEYS = {
+    "answer_accuracy",
+    "abstention_accuracy",
+    "overall_accuracy",
+    "tpc",
+    "n",
+    "n_answerable",
+    "n_unanswerable",
+    "n_incomplete",
+    "mean_search_calls",
+    "mean_input_tokens",
+    "mean_output_tokens",
+    "by_category",
+    "by_condition",
+    "judge",
+    "lam",
+    "mu",
+}

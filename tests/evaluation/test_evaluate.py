@@ -10,26 +10,7 @@ from branchpoint.errors import InputError
 from branchpoint.evaluation import evaluate
 from branchpoint.evaluation.metrics import condition_label, metrics_json
 from branchpoint.traces import TraceError, dump_record, read_records, write_records
-from tests.evaluation.builders import make_record
-
-REQUIRED = {
-    "answer_accuracy",
-    "abstention_accuracy",
-    "overall_accuracy",
-    "tpc",
-    "n",
-    "n_answerable",
-    "n_unanswerable",
-    "n_incomplete",
-    "mean_search_calls",
-    "mean_input_tokens",
-    "mean_output_tokens",
-    "by_category",
-    "by_condition",
-    "judge",
-    "lam",
-    "mu",
-}
+from tests.evaluation.builders import METRICS_KEYS, make_record
 
 
 def run_records():
@@ -53,7 +34,7 @@ def test_evaluate_run_dir(tmp_path):
     write_records(tmp_path / "executions.jsonl", run_records())
     metrics = evaluate(tmp_path)
     on_disk = json.loads((tmp_path / "metrics.json").read_text())
-    assert set(on_disk) >= REQUIRED
+    assert set(on_disk) >= METRICS_KEYS
     assert on_disk == json.loads(metrics_json(metrics))  # infinities (TPC, intervals) as "inf"
     assert metrics["answer_accuracy"] == 0.5 and metrics["abstention_accuracy"] == 1.0
     assert metrics["tpc"] == pytest.approx((30 + 500) / 2)
