@@ -1,17 +1,43 @@
-"""Run a spec on the executor the user chose: threads in this process, several local processes
-sharing the model server, or Ray (one task per sweep condition).
+"""Run a spec on the executor the user chose: in this process, over several local processes
+sharing the model server, or on Ray (one task per sweep condition).
 
-The one place that checks which executor options go together and dispatches to the executor
-modules; `branchpoint run` parses its flags and calls `run_spec`.
+The one place that checks which executor options go together (`run_spec`, called by `branchpoint
+run`) and the one flow every executor shares (`run_sharded`): plan -> lock the run folder -> fold
+what shards of a killed run left -> missing work -> the backend's shards (`work_driver.drive`) ->
+summary. The backends only say how a shard is started: `InProcess` (the ordinary runner over the
+missing executions, into the run folder itself), `process_executor.ProcessBackend`,
+`ray_executor.RayBackend`.
 """
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from branchpoint.errors import InputError
-from branchpoint.experiments.runner import RunSummary, run_experiment
+from branchpoint.experiments.runner import (
+    ModelOpener,
+    PlannedExecution,
+    RunSummary,
+    check_run_dir,
+    check_sources,
+    default_model_opener,
+    missing_work,
+    plan_executions,
+    run_experiment,
+    select_questions,
+)
+from branchpoint.experiments.shard_fold import ShardMerger
 from branchpoint.experiments.spec import ExperimentSpec
+from branchpoint.experiments.store import RunLock, RunStore, run_lock
+from branchpoint.experiments.work_driver import Backend, InProcess, Shard, ShardOutcome, drive, missing
+from branchpoint.traces import ExecutionRecord
+
+log = logging.getLogger(__name__)
 
 EXECUTORS = ("local", "ray")
 
@@ -28,6 +54,127 @@ def check_executor_options(executor: str, ray_address: str | None, processes: in
         raise InputError("--log-requests applies to a single local process (no --processes, no --executor ray)")
 
 
+@dataclass
+class RunJob:
+    """The run a backend's shards belong to: the spec, its locked run folder, the checkpoint target."""
+
+    spec: ExperimentSpec
+    store: RunStore
+    lock: RunLock
+    checkpoints: str | None
+    progress: bool
+
+
+#: Makes a run's backend once the run folder is locked.
+BackendFactory = Callable[[RunJob], Backend[PlannedExecution]]
+
+
+def in_process(
+    concurrency: int = 1, log_requests: bool = False, model_opener: ModelOpener = default_model_opener
+) -> BackendFactory:
+    """The backend that runs the missing executions in this process with the ordinary runner
+    (`run_experiment` over their ids, under the driver's lock: no shard folder)."""
+
+    def make(job: RunJob) -> Backend[PlannedExecution]:
+        def run(todo: list[PlannedExecution]) -> ShardOutcome:
+            done = run_experiment(
+                job.spec,
+                job.store.run_dir,
+                progress=job.progress,
+                model_opener=model_opener,
+                checkpoints=job.checkpoints,
+                concurrency=concurrency,
+                execution_ids=[p.execution_id for p in todo],
+                log_requests=log_requests,
+                lock=job.lock,
+            )
+            return ShardOutcome(ran=done.ran, statuses=dict(done.statuses))
+
+        return InProcess(run)
+
+    return make
+
+
+def run_sharded(
+    spec: ExperimentSpec,
+    run_dir: str | Path,
+    backend: BackendFactory,
+    *,
+    progress: bool = True,
+    checkpoints: str | None = None,
+    check: Callable[[list[PlannedExecution]], None] | None = None,
+) -> RunSummary:
+    """Run every missing execution of `spec` into `run_dir` on `backend`; as `run_experiment`.
+
+    `check` refuses what the backend cannot run (e.g. a model each process would start itself),
+    given the plan, before anything is written.
+    Shard folders a killed run left (`RUN_DIR/shards/*`) are folded first, whatever backend made
+    them; then only what is still missing is run. Nothing is written when nothing is missing.
+    """
+    started = time.perf_counter()
+    plan = plan_executions(spec, select_questions(spec))  # validates names before anything is written
+    if check is not None:
+        check(plan)
+    store = RunStore(run_dir)
+    store.checkpoint_target(checkpoints)  # a malformed --checkpoints: refused before any write
+    with run_lock(store.run_dir) as lock:  # one writer per run folder; shards write their own folders
+        check_run_dir(store, spec, checkpoints)
+        left = ShardMerger.shard_dirs_of(store)
+        done = store.finished_ids()
+        todo = missing(plan, done, _key)
+        if not todo and not left:
+            return missing_work(plan, done, store.run_dir, started)[1]
+        runner = backend(RunJob(spec, store, lock, checkpoints, progress))
+        merger: ShardMerger | None = None
+        if left or not runner.in_place:  # the driver writes: fold leftovers, or shards to fold
+            check_sources(todo)  # (a shard in this process opens its sources before its first write)
+            lock.committed = True
+            store.create(spec.model_dump(mode="json"))
+            merger = ShardMerger(store, checkpoints)
+            merger.recover()
+            done = merger.finished_ids()
+        todo, summary = missing_work(plan, done, store.run_dir, started)
+        unseen: list[str] = []
+        drive(
+            todo,
+            runner,
+            summary,
+            fold=_folder(merger, unseen),
+            recover=(lambda: merger.recover(strict=False)) if merger is not None else None,
+            progress=progress,
+            label=spec.name,
+            started=started,
+        )
+    if unseen:
+        log.warning(
+            "checkpoints of %d shards are not visible from this machine (%s): use a shared run "
+            "folder or --checkpoints postgresql://... to fork them",
+            len(unseen),
+            ", ".join(unseen),
+        )
+    summary.wall_s = time.perf_counter() - started
+    return summary
+
+
+def _key(planned: PlannedExecution) -> str:
+    return planned.execution_id
+
+
+def _folder(
+    merger: ShardMerger | None, unseen: list[str]
+) -> Callable[[Shard[Any], ShardOutcome], list[ExecutionRecord]]:
+    """Folds a finished shard's folder and returned records into the run (see `ShardMerger.fold`)."""
+
+    def fold(shard: Shard[Any], outcome: ShardOutcome) -> list[ExecutionRecord]:
+        assert merger is not None and shard.folder is not None  # a shard with a folder: the driver writes
+        added, found = merger.fold(shard.folder, outcome.records)
+        if not found:
+            unseen.append(f"{shard.name} on {outcome.node or 'another machine'}")
+        return added
+
+    return fold
+
+
 def run_spec(
     spec: ExperimentSpec,
     run_dir: str | Path,
@@ -42,6 +189,8 @@ def run_spec(
 ) -> RunSummary:
     """Run every missing execution of `spec` into `run_dir` on the chosen executor."""
     check_executor_options(executor, ray_address, processes, log_requests)
+    if concurrency < 1:
+        raise InputError(f"--concurrency must be at least 1, got {concurrency}")
     if executor == "ray":
         from branchpoint.experiments.ray_executor import run_experiment_ray
 
@@ -54,6 +203,4 @@ def run_spec(
         return run_experiment_processes(
             spec, run_dir, processes=processes, progress=progress, checkpoints=checkpoints, concurrency=concurrency
         )
-    return run_experiment(
-        spec, run_dir, progress=progress, checkpoints=checkpoints, concurrency=concurrency, log_requests=log_requests
-    )
+    return run_sharded(spec, run_dir, in_process(concurrency, log_requests), progress=progress, checkpoints=checkpoints)

@@ -74,6 +74,7 @@ from branchpoint.experiments.runner import (
 )
 from branchpoint.experiments.spec import ExperimentSpec, ForkPlan, load_spec
 from branchpoint.experiments.store import RunStore, run_lock
+from branchpoint.experiments.work_driver import InProcess, ShardOutcome, drive, missing
 from branchpoint.models import TransportError
 from branchpoint.models.request_log import current_execution
 from branchpoint.traces import (
@@ -295,25 +296,27 @@ def _run_missing(
     log_requests: bool,
 ) -> None:
     """Run the planned branches (or replays) not yet recorded in `out_file`, after cutting a torn
-    last line (a study killed mid-append: that branch is redone)."""
+    last line (a study killed mid-append: that branch is redone), with the shared driver: the
+    missing branches are one shard run in this process by `_run_tasks` (the run folder is locked).
+
+    Forks run in this process only: a branch reads its parent's checkpoint from the run's saver
+    and writes its own into the same saver, so a shard elsewhere would need the run's checkpoints
+    readable there and its own folded back (not done; see docs/scaling.md).
+    """
     summary.planned = len(tasks)
     store.repair_torn_tail(out_file)
     done = {r.execution_id for r in fork_records(store.run_dir, out_file) if r.status != "incomplete"}
-    todo = [t for t in tasks if t.execution_id not in done]
+    todo = missing(tasks, done, lambda t: t.execution_id)
     summary.skipped_done = len(tasks) - len(todo)
-    if todo:
+
+    def run_here(part: list[BranchTask]) -> ShardOutcome:
+        ran = ForkSummary(run_dir=store.run_dir)
         _run_tasks(
-            todo,
-            store,
-            saver,
-            plan,
-            summary,
-            model_opener,
-            progress,
-            label,
-            out_file=out_file,
-            log_requests=log_requests,
+            part, store, saver, plan, ran, model_opener, progress, label, out_file=out_file, log_requests=log_requests
         )
+        return ShardOutcome(ran=ran.ran, statuses=ran.statuses)
+
+    drive(todo, InProcess(run_here), summary, progress=progress, label=label)
 
 
 def fork_run(

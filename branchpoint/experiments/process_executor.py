@@ -1,15 +1,14 @@
-"""Run a spec over several local processes (`branchpoint run --processes N`).
+"""Run a spec over several local processes (`branchpoint run --processes N`): the process backend.
 
 One Python process runs LangGraph, the checkpoint writes and the client side of every request
 under one GIL: about 10-15 ms of CPU per execution, so at high concurrency against a fast
 server the runner, not the server, sets the pace. Here the missing executions are dealt round
-robin into N parts; each part runs in its own process with the ordinary runner (concurrency
-split between the processes) into its own folder `RUN_DIR/shards/local-<i>/`, exactly as a Ray
-shard does (`ray_executor.run_shard`), so no two processes append to one file or share one
-SQLite saver. When a process finishes, this driver folds its folder into the run folder
-(checkpoint and retrieval-cache rows, then each record once; `ray_executor.ShardMerger`) and
-deletes it. A killed driver takes its processes with it (Linux: parent-death signal); the next
-run first folds whatever folders a killed run left, then plans only what is still missing.
+robin into N shards; each shard runs in its own process with the ordinary runner (concurrency
+split between the processes) into its own folder `RUN_DIR/shards/local-<i>/` (`shards.run_shard`),
+so no two processes append to one file or share one SQLite saver. The shared driver
+(`driver.run_sharded`, `work_driver.drive`) folds each finished shard into the run folder and
+deletes its folder. A killed driver takes its processes with it (Linux: parent-death signal);
+the next run first folds whatever folders a killed run left, then plans only what is still missing.
 
 The processes share the model server, so the model must be one they can all reach
 (`provider: openai`, e.g. vLLM); an embedded model would start one server per process.
@@ -21,37 +20,24 @@ import multiprocessing
 import multiprocessing.queues
 import os
 import queue
-import shutil
 import signal
+import socket
 import threading
-import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
 from branchpoint.errors import BranchpointError, InputError
-from branchpoint.experiments.ray_executor import (
-    SHARDS_DIR,
-    ShardMerger,
-    ShardProgress,
-    ShardTask,
-    complete_records,
-    run_shard,
-)
-from branchpoint.experiments.runner import (
-    PlannedExecution,
-    RunSummary,
-    check_run_dir,
-    check_sources,
-    missing_work,
-    plan_executions,
-    progress_bar,
-    select_questions,
-)
+from branchpoint.experiments.driver import RunJob, run_sharded
+from branchpoint.experiments.runner import PlannedExecution, RunSummary
+from branchpoint.experiments.shards import SHARDS_DIR, ShardTask, run_shard
 from branchpoint.experiments.spec import ExperimentSpec
-from branchpoint.experiments.store import RunStore, run_lock
+from branchpoint.experiments.work_driver import Shard, ShardOutcome
 from branchpoint.processes import die_with_parent
-from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, TraceError
+from branchpoint.traces import TraceError
 
 #: Model providers whose server the processes can share.
 SHARED_PROVIDERS = ("openai", "scripted")
@@ -94,102 +80,109 @@ def run_experiment_processes(
         raise InputError(f"--processes must be at least 1, got {processes}")
     if concurrency < 1:
         raise InputError(f"--concurrency must be at least 1, got {concurrency}")
-    plan = plan_executions(spec, select_questions(spec))  # validates names before anything is written
-    providers = {p.spec.model.provider for p in plan}
-    if processes > 1 and not providers <= set(SHARED_PROVIDERS):
-        raise InputError(
-            f"--processes {processes} needs a model server the processes share (model.provider: openai, "
-            f"e.g. vLLM); this spec uses {', '.join(sorted(providers - set(SHARED_PROVIDERS)))}, which would "
-            "start one server per process. Run it with --processes 1."
-        )
-    started = time.perf_counter()
-    store = RunStore(run_dir)
-    store.checkpoint_target(checkpoints)  # a malformed --checkpoints: refused before any write
-    with run_lock(store.run_dir) as lock:  # one writer per run folder; the workers run under it
-        check_run_dir(store, spec, checkpoints)
-        left = [f for f in ShardMerger.shard_dirs_of(store) if f.name.startswith(SHARD_PREFIX)]
-        done = store.finished_ids()
-        missing = [p for p in plan if p.execution_id not in done]
-        if not missing and not left:
-            return missing_work(plan, done, store.run_dir, started)[1]
-        check_sources(missing)
-        lock.committed = True
-        store.create(spec.model_dump(mode="json"))
-        return _run_locked(spec, store, plan, processes, progress, checkpoints, concurrency, started)
+
+    def check(plan: list[PlannedExecution]) -> None:
+        providers = {p.spec.model.provider for p in plan}
+        if processes > 1 and not providers <= set(SHARED_PROVIDERS):
+            raise InputError(
+                f"--processes {processes} needs a model server the processes share (model.provider: openai, "
+                f"e.g. vLLM); this spec uses {', '.join(sorted(providers - set(SHARED_PROVIDERS)))}, which would "
+                "start one server per process. Run it with --processes 1."
+            )
+
+    return run_sharded(
+        spec,
+        run_dir,
+        lambda job: ProcessBackend(job, processes, concurrency),
+        progress=progress,
+        checkpoints=checkpoints,
+        check=check,
+    )
 
 
-def _run_locked(
-    spec: ExperimentSpec,
-    store: RunStore,
-    plan: list[PlannedExecution],
-    processes: int,
-    progress: bool,
-    checkpoints: str | None,
-    concurrency: int,
-    started: float,
-) -> RunSummary:
-    """`run_experiment_processes` once the run folder is locked and its spec written."""
-    merger = ShardMerger(store, checkpoints)
-    for folder in merger.shard_dirs():  # what a killed run left: fold it, then drop it
-        if folder.name.startswith(SHARD_PREFIX):
-            _fold(merger, folder)
-    todo, summary = missing_work(plan, merger.finished_ids(), store.run_dir, started)
-    if not todo:
-        return summary
+class ProcessBackend:
+    """Each shard a local process running the ordinary runner into `RUN_DIR/shards/local-<i>`.
 
-    parts = deal(todo, min(processes, len(todo)))
-    each = -(-concurrency // len(parts))
-    spec_data = spec.model_dump(mode="json")
-    run_abs = str(store.run_dir.resolve())
-    tasks = {
-        f"{SHARD_PREFIX}{i}": ShardTask(
-            spec_data, run_abs, f"{SHARD_PREFIX}{i}", [p.execution_id for p in part], checkpoints, each, os.getcwd()
-        )
-        for i, part in enumerate(parts)
-    }
-    ctx = _context()
-    reports: multiprocessing.queues.Queue = ctx.Queue()
-    workers: dict[str, BaseProcess] = {
-        name: ctx.Process(target=_run_part, args=(task, reports), name=f"branchpoint-{name}", daemon=True)
-        for name, task in tasks.items()
-    }
-    for proc in workers.values():  # before any thread of ours starts (fork copies only this one)
-        proc.start()
-    try:
-        with progress_bar(progress) as bar:
-            bar_task = bar.add_task(f"{spec.name} ({len(parts)} processes)", total=len(todo), rate="")
-            watcher = ShardProgress()
-            for name in tasks:
-                watcher.watch(name, store.run_dir / SHARDS_DIR / name / EXECUTIONS_FILE)
-            waiting = set(tasks)
-            while waiting:
-                for name, error in _reports(reports, workers, waiting):
-                    waiting.discard(name)
-                    if error is not None:
-                        raise error if isinstance(error, BaseException) else _error(name, error)
-                    folder = store.run_dir / SHARDS_DIR / name
-                    watcher.forget(name, folder / EXECUTIONS_FILE)
-                    workers[name].join()
-                    for rec in _fold(merger, folder):
-                        summary.ran += 1
-                        summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
-                running = watcher.poll()
-                elapsed = time.perf_counter() - started
-                bar.update(
-                    bar_task,
-                    completed=min(summary.ran + running, len(todo)),
-                    rate=f"{(summary.ran + running) / max(elapsed, 1e-9) * 60:.1f}/min",
-                )
-    finally:
-        for proc in workers.values():  # a failure or an interrupt: stop the others now
+    Its future is set by a watcher thread (started after every process is forked) when the
+    process reports, or dies without a report.
+    """
+
+    in_place = False
+
+    def __init__(self, job: RunJob, processes: int, concurrency: int) -> None:
+        self.job = job
+        self.processes = processes
+        self.concurrency = concurrency
+        self.description = f"{processes} processes"
+        self._workers: dict[str, BaseProcess] = {}
+        self._stopped = threading.Event()
+
+    def shards(self, todo: list[PlannedExecution]) -> list[Shard[PlannedExecution]]:
+        """The missing executions dealt round robin into at most `processes` shards."""
+        parts = deal(todo, min(self.processes, len(todo)))
+        self.description = f"{len(parts)} processes"
+        root = self.job.store.run_dir / SHARDS_DIR
+        names = [f"{SHARD_PREFIX}{i}" for i in range(len(parts))]
+        return [
+            Shard(name, part, where=f"{len(part)} executions", folder=root / name)
+            for name, part in zip(names, parts, strict=True)
+        ]
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """The processes: whatever still runs when the driver leaves (it failed) is killed."""
+        try:
+            yield
+        finally:
+            self.stop()
+
+    def submit_all(self, shards: list[Shard[PlannedExecution]]) -> dict[Future[ShardOutcome], Shard[PlannedExecution]]:
+        """Fork (or spawn) one process per shard, then start the thread that watches them."""
+        each = -(-self.concurrency // len(shards))
+        spec_data = self.job.spec.model_dump(mode="json")
+        run_abs = str(self.job.store.run_dir.resolve())
+        ctx = _context()
+        reports: multiprocessing.queues.Queue = ctx.Queue()
+        futures: dict[str, Future[ShardOutcome]] = {}
+        for shard in shards:
+            task = ShardTask(
+                spec_data,
+                run_abs,
+                shard.name,
+                [p.execution_id for p in shard.items],
+                self.job.checkpoints,
+                each,
+                os.getcwd(),
+            )
+            proc = ctx.Process(target=_run_part, args=(task, reports), name=f"branchpoint-{shard.name}", daemon=True)
+            self._workers[shard.name] = proc
+            futures[shard.name] = Future()
+        for worker in self._workers.values():  # before any thread of ours starts (fork copies only this one)
+            worker.start()
+        threading.Thread(target=self._watch, args=(reports, futures), name="branchpoint-shards", daemon=True).start()
+        return {futures[s.name]: s for s in shards}
+
+    def _watch(self, reports: multiprocessing.queues.Queue, futures: dict[str, Future[ShardOutcome]]) -> None:
+        """Set each shard's future from its report (its process joined first: its files are closed)."""
+        waiting = set(futures)
+        while waiting and not self._stopped.is_set():
+            for name, error in _reports(reports, self._workers, waiting):
+                waiting.discard(name)
+                if error is None:
+                    self._workers[name].join()
+                    futures[name].set_result(ShardOutcome(node=socket.gethostname()))
+                else:
+                    futures[name].set_exception(error if isinstance(error, BaseException) else _error(name, error))
+
+    def stop(self) -> None:
+        """Kill the processes still running and wait for every one to be gone."""
+        self._stopped.set()
+        for proc in self._workers.values():
+            if proc.pid is None:  # never started (the start of an earlier one failed)
+                continue
             if proc.is_alive():
                 proc.kill()
             proc.join()
-        for folder in merger.shard_dirs():  # keep what the parts recorded before a failure
-            if folder.name.startswith(SHARD_PREFIX):
-                _fold(merger, folder)
-    summary.wall_s = time.perf_counter() - started
-    return summary
 
 
 #: Errors a worker reports by name, raised again as themselves in the driver (clear one-line
@@ -198,7 +191,7 @@ _KNOWN_ERRORS: dict[str, type[BaseException]] = {e.__name__: e for e in (InputEr
 
 
 def _run_part(task: ShardTask, reports: multiprocessing.queues.Queue) -> None:
-    """A worker process: run one part with the ordinary runner; report (name, None) or
+    """A worker process: run one shard with the ordinary runner; report (name, None) or
     (name, (error type, message)) — plain strings, whatever the error holds."""
     _die_with_parent()
     try:
@@ -213,7 +206,7 @@ def _error(name: str, report: tuple[str, str]) -> BaseException:
     kind, message = report
     if kind in _KNOWN_ERRORS:
         return _KNOWN_ERRORS[kind](message)
-    return RuntimeError(f"part {name}: {kind}: {message}")
+    return RuntimeError(f"shard {name}: {kind}: {message}")
 
 
 def _reports(
@@ -231,13 +224,5 @@ def _reports(
     for name in sorted(waiting - reported):
         proc = workers[name]
         if not proc.is_alive() and proc.exitcode not in (0, None):
-            out.append((name, RuntimeError(f"the process running part {name} died (exit code {proc.exitcode})")))
+            out.append((name, RuntimeError(f"the process running shard {name} died (exit code {proc.exitcode})")))
     return out
-
-
-def _fold(merger: ShardMerger, folder: Path) -> list[ExecutionRecord]:
-    """Fold a part's folder into the run folder, then delete it; returns the records added."""
-    merger.merge_databases(folder)
-    added = merger.merge_records(complete_records(folder / EXECUTIONS_FILE))
-    shutil.rmtree(folder)
-    return added

@@ -35,7 +35,7 @@ from branchpoint.errors import InputError
 from branchpoint.experiments.inline_saves import inline_saves
 from branchpoint.experiments.multiturn import history_for
 from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
-from branchpoint.experiments.store import RunStore, run_lock
+from branchpoint.experiments.store import RunLock, RunStore, run_lock
 from branchpoint.models import ModelClient, TransportError, open_model
 from branchpoint.models.request_fingerprint import RequestFingerprints, RequestSinks
 from branchpoint.models.request_log import RequestLog, current_execution
@@ -558,6 +558,7 @@ def run_experiment(
     concurrency: int = 1,
     execution_ids: Collection[str] | None = None,
     log_requests: bool = False,
+    lock: RunLock | None = None,
 ) -> RunSummary:
     """Run every missing execution of a spec into `run_dir` and return what was done.
 
@@ -565,8 +566,9 @@ def run_experiment(
     requests), at most `model.max_connections` of them talking to one server at a time.
     `checkpoints` is a `postgresql://` URL for runs shared by many workers; default: the run's
     own SQLite file. `execution_ids` restricts the run to those planned executions (one shard of
-    a distributed run, see `ray_executor`); an id that the plan lacks is an error. `log_requests`
-    appends every request body sent to the model to RUN_DIR/requests.jsonl.
+    a run, see `driver.run_sharded`); an id that the plan lacks is an error. `log_requests`
+    appends every request body sent to the model to RUN_DIR/requests.jsonl. `lock` is the run
+    folder's lock when the caller (the driver) holds it already; else it is taken here.
     """
     if concurrency < 1:
         raise InputError(f"--concurrency must be at least 1, got {concurrency}")
@@ -584,7 +586,7 @@ def run_experiment(
     store = RunStore(run_dir)
     target = store.checkpoint_target(checkpoints)
     with ExitStack() as stack:
-        lock = stack.enter_context(run_lock(store.run_dir))  # one writer per run folder
+        lock = lock or stack.enter_context(run_lock(store.run_dir))  # one writer per run folder
         check_run_dir(store, spec, checkpoints)
         todo, summary = missing_work(plan, store.finished_ids(), store.run_dir, started)
         if not todo:

@@ -18,8 +18,8 @@ from branchpoint.experiments.process_executor import (
     deal,
     run_experiment_processes,
 )
-from branchpoint.experiments.ray_executor import SHARDS_DIR, ShardTask, run_shard
 from branchpoint.experiments.runner import plan_executions, select_questions
+from branchpoint.experiments.shards import SHARDS_DIR, ShardTask, run_shard
 from branchpoint.experiments.states import saved_states
 from branchpoint.traces import read_records
 

@@ -19,20 +19,11 @@ from typer.testing import CliRunner
 from branchpoint.cli import app
 from branchpoint.errors import InputError
 from branchpoint.experiments import ExperimentSpec, RunStore, load_spec, run_experiment
-from branchpoint.experiments.ray_executor import (
-    MODEL_URL_ENV,
-    SHARDS_DIR,
-    ShardMerger,
-    ShardTask,
-    node_model_spec,
-    ray_session,
-    run_experiment_ray,
-    run_shard,
-    shard_name,
-)
+from branchpoint.experiments.ray_executor import ray_session, run_experiment_ray
 from branchpoint.experiments.runner import plan_executions, select_questions
+from branchpoint.experiments.shards import SHARDS_DIR, ShardTask, run_shard, shard_name
 from branchpoint.experiments.states import saved_states
-from branchpoint.traces import ExecutionRecord, read_records
+from branchpoint.traces import read_records
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
 
@@ -121,53 +112,6 @@ def test_ray_run_matches_local_run(tmp_path, spec_path, monkeypatch, ray_cluster
     again = run_experiment_ray(spec, run_dir, progress=False)
     assert (again.ran, again.skipped) == (0, 12)
     assert _ids(run_dir) == ids
-
-
-def test_merger_folds_each_record_once(tmp_path):
-    store = RunStore(tmp_path / "run")
-    store.create({})
-    base = dict(run_id="r", condition={}, question_id="q", question="?", answerable=True)
-    first_try = ExecutionRecord(execution_id="e1", status="incomplete", error="timeout", **base)
-    redone = ExecutionRecord(execution_id="e1", status="ok", final_answer="a", **base)
-    other = ExecutionRecord(execution_id="e2", status="ok", final_answer="b", **base)
-    merger = ShardMerger(store, None)
-    assert merger.merge_records([first_try]) == [first_try]
-    # a shard hands back its whole history: the incomplete try again, then the redone execution
-    assert merger.merge_records([first_try, redone, other, redone]) == [redone, other]
-    assert ShardMerger(store, None).merge_records([first_try, redone, other]) == []
-    assert [(r.execution_id, r.status) for r in store.records()] == [("e1", "incomplete"), ("e1", "ok"), ("e2", "ok")]
-    assert store.finished_ids() == {"e1", "e2"}
-
-
-def test_folded_shard_folders_are_deleted(tmp_path):
-    store = RunStore(tmp_path / "run")
-    store.create({})
-    base = dict(run_id="r", condition={}, question_id="q", question="?", answerable=True)
-    shard = tmp_path / "run" / SHARDS_DIR / "s1"
-    shard_store = RunStore(shard)
-    shard_store.create({})
-    shard_store.append(ExecutionRecord(execution_id="e1", status="ok", final_answer="a", **base))
-    (shard / "checkpoints.sqlite").touch()  # its checkpoints (empty) are on this machine
-    leftover = tmp_path / "run" / SHARDS_DIR / ".folded-s0-1234abcd"  # a removal cut short
-    leftover.mkdir()
-    (leftover / "executions.jsonl").write_text("")
-    added = ShardMerger(store, "postgresql://x").recover()
-    assert [r.execution_id for r in added] == ["e1"] and [r.execution_id for r in store.records()] == ["e1"]
-    assert not (tmp_path / "run" / SHARDS_DIR).exists()  # the shard and the leftover are gone
-    # a shard whose folder is not on this machine (another node's disk): records folded from the result
-    other = ExecutionRecord(execution_id="e2", status="ok", final_answer="b", **base)
-    added, found = ShardMerger(store, None).fold(tmp_path / "run" / SHARDS_DIR / "s2", [other])
-    assert added == [other] and found is False
-
-
-def test_node_model_url_replaces_base_url_and_keeps_ids(spec_path):
-    spec = load_spec(spec_path)
-    node = node_model_spec(spec, {MODEL_URL_ENV: "http://10.0.0.7:8000/v1"})
-    assert node.model.base_url == "http://10.0.0.7:8000/v1"
-    assert node_model_spec(spec, {}) is spec
-    questions = select_questions(spec)
-    ids = [p.execution_id for p in plan_executions(spec, questions)]
-    assert [p.execution_id for p in plan_executions(node, questions)] == ids
 
 
 def test_cli_ray_after_local_run_runs_nothing(tmp_path, spec_path, monkeypatch):
