@@ -23,7 +23,9 @@ from branchpoint.experiments.ray_executor import ray_session, run_experiment_ray
 from branchpoint.experiments.runner import plan_executions, select_questions
 from branchpoint.experiments.shards import SHARDS_DIR, ShardTask, run_shard, shard_name
 from branchpoint.experiments.states import saved_states
+from branchpoint.experiments.verify import verify_run
 from branchpoint.traces import read_records
+from tests.experiments.test_work_driver import run_content
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
 
@@ -107,7 +109,10 @@ def test_ray_run_matches_local_run(tmp_path, spec_path, monkeypatch, ray_cluster
     # checkpoints are folded into the run's own database: `checkpoints ls` and `fork` find them
     boundaries = saved_states(run_dir)
     assert {s.execution_id for s in boundaries} == set(ids)
-    assert len(boundaries) == len(saved_states(tmp_path / "local"))
+    # the same records and the same checkpoint boundaries as the run in one process
+    assert run_content(run_dir) == run_content(tmp_path / "local")
+    report = verify_run(run_dir, sample=0)
+    assert report.ok, report.problems
 
     again = run_experiment_ray(spec, run_dir, progress=False)
     assert (again.ran, again.skipped) == (0, 12)
