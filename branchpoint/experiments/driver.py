@@ -106,10 +106,10 @@ def run_sharded(
 ) -> RunSummary:
     """Run every missing execution of `spec` into `run_dir` on `backend`; as `run_experiment`.
 
-    `check` refuses what the backend cannot run (e.g. a model each process would start itself),
-    given the plan, before anything is written.
     Shard folders a killed run left (`RUN_DIR/shards/*`) are folded first, whatever backend made
     them; then only what is still missing is run. Nothing is written when nothing is missing.
+    `check` refuses what the backend cannot run (e.g. a model each process would start itself),
+    given the plan, before anything is written.
     """
     started = time.perf_counter()
     plan = plan_executions(spec, select_questions(spec))  # validates names before anything is written
