@@ -19,6 +19,7 @@ from branchpoint.models import ScriptedModel
 from branchpoint.tools import SearchTool
 from tests.checkpoints.test_checkpoints import SCRIPT
 from tests.conftest import KeywordSource
+from tests.graphs import invoke
 
 BOUNDARIES = ["initial", "pending_query", "after_search_1", "pending_query", "after_search_2"]
 EXECUTIONS, WORKERS = 64, 12
@@ -28,8 +29,8 @@ def execute(graph, thread_id: str) -> dict:
     """One agent execution on its own thread, with its own scripted model and source."""
     ctx = AgentContext(model=ScriptedModel(SCRIPT), search=SearchTool({"mem": KeywordSource()}, "mem"), search_cap=5)
     cfg = {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit(5)}
-    return graph.invoke(
-        initial_state(thread_id, "What is the capital of Australia?", "mem"), cfg, context=ctx, durability="sync"
+    return invoke(
+        graph, initial_state(thread_id, "What is the capital of Australia?", "mem"), cfg, context=ctx, durability="sync"
     )
 
 
@@ -124,7 +125,7 @@ def test_postgres_round_trip(postgres_url):
             model=ScriptedModel(SCRIPT[1:]), search=SearchTool({"mem": KeywordSource()}, "mem"), search_cap=5
         )
         cfg = {"configurable": {"thread_id": prefix, "checkpoint_id": after1.checkpoint_id}, "recursion_limit": 20}
-        replay = graph.invoke(None, cfg, context=ctx, durability="sync")
+        replay = invoke(graph, None, cfg, context=ctx, durability="sync")
     assert replay["final_answer"] == "Canberra" and replay["searches"] == 2
 
 
