@@ -12,6 +12,8 @@ run work the same way:
 - each result goes to the run's one writer, a thread that appends the record durably (fsync,
   `RunStore.append`) while the loop goes on; the item counts as done (`count`, on the loop)
   only once its record is written;
+- no thread outlives the run (the search threads, the writer and the loop's executor threads are
+  joined at the end), so a process that ran one can still fork worker processes;
 - a bug (an exception that is not a transport fault, which the item itself records as
   `incomplete`) stops every worker after its current item and is raised to the caller.
 
@@ -26,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, ExitStack, asynccontextmanager
@@ -34,6 +35,7 @@ from typing import Any, TypeVar
 
 from branchpoint.agents.policies import loop_running, run_blocking
 from branchpoint.models.call import ModelClient
+from branchpoint.tools.search import RUN_SEARCH_POOL, new_search_pool
 from branchpoint.traces import ExecutionRecord, legal_boundary_kind
 
 T = TypeVar("T")
@@ -215,7 +217,11 @@ async def execute(
     `prepare(item)` for each before any runs (open sources, compile graphs), then
     `run(item, client)` with at most `concurrency` in flight; each record goes through the one
     writer (`append`) and is then counted (`count`)."""
-    _node_threads(asyncio.get_running_loop())
+    loop = asyncio.get_running_loop()
+    nodes = _node_threads()
+    loop.set_default_executor(nodes)
+    searches = new_search_pool()
+    token = RUN_SEARCH_POOL.set(searches)  # the worker tasks inherit it
     groups: dict[str, list[T]] = {}
     for item in items:
         groups.setdefault(model_key(item), []).append(item)
@@ -232,20 +238,24 @@ async def execute(
                 await run_bounded(group_items, one, concurrency, count)
     finally:
         writer.close()
+        # No thread outlives the run (a later `--processes` run forks its workers only from a
+        # process with one thread): a fresh executor for the loop, the run's threads joined.
+        RUN_SEARCH_POOL.reset(token)
+        loop.set_default_executor(_node_threads())
+        nodes.shutdown(wait=True)
+        searches.shutdown(wait=True)
 
 
-#: Threads for blocking work on a loop (plain-function policies): made when needed, at most this
-#: many (the most executions a run keeps in flight).
+#: Threads for blocking work on a loop (plain-function policies, `asyncio.to_thread`, DNS):
+#: made when needed, at most this many (the most executions a run keeps in flight).
 NODE_THREADS = 1024
-_WITH_NODE_THREADS: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
 
-def _node_threads(loop: asyncio.AbstractEventLoop) -> None:
-    """Give the loop a default executor of up to NODE_THREADS threads, once (the standard one
-    has min(32, cores + 4): a plain-function policy would run a handful of executions at once)."""
-    if loop not in _WITH_NODE_THREADS:
-        loop.set_default_executor(ThreadPoolExecutor(NODE_THREADS, thread_name_prefix="branchpoint-node"))
-        _WITH_NODE_THREADS.add(loop)
+def _node_threads() -> ThreadPoolExecutor:
+    """A default executor for the loop of up to NODE_THREADS threads (the standard one has
+    min(32, cores + 4): a plain-function policy would run a handful of executions at once);
+    it starts no thread until something is handed to it."""
+    return ThreadPoolExecutor(NODE_THREADS, thread_name_prefix="branchpoint-node")
 
 
 @asynccontextmanager

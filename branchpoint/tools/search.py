@@ -1,8 +1,8 @@
 """The search tool the agent calls: named retrieval sources, top-k, call counting and latency.
 
 `arun` is the agent's form: the search (faiss / BM25 / an HTTP retrieval server, and the
-retrieval cache's SQLite in front of them) runs in a small thread pool shared by every search
-tool (`SEARCH_THREADS` at once), so the event loop goes on with other executions meanwhile and
+retrieval cache's SQLite in front of them) runs in a small thread pool of the run shared by every
+search tool (`SEARCH_THREADS` at once), so the event loop goes on with other executions meanwhile and
 the index libraries are not asked for hundreds of concurrent searches.
 """
 
@@ -36,19 +36,33 @@ SEARCH_TOOL_SCHEMA: dict[str, Any] = {
 }
 
 
-#: Searches run at once by `SearchTool.arun`, over every tool of the process.
+#: Searches run at once by `SearchTool.arun` (per run, or per process outside a run).
 SEARCH_THREADS = 8
+
+#: The search threads of the run this task belongs to (set by the execution core, so a run's
+#: threads end with it); None: the process's own.
+RUN_SEARCH_POOL: contextvars.ContextVar[ThreadPoolExecutor | None] = contextvars.ContextVar(
+    "branchpoint_search_pool", default=None
+)
 
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
 
+def new_search_pool() -> ThreadPoolExecutor:
+    """A pool of SEARCH_THREADS search threads (made when a search is handed to it)."""
+    return ThreadPoolExecutor(SEARCH_THREADS, thread_name_prefix="branchpoint-search")
+
+
 def search_pool() -> ThreadPoolExecutor:
-    """The process's search threads (made on first use)."""
+    """The search threads of the current run, else the process's (made on first use)."""
+    run_pool = RUN_SEARCH_POOL.get()
+    if run_pool is not None:
+        return run_pool
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(SEARCH_THREADS, thread_name_prefix="branchpoint-search")
+            _POOL = new_search_pool()
         return _POOL
 
 

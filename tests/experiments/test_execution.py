@@ -136,10 +136,13 @@ def test_run_blocking_core_runs_from_inside_an_event_loop():
 def test_run_and_fork_at_concurrency_256_match_concurrency_1(tmp_path, write_spec, isolated_cache):
     spec = load_spec(write_spec({"sweep": {"agent.search": [True, False], "model.seed": list(range(22))}}))
     records = {}
+    threads_before = threading.active_count()
     for concurrency in (1, 256):
         run_dir = tmp_path / f"run-{concurrency}"
         summary = run_experiment(spec, run_dir, progress=False, model_opener=CountingOpener(), concurrency=concurrency)
         assert summary.ran == 264 and summary.statuses == {"ok": 264}
+        # no thread outlives a run (a later --processes run forks its workers only then)
+        assert threading.active_count() == threads_before
         fork = fork_run(
             run_dir,
             ForkPlan(actions=["THINK", "STOP"], repeats=1, concurrency=concurrency),
