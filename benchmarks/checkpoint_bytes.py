@@ -15,6 +15,7 @@ keeps total / searches² flat.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sqlite3
 import sys
@@ -41,7 +42,7 @@ def run(db: Path, searches: int) -> tuple[str, int]:
     thread = f"searches-{searches}"
     with sqlite_checkpointer(db) as saver:
         graph = build_graph(resolve_policy("constrained"), saver)
-        rec = run_one(graph, context(searches), PlannedExecution({}, spec, q, thread), "bytes")
+        rec = asyncio.run(run_one(graph, context(searches), PlannedExecution({}, spec, q, thread), "bytes"))
         assert rec.search_calls == searches
         evidence = checkpoint_values(saver, thread, rec.checkpoint_ids[-1])["evidence"]
     return thread, len(json.dumps(evidence).encode())

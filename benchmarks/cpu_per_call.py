@@ -8,17 +8,20 @@ evidence), `max_tokens` 16, stop at a newline, temperature 0 and the execution's
 - peer: `openai.AsyncOpenAI`, one `asyncio.gather` over the calls behind a semaphore of
   `--concurrency`, each reply's text and usage appended to a jsonl file — what a researcher
   writes instead of a framework.
-- client: branchpoint's `OpenAICompatibleClient.complete` alone, from `--concurrency` threads
-  (the request path of the runner without graph, checkpoints or record).
-- agent graph, no checkpointer / + SQLite checkpoints: the compiled agent graph over the same
-  executions from `--concurrency` threads, `graph.invoke` without a saver, then the runner's
-  `invoke_recording` with a SQLite saver (no record, no run folder): where the CPU goes.
+- client, async: branchpoint's `OpenAICompatibleClient.acomplete` alone, `--concurrency` at once
+  on one event loop (the runner's request path without graph, checkpoints or record); client,
+  threads: its blocking `complete` from `--concurrency` threads (what judges use).
+- agent graph, no checkpointer / + SQLite checkpoints / + AsyncSqliteSaver: the compiled agent
+  graph over the same executions, `--concurrency` in flight on one event loop: `graph.ainvoke`
+  without a saver, the runner's `stream_recording` with the run's SQLite saver (async saves made
+  in the loop's thread, `checkpoints.store.SqliteCheckpointer`), and the same with LangGraph's
+  `AsyncSqliteSaver` (aiosqlite: each statement handed to its thread): where the CPU goes.
 - branchpoint: `run_experiment` over the same executions (constrained policy, no search, one
   completion call each, SQLite checkpoints, durable appends), `--concurrency` at once.
 
 CPU is this process's user + system time (`resource.getrusage`, every thread) over the measured
 part divided by the calls, after a warm-up of each (imports, connection pools, compiled graph)
-that is not counted. The five are measured in turn, `--repeats` times; each row prints the
+that is not counted. The rows are measured in turn, `--repeats` times; each row prints the
 median and every repeat, and the ratio branchpoint / peer (the figure of issue 20, target
 <= 3x) is given of the medians and of the lowest. `--profile FILE` then profiles one more
 branchpoint run, every thread (cProfile, each thread timed by its own CPU clock), and prints the
@@ -40,9 +43,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import yaml
@@ -52,12 +55,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from branchpoint.agents import build_graph, initial_state, resolve_policy
 from branchpoint.agents.prompts import fewshot_prompt
 from branchpoint.checkpoints import open_checkpointer
+from branchpoint.checkpoints.serde import safe_serde
 from branchpoint.experiments import load_spec, run_experiment
+from branchpoint.experiments.execution import run_bounded, stream_recording
 from branchpoint.experiments.runner import (
     PlannedExecution,
     SourcePool,
     agent_context,
-    invoke_recording,
     plan_executions,
     select_questions,
 )
@@ -153,7 +157,7 @@ def peer(base_url: str, requests: list[tuple[str, int]], concurrency: int, out: 
 
 
 def client_only(base_url: str, requests: list[tuple[str, int]], concurrency: int) -> None:
-    """branchpoint's model client alone, one `complete` per request from `concurrency` threads."""
+    """branchpoint's model client alone, one blocking `complete` per request from `concurrency` threads."""
     spec = load_spec_model(base_url)
     clients = {
         seed: OpenAICompatibleClient(spec.model_copy(update={"seed": seed})) for seed in {s for _, s in requests}
@@ -162,33 +166,75 @@ def client_only(base_url: str, requests: list[tuple[str, int]], concurrency: int
         list(pool.map(lambda r: clients[r[1]].complete(r[0], stop=["\n"], max_tokens=MAX_TOKENS), requests))
 
 
+def client_async(base_url: str, requests: list[tuple[str, int]], concurrency: int) -> None:
+    """branchpoint's model client alone, one `acomplete` per request, `concurrency` in flight on one loop."""
+    spec = load_spec_model(base_url)
+    base = OpenAICompatibleClient(spec)
+    clients = {seed: base.with_seed(seed) for seed in {s for _, s in requests}}
+
+    async def main() -> None:
+        async def one(r: tuple[str, int]) -> object:
+            return await clients[r[1]].acomplete(r[0], stop=["\n"], max_tokens=MAX_TOKENS)
+
+        await run_bounded(requests, one, concurrency, lambda _: None)
+        await base.aclose()
+
+    asyncio.run(main())
+
+
 def load_spec_model(base_url: str) -> ModelSpec:
     """The model of the spec, alone."""
     return ModelSpec(provider="openai", base_url=base_url, name="m", max_tokens=MAX_TOKENS)
 
 
-def graph_only(base_url: str, spec_path: Path, concurrency: int, checkpoints: Path | None) -> None:
-    """The agent graph alone over the spec's executions from `concurrency` threads: no record, no
-    run folder; with `checkpoints`, a SQLite checkpointer and the runner's `invoke_recording`."""
+def graph_only(
+    base_url: str, spec_path: Path, concurrency: int, checkpoints: Path | None, saver_kind: str = "run"
+) -> None:
+    """The agent graph alone over the spec's executions, `concurrency` in flight on one event loop:
+    no record, no run folder; with `checkpoints`, the run's SQLite saver (`saver_kind` "run") or
+    LangGraph's AsyncSqliteSaver ("aiosqlite") and the runner's `stream_recording`."""
     spec = load_spec(spec_path)
     plan = plan_executions(spec, select_questions(spec))
     pool = SourcePool(False)
-    with ExitStack() as stack:
-        saver = stack.enter_context(open_checkpointer(str(checkpoints))) if checkpoints else None
-        graph = build_graph(resolve_policy("constrained"), saver)
-        clients = {p.spec.model.seed: OpenAICompatibleClient(p.spec.model) for p in plan}
 
-        def one(p: PlannedExecution) -> None:
-            ctx = agent_context(p.spec, clients[p.spec.model.seed], pool)
-            state = initial_state(p.question.id, p.question.question, p.spec.retrieval.default)
-            config = {"configurable": {"thread_id": f"{checkpoints}-{p.execution_id}"}, "recursion_limit": 10}
-            if saver is None:
-                graph.invoke(state, config, context=ctx)
-            else:
-                invoke_recording(graph, state, config, ctx)
+    async def main() -> None:
+        async with _saver(checkpoints, saver_kind) as saver:
+            graph = build_graph(resolve_policy("constrained"), saver)
+            base = OpenAICompatibleClient(plan[0].spec.model)
+            clients = {p.spec.model.seed: base.with_seed(p.spec.model.seed) for p in plan}
 
-        with ThreadPoolExecutor(concurrency) as threads:
-            list(threads.map(one, plan))
+            async def one(p: PlannedExecution) -> None:
+                ctx = agent_context(p.spec, clients[p.spec.model.seed], pool)
+                state = initial_state(p.question.id, p.question.question, p.spec.retrieval.default)
+                config = {"configurable": {"thread_id": f"{checkpoints}-{p.execution_id}"}, "recursion_limit": 10}
+                if saver is None:
+                    await graph.ainvoke(state, config, context=ctx)
+                else:
+                    await stream_recording(graph, state, config, ctx)
+
+            await run_bounded(plan, one, concurrency, lambda _: None)
+            await base.aclose()
+
+    asyncio.run(main())
+
+
+@asynccontextmanager
+async def _saver(path: Path | None, kind: str) -> AsyncIterator[object]:
+    if path is None:
+        yield None
+    elif kind == "aiosqlite":
+        import aiosqlite
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        async with aiosqlite.connect(str(path)) as conn:
+            await conn.execute("PRAGMA journal_mode=WAL")
+            await conn.execute("PRAGMA synchronous=NORMAL")
+            saver = AsyncSqliteSaver(conn, serde=safe_serde())
+            await saver.setup()
+            yield saver
+    else:
+        with open_checkpointer(str(path)) as saver:
+            yield saver
 
 
 def branchpoint_run(spec_path: Path, run_dir: Path, concurrency: int, n: int) -> None:
@@ -241,15 +287,21 @@ def main() -> None:
         warm = spec_file(workdir, base_url, 64)
         runs: dict[str, Callable[[int], object]] = {
             "peer": lambda k: peer(base_url, requests, args.concurrency, workdir / f"peer-{k}.jsonl"),
+            "client_async": lambda k: client_async(base_url, requests, args.concurrency),
             "client": lambda k: client_only(base_url, requests, args.concurrency),
             "graph": lambda k: graph_only(base_url, spec_path, args.concurrency, None),
             "checkpointed": lambda k: graph_only(base_url, spec_path, args.concurrency, workdir / f"graph-{k}.sqlite"),
+            "aiosqlite": lambda k: graph_only(
+                base_url, spec_path, args.concurrency, workdir / f"aio-{k}.sqlite", "aiosqlite"
+            ),
             "branchpoint": lambda k: branchpoint_run(spec_path, workdir / f"run-{k}", args.concurrency, n),
         }
         # warm-ups, not counted: imports, connection pools, compiled graphs
         peer(base_url, requests[:64], args.concurrency, workdir / "peer-warm.jsonl")
         client_only(base_url, requests[:64], args.concurrency)
+        client_async(base_url, requests[:64], args.concurrency)
         graph_only(base_url, warm, args.concurrency, workdir / "graph-warm.sqlite")
+        graph_only(base_url, warm, args.concurrency, workdir / "aio-warm.sqlite", "aiosqlite")
         branchpoint_run(warm, workdir / "warm-run", args.concurrency, 64)
         rows: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
         for k in range(args.repeats):
@@ -264,9 +316,11 @@ def main() -> None:
     )
     labels = {
         "peer": "asyncio loop (AsyncOpenAI)",
+        "client_async": "branchpoint client alone (async)",
         "client": "branchpoint client alone (threads)",
-        "graph": "agent graph, no checkpointer",
-        "checkpointed": "agent graph + SQLite checkpoints",
+        "graph": "agent graph, async, no checkpointer",
+        "checkpointed": "agent graph, async + run's SQLite saver",
+        "aiosqlite": "agent graph, async + AsyncSqliteSaver",
         "branchpoint": "branchpoint run_experiment",
     }
     median = {name: statistics.median(c for c, _ in r) for name, r in rows.items()}
@@ -274,7 +328,7 @@ def main() -> None:
         each = ", ".join(f"{c / n * 1e3:.2f}" for c, _ in r)
         wall = statistics.median(w for _, w in r)
         print(
-            f"  {labels[name]:<36} {median[name] / n * 1e3:6.2f} ms CPU/call (median; {each})  "
+            f"  {labels[name]:<40} {median[name] / n * 1e3:6.2f} ms CPU/call (median; {each})  "
             f"{n / wall:7.1f} calls/s wall"
         )
     low = min(c for c, _ in rows["branchpoint"]) / min(c for c, _ in rows["peer"])

@@ -3,12 +3,14 @@
 The same executions (scripted model that searches until the cap, then the forced answer; an
 in-memory source returning top-3 passages of ~100 words) run three ways:
 
-* plain — the same node functions (policy `decide`, `search`, `answer`) called in a Python loop,
-  state merged in a dict, nothing persisted;
-* langgraph — our graph compiled with no checkpointer (`graph.invoke`);
+* plain — the same node functions (policy `decide`, `search`, `answer`, coroutines) awaited in a
+  Python loop, state merged in a dict, nothing persisted;
+* langgraph — our graph compiled with no checkpointer (`graph.ainvoke`);
 * ours — the runner's path: `run_one` (thread cleared, graph with SQLite checkpoints after
   every node, `durability="sync"`, boundaries listed, record built), and, as "ours + append",
   the record appended durably (flush + fsync) to executions.jsonl as the runner does.
+
+Each variant runs its executions one after the other on one event loop (`asyncio.run`).
 
 A step is one node execution (decide, search or answer). Prints ms per step, the ratios, and our
 overhead per step over plain Python (target ≤ 5 ms). Figures are from one run on one machine:
@@ -20,6 +22,7 @@ compare ratios, not absolute times across machines.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import tempfile
 from pathlib import Path
@@ -112,6 +115,10 @@ def context(searches: int) -> AgentContext:
 
 def plain(n: int, searches: int) -> int:
     """The same nodes in a Python loop; returns the number of steps."""
+    return asyncio.run(_plain(n, searches))
+
+
+async def _plain(n: int, searches: int) -> int:
     policy = resolve_policy("constrained")
     answer = make_answer_node(policy)
     steps = 0
@@ -120,8 +127,8 @@ def plain(n: int, searches: int) -> int:
         state = dict(initial_state(f"q{i}", f"Question number {i}?", "mem"))
         node = "decide"
         while node != "end":
-            fn = {"decide": policy.decide, "search": search_node, "answer": answer}[node]
-            state.update(fn(state, runtime))
+            fn = {"decide": policy.node, "search": search_node, "answer": answer}[node]
+            state.update(await fn(state, runtime))
             steps += 1
             if node == "decide":
                 node = route_after_decide(state)
@@ -134,9 +141,13 @@ def plain(n: int, searches: int) -> int:
 
 
 def bare_langgraph(n: int, searches: int) -> None:
+    asyncio.run(_bare_langgraph(n, searches))
+
+
+async def _bare_langgraph(n: int, searches: int) -> None:
     graph = build_graph(resolve_policy("constrained"), None)
     for i in range(n):
-        out = graph.invoke(
+        out = await graph.ainvoke(
             initial_state(f"q{i}", f"Question number {i}?", "mem"),
             {"recursion_limit": recursion_limit(searches)},
             context=context(searches),
@@ -145,6 +156,10 @@ def bare_langgraph(n: int, searches: int) -> None:
 
 
 def ours(n: int, searches: int, workdir: Path, append: bool) -> None:
+    asyncio.run(_ours(n, searches, workdir, append))
+
+
+async def _ours(n: int, searches: int, workdir: Path, append: bool) -> None:
     spec = ExperimentSpec(
         name="bench", agent={"search_cap": searches, "top_k": 3}, retrieval={"default": "mem", "sources": {"mem": {}}}
     )
@@ -154,7 +169,7 @@ def ours(n: int, searches: int, workdir: Path, append: bool) -> None:
         for i in range(n):
             q = Question(id=f"q{i}", question=f"Question number {i}?", answerable=True, gold_answers=["x"])
             planned = PlannedExecution({}, spec, q, f"bench-{workdir.name}-{i}")
-            rec = run_one(graph, context(searches), planned, "bench")
+            rec = await run_one(graph, context(searches), planned, "bench")
             assert rec.final_answer == "Passage 0" and rec.search_calls == searches
             if append:
                 store.append(rec)

@@ -7,6 +7,10 @@ sends it to the node that continues that state (see `branchpoint.checkpoints.for
 evidence; once the search budget is spent the graph goes straight to `answer`, which makes the
 forced final model call with no tool (also when a policy asks to search where it may not). Checkpoints after every node record the
 boundary kind in the state, so legal action boundaries can be found later for forking.
+
+The nodes are coroutines (run with `graph.ainvoke` / `astream`, many executions on one event
+loop); a policy's decide node may be a plain function, which LangGraph runs in the loop's thread
+pool.
 """
 
 from __future__ import annotations
@@ -27,14 +31,14 @@ from branchpoint.agents.transcript import search_entry
 from branchpoint.traces import BOUNDARY_PENDING, after_search_boundary
 
 
-def search_node(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+async def search_node(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """Run the pending query on the state's current source; one search call, counted, and the
     search (with the model turn that asked for it) appended to the transcript."""
     ctx = runtime.context
     if ctx.search is None:
         raise RuntimeError("search node reached without a search tool (routing bug)")
     pending: Mapping[str, Any] = state["pending"] or {}
-    result = ctx.search.run(pending["text"], source=state.get("source"))
+    result = await ctx.search.arun(pending["text"], source=state.get("source"))
     docs = [d.model_dump() for d in result.docs]
     k = state.get("searches", 0) + 1
     return {
@@ -50,13 +54,13 @@ def search_node(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, 
 def make_answer_node(policy: Policy) -> Any:
     """The `answer` node for a policy: finalise, forcing a last answer when a search was refused."""
 
-    def answer(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+    async def answer(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
         if state.get("status", "ok") != "ok":
             return {"final_answer": None, "pending": None, "boundary": None}
         pending: Mapping[str, Any] = state.get("pending") or {}
         if pending.get("action") == "answer":
             return {"final_answer": pending["text"], "pending": None, "boundary": None}
-        decision = policy.force_answer(state, runtime.context)
+        decision = await policy.aforce_answer(state, runtime.context)
         steps = forced_answer_steps(decision)
         ok = decision.status == "ok"
         return {
@@ -103,7 +107,7 @@ def build_graph(
     """Compile the agent graph for a policy, checkpointed after every node when a saver is given."""
     builder: StateGraph[AgentState, AgentContext, AgentState, AgentState]
     builder = StateGraph(AgentState, context_schema=AgentContext)
-    builder.add_node("decide", policy.decide)
+    builder.add_node("decide", policy.node)
     builder.add_node("search", search_node)
     builder.add_node("answer", make_answer_node(policy))
     builder.add_conditional_edges(START, route_start, ["decide", "search", "answer"])

@@ -1,7 +1,10 @@
 """Policies: the `decide` node of the agent, registered by name.
 
 A policy is a LangGraph node `(state, runtime) -> update` that reads the state, makes (usually)
-one model call, and writes the pending action with `apply_decision`. Each policy also says how
+one model call, and writes the pending action with `apply_decision`. The built-in policies are
+`async def` nodes that await the model (`models.call.acomplete` / `achat`), so hundreds of
+executions share one event loop; a plain (blocking) function works too: LangGraph runs it in
+the loop's thread pool, and its forced answer runs there as well. Each policy also says how
 to force a final answer when the search budget is spent; by default that is the policy's own node
 run with no search tool offered, so the forced answer uses the policy's own protocol (endpoint,
 prompt, parser). Register one with `@policy("name")` (kind `policy` of `branchpoint.registry`,
@@ -16,11 +19,16 @@ parent would have sent at the checkpoint.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import dataclasses
-from collections.abc import Callable, Sequence
+import functools
+import inspect
+import threading
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from langgraph.runtime import Runtime
 
@@ -37,28 +45,114 @@ from branchpoint.agents.state import AgentContext, AgentState, Pending
 from branchpoint.agents.steps import as_state, model_step, relabeled
 from branchpoint.agents.transcript import model_turn
 from branchpoint.errors import InputError
-from branchpoint.models.call import ModelCall
+from branchpoint.models.call import ModelCall, achat, acomplete
 from branchpoint.registry import REGISTRY
 from branchpoint.tools.search import SEARCH_TOOL_SCHEMA
 from branchpoint.traces import BOUNDARY_PENDING
 
 
 class DecideNode(Protocol):
-    """A policy's decide node: LangGraph passes the context by the parameter name `runtime`."""
+    """A policy's decide node: LangGraph passes the context by the parameter name `runtime`. An
+    `async def` node returns the update from a coroutine; a plain function returns it directly."""
 
-    def __call__(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]: ...
+    def __call__(self, state: AgentState, runtime: Runtime[AgentContext]) -> Any: ...
 
 
-ForceAnswer = Callable[[AgentState, AgentContext], Decision]
+#: How a policy answers when it may not search: a coroutine function or a plain function.
+ForceAnswer = Callable[[AgentState, AgentContext], "Decision | Awaitable[Decision]"]
+
+T = TypeVar("T")
+_BLOCKING = threading.local()
+
+
+def run_blocking(awaitable: Awaitable[T]) -> T:
+    """Await `awaitable` from blocking code (no event loop running in this thread), on this
+    thread's own loop, kept for the next call: for callers outside the runner, such as the
+    simulator's truth enumeration, that call a policy directly."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError("run_blocking called on a running event loop: await the coroutine instead")
+    loop = getattr(_BLOCKING, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = _BLOCKING.loop = asyncio.new_event_loop()
+    return loop.run_until_complete(awaitable)
+
+
+def loop_running() -> bool:
+    """Whether an event loop runs in this thread (a coroutine may be awaited here)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def blocking_or_awaitable(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+    """A decision helper written as a coroutine function, callable from both kinds of policy: on
+    an event loop (an `async def` policy) the call returns the coroutine to await; from blocking
+    code (a plain-function policy, which LangGraph runs in a worker thread, or the simulator's
+    truth) it returns the result, awaited on that thread's own loop (`run_blocking`).
+    `coroutine_function(helper)` is the coroutine function itself."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        awaitable: Awaitable[Any] = fn(*args, **kwargs)
+        return awaitable if loop_running() else run_blocking(awaitable)
+
+    call.coroutine_function = fn  # type: ignore[attr-defined]
+    return call
+
+
+def coroutine_function(fn: Callable[..., Any]) -> Callable[..., Any] | None:
+    """The coroutine function behind `fn` (itself, or a `blocking_or_awaitable` helper's), or
+    None for a plain function."""
+    inner = getattr(fn, "coroutine_function", fn)
+    return inner if inspect.iscoroutinefunction(inner) else None
+
+
+async def in_executor(fn: Callable[..., T], *args: Any) -> T:
+    """A blocking function run in the loop's thread pool with the caller's context variables
+    (the execution id of request logs), as LangGraph runs a plain node of an async graph."""
+    ctx = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(None, functools.partial(ctx.run, fn, *args))
 
 
 @dataclass(frozen=True)
 class Policy:
-    """A registered policy: its decide node and how it answers when it may not search again."""
+    """A registered policy: its decide node (`node`, async or plain) and how it answers when it
+    may not search again (`answer`, async or plain). `decide` / `force_answer` call them from
+    blocking code; the graph awaits `node` and `aforce_answer`."""
 
     name: str
-    decide: DecideNode
-    force_answer: ForceAnswer
+    node: DecideNode
+    answer: ForceAnswer
+
+    def decide(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        """The decide node's update, from blocking code (see `run_blocking`)."""
+        node = coroutine_function(self.node)
+        if node is not None:
+            result: dict[str, Any] = run_blocking(node(state, runtime))
+            return result
+        update: dict[str, Any] = self.node(state, runtime)
+        return update
+
+    def force_answer(self, state: AgentState, ctx: AgentContext) -> Decision:
+        """The forced answer, from blocking code (see `run_blocking`)."""
+        return run_blocking(self.aforce_answer(state, ctx))
+
+    async def aforce_answer(self, state: AgentState, ctx: AgentContext) -> Decision:
+        """The forced answer on the running loop; a plain function runs in its thread pool."""
+        answer = coroutine_function(self.answer)
+        if answer is not None:
+            decision: Decision = await answer(state, ctx)
+            return decision
+        result = await in_executor(self.answer, state, ctx)
+        if inspect.isawaitable(result):  # a plain function that returns a coroutine
+            result = await result
+        return result
 
 
 def policy(name: str, *, force_answer: ForceAnswer | None = None) -> Callable[[DecideNode], DecideNode]:
@@ -76,10 +170,16 @@ def own_protocol_force_answer(decide: DecideNode) -> ForceAnswer:
     """A forced answer in the policy's own protocol: its decide node, run on the same state with
     no search tool offered (so `ctx.offers_search` is False); its steps become `forced_answer`
     steps. A node that asks to search even so (it ignores `offers_search`) gets the chat forced
-    answer after its own steps."""
+    answer after its own steps. An `async def` node is awaited; a plain one runs in the loop's
+    thread pool (it may block on its model calls)."""
 
-    def force(state: AgentState, ctx: AgentContext) -> Decision:
-        update = decide(state, Runtime(context=dataclasses.replace(ctx, search=None)))
+    async def force(state: AgentState, ctx: AgentContext) -> Decision:
+        runtime = Runtime(context=dataclasses.replace(ctx, search=None))
+        node = coroutine_function(decide)
+        if node is not None:
+            update = await node(state, runtime)
+        else:
+            update = await in_executor(decide, state, runtime)
         steps = [relabeled(step, "forced_answer") for step in update.get("steps") or []]
         pending = update.get("pending") or {}
         status = update.get("status", "ok")
@@ -87,7 +187,7 @@ def own_protocol_force_answer(decide: DecideNode) -> ForceAnswer:
         if status != "ok":
             return Decision("answer", "", [], status=status, steps=steps, transcript=transcript)
         if pending.get("action") != "answer":
-            fallback = chat_force_answer(state, ctx)
+            fallback = await chat_force_answer(state, ctx)
             steps += decision_steps("forced_answer", fallback)
             return dataclasses.replace(fallback, calls=[], steps=steps, transcript=transcript)
         return Decision("answer", pending["text"], [], steps=steps, transcript=transcript)
@@ -135,6 +235,11 @@ def apply_decision(state: AgentState, decision: Decision, ctx: AgentContext) -> 
     A SEARCH that may run (tool offered, cap not reached) marks the `pending_query` boundary;
     otherwise the graph goes to `answer`, which forces a final answer.
     """
+    if inspect.isawaitable(decision):
+        raise TypeError(
+            "apply_decision got a coroutine: the decision helpers (fewshot_decision, ...) are async; "
+            "make the policy `async def` and await them, or call them through run_blocking(...)"
+        )
     update: dict[str, Any] = {"steps": decision_steps("decide", decision)}
     if decision.transcript:
         update["transcript"] = list(decision.transcript)
@@ -150,7 +255,8 @@ def apply_decision(state: AgentState, decision: Decision, ctx: AgentContext) -> 
 # --- completion style (base models): few-shot JSON decisions, grammar as the fallback ---------
 
 
-def fewshot_decision(
+@blocking_or_awaitable
+async def fewshot_decision(
     state: AgentState, ctx: AgentContext, allow_search: bool, *, offered: bool | None = None
 ) -> Decision:
     """One unconstrained few-shot call; if it does not parse, retry with a GBNF grammar.
@@ -166,7 +272,7 @@ def fewshot_decision(
     limit = ctx.max_tokens if allow_search else ctx.answer_max_tokens
     calls = []
     if allow_search or not offered:
-        calls.append(ctx.model.complete(prompt, stop=["\n"], max_tokens=limit))
+        calls.append(await acomplete(ctx.model, prompt, stop=["\n"], max_tokens=limit))
         parsed = parse_json_decision(calls[-1].text, allow_search)
     else:
         parsed = None
@@ -174,58 +280,62 @@ def fewshot_decision(
         if parsed:
             break
         grammar = decision_grammar(allow_search)
-        calls.append(ctx.model.complete(prompt, stop=["\n"], grammar=grammar, max_tokens=limit))
+        calls.append(await acomplete(ctx.model, prompt, stop=["\n"], grammar=grammar, max_tokens=limit))
         parsed = parse_json_decision(calls[-1].text, allow_search)
     if not parsed:
         return Decision.failed(calls)
     return Decision(parsed[0], parsed[1], calls)
 
 
-def fewshot_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
+@blocking_or_awaitable
+async def fewshot_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
     """Forced final answer for completion-style policies: the same prompt, answer-only grammar."""
-    return fewshot_decision(state, ctx, allow_search=False, offered=ctx.search is not None)
+    return await fewshot_decision(state, ctx, allow_search=False, offered=ctx.search is not None)
 
 
 @policy("constrained", force_answer=fewshot_force_answer)
-def constrained(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+async def constrained(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """Base models on the completion endpoint: few-shot JSON decision, grammar when it fails to parse."""
     ctx = runtime.context
-    return apply_decision(state, fewshot_decision(state, ctx, allow_search=may_search(state, ctx)), ctx)
+    return apply_decision(state, await fewshot_decision(state, ctx, allow_search=may_search(state, ctx)), ctx)
 
 
 # --- chat style (instruct / reasoning models): native tool calls or tagged text --------------
 
 
-def _chat_force_answer(state: AgentState, ctx: AgentContext, *, tools: bool) -> Decision:
+async def _chat_force_answer(state: AgentState, ctx: AgentContext, *, tools: bool) -> Decision:
     messages = prompts.chat_messages(
         state, tools=tools, allow_search=False, evidence_words=ctx.evidence_words, variant=ctx.prompt
     )
     messages.append({"role": "user", "content": prompts.FORCE_ANSWER})
-    call = ctx.model.chat(messages, max_tokens=ctx.answer_max_tokens)
+    call = await achat(ctx.model, messages, max_tokens=ctx.answer_max_tokens)
     parsed = parse_tool_call(call, allow_search=False)
     if not parsed or (call.finish_reason == "length" and not call.text.strip()):
         return Decision.failed([call])
     return Decision("answer", parsed[1], [call])
 
 
-def chat_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
+@blocking_or_awaitable
+async def chat_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
     """Forced final answer for tool-call policies: the transcript plus 'answer now', no tool offered."""
-    return _chat_force_answer(state, ctx, tools=True)
+    return await _chat_force_answer(state, ctx, tools=True)
 
 
-def tagged_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
+@blocking_or_awaitable
+async def tagged_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
     """Forced final answer for the tagged policy: its own tagged transcript plus 'answer now'."""
-    return _chat_force_answer(state, ctx, tools=False)
+    return await _chat_force_answer(state, ctx, tools=False)
 
 
-def self_evaluation(state: AgentState, ctx: AgentContext) -> Decision:
+@blocking_or_awaitable
+async def self_evaluation(state: AgentState, ctx: AgentContext) -> Decision:
     """The `self_eval` variant's first call. ABSTAIN gives an answer that abstains (with the
     model's reason); otherwise the returned decision has empty text: the policy goes on, and the
     call's cost is kept. Either way the verdict goes into the transcript, so the call is made
     once per execution (a branch from a later state does not make it again)."""
     messages = prompts.chat_messages(state, tools=True, allow_search=False, evidence_words=ctx.evidence_words)
     messages.append({"role": "user", "content": prompts.SELF_EVAL_PROMPT})
-    call = ctx.model.chat(messages, max_tokens=ctx.answer_max_tokens)
+    call = await achat(ctx.model, messages, max_tokens=ctx.answer_max_tokens)
     text = call.text.strip()
     entry = [{"kind": "self_eval", "text": call.text}]
     if text.upper().startswith("ABSTAIN"):
@@ -234,11 +344,11 @@ def self_evaluation(state: AgentState, ctx: AgentContext) -> Decision:
     return Decision("answer", "", [call], transcript=entry)
 
 
-def _chat_decision(state: AgentState, ctx: AgentContext, *, tools: bool, allow_search: bool) -> Decision:
+async def _chat_decision(state: AgentState, ctx: AgentContext, *, tools: bool, allow_search: bool) -> Decision:
     calls: list[ModelCall] = []
     transcript: list[dict[str, Any]] = []
     if ctx.prompt == "self_eval" and not state.get("transcript"):  # the first decision of the execution
-        verdict = self_evaluation(state, ctx)
+        verdict = await self_evaluation(state, ctx)
         if verdict.text:
             return verdict
         calls += verdict.calls
@@ -249,13 +359,13 @@ def _chat_decision(state: AgentState, ctx: AgentContext, *, tools: bool, allow_s
     for _ in range(1 + ctx.malformed_retries):
         if tools:
             calls.append(
-                ctx.model.chat(
-                    messages, tools=[SEARCH_TOOL_SCHEMA] if allow_search else None, max_tokens=ctx.max_tokens
+                await achat(
+                    ctx.model, messages, tools=[SEARCH_TOOL_SCHEMA] if allow_search else None, max_tokens=ctx.max_tokens
                 )
             )
             parsed = parse_tool_call(calls[-1], allow_search)
         else:
-            calls.append(ctx.model.chat(messages, max_tokens=ctx.max_tokens))
+            calls.append(await achat(ctx.model, messages, max_tokens=ctx.max_tokens))
             parsed = parse_tagged(calls[-1].text, allow_search)
         if parsed and calls[-1].finish_reason != "length":
             return Decision(parsed[0], parsed[1], calls, transcript=transcript)
@@ -265,21 +375,23 @@ def _chat_decision(state: AgentState, ctx: AgentContext, *, tools: bool, allow_s
 
 
 @policy("native", force_answer=chat_force_answer)
-def native(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+async def native(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """The model decides through native OpenAI tool calls (the search tool is offered if allowed)."""
     ctx = runtime.context
-    return apply_decision(state, _chat_decision(state, ctx, tools=True, allow_search=may_search(state, ctx)), ctx)
+    return apply_decision(state, await _chat_decision(state, ctx, tools=True, allow_search=may_search(state, ctx)), ctx)
 
 
 @policy("tagged", force_answer=tagged_force_answer)
-def tagged(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+async def tagged(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """The model decides in tagged text, Search-R1 style: `<search>q</search>` or `<answer>a</answer>`."""
     ctx = runtime.context
-    return apply_decision(state, _chat_decision(state, ctx, tools=False, allow_search=may_search(state, ctx)), ctx)
+    return apply_decision(
+        state, await _chat_decision(state, ctx, tools=False, allow_search=may_search(state, ctx)), ctx
+    )
 
 
 @policy("no_search", force_answer=chat_force_answer)
-def no_search(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+async def no_search(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """The paper's base condition: the search tool is not offered; the model answers directly."""
     ctx = runtime.context
-    return apply_decision(state, _chat_decision(state, ctx, tools=True, allow_search=False), ctx)
+    return apply_decision(state, await _chat_decision(state, ctx, tools=True, allow_search=False), ctx)

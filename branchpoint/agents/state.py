@@ -29,7 +29,7 @@ from langgraph.channels.delta import DeltaChannel
 
 from branchpoint.agents.protocols import Action as DecisionAction
 from branchpoint.agents.transcript import ModelTurn
-from branchpoint.models.call import ModelClient
+from branchpoint.models.call import BlockingModelClient, ModelClient
 from branchpoint.tools.search import SearchTool
 from branchpoint.traces import BOUNDARY_INITIAL, Action
 
@@ -106,10 +106,12 @@ def initial_state(
 class AgentContext:
     """Run-time context for the nodes (not checkpointed): the model, the search tool and limits.
 
-    `search` is None when the tool is not offered (the no-search base condition).
+    `search` is None when the tool is not offered (the no-search base condition). `model` is a
+    full `ModelClient` in the runner; a client with the blocking calls only serves too (the
+    policies' model helpers fall back to them, see `models.call.acomplete`).
     """
 
-    model: ModelClient
+    model: ModelClient | BlockingModelClient
     search: SearchTool | None
     search_cap: int = 10
     max_tokens: int = 48

@@ -8,8 +8,8 @@ behind pgbouncer), dict_row. Passwords never appear in messages or logs: URLs ar
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -18,6 +18,7 @@ from branchpoint.errors import InputError
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 log = logging.getLogger(__name__)
 
@@ -133,3 +134,59 @@ def postgres_checkpointer(url: str, pool_size: int = 8, connect_timeout: float =
         yield saver
     finally:
         pool.close()
+
+
+@asynccontextmanager
+async def async_postgres_checkpointer(
+    url: str, pool_size: int = 8, connect_timeout: float = 10.0
+) -> AsyncIterator[AsyncPostgresSaver]:
+    """An `AsyncPostgresSaver` on `url` for graphs run on the current event loop, backed by an
+    async pool of at most `pool_size` connections; the tables are set up as by
+    `postgres_checkpointer` (same advisory lock), and failures say the same things."""
+    try:
+        import psycopg
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import AsyncConnectionPool
+    except ImportError as exc:
+        raise InputError(
+            f"PostgreSQL checkpoints need packages that are not installed ({exc.name}): {_INSTALL_HINT}"
+        ) from None
+    if pool_size < 1:
+        raise InputError(f"checkpoints pool_size: must be at least 1, got {pool_size}")
+    masked = mask_url(url)
+    try:
+        probe = await psycopg.AsyncConnection.connect(
+            url, autocommit=True, connect_timeout=max(1, int(connect_timeout))
+        )
+    except psycopg.Error as exc:
+        text = str(exc).strip()
+        reason = _scrub(text.splitlines()[0] if text else type(exc).__name__, url)
+        raise InputError(f"cannot reach the PostgreSQL checkpoint store {masked}: {reason}") from None
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=pool_size,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        check=AsyncConnectionPool.check_connection,
+        name="branchpoint-checkpoints-async",
+        open=False,
+    )
+    try:
+        async with probe:
+            try:
+                await pool.open(wait=True, timeout=connect_timeout)
+            except Exception as exc:  # PoolTimeout and friends
+                raise InputError(
+                    f"cannot open a connection pool to the PostgreSQL checkpoint store {masked}: "
+                    f"{_scrub(str(exc), url)}"
+                ) from None
+            saver = AsyncPostgresSaver(pool, serde=safe_serde())
+            await probe.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
+            try:
+                await saver.setup()
+            finally:
+                await probe.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
+        yield saver
+    finally:
+        await pool.close()

@@ -55,6 +55,20 @@ def checkpoint_values(
     return {k: copy.deepcopy(v) for k, v in snapshot.values.items() if not k.startswith("branch:")}
 
 
+async def acheckpoint_values(
+    saver: BaseCheckpointSaver,
+    thread_id: str,
+    checkpoint_id: str,
+    reader: CompiledStateGraph[Any, Any, Any, Any] | None = None,
+) -> dict[str, Any]:
+    """`checkpoint_values` through the saver's async interface (a saver used on an event loop)."""
+    tup = await saver.aget_tuple(_config(thread_id, checkpoint_id))
+    if tup is None or tup.config["configurable"].get("checkpoint_id") != checkpoint_id:
+        raise InputError(f"checkpoint {checkpoint_id} of execution {thread_id} does not exist")
+    snapshot = await (reader or state_reader(saver)).aget_state(_config(thread_id, checkpoint_id))
+    return {k: copy.deepcopy(v) for k, v in snapshot.values.items() if not k.startswith("branch:")}
+
+
 def thread_states(
     saver: BaseCheckpointSaver, thread_id: str, reader: CompiledStateGraph[Any, Any, Any, Any] | None = None
 ) -> Iterator[StateSnapshot]:

@@ -1,7 +1,7 @@
 """Fork studies on a run directory: branch x repeat continuations from saved states.
 
 For each recorded execution, each selected legal boundary, each legal action and each repeat,
-one branch runs on its own thread seeded from the checkpoint (see `branchpoint.checkpoints.fork`)
+one branch runs on its own checkpoint thread seeded from the checkpoint (see `branchpoint.checkpoints.fork`)
 and is appended to `RUN_DIR/forks.jsonl` as an `ExecutionRecord` with `parent`, `branch` and
 `repeat`. Branches run concurrently; reruns skip branches already recorded. Retrieval goes
 through the run's persistent cache, so repeats share evidence exactly.
@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import json
 import time
-from contextlib import ExitStack
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -42,7 +44,8 @@ from branchpoint.agents import (
 )
 from branchpoint.checkpoints import list_boundaries, open_checkpointer
 from branchpoint.checkpoints.fork import branch_input, prefix_of, transcript_from_steps
-from branchpoint.checkpoints.values import checkpoint_values, state_reader
+from branchpoint.checkpoints.postgres import async_postgres_checkpointer
+from branchpoint.checkpoints.values import acheckpoint_values, state_reader
 from branchpoint.errors import InputError
 from branchpoint.evaluation.judges import judge_records
 from branchpoint.evaluation.metrics import is_correct
@@ -58,6 +61,7 @@ from branchpoint.experiments.branch_planning import (
     plan_study,
     select_checkpoints,
 )
+from branchpoint.experiments.execution import execute, run_blocking_core, stream_recording
 from branchpoint.experiments.runner import (
     ModelOpener,
     SourcePool,
@@ -65,17 +69,14 @@ from branchpoint.experiments.runner import (
     clear_thread,
     default_model_opener,
     incomplete_record,
-    invoke_recording,
-    limit_connections,
     record_from_state,
-    run_concurrently,
     simulated_marker,
     with_request_log,
 )
 from branchpoint.experiments.spec import ExperimentSpec, ForkPlan, load_spec
 from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.experiments.work_driver import InProcess, ShardOutcome, drive, missing
-from branchpoint.models import TransportError
+from branchpoint.models import ModelClient, TransportError
 from branchpoint.models.request_log import current_execution
 from branchpoint.traces import (
     BOUNDARY_AFTER_SEARCH,
@@ -132,9 +133,10 @@ def _prefix(parent: ExecutionRecord, values: dict[str, Any]) -> dict[str, int]:
     return own
 
 
-def run_branch(graph: Any, ctx: AgentContext, task: BranchTask, saver: Any, plan: ForkPlan) -> ExecutionRecord:
-    """Run one branch (or replay) on its own thread, seeded from the parent's checkpoint."""
-    values = checkpoint_values(saver, task.parent.execution_id, task.boundary.checkpoint_id, reader=graph)
+async def run_branch(graph: Any, ctx: AgentContext, task: BranchTask, saver: Any, plan: ForkPlan) -> ExecutionRecord:
+    """Run one branch (or replay) on its own checkpoint thread, seeded from the parent's
+    checkpoint, on the running event loop (`saver`: the graph's, used through its async API)."""
+    values = await acheckpoint_values(saver, task.parent.execution_id, task.boundary.checkpoint_id, reader=graph)
     if task.action is None:
         state, cap = replay_input(values), task.spec.agent.search_cap
     else:
@@ -166,10 +168,10 @@ def run_branch(graph: Any, ctx: AgentContext, task: BranchTask, saver: Any, plan
         **simulated_marker(task.spec),
     )
     config = {"configurable": {"thread_id": task.execution_id}, "recursion_limit": recursion_limit(cap)}
-    clear_thread(saver, task.execution_id)
+    await clear_thread(saver, task.execution_id)
     start = time.perf_counter()
     try:
-        final, ids = invoke_recording(graph, state, config, ctx)
+        final, ids = await stream_recording(graph, state, config, ctx)
     except TransportError as exc:
         return incomplete_record(identity, time.perf_counter() - start, str(exc))
     wall = time.perf_counter() - start
@@ -178,6 +180,21 @@ def run_branch(graph: Any, ctx: AgentContext, task: BranchTask, saver: Any, plan
     extra["prefix"] = _prefix(parent, values)
     extra["directive"] = state["directive"]
     return ExecutionRecord.model_validate(extra)
+
+
+@asynccontextmanager
+async def async_saver(saver: BaseCheckpointSaver) -> AsyncIterator[BaseCheckpointSaver]:
+    """The study's saver for graphs on the event loop: an `AsyncPostgresSaver` on the database
+    of a `PostgresSaver` (its pool's connection string); any other saver itself (the run's SQLite
+    saver makes its async calls in the loop's thread, see `checkpoints.store`)."""
+    if type(saver).__name__ != "PostgresSaver":
+        yield saver
+        return
+    conninfo = getattr(getattr(saver, "conn", None), "conninfo", None)
+    if not isinstance(conninfo, str):
+        raise InputError("checkpoint store: the PostgreSQL saver has no connection string to run branches on")
+    async with async_postgres_checkpointer(conninfo) as opened:
+        yield opened
 
 
 def _run_tasks(
@@ -193,15 +210,8 @@ def _run_tasks(
     out_file: str = FORKS_FILE,
     log_requests: bool = False,
 ) -> None:
-
-    def record(rec: ExecutionRecord) -> None:  # in this thread, after the worker stored it
-        summary.ran += 1
-        summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
-        bar.update(bar_task, advance=1)
-
-    groups: dict[str, list[BranchTask]] = {}
-    for t in tasks:
-        groups.setdefault(t.spec.model.model_dump_json(), []).append(t)
+    """Run the branches on the asynchronous execution core (`experiments.execution`), one event
+    loop for the study; each branch record is appended durably before it counts."""
     pool = SourcePool(progress=False, cache_path=store.run_dir / RETRIEVAL_CACHE_FILE)
     graphs: dict[str, Any] = {}
     with (
@@ -216,25 +226,45 @@ def _run_tasks(
     ):
         stack.callback(pool.close)
         bar_task = bar.add_task(label, total=len(tasks))
-        for items in groups.values():
-            with ExitStack() as group, model_opener(items[0].spec, store.run_dir) as opened:
-                opened = with_request_log(opened, store.run_dir, log_requests, group)
-                client = limit_connections(opened, items[0].spec.model.max_connections or plan.concurrency)
 
-                def one(task: BranchTask) -> ExecutionRecord:
-                    # an independent draw: the plan's sampling with this branch's own seed
-                    ctx = agent_context(task.spec, client.with_sampling(**plan.sampling(task.seed_key)), pool)
-                    current_execution.set(task.execution_id)
-                    rec = run_branch(graphs[task.spec.agent.policy], ctx, task, saver, plan)
-                    rec = store.append(rec, out_file)  # durable before it counts as done; counted as written
-                    return rec
+        def count(rec: ExecutionRecord) -> None:  # on the loop, after the writer stored it
+            summary.ran += 1
+            summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
+            bar.update(bar_task, advance=1)
 
-                for t in items:  # open sources and compile graphs before the threads start
+        @contextmanager
+        def open_client(task: BranchTask, group: ExitStack) -> Iterator[ModelClient]:
+            with model_opener(task.spec, store.run_dir) as opened:
+                yield with_request_log(opened, store.run_dir, log_requests, group)
+
+        async def main() -> None:
+            async with async_saver(saver) as graph_saver:
+
+                def prepare(t: BranchTask) -> None:  # open sources and compile graphs before any runs
                     pool.search_tool(t.spec)
                     if t.spec.agent.policy not in graphs:
                         # a module:function policy imports from the working directory (see README)
-                        graphs[t.spec.agent.policy] = build_graph(resolve_policy(t.spec.agent.policy), saver)
-                run_concurrently(items, one, plan.concurrency, record)
+                        graphs[t.spec.agent.policy] = build_graph(resolve_policy(t.spec.agent.policy), graph_saver)
+
+                async def one(task: BranchTask, client: ModelClient) -> ExecutionRecord:
+                    # an independent draw: the plan's sampling with this branch's own seed
+                    ctx = agent_context(task.spec, client.with_sampling(**plan.sampling(task.seed_key)), pool)
+                    current_execution.set(task.execution_id)
+                    return await run_branch(graphs[task.spec.agent.policy], ctx, task, graph_saver, plan)
+
+                await execute(
+                    tasks,
+                    model_key=lambda t: t.spec.model.model_dump_json(),
+                    open_client=open_client,
+                    max_connections=lambda t: t.spec.model.max_connections,
+                    prepare=prepare,
+                    run=one,
+                    append=lambda rec: store.append(rec, out_file),  # durable before it counts
+                    count=count,
+                    concurrency=plan.concurrency,
+                )
+
+        run_blocking_core(main)
 
 
 def minimal_searches(

@@ -9,14 +9,13 @@ as wrong) and redone on the next run.
 from __future__ import annotations
 
 import json
-import queue
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -27,12 +26,11 @@ from branchpoint.agents import (
     recursion_limit,
     resolve_policy,
 )
-from branchpoint.checkpoints import open_checkpointer
-from branchpoint.checkpoints.store import delete_threads
+from branchpoint.checkpoints.store import adelete_threads, open_async_checkpointer
 from branchpoint.datasets import balanced_sample, load_questions
 from branchpoint.datasets.questions import Question
 from branchpoint.errors import InputError
-from branchpoint.experiments.inline_saves import inline_saves
+from branchpoint.experiments.execution import execute, run_blocking_core, stream_recording
 from branchpoint.experiments.multiturn import history_for
 from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
 from branchpoint.experiments.store import RunLock, RunStore, run_lock
@@ -49,7 +47,6 @@ from branchpoint.traces import (
     ExecutionRecord,
     Step,
     execution_id,
-    legal_boundary_kind,
 )
 
 #: Opens a model client for a spec; tests pass one that yields a scripted model.
@@ -340,45 +337,28 @@ def incomplete_record(identity: dict[str, Any], wall_s: float, error: str) -> Ex
     return ExecutionRecord(**identity, status="incomplete", wall_s=wall_s, error=error)
 
 
-def clear_thread(saver: Any, thread_id: str) -> None:
+async def clear_thread(saver: Any, thread_id: str) -> None:
     """Delete what an abandoned attempt (a transport fault, a killed process) left on a thread.
 
     A redone execution reuses its thread id; without this, its thread would keep the abandoned
     attempt's checkpoints, and their boundaries would be listed (and forked) with the new ones.
     """
     if saver is not None:
-        saver.delete_thread(thread_id)
+        await saver.adelete_thread(thread_id)
 
 
-def invoke_recording(
-    graph: Any, state: Mapping[str, Any], config: dict[str, Any], ctx: AgentContext
-) -> tuple[dict[str, Any], list[str]]:
-    """Run the graph and return its final state and the ids of the checkpoints it saved at legal
-    boundaries, taken from the checkpoint stream as they are written (no reading them back).
-
-    Each checkpoint is saved before the next superstep (`durability="sync"`), in this thread
-    (`inline_saves`: no thread pool per execution)."""
-    final: dict[str, Any] = {}
-    ids: list[str] = []
-    with inline_saves():
-        for event in graph.stream(state, config, context=ctx, durability="sync", stream_mode="checkpoints"):
-            final = event["values"]
-            if (event["metadata"] or {}).get("source") != "input" and legal_boundary_kind(final.get("boundary")):
-                ids.append(event["config"]["configurable"]["checkpoint_id"])
-    return final, ids
-
-
-def run_one(
+async def run_one(
     graph: Any, ctx: AgentContext, planned: PlannedExecution, run_id: str, *, clear: bool = True
 ) -> ExecutionRecord:
-    """Run one execution on its own checkpointed thread (thread id = execution id).
+    """Run one execution on its own checkpointed thread (thread id = execution id), on the
+    running event loop.
 
     The thread is cleared first unless `clear` is False (the runner clears all the threads it
-    is about to run in one go, see `delete_threads`).
+    is about to run in one go, see `adelete_threads`).
     """
     spec = planned.spec
     if clear:
-        clear_thread(graph.checkpointer, planned.execution_id)
+        await clear_thread(graph.checkpointer, planned.execution_id)
     config = {
         "configurable": {"thread_id": planned.execution_id},
         "recursion_limit": recursion_limit(spec.agent.search_cap),
@@ -386,7 +366,7 @@ def run_one(
     state = initial_state(planned.question.id, planned.question.question, spec.retrieval.default, planned.history)
     start = time.perf_counter()
     try:
-        values, ids = invoke_recording(graph, state, config, ctx)
+        values, ids = await stream_recording(graph, state, config, ctx)
     except TransportError as exc:
         return incomplete_record(identity_fields(planned, run_id), time.perf_counter() - start, str(exc))
     wall = time.perf_counter() - start
@@ -406,110 +386,6 @@ def agent_context(spec: ExperimentSpec, client: ModelClient, pool: SourcePool) -
         malformed_retries=agent.malformed_retries,
         prompt=agent.prompt,
     )
-
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-def run_concurrently(
-    items: Iterable[T], fn: Callable[[T], R], concurrency: int, on_result: Callable[[R], None]
-) -> None:
-    """Apply `fn` to every item with at most `concurrency` at once; `on_result` runs in this
-    thread, once per result, as results arrive.
-
-    `concurrency` worker threads each take the next item as soon as they are free and hand
-    their result over through a bounded queue, so the caller is the only thread that records
-    (appends, progress) and no worker waits on another's disk write or on a dispatcher. At most
-    2 x `concurrency` results wait in the queue and nothing is kept after `on_result`, so memory
-    stays flat however long the sweep. An exception in `fn` or `on_result` (a bug, not a
-    transport fault) stops every worker after its current item and is raised here.
-    """
-    if concurrency == 1:
-        for item in items:
-            on_result(fn(item))
-        return
-    source = iter(items)
-    take = threading.Lock()
-    results: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=2 * concurrency)
-    stop = threading.Event()
-
-    def worker() -> None:
-        try:
-            while not stop.is_set():
-                with take:
-                    item = next(source, _END)
-                if isinstance(item, _End):
-                    return
-                results.put(("ok", fn(item)))
-        except BaseException as exc:  # handed to the caller, which stops the others
-            results.put(("error", exc))
-        finally:
-            results.put(("exit", None))
-
-    threads = [threading.Thread(target=worker, name=f"branchpoint-worker-{i}", daemon=True) for i in range(concurrency)]
-    for t in threads:
-        t.start()
-    running = len(threads)
-    error: BaseException | None = None
-    try:
-        while running:
-            kind, value = results.get()
-            if kind == "exit":
-                running -= 1
-            elif kind == "error":
-                error = error or value
-                stop.set()
-            elif error is None:
-                on_result(value)
-    except BaseException as exc:
-        error = exc
-    if error is not None:
-        stop.set()
-        while running:  # let the running items finish (their results are dropped)
-            if results.get()[0] == "exit":
-                running -= 1
-        raise error
-
-
-class _End:
-    """The type of `_END`, the end-of-items sentinel of `run_concurrently`'s workers."""
-
-
-_END = _End()
-
-
-class ConnectionLimitedClient:
-    """A model client that lets at most N calls reach its server at once (per-server limit)."""
-
-    def __init__(self, inner: ModelClient, limit: int, semaphore: threading.BoundedSemaphore | None = None) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.limit = limit
-        self._semaphore = semaphore or threading.BoundedSemaphore(limit)
-
-    def with_seed(self, seed: int | None) -> ConnectionLimitedClient:
-        """The same limit (shared) for a client with another seed."""
-        return ConnectionLimitedClient(self.inner.with_seed(seed), self.limit, self._semaphore)
-
-    def with_sampling(self, **sampling: Any) -> ConnectionLimitedClient:
-        """The same limit (shared) for a client with other sampling settings."""
-        return ConnectionLimitedClient(self.inner.with_sampling(**sampling), self.limit, self._semaphore)
-
-    def complete(self, prompt: str, **kwargs: Any) -> Any:
-        """`complete` once a connection slot is free."""
-        with self._semaphore:
-            return self.inner.complete(prompt, **kwargs)
-
-    def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
-        """`chat` once a connection slot is free."""
-        with self._semaphore:
-            return self.inner.chat(messages, **kwargs)
-
-
-def limit_connections(client: ModelClient, limit: int) -> ModelClient:
-    """Wrap a client so at most `limit` calls are in flight to its server."""
-    return ConnectionLimitedClient(client, limit)
 
 
 def with_request_log(
@@ -618,43 +494,55 @@ def _run_todo(
     started: float,
     log_requests: bool = False,
 ) -> None:
-    """Run the missing executions (the run folder is locked and written by the caller)."""
-    groups: dict[str, list[PlannedExecution]] = {}
-    for p in todo:  # one model server per distinct model setting, opened once
-        groups.setdefault(_model_key(p.spec), []).append(p)
+    """Run the missing executions (the run folder is locked and written by the caller) on the
+    asynchronous execution core (`experiments.execution`), one event loop for the whole run."""
     fingerprints = RequestFingerprints()  # what each execution sent (see `evaluation.sameness`)
-    saver = stack.enter_context(open_checkpointer(target))
     bar = stack.enter_context(progress_bar(progress))
     task = bar.add_task(spec.name, total=len(todo), rate="")
     graphs: dict[str, Any] = {}
-    # What abandoned attempts (a transport fault, a killed process) left on the threads
-    # about to be redone goes first, in one transaction (see `clear_thread`).
-    delete_threads(saver, [p.execution_id for p in todo])
 
-    def record(rec: ExecutionRecord) -> None:  # in this thread, the run's only writer
-        rec = store.append(rec)  # durable before the execution counts as done (as written: see append)
+    def count(rec: ExecutionRecord) -> None:  # on the loop, once the writer has appended it
         summary.ran += 1
         summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
         elapsed = time.perf_counter() - started
         bar.update(task, advance=1, rate=f"{summary.ran / max(elapsed, 1e-9) * 60:.1f}/min")
 
-    for items in groups.values():
-        with ExitStack() as group, model_opener(items[0].spec, store.run_dir) as opened:
-            opened = with_request_log(opened, store.run_dir, log_requests, group, fingerprints)
-            client = limit_connections(opened, items[0].spec.model.max_connections or concurrency)
-            for planned in items:  # open sources and compile graphs before any thread starts
+    @contextmanager
+    def open_client(planned: PlannedExecution, group: ExitStack) -> Iterator[ModelClient]:
+        with model_opener(planned.spec, store.run_dir) as opened:
+            yield with_request_log(opened, store.run_dir, log_requests, group, fingerprints)
+
+    async def main() -> None:
+        async with open_async_checkpointer(target) as saver:
+            # What abandoned attempts (a transport fault, a killed process) left on the threads
+            # about to be redone goes first, in one transaction (see `clear_thread`).
+            await adelete_threads(saver, [p.execution_id for p in todo])
+
+            def prepare(planned: PlannedExecution) -> None:  # sources and graphs before any runs
                 pool.search_tool(planned.spec)
                 policy = planned.spec.agent.policy
                 if policy not in graphs:
                     graphs[policy] = build_graph(resolve_policy(policy, policy_paths(spec)), saver)
 
-            def one(planned: PlannedExecution) -> ExecutionRecord:
+            async def one(planned: PlannedExecution, client: ModelClient) -> ExecutionRecord:
                 # A client view per execution (the scripted model's list replies restart per
                 # execution), and the execution named in any request log.
                 ctx = agent_context(planned.spec, client.with_seed(planned.spec.model.seed), pool)
                 current_execution.set(planned.execution_id)
-                rec = run_one(graphs[planned.spec.agent.policy], ctx, planned, spec.name, clear=False)
+                rec = await run_one(graphs[planned.spec.agent.policy], ctx, planned, spec.name, clear=False)
                 rec.request_fingerprint = fingerprints.pop(planned.execution_id)
                 return rec
 
-            run_concurrently(items, one, concurrency, record)
+            await execute(
+                todo,
+                model_key=lambda p: _model_key(p.spec),
+                open_client=open_client,
+                max_connections=lambda p: p.spec.model.max_connections,
+                prepare=prepare,
+                run=one,
+                append=store.append,  # durable before the execution counts as done (as written)
+                count=count,
+                concurrency=concurrency,
+            )
+
+    run_blocking_core(main)

@@ -1,4 +1,11 @@
-"""The result of one model call and the client interface every backend implements."""
+"""The result of one model call and the client interface every backend implements.
+
+Every client has both call styles: `complete` / `chat` (blocking, for code outside the agent:
+LLM judges, negative-evidence generation) and `acomplete` / `achat` (coroutines, what the agent's
+policies await on the runner's event loop). The module functions `acomplete` / `achat` call a
+client's coroutine when it has one and its blocking method otherwise, so a client written
+against the older, blocking-only protocol (a user's, a test double) still serves an agent.
+"""
 
 from __future__ import annotations
 
@@ -24,18 +31,20 @@ class ModelCall:
     reasoning: str | None = None
 
 
-class ModelClient(Protocol):
-    """A model behind either endpoint style; implemented by the OpenAI-compatible and scripted clients."""
+class BlockingModelClient(Protocol):
+    """The blocking calls of a model client: what code outside the agent needs (judges, corpus
+    generation) and what a client written before the coroutines were added has; the agent's
+    helpers (`acomplete`, `achat` below) accept such a client too."""
 
     name: str
 
-    def with_seed(self, seed: int | None) -> ModelClient:
+    def with_seed(self, seed: int | None) -> BlockingModelClient:
         """The same model and server with another sampling seed (repeated forked executions)."""
         ...
 
     def with_sampling(
         self, *, temperature: float | None = None, top_p: float | None = None, seed: int | None = None
-    ) -> ModelClient:
+    ) -> BlockingModelClient:
         """The same model and server sampling with these settings (None keeps the current one):
         fork branches and replays are independent draws, each with its own recorded seed."""
         ...
@@ -60,3 +69,60 @@ class ModelClient(Protocol):
     ) -> ModelCall:
         """Chat completion; `tools` are OpenAI function-tool schemas offered to the model."""
         ...
+
+
+class ModelClient(BlockingModelClient, Protocol):
+    """A model behind either endpoint style, with blocking and async calls; implemented by the
+    OpenAI-compatible, LangChain and scripted clients."""
+
+    def with_seed(self, seed: int | None) -> ModelClient:
+        """The same model and server with another sampling seed (repeated forked executions)."""
+        ...
+
+    def with_sampling(
+        self, *, temperature: float | None = None, top_p: float | None = None, seed: int | None = None
+    ) -> ModelClient:
+        """The same model and server sampling with these settings (None keeps the current one)."""
+        ...
+
+    async def acomplete(
+        self,
+        prompt: str,
+        *,
+        stop: list[str] | None = None,
+        grammar: str | None = None,
+        max_tokens: int | None = None,
+    ) -> ModelCall:
+        """`complete` as a coroutine: the same request, awaited on the caller's event loop."""
+        ...
+
+    async def achat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        max_tokens: int | None = None,
+    ) -> ModelCall:
+        """`chat` as a coroutine: the same request, awaited on the caller's event loop."""
+        ...
+
+
+async def acomplete(client: Any, prompt: str, **kwargs: Any) -> ModelCall:
+    """`client.acomplete(prompt, ...)` where the client has it, else its blocking `complete` (a
+    client without coroutines: it runs on the loop, as it would have run in a worker thread)."""
+    call = getattr(client, "acomplete", None)
+    if call is None:
+        result: ModelCall = client.complete(prompt, **kwargs)
+        return result
+    awaited: ModelCall = await call(prompt, **kwargs)
+    return awaited
+
+
+async def achat(client: Any, messages: list[dict[str, Any]], **kwargs: Any) -> ModelCall:
+    """`client.achat(messages, ...)` where the client has it, else its blocking `chat`."""
+    call = getattr(client, "achat", None)
+    if call is None:
+        result: ModelCall = client.chat(messages, **kwargs)
+        return result
+    awaited: ModelCall = await call(messages, **kwargs)
+    return awaited

@@ -19,7 +19,9 @@ ChatOllama, a fake model in tests, ...). Calls go through LangChain's public int
 
 Chat models have no text-completion endpoint, so `style` must be `chat`. Transport faults the
 integration raises (openai / httpx connection errors, timeouts, 429, 5xx) are retried like the
-OpenAI-compatible client's and then raised as `TransportError`.
+OpenAI-compatible client's and then raised as `TransportError`. `achat` / `acomplete` are the
+same calls through the model's `ainvoke` (LangChain runs a model without a native async path in
+its executor), retried with tenacity's `AsyncRetrying`.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import importlib
 import time
 from typing import Any
 
-from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import AsyncRetrying, RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from branchpoint.errors import InputError
 from branchpoint.models.call import ModelCall, TransportError
@@ -168,21 +170,69 @@ class LangChainChatClient:
                 kwargs[name] = value
         return kwargs
 
-    def _invoke(self, runnable: Any, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
-        retrying = Retrying(
+    def _retry_settings(self) -> dict[str, Any]:
+        return dict(
             retry=retry_if_exception(is_transport_fault),
             stop=stop_after_attempt(self.spec.retries + 1),
             wait=wait_exponential(multiplier=0.5, max=8),
             reraise=False,
         )
+
+    def _transport_error(self, exc: RetryError) -> TransportError:
+        return TransportError(f"model {self.spec.factory}: {exc.last_attempt.exception()}")
+
+    def _invoke(self, runnable: Any, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
         try:
-            for attempt in retrying:
+            for attempt in Retrying(**self._retry_settings()):
                 with attempt:
                     return runnable.invoke(messages, **kwargs)
         except RetryError as exc:
-            last = exc.last_attempt.exception()
-            raise TransportError(f"model {self.spec.factory}: {last}") from last
+            raise self._transport_error(exc) from exc.last_attempt.exception()
         raise AssertionError("unreachable")
+
+    async def _ainvoke(self, runnable: Any, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+        try:
+            async for attempt in AsyncRetrying(**self._retry_settings()):
+                with attempt:
+                    return await runnable.ainvoke(messages, **kwargs)
+        except RetryError as exc:
+            raise self._transport_error(exc) from exc.last_attempt.exception()
+        raise AssertionError("unreachable")
+
+    def _runnable(self, tools: list[dict[str, Any]] | None) -> Any:
+        if not tools:
+            return self.model
+        try:
+            return self.model.bind_tools(tools)
+        except NotImplementedError:
+            raise InputError(
+                f"model.factory {self.spec.factory!r}: {type(self.model).__name__} has no "
+                "tool calling (bind_tools); use a tagged-text policy instead"
+            ) from None
+
+    def _chat_request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_tokens: int | None
+    ) -> tuple[Any, dict[str, Any]]:
+        runnable = self._runnable(tools)
+        kwargs = self._call_kwargs(max_tokens or self.spec.max_tokens)
+        if self.request_log is not None:
+            self.request_log.write("chat", {"messages": messages, "tools": tools, **kwargs})
+        return runnable, kwargs
+
+    @staticmethod
+    def _call(message: Any, latency: float, *, tool_calls: bool) -> ModelCall:
+        reasoning = reasoning_text(message)
+        meta = getattr(message, "response_metadata", None) or {}
+        finish = meta.get("finish_reason") or (meta.get("stop_reason") if tool_calls else None)
+        calls = [{"name": c["name"], "args": c["args"], "id": c.get("id")} for c in message.tool_calls]
+        return ModelCall(
+            text=message.text or "",
+            usage=usage_of(message, reasoning),
+            latency_s=latency,
+            finish_reason=finish,
+            tool_calls=calls if tool_calls else [],
+            reasoning=reasoning,
+        )
 
     def chat(
         self,
@@ -192,49 +242,48 @@ class LangChainChatClient:
         max_tokens: int | None = None,
     ) -> ModelCall:
         """One chat call; `tools` bound with `bind_tools`."""
-        limit = max_tokens or self.spec.max_tokens
-        runnable = self.model
-        if tools:
-            try:
-                runnable = self.model.bind_tools(tools)
-            except NotImplementedError:
-                raise InputError(
-                    f"model.factory {self.spec.factory!r}: {type(self.model).__name__} has no "
-                    "tool calling (bind_tools); use a tagged-text policy instead"
-                ) from None
-        kwargs = self._call_kwargs(limit)
-        if self.request_log is not None:
-            self.request_log.write("chat", {"messages": messages, "tools": tools, **kwargs})
+        runnable, kwargs = self._chat_request(messages, tools, max_tokens)
         start = time.perf_counter()
         message = self._invoke(runnable, messages, **kwargs)
-        latency = time.perf_counter() - start
-        reasoning = reasoning_text(message)
-        meta = getattr(message, "response_metadata", None) or {}
-        return ModelCall(
-            text=message.text or "",
-            usage=usage_of(message, reasoning),
-            latency_s=latency,
-            finish_reason=meta.get("finish_reason") or meta.get("stop_reason"),
-            tool_calls=[{"name": c["name"], "args": c["args"], "id": c.get("id")} for c in message.tool_calls],
-            reasoning=reasoning,
-        )
+        return self._call(message, time.perf_counter() - start, tool_calls=True)
+
+    async def achat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        max_tokens: int | None = None,
+    ) -> ModelCall:
+        """`chat` awaited on the running loop (`ainvoke`)."""
+        runnable, kwargs = self._chat_request(messages, tools, max_tokens)
+        start = time.perf_counter()
+        message = await self._ainvoke(runnable, messages, **kwargs)
+        return self._call(message, time.perf_counter() - start, tool_calls=True)
+
+    def _complete_request(
+        self, prompt: str, stop: list[str] | None, grammar: str | None, max_tokens: int | None
+    ) -> Any:
+        if grammar is not None:
+            raise InputError("provider 'langchain': chat models take no GBNF grammar; use a chat policy")
+        return [{"role": "user", "content": prompt}], {
+            "stop": stop,
+            **self._call_kwargs(max_tokens or self.spec.max_tokens),
+        }
 
     def complete(
         self, prompt: str, *, stop: list[str] | None = None, grammar: str | None = None, max_tokens: int | None = None
     ) -> ModelCall:
         """A completion-style prompt sent as one user message (no grammar: chat models take none)."""
-        if grammar is not None:
-            raise InputError("provider 'langchain': chat models take no GBNF grammar; use a chat policy")
-        limit = max_tokens or self.spec.max_tokens
+        messages, kwargs = self._complete_request(prompt, stop, grammar, max_tokens)
         start = time.perf_counter()
-        message = self._invoke(self.model, [{"role": "user", "content": prompt}], stop=stop, **self._call_kwargs(limit))
-        latency = time.perf_counter() - start
-        reasoning = reasoning_text(message)
-        meta = getattr(message, "response_metadata", None) or {}
-        return ModelCall(
-            text=message.text or "",
-            usage=usage_of(message, reasoning),
-            latency_s=latency,
-            finish_reason=meta.get("finish_reason"),
-            reasoning=reasoning,
-        )
+        message = self._invoke(self.model, messages, **kwargs)
+        return self._call(message, time.perf_counter() - start, tool_calls=False)
+
+    async def acomplete(
+        self, prompt: str, *, stop: list[str] | None = None, grammar: str | None = None, max_tokens: int | None = None
+    ) -> ModelCall:
+        """`complete` awaited on the running loop (`ainvoke`)."""
+        messages, kwargs = self._complete_request(prompt, stop, grammar, max_tokens)
+        start = time.perf_counter()
+        message = await self._ainvoke(self.model, messages, **kwargs)
+        return self._call(message, time.perf_counter() - start, tool_calls=False)

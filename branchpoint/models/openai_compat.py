@@ -19,21 +19,33 @@ spec's reasoning effort in the fields its model family reads, and count reasonin
 reasoning text when the server does not report them (see `branchpoint.models.reasoning`).
 Transport faults are retried with tenacity and then raised as `TransportError`; other HTTP errors
 (4xx) are not retried and are raised as `ModelServerError` with the server's message.
+
+`acomplete` / `achat` are the same calls as coroutines (the runner's event loop): the same
+request bodies (langchain-openai's `agenerate` for completions, `openai.AsyncOpenAI` for chat),
+retried with tenacity's `AsyncRetrying`. The async HTTP client is opened per event loop (its
+pooled connections belong to the loop they were made on) and shared by every `with_sampling`
+copy of a client, as the blocking one is.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
 import ssl
+import threading
 import time
-from typing import Any
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn
 
 import httpx
+import httpx2
 import openai
 from langchain_openai import OpenAI
 from tenacity import (
+    AsyncRetrying,
     RetryError,
     Retrying,
     retry_if_exception,
@@ -54,10 +66,15 @@ from branchpoint.traces import Usage
 NO_KEY = "not-needed"
 
 
+#: httpx's transport faults, of both HTTP stacks: openai 3.x sends through `httpx2` (its
+#: exceptions are not `httpx`'s), LangChain integrations may still send through `httpx`.
+HTTP_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (httpx.TransportError, httpx2.TransportError)
+
+
 def is_transport_fault(exc: BaseException) -> bool:
     """True for faults worth retrying: connection errors, timeouts, HTTP 429 and 5xx, and a
     response body cut off in transit (truncated JSON)."""
-    if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, httpx.TransportError)):
+    if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, *HTTP_TRANSPORT_ERRORS)):
         return True
     if isinstance(exc, (json.JSONDecodeError, openai.APIResponseValidationError)):
         return True
@@ -96,6 +113,38 @@ def _usage_from_openai(token_usage: dict[str, Any] | None) -> Usage:
     )
 
 
+class LoopClients:
+    """The async side of one server's clients: per event loop, an `httpx2.AsyncClient` and an
+    `openai.AsyncOpenAI` over it, made on first use in that loop (connections belong to the loop
+    that opened them: `asyncio.run` per run makes a new loop, and a blocking policy that awaits a
+    helper runs it on its worker thread's own loop). Forgotten with their loop."""
+
+    def __init__(self, base_url: str, api_key: str, timeout_s: float, log_hook: Any) -> None:
+        self._params = dict(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
+        self._hooks = {"request": [log_hook]} if log_hook is not None else {}
+        self._lock = threading.Lock()
+        self._by_loop: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[openai.DefaultAsyncHttpxClient, openai.AsyncOpenAI]
+        ] = weakref.WeakKeyDictionary()
+
+    def current(self) -> tuple[asyncio.AbstractEventLoop, openai.DefaultAsyncHttpxClient, openai.AsyncOpenAI]:
+        """The running loop and its HTTP and OpenAI clients (made now if this loop has none)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            clients = self._by_loop.get(loop)
+            if clients is None:
+                http = openai.DefaultAsyncHttpxClient(verify=tls_context(), event_hooks=self._hooks)
+                clients = self._by_loop[loop] = (http, openai.AsyncOpenAI(**self._params, http_client=http))  # type: ignore[arg-type]
+        return loop, clients[0], clients[1]
+
+    async def aclose(self) -> None:
+        """Close the running loop's connections (the end of a run); a later call opens new ones."""
+        with self._lock:
+            clients = self._by_loop.pop(asyncio.get_running_loop(), None)
+        if clients is not None:
+            await clients[0].aclose()
+
+
 class OpenAICompatibleClient:
     """A `ModelClient` for any OpenAI-compatible server, configured from a `ModelSpec`."""
 
@@ -107,6 +156,7 @@ class OpenAICompatibleClient:
         token_counter: ServerTokenCounter | None = None,
         request_log: RequestLog | None = None,
         _http_clients: tuple[openai.DefaultHttpxClient, openai.DefaultAsyncHttpxClient] | None = None,
+        _loop_clients: LoopClients | None = None,
     ) -> None:
         self.spec = spec
         self.name = spec.name
@@ -125,6 +175,9 @@ class OpenAICompatibleClient:
                 openai.DefaultAsyncHttpxClient(verify=tls_context()),
             )
         self._http_clients = _http_clients
+        hook = self._alog_request if request_log is not None else None
+        self._loop_clients = _loop_clients or LoopClients(self.base_url, key, spec.timeout_s, hook)
+        self._acompletion: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, OpenAI] = weakref.WeakKeyDictionary()
         common: dict[str, Any] = dict(
             model=spec.name,
             base_url=self.base_url,
@@ -145,6 +198,10 @@ class OpenAICompatibleClient:
             http_client=common["http_client"],
         )
         self._completion = OpenAI(max_tokens=spec.max_tokens, **common)
+        self._completion_params = {
+            "max_tokens": spec.max_tokens,
+            **{k: v for k, v in common.items() if k != "http_async_client"},
+        }
         self._server_kind: str | None = None if spec.server_kind == "auto" else spec.server_kind
         self.token_counter = token_counter or ServerTokenCounter(
             self.base_url, spec.name, api_key=key, timeout_s=min(spec.timeout_s, 30.0)
@@ -169,6 +226,7 @@ class OpenAICompatibleClient:
             token_counter=self.token_counter,
             request_log=self.request_log,
             _http_clients=self._http_clients,
+            _loop_clients=self._loop_clients,
         )
         clone._server_kind = self._server_kind  # detected once per server, not per seed
         return clone
@@ -181,42 +239,76 @@ class OpenAICompatibleClient:
         clone._server_kind = self._server_kind
         return clone
 
-    def _log_request(self, request: httpx.Request) -> None:
+    def _log_request(self, request: httpx2.Request) -> None:
         """httpx request hook: log the JSON body of chat and completion requests (never headers)."""
         path = request.url.path
         if self.request_log is None or not path.endswith(("/chat/completions", "/completions")):
             return
         try:
             body = json.loads(request.content or b"null")
-        except (json.JSONDecodeError, httpx.RequestNotRead):
+        except (json.JSONDecodeError, httpx2.RequestNotRead, httpx.RequestNotRead):
             body = None
         self.request_log.write("chat" if path.endswith("/chat/completions") else "completions", body)
 
-    def _retrying(self) -> Retrying:
-        return Retrying(
+    async def _alog_request(self, request: httpx2.Request) -> None:
+        """The async HTTP client's request hook (httpx awaits its hooks): `_log_request`."""
+        self._log_request(request)
+
+    def _retry_settings(self) -> dict[str, Any]:
+        return dict(
             retry=retry_if_exception(is_transport_fault),
             stop=stop_after_attempt(self.spec.retries + 1),
             wait=wait_exponential(multiplier=0.5, max=8),
             reraise=False,
         )
 
+    def _retrying(self) -> Retrying:
+        return Retrying(**self._retry_settings())
+
+    def _failed(self, exc: RetryError | openai.APIStatusError) -> NoReturn:
+        """Raise what a call that failed for good means: `TransportError` after the retries,
+        `ModelServerError` for a refused request."""
+        if isinstance(exc, RetryError):
+            last = exc.last_attempt.exception()
+            # The server's text may quote our Authorization header: redacted before anyone stores,
+            # logs or prints it; the original exception is not chained (it holds the raw text).
+            raise TransportError(redact(f"model server {self.base_url}: {last}", [self._api_key])) from None
+        # Not a transport fault (e.g. HTTP 400: vLLM without --enable-auto-tool-choice, a bad
+        # grammar): retrying cannot help, so say what the server said, as an error for people.
+        explained = explain_refusal(exc.status_code, str(exc.message))
+        message = explained or f"refused the request (HTTP {exc.status_code}): {exc.message}"
+        raise ModelServerError(redact(f"model server {self.base_url}: {message}", [self._api_key])) from None
+
     def _with_retries(self, fn: Any) -> Any:
         try:
             for attempt in self._retrying():
                 with attempt:
                     return fn()
-        except RetryError as exc:
-            last = exc.last_attempt.exception()
-            # The server's text may quote our Authorization header: redacted before anyone stores,
-            # logs or prints it; the original exception is not chained (it holds the raw text).
-            raise TransportError(redact(f"model server {self.base_url}: {last}", [self._api_key])) from None
-        except openai.APIStatusError as exc:
-            # Not a transport fault (e.g. HTTP 400: vLLM without --enable-auto-tool-choice, a bad
-            # grammar): retrying cannot help, so say what the server said, as an error for people.
-            explained = explain_refusal(exc.status_code, str(exc.message))
-            message = explained or f"refused the request (HTTP {exc.status_code}): {exc.message}"
-            raise ModelServerError(redact(f"model server {self.base_url}: {message}", [self._api_key])) from None
+        except (RetryError, openai.APIStatusError) as exc:
+            self._failed(exc)
         raise AssertionError("unreachable")
+
+    async def _awith_retries(self, fn: Callable[[], Awaitable[Any]]) -> Any:
+        try:
+            async for attempt in AsyncRetrying(**self._retry_settings()):
+                with attempt:
+                    return await fn()
+        except (RetryError, openai.APIStatusError) as exc:
+            self._failed(exc)
+        raise AssertionError("unreachable")
+
+    def _async_completion(self) -> OpenAI:
+        """langchain-openai's completion model over this loop's HTTP client (made once per loop)."""
+        loop, http, _ = self._loop_clients.current()
+        model = self._acompletion.get(loop)
+        if model is None:
+            model = self._acompletion[loop] = OpenAI(http_async_client=http, **self._completion_params)
+        return model
+
+    async def aclose(self) -> None:
+        """Close the async HTTP connections of the running loop (shared by this client's copies)."""
+        await self._loop_clients.aclose()
+        self._acompletion.pop(asyncio.get_running_loop(), None)
 
     def _chat_body(self, max_tokens: int) -> dict[str, Any]:
         # langchain-openai sends `max_completion_tokens`, which llama.cpp's server ignores:
@@ -250,6 +342,21 @@ class OpenAICompatibleClient:
                 fields["reasoning_tokens_estimated"] = True  # an extra field: Usage keeps extras
         return Usage(**fields)
 
+    def _completion_kwargs(self, grammar: str | None, max_tokens: int | None) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if grammar is not None:
+            extra.update(structured_output_fields(self.server_kind(), grammar))
+        if self.spec.seed is not None:
+            extra["seed"] = self.spec.seed
+        return {"max_tokens": max_tokens or self.spec.max_tokens, "extra_body": {**self.spec.extra_body, **extra}}
+
+    @staticmethod
+    def _completion_call(result: Any, latency: float) -> ModelCall:
+        gen = result.generations[0][0]
+        info = gen.generation_info or {}
+        usage = _usage_from_openai((result.llm_output or {}).get("token_usage"))
+        return ModelCall(text=gen.text, usage=usage, latency_s=latency, finish_reason=info.get("finish_reason"))
+
     def complete(
         self,
         prompt: str,
@@ -259,38 +366,39 @@ class OpenAICompatibleClient:
         max_tokens: int | None = None,
     ) -> ModelCall:
         """Text completion on `/v1/completions`; `grammar` (GBNF) in the field the server reads."""
-        limit = max_tokens or self.spec.max_tokens
-        extra: dict[str, Any] = {}
-        if grammar is not None:
-            extra.update(structured_output_fields(self.server_kind(), grammar))
-        if self.spec.seed is not None:
-            extra["seed"] = self.spec.seed
-        kwargs: dict[str, Any] = {"max_tokens": limit, "extra_body": {**self.spec.extra_body, **extra}}
+        kwargs = self._completion_kwargs(grammar, max_tokens)
 
         def call() -> Any:
             return self._completion.generate([prompt], stop=stop, **kwargs)
 
         start = time.perf_counter()
         result = self._with_retries(call)
-        latency = time.perf_counter() - start
-        gen = result.generations[0][0]
-        info = gen.generation_info or {}
-        usage = _usage_from_openai((result.llm_output or {}).get("token_usage"))
-        return ModelCall(
-            text=gen.text,
-            usage=usage,
-            latency_s=latency,
-            finish_reason=info.get("finish_reason"),
-        )
+        return self._completion_call(result, time.perf_counter() - start)
 
-    def chat(
+    async def acomplete(
         self,
-        messages: list[dict[str, Any]],
+        prompt: str,
         *,
-        tools: list[dict[str, Any]] | None = None,
+        stop: list[str] | None = None,
+        grammar: str | None = None,
         max_tokens: int | None = None,
     ) -> ModelCall:
-        """Chat completion on `/v1/chat/completions`, optionally offering function tools."""
+        """`complete` awaited on the running loop: the same request body (`agenerate`)."""
+        if grammar is not None and self._server_kind is None:
+            await asyncio.to_thread(self.server_kind)  # detected once, off the loop
+        kwargs = self._completion_kwargs(grammar, max_tokens)
+        model = self._async_completion()
+
+        async def call() -> Any:
+            return await model.agenerate([prompt], stop=stop, **kwargs)
+
+        start = time.perf_counter()
+        result = await self._awith_retries(call)
+        return self._completion_call(result, time.perf_counter() - start)
+
+    def _chat_request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_tokens: int | None
+    ) -> dict[str, Any]:
         limit = max_tokens or self.spec.max_tokens
         request: dict[str, Any] = {
             "model": self.spec.name,
@@ -304,11 +412,14 @@ class OpenAICompatibleClient:
             request["top_p"] = self.spec.top_p
         if tools:
             request["tools"] = tools
-        body = self._chat_body(limit)
-        start = time.perf_counter()
-        response = self._with_retries(lambda: self._openai.chat.completions.create(**request, extra_body=body))
-        latency = time.perf_counter() - start
-        raw = response.model_dump() if hasattr(response, "model_dump") else dict(response)
+        request["extra_body"] = self._chat_body(limit)
+        return request
+
+    @staticmethod
+    def _raw(response: Any) -> dict[str, Any]:
+        return response.model_dump() if hasattr(response, "model_dump") else dict(response)
+
+    def _chat_call(self, raw: dict[str, Any], latency: float) -> ModelCall:
         choice = (raw.get("choices") or [{}])[0]
         msg = choice.get("message") or {}
         reasoning = msg.get("reasoning") or msg.get("reasoning_content")
@@ -320,6 +431,45 @@ class OpenAICompatibleClient:
             tool_calls=_tool_calls(msg.get("tool_calls")),
             reasoning=reasoning or None,
         )
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        max_tokens: int | None = None,
+    ) -> ModelCall:
+        """Chat completion on `/v1/chat/completions`, optionally offering function tools."""
+        request = self._chat_request(messages, tools, max_tokens)
+        start = time.perf_counter()
+        response = self._with_retries(lambda: self._openai.chat.completions.create(**request))
+        return self._chat_call(self._raw(response), time.perf_counter() - start)
+
+    async def achat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        max_tokens: int | None = None,
+    ) -> ModelCall:
+        """`chat` awaited on the running loop: the same request body (`openai.AsyncOpenAI`)."""
+        request = self._chat_request(messages, tools, max_tokens)
+        _, _, client = self._loop_clients.current()
+        start = time.perf_counter()
+        response = await self._awith_retries(lambda: client.chat.completions.create(**request))
+        latency = time.perf_counter() - start
+        raw = self._raw(response)
+        if _counts_reasoning(raw):  # counting reasoning tokens asks the server: blocking, off the loop
+            return await asyncio.to_thread(self._chat_call, raw, latency)
+        return self._chat_call(raw, latency)
+
+
+def _counts_reasoning(raw: dict[str, Any]) -> bool:
+    """Whether `_chat_usage` will count reasoning tokens for this reply (reasoning text, none
+    or 0 reported)."""
+    msg = ((raw.get("choices") or [{}])[0]).get("message") or {}
+    details = (raw.get("usage") or {}).get("completion_tokens_details") or {}
+    return bool(msg.get("reasoning") or msg.get("reasoning_content")) and not details.get("reasoning_tokens")
 
 
 def _tool_calls(raw: list[dict[str, Any]] | None) -> list[dict[str, Any]]:

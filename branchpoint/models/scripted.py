@@ -160,3 +160,24 @@ class ScriptedModel:
         if not tools:
             call.tool_calls = []
         return call
+
+    async def acomplete(
+        self,
+        prompt: str,
+        *,
+        stop: list[str] | None = None,
+        grammar: str | None = None,
+        max_tokens: int | None = None,
+    ) -> ModelCall:
+        """`complete` as a coroutine (the reply is computed at once: nothing to wait for)."""
+        return self.complete(prompt, stop=stop, grammar=grammar, max_tokens=max_tokens)
+
+    async def achat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        max_tokens: int | None = None,
+    ) -> ModelCall:
+        """`chat` as a coroutine (the reply is computed at once: nothing to wait for)."""
+        return self.chat(messages, tools=tools, max_tokens=max_tokens)

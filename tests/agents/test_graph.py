@@ -19,6 +19,7 @@ from branchpoint.errors import InputError
 from branchpoint.models import ScriptedModel
 from branchpoint.registry import REGISTRY
 from branchpoint.tools import SearchTool
+from tests.graphs import invoke
 
 Q = "What is the capital of Australia?"
 
@@ -31,7 +32,7 @@ def run(policy_name, model, source, *, cap=3, search=True):
     )
     graph = build_graph(resolve_policy(policy_name))
     cfg = {"recursion_limit": recursion_limit(cap)}
-    return graph.invoke(initial_state("q1", Q, "mem"), cfg, context=ctx)
+    return invoke(graph, initial_state("q1", Q, "mem"), cfg, context=ctx)
 
 
 def test_constrained_searches_then_answers(keyword_source):

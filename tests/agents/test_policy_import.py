@@ -36,6 +36,6 @@ def test_policy_module_next_to_the_spec_is_found_from_any_working_directory(tmp_
     spec = load_spec(spec_path)
     assert spec.source_dir == folder.resolve()
     policy = resolve_policy(spec.agent.policy, policy_paths(spec))
-    assert policy.decide.__name__ == "always_unknown"
+    assert policy.node.__name__ == "always_unknown"
     assert str(folder.resolve()) not in sys.path  # the import path is restored
     sys.modules.pop("spec_folder_policies", None)

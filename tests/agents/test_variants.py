@@ -6,6 +6,7 @@ from branchpoint.agents import AgentContext, build_graph, initial_state, resolve
 from branchpoint.agents.prompts import FEWSHOT_CHAT_EXAMPLES, SELF_EVAL_PROMPT, fewshot_prompt, system_prompt
 from branchpoint.models import ScriptedModel
 from branchpoint.tools import SearchTool
+from tests.graphs import invoke
 
 HISTORY = [{"question": "Who painted the Mona Lisa?", "answer": "Leonardo da Vinci"}]
 
@@ -13,7 +14,7 @@ HISTORY = [{"question": "Who painted the Mona Lisa?", "answer": "Leonardo da Vin
 def run(model, source, prompt="abstention", history=None, policy="native"):
     ctx = AgentContext(model=model, search=SearchTool({"mem": source}, "mem"), search_cap=2, prompt=prompt)
     graph = build_graph(resolve_policy(policy))
-    return graph.invoke(initial_state("q", "What is the capital of Australia?", "mem", history), context=ctx)
+    return invoke(graph, initial_state("q", "What is the capital of Australia?", "mem", history), context=ctx)
 
 
 def test_system_prompt_variants_differ_as_documented():

@@ -8,6 +8,7 @@ from branchpoint.agents import AgentContext, build_graph, initial_state, recursi
 from branchpoint.checkpoints import list_boundaries, sqlite_checkpointer
 from branchpoint.models import ScriptedModel
 from branchpoint.tools import SearchTool
+from tests.graphs import invoke
 
 SCRIPT = [
     'search", "text": "capital of Australia"}',
@@ -20,8 +21,8 @@ def run(saver, source, thread="t1"):
     ctx = AgentContext(model=ScriptedModel(SCRIPT), search=SearchTool({"mem": source}, "mem"), search_cap=5)
     graph = build_graph(resolve_policy("constrained"), saver)
     cfg = {"configurable": {"thread_id": thread}, "recursion_limit": recursion_limit(5)}
-    out = graph.invoke(
-        initial_state("q", "What is the capital of Australia?", "mem"), cfg, context=ctx, durability="sync"
+    out = invoke(
+        graph, initial_state("q", "What is the capital of Australia?", "mem"), cfg, context=ctx, durability="sync"
     )
     return graph, out
 
@@ -69,7 +70,7 @@ def test_resume_from_a_boundary_reproduces_the_continuation(tmp_path, keyword_so
             model=ScriptedModel(SCRIPT[1:]), search=SearchTool({"mem": keyword_source}, "mem"), search_cap=5
         )
         cfg = {"configurable": {"thread_id": "t1", "checkpoint_id": after1.checkpoint_id}, "recursion_limit": 20}
-        replay = graph.invoke(None, cfg, context=ctx, durability="sync")
+        replay = invoke(graph, None, cfg, context=ctx, durability="sync")
     assert replay["final_answer"] == out["final_answer"]
     assert [s["kind"] for s in replay["steps"]] == [s["kind"] for s in out["steps"]]
     assert replay["searches"] == out["searches"] == 2

@@ -18,6 +18,7 @@ from branchpoint.agents import AgentContext, build_graph, initial_state, recursi
 from branchpoint.checkpoints import list_boundaries, sqlite_checkpointer
 from branchpoint.models import ScriptedModel
 from branchpoint.tools import SearchTool
+from tests.graphs import invoke
 
 GOLDEN = Path(__file__).parent / "golden" / "constrained_two_searches.json"
 SCRIPT = [
@@ -54,8 +55,8 @@ def test_recorded_run_matches_golden_and_every_boundary_replays_it(tmp_path, key
             model=ScriptedModel(SCRIPT), search=SearchTool({"mem": keyword_source}, "mem", top_k=2), search_cap=5
         )
         cfg = {"configurable": {"thread_id": "t"}, "recursion_limit": recursion_limit(5)}
-        out = graph.invoke(
-            initial_state("q", "What is the capital of Australia?", "mem"), cfg, context=ctx, durability="sync"
+        out = invoke(
+            graph, initial_state("q", "What is the capital of Australia?", "mem"), cfg, context=ctx, durability="sync"
         )
         recorded = summary(out)
         assert recorded == json.loads(GOLDEN.read_text())
@@ -76,7 +77,7 @@ def test_recorded_run_matches_golden_and_every_boundary_replays_it(tmp_path, key
                 model=replay_model, search=SearchTool({"mem": keyword_source}, "mem", top_k=2), search_cap=5
             )
             rcfg = {"configurable": {"thread_id": "t", "checkpoint_id": b.checkpoint_id}, "recursion_limit": 20}
-            replay = graph.invoke(None, rcfg, context=ctx, durability="sync")
+            replay = invoke(graph, None, rcfg, context=ctx, durability="sync")
             assert summary(replay) == recorded, f"replay from {b.boundary} diverged"
             assert replay_model.calls == len(SCRIPT) - done
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import pytest
@@ -13,23 +13,40 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from branchpoint.agents import AgentContext, build_graph, initial_state, recursion_limit, resolve_policy
 from branchpoint.checkpoints import list_boundaries
 from branchpoint.checkpoints.postgres import mask_url
-from branchpoint.checkpoints.store import open_checkpointer
+from branchpoint.checkpoints.store import open_async_checkpointer, open_checkpointer
 from branchpoint.errors import BranchpointError, InputError
+from branchpoint.experiments.execution import run_bounded
 from branchpoint.models import ScriptedModel
 from branchpoint.tools import SearchTool
 from tests.checkpoints.test_checkpoints import SCRIPT
 from tests.conftest import KeywordSource
+from tests.graphs import invoke
 
 BOUNDARIES = ["initial", "pending_query", "after_search_1", "pending_query", "after_search_2"]
 EXECUTIONS, WORKERS = 64, 12
 
 
-def execute(graph, thread_id: str) -> dict:
-    """One agent execution on its own thread, with its own scripted model and source."""
-    ctx = AgentContext(model=ScriptedModel(SCRIPT), search=SearchTool({"mem": KeywordSource()}, "mem"), search_cap=5)
+def context() -> AgentContext:
+    """A fresh scripted model and source for one execution."""
+    return AgentContext(model=ScriptedModel(SCRIPT), search=SearchTool({"mem": KeywordSource()}, "mem"), search_cap=5)
+
+
+async def aexecute(graph, thread_id: str) -> dict:
+    """One agent execution on its own checkpoint thread, on the running loop."""
     cfg = {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit(5)}
-    return graph.invoke(
-        initial_state(thread_id, "What is the capital of Australia?", "mem"), cfg, context=ctx, durability="sync"
+    state = initial_state(thread_id, "What is the capital of Australia?", "mem")
+    return await graph.ainvoke(state, cfg, context=context(), durability="sync")
+
+
+def execute(graph, thread_id: str) -> dict:
+    """`aexecute` from blocking code (its own loop)."""
+    cfg = {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit(5)}
+    return invoke(
+        graph,
+        initial_state(thread_id, "What is the capital of Australia?", "mem"),
+        cfg,
+        context=context(),
+        durability="sync",
     )
 
 
@@ -37,25 +54,32 @@ def checkpoints_of(saver, thread_id: str) -> int:
     return sum(1 for _ in saver.list({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}))
 
 
-def run_concurrently(saver, prefix: str) -> None:
-    """64 executions from a thread pool into ONE saver; every thread complete and separate."""
-    graph = build_graph(resolve_policy("constrained"), saver)
+def run_concurrently(target, prefix: str, pool_size: int = 8) -> None:
+    """64 executions, WORKERS in flight on one event loop, into ONE saver (the runner's way: the
+    async saver the target opens); then every thread checked through a blocking saver."""
     threads = [f"{prefix}-{i:02d}" for i in range(EXECUTIONS)]
+
+    async def main() -> list[dict]:
+        async with open_async_checkpointer(target, pool_size=pool_size) as saver:
+            graph = build_graph(resolve_policy("constrained"), saver)
+            outs: list[dict] = []
+            await run_bounded(threads, lambda t: aexecute(graph, t), WORKERS, outs.append)
+            await aexecute(graph, f"{prefix}-reference")  # tells how many checkpoints a thread has
+            return outs
+
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        outs = list(pool.map(lambda t: execute(graph, t), threads))
+    outs = asyncio.run(main())
     wall = time.perf_counter() - start
-    print(f"\n{EXECUTIONS} concurrent executions ({WORKERS} workers) into {type(saver).__name__}: {wall:.2f}s")
+    print(f"\n{EXECUTIONS} concurrent executions ({WORKERS} in flight) into {target}: {wall:.2f}s")
     assert [o["final_answer"] for o in outs] == ["Canberra"] * EXECUTIONS
-    # One sequential execution tells how many checkpoints a thread must have.
-    execute(graph, f"{prefix}-reference")
-    per_thread = checkpoints_of(saver, f"{prefix}-reference")
-    assert per_thread > len(BOUNDARIES)
-    for t in threads:
-        bounds = list_boundaries(saver, t)
-        assert [b.boundary for b in bounds] == BOUNDARIES, t
-        assert len({b.checkpoint_id for b in bounds}) == len(BOUNDARIES)
-    assert sum(checkpoints_of(saver, t) for t in threads) == per_thread * EXECUTIONS
+    with open_checkpointer(target) as saver:
+        per_thread = checkpoints_of(saver, f"{prefix}-reference")
+        assert per_thread > len(BOUNDARIES)
+        for t in threads:
+            bounds = list_boundaries(saver, t)
+            assert [b.boundary for b in bounds] == BOUNDARIES, t
+            assert len({b.checkpoint_id for b in bounds}) == len(BOUNDARIES)
+        assert sum(checkpoints_of(saver, t) for t in threads) == per_thread * EXECUTIONS
 
 
 def test_open_checkpointer_takes_a_path_as_sqlite(tmp_path):
@@ -102,15 +126,31 @@ def test_unreachable_server_names_the_masked_url():
 
 
 def test_sqlite_64_concurrent_executions_into_one_saver(tmp_path):
-    with open_checkpointer(tmp_path / "c.sqlite") as saver:
-        run_concurrently(saver, "sq")
+    run_concurrently(str(tmp_path / "c.sqlite"), "sq")
+
+
+def test_sqlite_saver_from_threads_each_with_its_own_loop(tmp_path):
+    """The run's SQLite saver also serves graphs run from several threads at once (each its own
+    event loop), e.g. code that calls the graph outside the runner."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with open_checkpointer(tmp_path / "t.sqlite") as saver:
+        graph = build_graph(resolve_policy("constrained"), saver)
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            outs = list(pool.map(lambda t: execute(graph, t), [f"th-{i}" for i in range(16)]))
+        assert [o["final_answer"] for o in outs] == ["Canberra"] * 16
+        assert [b.boundary for b in list_boundaries(saver, "th-3")] == BOUNDARIES
 
 
 def test_postgres_round_trip(postgres_url):
     prefix = f"rt-{uuid.uuid4().hex[:12]}"
+
+    async def first() -> dict:
+        async with open_async_checkpointer(postgres_url, pool_size=2) as saver:
+            return await aexecute(build_graph(resolve_policy("constrained"), saver), prefix)
+
+    out = asyncio.run(first())
     with open_checkpointer(postgres_url, pool_size=2) as saver:
-        graph = build_graph(resolve_policy("constrained"), saver)
-        out = execute(graph, prefix)
         bounds = list_boundaries(saver, prefix)
     assert out["final_answer"] == "Canberra"
     assert [b.boundary for b in bounds] == BOUNDARIES
@@ -119,15 +159,19 @@ def test_postgres_round_trip(postgres_url):
         again = list_boundaries(saver, prefix)
         assert [b.checkpoint_id for b in again] == [b.checkpoint_id for b in bounds]
         after1 = next(b for b in again if b.boundary == "after_search_1")
-        graph = build_graph(resolve_policy("constrained"), saver)
-        ctx = AgentContext(
-            model=ScriptedModel(SCRIPT[1:]), search=SearchTool({"mem": KeywordSource()}, "mem"), search_cap=5
-        )
-        cfg = {"configurable": {"thread_id": prefix, "checkpoint_id": after1.checkpoint_id}, "recursion_limit": 20}
-        replay = graph.invoke(None, cfg, context=ctx, durability="sync")
+
+    async def resume() -> dict:
+        async with open_async_checkpointer(postgres_url, pool_size=2) as saver:
+            graph = build_graph(resolve_policy("constrained"), saver)
+            ctx = AgentContext(
+                model=ScriptedModel(SCRIPT[1:]), search=SearchTool({"mem": KeywordSource()}, "mem"), search_cap=5
+            )
+            cfg = {"configurable": {"thread_id": prefix, "checkpoint_id": after1.checkpoint_id}, "recursion_limit": 20}
+            return await graph.ainvoke(None, cfg, context=ctx, durability="sync")
+
+    replay = asyncio.run(resume())
     assert replay["final_answer"] == "Canberra" and replay["searches"] == 2
 
 
 def test_postgres_64_concurrent_executions_into_one_saver(postgres_url):
-    with open_checkpointer(postgres_url, pool_size=8) as saver:
-        run_concurrently(saver, f"cc-{uuid.uuid4().hex[:12]}")
+    run_concurrently(postgres_url, f"cc-{uuid.uuid4().hex[:12]}", pool_size=8)

@@ -1,5 +1,5 @@
 """Replay is its own operation (new threads, replays.jsonl), and a replay done by hand on the
-original thread (`graph.invoke(None, past_config)`) leaves boundary discovery, forks and
+original thread (`graph.ainvoke(None, past_config)`) leaves boundary discovery, forks and
 `runs verify` unchanged."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from branchpoint.experiments.verify import verify_run
 from branchpoint.models import ScriptedModel
 from branchpoint.traces import REPLAYS_FILE, read_records
 from tests.experiments.conftest import CountingOpener, search_until_told_responder
+from tests.graphs import invoke
 
 SPEC = {
     "name": "replays",
@@ -107,7 +108,7 @@ def test_replay_refuses_copies_and_unknown_states(tmp_path, isolated_cache):
 
 
 def test_a_replay_on_the_original_thread_leaves_listing_forks_and_verify_unchanged(tmp_path, isolated_cache):
-    """What `graph.invoke(None, past_config)` on a recorded thread does: LangGraph writes a second
+    """What `graph.ainvoke(None, past_config)` on a recorded thread does: LangGraph writes a second
     path into that thread. Boundary discovery reads only the original path, so nothing changes."""
     run_dir = make_run(tmp_path)
     store = RunStore(run_dir)
@@ -130,7 +131,7 @@ def test_a_replay_on_the_original_thread_leaves_listing_forks_and_verify_unchang
                 "configurable": {"thread_id": parent.execution_id, "checkpoint_id": after1.boundary.checkpoint_id},
                 "recursion_limit": recursion_limit(2),
             }
-            out = graph.invoke(None, config, context=ctx, durability="sync")
+            out = invoke(graph, None, config, context=ctx, durability="sync")
     finally:
         pool.close()
     assert out["final_answer"] and len(thread_checkpoints(run_dir, parent.execution_id)) > n_before  # written

@@ -10,6 +10,7 @@ from branchpoint.experiments import RunStore, load_spec, run_experiment
 from branchpoint.models import ScriptedModel
 from branchpoint.traces import read_records
 from tests.experiments.conftest import CountingOpener
+from tests.graphs import invoke
 
 
 def test_run_writes_one_record_per_condition_and_question(tmp_path, write_spec, isolated_cache):
@@ -115,57 +116,6 @@ def test_concurrent_run_records_every_execution_once(tmp_path, write_spec, isola
         assert [s.kind for s in r.steps] == [s.kind for s in by_id[r.execution_id].steps]
 
 
-def test_connection_limit_bounds_calls_in_flight():
-    import threading
-    import time
-
-    from branchpoint.experiments.runner import limit_connections, run_concurrently
-
-    in_flight, peak, lock = 0, 0, threading.Lock()
-
-    class SlowServer:
-        """A client whose calls take 20 ms and count how many are in flight."""
-
-        name = "slow"
-
-        def complete(self, prompt, **kwargs):
-            nonlocal in_flight, peak
-            with lock:
-                in_flight += 1
-                peak = max(peak, in_flight)
-            time.sleep(0.02)
-            with lock:
-                in_flight -= 1
-            return "ok"
-
-    client = limit_connections(SlowServer(), 3)
-    out = []
-    run_concurrently(list(range(24)), lambda i: client.complete(str(i)), 12, out.append)
-    assert out == ["ok"] * 24 and peak == 3
-
-
-def test_run_concurrently_records_in_the_calling_thread_and_raises_a_worker_error():
-    import threading
-
-    from branchpoint.experiments.runner import run_concurrently
-
-    caller = threading.get_ident()
-    seen: list[tuple[int, int]] = []
-    run_concurrently(range(50), lambda i: i * i, 8, lambda r: seen.append((r, threading.get_ident())))
-    assert sorted(r for r, _ in seen) == [i * i for i in range(50)]
-    assert {t for _, t in seen} == {caller}  # the caller is the only thread that records
-
-    def fail_on_7(i: int) -> int:
-        if i == 7:
-            raise ValueError("bug in item 7")
-        return i
-
-    done: list[int] = []
-    with pytest.raises(ValueError, match="item 7"):
-        run_concurrently(range(1000), fail_on_7, 4, done.append)
-    assert 7 not in done and len(done) < 1000  # the others stopped after their current item
-
-
 def test_delete_threads_clears_only_the_named_threads(tmp_path):
     from branchpoint.checkpoints.store import delete_threads, sqlite_checkpointer
 
@@ -179,8 +129,11 @@ def test_delete_threads_clears_only_the_named_threads(tmp_path):
             answer_max_tokens=8,
         )
         for tid in ("a", "b", "c"):
-            graph.invoke(
-                initial_state("q", "Capital of France?", None, []), {"configurable": {"thread_id": tid}}, context=ctx
+            invoke(
+                graph,
+                initial_state("q", "Capital of France?", None, []),
+                {"configurable": {"thread_id": tid}},
+                context=ctx,
             )
         delete_threads(saver, ["a", "c"])
         left = {t.config["configurable"]["thread_id"] for t in saver.list(None)}

@@ -18,6 +18,7 @@ from branchpoint.experiments import load_spec, run_experiment
 from branchpoint.experiments.forking import ForkPlan, fork_run
 from branchpoint.experiments.verify import verify_run
 from branchpoint.models import ScriptedModel
+from tests.graphs import invoke
 
 runner = CliRunner()
 
@@ -181,7 +182,7 @@ def test_checkpoints_lost_extra_and_unreadable(run):
         graph = build_graph(resolve_policy("constrained"), saver)
         ctx = AgentContext(model=ScriptedModel(['answer", "text": "x"}']), search=None, search_cap=0)
         state = initial_state(recs[3]["question_id"], recs[3]["question"], "demo")
-        graph.invoke(state, {"configurable": {"thread_id": recs[3]["execution_id"]}}, context=ctx, durability="sync")
+        invoke(graph, state, {"configurable": {"thread_id": recs[3]["execution_id"]}}, context=ctx, durability="sync")
     report = verify_run(run, sample=0)
     assert kinds(report) == ["checkpoints"]
     messages = " ".join(f.message for f in report.problems)

@@ -2,7 +2,9 @@
 
 `careful` asks the model through branchpoint's few-shot prompt and follows its decision;
 `one_search` overrides it (one search at most). Both run on the completion endpoint, where the
-simulator's truth runs the policy's own code (`models.sim.policy_truth`).
+simulator's truth runs the policy's own code (`models.sim.policy_truth`). `careful` is written as
+a coroutine that awaits the helper, `one_search` as a plain function that calls it: both kinds
+must keep working.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ from branchpoint.agents.state import AgentContext, AgentState
 
 
 @policy("tests-user-policy", force_answer=fewshot_force_answer)
-def careful(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+async def careful(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """Search while the cap allows and the model asks to; answer otherwise."""
     ctx = runtime.context
     can_search = ctx.offers_search and state.get("searches", 0) < ctx.search_cap
-    return apply_decision(state, fewshot_decision(state, ctx, allow_search=can_search), ctx)
+    return apply_decision(state, await fewshot_decision(state, ctx, allow_search=can_search), ctx)
 
 
 @policy("tests-user-policy-one-search", force_answer=fewshot_force_answer)

@@ -452,3 +452,67 @@ def test_sampling_copies_share_the_http_clients_and_keep_logging(server: FakeSer
     assert (first["seed"], first["temperature"]) == (1, 0.0)
     assert (second["seed"], second["temperature"]) == (2, 0.5)
     assert [entry["body"] for entry in read_requests(tmp_path / "requests.jsonl")] == [first, second]
+
+
+# --- acomplete() / achat(): the same requests on an event loop ------------------------------
+
+
+def test_async_calls_send_the_same_bodies_and_return_the_same_calls(server: FakeServer, tmp_path) -> None:
+    import asyncio
+
+    from branchpoint.models.request_log import RequestLog, read_requests
+
+    server.reply("/v1/completions", (200, COMPLETION_LLAMACPP))
+    server.reply("/v1/chat/completions", (200, CHAT_VLLM_TOOL_CALL))
+    log = RequestLog(tmp_path / "requests.jsonl")
+    client = client_for(server, seed=7).with_request_log(log)
+    grammar = 'root ::= "{" [^}]* "}"'
+    blocking = [
+        client.complete("Q: y\nDecision:", stop=["\n"], grammar=grammar, max_tokens=5),
+        client.chat(MESSAGES, tools=TOOLS),
+    ]
+
+    async def both() -> list[Any]:
+        calls = [
+            await client.acomplete("Q: y\nDecision:", stop=["\n"], grammar=grammar, max_tokens=5),
+            await client.achat(MESSAGES, tools=TOOLS),
+        ]
+        await client.aclose()
+        return calls
+
+    awaited = asyncio.run(both())
+    log.close()
+    for b, a in zip(blocking, awaited, strict=True):
+        assert (a.text, a.usage, a.finish_reason, a.tool_calls) == (b.text, b.usage, b.finish_reason, b.tool_calls)
+    for path in ("/v1/completions", "/v1/chat/completions"):
+        first, second = server.bodies(path)
+        assert first == second  # byte for byte the same request (fingerprints, golden traces)
+    logged = [r["body"] for r in read_requests(tmp_path / "requests.jsonl")]  # the async hook logs too
+    completion, chat = server.bodies("/v1/completions")[0], server.bodies("/v1/chat/completions")[0]
+    assert logged == [completion, chat, completion, chat]
+
+
+def test_async_retries_then_transport_error_and_refusals(server: FakeServer) -> None:
+    import asyncio
+
+    server.reply("/v1/chat/completions", (503, ERROR_503), (200, CHAT_LLAMACPP))
+    assert asyncio.run(client_for(server, retries=1).achat(MESSAGES)).text == "Leonardo da Vinci"
+    server.reply("/v1/completions", (503, ERROR_503))
+    with pytest.raises(TransportError, match="503|Service Unavailable"):
+        asyncio.run(client_for(server, retries=2).acomplete("p"))
+    assert len(server.bodies("/v1/completions")) == 3
+    server.reply("/v1/chat/completions", (400, ERROR_400))
+    with pytest.raises(ModelServerError):
+        asyncio.run(client_for(server, retries=3).achat(MESSAGES))
+    refused = ModelSpec(provider="openai", base_url=f"http://127.0.0.1:{_closed_port()}/v1", name="m", retries=1)
+    with pytest.raises(TransportError):
+        asyncio.run(OpenAICompatibleClient(refused).acomplete("p"))
+
+
+def test_transport_faults_of_both_http_stacks_are_retried() -> None:
+    import httpx
+    import httpx2
+
+    for exc in (httpx2.ConnectError("refused"), httpx2.RemoteProtocolError("cut"), httpx.ReadTimeout("slow")):
+        assert oc.is_transport_fault(exc), exc
+    assert not oc.is_transport_fault(ValueError("a bug"))

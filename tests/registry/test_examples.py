@@ -29,6 +29,7 @@ from branchpoint.registry import REGISTRY
 from branchpoint.tools import SearchTool
 from tests.evaluation.builders import make_record
 from tests.evaluation.fake_openai import CHAT, chat_body, fake_openai
+from tests.graphs import invoke
 
 EXAMPLES = (
     "search_first_policy",
@@ -79,13 +80,14 @@ def test_the_policy_runs_in_the_graph(ex: SimpleNamespace) -> None:
         search_cap=2,
     )
     graph = build_graph(resolve_policy("search-first"))
-    out = graph.invoke(
+    out = invoke(
+        graph,
         initial_state("q1", "What is the capital of Australia?", "notes"),
         {"recursion_limit": recursion_limit(2)},
         context=ctx,
     )
     assert out["searches"] == 1 and out["final_answer"] == "Canberra"
-    assert resolve_policy("search-first").decide is ex.search_first_policy.search_first
+    assert resolve_policy("search-first").node is ex.search_first_policy.search_first
 
 
 def test_the_llm_judge_is_built_from_a_model_spec(tmp_path, ex: SimpleNamespace) -> None:

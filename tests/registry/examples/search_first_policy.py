@@ -6,9 +6,9 @@ from branchpoint.agents.policies import fewshot_decision
 
 
 @policy("search-first")
-def search_first(state, runtime):
+async def search_first(state, runtime):
     """Search the question verbatim once, then let the few-shot model decide."""
     ctx = runtime.context
     if state["searches"] == 0 and ctx.offers_search:
         return apply_decision(state, Decision("search", state["question"]), ctx)
-    return apply_decision(state, fewshot_decision(state, ctx, allow_search=ctx.offers_search), ctx)
+    return apply_decision(state, await fewshot_decision(state, ctx, allow_search=ctx.offers_search), ctx)
