@@ -46,7 +46,32 @@ def test_pooled_z_and_clustered_se() -> None:
     z, k = pooled_z([row(0.52, 0.5, 0.0392), row(0.52, 0.5, 0.0392)])  # se 0.02 each
     assert k == 2 and abs(z - 0.04 / np.sqrt(2 * 0.02**2)) < 1e-3
     err = np.array([1.0, 1.0, -1.0, -1.0])
-    assert clustered_se(err, ["a", "a", "b", "b"]) > clustered_se(err, ["a", "b", "c", "d"])
+    assert clustered_se(err, ["a", "a", "b", "b"])[0] > clustered_se(err, ["a", "b", "c", "d"])[0]
+
+
+def test_clustered_se_is_cr2_with_satterthwaite_df() -> None:
+    # equal clusters: CR2 = sqrt(Σ S_g² / (1 − 1/G)) / n and the degrees of freedom are G − 1
+    rng = np.random.default_rng(3)
+    err = rng.normal(size=40)
+    clusters = [str(i % 8) for i in range(40)]
+    sums = np.array([np.sum(err[i::8] - err.mean()) for i in range(8)])
+    se, df = clustered_se(err, clusters)
+    assert abs(se - np.sqrt(np.sum(sums**2) / (1 - 1 / 8)) / 40) < 1e-12 and abs(df - 7) < 1e-9
+    # one large cluster among small ones: fewer effective degrees of freedom than G − 1
+    _, df_uneven = clustered_se(err, ["big"] * 26 + [str(i) for i in range(14)])
+    assert df_uneven < 14
+    # the interval it gives covers at the nominal rate for independent errors in unequal clusters
+    from scipy import stats as sps
+
+    sizes = [12, 9, 7, 5, 4, 3, 3, 2, 2, 1, 1, 1]
+    clusters = [str(g) for g, k in enumerate(sizes) for _ in range(k)]
+    hits = []
+    for _ in range(2000):
+        e = rng.binomial(4, 0.3, size=len(clusters)) / 4 - 0.3
+        se, df = clustered_se(e, clusters)
+        hits.append(abs(e.mean()) <= sps.t.ppf(0.975, df) * se)
+    assert 0.935 <= np.mean(hits) <= 0.97
+    assert np.isnan(clustered_se(np.array([0.1, 0.2]), ["a", "a"])[0])
 
 
 def test_every_quantity_names_where_its_estimate_is() -> None:
@@ -77,3 +102,27 @@ def test_selection_draws_choose_search_by_hand() -> None:
     assert abs(p_choose_search(pt, ps, 2, 2, 0.0) - want) < 1e-12
     assert abs(p_choose_search(pt, ps, 2, 2, 0.6) - a[0] * b[2]) < 1e-12  # only 1.0 − 0.0 exceeds 0.6
     assert p_choose_search(pt, ps, 2, 2, 1.0) == 0.0
+
+
+def test_minimal_searches_expectation_by_hand() -> None:
+    from branchpoint.experiments.validation.minimal import expected_min_searches, vote_passes
+
+    # m = 4 votes pass with at least 2 successes; m = 3 with at least 2; no votes never pass
+    p = 0.3
+    assert abs(vote_passes(p, 4) - (1 - (1 - p) ** 4 - 4 * p * (1 - p) ** 3)) < 1e-12
+    assert abs(vote_passes(p, 3) - (3 * p * p * (1 - p) + p**3)) < 1e-12
+    assert vote_passes(0.9, 0) == 0.0
+    # k = 3 searches, truncation points t = 0, 1, 2 passing with q0, q1, q2 (given in any order)
+    q0, q1, q2 = 0.2, 0.5, 0.7
+    want = 0 * q0 + 1 * (1 - q0) * q1 + 2 * (1 - q0) * (1 - q1) * q2 + 3 * (1 - q0) * (1 - q1) * (1 - q2)
+    assert abs(expected_min_searches(3, [(2, q2), (0, q0), (1, q1)]) - want) < 1e-12
+    assert expected_min_searches(2, []) == 2.0 and expected_min_searches(2, [(0, 1.0), (1, 1.0)]) == 0.0
+    # a Monte Carlo of the estimator's rule (smallest passing t, else k) agrees
+    rng = np.random.default_rng(0)
+    ps = [0.1, 0.45, 0.8]
+    qs = [(t, vote_passes(pt, 4)) for t, pt in enumerate(ps)]
+    draws = []
+    for _ in range(20000):
+        passing = [t for t, pt in enumerate(ps) if rng.binomial(4, pt) * 2 >= 4]
+        draws.append(min(passing, default=3))
+    assert abs(np.mean(draws) - expected_min_searches(3, qs)) < 4 * np.std(draws) / np.sqrt(len(draws))

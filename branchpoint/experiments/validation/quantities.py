@@ -280,4 +280,12 @@ QUANTITIES: list[Quantity] = [
         source="metrics",
     ),
     _q("TPC", "tpc", "tpc_ci", T.tpc, source="metrics"),
+    # the minimal-search study over the forked executions (`minimal`): truth conditional on them
+    _q(
+        "over-search %",
+        "over_search.over_search_pct",
+        "over_search.over_search_pct_ci",
+        T.over_search,
+        source="metrics",
+    ),
 ]
