@@ -126,3 +126,23 @@ def test_minimal_searches_expectation_by_hand() -> None:
         passing = [t for t, pt in enumerate(ps) if rng.binomial(4, pt) * 2 >= 4]
         draws.append(min(passing, default=3))
     assert abs(np.mean(draws) - expected_min_searches(3, qs)) < 4 * np.std(draws) / np.sqrt(len(draws))
+
+
+def test_fit_check_uses_the_exact_variance_of_pearsons_statistic() -> None:
+    from scipy import stats as sps
+
+    from branchpoint.experiments.validation.compare import fit_p_value, pearson_variance
+
+    rng = np.random.default_rng(5)
+    m, p = 4, np.array([0.99] * 150 + [0.5] * 50 + [0.02] * 100)
+    # the exact variance against simulated binomial draws
+    s = rng.binomial(m, p[:, None], size=(len(p), 4000))
+    terms = (s - m * p[:, None]) ** 2 / (m * p * (1 - p))[:, None]
+    assert abs(terms.var(axis=1).mean() / np.mean([pearson_variance(m, x) for x in p]) - 1) < 0.15
+    # a correct model: χ²_df rejects far too often at α = 0.01, the two-moment reference does not
+    x2 = terms.sum(axis=0)
+    var = float(sum(pearson_variance(m, x) for x in p))
+    naive = np.mean([sps.chi2.sf(x, len(p)) < 0.01 for x in x2])
+    exact = np.mean([fit_p_value(float(x), float(len(p)), var) < 0.01 for x in x2])
+    assert naive > 0.04 and exact < 0.02
+    assert fit_p_value(float("inf"), 10.0, 30.0) == 0.0

@@ -18,8 +18,10 @@ outputs, how its truth is computed, and how its interval is read:
   are reported, and not checked.
 
 - `chi2`: the goodness of fit of single-call branches (THINK, STOP) to Binomial(m, p_true) state
-  by state, Σ (s − m p)² / (m p (1 − p)) against its degrees of freedom (summed over studies),
-  which catches a pipeline that shows branches the wrong state even where errors cancel on average.
+  by state, Σ (s − m p)² / (m p (1 − p)) against its degrees of freedom (summed over studies)
+  and its exact variance (`compare.pearson_variance`: far above 2 per state where p is near 0
+  or 1), which catches a pipeline that shows branches the wrong state even where errors cancel
+  on average.
 
 Truths (`truths`) are stratum-balanced means, the functional every estimate in value.json
 targets. The comparison itself (`compare.compare_study`) and the checks over many studies
