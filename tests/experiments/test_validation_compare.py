@@ -146,3 +146,13 @@ def test_fit_check_uses_the_exact_variance_of_pearsons_statistic() -> None:
     exact = np.mean([fit_p_value(float(x), float(len(p)), var) < 0.01 for x in x2])
     assert naive > 0.04 and exact < 0.02
     assert fit_p_value(float("inf"), 10.0, 30.0) == 0.0
+
+
+def test_an_unbounded_estimate_counts_for_coverage_only() -> None:
+    rows = [{"q": row(0.3 + 0.01 * (i % 3 - 1), 0.3, 0.05)} for i in range(9)]
+    rows.append({"q": {"estimate": float("inf"), "truth": 0.3, "ci": [float("inf"), float("inf")], "covered": False}})
+    rows[-1]["q"]["kind"] = "two_sided"
+    summary, checks = aggregate(rows)
+    assert summary["q"]["coverage"] == 0.9 and summary["q"]["non_finite_estimates"] == 1
+    assert np.isfinite(summary["q"]["mean_error"]) and np.isfinite(summary["q"]["rms_z"])
+    assert all(c.passed for c in checks)

@@ -205,15 +205,24 @@ class Check:
     detail: str
 
 
+def _finite_row(row: dict[str, Any]) -> bool:
+    """A study whose estimate and interval are finite numbers (an unbounded ratio, e.g. the
+    over-search % when no truncation needed a search, is +inf and has no standard error)."""
+    ci, est = row.get("ci"), row.get("estimate")
+    if not (isinstance(ci, list) and len(ci) == 2 and ci[0] is not None and ci[1] is not None and est is not None):
+        return False
+    return all(math.isfinite(float(x)) for x in (ci[0], ci[1], est))
+
+
 def pooled_z(rows: list[dict[str, Any]], level: float = 0.95) -> tuple[float, int] | None:
     """z = Σ errors / sqrt(Σ se²) over the studies, each study's standard error read off its
-    interval (width / 2z); None unless some study has a non-degenerate interval."""
+    interval (width / 2z); None unless some study has a finite, non-degenerate interval."""
     zq = float(sps.norm.ppf(0.5 + level / 2))
     num, var, k = 0.0, 0.0, 0
     for row in rows:
-        ci, est, truth = row.get("ci"), row.get("estimate"), row.get("truth")
-        if not (isinstance(ci, list) and len(ci) == 2 and ci[0] is not None and ci[1] is not None and est is not None):
+        if not _finite_row(row):
             continue
+        ci, est, truth = row["ci"], row["estimate"], row["truth"]
         se = (float(ci[1]) - float(ci[0])) / (2 * zq)
         if se <= 0:
             continue
@@ -232,9 +241,9 @@ def rms_z(rows: list[dict[str, Any]], level: float = 0.95) -> float | None:
     zq = float(sps.norm.ppf(0.5 + level / 2))
     zs = []
     for row in rows:
-        ci, est, truth = row.get("ci"), row.get("estimate"), row.get("truth")
-        if not (isinstance(ci, list) and len(ci) == 2 and None not in ci and est is not None):
+        if not _finite_row(row):
             continue
+        ci, est, truth = row["ci"], row["estimate"], row["truth"]
         se = (float(ci[1]) - float(ci[0])) / (2 * zq)
         if se > 0:
             zs.append((est - truth) / se)
@@ -255,7 +264,10 @@ def aggregate(
     three or more studies, the mean error is not significantly different from zero at `bias_alpha`
     (two-sided): a z-test pooling the studies' own standard errors (read off their intervals)
     where they have intervals, else a t-test on the errors across the independent studies.
-    Coverage within `target` is reported (`in_target`), not checked: 20 of 20 covered has
+    Studies with a non-finite estimate or interval (an unbounded ratio such as the over-search %,
+    +inf when no truncation point needed a search) count for coverage (an interval that holds
+    only +inf does not cover a finite truth) and are left out of the error statistics (counted
+    in `non_finite_estimates`). Coverage within `target` is reported (`in_target`), not checked: 20 of 20 covered has
     probability 0.36 at a true 95%, and intervals over support components are conservative.
     """
     z_crit = float(sps.norm.ppf(1 - bias_alpha / 2))
@@ -270,7 +282,10 @@ def aggregate(
         errs = [
             row["estimate"] - row["truth"]
             for row in rows
-            if row["estimate"] is not None and row["truth"] is not None and math.isfinite(row["truth"])
+            if row["estimate"] is not None
+            and row["truth"] is not None
+            and math.isfinite(row["truth"])
+            and math.isfinite(row["estimate"])
         ]
         kind = rows[0]["kind"]
         n = len(cov)
@@ -284,6 +299,10 @@ def aggregate(
             "mean_error": mean_err,
             "mean_error_se": se,
             "rms_z": rms_z(rows) if kind != "chi2" else None,
+            # studies whose estimate is not a finite number (left out of the error statistics)
+            "non_finite_estimates": sum(
+                1 for row in rows if row["estimate"] is None or not math.isfinite(float(row["estimate"]))
+            ),
             "in_target": None if coverage is None else target[0] <= coverage <= target[1],
         }
         if n and kind != "plug_in":
