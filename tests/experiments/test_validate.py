@@ -54,6 +54,10 @@ def check_report(report: dict, policy: str) -> None:
         assert any(s.startswith("U(0.02) always SEARCH") for s in report["skipped_quantities"])
     for name in names:
         assert name in report["quantities"], name
+    if policy != "no_search":  # the minimal-search study runs: compared, or skipped where no correct execution searched
+        assert "over-search %" in report["quantities"] or any(
+            s.startswith("over-search %") for s in report["skipped_quantities"]
+        )
     assert (Path(study["run_dir"]).parent.parent / "delta_states.png").is_file()
 
 

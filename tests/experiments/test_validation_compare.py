@@ -46,7 +46,32 @@ def test_pooled_z_and_clustered_se() -> None:
     z, k = pooled_z([row(0.52, 0.5, 0.0392), row(0.52, 0.5, 0.0392)])  # se 0.02 each
     assert k == 2 and abs(z - 0.04 / np.sqrt(2 * 0.02**2)) < 1e-3
     err = np.array([1.0, 1.0, -1.0, -1.0])
-    assert clustered_se(err, ["a", "a", "b", "b"]) > clustered_se(err, ["a", "b", "c", "d"])
+    assert clustered_se(err, ["a", "a", "b", "b"])[0] > clustered_se(err, ["a", "b", "c", "d"])[0]
+
+
+def test_clustered_se_is_cr2_with_satterthwaite_df() -> None:
+    # equal clusters: CR2 = sqrt(Σ S_g² / (1 − 1/G)) / n and the degrees of freedom are G − 1
+    rng = np.random.default_rng(3)
+    err = rng.normal(size=40)
+    clusters = [str(i % 8) for i in range(40)]
+    sums = np.array([np.sum(err[i::8] - err.mean()) for i in range(8)])
+    se, df = clustered_se(err, clusters)
+    assert abs(se - np.sqrt(np.sum(sums**2) / (1 - 1 / 8)) / 40) < 1e-12 and abs(df - 7) < 1e-9
+    # one large cluster among small ones: fewer effective degrees of freedom than G − 1
+    _, df_uneven = clustered_se(err, ["big"] * 26 + [str(i) for i in range(14)])
+    assert df_uneven < 14
+    # the interval it gives covers at the nominal rate for independent errors in unequal clusters
+    from scipy import stats as sps
+
+    sizes = [12, 9, 7, 5, 4, 3, 3, 2, 2, 1, 1, 1]
+    clusters = [str(g) for g, k in enumerate(sizes) for _ in range(k)]
+    hits = []
+    for _ in range(2000):
+        e = rng.binomial(4, 0.3, size=len(clusters)) / 4 - 0.3
+        se, df = clustered_se(e, clusters)
+        hits.append(abs(e.mean()) <= sps.t.ppf(0.975, df) * se)
+    assert 0.935 <= np.mean(hits) <= 0.97
+    assert np.isnan(clustered_se(np.array([0.1, 0.2]), ["a", "a"])[0])
 
 
 def test_every_quantity_names_where_its_estimate_is() -> None:
@@ -77,3 +102,57 @@ def test_selection_draws_choose_search_by_hand() -> None:
     assert abs(p_choose_search(pt, ps, 2, 2, 0.0) - want) < 1e-12
     assert abs(p_choose_search(pt, ps, 2, 2, 0.6) - a[0] * b[2]) < 1e-12  # only 1.0 − 0.0 exceeds 0.6
     assert p_choose_search(pt, ps, 2, 2, 1.0) == 0.0
+
+
+def test_minimal_searches_expectation_by_hand() -> None:
+    from branchpoint.experiments.validation.minimal import expected_min_searches, vote_passes
+
+    # m = 4 votes pass with at least 2 successes; m = 3 with at least 2; no votes never pass
+    p = 0.3
+    assert abs(vote_passes(p, 4) - (1 - (1 - p) ** 4 - 4 * p * (1 - p) ** 3)) < 1e-12
+    assert abs(vote_passes(p, 3) - (3 * p * p * (1 - p) + p**3)) < 1e-12
+    assert vote_passes(0.9, 0) == 0.0
+    # k = 3 searches, truncation points t = 0, 1, 2 passing with q0, q1, q2 (given in any order)
+    q0, q1, q2 = 0.2, 0.5, 0.7
+    want = 0 * q0 + 1 * (1 - q0) * q1 + 2 * (1 - q0) * (1 - q1) * q2 + 3 * (1 - q0) * (1 - q1) * (1 - q2)
+    assert abs(expected_min_searches(3, [(2, q2), (0, q0), (1, q1)]) - want) < 1e-12
+    assert expected_min_searches(2, []) == 2.0 and expected_min_searches(2, [(0, 1.0), (1, 1.0)]) == 0.0
+    # a Monte Carlo of the estimator's rule (smallest passing t, else k) agrees
+    rng = np.random.default_rng(0)
+    ps = [0.1, 0.45, 0.8]
+    qs = [(t, vote_passes(pt, 4)) for t, pt in enumerate(ps)]
+    draws = []
+    for _ in range(20000):
+        passing = [t for t, pt in enumerate(ps) if rng.binomial(4, pt) * 2 >= 4]
+        draws.append(min(passing, default=3))
+    assert abs(np.mean(draws) - expected_min_searches(3, qs)) < 4 * np.std(draws) / np.sqrt(len(draws))
+
+
+def test_fit_check_uses_the_exact_variance_of_pearsons_statistic() -> None:
+    from scipy import stats as sps
+
+    from branchpoint.experiments.validation.compare import fit_p_value, pearson_variance
+
+    rng = np.random.default_rng(5)
+    m, p = 4, np.array([0.99] * 150 + [0.5] * 50 + [0.02] * 100)
+    # the exact variance against simulated binomial draws
+    s = rng.binomial(m, p[:, None], size=(len(p), 4000))
+    terms = (s - m * p[:, None]) ** 2 / (m * p * (1 - p))[:, None]
+    assert abs(terms.var(axis=1).mean() / np.mean([pearson_variance(m, x) for x in p]) - 1) < 0.15
+    # a correct model: χ²_df rejects far too often at α = 0.01, the two-moment reference does not
+    x2 = terms.sum(axis=0)
+    var = float(sum(pearson_variance(m, x) for x in p))
+    naive = np.mean([sps.chi2.sf(x, len(p)) < 0.01 for x in x2])
+    exact = np.mean([fit_p_value(float(x), float(len(p)), var) < 0.01 for x in x2])
+    assert naive > 0.04 and exact < 0.02
+    assert fit_p_value(float("inf"), 10.0, 30.0) == 0.0
+
+
+def test_an_unbounded_estimate_counts_for_coverage_only() -> None:
+    rows = [{"q": row(0.3 + 0.01 * (i % 3 - 1), 0.3, 0.05)} for i in range(9)]
+    rows.append({"q": {"estimate": float("inf"), "truth": 0.3, "ci": [float("inf"), float("inf")], "covered": False}})
+    rows[-1]["q"]["kind"] = "two_sided"
+    summary, checks = aggregate(rows)
+    assert summary["q"]["coverage"] == 0.9 and summary["q"]["non_finite_estimates"] == 1
+    assert np.isfinite(summary["q"]["mean_error"]) and np.isfinite(summary["q"]["rms_z"])
+    assert all(c.passed for c in checks)

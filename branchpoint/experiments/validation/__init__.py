@@ -107,8 +107,11 @@ def validate(
     progress: bool = True,
     keep_runs: bool = False,
     seed_per_action: bool = False,
+    findings: bool | None = None,
 ) -> dict[str, Any]:
-    """Run the studies, compare, write OUT/validation.json and return its content."""
+    """Run the studies, compare, write OUT/validation.json and return its content (`findings`:
+    whether to check the seed study's findings on the over-searching profile; default: the
+    preset's choice, on)."""
     from branchpoint.agents import resolve_policy
     from branchpoint.models.sim import SimServer
     from branchpoint.models.sim.profile import load_profile
@@ -171,11 +174,12 @@ def validate(
         stats = server_stats(server.base_url)
     summary, checks = aggregate(per_study)
     checks.append(_sampling_check(stats, settings))
-    findings = None
-    if cfg.findings and prof.name == "over_searching" and POLICY_STYLES.get(policy) not in (None, "no_search"):
+    check_findings = cfg.findings if findings is None else findings
+    found = None
+    if check_findings and prof.name == "over_searching" and POLICY_STYLES.get(policy) not in (None, "no_search"):
         from branchpoint.experiments.validation.findings import seed_findings
 
-        findings, finding_checks = seed_findings(out / "findings", settings, prof, seed=seed)
+        found, finding_checks = seed_findings(out / "findings", settings, prof, seed=seed)
         checks += finding_checks
     covered = [row["covered"] for s in per_study for row in s.values() if row["covered"] is not None]
     report: dict[str, Any] = {
@@ -190,7 +194,7 @@ def validate(
         "skipped_quantities": sorted(skipped),
         "sampling_seen": stats.get("sampling"),
         "requests": stats.get("requests"),
-        "findings": findings,
+        "findings": found,
         "checks": [asdict(c) for c in checks],
         "passed": all(c.passed for c in checks),
         "wall_s": time.perf_counter() - started,

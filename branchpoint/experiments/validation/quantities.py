@@ -18,8 +18,10 @@ outputs, how its truth is computed, and how its interval is read:
   are reported, and not checked.
 
 - `chi2`: the goodness of fit of single-call branches (THINK, STOP) to Binomial(m, p_true) state
-  by state, Σ (s − m p)² / (m p (1 − p)) against its degrees of freedom (summed over studies),
-  which catches a pipeline that shows branches the wrong state even where errors cancel on average.
+  by state, Σ (s − m p)² / (m p (1 − p)) against its degrees of freedom (summed over studies)
+  and its exact variance (`compare.pearson_variance`: far above 2 per state where p is near 0
+  or 1), which catches a pipeline that shows branches the wrong state even where errors cancel
+  on average.
 
 Truths (`truths`) are stratum-balanced means, the functional every estimate in value.json
 targets. The comparison itself (`compare.compare_study`) and the checks over many studies
@@ -280,4 +282,12 @@ QUANTITIES: list[Quantity] = [
         source="metrics",
     ),
     _q("TPC", "tpc", "tpc_ci", T.tpc, source="metrics"),
+    # the minimal-search study over the forked executions (`minimal`): truth conditional on them
+    _q(
+        "over-search %",
+        "over_search.over_search_pct",
+        "over_search.over_search_pct_ci",
+        T.over_search,
+        source="metrics",
+    ),
 ]

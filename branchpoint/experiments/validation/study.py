@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from branchpoint.checkpoints import open_checkpointer
+from branchpoint.checkpoints import list_boundaries, open_checkpointer
 from branchpoint.checkpoints.values import checkpoint_values, state_reader
 from branchpoint.datasets.questions import Question
 from branchpoint.evaluation.judges import judge_records, normalize_answer
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, is_correct
+from branchpoint.evaluation.studies import read_minimal_search
 from branchpoint.evaluation.value import Forecast, ValueConfig, load_states, value_study
 from branchpoint.evaluation.value.outcomes import StateTable, build_states
 from branchpoint.evaluation.value.rewards import is_unknown_answer
@@ -41,13 +42,21 @@ from branchpoint.experiments.spec import (
     SampleSpec,
 )
 from branchpoint.experiments.store import RunStore
+from branchpoint.experiments.validation.minimal import expected_min_searches, vote_passes
 from branchpoint.models.openai_compat import OpenAICompatibleClient
 from branchpoint.models.sim.behaviour import QuestionBank, is_success
 from branchpoint.models.sim.policy_truth import PolicyTruth
 from branchpoint.models.sim.profile import Profile
 from branchpoint.models.sim.truth import POLICY_STYLES, AgentModel, Style, TruthModel, Value
 from branchpoint.models.spec import ModelSpec, SimServerSpec
-from branchpoint.traces import METRICS_FILE, SPEC_FILE, read_records
+from branchpoint.traces import (
+    BOUNDARY_AFTER_SEARCH,
+    BOUNDARY_INITIAL,
+    METRICS_FILE,
+    MINIMAL_SEARCH_FILE,
+    SPEC_FILE,
+    read_records,
+)
 
 #: The two retrieval sources of a validation study (BM25 over the demo corpus, two settings).
 MAIN_SOURCE, ALT_SOURCE = "main", "alt"
@@ -173,6 +182,9 @@ class StudyResult:
     tokens_search: np.ndarray = field(default_factory=lambda: np.zeros(0))  # E[T] of the S role per state
     branches: list[BranchGroup] = field(default_factory=list)  # every forked (state, action) with its truth
     statuses: dict[str, int] = field(default_factory=dict)
+    #: per row of minimal_search.jsonl (a correct forked execution that searched): its searches k
+    #: and the exact expectation of its minimal searches k* under the study's votes
+    minimal: list[tuple[int, float]] = field(default_factory=list)
 
 
 def agent_model(settings: StudySettings, spec: ExperimentSpec, profile: Profile, style: Style) -> AgentModel:
@@ -244,6 +256,23 @@ def fork_parents(records: list[Any], settings: StudySettings) -> list[str]:
     return picked
 
 
+def expected_minimal(
+    saver: Any, reader: Any, truth: TruthModel | PolicyTruth, row: dict[str, Any], votes: dict[tuple[str, str], int]
+) -> float:
+    """E[k*] of one minimal-search row, exactly: `forking.minimal_searches` takes the smallest t < k
+    whose THINK branches from `initial` / `after_search_t` are correct in at least half of their
+    m votes, else k; each boundary passes with P(Binomial(m, p_THINK) ≥ m/2), independently (its
+    own branches and seeds), so E[k*] follows from the passing probabilities (`truths`)."""
+    eid, k = str(row["execution_id"]), int(row["searches"])
+    passes: list[tuple[int, float]] = []
+    for b in list_boundaries(saver, eid, reader):
+        if b.kind in (BOUNDARY_INITIAL, BOUNDARY_AFTER_SEARCH) and b.searches < k:
+            m = votes.get((eid, b.checkpoint_id), 0)
+            values = checkpoint_values(saver, eid, b.checkpoint_id, reader=reader)
+            passes.append((b.searches, vote_passes(truth.continuation(values, "THINK").p, m)))
+    return expected_min_searches(k, passes)
+
+
 def run_study(
     settings: StudySettings,
     seed: int,
@@ -267,14 +296,20 @@ def run_study(
         search_budget=settings.search_budget,
         switch_source=ALT_SOURCE,
         concurrency=settings.concurrency,
+        # the minimal-search study (over-search %): its THINK forks are the plan's own
+        minimal_search=True,
     )
     if settings.seed_per_action:
         fork_per_action_seed(out, plan, spec, opener)
     else:
         fork_run(out, plan, progress=False, model_opener=opener)
     records = read_records(RunStore(out).executions_path)
+    minimal_rows = read_minimal_search(out / MINIMAL_SEARCH_FILE) if (out / MINIMAL_SEARCH_FILE).is_file() else None
     metrics = compute_metrics(
-        judge_records(records, "rule"), "rule", MetricsConfig(bootstrap=settings.resamples, seed=seed)
+        judge_records(records, "rule"),
+        "rule",
+        MetricsConfig(bootstrap=settings.resamples, seed=seed),
+        minimal_search=minimal_rows,
     )
     (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2, default=str), encoding="utf-8")
 
@@ -338,6 +373,10 @@ def run_study(
                     (values.get("question"), frozenset(shown), shown[-1:], pending, values.get("source"), action)
                 )
                 branches.append(BranchGroup(action, values.get("question") or "", content, int(sum(ys)), len(ys), v.p))
+            votes = {(e, c): len(ys) for (e, c, a), ys in groups.items() if a == "THINK"}
+            minimal = [
+                (int(row["searches"]), expected_minimal(saver, reader, truth, row, votes)) for row in minimal_rows or []
+            ]
         natural = {q.id: truth.natural(q, spec.agent.search_cap, MAIN_SOURCE) for q in questions}
     finally:
         pool.close()
@@ -365,6 +404,7 @@ def run_study(
         natural=natural,
         branches=branches,
         statuses=statuses,
+        minimal=minimal,
         tokens_think=tok_t,
         tokens_search=tok_s,
     )

@@ -186,3 +186,16 @@ def tpc(r: StudyResult, cfg: MetricsConfig | None = None) -> float:
         cost += v.output_tokens + cfg.lam * v.input_tokens + cfg.mu * v.searches
         correct += v.p
     return cost / correct if correct > 0 and math.isfinite(cost) else NAN
+
+
+def over_search(r: StudyResult) -> float:
+    """Over-search % of the forked executions (metrics.json `over_search`): 100 · (Σ k / Σ E[k*] − 1)
+    over the correct executions that searched (`minimal`: correct ones without a search add 0 to
+    both sums), the ratio of expectations its ratio estimator targets, conditional on the run's
+    executions; NaN where no correct forked execution searched or Σ E[k*] = 0 (the estimate is
+    then +inf)."""
+    if not r.minimal:
+        return NAN
+    k = sum(row[0] for row in r.minimal)
+    expected = sum(row[1] for row in r.minimal)
+    return 100.0 * (k / expected - 1.0) if expected > 1e-12 else NAN
