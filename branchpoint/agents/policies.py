@@ -24,6 +24,7 @@ import contextvars
 import dataclasses
 import functools
 import inspect
+import os
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -68,7 +69,11 @@ _BLOCKING = threading.local()
 def run_blocking(awaitable: Awaitable[T]) -> T:
     """Await `awaitable` from blocking code (no event loop running in this thread), on this
     thread's own loop, kept for the next call: for callers outside the runner, such as the
-    simulator's truth enumeration, that call a policy directly."""
+    simulator's truth enumeration, that call a policy directly.
+
+    The loop belongs to the process that made it: a child forked after a run (a `--processes`
+    worker of a process that ran before, e.g. a notebook) makes its own, since the inherited one
+    shares its epoll instance and self-pipe with the parent and would wait forever."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -76,8 +81,9 @@ def run_blocking(awaitable: Awaitable[T]) -> T:
     else:
         raise RuntimeError("run_blocking called on a running event loop: await the coroutine instead")
     loop = getattr(_BLOCKING, "loop", None)
-    if loop is None or loop.is_closed():
+    if loop is None or loop.is_closed() or getattr(_BLOCKING, "pid", None) != os.getpid():
         loop = _BLOCKING.loop = asyncio.new_event_loop()
+        _BLOCKING.pid = os.getpid()
     return loop.run_until_complete(awaitable)
 
 

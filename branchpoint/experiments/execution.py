@@ -27,6 +27,7 @@ that a graph hands to the loop's default executor (a policy written as a plain f
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -277,6 +278,7 @@ async def _group(
 
 
 _LOOP_THREAD: ThreadPoolExecutor | None = None
+_LOOP_THREAD_PID = 0
 
 
 def run_blocking_core(main: Callable[[], Awaitable[R]]) -> R:
@@ -286,11 +288,12 @@ def run_blocking_core(main: Callable[[], Awaitable[R]]) -> R:
     valid across runs, where a new loop per run would leave them bound to a closed one. When
     this thread already runs a loop (a notebook, an async app), on one long-lived thread of its
     own instead."""
-    global _LOOP_THREAD
+    global _LOOP_THREAD, _LOOP_THREAD_PID
     if not loop_running():
         return run_blocking(_as_coroutine(main))
-    if _LOOP_THREAD is None:
+    if _LOOP_THREAD is None or os.getpid() != _LOOP_THREAD_PID:  # a forked child has no such thread
         _LOOP_THREAD = ThreadPoolExecutor(1, thread_name_prefix="branchpoint-loop")
+        _LOOP_THREAD_PID = os.getpid()
     return _LOOP_THREAD.submit(lambda: run_blocking(_as_coroutine(main))).result()
 
 

@@ -1,0 +1,55 @@
+"""`run_blocking` keeps one event loop per thread, and a forked child (a `--processes` worker of
+a process that ran before) must not reuse its parent's: the inherited loop's default executor
+counts the parent's idle worker thread, which the child does not have, so work handed to it
+would wait forever."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import threading
+
+import pytest
+
+from branchpoint.agents.policies import run_blocking
+from branchpoint.experiments.execution import run_blocking_core
+
+
+async def _in_executor() -> int:
+    return await asyncio.get_running_loop().run_in_executor(None, lambda: 41 + 1)
+
+
+def _child(conn) -> None:  # type: ignore[no-untyped-def]
+    conn.send((run_blocking(_in_executor()), run_blocking_core(_in_executor)))
+    conn.close()
+
+
+def test_the_loop_is_kept_between_calls_on_one_thread() -> None:
+    loops = [run_blocking(_current_loop()) for _ in range(2)]
+    assert loops[0] is loops[1]
+    other: list[asyncio.AbstractEventLoop] = []
+    t = threading.Thread(target=lambda: other.append(run_blocking(_current_loop())))
+    t.start()
+    t.join()
+    assert other[0] is not loops[0]  # each thread its own loop
+
+
+async def _current_loop() -> asyncio.AbstractEventLoop:
+    return asyncio.get_running_loop()
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_a_forked_child_runs_coroutines_on_a_loop_of_its_own() -> None:
+    assert run_blocking(_in_executor()) == 42  # the parent's loop now has an idle executor thread
+    ctx = multiprocessing.get_context("fork")
+    parent_end, child_end = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(child_end,))
+    proc.start()
+    try:
+        assert parent_end.poll(30), "the forked child hung on its parent's event loop"
+        assert parent_end.recv() == (42, 42)
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+    assert proc.exitcode == 0
