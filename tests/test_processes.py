@@ -17,8 +17,12 @@ from tests.conftest import REPO, wait_gone
 FAKE_SERVER = REPO / "tests" / "models" / "fake_vllm.py"  # answers GET /v1/models like a model server
 
 PARENT = """
-import sys, time
+import signal, sys, time
 from pathlib import Path
+
+# Ctrl-C as in a terminal: a command started in the background of a shell without job control
+# (e.g. `(bash .ci/run &)`) inherits SIGINT ignored, and Python keeps it ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 kind, arg = sys.argv[1], sys.argv[2]
 if kind == "llamacpp":
