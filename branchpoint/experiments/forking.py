@@ -75,7 +75,7 @@ from branchpoint.experiments.runner import (
 )
 from branchpoint.experiments.spec import ExperimentSpec, ForkPlan, load_spec
 from branchpoint.experiments.store import RunStore, run_lock
-from branchpoint.experiments.work_driver import InProcess, ShardOutcome, drive, missing
+from branchpoint.experiments.work_driver import InProcess, ShardOutcome, drive, missing, tally
 from branchpoint.models import ModelClient, TransportError
 from branchpoint.models.request_log import current_execution
 from branchpoint.traces import (
@@ -228,8 +228,7 @@ def _run_tasks(
         bar_task = bar.add_task(label, total=len(tasks))
 
         def count(rec: ExecutionRecord) -> None:  # on the loop, after the writer stored it
-            summary.ran += 1
-            summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
+            tally(summary, [rec.status])
             bar.update(bar_task, advance=1)
 
         @contextmanager
