@@ -64,6 +64,10 @@ ForceAnswer = Callable[[AgentState, AgentContext], "Decision | Awaitable[Decisio
 
 T = TypeVar("T")
 _BLOCKING = threading.local()
+#: Loops a forked child inherited from its parent, kept so that no finaliser closes them: they
+#: share their epoll instance with the parent's loop (see `run_blocking`). A child made by
+#: multiprocessing ends with `os._exit`, so they are never closed at exit either.
+_INHERITED_LOOPS: list[asyncio.AbstractEventLoop] = []
 
 
 def run_blocking(awaitable: Awaitable[T]) -> T:
@@ -73,7 +77,11 @@ def run_blocking(awaitable: Awaitable[T]) -> T:
 
     The loop belongs to the process that made it: a child forked after a run (a `--processes`
     worker of a process that ran before, e.g. a notebook) makes its own, since the inherited one
-    shares its epoll instance and self-pipe with the parent and would wait forever."""
+    shares its epoll instance and self-pipe with the parent and would wait forever. The child
+    keeps the inherited loop referenced and never closes it: closing it (as its finaliser does
+    once nothing refers to it) removes the self-pipe from the epoll instance the parent still
+    uses, and the parent's loop would then sleep through every wake-up from a thread (the run's
+    record writer), which hung the parent's next run."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -82,6 +90,8 @@ def run_blocking(awaitable: Awaitable[T]) -> T:
         raise RuntimeError("run_blocking called on a running event loop: await the coroutine instead")
     loop = getattr(_BLOCKING, "loop", None)
     if loop is None or loop.is_closed() or getattr(_BLOCKING, "pid", None) != os.getpid():
+        if loop is not None and not loop.is_closed():
+            _INHERITED_LOOPS.append(loop)  # a parent's: never closed here (see above)
         loop = _BLOCKING.loop = asyncio.new_event_loop()
         _BLOCKING.pid = os.getpid()
     return loop.run_until_complete(awaitable)

@@ -1,11 +1,15 @@
 """`run_blocking` keeps one event loop per thread, and a forked child (a `--processes` worker of
 a process that ran before) must not reuse its parent's: the inherited loop's default executor
 counts the parent's idle worker thread, which the child does not have, so work handed to it
-would wait forever."""
+would wait forever; nor may it close the inherited loop (which its finaliser does once the child
+drops it), since that removes the self-pipe from the epoll instance the parent still uses: the
+parent's next wake-up from a thread would never arrive (this hung a run after a `--processes`
+run in the same process)."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 import threading
 
@@ -53,3 +57,36 @@ def test_a_forked_child_runs_coroutines_on_a_loop_of_its_own() -> None:
         if proc.is_alive():
             proc.kill()
     assert proc.exitcode == 0
+
+
+def _child_drops_the_inherited_loop(conn) -> None:  # type: ignore[no-untyped-def]
+    result = run_blocking(_in_executor())  # the child's own loop replaces the inherited one
+    gc.collect()  # would finalise (and close) the inherited loop if nothing kept it
+    conn.send(result)
+    conn.close()
+
+
+async def _seconds_to_be_woken_by_a_thread() -> float:
+    # Nothing else wakes the loop: only the executor thread's call_soon_threadsafe, through the
+    # self-pipe, can; without it the loop sleeps until the 10 s timer (then finds the result).
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await asyncio.wait_for(loop.run_in_executor(None, lambda: 7), 10)
+    return loop.time() - start
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_the_parents_loop_still_wakes_up_after_a_forked_child_ran() -> None:
+    assert run_blocking(_in_executor()) == 42
+    ctx = multiprocessing.get_context("fork")
+    parent_end, child_end = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child_drops_the_inherited_loop, args=(child_end,))
+    proc.start()
+    try:
+        assert parent_end.poll(30) and parent_end.recv() == 42
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+    assert proc.exitcode == 0
+    assert run_blocking(_seconds_to_be_woken_by_a_thread()) < 5  # 10 s when the self-pipe was lost
