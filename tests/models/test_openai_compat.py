@@ -454,6 +454,35 @@ def test_sampling_copies_share_the_http_clients_and_keep_logging(server: FakeSer
     assert [entry["body"] for entry in read_requests(tmp_path / "requests.jsonl")] == [first, second]
 
 
+def test_a_seed_copy_shares_every_client_and_sends_the_same_bodies_with_its_seed(server: FakeServer) -> None:
+    import asyncio
+
+    server.reply("/v1/completions", *[(200, COMPLETION_LLAMACPP)] * 4)
+    server.reply("/v1/chat/completions", *[(200, CHAT_VLLM_TOOL_CALL)] * 4)
+    client = client_for(server, seed=1)
+    fresh = client_for(server, seed=2)  # what a seed copy must send, built from scratch
+    copy = client.with_seed(2)
+    assert (copy._completion, copy._openai, copy._loop_clients) == (
+        client._completion,
+        client._openai,
+        client._loop_clients,
+    )  # no client built per execution or fork branch
+    assert (client.spec.seed, copy.spec.seed) == (1, 2)
+
+    async def calls(c: OpenAICompatibleClient) -> None:
+        await c.acomplete("Q: y\nDecision:", stop=["\n"])
+        await c.achat(MESSAGES, tools=TOOLS)
+        await c.aclose()
+
+    for c in (fresh, copy):
+        c.complete("Q: y\nDecision:", stop=["\n"])
+        c.chat(MESSAGES, tools=TOOLS)
+        asyncio.run(calls(c))
+    for path in ("/v1/completions", "/v1/chat/completions"):
+        bodies = server.bodies(path)
+        assert bodies[0] == bodies[1] == bodies[2] == bodies[3] and bodies[0]["seed"] == 2
+
+
 # --- acomplete() / achat(): the same requests on an event loop ------------------------------
 
 
