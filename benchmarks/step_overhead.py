@@ -30,6 +30,8 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from langgraph.graph import END
+
 from benchmarks.timing import best_of
 from branchpoint.agents import AgentContext, build_graph, initial_state, recursion_limit, resolve_policy
 from branchpoint.agents.graph import make_answer_node, route_after_decide, route_after_search, search_node
@@ -132,6 +134,7 @@ async def _plain(n: int, searches: int) -> int:
             steps += 1
             if node == "decide":
                 node = route_after_decide(state)
+                node = "end" if node == END else node
             elif node == "search":
                 node = route_after_search(state, runtime)
             else:

@@ -1,11 +1,14 @@
-"""The agent state machine: START -> decide -> search -> decide ... -> answer -> END.
+"""The agent state machine: START -> decide -> search -> decide ... -> END, through `answer` when
+an answer must be forced.
 
 A fork starts a new thread whose input is a checkpoint's state plus a `directive`; `route_start`
 sends it to the node that continues that state (see `branchpoint.checkpoints.fork`).
 
-`decide` is the policy; `search` runs the pending query on the state's source and appends the
-evidence; once the search budget is spent the graph goes straight to `answer`, which makes the
-forced final model call with no tool (also when a policy asks to search where it may not). Checkpoints after every node record the
+`decide` is the policy; a decision to answer is final in that node (`apply_decision` writes
+`final_answer`) and the graph ends; `search` runs the pending query on the state's source and
+appends the evidence; once the search budget is spent the graph goes straight to `answer`, which
+makes the forced final model call with no tool (also when a policy asks to search where it may
+not, and it finalises an answer that a node left pending). Checkpoints after every node record the
 boundary kind in the state, so legal action boundaries can be found later for forking.
 
 The nodes are coroutines (run with `graph.ainvoke` / `astream`, many executions on one event
@@ -92,13 +95,36 @@ def route_start(state: AgentState) -> str:
 
 
 def route_after_decide(state: AgentState) -> str:
-    """To `search` when a query is pending and may run, else to `answer`."""
-    return "search" if state.get("boundary") == BOUNDARY_PENDING else "answer"
+    """To `search` when a query is pending and may run; to the end when the decision is final
+    (an answer, written as `final_answer` by `apply_decision`, or a failed call); else to
+    `answer` (a search it may not run, or an answer a node left pending)."""
+    if state.get("boundary") == BOUNDARY_PENDING:
+        return "search"
+    if state.get("status", "ok") != "ok" or (state.get("pending") is None and state.get("final_answer") is not None):
+        return END
+    return "answer"
 
 
 def route_after_search(state: AgentState, runtime: Runtime[AgentContext]) -> str:
     """Back to `decide` while the budget allows another search; else to `answer` (forced)."""
     return "decide" if may_search(state, runtime.context) else "answer"
+
+
+# The routes as coroutines for the graph: LangGraph runs a plain-function route of an async graph
+# in its thread pool, a thread hand-off per route per execution (two for a no-search execution,
+# 0.3 ms of CPU each; BENCHMARKS.md, "CPU per model call"); these run on the loop.
+
+
+async def _route_start(state: AgentState) -> str:
+    return route_start(state)
+
+
+async def _route_after_decide(state: AgentState) -> str:
+    return route_after_decide(state)
+
+
+async def _route_after_search(state: AgentState, runtime: Runtime[AgentContext]) -> str:
+    return route_after_search(state, runtime)
 
 
 def build_graph(
@@ -110,9 +136,9 @@ def build_graph(
     builder.add_node("decide", policy.node)
     builder.add_node("search", search_node)
     builder.add_node("answer", make_answer_node(policy))
-    builder.add_conditional_edges(START, route_start, ["decide", "search", "answer"])
-    builder.add_conditional_edges("decide", route_after_decide, ["search", "answer"])
-    builder.add_conditional_edges("search", route_after_search, ["decide", "answer"])
+    builder.add_conditional_edges(START, _route_start, ["decide", "search", "answer"])
+    builder.add_conditional_edges("decide", _route_after_decide, ["search", "answer", END])
+    builder.add_conditional_edges("search", _route_after_search, ["decide", "answer"])
     builder.add_edge("answer", END)
     return builder.compile(checkpointer=checkpointer)
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from branchpoint.agents.policies import Policy
+from branchpoint.agents.policies import Policy, decided_answer
 from branchpoint.agents.state import AgentContext
 from branchpoint.datasets.questions import Question
 from branchpoint.models.call import ModelCall
@@ -335,8 +335,8 @@ class PolicyTruth:
             if update.get("boundary") == BOUNDARY_PENDING:
                 after, child = self.after_search(question, docs, pending.get("text") or "", k, cap, source, leaf.seen)
                 p, searches = p + leaf.p * after.p, searches + leaf.p * (1.0 + after.searches)
-            elif pending.get("action") == "answer":
-                p += leaf.p * is_success(question, pending.get("text"))
+            elif (answer := decided_answer(update)) is not None:
+                p += leaf.p * is_success(question, answer)
                 continue
             else:  # a search it may not run: the answer node forces an answer
                 after, child = self.forced(question, docs, k, cap, source, leaf.seen)
