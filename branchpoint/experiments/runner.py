@@ -34,6 +34,7 @@ from branchpoint.experiments.execution import execute, run_blocking_core, stream
 from branchpoint.experiments.multiturn import history_for
 from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
 from branchpoint.experiments.store import RunLock, RunStore, run_lock
+from branchpoint.experiments.tallies import tally
 from branchpoint.models import ModelClient, TransportError, open_model
 from branchpoint.models.request_fingerprint import RequestFingerprints, RequestSinks
 from branchpoint.models.request_log import RequestLog, current_execution
@@ -502,8 +503,7 @@ def _run_todo(
     graphs: dict[str, Any] = {}
 
     def count(rec: ExecutionRecord) -> None:  # on the loop, once the writer has appended it
-        summary.ran += 1
-        summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
+        tally(summary, [rec.status])
         elapsed = time.perf_counter() - started
         bar.update(task, advance=1, rate=f"{summary.ran / max(elapsed, 1e-9) * 60:.1f}/min")
 
