@@ -68,6 +68,32 @@ def _scrub(text: str, url: str) -> str:
     return text.replace(url, mask_url(url))
 
 
+def _missing_packages(exc: ImportError) -> InputError:
+    """The error for a PostgreSQL package that is not installed: one line saying what to pip install."""
+    return InputError(f"PostgreSQL checkpoints need packages that are not installed ({exc.name}): {_INSTALL_HINT}")
+
+
+def _check_pool_size(pool_size: int) -> None:
+    """Refuse a pool that could hold no connection."""
+    if pool_size < 1:
+        raise InputError(f"checkpoints pool_size: must be at least 1, got {pool_size}")
+
+
+def _unreachable(exc: Exception, url: str) -> InputError:
+    """The error for a probe connection that failed: the driver's first line (refused, unknown
+    host, auth failed), passwords scrubbed, naming the masked URL."""
+    text = str(exc).strip()
+    reason = _scrub(text.splitlines()[0] if text else type(exc).__name__, url)
+    return InputError(f"cannot reach the PostgreSQL checkpoint store {mask_url(url)}: {reason}")
+
+
+def _pool_failed(exc: Exception, url: str) -> InputError:
+    """The error for a pool that did not open in time (PoolTimeout and friends)."""
+    return InputError(
+        f"cannot open a connection pool to the PostgreSQL checkpoint store {mask_url(url)}: {_scrub(str(exc), url)}"
+    )
+
+
 @contextmanager
 def postgres_checkpointer(url: str, pool_size: int = 8, connect_timeout: float = 10.0) -> Iterator[PostgresSaver]:
     """A `PostgresSaver` on `url`, backed by a connection pool of at most `pool_size` connections.
@@ -86,21 +112,15 @@ def postgres_checkpointer(url: str, pool_size: int = 8, connect_timeout: float =
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
     except ImportError as exc:
-        raise InputError(
-            f"PostgreSQL checkpoints need packages that are not installed ({exc.name}): {_INSTALL_HINT}"
-        ) from None
-    if pool_size < 1:
-        raise InputError(f"checkpoints pool_size: must be at least 1, got {pool_size}")
+        raise _missing_packages(exc) from None
+    _check_pool_size(pool_size)
 
-    masked = mask_url(url)
     # One direct connection first: the driver's reason (refused, unknown host, auth failed) makes
     # a clear message, where the pool would only time out and retry in the background.
     try:
         probe = psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(connect_timeout)))
     except psycopg.Error as exc:
-        text = str(exc).strip()
-        reason = _scrub(text.splitlines()[0] if text else type(exc).__name__, url)
-        raise InputError(f"cannot reach the PostgreSQL checkpoint store {masked}: {reason}") from None
+        raise _unreachable(exc, url) from None
 
     pool = ConnectionPool(
         url,
@@ -116,10 +136,7 @@ def postgres_checkpointer(url: str, pool_size: int = 8, connect_timeout: float =
             try:
                 pool.open(wait=True, timeout=connect_timeout)
             except Exception as exc:  # PoolTimeout and friends
-                raise InputError(
-                    f"cannot open a connection pool to the PostgreSQL checkpoint store {masked}: "
-                    f"{_scrub(str(exc), url)}"
-                ) from None
+                raise _pool_failed(exc, url) from None
             # The pool's connections return dict rows (row_factory in kwargs, which the stubs cannot see).
             dict_pool = cast("ConnectionPool[psycopg.Connection[dict[str, Any]]]", pool)
             saver = PostgresSaver(dict_pool, serde=safe_serde())
@@ -130,7 +147,7 @@ def postgres_checkpointer(url: str, pool_size: int = 8, connect_timeout: float =
                 saver.setup()
             finally:
                 probe.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
-        log.info("PostgreSQL checkpoints at %s (pool of at most %d)", masked, pool_size)
+        log.info("PostgreSQL checkpoints at %s (pool of at most %d)", mask_url(url), pool_size)
         yield saver
     finally:
         pool.close()
@@ -149,20 +166,14 @@ async def async_postgres_checkpointer(
         from psycopg.rows import dict_row
         from psycopg_pool import AsyncConnectionPool
     except ImportError as exc:
-        raise InputError(
-            f"PostgreSQL checkpoints need packages that are not installed ({exc.name}): {_INSTALL_HINT}"
-        ) from None
-    if pool_size < 1:
-        raise InputError(f"checkpoints pool_size: must be at least 1, got {pool_size}")
-    masked = mask_url(url)
+        raise _missing_packages(exc) from None
+    _check_pool_size(pool_size)
     try:
         probe = await psycopg.AsyncConnection.connect(
             url, autocommit=True, connect_timeout=max(1, int(connect_timeout))
         )
     except psycopg.Error as exc:
-        text = str(exc).strip()
-        reason = _scrub(text.splitlines()[0] if text else type(exc).__name__, url)
-        raise InputError(f"cannot reach the PostgreSQL checkpoint store {masked}: {reason}") from None
+        raise _unreachable(exc, url) from None
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         url,
         min_size=1,
@@ -177,10 +188,7 @@ async def async_postgres_checkpointer(
             try:
                 await pool.open(wait=True, timeout=connect_timeout)
             except Exception as exc:  # PoolTimeout and friends
-                raise InputError(
-                    f"cannot open a connection pool to the PostgreSQL checkpoint store {masked}: "
-                    f"{_scrub(str(exc), url)}"
-                ) from None
+                raise _pool_failed(exc, url) from None
             saver = AsyncPostgresSaver(pool, serde=safe_serde())
             await probe.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
             try:

@@ -28,7 +28,7 @@ from branchpoint.experiments.runner import (
     default_model_opener,
     missing_work,
     plan_executions,
-    run_experiment,
+    run_planned,
     select_questions,
 )
 from branchpoint.experiments.shard_fold import ShardMerger
@@ -73,18 +73,18 @@ def in_process(
     concurrency: int = 1, log_requests: bool = False, model_opener: ModelOpener = default_model_opener
 ) -> BackendFactory:
     """The backend that runs the missing executions in this process with the ordinary runner
-    (`run_experiment` over their ids, under the driver's lock: no shard folder)."""
+    (`run_planned` over the driver's plan, under the driver's lock: no shard folder)."""
 
     def make(job: RunJob) -> Backend[PlannedExecution]:
         def run(todo: list[PlannedExecution]) -> ShardOutcome:
-            done = run_experiment(
+            done = run_planned(
                 job.spec,
                 job.store.run_dir,
+                todo,
                 progress=job.progress,
                 model_opener=model_opener,
                 checkpoints=job.checkpoints,
                 concurrency=concurrency,
-                execution_ids=[p.execution_id for p in todo],
                 log_requests=log_requests,
                 lock=job.lock,
             )

@@ -75,7 +75,8 @@ from branchpoint.experiments.runner import (
 )
 from branchpoint.experiments.spec import ExperimentSpec, ForkPlan, load_spec
 from branchpoint.experiments.store import RunStore, run_lock
-from branchpoint.experiments.work_driver import InProcess, ShardOutcome, drive, missing, tally
+from branchpoint.experiments.tallies import tally
+from branchpoint.experiments.work_driver import InProcess, ShardOutcome, drive, missing
 from branchpoint.models import ModelClient, TransportError
 from branchpoint.models.request_log import current_execution
 from branchpoint.traces import (

@@ -34,6 +34,7 @@ from branchpoint.experiments.execution import execute, run_blocking_core, stream
 from branchpoint.experiments.multiturn import history_for
 from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
 from branchpoint.experiments.store import RunLock, RunStore, run_lock
+from branchpoint.experiments.tallies import tally
 from branchpoint.models import ModelClient, TransportError, open_model
 from branchpoint.models.request_fingerprint import RequestFingerprints, RequestSinks
 from branchpoint.models.request_log import RequestLog, current_execution
@@ -438,19 +439,18 @@ def run_experiment(
 ) -> RunSummary:
     """Run every missing execution of a spec into `run_dir` and return what was done.
 
-    `concurrency` executions run at once (threads; a server such as vLLM batches the concurrent
-    requests), at most `model.max_connections` of them talking to one server at a time.
+    `concurrency` executions run at once (on one event loop; a server such as vLLM batches the
+    concurrent requests), at most `model.max_connections` of them talking to one server at a time.
     `checkpoints` is a `postgresql://` URL for runs shared by many workers; default: the run's
     own SQLite file. `execution_ids` restricts the run to those planned executions (one shard of
-    a run, see `driver.run_sharded`); an id that the plan lacks is an error. `log_requests`
+    a run, see `shards.run_shard`); an id that the plan lacks is an error. `log_requests`
     appends every request body sent to the model to RUN_DIR/requests.jsonl. `lock` is the run
-    folder's lock when the caller (the driver) holds it already; else it is taken here.
+    folder's lock when the caller holds it already; else it is taken here. The plan is made
+    here; a caller that has it already runs it with `run_planned`.
     """
-    if concurrency < 1:
-        raise InputError(f"--concurrency must be at least 1, got {concurrency}")
+    _check_concurrency(concurrency)
     started = time.perf_counter()
-    questions = select_questions(spec)
-    plan = plan_executions(spec, questions)  # validates names before anything is written
+    plan = plan_executions(spec, select_questions(spec))  # validates names before anything is written
     if execution_ids is not None:
         wanted = set(execution_ids)
         plan = [p for p in plan if p.execution_id in wanted]
@@ -459,12 +459,48 @@ def run_experiment(
                 f"{len(wanted) - len(plan)} of {len(wanted)} execution ids are not in the plan of spec "
                 f"{spec.name!r} here (do the spec or its question files differ between machines?)"
             )
+    return run_planned(
+        spec,
+        run_dir,
+        plan,
+        progress=progress,
+        model_opener=model_opener,
+        checkpoints=checkpoints,
+        concurrency=concurrency,
+        log_requests=log_requests,
+        lock=lock,
+        started=started,
+    )
+
+
+def run_planned(
+    spec: ExperimentSpec,
+    run_dir: str | Path,
+    planned: list[PlannedExecution],
+    *,
+    progress: bool = True,
+    model_opener: ModelOpener = default_model_opener,
+    checkpoints: str | None = None,
+    concurrency: int = 1,
+    log_requests: bool = False,
+    lock: RunLock | None = None,
+    started: float | None = None,
+) -> RunSummary:
+    """Run those of `planned` (executions of `spec`, as `plan_executions` made them) that
+    `run_dir` has not recorded as final; as `run_experiment`, without planning again.
+
+    The driver's in-process backend comes here with the missing work it planned (see
+    `driver.in_process`). The summary counts `planned` as the plan, and its wall time from
+    `started` (default: now).
+    """
+    _check_concurrency(concurrency)
+    started = time.perf_counter() if started is None else started
     store = RunStore(run_dir)
     target = store.checkpoint_target(checkpoints)
     with ExitStack() as stack:
         lock = lock or stack.enter_context(run_lock(store.run_dir))  # one writer per run folder
         check_run_dir(store, spec, checkpoints)
-        todo, summary = missing_work(plan, store.finished_ids(), store.run_dir, started)
+        todo, summary = missing_work(planned, store.finished_ids(), store.run_dir, started)
         if not todo:
             return summary
         pool = SourcePool(progress, cache_path=store.run_dir / RETRIEVAL_CACHE_FILE)
@@ -478,6 +514,11 @@ def run_experiment(
         )
     summary.wall_s = time.perf_counter() - started
     return summary
+
+
+def _check_concurrency(concurrency: int) -> None:
+    if concurrency < 1:
+        raise InputError(f"--concurrency must be at least 1, got {concurrency}")
 
 
 def _run_todo(
@@ -502,8 +543,7 @@ def _run_todo(
     graphs: dict[str, Any] = {}
 
     def count(rec: ExecutionRecord) -> None:  # on the loop, once the writer has appended it
-        summary.ran += 1
-        summary.statuses[rec.status] = summary.statuses.get(rec.status, 0) + 1
+        tally(summary, [rec.status])
         elapsed = time.perf_counter() - started
         bar.update(task, advance=1, rate=f"{summary.ran / max(elapsed, 1e-9) * 60:.1f}/min")
 

@@ -27,6 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from branchpoint.errors import BranchpointError
 from branchpoint.experiments.runner import progress_bar
 from branchpoint.experiments.shards import ShardProgress
+from branchpoint.experiments.tallies import Tally, tally
 from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, TraceError
 
 W = TypeVar("W")
@@ -57,13 +58,6 @@ class ShardOutcome:
     node: str = ""
     ran: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
-
-
-class Tally(Protocol):
-    """A summary the driver counts into (`RunSummary`, `ForkSummary`)."""
-
-    ran: int
-    statuses: dict[str, int]
 
 
 class Backend(Protocol[W]):
@@ -131,16 +125,6 @@ Fold = Callable[[Shard[Any], ShardOutcome], list[ExecutionRecord]]
 def missing(planned: Iterable[W], done: Collection[str], key: Callable[[W], str]) -> list[W]:
     """The planned work whose id (`key`) has no final record yet, in plan order."""
     return [p for p in planned if key(p) not in done]
-
-
-def tally(summary: Tally, statuses: Iterable[str]) -> int:
-    """Count records (their statuses) into a summary as run; returns how many."""
-    n = 0
-    for status in statuses:
-        summary.statuses[status] = summary.statuses.get(status, 0) + 1
-        n += 1
-    summary.ran += n
-    return n
 
 
 def named_error(shard: Shard[Any], exc: BaseException) -> BaseException:

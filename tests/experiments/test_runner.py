@@ -184,3 +184,26 @@ def test_cli_limit_runs_only_the_first_questions(tmp_path, write_spec, isolated_
     result = CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "r"), "--limit", "2", "--no-progress"])
     assert result.exit_code == 0, result.output
     assert "2 planned" in result.output
+
+
+def test_run_planned_runs_the_given_plan_without_planning_again(tmp_path, write_spec, isolated_cache, monkeypatch):
+    """What the driver's in-process backend calls with the plan it made: only the executions
+    the run folder lacks run, and the summary counts the given plan."""
+    import branchpoint.experiments.runner as runner
+
+    spec = load_spec(write_spec())
+    plan = runner.plan_executions(spec, runner.select_questions(spec))
+    run_dir = tmp_path / "run"
+    run_experiment(spec, run_dir, progress=False, model_opener=CountingOpener(), execution_ids=[plan[0].execution_id])
+
+    def no_planning(*_args, **_kwargs):
+        raise AssertionError("run_planned planned again")
+
+    monkeypatch.setattr(runner, "plan_executions", no_planning)
+    opener = CountingOpener()
+    summary = runner.run_planned(spec, run_dir, plan[:4], progress=False, model_opener=opener)
+    assert (summary.planned, summary.skipped, summary.ran, summary.statuses) == (4, 1, 3, {"ok": 3})
+    ids = [r.execution_id for r in read_records(run_dir / "executions.jsonl")]
+    assert ids == [p.execution_id for p in plan[:4]]
+    with pytest.raises(InputError, match="--concurrency must be at least 1, got 0"):
+        runner.run_planned(spec, run_dir, plan, progress=False, model_opener=opener, concurrency=0)

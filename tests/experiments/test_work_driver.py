@@ -102,6 +102,27 @@ def test_a_run_here_folds_what_a_killed_processes_run_left(tmp_path, spec_path, 
     assert run_content(run_dir) == run_content(tmp_path / "one")
 
 
+def test_a_run_here_plans_once(tmp_path, spec_path, isolated_cache, monkeypatch):
+    """The in-process backend runs the driver's plan (`run_planned`): the runner does not plan again."""
+    import branchpoint.experiments.driver as driver
+    import branchpoint.experiments.runner as runner
+
+    calls = []
+
+    def counted(*args: Any) -> Any:
+        calls.append(args)
+        return plan_executions(*args)
+
+    run_dir = tmp_path / "run"
+    leave_a_shard(spec_path, run_dir, "local-0", 2)
+    monkeypatch.setattr(runner, "plan_executions", counted)
+    monkeypatch.setattr(driver, "plan_executions", counted)
+    summary = run_spec(load_spec(spec_path), run_dir, progress=False)
+    assert (summary.planned, summary.skipped, summary.ran, len(calls)) == (6, 2, 4, 1)
+    run_experiment(load_spec(spec_path), tmp_path / "one", progress=False)
+    assert run_content(run_dir) == run_content(tmp_path / "one")
+
+
 def _kill_one_shard(task: ShardTask) -> Any:
     """A shard process that dies (SIGKILL) after recording two of its executions (shard local-1)."""
     if task.shard != "local-1":
