@@ -259,7 +259,7 @@ def _run_tasks(
                     max_connections=lambda t: t.spec.model.max_connections,
                     prepare=prepare,
                     run=one,
-                    append=lambda rec: store.append(rec, out_file),  # durable before it counts
+                    append=lambda recs: store.append_many(recs, out_file),  # durable before it counts
                     count=count,
                     concurrency=plan.concurrency,
                 )

@@ -422,7 +422,12 @@ def default_model_opener(spec: ExperimentSpec, run_dir: Path) -> Iterator[ModelC
 
 
 def _model_key(spec: ExperimentSpec) -> str:
-    return spec.model.model_dump_json()
+    """Executions that share one client (and one server, for an embedded model): the same model
+    settings but for the request seed, which each execution's client view sends itself
+    (`with_seed`); an unseeded model is a setting of its own. A sweep over `model.seed` is then
+    one group with `concurrency` executions in flight, not one group per seed run one after
+    another (which held a 16-seed sweep at concurrency 256 to 64 in flight)."""
+    return f"{spec.model.model_dump_json(exclude={'seed'})}|seeded={spec.model.seed is not None}"
 
 
 def run_experiment(
@@ -580,7 +585,7 @@ def _run_todo(
                 max_connections=lambda p: p.spec.model.max_connections,
                 prepare=prepare,
                 run=one,
-                append=store.append,  # durable before the execution counts as done (as written)
+                append=store.append_many,  # durable before the execution counts as done (as written)
                 count=count,
                 concurrency=concurrency,
             )

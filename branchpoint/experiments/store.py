@@ -20,7 +20,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -295,30 +295,22 @@ class RunStore:
         fsync'ed after the lock is released, so concurrent executions overlap their disk flushes
         (the record is durable when this returns).
         """
-        data = record.model_dump()
-        if data.get("error"):  # a server's error text may quote the API key (see branchpoint.redact)
-            data["error"] = redact(data["error"])
-        texts: dict[str, str] = {}
-        for step in data.get("steps") or ():
-            for doc in step.get("retrieved") or ():
-                text = doc.pop("text")
-                doc["text_ref"] = ref = passage_ref(text)
-                texts[ref] = text
+        return self.append_many([record], file)[0]
+
+    def append_many(self, records: Sequence[ExecutionRecord], file: str = EXECUTIONS_FILE) -> list[ExecutionRecord]:
+        """Append records durably, in order, as `append` does each, with one fsync of the trace
+        (and at most one of the passage store) for all of them: a group commit. Each is durable
+        when this returns, as after `append`; the run's one writer hands over every record that
+        waits, so a wave of executions finishing together costs one disk flush, not one each."""
         path = self.run_dir / file
-        line = dump_record(ExecutionRecord.model_validate({**data, "steps": _with_empty_texts(data)})) + "\n"
-        written = record
-        try:
-            check_line_size(line, record.execution_id, path)
-        except RecordTooLargeError as exc:
-            log.warning("%s", exc)
-            written = ExecutionRecord.model_validate(
-                {
-                    **{k: v for k, v in data.items() if k in _IDENTITY_FIELDS},
-                    "status": "incomplete",
-                    "error": f"not recorded: {exc}",
-                }
-            )
-            line, texts = dump_record(written) + "\n", {}
+        lines: list[str] = []
+        texts: dict[str, str] = {}
+        written: list[ExecutionRecord] = []
+        for record in records:
+            line, its_texts, as_written = self._line(record, path)
+            lines.append(line)
+            texts.update(its_texts)
+            written.append(as_written)
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as fh:
             with self._append_lock:
@@ -328,16 +320,44 @@ class RunStore:
                     for r, t in texts.items()
                     if r not in known
                 ]
-                if new:  # durable before the record that refers to them
+                if new:  # durable before the records that refer to them
                     with self.passages_path.open("a", encoding="utf-8") as store:
                         store.write("".join(new))
                         store.flush()
                         os.fsync(store.fileno())
                     known.update(texts)
-                fh.write(line)
+                fh.write("".join(lines))
                 fh.flush()
             os.fsync(fh.fileno())
         return written
+
+    def _line(self, record: ExecutionRecord, path: Path) -> tuple[str, dict[str, str], ExecutionRecord]:
+        """A record's trace line (passage texts replaced by refs, error redacted, an over-long
+        record cut to an `incomplete` one), the passage texts it refers to, and the record as
+        written."""
+        data = record.model_dump()
+        if data.get("error"):  # a server's error text may quote the API key (see branchpoint.redact)
+            data["error"] = redact(data["error"])
+        texts: dict[str, str] = {}
+        for step in data.get("steps") or ():
+            for doc in step.get("retrieved") or ():
+                text = doc.pop("text")
+                doc["text_ref"] = ref = passage_ref(text)
+                texts[ref] = text
+        line = dump_record(ExecutionRecord.model_validate({**data, "steps": _with_empty_texts(data)})) + "\n"
+        try:
+            check_line_size(line, record.execution_id, path)
+        except RecordTooLargeError as exc:
+            log.warning("%s", exc)
+            cut = ExecutionRecord.model_validate(
+                {
+                    **{k: v for k, v in data.items() if k in _IDENTITY_FIELDS},
+                    "status": "incomplete",
+                    "error": f"not recorded: {exc}",
+                }
+            )
+            return dump_record(cut) + "\n", {}, cut
+        return line, texts, record
 
 
 #: What an over-long record keeps when it is recorded as `incomplete` (which execution it is).

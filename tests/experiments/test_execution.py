@@ -106,12 +106,12 @@ def test_run_bounded_keeps_at_most_n_in_flight_records_on_the_loop_and_raises_a_
 def test_record_writer_appends_in_order_on_one_thread():
     written: list[tuple[int, int]] = []
 
-    def append(rec):
-        written.append((rec, threading.get_ident()))
-        return rec
+    def append_many(recs):
+        written.extend((rec, threading.get_ident()) for rec in recs)
+        return list(recs)
 
     async def main() -> list[int]:
-        writer = RecordWriter(append)  # type: ignore[arg-type]
+        writer = RecordWriter(append_many)  # type: ignore[arg-type]
         try:
             return [await writer.write(i) for i in range(5)]  # type: ignore[arg-type]
         finally:
@@ -119,6 +119,37 @@ def test_record_writer_appends_in_order_on_one_thread():
 
     assert asyncio.run(main()) == list(range(5))
     assert [r for r, _ in written] == list(range(5)) and len({t for _, t in written}) == 1
+
+
+def test_record_writer_writes_what_arrives_meanwhile_in_one_batch_and_passes_failures_on():
+    batches: list[list[int]] = []
+    release = threading.Event()
+
+    def append_many(recs):
+        release.wait(5)  # the first batch is slow (a disk flush): the others arrive meanwhile
+        batches.append(list(recs))
+        if 13 in recs:
+            raise OSError("disk full")
+        return [r * 10 for r in recs]
+
+    async def main() -> list[object]:
+        writer = RecordWriter(append_many)  # type: ignore[arg-type]
+        try:
+            first = asyncio.ensure_future(writer.write(0))  # type: ignore[arg-type]
+            await asyncio.sleep(0.05)
+            rest = [asyncio.ensure_future(writer.write(i)) for i in range(1, 20)]  # type: ignore[arg-type]
+            await asyncio.sleep(0.05)
+            release.set()
+            results = await asyncio.gather(first, *rest, return_exceptions=True)
+            await writer.drain()
+            return results
+        finally:
+            writer.close()
+
+    results = asyncio.run(main())
+    assert batches == [[0], list(range(1, 20))]  # 19 records, one append_many (one fsync)
+    assert results[0] == 0
+    assert all(isinstance(r, OSError) for r in results[1:])  # none of that batch counts as written
 
 
 def test_run_blocking_core_runs_from_inside_an_event_loop():

@@ -126,3 +126,32 @@ def test_an_over_long_branch_is_counted_as_the_incomplete_record_it_was_written_
     )
     [branch] = fork_records(run_dir)
     assert branch.status == "incomplete" and summary.statuses == {"incomplete": 1}
+
+
+def test_run_store_append_many_is_append_of_each_with_one_fsync(tmp_path, monkeypatch):
+    import os
+
+    from branchpoint.experiments.store import RunStore
+    from branchpoint.traces import ExecutionRecord
+
+    def rec(i: int) -> ExecutionRecord:
+        return ExecutionRecord(
+            execution_id=f"e{i}",
+            run_id="r",
+            question_id=f"q{i}",
+            question="q?",
+            answerable=True,
+            status="ok",
+            final_answer=str(i),
+        )
+
+    one, many = RunStore(tmp_path / "one"), RunStore(tmp_path / "many")
+    for i in range(5):
+        one.append(rec(i))
+    fsyncs: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real(fd))[1])
+    written = many.append_many([rec(i) for i in range(5)])
+    assert [w.execution_id for w in written] == [f"e{i}" for i in range(5)]
+    assert len(fsyncs) == 1  # no passages: the trace alone, once
+    assert (tmp_path / "many" / "executions.jsonl").read_bytes() == (tmp_path / "one" / "executions.jsonl").read_bytes()

@@ -207,3 +207,15 @@ def test_run_planned_runs_the_given_plan_without_planning_again(tmp_path, write_
     assert ids == [p.execution_id for p in plan[:4]]
     with pytest.raises(InputError, match="--concurrency must be at least 1, got 0"):
         runner.run_planned(spec, run_dir, plan, progress=False, model_opener=opener, concurrency=0)
+
+
+def test_a_seed_sweep_shares_one_client_and_sends_each_executions_seed(tmp_path, write_spec, isolated_cache):
+    """One group for every seed (not one client and one wave of executions per seed, which
+    kept a many-seed sweep from ever having `concurrency` executions in flight)."""
+    spec = load_spec(write_spec({"sweep": {"model.seed": [0, 1, 2, 3]}}))
+    opener = CountingOpener()
+    summary = run_experiment(spec, tmp_path / "run", progress=False, model_opener=opener, concurrency=64)
+    assert summary.ran == summary.planned and opener.opened == 1
+    records = read_records(tmp_path / "run" / "executions.jsonl")
+    assert {r.condition["model.seed"] for r in records} == {0, 1, 2, 3}
+    assert {request["seed"] for request in opener.models[0].requests} == {0, 1, 2, 3}
