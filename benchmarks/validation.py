@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from branchpoint.experiments.validation import VALIDATION_FILE, validate
 from branchpoint.experiments.validation.compare import aggregate
+from branchpoint.experiments.validation.dispersion import dispersion
 
 PRICED = re.compile(r"^(U|factorial)\((?P<price>[0-9.]+)\) (?P<rest>.*)$")
 
@@ -94,6 +95,29 @@ def price_table(report: dict) -> str:
     return "\n".join(lines)
 
 
+DISPERSION_ROWS = {
+    "state_ratio": "Σe² / Σv over the states",
+    "question_ratio": "Σ(per-question Σe)² / Σv",
+    "study_rms_z": "RMS z of the studies' mean Δ (exact SE)",
+    "answerable_unanswerable_corr": "corr. of answerable and unanswerable z over studies",
+}
+
+
+def dispersion_table(d: dict) -> str:
+    """The errors e = Δ̄ − Δ against the exact Binomial model of the same states (`dispersion`)."""
+    lines = [
+        f"Errors of Δ̄ against independent Binomial draws from the true p ({d['studies']} studies, "
+        f"{d['states']} states, {d['draws']} draws):",
+        "",
+        "| statistic | observed | model mean | p (two-sided) |",
+        "|---|---|---|---|",
+    ]
+    for key, label in DISPERSION_ROWS.items():
+        s = d[key]
+        lines.append(f"| {label} | {s['observed']:.3f} | {s['model_mean']:.3f} | {s['p']:.3f} |")
+    return "\n".join(lines)
+
+
 def merge(parts: list[Path]) -> dict:
     """One report from the validation.json of runs over disjoint seeds of one profile x policy."""
     reports = [json.loads((p / VALIDATION_FILE).read_text()) for p in parts]
@@ -122,6 +146,7 @@ def merge(parts: list[Path]) -> dict:
         "checks": all_checks,
         "passed": all(c["passed"] for c in all_checks),
         "wall_s": sum(r["wall_s"] for r in reports),
+        "dispersion": dispersion(studies, repeats=int(first["settings"]["repeats"])),
         "merged_from": [str(p) for p in parts],
         "per_study": studies,
     }
@@ -145,6 +170,8 @@ def show(report: dict, profile: str, policy: str, elapsed: float) -> None:
         print("\nfailed checks:\n" + "\n".join(failed))
     if report.get("findings"):
         print(f"\nseed-study findings: {report['findings']}")
+    if report.get("dispersion"):
+        print("\n" + dispersion_table(report["dispersion"]))
 
 
 def main() -> None:
@@ -157,6 +184,9 @@ def main() -> None:
         "--seed-per-action", action="store_true", help="diagnostic: fork each action with its own model seed"
     )
     ap.add_argument("--seed", type=int, default=1, help="the first study's seed (studies use seed, seed + 1, ...)")
+    ap.add_argument(
+        "--fork-seed", type=int, default=0, help="diagnostic: the fork plan's seed (redraws every branch, same states)"
+    )
     ap.add_argument("--no-findings", action="store_true", help="skip the seed-study findings (for extra parts)")
     ap.add_argument("--merge", type=Path, nargs="+", default=None, help="merge these validate outputs and print")
     args = ap.parse_args()
@@ -182,6 +212,7 @@ def main() -> None:
                 seed=args.seed,
                 progress=False,
                 seed_per_action=args.seed_per_action,
+                fork_seed=args.fork_seed,
                 findings=False if args.no_findings else None,
             )
             show(report, profile, policy, time.perf_counter() - start)
@@ -199,6 +230,7 @@ def main() -> None:
         + (f" --seed {args.seed}" if args.seed != 1 else "")
         + (" --no-findings" if args.no_findings else "")
         + (" --seed-per-action" if args.seed_per_action else "")
+        + (f" --fork-seed {args.fork_seed}" if args.fork_seed else "")
         + ")"
     )
 

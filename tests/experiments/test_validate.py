@@ -59,6 +59,10 @@ def check_report(report: dict, policy: str) -> None:
             s.startswith("over-search %") for s in report["skipped_quantities"]
         )
     assert (Path(study["run_dir"]).parent.parent / "delta_states.png").is_file()
+    if policy != "no_search":  # the errors of Δ̄ against the exact Binomial model (a diagnostic, no check)
+        d = report["dispersion"]
+        assert d["states"] == sum(s["states"] for s in report["per_study"])
+        assert 0.0 <= d["study_rms_z"]["p"] <= 1.0 and d["state_ratio"]["model_mean"] > 0.5
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ import numpy as np
 
 from branchpoint.errors import InputError
 from branchpoint.experiments.validation.compare import Check, aggregate, compare_study
+from branchpoint.experiments.validation.dispersion import dispersion
 from branchpoint.experiments.validation.quantities import QUANTITIES
 from branchpoint.experiments.validation.study import StudyResult, StudySettings, run_study
 from branchpoint.experiments.validation.truths import true_delta
@@ -80,16 +81,20 @@ def _sampling_check(stats: dict[str, Any], settings: StudySettings) -> Check:
 
 
 def state_rows(r: StudyResult) -> list[dict[str, Any]]:
-    """Per-state estimate and truth (for the figure of estimated vs true Δ)."""
+    """Per-state estimate and truth (for the figure of estimated vs true Δ, and `dispersion`)."""
     d = true_delta(r)
+    answerable = {q.id: q.answerable for q in r.questions}
     return [
         {
             "question_id": r.states.question_id[i],
+            "answerable": answerable.get(r.states.question_id[i]),
             "boundary": r.states.boundary[i],
             "dbar": float(r.states.dbar[i]),
             "delta": float(d[i]),
             "p_think": float(r.p_think[i]),
             "p_search": float(r.p_search[i]),
+            "m_think": int(r.states.think.m[i]),
+            "m_search": int(r.states.search.m[i]),
         }
         for i in range(len(r.states))
     ]
@@ -108,6 +113,7 @@ def validate(
     keep_runs: bool = False,
     seed_per_action: bool = False,
     findings: bool | None = None,
+    fork_seed: int = 0,
 ) -> dict[str, Any]:
     """Run the studies, compare, write OUT/validation.json and return its content (`findings`:
     whether to check the seed study's findings on the over-searching profile; default: the
@@ -122,7 +128,12 @@ def validate(
     cfg, size = preset(quick)
     n_studies = studies or cfg.studies
     settings = StudySettings(
-        profile=profile, policy=policy, reasoning_effort=reasoning_effort, seed_per_action=seed_per_action, **size
+        profile=profile,
+        policy=policy,
+        reasoning_effort=reasoning_effort,
+        seed_per_action=seed_per_action,
+        fork_seed=fork_seed,
+        **size,
     )
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -195,6 +206,8 @@ def validate(
         "sampling_seen": stats.get("sampling"),
         "requests": stats.get("requests"),
         "findings": found,
+        # not a check: how spread the errors of Δ̄ are against the exact Binomial model (`dispersion`)
+        "dispersion": dispersion(studies_out, repeats=settings.repeats),
         "checks": [asdict(c) for c in checks],
         "passed": all(c.passed for c in checks),
         "wall_s": time.perf_counter() - started,

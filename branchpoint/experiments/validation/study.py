@@ -84,6 +84,10 @@ class StudySettings:
     #: Diagnostic: fork each action with its own model seed (the pipeline's forks give every action
     #: of a repeat the same seed; see BENCHMARKS.md "Validation on the simulated model").
     seed_per_action: bool = False
+    #: The fork plan's seed (`ForkPlan.seed`, the base of every branch's seed). Another value draws
+    #: every branch afresh on the same run, states and truth: a diagnostic that tells an error
+    #: of the truth for a study's states (it stays) from the chance of its draws (it does not).
+    fork_seed: int = 0
 
     @property
     def chat(self) -> bool:
@@ -296,6 +300,7 @@ def run_study(
         search_budget=settings.search_budget,
         switch_source=ALT_SOURCE,
         concurrency=settings.concurrency,
+        seed=settings.fork_seed,
         # the minimal-search study (over-search %): its THINK forks are the plan's own
         minimal_search=True,
     )
