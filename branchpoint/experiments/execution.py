@@ -191,8 +191,7 @@ class RecordWriter:
     Records that arrive while a write is under way wait and then go to disk together, in one
     `append_many` (one fsync for the lot): with one writer, a wave of executions that finish
     together would otherwise queue behind one fsync each (1-4 ms apiece on this machine's disk,
-    more while other processes write), which held a run at concurrency 256 to ~60 executions/s.
-    Each record is still durable before its `write` returns."""
+    more while other processes write). Each record is still durable before its `write` returns."""
 
     def __init__(self, append_many: Callable[[list[ExecutionRecord]], list[ExecutionRecord]]) -> None:
         self._append_many = append_many
