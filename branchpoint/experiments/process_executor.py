@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.queues
-import os
 import queue
 import signal
 import socket
@@ -139,21 +138,12 @@ class ProcessBackend:
     def submit_all(self, shards: list[Shard[PlannedExecution]]) -> dict[Future[ShardOutcome], Shard[PlannedExecution]]:
         """Fork (or spawn) one process per shard, then start the thread that watches them."""
         each = -(-self.concurrency // len(shards))
-        spec_data = self.job.spec.model_dump(mode="json")
-        run_abs = str(self.job.store.run_dir.resolve())
         ctx = _context()
         reports: multiprocessing.queues.Queue = ctx.Queue()
         futures: dict[str, Future[ShardOutcome]] = {}
         for shard in shards:
-            task = ShardTask(
-                spec_data,
-                run_abs,
-                shard.name,
-                [p.execution_id for p in shard.items],
-                self.job.checkpoints,
-                each,
-                os.getcwd(),
-            )
+            ids = [p.execution_id for p in shard.items]
+            task = ShardTask.of(self.job.spec, self.job.store.run_dir, shard.name, ids, self.job.checkpoints, each)
             proc = ctx.Process(target=_run_part, args=(task, reports), name=f"branchpoint-{shard.name}", daemon=True)
             self._workers[shard.name] = proc
             futures[shard.name] = Future()

@@ -185,18 +185,11 @@ class RayBackend:
         """One Ray task per shard (spread over the nodes), each with `concurrency` executions at once."""
         ray = require_ray()
         remote = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(run_shard)
-        spec_data = self.job.spec.model_dump(mode="json")
-        run_abs = str(self.job.store.run_dir.resolve())
         out: dict[Future[ShardOutcome], Shard[PlannedExecution]] = {}
         for shard in shards:
-            task = ShardTask(
-                spec_data,
-                run_abs,
-                shard.name,
-                [p.execution_id for p in shard.items],
-                self.job.checkpoints,
-                self.concurrency,
-                os.getcwd(),
+            ids = [p.execution_id for p in shard.items]
+            task = ShardTask.of(
+                self.job.spec, self.job.store.run_dir, shard.name, ids, self.job.checkpoints, self.concurrency
             )
             ref = remote.remote(task)
             self._refs.append(ref)

@@ -64,6 +64,28 @@ class ShardTask:
     concurrency: int
     cwd: str
 
+    @classmethod
+    def of(
+        cls,
+        spec: ExperimentSpec,
+        run_dir: Path,
+        shard: str,
+        execution_ids: list[str],
+        checkpoints: str | None,
+        concurrency: int,
+    ) -> ShardTask:
+        """The task as a worker in another process or on another node gets it: the spec as
+        data, the run folder as an absolute path, the driver's working directory."""
+        return cls(
+            spec.model_dump(mode="json"),
+            str(run_dir.resolve()),
+            shard,
+            execution_ids,
+            checkpoints,
+            concurrency,
+            os.getcwd(),
+        )
+
 
 @dataclass
 class ShardResult:
