@@ -58,8 +58,6 @@ def make_answer_node(policy: Policy) -> Any:
     """The `answer` node for a policy: finalise, forcing a last answer when a search was refused."""
 
     async def answer(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-        if state.get("status", "ok") != "ok":
-            return {"final_answer": None, "pending": None, "boundary": None}
         pending: Mapping[str, Any] = state.get("pending") or {}
         if pending.get("action") == "answer":
             return {"final_answer": pending["text"], "pending": None, "boundary": None}
