@@ -105,8 +105,12 @@ def forecaster(name: str, *, fitted: bool = False, calibrate: bool = False) -> C
 
 def registered_forecasters() -> list[Registered]:
     """Every registered forecaster (kind `forecaster` of `branchpoint.registry`, plug-ins
-    included), by name."""
-    return [Registered(e.name, e.obj, e.meta["fitted"], e.meta["calibrate"]) for e in REGISTRY.entries("forecaster")]
+    included), by name. One added with `registry.add` and no metadata is neither fitted nor
+    calibrated."""
+    return [
+        Registered(e.name, e.obj, bool(e.meta.get("fitted", False)), bool(e.meta.get("calibrate", False)))
+        for e in REGISTRY.entries("forecaster")
+    ]
 
 
 def run_forecaster(entry: Registered, states: StateTable, dev: np.ndarray) -> Forecast:
