@@ -180,9 +180,10 @@ class StateCounts:
 class StateTable:
     """The scored states (rows) with both roles' outcomes; row i of every array is state i.
 
-    Public columns a forecaster may read at every row: `keys`, `question_id`, `question`,
-    `stratum`, `boundary`, `boundary_kind`, `t_action`, `s_action`, `prefix_steps`,
-    `search_budget`. Outcome columns (`think`, `search`) may be read on dev rows only.
+    Public columns: `keys`, `question_id`, `question`, `stratum`, `component`, `boundary`,
+    `boundary_kind`, `t_action`, `s_action`, `prefix_steps`, `search_budget`, `features`;
+    outcome columns: `think`, `search`. Forecasters never get this table: they get its
+    development view (`dev_view.DevView`: public columns of every row, outcomes of dev rows only).
     """
 
     keys: list[tuple[str, str]]

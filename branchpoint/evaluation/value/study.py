@@ -31,6 +31,7 @@ from branchpoint.evaluation.value.analyses import (
     three_pair_section,
 )
 from branchpoint.evaluation.value.config import ValueConfig
+from branchpoint.evaluation.value.dev_view import DevView, OutcomesNotInView
 from branchpoint.evaluation.value.forecasters import (
     Forecast,
     ForecasterUnavailable,
@@ -108,17 +109,21 @@ def collect_forecasts(
     extra: Mapping[str, Forecast] | None = None,
     seed: int = 0,
 ) -> tuple[dict[str, Forecast], dict[str, dict[str, Any]], dict[str, str]]:
-    """Every forecast to score, what each is, and the forecasters skipped (with the reason)."""
+    """Every forecast to score, what each is, and the forecasters skipped (with the reason).
+
+    Registered forecasters and calibration maps see the development view of `states`
+    (`dev_view.DevView`: no test outcomes); forecast files are matched to the rows here."""
     out: dict[str, Forecast] = {}
     meta: dict[str, dict[str, Any]] = {}
     skipped: dict[str, str] = {}
     raw: list[str] = []
+    view = DevView.of(states, dev)
     for entry in registered_forecasters():
         if entry.fitted and not dev.any():
             skipped[entry.name] = "fitted on dev rows, and there are none (--dev-split 0)"
             continue
         try:
-            out[entry.name] = run_forecaster(entry, states, dev)
+            out[entry.name] = run_forecaster(entry, view, view.dev)
         except ForecasterUnavailable as exc:
             skipped[entry.name] = str(exc)
             continue
@@ -144,10 +149,12 @@ def collect_forecasts(
                 skipped[name] = "calibration needs at least 2 dev rows (--dev-split > 0)"
                 continue
             try:
-                fc = cal(out[base], states, dev, seed=seed)
+                fc = cal(out[base], view, view.dev, seed=seed)
             except ForecasterUnavailable as exc:
                 skipped[name] = str(exc)
                 continue
+            except OutcomesNotInView as exc:
+                raise InputError(f'calibration map "{cal_name}": {exc}') from None
             fc.check(name, len(states))
             out[name] = fc
             meta[name] = {"kind": "calibrated", "raw": base, "map": cal_name}
