@@ -4,7 +4,8 @@ Every fit uses dev rows only and predicts every row; targets are each dev state'
 (Ȳ_T, Ȳ_S), or their difference for gain models. Penalties are chosen by grouped K-fold over
 support components (`ridge_cv`). Registered here (imported by `study`):
 
-Forecasters (`@forecaster`, fitted on dev rows):
+Forecasters (`@forecaster`, fitted on dev rows; settings `RidgeSettings`: the penalty grid and
+the number of grouped folds, e.g. `--forecaster-arg metadata_ridge.folds=3`):
 - `public_prefix_ridge`: ridge on the public-prefix features (`features.PREFIX_FEATURES`).
 - `metadata_ridge`: ridge on evaluator-side metadata (one-hot stratum and boundary kind).
 - `minilm_ridge`: ridge head on frozen MiniLM embeddings of the question and public history
@@ -27,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
 
 from branchpoint.evaluation.value.dev_view import DevView
 from branchpoint.evaluation.value.features import metadata_features
@@ -135,9 +137,24 @@ def _feature(states: DevView, name: str, flag: str) -> np.ndarray:
     return states.features[name]
 
 
-def ridge_forecast(x: np.ndarray, states: DevView, dev: np.ndarray) -> Forecast:
-    """(q_T, q_S) = clip(ridge of (Ȳ_T, Ȳ_S) on x), penalty by grouped 4-fold on dev rows."""
-    pred, info = ridge_cv(x, states.targets(), dev, states.component)
+class RidgeSettings(BaseModel):
+    """Settings of the ridge forecasters: the penalty grid and the grouped folds that choose from
+    it (defaults: the search-value study's {0.01, 0.1, 1, 10, 100} and four folds)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    penalties: tuple[PositiveFloat, ...] = Field(RIDGE_PENALTIES, min_length=1)
+    folds: int = Field(DEV_FOLDS, ge=2, description="Grouped K-fold over support components (fewer when fewer).")
+
+
+def ridge_forecast(
+    x: np.ndarray, states: DevView, dev: np.ndarray, settings: RidgeSettings = RidgeSettings()
+) -> Forecast:
+    """(q_T, q_S) = clip(ridge of (Ȳ_T, Ȳ_S) on x), penalty from `settings.penalties` by grouped
+    K-fold on dev rows (K = `settings.folds`)."""
+    pred, info = ridge_cv(
+        x, states.targets(), dev, states.component, penalties=settings.penalties, folds=settings.folds
+    )
     pred = np.clip(pred, 0.0, 1.0)
     return Forecast(pred[:, 0], pred[:, 1], info)
 
@@ -147,30 +164,30 @@ def ridge_forecast(x: np.ndarray, states: DevView, dev: np.ndarray) -> Forecast:
 # --------------------------------------------------------------------------------------------
 
 
-@forecaster("public_prefix_ridge", fitted=True)
-def public_prefix_ridge(states: DevView, dev: np.ndarray) -> Forecast:
+@forecaster("public_prefix_ridge", fitted=True, settings=RidgeSettings)
+def public_prefix_ridge(states: DevView, dev: np.ndarray, settings: RidgeSettings = RidgeSettings()) -> Forecast:
     """Ridge of (Ȳ_T, Ȳ_S) on the public-prefix features: log question and tool-text lengths,
     lexical evidence gap, query and document novelty (search-value study, Appendix B). With a
     raw forecast, the `public_prefix` map adds both of its probabilities."""
     _need_dev(dev, "public_prefix_ridge")
-    return ridge_forecast(_feature(states, "public_prefix", "computed by `branchpoint value`"), states, dev)
+    return ridge_forecast(_feature(states, "public_prefix", "computed by `branchpoint value`"), states, dev, settings)
 
 
-@forecaster("metadata_ridge", fitted=True)
-def metadata_ridge(states: DevView, dev: np.ndarray) -> Forecast:
+@forecaster("metadata_ridge", fitted=True, settings=RidgeSettings)
+def metadata_ridge(states: DevView, dev: np.ndarray, settings: RidgeSettings = RidgeSettings()) -> Forecast:
     """Ridge of (Ȳ_T, Ȳ_S) on evaluator-side metadata, one-hot stratum and boundary kind
     (search-value study, Appendix B: "Metadata ridge uses dataset family, comparison membership
     and hop count"). Uses task labels a deployed agent does not see: an explanatory control."""
     _need_dev(dev, "metadata_ridge")
-    return ridge_forecast(metadata_features(states), states, dev)
+    return ridge_forecast(metadata_features(states), states, dev, settings)
 
 
-@forecaster("minilm_ridge", fitted=True)
-def minilm_ridge(states: DevView, dev: np.ndarray) -> Forecast:
+@forecaster("minilm_ridge", fitted=True, settings=RidgeSettings)
+def minilm_ridge(states: DevView, dev: np.ndarray, settings: RidgeSettings = RidgeSettings()) -> Forecast:
     """Ridge head on frozen MiniLM sentence embeddings of the question (and the public history at
     later checkpoints): search-value study, Appendix B, "Text and public-signal models"."""
     _need_dev(dev, "minilm_ridge")
-    return ridge_forecast(_feature(states, "minilm", "run `branchpoint value --text-head`"), states, dev)
+    return ridge_forecast(_feature(states, "minilm", "run `branchpoint value --text-head`"), states, dev, settings)
 
 
 # --------------------------------------------------------------------------------------------

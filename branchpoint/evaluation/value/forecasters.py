@@ -45,12 +45,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.value.dev_view import DevView, OutcomesNotInView
 from branchpoint.evaluation.value.outcomes import StateTable
 from branchpoint.evaluation.value.scores import balanced_mean
-from branchpoint.registry import REGISTRY
+from branchpoint.registry import REGISTRY, validate_settings
 from branchpoint.traces import TraceError, iter_json_lines
 
 RIDGE_PENALTIES: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0, 100.0)
@@ -90,22 +91,28 @@ CalibratorFn = Callable[..., Forecast]  # fn(raw: Forecast, states: DevView, dev
 
 @dataclass(frozen=True)
 class Registered:
-    """A registered forecaster: its function, whether it needs dev rows, whether to calibrate it."""
+    """A registered forecaster: its function, whether it needs dev rows, whether to calibrate it,
+    and the pydantic model of its settings (None: it takes none)."""
 
     name: str
     fn: ForecasterFn
     fitted: bool = False
     calibrate: bool = False
+    settings: type[BaseModel] | None = None
 
 
-def forecaster(name: str, *, fitted: bool = False, calibrate: bool = False) -> Callable[[ForecasterFn], ForecasterFn]:
+def forecaster(
+    name: str, *, fitted: bool = False, calibrate: bool = False, settings: type[BaseModel] | None = None
+) -> Callable[[ForecasterFn], ForecasterFn]:
     """Register a forecaster `fn(states, dev) -> Forecast | (q_T, q_S)` under `name`.
 
     `fitted`: it learns from dev rows (skipped when there are none). `calibrate`: also score
     it after each calibration map (for raw scores, e.g. a model's stated probabilities).
+    `settings`: the pydantic model of its settings; it is then called `fn(states, dev, settings)`
+    with them validated (the spec's `value.forecasters.NAME`, `--forecaster-arg NAME.KEY=VALUE`).
     """
 
-    return REGISTRY.register("forecaster", name, fitted=fitted, calibrate=calibrate)
+    return REGISTRY.register("forecaster", name, fitted=fitted, calibrate=calibrate, settings=settings)
 
 
 def registered_forecasters() -> list[Registered]:
@@ -113,16 +120,28 @@ def registered_forecasters() -> list[Registered]:
     included), by name. One added with `registry.add` and no metadata is neither fitted nor
     calibrated."""
     return [
-        Registered(e.name, e.obj, bool(e.meta.get("fitted", False)), bool(e.meta.get("calibrate", False)))
+        Registered(
+            e.name, e.obj, bool(e.meta.get("fitted", False)), bool(e.meta.get("calibrate", False)), e.settings_model
+        )
         for e in REGISTRY.entries("forecaster")
     ]
 
 
-def run_forecaster(entry: Registered, states: DevView, dev: np.ndarray) -> Forecast:
-    """Call a forecaster on the development view and check what it returned; one that reaches
-    for every row's outcomes is an InputError naming it."""
+def check_component_settings(kind: str, settings: Mapping[str, Mapping[str, Any]]) -> dict[str, BaseModel | None]:
+    """Each named component's settings validated (`registry.check_settings`): an unknown name
+    lists the known ones, an unknown or bad setting names its key and what it expects."""
+    return {name: REGISTRY.check_settings(kind, name, given) for name, given in settings.items()}
+
+
+def run_forecaster(
+    entry: Registered, states: DevView, dev: np.ndarray, settings: Mapping[str, Any] | None = None
+) -> Forecast:
+    """Call a forecaster on the development view (with its validated settings when it declares
+    a settings model) and check what it returned; one that reaches for every row's outcomes is
+    an InputError naming it."""
+    parsed = validate_settings(entry.settings, settings, f'forecaster "{entry.name}"')
     try:
-        out = entry.fn(states, dev)
+        out = entry.fn(states, dev) if parsed is None else entry.fn(states, dev, parsed)
     except OutcomesNotInView as exc:
         raise InputError(f'forecaster "{entry.name}": {exc}') from None
     fc = out if isinstance(out, Forecast) else Forecast(*out)
@@ -130,14 +149,34 @@ def run_forecaster(entry: Registered, states: DevView, dev: np.ndarray) -> Forec
     return fc
 
 
-def calibrator(name: str) -> Callable[[CalibratorFn], CalibratorFn]:
-    """Register a calibration map `fn(raw forecast, states, dev) -> Forecast` under `name`."""
-    return REGISTRY.register("calibrator", name)
+def calibrator(name: str, *, settings: type[BaseModel] | None = None) -> Callable[[CalibratorFn], CalibratorFn]:
+    """Register a calibration map `fn(raw forecast, states, dev, seed=0) -> Forecast` under
+    `name`; with `settings` (a pydantic model) it is also passed `settings=` (validated; from
+    the spec's `value.calibrators.NAME` or `--calibrator-arg NAME.KEY=VALUE`)."""
+    return REGISTRY.register("calibrator", name, settings=settings)
 
 
 def calibrators() -> dict[str, CalibratorFn]:
     """Registered calibration maps by name, in registration order."""
     return {e.name: e.obj for e in REGISTRY.entries("calibrator", registration_order=True)}
+
+
+def run_calibrator(
+    name: str, raw: Forecast, states: DevView, seed: int, settings: Mapping[str, Any] | None = None
+) -> Forecast:
+    """Apply the calibration map `name` to a raw forecast on the development view (with its
+    validated settings when it declares them); one that reaches for test outcomes is an
+    InputError naming it."""
+    entry = REGISTRY.get("calibrator", name)
+    parsed = validate_settings(entry.settings_model, settings, f'calibration map "{name}"')
+    try:
+        if parsed is None:
+            out: Forecast = entry.obj(raw, states, states.dev, seed=seed)
+        else:
+            out = entry.obj(raw, states, states.dev, seed=seed, settings=parsed)
+    except OutcomesNotInView as exc:
+        raise InputError(f'calibration map "{name}": {exc}') from None
+    return out
 
 
 # --------------------------------------------------------------------------------------------

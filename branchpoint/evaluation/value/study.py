@@ -31,13 +31,15 @@ from branchpoint.evaluation.value.analyses import (
     three_pair_section,
 )
 from branchpoint.evaluation.value.config import ValueConfig
-from branchpoint.evaluation.value.dev_view import DevView, OutcomesNotInView
+from branchpoint.evaluation.value.dev_view import DevView
 from branchpoint.evaluation.value.forecasters import (
     Forecast,
     ForecasterUnavailable,
     calibrators,
+    check_component_settings,
     read_forecasts,
     registered_forecasters,
+    run_calibrator,
     run_forecaster,
 )
 from branchpoint.evaluation.value.outcomes import Roles, StateTable, build_states, dev_split
@@ -108,11 +110,14 @@ def collect_forecasts(
     files: Sequence[Path] = (),
     extra: Mapping[str, Forecast] | None = None,
     seed: int = 0,
+    forecaster_settings: Mapping[str, Mapping[str, Any]] | None = None,
+    calibrator_settings: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[dict[str, Forecast], dict[str, dict[str, Any]], dict[str, str]]:
     """Every forecast to score, what each is, and the forecasters skipped (with the reason).
 
     Registered forecasters and calibration maps see the development view of `states`
-    (`dev_view.DevView`: no test outcomes); forecast files are matched to the rows here."""
+    (`dev_view.DevView`: no test outcomes), with their settings by name (`forecaster_settings`,
+    `calibrator_settings`); forecast files are matched to the rows here."""
     out: dict[str, Forecast] = {}
     meta: dict[str, dict[str, Any]] = {}
     skipped: dict[str, str] = {}
@@ -123,7 +128,7 @@ def collect_forecasts(
             skipped[entry.name] = "fitted on dev rows, and there are none (--dev-split 0)"
             continue
         try:
-            out[entry.name] = run_forecaster(entry, view, view.dev)
+            out[entry.name] = run_forecaster(entry, view, view.dev, (forecaster_settings or {}).get(entry.name))
         except ForecasterUnavailable as exc:
             skipped[entry.name] = str(exc)
             continue
@@ -143,18 +148,16 @@ def collect_forecasts(
         meta[name] = {"kind": "given"}
         raw.append(name)
     for base in raw:
-        for cal_name, cal in calibrators().items():
+        for cal_name in calibrators():
             name = f"{base}+{cal_name}"
             if dev.sum() < 2:
                 skipped[name] = "calibration needs at least 2 dev rows (--dev-split > 0)"
                 continue
             try:
-                fc = cal(out[base], view, view.dev, seed=seed)
+                fc = run_calibrator(cal_name, out[base], view, seed, (calibrator_settings or {}).get(cal_name))
             except ForecasterUnavailable as exc:
                 skipped[name] = str(exc)
                 continue
-            except OutcomesNotInView as exc:
-                raise InputError(f'calibration map "{cal_name}": {exc}') from None
             fc.check(name, len(states))
             out[name] = fc
             meta[name] = {"kind": "calibrated", "raw": base, "map": cal_name}
@@ -240,6 +243,8 @@ def value_study(
     composed forecast `three_pair` (`analyses.three_pair_forecast`) and its section
     `three_pair_composition`.
     """
+    check_component_settings("forecaster", config.forecasters)  # unknown names and bad settings fail first
+    check_component_settings("calibrator", config.calibrators)
     states, parents, forks_path = load_states(Path(path), config)
     attach_features(states, parents, config, text_encoder)
     dev = dev_split(states, config.dev_split, config.seed)
@@ -251,7 +256,15 @@ def value_study(
         extra["llm"] = llm_forecasts(llm_client, states, parents, actor=actor, style=llm_style, progress=progress)
     three_files = [Path(f) for f in forecast_files if is_three_action_file(Path(f))]
     two_files = [Path(f) for f in forecast_files if Path(f) not in three_files]
-    fcs, meta, skipped = collect_forecasts(states, dev, files=two_files, extra=extra, seed=config.seed)
+    fcs, meta, skipped = collect_forecasts(
+        states,
+        dev,
+        files=two_files,
+        extra=extra,
+        seed=config.seed,
+        forecaster_settings=config.forecasters,
+        calibrator_settings=config.calibrators,
+    )
     composed = None
     if three_pair:
         histories = [load_states(Path(h), config)[0] for h in three_pair]

@@ -15,13 +15,7 @@ from branchpoint.errors import InputError
 from branchpoint.experiments.spec.conditions import expand_conditions
 from branchpoint.experiments.spec.describe import describe_spec_error, did_you_mean
 from branchpoint.experiments.spec.sections import ExperimentSpec
-
-
-def _parse_value(raw: str, where: str) -> Any:
-    try:
-        return yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        raise InputError(f"{where}: the value is not valid YAML ({getattr(exc, 'problem', exc)})") from None
+from branchpoint.registry import parse_yaml_value
 
 
 def apply_overrides(data: dict[str, Any], overrides: typing.Sequence[str], source: str = "--set") -> dict[str, Any]:
@@ -39,7 +33,7 @@ def apply_overrides(data: dict[str, Any], overrides: typing.Sequence[str], sourc
         where = f"{source} {item!r}"
         if not sep or not key or any(not part for part in key.split(".")):
             raise InputError(f"{where}: expected KEY=VALUE with a dotted KEY, e.g. --set agent.search_cap=3")
-        value = _parse_value(raw, where)
+        value = parse_yaml_value(raw, where)
         if key.startswith("sweep."):
             axis = key.removeprefix("sweep.")
             sweep = out.setdefault("sweep", {}) or {}
