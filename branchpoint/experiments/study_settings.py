@@ -80,11 +80,10 @@ class StudySettings:
     #: where `module:attr` components named in the settings are imported from: the spec's folder
     search_paths: tuple[Path, ...] = ()
 
-    def block(self) -> dict[str, Any]:
-        """The `settings` block an output file records: the values, `spec`, `from_spec`,
-        `overrides` (and `defaults` when there was no spec); secrets in strings are masked."""
+    def source(self) -> dict[str, Any]:
+        """Where the settings came from: `spec`, `from_spec`, `overrides` (and `defaults` when
+        there was no spec); secrets in strings are masked."""
         out: dict[str, Any] = {
-            **_redacted(self.values),
             "spec": str(self.spec) if self.spec is not None else None,
             "from_spec": list(self.from_spec),
             "overrides": _redacted(self.overrides),
@@ -92,6 +91,10 @@ class StudySettings:
         if self.spec is None:
             out["defaults"] = NO_SPEC
         return out
+
+    def block(self) -> dict[str, Any]:
+        """The `settings` block an output file records: the values and `source()`."""
+        return {**_redacted(self.values), **self.source()}
 
     def describe(self) -> str:
         """One line for the console: where the settings came from."""

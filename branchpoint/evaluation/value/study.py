@@ -231,8 +231,12 @@ def value_study(
     out_dir: Path | None = None,
     write: bool = True,
     progress: bool = False,
+    settings_source: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Score every forecaster and router on a fork study; write value.json; return its content.
+
+    `settings_source` (where each setting came from: `spec`, `from_spec`, `overrides`, see
+    `experiments.study_settings`) is recorded beside the settings in value.json's `settings`.
 
     `path` is a run directory (its forks.jsonl) or a forks .jsonl file. `extra_forecasts` adds
     forecasts computed elsewhere (arrays over the scored states, in `load_states` row order);
@@ -302,7 +306,11 @@ def value_study(
     report: dict[str, Any] = {
         "schema_version": VALUE_SCHEMA_VERSION,
         "source": str(forks_path),
-        "settings": {**config.model_dump(mode="json"), "roles": Roles(config.pending_roles).table()},
+        "settings": {
+            **config.model_dump(mode="json"),
+            "roles": Roles(config.pending_roles).table(),
+            **(settings_source or {}),
+        },
         "states": state_summary(states, dev),
         "forecasters": meta,
         "skipped_forecasters": skipped,
