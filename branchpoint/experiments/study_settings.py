@@ -49,6 +49,9 @@ def explicit(section: BaseModel | None) -> dict[str, Any]:
     return section.model_dump(mode="json", include=set(section.model_fields_set))
 
 
+_UNSET = object()
+
+
 def _leaves(values: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
     for key, value in values.items():
         dotted = f"{prefix}{key}"
@@ -71,7 +74,8 @@ def _redacted(value: Any) -> Any:
 @dataclass(frozen=True)
 class StudySettings:
     """A command's settings (`values`) and where they came from: the spec file read (None:
-    none), the dotted keys taken from it, and the dotted keys the command line overrode."""
+    none), the dotted keys it sets to non-default values, and the dotted keys the command line
+    gave."""
 
     values: dict[str, Any]
     spec: Path | None = None
@@ -113,10 +117,17 @@ def resolve_settings(
     spec_file: Path | None = None,
 ) -> StudySettings:
     """Defaults, then the spec's settings, then the command line's (nested mappings merge key by
-    key); records which dotted keys came from the spec and which the command line overrode."""
+    key); records the dotted keys the spec sets to other values than the defaults (`from_spec`:
+    a run folder's spec.yaml writes every setting, defaults included) and those the command
+    line gave (`overrides`)."""
     values = merge_settings(merge_settings(defaults, from_spec), from_cli)
     overrides = dict(_leaves(from_cli))
-    taken = tuple(k for k, _ in _leaves(from_spec) if not any(k == o or k.startswith(o + ".") for o in overrides))
+    default = dict(_leaves(defaults))
+    taken = tuple(
+        k
+        for k, v in _leaves(from_spec)
+        if default.get(k, _UNSET) != v and not any(k == o or k.startswith(o + ".") for o in overrides)
+    )
     paths = (spec.source_dir,) if spec is not None and spec.source_dir is not None else ()
     return StudySettings(values, spec_file, taken, overrides, paths)
 
