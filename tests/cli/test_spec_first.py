@@ -78,6 +78,12 @@ def test_options_given_override_the_spec_and_are_recorded(tmp_path: Path, plugin
     assert settings["overrides"] == {"judge_settings.threshold": 0.5, "mu": 100.0, "bootstrap": 0}
     assert "lam" in settings["from_spec"] and "mu" not in settings["from_spec"]
     assert "judge_settings.threshold" not in settings["from_spec"]
+    # the report says where the settings came from
+    result = CliRunner().invoke(app, ["report", str(run)])
+    assert result.exit_code == 0, result.output
+    report = (run / "report.md").read_text(encoding="utf-8")
+    assert "## Settings" in report and f"from `{run / 'spec.yaml'}`: judge, lam;" in report
+    assert "on the command line: mu = 100.0, bootstrap = 0, judge_settings.threshold = 0.5" in report
     # another judge: the spec's judge settings are that judge's, not this one's
     code, out = evaluate(str(run), "--judge", "rule")
     assert code == 0, out
