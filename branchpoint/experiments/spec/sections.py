@@ -13,6 +13,7 @@ from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.experiments.spec.fork import ForkPlan
 from branchpoint.models.spec import ModelSpec
 from branchpoint.retrieval.sources import DenseSourceSpec, SourceField, SourceSpec
+from branchpoint.spec_paths import SpecPath
 
 if TYPE_CHECKING:
     from branchpoint.evaluation.judges import BatchJudge
@@ -32,7 +33,7 @@ class SampleSpec(_Strict):
 class QuestionsSpec(_Strict):
     """Where the questions come from: `demo` (embedded) or a file in one of the known formats."""
 
-    path: str = "demo"
+    path: SpecPath = "demo"
     format: str = "auto"
     limit: int | None = Field(None, ge=1)
     categories: list[str] | None = None
@@ -129,6 +130,11 @@ class ExperimentSpec(_Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     description: str = ""
+    base_dir: str | None = Field(
+        None,
+        description="The folder relative paths and module:function names of this spec resolve against (default: "
+        "the spec file's folder). `branchpoint run` writes it into the run folder's copy of the spec.",
+    )
     seed: int = 0
     questions: QuestionsSpec = Field(default_factory=QuestionsSpec)
     model: ModelSpec = Field(default_factory=ModelSpec)
@@ -148,6 +154,7 @@ class ExperimentSpec(_Strict):
 
     @property
     def source_dir(self) -> Path | None:
-        """The folder of the spec file this spec was loaded from (None when built in code):
-        `module:function` policies are imported from there too."""
+        """The folder this spec's relative paths resolved against when it was loaded (its file's
+        folder, or `base_dir`; None when built in code): `module:function` policies and
+        components are imported from there too."""
         return self._source_dir
