@@ -42,30 +42,12 @@ def fresh_policy_module(monkeypatch: pytest.MonkeyPatch) -> None:
 def write_study(folder: Path) -> Path:
     """A spec with its question file, corpus and policy module beside it, all named relatively."""
     folder.mkdir(parents=True)
-    (folder / "questions.jsonl").write_text(
-        json.dumps(
-            {
-                "id": "q1",
-                "question": "What is the capital of Australia?",
-                "answerable": True,
-                "gold_answers": ["Canberra"],
-            }
-        )
-        + "\n",
-        encoding="utf-8",
-    )
-    (folder / "more_questions.jsonl").write_text(
-        json.dumps(
-            {
-                "id": "q2",
-                "question": "Who painted the Mona Lisa?",
-                "answerable": True,
-                "gold_answers": ["Leonardo da Vinci"],
-            }
-        )
-        + "\n",
-        encoding="utf-8",
-    )
+    for name, qid, question, gold in (
+        ("questions.jsonl", "q1", "What is the capital of Australia?", "Canberra"),
+        ("more_questions.jsonl", "q2", "Who painted the Mona Lisa?", "Leonardo da Vinci"),
+    ):
+        line = {"id": qid, "question": question, "answerable": True, "gold_answers": [gold]}
+        (folder / name).write_text(json.dumps(line) + "\n", encoding="utf-8")
     (folder / "corpus.jsonl").write_text(
         "".join(
             json.dumps({"id": i, "contents": f'"{t}"\n{x}'}) + "\n"

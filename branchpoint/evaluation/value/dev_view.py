@@ -13,13 +13,13 @@ full table's outcome columns from a view (`states.think`, `states.search`, `stat
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from branchpoint.evaluation.value.outcomes import StateTable
+from branchpoint.evaluation.value.outcomes import PublicColumns, StateTable
 
 #: The full table's outcome attributes, which a view leaves out (`dev_states` has the dev rows').
 OUTCOME_ATTRIBUTES: frozenset[str] = frozenset({"think", "search", "dbar", "counts", "excluded_keys"})
@@ -35,23 +35,13 @@ def _frozen(values: np.ndarray) -> np.ndarray:
     return copy
 
 
-@dataclass(frozen=True)
-class DevView:
-    """Every state's public columns (row i is state i, as in `StateTable`), the public feature
-    matrices, the dev mask, and `dev_states`: the dev rows' own table, outcomes included, in
-    row order (`dev_rows[j]` is the row of its j-th state)."""
+@dataclass
+class DevView(PublicColumns):
+    """Every state's public columns (`PublicColumns`: row i is state i, as in `StateTable`), the
+    public feature matrices, the dev mask, and `dev_states`: the dev rows' own table, outcomes
+    included, in row order (`dev_rows[j]` is the row of its j-th state). Arrays are read-only
+    copies."""
 
-    keys: list[tuple[str, str]]
-    question_id: list[str]
-    question: list[str]
-    stratum: np.ndarray
-    component: np.ndarray
-    boundary: list[str]
-    boundary_kind: np.ndarray
-    t_action: list[str]
-    s_action: list[str]
-    prefix_steps: list[int | None]
-    search_budget: list[int | None]
     features: Mapping[str, np.ndarray]
     dev: np.ndarray
     dev_states: StateTable
@@ -62,25 +52,16 @@ class DevView:
         dev = np.asarray(dev, dtype=bool)
         if dev.shape != (len(states),):
             raise ValueError(f"dev mask has shape {dev.shape}, expected ({len(states)},)")
+        public: dict[str, Any] = {}
+        for f in fields(PublicColumns):
+            value = getattr(states, f.name)
+            public[f.name] = _frozen(value) if isinstance(value, np.ndarray) else list(value)
         return cls(
-            keys=list(states.keys),
-            question_id=list(states.question_id),
-            question=list(states.question),
-            stratum=_frozen(states.stratum),
-            component=_frozen(states.component),
-            boundary=list(states.boundary),
-            boundary_kind=_frozen(states.boundary_kind),
-            t_action=list(states.t_action),
-            s_action=list(states.s_action),
-            prefix_steps=list(states.prefix_steps),
-            search_budget=list(states.search_budget),
+            **public,
             features=MappingProxyType({k: _frozen(v) for k, v in states.features.items()}),
             dev=_frozen(dev),
             dev_states=states.subset(dev),
         )
-
-    def __len__(self) -> int:
-        return len(self.keys)
 
     def __getattr__(self, name: str) -> Any:
         if name in OUTCOME_ATTRIBUTES:
@@ -94,10 +75,6 @@ class DevView:
     def dev_rows(self) -> np.ndarray:
         """The rows of the dev states, in order (`dev_states` row j is row `dev_rows[j]`)."""
         return np.flatnonzero(self.dev)
-
-    def index(self) -> dict[tuple[str, str], int]:
-        """(parent execution id, checkpoint id) -> row."""
-        return {k: i for i, k in enumerate(self.keys)}
 
     def on_all_rows(self, dev_values: np.ndarray) -> np.ndarray:
         """A per-dev-state column (or matrix) spread over every row: the dev rows get their

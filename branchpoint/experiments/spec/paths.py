@@ -35,7 +35,9 @@ def _from(keys: Iterable[str]) -> Callable[[str], bool]:
     return lambda loc: any(loc == k or loc.startswith(k + ".") for k in given)
 
 
-def resolve_paths(spec: ExperimentSpec, base: Path, cli_keys: Iterable[str] = (), cwd: Path | None = None) -> ExperimentSpec:
+def resolve_paths(
+    spec: ExperimentSpec, base: Path, cli_keys: Iterable[str] = (), cwd: Path | None = None
+) -> ExperimentSpec:
     """`spec` with every relative path made absolute: against `cwd` where one of `cli_keys`
     (`--set` keys) set it, else against `base`; `base_dir` set to `base`. Sweep values are left
     as they are (see `resolve_condition_paths`)."""
