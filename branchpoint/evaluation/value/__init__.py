@@ -26,8 +26,8 @@ from branchpoint.evaluation.value.audit import (
 )
 from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval, single_component_strata
 from branchpoint.evaluation.value.config import ValueConfig
-from branchpoint.evaluation.value.dev_view import DevView
 from branchpoint.evaluation.value.curves import learning_curves
+from branchpoint.evaluation.value.dev_view import DevView
 from branchpoint.evaluation.value.forecasters import (
     Forecast,
     calibrator,
