@@ -6,7 +6,10 @@ then the third-party plug-ins of the entry-point group `branchpoint.plugins` (ea
 names a module, or a module attribute, whose import registers its components), and finally
 resolves `package.module:attr` names for components that are not registered at all. Every kind
 follows the same rules: one duplicate rule (a clear error naming both places), `names(kind)`,
-unknown names answered with the list of known ones.
+unknown names answered with the list of known ones, and one way to declare settings: a
+component registered with `settings=SomePydanticModel` takes settings (from a spec section or a
+command line's `--…-arg KEY=VALUE`), validated by `check_settings` with errors naming the key
+and what it expects; one registered without takes none.
 
 This module imports nothing of branchpoint's beyond `errors`, so every layer may register here.
 """
@@ -17,11 +20,13 @@ import importlib
 import importlib.metadata
 import inspect
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from branchpoint.errors import InputError
 
@@ -53,13 +58,107 @@ class RegistryError(InputError):
 
 @dataclass(frozen=True)
 class Entry:
-    """One registered component: what it is, where it was registered, and its settings."""
+    """One registered component: what it is, where it was registered, and its metadata (its
+    settings model under `settings`, when it takes settings)."""
 
     kind: str
     name: str
     obj: Any
     origin: str
     meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def settings_model(self) -> type[BaseModel] | None:
+        """The pydantic model of the component's settings (None: it takes no settings)."""
+        model = self.meta.get("settings")
+        return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def describe_settings_error(exc: ValidationError, model: type[BaseModel]) -> str:
+    """One clause per problem: `setting "a.b": what it expects (got …)`; an unknown key lists
+    the settings the model takes."""
+    parts = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(settings)"
+        if err.get("type") == "extra_forbidden":
+            parts.append(f'setting "{key}": unknown (takes: {", ".join(model.model_fields) or "none"})')
+            continue
+        got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
+        parts.append(f'setting "{key}": {err["msg"]}{got}')
+    return "; ".join(parts)
+
+
+def parse_yaml_value(raw: str, where: str) -> Any:
+    """A command-line value read as YAML (`3`, `0.9`, `true`, `[1, 2]`, `{a: b}`; empty: "")."""
+    import yaml
+
+    try:
+        return yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise InputError(f"{where}: the value is not valid YAML ({getattr(exc, 'problem', exc)})") from None
+
+
+def settings_from_args(values: Sequence[str], option: str, *, named: bool = False) -> dict[str, Any]:
+    """Repeatable `KEY=VALUE` options (e.g. `--judge-arg threshold=0.9`) as a settings mapping.
+
+    VALUE is YAML; a dotted KEY sets a nested setting (`model.name=m` → `{model: {name: m}}`);
+    a later option wins. With `named`, KEY starts with a component's name, `NAME.KEY=VALUE`
+    (`--forecaster-arg metadata_ridge.folds=3`), giving `{NAME: {KEY: VALUE}}`; a
+    `package.module:attr` name keeps its dots (`my.mod:fn.folds=3`).
+    """
+    out: dict[str, Any] = {}
+    example = "NAME.KEY=VALUE" if named else "KEY=VALUE"
+    for item in values:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        where = f"{option} {item!r}"
+        parts = key.split(".")
+        if named and ":" in key:
+            module, _, rest = key.partition(":")
+            head, *tail = rest.split(".")
+            parts = [f"{module}:{head}", *tail]
+        if not sep or not key or any(not p for p in parts) or (named and len(parts) < 2):
+            shown = "public_prefix_ridge.folds=3" if named else "threshold=0.9"
+            raise InputError(f"{where}: expected {example} (a YAML value), e.g. {option} {shown}")
+        node = out
+        for i, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise InputError(f"{where}: {'.'.join(parts[: i + 1])} was given a value, not settings")
+            node = child
+        node[parts[-1]] = parse_yaml_value(raw, where)
+    return out
+
+
+def merge_settings(base: Mapping[str, Any] | None, update: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`base` with `update` applied: nested mappings merge key by key, anything else replaces."""
+    out = dict(base or {})
+    for key, value in (update or {}).items():
+        old = out.get(key)
+        out[key] = merge_settings(old, value) if isinstance(old, Mapping) and isinstance(value, Mapping) else value
+    return out
+
+
+def validate_settings(model: type[BaseModel] | None, settings: Mapping[str, Any] | None, what: str) -> BaseModel | None:
+    """A component's settings validated against its settings model (None for a component without
+    one, which then takes no settings); `what` names it in errors (`judge "llm"`). Unknown keys
+    are refused even when the model does not forbid them itself, so a misspelt setting is never
+    silently ignored."""
+    given = dict(settings or {})
+    if model is None:
+        if given:
+            raise RegistryError(f"{what} takes no settings (got: {', '.join(map(str, given))})")
+        return None
+    if model.model_config.get("extra") != "allow":
+        unknown = [k for k in given if k not in model.model_fields]
+        if unknown:
+            raise RegistryError(
+                f'{what}: setting "{unknown[0]}": unknown (takes: {", ".join(model.model_fields) or "none"})'
+            )
+    try:
+        return model.model_validate(given)
+    except ValidationError as exc:
+        raise RegistryError(f"{what}: {describe_settings_error(exc, model)}") from None
 
 
 def _origin_of(obj: Any) -> str:
@@ -222,6 +321,14 @@ class Registry:
         known = ", ".join(self.names(kind)) or "none"
         raise RegistryError(f'unknown {kind} "{name}" (known: {known}; or name your own as package.module:attr)')
 
+    def check_settings(
+        self, kind: str, name: str, settings: Mapping[str, Any] | None, search_paths: Sequence[str | Path] = ()
+    ) -> BaseModel | None:
+        """The settings of the `kind` called `name`, validated against its settings model (None
+        for one that takes no settings); see `validate_settings`."""
+        entry = self.get(kind, name, search_paths)
+        return validate_settings(entry.settings_model, settings, f'{kind} "{entry.name}"')
+
     def __contains__(self, key: tuple[str, str]) -> bool:
         kind, _name = key
         self._load(kind)
@@ -236,6 +343,7 @@ add = REGISTRY.add
 get = REGISTRY.get
 names = REGISTRY.names
 entries = REGISTRY.entries
+check_settings = REGISTRY.check_settings
 
 
 def plugin(fn: Callable[[Registry], None]) -> Callable[[Registry], None]:

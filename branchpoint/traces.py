@@ -37,6 +37,8 @@ RETRIEVAL_CACHE_FILE = "retrieval_cache.sqlite"
 JUDGE_CACHE_FILE = "judge_cache.sqlite"
 #: Every request body sent to the model (`--log-requests`).
 REQUESTS_FILE = "requests.jsonl"
+#: One line per `fork` / `replay` invocation: the plan it ran and where each setting came from.
+FORK_SETTINGS_FILE = "fork_settings.jsonl"
 #: What `evaluate`, the minimal-search study, `value` and `report` write beside the traces.
 JUDGED_FILE = "judged.jsonl"
 METRICS_FILE = "metrics.json"

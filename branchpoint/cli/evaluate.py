@@ -10,15 +10,25 @@ import typer
 from branchpoint.cli.common import app, console, friendly_errors, print_identical
 from branchpoint.traces import AGREEMENT_FILE, METRICS_FILE
 
+SPEC_FIRST = "Default: the run's spec.yaml, else {default}."
+
 
 @app.command()
 @friendly_errors
 def evaluate(
-    path: Path = typer.Argument(..., help="A run directory or a .jsonl trace file."),
+    ctx: typer.Context,
+    path: Path = typer.Argument(..., help="A run directory or a .jsonl trace file (its spec.yaml is read first)."),
     judge: str = typer.Option(
         "rule",
         "--judge",
-        help="A registered judge: rule (offline default), given (labels in the traces), llm, llm-answer, a plug-in's, or package.module:attr.",
+        help="A registered judge: rule (offline default), given (labels in the traces), llm, llm-answer, a "
+        "plug-in's, or package.module:attr. Default: the spec's evaluation.judge, else rule.",
+    ),
+    judge_arg: list[str] = typer.Option(
+        [],
+        "--judge-arg",
+        help="A setting of the judge: KEY=VALUE with a YAML value (threshold=0.9, model.name=M; dotted keys "
+        "nest), checked against the judge's settings; repeatable, applied after the spec's and the options below.",
     ),
     judge_model: str | None = typer.Option(None, "--judge-model", help="--judge llm: model name sent to the server."),
     judge_base_url: str | None = typer.Option(
@@ -44,12 +54,17 @@ def evaluate(
         help="--judge llm: also label retrieved documents (default: llm yes, llm-answer no).",
     ),
     out: Path | None = typer.Option(None, "--out", help="Output folder (default: beside the traces)."),
-    lam: float = typer.Option(0.25, "--lam", help="TPC weight of input tokens (λ)."),
-    mu: float = typer.Option(500.0, "--mu", help="TPC weight of a search call (μ)."),
+    lam: float = typer.Option(0.25, "--lam", help="TPC weight of input tokens (λ). " + SPEC_FIRST.format(default=0.25)),
+    mu: float = typer.Option(500.0, "--mu", help="TPC weight of a search call (μ). " + SPEC_FIRST.format(default=500)),
     bootstrap: int = typer.Option(
-        1000, "--bootstrap", min=0, help="Bootstrap resamples of questions (0: no intervals)."
+        1000,
+        "--bootstrap",
+        min=0,
+        help="Bootstrap resamples of questions (0: no intervals). " + SPEC_FIRST.format(default=1000),
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+    seed: int = typer.Option(
+        0, "--seed", help="Seed of the bootstrap (evaluation.bootstrap_seed). " + SPEC_FIRST.format(default=0)
+    ),
     agreement: bool = typer.Option(
         False, "--agreement", help="Also print and write agreement.json: agreement and Cohen's κ between judges."
     ),
@@ -57,32 +72,56 @@ def evaluate(
 ) -> None:
     """Judge traces and write metrics.json (and judged.jsonl); prints the comparison table.
 
-    Judgments accumulate in judged.jsonl, one set per judge, so evaluating again with another
-    judge lets --agreement compare them.
+    The run's spec.yaml (beside the traces) is read first: its evaluation section gives the
+    judge, the judge's settings, λ, μ and the bootstrap; options given here override it, and
+    metrics.json's `settings` records which came from where. Judgments accumulate in
+    judged.jsonl, one set per judge, so evaluating again with another judge lets --agreement
+    compare them.
 
     Example: branchpoint evaluate runs/quickstart --judge rule
 
     Example: branchpoint evaluate runs/quickstart --judge llm --judge-model Qwen/Qwen3-8B
-    --judge-base-url http://127.0.0.1:8000/v1 --agreement
+    --judge-base-url http://127.0.0.1:8000/v1 --judge-arg max_tokens=256 --agreement
     """
+    from branchpoint.cli.study_options import given_settings
     from branchpoint.evaluation import MetricsConfig, comparison_table
     from branchpoint.evaluation import evaluate as run_evaluation
-    from branchpoint.evaluation.judge_options import judge_from_options
+    from branchpoint.evaluation.judge_options import judge_cache_path
+    from branchpoint.evaluation.judges import JudgeRun, build_judge
+    from branchpoint.experiments.study_settings import evaluation_settings
+    from branchpoint.registry import settings_from_args
 
-    judge_obj = judge_from_options(
-        judge,
-        path,
+    cli = given_settings(
+        ctx,
+        {
+            "judge": ("judge", judge),
+            "lam": ("lam", lam),
+            "mu": ("mu", mu),
+            "bootstrap": ("bootstrap", bootstrap),
+            "seed": ("bootstrap_seed", seed),
+        },
+    )
+    judge_options = dict(
         model=judge_model,
         base_url=judge_base_url,
         api_key_env=judge_api_key_env,
-        cache=judge_cache,
         retries=judge_retries,
         concurrency=judge_concurrency,
         evidence=evidence,
-        progress=not no_progress,
     )
-    cfg = MetricsConfig(lam=lam, mu=mu, bootstrap=bootstrap, seed=seed)
-    metrics = run_evaluation(path, judge=judge_obj, out_dir=out, cfg=cfg, agreement=agreement)
+    settings = evaluation_settings(path, cli, judge_options, settings_from_args(judge_arg, "--judge-arg"))
+    v = settings.values
+    judge_obj = build_judge(
+        v["judge"],
+        v["judge_settings"],
+        JudgeRun(judge_cache_path(path, judge_cache), progress=not no_progress),
+        settings.search_paths,
+    )
+    cfg = MetricsConfig(lam=v["lam"], mu=v["mu"], bootstrap=v["bootstrap"], seed=v["bootstrap_seed"])
+    metrics = run_evaluation(
+        path, judge=judge_obj, out_dir=out, cfg=cfg, agreement=agreement, settings=settings.block()
+    )
+    console.print(settings.describe(), soft_wrap=True, highlight=False)
     console.print(comparison_table(metrics))
     print_identical(metrics.get("identical_conditions") or [])
     st = getattr(judge_obj, "stats", None)

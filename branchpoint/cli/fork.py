@@ -24,12 +24,16 @@ checkpoints_app = typer.Typer(
 )
 
 
-def _sampling_options(temperature: float, top_p: float, seed: int, allow_identical_repeats: bool) -> dict[str, Any]:
+def _sampling_options(
+    temperature: float, top_p: float, seed: int, allow_identical_repeats: bool, concurrency: int
+) -> dict[str, tuple[str, Any]]:
+    """The sampling options fork and replay share, as (fork-plan field, value) by option name."""
     return {
-        "temperature": temperature,
-        "top_p": top_p,
-        "seed": seed,
-        "allow_identical_repeats": allow_identical_repeats,
+        "temperature": ("temperature", temperature),
+        "top_p": ("top_p", top_p),
+        "seed": ("seed", seed),
+        "allow_identical_repeats": ("allow_identical_repeats", allow_identical_repeats),
+        "concurrency": ("concurrency", concurrency),
     }
 
 
@@ -43,7 +47,8 @@ LOG_REQUESTS_HELP = "Append every request body sent to the model to RUN_DIR/requ
 @app.command()
 @friendly_errors
 def fork(
-    run_dir: Path = typer.Argument(..., help="A run directory (from `branchpoint run`)."),
+    ctx: typer.Context,
+    run_dir: Path = typer.Argument(..., help="A run directory (from `branchpoint run`); its spec.yaml is read first."),
     boundaries: str = typer.Option(
         "initial,after_search_k,pending_query", "--boundaries", help="Boundary kinds to fork from."
     ),
@@ -92,7 +97,10 @@ def fork(
 ) -> None:
     """Fork saved states into THINK / SEARCH / STOP / SWITCH continuations (RUN_DIR/forks.jsonl).
 
-    Branches sample (default temperature 0.6, top-p 0.95) with one recorded seed per repeat.
+    The run's spec.yaml `fork:` section gives the plan's defaults; options given here (and
+    --set) override it. Each invocation's plan, and which settings came from the spec and which
+    from the command line, is appended to RUN_DIR/fork_settings.jsonl. Branches sample (default
+    temperature 0.6, top-p 0.95) with one recorded seed per repeat.
 
     Exit code 0: every planned branch is recorded; 3: some are incomplete (run the same command
     again); 2: bad input, or the run folder is in use by another writer.
@@ -104,24 +112,29 @@ def fork(
 
     Example: branchpoint fork runs/quickstart --sample 2,2 --repeats 2 --set search_budget=1
     """
-    from branchpoint.experiments.fork_options import fork_plan_from_options
+    from branchpoint.cli.study_options import given_settings
+    from branchpoint.experiments.fork_options import fork_plan_from_options, record_fork_settings
     from branchpoint.experiments.forking import fork_run
 
-    settings = dict(
-        boundaries=csv_list(boundaries),
-        actions=[a.upper() for a in csv_list(actions)],
-        repeats=repeats,
-        search_budget=search_budget,
-        switch_source=switch_source,
-        executions=execution or None,
-        checkpoints=checkpoint or None,
-        minimal_search=minimal_search,
-        concurrency=concurrency,
-        **_sampling_options(temperature, top_p, seed, allow_identical_repeats),
+    given = given_settings(
+        ctx,
+        {
+            "boundaries": ("boundaries", csv_list(boundaries)),
+            "actions": ("actions", [a.upper() for a in csv_list(actions)]),
+            "repeats": ("repeats", repeats),
+            "search_budget": ("search_budget", search_budget),
+            "switch_source": ("switch_source", switch_source),
+            "execution": ("executions", execution or None),
+            "checkpoint": ("checkpoints", checkpoint or None),
+            "minimal_search": ("minimal_search", minimal_search),
+            **_sampling_options(temperature, top_p, seed, allow_identical_repeats, concurrency),
+        },
     )
     counts = sample_counts(sample) if sample is not None else None
-    plan = fork_plan_from_options(run_dir, settings, set_, counts)
+    plan, settings = fork_plan_from_options(run_dir, given, set_, counts)
     summary = fork_run(run_dir, plan, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests)
+    record_fork_settings(run_dir, "fork", plan, settings, summary)
+    console.print(settings.describe(), soft_wrap=True, highlight=False)
     print_fork_summary(summary)
     exit_if_incomplete(summary.statuses.get("incomplete", 0), "branches", None, checkpoints)
 
@@ -153,7 +166,8 @@ def print_fork_summary(summary: Any, file: str = FORKS_FILE, what: str = "branch
 @app.command()
 @friendly_errors
 def replay(
-    run_dir: Path = typer.Argument(..., help="A run directory (from `branchpoint run`)."),
+    ctx: typer.Context,
+    run_dir: Path = typer.Argument(..., help="A run directory (from `branchpoint run`); its spec.yaml is read first."),
     execution: str = typer.Option(..., "--execution", help="The execution (or fork branch) to replay: id or prefix."),
     checkpoint: str | None = typer.Option(
         None,
@@ -178,22 +192,30 @@ def replay(
     """Replay an execution from a saved state: no forced action, the policy decides again.
 
     Each replay runs on its own new thread and is recorded in RUN_DIR/replays.jsonl (kind
-    `replay`, parent = the saved state); the recorded thread is never written to.
+    `replay`, parent = the saved state); the recorded thread is never written to. Sampling
+    (temperature, top-p, seed) and concurrency default to the run's spec.yaml `fork:` section;
+    options given here override it (recorded in RUN_DIR/fork_settings.jsonl).
 
     Example: branchpoint replay runs/quickstart --execution 3f2a --checkpoint 1f0c2a --repeats 4
     """
+    from branchpoint.cli.study_options import given_settings
+    from branchpoint.experiments.fork_options import fork_plan_from_options, record_fork_settings
     from branchpoint.experiments.forking import replay_run
-    from branchpoint.experiments.spec import ForkPlan
 
-    plan = ForkPlan(
-        repeats=repeats,
-        concurrency=concurrency,
-        checkpoints=[checkpoint] if checkpoint else None,
-        **_sampling_options(temperature, top_p, seed, allow_identical_repeats),
+    given = given_settings(
+        ctx,
+        {
+            "repeats": ("repeats", repeats),
+            "checkpoint": ("checkpoints", [checkpoint] if checkpoint else None),
+            **_sampling_options(temperature, top_p, seed, allow_identical_repeats, concurrency),
+        },
     )
+    plan, settings = fork_plan_from_options(run_dir, given, [], replay=True)
     summary = replay_run(
         run_dir, execution, plan, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests
     )
+    record_fork_settings(run_dir, "replay", plan, settings, summary)
+    console.print(settings.describe(), soft_wrap=True, highlight=False)
     print_fork_summary(summary, REPLAYS_FILE, "replays")
 
 

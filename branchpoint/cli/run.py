@@ -92,11 +92,14 @@ def run(
     incomplete = summary.statuses.get("incomplete", 0)
     if loaded.fork is not None:
         from branchpoint.cli.fork import print_fork_summary
+        from branchpoint.experiments.fork_options import record_fork_settings
         from branchpoint.experiments.forking import fork_run
+        from branchpoint.experiments.study_settings import fork_settings
 
         fork_summary = fork_run(
             run_dir, loaded.fork, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests
         )
+        record_fork_settings(run_dir, "run", loaded.fork, fork_settings(run_dir, {}), fork_summary)
         print_fork_summary(fork_summary)
         incomplete += fork_summary.statuses.get("incomplete", 0)
     resume = ["branchpoint", "run", str(spec), "--out", str(run_dir)]

@@ -14,14 +14,23 @@ from branchpoint.traces import VALUE_FILE
 @app.command()
 @friendly_errors
 def value(
-    path: Path = typer.Argument(..., help="A run directory with forks.jsonl (or a forks .jsonl file)."),
+    ctx: typer.Context,
+    path: Path = typer.Argument(
+        ..., help="A run directory with forks.jsonl (or a forks .jsonl file); its spec.yaml is read first."
+    ),
     forecasts: list[Path] = typer.Option(
         [], "--forecasts", help='JSONL of {"parent_execution_id", "checkpoint_id", "q_think", "q_search"}; repeatable.'
     ),
     dev_split: float = typer.Option(
-        0.3, "--dev-split", help="Fraction of support components to fit on; the rest is scored."
+        0.3,
+        "--dev-split",
+        help="Fraction of support components to fit on; the rest is scored.",
     ),
-    prices: str = typer.Option("0,0.001,0.005,0.01,0.02", "--prices", help="Token prices λ: U = Y − λ·T/1000."),
+    prices: str = typer.Option(
+        "0,0.001,0.005,0.01,0.02",
+        "--prices",
+        help="Token prices λ: U = Y − λ·T/1000.",
+    ),
     out: Path | None = typer.Option(None, "--out", help="Output folder (default: beside forks.jsonl)."),
     judge: str = typer.Option("rule", "--judge", help="rule (offline default) or given (labels in the traces)."),
     reward: str = typer.Option(
@@ -31,7 +40,19 @@ def value(
     resamples: int = typer.Option(10_000, "--resamples", min=0, help="Bootstrap resamples (0: no intervals)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the dev split, the folds and the bootstrap."),
     forecaster_module: list[str] = typer.Option(
-        [], "--forecaster-module", help="Import a module that registers @forecaster functions; repeatable."
+        [],
+        "--forecaster-module",
+        help="Import a module that registers @forecaster functions (from the working directory or the run "
+        "spec's folder); repeatable.",
+    ),
+    forecaster_arg: list[str] = typer.Option(
+        [],
+        "--forecaster-arg",
+        help="A forecaster's setting: NAME.KEY=VALUE with a YAML value (public_prefix_ridge.folds=3), checked "
+        "against its settings; repeatable.",
+    ),
+    calibrator_arg: list[str] = typer.Option(
+        [], "--calibrator-arg", help="A calibration map's setting: NAME.KEY=VALUE with a YAML value; repeatable."
     ),
     llm_forecaster: bool = typer.Option(
         False, "--llm-forecaster", help="Also ask the run's model to forecast each state."
@@ -54,14 +75,24 @@ def value(
 ) -> None:
     """Score search-value forecasters and routers on a fork study; writes value.json.
 
+    The run's spec.yaml is read first: its `value` section sets any of the scoring settings
+    (dev split, prices, judge, reward, resamples, seed, ..., each forecaster's settings under
+    `forecasters`); options given here override it, and value.json's `settings` records which
+    came from where.
+
     Example: branchpoint value runs/fork-study --forecasts my_forecasts.jsonl --dev-split 0.3
+
+    Example: branchpoint value runs/fork-study --forecaster-module my_forecasters --forecaster-arg metadata_ridge.folds=3
     """
     from pydantic import ValidationError
 
+    from branchpoint.cli.study_options import given_settings
     from branchpoint.errors import InputError
     from branchpoint.evaluation.value import ValueConfig
     from branchpoint.evaluation.value.tables import factorial_table, forecaster_table, utility_table
+    from branchpoint.experiments.study_settings import value_settings
     from branchpoint.experiments.value_study import import_forecaster_modules, run_value_study
+    from branchpoint.registry import settings_from_args
     from branchpoint.traces import describe_validation_error
 
     try:
@@ -78,24 +109,35 @@ def value(
     panels = tuple(csv_list(audit_judges))
     if panels and len(panels) != 2:
         raise InputError(f"--audit-judges: expected two judge names (e.g. rule,given), got {audit_judges!r}")
+    cli = given_settings(
+        ctx,
+        {
+            "judge": ("judge", judge),
+            "reward": ("reward", reward),
+            "dev_split": ("dev_split", dev_split),
+            "prices": ("prices", list(price_list)),
+            "resamples": ("resamples", resamples),
+            "seed": ("seed", seed),
+            "pending_roles": ("pending_roles", [a.upper() for a in csv_list(pending_roles)]),
+            "text_head": ("text_head", text_head),
+            "audit_judges": ("audit_judges", list(panels) or None),
+            "learning_curves": ("learning_curves", learning_curves),
+            "curve_budgets": ("curve_budgets", list(budgets)),
+            "curve_samples": ("curve_samples", curve_samples),
+            "forecaster_module": ("forecaster_modules", list(forecaster_module)),
+        },
+    )
+    settings = value_settings(
+        path,
+        cli,
+        settings_from_args(forecaster_arg, "--forecaster-arg", named=True),
+        settings_from_args(calibrator_arg, "--calibrator-arg", named=True),
+    )
     try:
-        config = ValueConfig(
-            judge=judge,
-            reward=reward,
-            dev_split=dev_split,
-            prices=price_list,
-            resamples=resamples,
-            seed=seed,
-            pending_roles=tuple(a.upper() for a in csv_list(pending_roles)),
-            text_head=text_head,
-            audit_judges=panels or None,
-            learning_curves=learning_curves,
-            curve_budgets=budgets,
-            curve_samples=curve_samples,
-        )
+        config = ValueConfig.model_validate(settings.values)
     except ValidationError as exc:
         raise InputError(f"value settings: {describe_validation_error(exc)}") from None
-    import_forecaster_modules(forecaster_module)
+    import_forecaster_modules(config.forecaster_modules, settings.search_paths)
     report = run_value_study(
         path,
         config=config,
@@ -104,7 +146,9 @@ def value(
         out_dir=out,
         progress=not no_progress,
         three_pair=histories or None,
+        settings_source=settings.source(),
     )
+    console.print(settings.describe(), soft_wrap=True, highlight=False)
     console.print(forecaster_table(report))
     console.print(utility_table(report))
     console.print(factorial_table(report))

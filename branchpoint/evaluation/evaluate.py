@@ -8,6 +8,7 @@ ready for `judge_agreement`. metrics.json always describes the judge of the late
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -84,8 +85,12 @@ def evaluate(
     cfg: MetricsConfig = MetricsConfig(),
     *,
     agreement: bool = False,
+    settings: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Judge the traces at `path`, write metrics.json and judged.jsonl to `out_dir`, return metrics.
+
+    `settings` (the settings the command resolved and where each came from, see
+    `experiments.study_settings`) is recorded in metrics.json under `settings`.
 
     `path` is a run directory (its executions.jsonl is read) or a trace file; `out_dir`
     defaults to the run directory or the trace file's folder. `judge` is a registered judge name
@@ -107,6 +112,8 @@ def evaluate(
     judge_name = judge if isinstance(judge, str) else judge.name
     metrics = compute_metrics(judged, judge_name, cfg, minimal_search=minimal)
     metrics["identical_conditions"] = identical_conditions(records)  # a sweep axis that changed nothing
+    if settings is not None:
+        metrics["settings"] = dict(settings)
     agreed = judge_agreement(judged)
     if agreed["pairs"]:
         metrics["judge_agreement"] = agreed

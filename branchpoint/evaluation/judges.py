@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.abstention_rules import (
@@ -51,7 +51,6 @@ from branchpoint.traces import (
     ExecutionRecord,
     Judgment,
     RetrievedDoc,
-    describe_validation_error,
 )
 
 # The rules live in `abstention_rules`, `gold_matching` and `answer_normalization`; these names
@@ -126,23 +125,15 @@ class FunctionJudge:
 
 def judge_settings_model(name: str, search_paths: Sequence[str | Path] = ()) -> type[BaseModel] | None:
     """The settings model of the judge `name` (None: a plain function that takes no settings)."""
-    return REGISTRY.get("judge", name, search_paths).meta.get("settings")
+    return REGISTRY.get("judge", name, search_paths).settings_model
 
 
 def check_judge(
     name: str, settings: Mapping[str, Any] | None = None, search_paths: Sequence[str | Path] = ()
 ) -> BaseModel | None:
     """The judge's settings validated (None for a judge without settings), opening nothing:
-    an unknown name lists the known ones, bad settings name the field."""
-    model = judge_settings_model(name, search_paths)
-    if model is None:
-        if settings:
-            raise InputError(f'judge "{name}" takes no settings (got: {", ".join(settings)})')
-        return None
-    try:
-        return model.model_validate(dict(settings or {}))
-    except ValidationError as exc:
-        raise InputError(f'judge "{name}": {describe_validation_error(exc)}') from None
+    an unknown name lists the known ones, bad settings name the key (`registry.check_settings`)."""
+    return REGISTRY.check_settings("judge", name, settings, search_paths)
 
 
 def build_judge(
@@ -159,41 +150,6 @@ def build_judge(
         return FunctionJudge(entry.name, entry.obj)
     built: BatchJudge = entry.obj(parsed, run)
     return built
-
-
-def judge_from_command_line(
-    name: str,
-    *,
-    model: str | None = None,
-    base_url: str | None = None,
-    api_key_env: str | None = None,
-    run: JudgeRun = JudgeRun(),
-    **settings: Any,
-) -> BatchJudge:
-    """`evaluate --judge NAME`: the judge built from the command line's judge options.
-
-    `model`, `base_url` and `api_key_env` (`--judge-model`, `--judge-base-url`,
-    `--judge-api-key-env`) become the settings' `model: {name, base_url, api_key_env}`; the other
-    `settings` (None: not given) are passed as they are. A judge without settings refuses a model.
-    """
-    takes = judge_settings_model(name)
-    given = {k: v for k, v in settings.items() if v is not None}
-    if takes is None:
-        if model or base_url:
-            with_settings = [n for n in REGISTRY.names("judge") if REGISTRY.get("judge", n).meta.get("settings")]
-            raise InputError(
-                f"--judge-model and --judge-base-url apply to judges with settings "
-                f"({', '.join(with_settings)}), not --judge {name}"
-            )
-        return build_judge(name)
-    if "model" in takes.model_fields:
-        if not model or not base_url:
-            raise InputError(
-                f"--judge {name} needs --judge-model NAME and --judge-base-url URL (an OpenAI-compatible server)"
-            )
-        given["model"] = {"name": model, "base_url": base_url, **({"api_key_env": api_key_env} if api_key_env else {})}
-    given = {k: v for k, v in given.items() if k in takes.model_fields}
-    return build_judge(name, given, run)
 
 
 def judge_records(records: Iterable[ExecutionRecord], judge: str | BatchJudge) -> list[ExecutionRecord]:

@@ -334,6 +334,12 @@ class MetricsReport(Stats, _Head):
     judge_agreement: dict[str, Any] | None = Field(
         None, description="Agreement between the judges that labelled the traces."
     )
+    settings: dict[str, Any] | None = Field(
+        None,
+        description="The settings `evaluate` ran with (judge, judge_settings, lam, mu, bootstrap, bootstrap_seed), "
+        "the spec.yaml read (`spec`), the keys taken from it (`from_spec`) and those given on the command line "
+        "(`overrides`).",
+    )
 
 
 def as_metrics(metrics: MetricsReport | dict[str, Any], source: str = "metrics") -> MetricsReport:

@@ -307,9 +307,8 @@ def write_report(
     figures: dict[str, Path | None] = {}
     if not source.is_file() and value is not None:  # a fork study scored by `branchpoint value` only
         out.mkdir(parents=True, exist_ok=True)
-        report.write_text(
-            f"# {name}\n\n{value_markdown(value)}\n" + _value_figures(value, out, figures), encoding="utf-8"
-        )
+        text = f"# {name}\n\n{value_markdown(value)}\n" + _value_figures(value, out, figures)
+        report.write_text(text + settings_markdown({"value (value.json)": value.settings}), encoding="utf-8")
         return report, figures
     metrics = read_metrics(run_dir)
     figures = write_figures(metrics, out / FIGURES_DIR)
@@ -321,8 +320,32 @@ def write_report(
     text = markdown_report(metrics, name, relative, viewer)
     if value is not None:
         text += "\n" + value_markdown(value) + "\n" + _value_figures(value, out, figures)
+    text += settings_markdown({"evaluate (metrics.json)": metrics.settings, "value (value.json)": _settings_of(value)})
     report.write_text(text, encoding="utf-8")
     return report, figures
+
+
+def _settings_of(value: ValueReport | None) -> dict[str, Any] | None:
+    return value.settings if value is not None else None
+
+
+def settings_markdown(blocks: dict[str, dict[str, Any] | None]) -> str:
+    """The report's "Settings" section: for each output file with a settings block, the spec it
+    read, the settings that spec set, and the ones given on the command line ("" when none)."""
+    lines = []
+    for what, block in blocks.items():
+        if not block or "from_spec" not in block:
+            continue
+        spec = block.get("spec")
+        source = (
+            f"from `{spec}`: {', '.join(block['from_spec']) or 'defaults only'}"
+            if spec
+            else "no spec.yaml: built-in defaults"
+        )
+        given = block.get("overrides") or {}
+        cli = "; on the command line: " + ", ".join(f"{k} = {v}" for k, v in given.items()) if given else ""
+        lines.append(f"- {what}: {source}{cli}")
+    return "\n## Settings\n\n" + "\n".join(lines) + "\n" if lines else ""
 
 
 def _value_figures(value: ValueReport, out: Path, figures: dict[str, Path | None]) -> str:

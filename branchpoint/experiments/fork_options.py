@@ -1,10 +1,14 @@
-"""The fork plan that `branchpoint fork` runs, from its options: flags, `--set` overrides of
-fork-plan fields, and `--sample A,U` (the executions of a balanced seeded sample of the run's
-questions). Bad settings are one InputError naming the field, with a did-you-mean hint.
+"""The fork plan that `branchpoint fork` (and `replay`) runs: the run's spec.yaml `fork` section
+first, then the options the user gave, `--set` overrides of fork-plan fields, and `--sample A,U`
+(the executions of a balanced seeded sample of the run's questions). Bad settings are one
+InputError naming the field, with a did-you-mean hint. Each invocation's plan and where its
+settings came from is appended to RUN_DIR/fork_settings.jsonl.
 """
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,18 +19,50 @@ from branchpoint.datasets.questions import Question
 from branchpoint.errors import InputError
 from branchpoint.experiments.spec import ForkPlan, apply_overrides, did_you_mean
 from branchpoint.experiments.store import RunStore
+from branchpoint.experiments.study_settings import StudySettings, fork_settings
+from branchpoint.registry import merge_settings
+from branchpoint.traces import FORK_SETTINGS_FILE
 
 
 def fork_plan_from_options(
-    run_dir: Path, settings: dict[str, Any], sets: list[str], sample: tuple[int, int] | None = None
-) -> ForkPlan:
-    """The fork plan from the options, `--set` overrides and a balanced `sample` (answerable,
-    unanswerable counts) of the run's questions."""
-    data = apply_overrides(settings, sets)
+    run_dir: Path,
+    given: dict[str, Any],
+    sets: list[str],
+    sample: tuple[int, int] | None = None,
+    *,
+    replay: bool = False,
+) -> tuple[ForkPlan, StudySettings]:
+    """The fork plan of the run's spec (its `fork` section) updated by the options the user gave
+    (`given`: fork-plan fields), `--set` overrides and a balanced `sample` (answerable,
+    unanswerable counts) of the run's questions; and where each setting came from. `replay`:
+    only the sampling and concurrency fields come from the spec (`study_settings.REPLAY_FIELDS`)."""
+    cli = merge_settings(given, apply_overrides({}, sets, source="--set"))
     if sample is not None:
-        if data.get("executions"):
+        if cli.get("executions"):
             raise InputError("--sample and --execution: give one of them (both choose the executions to fork)")
-        data["executions"] = sampled_executions(run_dir, sample, int(data.get("seed") or 0))
+        seed = cli.get("seed", fork_settings(run_dir, {}, replay).values.get("seed"))
+        cli["executions"] = sampled_executions(run_dir, sample, int(seed or 0))
+    settings = fork_settings(run_dir, cli, replay)
+    return _validated(settings.values), settings
+
+
+def record_fork_settings(run_dir: Path, command: str, plan: ForkPlan, settings: StudySettings, summary: Any) -> None:
+    """Append one line to RUN_DIR/fork_settings.jsonl: the command, the plan it ran (every
+    field), where its settings came from, and what it did (planned, ran, statuses)."""
+    line = {
+        "command": command,
+        "time": datetime.now(UTC).isoformat(timespec="seconds"),
+        "settings": {**plan.model_dump(mode="json"), **settings.source()},
+        "planned": summary.planned,
+        "ran": summary.ran,
+        "statuses": dict(summary.statuses),
+    }
+    with (Path(run_dir) / FORK_SETTINGS_FILE).open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(line) + "\n")
+
+
+def _validated(data: dict[str, Any]) -> ForkPlan:
+    """The fork plan of `data`, or one InputError naming each bad field (did-you-mean for unknown)."""
     try:
         return ForkPlan.model_validate(data)
     except ValidationError as exc:

@@ -9,23 +9,25 @@ register forecasters, so that their names can be scored.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.value.study import ValueConfig, value_study
+from branchpoint.registry import import_module_from
 
 TEXT_HEAD_ENCODER = "minilm-onnx"
 
 
-def import_forecaster_modules(modules: Sequence[str]) -> None:
-    """Import modules that register `@forecaster` functions (one InputError naming a module that fails)."""
+def import_forecaster_modules(modules: Sequence[str], search_paths: Sequence[Path] = ()) -> None:
+    """Import modules that register `@forecaster` functions, from the working directory, the
+    run spec's folder (`search_paths`) or anything on the import path (one InputError naming a
+    module that fails)."""
     for module in modules:
         try:
-            importlib.import_module(module)
+            import_module_from(module, search_paths)
         except ImportError as exc:
             raise InputError(f"--forecaster-module {module}: cannot import ({exc})") from None
 
@@ -39,6 +41,7 @@ def run_value_study(
     out_dir: Path | None = None,
     progress: bool = True,
     three_pair: Sequence[Path] | None = None,
+    settings_source: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`value_study` on a fork study, with the run's model as LLM forecaster when `llm_forecaster`
     and the MiniLM encoder when `config.text_head`; the model is closed when the study ends."""
@@ -65,4 +68,5 @@ def run_value_study(
             progress=progress,
             text_encoder=text_encoder,
             three_pair=three_pair,
+            settings_source=settings_source,
         )

@@ -8,13 +8,17 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 from pydantic_core import PydanticCustomError
 
+from branchpoint.spec_paths import PathSetting, SpecPath
+
 
 class EmbeddedServerSpec(BaseModel):
     """Settings of the embedded llama.cpp server (CPU, 127.0.0.1)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    gguf: str | None = Field(None, description="Path to a GGUF file; default: the packaged Gemma 3 270M (Q4_K_M).")
+    gguf: Annotated[str | None, PathSetting()] = Field(
+        None, description="Path to a GGUF file; default: the packaged Gemma 3 270M (Q4_K_M)."
+    )
     n_ctx: int = Field(2048, ge=256)
     n_threads: int | None = Field(None, ge=1, description="Default: all cores.")
     host: str = "127.0.0.1"
@@ -32,8 +36,10 @@ class SimServerSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    profile: str = Field("instruct", description="A built-in profile name or a profile YAML / JSON file.")
-    questions: str = Field("demo", description="The question set it looks questions up in (a path or demo).")
+    profile: Annotated[str, PathSetting(suffixes=(".yaml", ".yml", ".json"))] = Field(
+        "instruct", description="A built-in profile name or a profile YAML / JSON file."
+    )
+    questions: SpecPath = Field("demo", description="The question set it looks questions up in (a path or demo).")
     seed: int = Field(0, description="Seed of the server's own generator (requests without a seed).")
     latency_scale: float = Field(1.0, ge=0, description="Multiplies the profile's latency model (0: no wait).")
     capacity: bool = Field(False, description="Capacity mode: continuous batching under a tokens/s ceiling.")

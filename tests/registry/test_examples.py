@@ -18,7 +18,8 @@ from branchpoint.agents import (
     recursion_limit,
     resolve_policy,
 )
-from branchpoint.evaluation.judges import JudgeRun, build_judge, judge_from_command_line
+from branchpoint.evaluation.judge_options import judge_from_options
+from branchpoint.evaluation.judges import JudgeRun, build_judge
 from branchpoint.evaluation.value.forecasters import (
     registered_forecasters,
     run_forecaster,
@@ -105,13 +106,8 @@ def test_the_llm_judge_is_built_from_a_model_spec(tmp_path, ex: SimpleNamespace)
     ]
     assert "a hedge is INCORRECT" in body["messages"][0]["content"]
     # the same judge from the command line (`evaluate --judge llm-strict ...`) and from a spec
-    cli = judge_from_command_line(
-        "llm-strict",
-        model="m",
-        base_url="http://127.0.0.1:9/v1",
-        run=JudgeRun(),
-        evidence=False,
-        retries=None,
+    cli = judge_from_options(
+        "llm-strict", tmp_path, model="m", base_url="http://127.0.0.1:9/v1", evidence=False, progress=False
     )
     spec = ExperimentSpec(
         name="x",

@@ -4,6 +4,7 @@
 - `rewards`: the `@reward` registry: `correct`, `set_f1`.
 - `scores`: Brier and its exact split, U-statistic θ̂, gain risk, gain variance, gain skill.
 - `forecasters`: the `@forecaster` registry, baselines, forecast files, calibration maps.
+- `dev_view`: what forecasters see (`DevView`: public columns of every state, dev outcomes only).
 - `llm`: the LLM forecaster (public history → JSON q_think, q_search).
 - `routers`: threshold, two-probe consistency, sample-informed, decision factorial
   (`split_rule`), constant, oracle; utility.
@@ -26,6 +27,7 @@ from branchpoint.evaluation.value.audit import (
 from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval, single_component_strata
 from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.evaluation.value.curves import learning_curves
+from branchpoint.evaluation.value.dev_view import DevView
 from branchpoint.evaluation.value.forecasters import (
     Forecast,
     calibrator,
@@ -56,6 +58,7 @@ from branchpoint.evaluation.value.study import load_states, value_study
 from branchpoint.evaluation.value.value_file import ValueReport, read_value
 
 __all__ = [
+    "DevView",
     "Forecast",
     "RoleOutcomes",
     "Roles",

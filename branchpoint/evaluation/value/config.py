@@ -4,6 +4,7 @@ token price is written as a key of value.json."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -13,7 +14,14 @@ DEFAULT_PRICES: tuple[float, ...] = (0.0, 0.001, 0.005, 0.01, 0.02)
 
 
 class ValueConfig(BaseModel):
-    """Settings of a search-value scoring run (all have the defaults the CLI shows)."""
+    """Settings of a search-value scoring run (all have the defaults the CLI shows): the spec's
+    `value` section, which `branchpoint value` options override.
+
+    `forecasters` and `calibrators` hold the settings of components that declare them
+    (`@forecaster(name, settings=Model)`), by name, e.g. `{public_prefix_ridge: {folds: 3}}`;
+    `forecaster_modules` are imported first (from the spec's folder or the working directory)
+    so that their `@forecaster` functions are scored.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -32,6 +40,9 @@ class ValueConfig(BaseModel):
     curve_budgets: tuple[int, ...] = (20, 40, 80, 120, 240, 480, 800, 1100)
     curve_samples: int = Field(10, ge=1)
     encoder: str = "minilm-onnx"
+    forecasters: dict[str, dict[str, Any]] = Field(default_factory=dict, description="settings per forecaster name")
+    calibrators: dict[str, dict[str, Any]] = Field(default_factory=dict, description="settings per calibration map")
+    forecaster_modules: tuple[str, ...] = Field((), description="modules to import that register forecasters")
 
     @field_validator("prices")
     @classmethod

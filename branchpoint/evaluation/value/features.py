@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from branchpoint.evaluation.judges import normalize_answer
 from branchpoint.evaluation.value.outcomes import StateTable
+
+if TYPE_CHECKING:
+    from branchpoint.evaluation.value.dev_view import DevView
 from branchpoint.traces import ExecutionRecord, Step
 
 PREFIX_FEATURES: tuple[str, ...] = (
@@ -114,7 +118,7 @@ def one_hot(labels: Sequence[str]) -> np.ndarray:
     )
 
 
-def metadata_features(states: StateTable) -> np.ndarray:
+def metadata_features(states: StateTable | DevView) -> np.ndarray:
     """Evaluator-side metadata of every state: one-hot stratum (the task: dataset family,
     comparison membership, hop count where the stratum names them) and one-hot boundary kind."""
     return np.concatenate(

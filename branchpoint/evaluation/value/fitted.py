@@ -4,7 +4,8 @@ Every fit uses dev rows only and predicts every row; targets are each dev state'
 (Ȳ_T, Ȳ_S), or their difference for gain models. Penalties are chosen by grouped K-fold over
 support components (`ridge_cv`). Registered here (imported by `study`):
 
-Forecasters (`@forecaster`, fitted on dev rows):
+Forecasters (`@forecaster`, fitted on dev rows; settings `RidgeSettings`: the penalty grid and
+the number of grouped folds, e.g. `--forecaster-arg metadata_ridge.folds=3`):
 - `public_prefix_ridge`: ridge on the public-prefix features (`features.PREFIX_FEATURES`).
 - `metadata_ridge`: ridge on evaluator-side metadata (one-hot stratum and boundary kind).
 - `minilm_ridge`: ridge head on frozen MiniLM embeddings of the question and public history
@@ -27,7 +28,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
 
+from branchpoint.evaluation.value.dev_view import DevView
 from branchpoint.evaluation.value.features import metadata_features
 from branchpoint.evaluation.value.forecasters import (
     RIDGE_PENALTIES,
@@ -37,7 +40,6 @@ from branchpoint.evaluation.value.forecasters import (
     forecaster,
     ridge_calibration,
 )
-from branchpoint.evaluation.value.outcomes import StateTable
 from branchpoint.evaluation.value.scores import balanced_weights
 
 DEV_FOLDS = 4  # "Four development folds select regularization from {0.01, 0.1, 1, 10, 100}"
@@ -124,24 +126,35 @@ def ridge_cv(
     return pred.reshape(y.shape), {"penalty": choice, "folds": k if k >= 2 else 0, "cv_error": cv}
 
 
-def _targets(states: StateTable) -> np.ndarray:
-    return np.stack([states.think.mean_y, states.search.mean_y], axis=1)
-
-
 def _need_dev(dev: np.ndarray, what: str) -> None:
     if int(dev.sum()) < 2:
         raise ForecasterUnavailable(f"{what} needs at least 2 dev rows (--dev-split > 0)")
 
 
-def _feature(states: StateTable, name: str, flag: str) -> np.ndarray:
+def _feature(states: DevView, name: str, flag: str) -> np.ndarray:
     if name not in states.features:
         raise ForecasterUnavailable(f'needs the "{name}" features of the states ({flag})')
     return states.features[name]
 
 
-def ridge_forecast(x: np.ndarray, states: StateTable, dev: np.ndarray) -> Forecast:
-    """(q_T, q_S) = clip(ridge of (Ȳ_T, Ȳ_S) on x), penalty by grouped 4-fold on dev rows."""
-    pred, info = ridge_cv(x, _targets(states), dev, states.component)
+class RidgeSettings(BaseModel):
+    """Settings of the ridge forecasters: the penalty grid and the grouped folds that choose from
+    it (defaults: the search-value study's {0.01, 0.1, 1, 10, 100} and four folds)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    penalties: tuple[PositiveFloat, ...] = Field(RIDGE_PENALTIES, min_length=1)
+    folds: int = Field(DEV_FOLDS, ge=2, description="Grouped K-fold over support components (fewer when fewer).")
+
+
+def ridge_forecast(
+    x: np.ndarray, states: DevView, dev: np.ndarray, settings: RidgeSettings = RidgeSettings()
+) -> Forecast:
+    """(q_T, q_S) = clip(ridge of (Ȳ_T, Ȳ_S) on x), penalty from `settings.penalties` by grouped
+    K-fold on dev rows (K = `settings.folds`)."""
+    pred, info = ridge_cv(
+        x, states.targets(), dev, states.component, penalties=settings.penalties, folds=settings.folds
+    )
     pred = np.clip(pred, 0.0, 1.0)
     return Forecast(pred[:, 0], pred[:, 1], info)
 
@@ -151,30 +164,30 @@ def ridge_forecast(x: np.ndarray, states: StateTable, dev: np.ndarray) -> Foreca
 # --------------------------------------------------------------------------------------------
 
 
-@forecaster("public_prefix_ridge", fitted=True)
-def public_prefix_ridge(states: StateTable, dev: np.ndarray) -> Forecast:
+@forecaster("public_prefix_ridge", fitted=True, settings=RidgeSettings)
+def public_prefix_ridge(states: DevView, dev: np.ndarray, settings: RidgeSettings = RidgeSettings()) -> Forecast:
     """Ridge of (Ȳ_T, Ȳ_S) on the public-prefix features: log question and tool-text lengths,
     lexical evidence gap, query and document novelty (search-value study, Appendix B). With a
     raw forecast, the `public_prefix` map adds both of its probabilities."""
     _need_dev(dev, "public_prefix_ridge")
-    return ridge_forecast(_feature(states, "public_prefix", "computed by `branchpoint value`"), states, dev)
+    return ridge_forecast(_feature(states, "public_prefix", "computed by `branchpoint value`"), states, dev, settings)
 
 
-@forecaster("metadata_ridge", fitted=True)
-def metadata_ridge(states: StateTable, dev: np.ndarray) -> Forecast:
+@forecaster("metadata_ridge", fitted=True, settings=RidgeSettings)
+def metadata_ridge(states: DevView, dev: np.ndarray, settings: RidgeSettings = RidgeSettings()) -> Forecast:
     """Ridge of (Ȳ_T, Ȳ_S) on evaluator-side metadata, one-hot stratum and boundary kind
     (search-value study, Appendix B: "Metadata ridge uses dataset family, comparison membership
     and hop count"). Uses task labels a deployed agent does not see: an explanatory control."""
     _need_dev(dev, "metadata_ridge")
-    return ridge_forecast(metadata_features(states), states, dev)
+    return ridge_forecast(metadata_features(states), states, dev, settings)
 
 
-@forecaster("minilm_ridge", fitted=True)
-def minilm_ridge(states: StateTable, dev: np.ndarray) -> Forecast:
+@forecaster("minilm_ridge", fitted=True, settings=RidgeSettings)
+def minilm_ridge(states: DevView, dev: np.ndarray, settings: RidgeSettings = RidgeSettings()) -> Forecast:
     """Ridge head on frozen MiniLM sentence embeddings of the question (and the public history at
     later checkpoints): search-value study, Appendix B, "Text and public-signal models"."""
     _need_dev(dev, "minilm_ridge")
-    return ridge_forecast(_feature(states, "minilm", "run `branchpoint value --text-head`"), states, dev)
+    return ridge_forecast(_feature(states, "minilm", "run `branchpoint value --text-head`"), states, dev, settings)
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,7 +200,7 @@ def _raw_inputs(raw: Forecast) -> np.ndarray:
 
 
 @calibrator("public_prefix")
-def public_prefix_calibration(raw: Forecast, states: StateTable, dev: np.ndarray, seed: int = 0) -> Forecast:
+def public_prefix_calibration(raw: Forecast, states: DevView, dev: np.ndarray, seed: int = 0) -> Forecast:
     """Public-prefix ridge with the raw forecast: inputs = both raw probabilities + the
     public-prefix features (search-value study, Appendix B: "Public-prefix features include
     both probabilities, …")."""
@@ -201,7 +214,8 @@ def beta_fit(q: np.ndarray, y: Sequence[np.ndarray], rows: np.ndarray) -> tuple[
     a, b ≥ 0 (Kull, Silva Filho and Flach 2017, cited by the search-value study, Appendix B).
 
     Fitted by sklearn `LogisticRegression` (negligible penalty, C = 1e6) on the features
-    (ln q, −ln(1 − q)) over every repeat of the `rows` states; a reward in [0, 1] enters as a
+    (ln q, −ln(1 − q)) over every repeat of the `rows` states (`y[j]`: the rewards of the j-th
+    of them, in row order); a reward in [0, 1] enters as a
     positive example of weight Y and a negative one of weight 1 − Y. A negative a or b is
     fixed at 0 and the other refitted, as in the paper.
     """
@@ -210,8 +224,8 @@ def beta_fit(q: np.ndarray, y: Sequence[np.ndarray], rows: np.ndarray) -> tuple[
     qc = np.clip(q, 1e-6, 1 - 1e-6)
     feats = np.stack([np.log(qc), -np.log1p(-qc)], axis=1)
     xs, labels, weights = [], [], []
-    for i in np.flatnonzero(rows):
-        for v in y[int(i)]:
+    for j, i in enumerate(np.flatnonzero(rows)):
+        for v in y[j]:
             for label, wgt in ((1, float(v)), (0, 1.0 - float(v))):
                 if wgt > 0:
                     xs.append(feats[i])
@@ -245,11 +259,12 @@ def beta_apply(q: np.ndarray, a: float, b: float, c: float) -> np.ndarray:
 
 
 @calibrator("beta")
-def beta_calibration(raw: Forecast, states: StateTable, dev: np.ndarray, seed: int = 0) -> Forecast:
+def beta_calibration(raw: Forecast, states: DevView, dev: np.ndarray, seed: int = 0) -> Forecast:
     """Beta calibration of each action's own probability (`beta_fit`), fitted on dev repeats."""
     _need_dev(dev, "beta calibration")
     out, info = [], {}
-    for name, q, role in (("think", raw.q_think, states.think), ("search", raw.q_search, states.search)):
+    d = states.dev_states
+    for name, q, role in (("think", raw.q_think, d.think), ("search", raw.q_search, d.search)):
         a, b, c = beta_fit(q, role.y, dev)
         out.append(beta_apply(q, a, b, c))
         info[name] = {"a": a, "b": b, "c": c}
@@ -262,21 +277,23 @@ def compose_level_gain(level: np.ndarray, gain: np.ndarray) -> tuple[np.ndarray,
 
 
 @calibrator("direct_gain")
-def direct_gain_calibration(raw: Forecast, states: StateTable, dev: np.ndarray, seed: int = 0) -> Forecast:
+def direct_gain_calibration(raw: Forecast, states: DevView, dev: np.ndarray, seed: int = 0) -> Forecast:
     """Direct-gain model (search-value study, Appendix B: "Direct-gain models regress the action
     difference"): f̂ = ridge of Δ̄ = Ȳ_S − Ȳ_T on both raw probabilities, ℓ̂ = ridge of the level
     (Ȳ_T + Ȳ_S)/2 on the same inputs, each penalty by grouped 4-fold (with the mean guard for
     the gain); q_T, q_S = clip(ℓ̂ ∓ f̂/2)."""
     _need_dev(dev, "direct_gain")
     x = _raw_inputs(raw)
-    gain, g_info = ridge_cv(x, states.dbar, dev, states.component, mean_guard=True)
-    level, l_info = ridge_cv(x, 0.5 * (states.think.mean_y + states.search.mean_y), dev, states.component)
+    d = states.dev_states
+    gain, g_info = ridge_cv(x, states.on_all_rows(d.dbar), dev, states.component, mean_guard=True)
+    level_y = states.on_all_rows(0.5 * (d.think.mean_y + d.search.mean_y))
+    level, l_info = ridge_cv(x, level_y, dev, states.component)
     q_t, q_s = compose_level_gain(level, gain)
     return Forecast(q_t, q_s, {"gain": g_info, "level": l_info})
 
 
 @calibrator("residual")
-def residual_calibration(raw: Forecast, states: StateTable, dev: np.ndarray, seed: int = 0) -> Forecast:
+def residual_calibration(raw: Forecast, states: DevView, dev: np.ndarray, seed: int = 0) -> Forecast:
     """Residual model (search-value study, Appendix B: "residual models adjust a historical
     map"): the shared-input ridge map q̃ (`forecasters.ridge_calibration`) plus a ridge fit of
     its dev residuals (Ȳ_T − q̃_T, Ȳ_S − q̃_S) on the public-prefix features, with the mean guard
@@ -284,7 +301,7 @@ def residual_calibration(raw: Forecast, states: StateTable, dev: np.ndarray, see
     _need_dev(dev, "residual")
     base = ridge_calibration(raw, states, dev, seed=seed)
     x = _feature(states, "public_prefix", "computed by `branchpoint value`")
-    resid = _targets(states) - np.stack([base.q_think, base.q_search], axis=1)
+    resid = states.targets() - np.stack([base.q_think, base.q_search], axis=1)
     adj, info = ridge_cv(x, resid, dev, states.component, mean_guard=True)
     return Forecast(
         np.clip(base.q_think + adj[:, 0], 0, 1),
@@ -312,7 +329,7 @@ def signed_opportunity(q_think: np.ndarray, q_search: np.ndarray, c: float) -> t
     return p_t, np.clip(p_t + f_new, 0.0, 1.0)
 
 
-def _stop_feedback(raw: Forecast, states: StateTable, dev: np.ndarray, scale: bool) -> Forecast:
+def _stop_feedback(raw: Forecast, states: DevView, dev: np.ndarray, scale: bool) -> Forecast:
     """STOP-only feedback: the offset c (`stop_offset`) times a shrinkage s from `SHRINKAGE_GRID`
     chosen by grouped 4-fold on the dev rows' T outcomes (the only labels STOP feedback has);
     then either both probabilities shift by s·c (`stop_offset`) or the gain is rescaled
@@ -321,6 +338,7 @@ def _stop_feedback(raw: Forecast, states: StateTable, dev: np.ndarray, scale: bo
 
     _need_dev(dev, "STOP feedback")
     dev_idx = np.flatnonzero(dev)
+    y_think = states.on_all_rows(states.dev_states.think.mean_y)  # NaN on test rows, never read
     groups = states.component[dev_idx].astype(str)
     k = min(DEV_FOLDS, len(set(groups.tolist())))
     cv: dict[str, float] = {}
@@ -330,15 +348,15 @@ def _stop_feedback(raw: Forecast, states: StateTable, dev: np.ndarray, scale: bo
             for fit_idx, held_idx in GroupKFold(n_splits=k).split(dev_idx, groups=groups):
                 fit_rows = np.zeros(len(states), dtype=bool)
                 fit_rows[dev_idx[fit_idx]] = True
-                c = s * stop_offset(raw.q_think, states.think.mean_y, fit_rows, states.stratum)
+                c = s * stop_offset(raw.q_think, y_think, fit_rows, states.stratum)
                 held = dev_idx[held_idx]
                 pred = np.clip(raw.q_think[held] + c, 0.0, 1.0)
-                err += float(np.sum((pred - states.think.mean_y[held]) ** 2))
+                err += float(np.sum((pred - y_think[held]) ** 2))
             cv[f"{s:g}"] = err / len(dev_idx)
         shrink = min(reversed(SHRINKAGE_GRID), key=lambda s: cv[f"{s:g}"])
     else:
         shrink = 1.0
-    c = shrink * stop_offset(raw.q_think, states.think.mean_y, dev, states.stratum)
+    c = shrink * stop_offset(raw.q_think, y_think, dev, states.stratum)
     if scale:
         q_t, q_s = signed_opportunity(raw.q_think, raw.q_search, c)
     else:
@@ -347,12 +365,12 @@ def _stop_feedback(raw: Forecast, states: StateTable, dev: np.ndarray, scale: bo
 
 
 @calibrator("stop_offset")
-def stop_offset_calibration(raw: Forecast, states: StateTable, dev: np.ndarray, seed: int = 0) -> Forecast:
+def stop_offset_calibration(raw: Forecast, states: DevView, dev: np.ndarray, seed: int = 0) -> Forecast:
     """STOP feedback, offset only: both probabilities shift by the shrunk STOP offset (gain kept)."""
     return _stop_feedback(raw, states, dev, scale=False)
 
 
 @calibrator("stop_feedback")
-def stop_feedback_calibration(raw: Forecast, states: StateTable, dev: np.ndarray, seed: int = 0) -> Forecast:
+def stop_feedback_calibration(raw: Forecast, states: DevView, dev: np.ndarray, seed: int = 0) -> Forecast:
     """STOP feedback with signed-opportunity scaling of the gain (Appendix D)."""
     return _stop_feedback(raw, states, dev, scale=True)

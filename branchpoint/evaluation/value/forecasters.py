@@ -3,15 +3,19 @@
 A forecaster is one function registered with `@forecaster("name")`:
 
     @forecaster("more_evidence_less_search", fitted=False)
-    def my_rule(states: StateTable, dev: np.ndarray) -> Forecast:
+    def my_rule(states: DevView, dev: np.ndarray) -> Forecast:
         q_t = np.where(states.boundary_kind == "initial", 0.2, 0.6)
         return Forecast(q_t, np.full(len(states), 0.7))
 
-It gets the whole state table and the boolean mask of development rows, and returns q_T and q_S
-for every row. It may read the public columns of every row and the outcomes of dev rows only
-(`fitted=True` says it needs dev rows; it is skipped when there are none). `branchpoint value`
-scores every registered forecaster on the test rows (import your module with
-`--forecaster-module`), beside the `--forecasts` files, with paired differences between all.
+It gets the development view of the state table (`dev_view.DevView`: every row's public columns
+and features, and the outcomes of the dev rows only, `states.dev_states`; the test rows'
+outcomes are not in it) and the boolean mask of development rows, and returns q_T and q_S for
+every row (`fitted=True` says it needs dev rows; it is skipped when there are none). Registered
+with `settings=Model` (a pydantic model), it is called with its validated settings as a third
+argument (`fn(states, dev, settings)`), set from the spec's `value.forecasters.NAME` or
+`branchpoint value --forecaster-arg NAME.KEY=VALUE`. `branchpoint value` scores every registered
+forecaster on the test rows (import your module with `--forecaster-module`), beside the
+`--forecasts` files, with paired differences between all.
 
 Shipped baselines: `historical_mean` (each action's mean outcome over dev rows, the same for
 every state), `stratum_prior` (the same per stratum, falling back to the historical mean for a
@@ -20,7 +24,7 @@ pending_query). Where a stratum names a task (e.g. the question set), the stratu
 task prior.
 
 Calibration maps (`@calibrator("name")`) re-map a raw forecaster's (q_T, q_S), fitted on dev
-rows only and applied to every row. Targets are each dev state's mean outcomes (Ȳ_T, Ȳ_S);
+rows only (they get the same development view) and applied to every row. Targets are each dev state's mean outcomes (Ȳ_T, Ȳ_S);
 outputs are clipped to [0, 1].
 - `ridge`: shared-input affine ridge: q'_a = α_a + β_a · z with z = (q_T, q_S) standardised on
   the training rows, for both actions a; the intercept is not penalised; the penalty is chosen
@@ -41,11 +45,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from branchpoint.errors import InputError
+from branchpoint.evaluation.value.dev_view import DevView, OutcomesNotInView
 from branchpoint.evaluation.value.outcomes import StateTable
 from branchpoint.evaluation.value.scores import balanced_mean
-from branchpoint.registry import REGISTRY
+from branchpoint.registry import REGISTRY, validate_settings
 from branchpoint.traces import TraceError, iter_json_lines
 
 RIDGE_PENALTIES: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0, 100.0)
@@ -79,47 +85,75 @@ class Forecast:
                 raise InputError(f'forecaster "{name}": {label} must be probabilities in [0, 1]')
 
 
-ForecasterFn = Callable[[StateTable, np.ndarray], "Forecast | tuple[np.ndarray, np.ndarray]"]
-CalibratorFn = Callable[..., Forecast]  # fn(raw: Forecast, states, dev, seed: int = 0) -> Forecast
+ForecasterFn = Callable[..., "Forecast | tuple[np.ndarray, np.ndarray]"]  # fn(states: DevView, dev[, settings])
+CalibratorFn = Callable[..., Forecast]  # fn(raw: Forecast, states: DevView, dev, seed: int = 0) -> Forecast
 
 
 @dataclass(frozen=True)
 class Registered:
-    """A registered forecaster: its function, whether it needs dev rows, whether to calibrate it."""
+    """A registered forecaster: its function, whether it needs dev rows, whether to calibrate it,
+    and the pydantic model of its settings (None: it takes none)."""
 
     name: str
     fn: ForecasterFn
     fitted: bool = False
     calibrate: bool = False
+    settings: type[BaseModel] | None = None
 
 
-def forecaster(name: str, *, fitted: bool = False, calibrate: bool = False) -> Callable[[ForecasterFn], ForecasterFn]:
+def forecaster(
+    name: str, *, fitted: bool = False, calibrate: bool = False, settings: type[BaseModel] | None = None
+) -> Callable[[ForecasterFn], ForecasterFn]:
     """Register a forecaster `fn(states, dev) -> Forecast | (q_T, q_S)` under `name`.
 
     `fitted`: it learns from dev rows (skipped when there are none). `calibrate`: also score
     it after each calibration map (for raw scores, e.g. a model's stated probabilities).
+    `settings`: the pydantic model of its settings; it is then called `fn(states, dev, settings)`
+    with them validated (the spec's `value.forecasters.NAME`, `--forecaster-arg NAME.KEY=VALUE`).
     """
 
-    return REGISTRY.register("forecaster", name, fitted=fitted, calibrate=calibrate)
+    return REGISTRY.register("forecaster", name, fitted=fitted, calibrate=calibrate, settings=settings)
 
 
 def registered_forecasters() -> list[Registered]:
     """Every registered forecaster (kind `forecaster` of `branchpoint.registry`, plug-ins
-    included), by name."""
-    return [Registered(e.name, e.obj, e.meta["fitted"], e.meta["calibrate"]) for e in REGISTRY.entries("forecaster")]
+    included), by name. One added with `registry.add` and no metadata is neither fitted nor
+    calibrated."""
+    return [
+        Registered(
+            e.name, e.obj, bool(e.meta.get("fitted", False)), bool(e.meta.get("calibrate", False)), e.settings_model
+        )
+        for e in REGISTRY.entries("forecaster")
+    ]
 
 
-def run_forecaster(entry: Registered, states: StateTable, dev: np.ndarray) -> Forecast:
-    """Call a forecaster and check what it returned."""
-    out = entry.fn(states, dev)
+def check_component_settings(kind: str, settings: Mapping[str, Mapping[str, Any]]) -> dict[str, BaseModel | None]:
+    """Each named component's settings validated (`registry.check_settings`): an unknown name
+    lists the known ones, an unknown or bad setting names its key and what it expects."""
+    return {name: REGISTRY.check_settings(kind, name, given) for name, given in settings.items()}
+
+
+def run_forecaster(
+    entry: Registered, states: DevView, dev: np.ndarray, settings: Mapping[str, Any] | None = None
+) -> Forecast:
+    """Call a forecaster on the development view (with its validated settings when it declares
+    a settings model) and check what it returned; one that reaches for every row's outcomes is
+    an InputError naming it."""
+    parsed = validate_settings(entry.settings, settings, f'forecaster "{entry.name}"')
+    try:
+        out = entry.fn(states, dev) if parsed is None else entry.fn(states, dev, parsed)
+    except OutcomesNotInView as exc:
+        raise InputError(f'forecaster "{entry.name}": {exc}') from None
     fc = out if isinstance(out, Forecast) else Forecast(*out)
     fc.check(entry.name, len(states))
     return fc
 
 
-def calibrator(name: str) -> Callable[[CalibratorFn], CalibratorFn]:
-    """Register a calibration map `fn(raw forecast, states, dev) -> Forecast` under `name`."""
-    return REGISTRY.register("calibrator", name)
+def calibrator(name: str, *, settings: type[BaseModel] | None = None) -> Callable[[CalibratorFn], CalibratorFn]:
+    """Register a calibration map `fn(raw forecast, states, dev, seed=0) -> Forecast` under
+    `name`; with `settings` (a pydantic model) it is also passed `settings=` (validated; from
+    the spec's `value.calibrators.NAME` or `--calibrator-arg NAME.KEY=VALUE`)."""
+    return REGISTRY.register("calibrator", name, settings=settings)
 
 
 def calibrators() -> dict[str, CalibratorFn]:
@@ -127,26 +161,46 @@ def calibrators() -> dict[str, CalibratorFn]:
     return {e.name: e.obj for e in REGISTRY.entries("calibrator", registration_order=True)}
 
 
+def run_calibrator(
+    name: str, raw: Forecast, states: DevView, seed: int, settings: Mapping[str, Any] | None = None
+) -> Forecast:
+    """Apply the calibration map `name` to a raw forecast on the development view (with its
+    validated settings when it declares them); one that reaches for test outcomes is an
+    InputError naming it."""
+    entry = REGISTRY.get("calibrator", name)
+    parsed = validate_settings(entry.settings_model, settings, f'calibration map "{name}"')
+    try:
+        if parsed is None:
+            out: Forecast = entry.obj(raw, states, states.dev, seed=seed)
+        else:
+            out = entry.obj(raw, states, states.dev, seed=seed, settings=parsed)
+    except OutcomesNotInView as exc:
+        raise InputError(f'calibration map "{name}": {exc}') from None
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # Baselines
 # --------------------------------------------------------------------------------------------
 
 
-def _dev_means(states: StateTable, rows: np.ndarray) -> tuple[float, float]:
-    """Stratum-balanced mean of Ȳ_T and Ȳ_S over `rows`."""
-    means = np.stack([states.think.mean_y[rows], states.search.mean_y[rows]], axis=1)
-    t, s = balanced_mean(means, states.stratum[rows])
+def _dev_means(states: DevView, rows: np.ndarray) -> tuple[float, float]:
+    """Stratum-balanced mean of Ȳ_T and Ȳ_S over `rows` (a mask over every row; dev rows only)."""
+    d = states.dev_states
+    pick = np.asarray(rows, dtype=bool)[states.dev_rows]
+    means = np.stack([d.think.mean_y[pick], d.search.mean_y[pick]], axis=1)
+    t, s = balanced_mean(means, d.stratum[pick])
     return float(t), float(s)
 
 
 @forecaster("historical_mean", fitted=True)
-def historical_mean(states: StateTable, dev: np.ndarray) -> Forecast:
+def historical_mean(states: DevView, dev: np.ndarray) -> Forecast:
     """q_T, q_S = each action's mean outcome over the dev rows (stratum-balanced), for every state."""
     t, s = _dev_means(states, dev)
     return Forecast(np.full(len(states), t), np.full(len(states), s))
 
 
-def _prior_by(labels: np.ndarray, states: StateTable, dev: np.ndarray) -> Forecast:
+def _prior_by(labels: np.ndarray, states: DevView, dev: np.ndarray) -> Forecast:
     t0, s0 = _dev_means(states, dev)
     q_t, q_s = np.full(len(states), t0), np.full(len(states), s0)
     fallback = 0
@@ -160,13 +214,13 @@ def _prior_by(labels: np.ndarray, states: StateTable, dev: np.ndarray) -> Foreca
 
 
 @forecaster("stratum_prior", fitted=True)
-def stratum_prior(states: StateTable, dev: np.ndarray) -> Forecast:
+def stratum_prior(states: DevView, dev: np.ndarray) -> Forecast:
     """Each action's mean outcome over the dev rows of the state's stratum (global mean if none)."""
     return _prior_by(states.stratum, states, dev)
 
 
 @forecaster("boundary_prior", fitted=True)
-def boundary_prior(states: StateTable, dev: np.ndarray) -> Forecast:
+def boundary_prior(states: DevView, dev: np.ndarray) -> Forecast:
     """Each action's mean outcome over the dev rows of the state's boundary kind (global if none)."""
     return _prior_by(states.boundary_kind, states, dev)
 
@@ -252,10 +306,6 @@ def read_forecasts(path: Path, states: StateTable) -> Forecast:
 # --------------------------------------------------------------------------------------------
 
 
-def _targets(states: StateTable) -> np.ndarray:
-    return np.stack([states.think.mean_y, states.search.mean_y], axis=1)
-
-
 def _standardise(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
     mu = x[rows].mean(axis=0)
     sd = x[rows].std(axis=0)
@@ -281,10 +331,10 @@ def grouped_folds(groups: np.ndarray, k: int, seed: int) -> np.ndarray:
 
 
 @calibrator("ridge")
-def ridge_calibration(raw: Forecast, states: StateTable, dev: np.ndarray, seed: int = 0) -> Forecast:
+def ridge_calibration(raw: Forecast, states: DevView, dev: np.ndarray, seed: int = 0) -> Forecast:
     """Shared-input affine ridge on standardised (q_T, q_S), penalty by grouped K-fold on dev rows."""
     x = np.stack([raw.q_think, raw.q_search], axis=1)
-    y = _targets(states)
+    y = states.targets()
     dev_idx = np.flatnonzero(dev)
     k = min(5, len(set(states.component[dev_idx].tolist())))
     cv: dict[str, float] = {}
@@ -307,11 +357,12 @@ def ridge_calibration(raw: Forecast, states: StateTable, dev: np.ndarray, seed: 
 
 
 @calibrator("affine")
-def affine_calibration(raw: Forecast, states: StateTable, dev: np.ndarray, seed: int = 0) -> Forecast:
+def affine_calibration(raw: Forecast, states: DevView, dev: np.ndarray, seed: int = 0) -> Forecast:
     """Independent affine maps q'_a = α_a + β_a q_a, least squares on dev rows."""
     out, info = [], {}
-    for name, q, y in (("think", raw.q_think, states.think.mean_y), ("search", raw.q_search, states.search.mean_y)):
-        qd, yd = q[dev], y[dev]
+    d = states.dev_states
+    for name, q, yd in (("think", raw.q_think, d.think.mean_y), ("search", raw.q_search, d.search.mean_y)):
+        qd = q[dev]
         var = qd.var()
         beta = float(((qd - qd.mean()) * (yd - yd.mean())).mean() / var) if var > 0 else 0.0
         alpha = float(yd.mean() - beta * qd.mean())
@@ -341,12 +392,13 @@ def logistic_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, ridge: float = 1e-
 
 
 @calibrator("logistic")
-def logistic_calibration(raw: Forecast, states: StateTable, dev: np.ndarray, seed: int = 0) -> Forecast:
+def logistic_calibration(raw: Forecast, states: DevView, dev: np.ndarray, seed: int = 0) -> Forecast:
     """q'_a = σ(α_a + β_a z_a), z_a = logit q_a standardised on dev rows; weights = repeats."""
     out, info = [], {}
-    for name, q, role in (("think", raw.q_think, states.think), ("search", raw.q_search, states.search)):
+    d = states.dev_states
+    for name, q, role in (("think", raw.q_think, d.think), ("search", raw.q_search, d.search)):
         z = _standardise(_logit(q)[:, None], dev)[:, 0]
-        alpha, beta = logistic_fit(z[dev], role.mean_y[dev], role.m[dev])
+        alpha, beta = logistic_fit(z[dev], role.mean_y, role.m)
         out.append(1.0 / (1.0 + np.exp(-(alpha + beta * z))))
         info[name] = {"alpha": float(alpha), "beta": float(beta)}
     return Forecast(out[0], out[1], info)
@@ -379,11 +431,12 @@ def isotonic_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarra
 
 
 @calibrator("isotonic")
-def isotonic_calibration(raw: Forecast, states: StateTable, dev: np.ndarray, seed: int = 0) -> Forecast:
+def isotonic_calibration(raw: Forecast, states: DevView, dev: np.ndarray, seed: int = 0) -> Forecast:
     """q'_a = isotonic (non-decreasing) map of q_a fitted by PAV on dev rows, weights = repeats."""
     out, info = [], {}
-    for name, q, role in (("think", raw.q_think, states.think), ("search", raw.q_search, states.search)):
-        kx, ky = isotonic_fit(q[dev], role.mean_y[dev], role.m[dev])
+    d = states.dev_states
+    for name, q, role in (("think", raw.q_think, d.think), ("search", raw.q_search, d.search)):
+        kx, ky = isotonic_fit(q[dev], role.mean_y, role.m)
         out.append(np.clip(np.interp(q, kx, ky), 0.0, 1.0))
         info[name] = {"knots": len(kx)}
     return Forecast(out[0], out[1], info)

@@ -177,13 +177,9 @@ class StateCounts:
 
 
 @dataclass
-class StateTable:
-    """The scored states (rows) with both roles' outcomes; row i of every array is state i.
-
-    Public columns a forecaster may read at every row: `keys`, `question_id`, `question`,
-    `stratum`, `boundary`, `boundary_kind`, `t_action`, `s_action`, `prefix_steps`,
-    `search_budget`. Outcome columns (`think`, `search`) may be read on dev rows only.
-    """
+class PublicColumns:
+    """The per-state columns that hold no outcome (row i of every column is state i): what a
+    forecaster may read at every row, shared by `StateTable` and its development view."""
 
     keys: list[tuple[str, str]]
     question_id: list[str]
@@ -196,6 +192,24 @@ class StateTable:
     s_action: list[str]
     prefix_steps: list[int | None]
     search_budget: list[int | None]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def index(self) -> dict[tuple[str, str], int]:
+        """(parent execution id, checkpoint id) -> row."""
+        return {k: i for i, k in enumerate(self.keys)}
+
+
+@dataclass
+class StateTable(PublicColumns):
+    """The scored states (rows) with both roles' outcomes; row i of every array is state i.
+
+    Public columns (`PublicColumns`) and `features`; outcome columns: `think`, `search`.
+    Forecasters never get this table: they get its development view (`dev_view.DevView`:
+    public columns of every row, outcomes of dev rows only).
+    """
+
     think: RoleOutcomes
     search: RoleOutcomes
     counts: StateCounts = field(default_factory=StateCounts)
@@ -204,17 +218,10 @@ class StateTable:
     #: (`features.prefix_features`) or "minilm" (frozen text embeddings)
     features: dict[str, np.ndarray] = field(default_factory=dict)
 
-    def __len__(self) -> int:
-        return len(self.keys)
-
     @property
     def dbar(self) -> np.ndarray:
         """Δ̄ = Ȳ_S − Ȳ_T per state."""
         return self.search.mean_y - self.think.mean_y
-
-    def index(self) -> dict[tuple[str, str], int]:
-        """(parent execution id, checkpoint id) -> row."""
-        return {k: i for i, k in enumerate(self.keys)}
 
     def subset(self, mask: np.ndarray) -> StateTable:
         """The rows where `mask` is true (counts kept)."""

@@ -31,12 +31,15 @@ from branchpoint.evaluation.value.analyses import (
     three_pair_section,
 )
 from branchpoint.evaluation.value.config import ValueConfig
+from branchpoint.evaluation.value.dev_view import DevView
 from branchpoint.evaluation.value.forecasters import (
     Forecast,
     ForecasterUnavailable,
     calibrators,
+    check_component_settings,
     read_forecasts,
     registered_forecasters,
+    run_calibrator,
     run_forecaster,
 )
 from branchpoint.evaluation.value.outcomes import Roles, StateTable, build_states, dev_split
@@ -107,18 +110,25 @@ def collect_forecasts(
     files: Sequence[Path] = (),
     extra: Mapping[str, Forecast] | None = None,
     seed: int = 0,
+    forecaster_settings: Mapping[str, Mapping[str, Any]] | None = None,
+    calibrator_settings: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[dict[str, Forecast], dict[str, dict[str, Any]], dict[str, str]]:
-    """Every forecast to score, what each is, and the forecasters skipped (with the reason)."""
+    """Every forecast to score, what each is, and the forecasters skipped (with the reason).
+
+    Registered forecasters and calibration maps see the development view of `states`
+    (`dev_view.DevView`: no test outcomes), with their settings by name (`forecaster_settings`,
+    `calibrator_settings`); forecast files are matched to the rows here."""
     out: dict[str, Forecast] = {}
     meta: dict[str, dict[str, Any]] = {}
     skipped: dict[str, str] = {}
     raw: list[str] = []
+    view = DevView.of(states, dev)
     for entry in registered_forecasters():
         if entry.fitted and not dev.any():
             skipped[entry.name] = "fitted on dev rows, and there are none (--dev-split 0)"
             continue
         try:
-            out[entry.name] = run_forecaster(entry, states, dev)
+            out[entry.name] = run_forecaster(entry, view, view.dev, (forecaster_settings or {}).get(entry.name))
         except ForecasterUnavailable as exc:
             skipped[entry.name] = str(exc)
             continue
@@ -138,13 +148,13 @@ def collect_forecasts(
         meta[name] = {"kind": "given"}
         raw.append(name)
     for base in raw:
-        for cal_name, cal in calibrators().items():
+        for cal_name in calibrators():
             name = f"{base}+{cal_name}"
             if dev.sum() < 2:
                 skipped[name] = "calibration needs at least 2 dev rows (--dev-split > 0)"
                 continue
             try:
-                fc = cal(out[base], states, dev, seed=seed)
+                fc = run_calibrator(cal_name, out[base], view, seed, (calibrator_settings or {}).get(cal_name))
             except ForecasterUnavailable as exc:
                 skipped[name] = str(exc)
                 continue
@@ -221,8 +231,12 @@ def value_study(
     out_dir: Path | None = None,
     write: bool = True,
     progress: bool = False,
+    settings_source: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Score every forecaster and router on a fork study; write value.json; return its content.
+
+    `settings_source` (where each setting came from: `spec`, `from_spec`, `overrides`, see
+    `experiments.study_settings`) is recorded beside the settings in value.json's `settings`.
 
     `path` is a run directory (its forks.jsonl) or a forks .jsonl file. `extra_forecasts` adds
     forecasts computed elsewhere (arrays over the scored states, in `load_states` row order);
@@ -233,6 +247,8 @@ def value_study(
     composed forecast `three_pair` (`analyses.three_pair_forecast`) and its section
     `three_pair_composition`.
     """
+    check_component_settings("forecaster", config.forecasters)  # unknown names and bad settings fail first
+    check_component_settings("calibrator", config.calibrators)
     states, parents, forks_path = load_states(Path(path), config)
     attach_features(states, parents, config, text_encoder)
     dev = dev_split(states, config.dev_split, config.seed)
@@ -244,7 +260,15 @@ def value_study(
         extra["llm"] = llm_forecasts(llm_client, states, parents, actor=actor, style=llm_style, progress=progress)
     three_files = [Path(f) for f in forecast_files if is_three_action_file(Path(f))]
     two_files = [Path(f) for f in forecast_files if Path(f) not in three_files]
-    fcs, meta, skipped = collect_forecasts(states, dev, files=two_files, extra=extra, seed=config.seed)
+    fcs, meta, skipped = collect_forecasts(
+        states,
+        dev,
+        files=two_files,
+        extra=extra,
+        seed=config.seed,
+        forecaster_settings=config.forecasters,
+        calibrator_settings=config.calibrators,
+    )
     composed = None
     if three_pair:
         histories = [load_states(Path(h), config)[0] for h in three_pair]
@@ -282,7 +306,11 @@ def value_study(
     report: dict[str, Any] = {
         "schema_version": VALUE_SCHEMA_VERSION,
         "source": str(forks_path),
-        "settings": {**config.model_dump(mode="json"), "roles": Roles(config.pending_roles).table()},
+        "settings": {
+            **config.model_dump(mode="json"),
+            "roles": Roles(config.pending_roles).table(),
+            **(settings_source or {}),
+        },
         "states": state_summary(states, dev),
         "forecasters": meta,
         "skipped_forecasters": skipped,

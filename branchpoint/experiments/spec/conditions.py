@@ -11,10 +11,12 @@ from pydantic import ValidationError
 
 from branchpoint.errors import InputError
 from branchpoint.experiments.spec.describe import describe_spec_error, did_you_mean
+from branchpoint.experiments.spec.paths import resolve_condition_paths
 from branchpoint.experiments.spec.sections import ExperimentSpec
 
 
-def _set_path(data: dict[str, Any], dotted: str, value: Any, source: str) -> None:
+def set_sweep_value(data: dict[str, Any], dotted: str, value: Any, source: str) -> None:
+    """Apply one sweep axis value to raw spec data (a mapping merges into a section)."""
     keys = dotted.split(".")
     node: Any = data
     for key in keys[:-1]:
@@ -36,7 +38,8 @@ def _set_path(data: dict[str, Any], dotted: str, value: Any, source: str) -> Non
 
 
 def expand_conditions(spec: ExperimentSpec, source: str = "spec") -> list[tuple[dict[str, Any], ExperimentSpec]]:
-    """The cartesian product of the sweep axes: (condition dict, spec with those values set)."""
+    """The cartesian product of the sweep axes: (condition dict, spec with those values set, its
+    relative paths resolved against the spec's folder)."""
     if not spec.sweep:
         return [({}, spec)]
     axes = sorted(spec.sweep)
@@ -48,11 +51,12 @@ def expand_conditions(spec: ExperimentSpec, source: str = "spec") -> list[tuple[
     for values in itertools.product(*(spec.sweep[a] for a in axes)):
         data = json.loads(json.dumps(base))
         for axis, value in zip(axes, values):
-            _set_path(data, axis, value, source)
+            set_sweep_value(data, axis, value, source)
         try:
-            resolved = ExperimentSpec.model_validate(data)
+            resolved = resolve_condition_paths(ExperimentSpec.model_validate(data), spec.source_dir)
         except ValidationError as exc:
             raise InputError(f"{source}: sweep value: {describe_spec_error(exc)}") from None
+        resolved._source_dir = spec.source_dir
         out.append((dict(zip(axes, values)), resolved))
     return out
 

@@ -12,12 +12,15 @@ from branchpoint.errors import InputError
 from branchpoint.experiments.spec.sections import ExperimentSpec
 
 #: Settings that do not change what a run folder's executions are: where and how the model is
-#: reached, how the run is scored, its description, a fork study's plan and `questions.limit`
-#: (a prefix of the same selection, e.g. `run --limit`).
+#: reached, how the run is scored, its description and the folder it was read from (its paths
+#: are resolved), a fork study's plan, the value scoring and `questions.limit` (a prefix of the
+#: same selection, e.g. `run --limit`).
 _NOT_OUTCOME = (
     "description",
+    "base_dir",
     "evaluation",
     "fork",
+    "value",
     "sweep",
     "questions.limit",
     *(f"model.{name}" for name in ("base_url", "api_key_env", "timeout_s", "retries", "server", "max_connections")),

@@ -12,16 +12,11 @@ import yaml
 from pydantic import ValidationError
 
 from branchpoint.errors import InputError
-from branchpoint.experiments.spec.conditions import expand_conditions
+from branchpoint.experiments.spec.conditions import expand_conditions, set_sweep_value
 from branchpoint.experiments.spec.describe import describe_spec_error, did_you_mean
+from branchpoint.experiments.spec.paths import absolute_sweep_values, base_folder, resolve_paths
 from branchpoint.experiments.spec.sections import ExperimentSpec
-
-
-def _parse_value(raw: str, where: str) -> Any:
-    try:
-        return yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        raise InputError(f"{where}: the value is not valid YAML ({getattr(exc, 'problem', exc)})") from None
+from branchpoint.registry import parse_yaml_value
 
 
 def apply_overrides(data: dict[str, Any], overrides: typing.Sequence[str], source: str = "--set") -> dict[str, Any]:
@@ -39,7 +34,7 @@ def apply_overrides(data: dict[str, Any], overrides: typing.Sequence[str], sourc
         where = f"{source} {item!r}"
         if not sep or not key or any(not part for part in key.split(".")):
             raise InputError(f"{where}: expected KEY=VALUE with a dotted KEY, e.g. --set agent.search_cap=3")
-        value = _parse_value(raw, where)
+        value = parse_yaml_value(raw, where)
         if key.startswith("sweep."):
             axis = key.removeprefix("sweep.")
             sweep = out.setdefault("sweep", {}) or {}
@@ -77,10 +72,12 @@ def load_spec(path: str | Path, overrides: typing.Sequence[str] = (), *, check_p
     """Read and validate a YAML spec (safe loading); errors name the file and the field or line.
 
     `overrides` are `KEY=VALUE` settings applied before validation (see `apply_overrides`), so
-    the spec returned, and stored with a run, is the resolved one. With `check_policy`, every
-    condition's agent policy must resolve (registered, or an importable `module:function`
+    the spec returned, and stored with a run, is the resolved one. Relative paths resolve
+    against the spec's folder (its `base_dir`, which the run folder's copy records), those
+    given in `overrides` against the working directory (`spec.paths`). With `check_policy`,
+    every condition's agent policy must resolve (registered, or an importable `module:function`
     beside the spec or in the working directory); a run folder's recorded `spec.yaml` is read
-    without it (its policy module lives beside the original spec).
+    without it where the policy module may be gone.
     """
     path = Path(path)
     if not path.is_file():
@@ -95,16 +92,20 @@ def load_spec(path: str | Path, overrides: typing.Sequence[str] = (), *, check_p
         raise InputError(f"{path}{where}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of spec fields at the top level")
+    base = base_folder(path, data)
     if overrides:
         data = apply_overrides(data, overrides)
     try:
         spec = ExperimentSpec.model_validate(data)
+        cli_keys = [item.partition("=")[0].strip() for item in overrides]
+        spec = resolve_paths(spec, base, [k for k in cli_keys if not k.startswith("sweep.")])
+        spec = absolute_sweep_values(spec, [k.removeprefix("sweep.") for k in cli_keys], Path.cwd(), set_sweep_value)
     except ValidationError as exc:
         raise InputError(f"{path}: {describe_spec_error(exc)}") from None
+    spec._source_dir = base
     conditions = expand_conditions(spec, source=str(path))  # check the sweep axes now, before any work
     for condition, resolved in conditions:
         check_model_identity(resolved, str(path), condition)
-    spec._source_dir = path.resolve().parent
     check_judges(spec, source=str(path), search_paths=[spec._source_dir])
     if check_policy:
         check_policies(

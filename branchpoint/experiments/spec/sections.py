@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.experiments.spec.fork import ForkPlan
 from branchpoint.models.spec import ModelSpec
 from branchpoint.retrieval.sources import DenseSourceSpec, SourceField, SourceSpec
+from branchpoint.spec_paths import SpecPath
 
 if TYPE_CHECKING:
     from branchpoint.evaluation.judges import BatchJudge
@@ -31,7 +33,7 @@ class SampleSpec(_Strict):
 class QuestionsSpec(_Strict):
     """Where the questions come from: `demo` (embedded) or a file in one of the known formats."""
 
-    path: str = "demo"
+    path: SpecPath = "demo"
     format: str = "auto"
     limit: int | None = Field(None, ge=1)
     categories: list[str] | None = None
@@ -92,20 +94,22 @@ class MultiTurnSpec(_Strict):
 
 
 class EvaluationSpec(BaseModel):
-    """How the run is scored by default: `judge` names any registered judge (or
-    `package.module:attr`), and the section's other keys are that judge's settings, e.g.
-    `{judge: llm-answer, model: {name: Qwen/Qwen3-8B, base_url: http://127.0.0.1:8000/v1}}`
-    (checked against the judge's settings when the spec is loaded)."""
+    """How the run is scored (`branchpoint evaluate RUN_DIR` reads it; its options override it):
+    `judge` names any registered judge (or `package.module:attr`), and the section's other keys
+    are that judge's settings, e.g. `{judge: llm-answer, model: {name: Qwen/Qwen3-8B, base_url:
+    http://127.0.0.1:8000/v1}}` (checked against the judge's settings when the spec is loaded)."""
 
     model_config = ConfigDict(extra="allow")
 
     judge: str = "rule"
-    lam: float = Field(0.25, ge=0)
-    mu: float = Field(500, ge=0)
+    lam: float = Field(0.25, ge=0, description="TPC weight of an input token (λ).")
+    mu: float = Field(500, ge=0, description="TPC weight of a search call (μ).")
+    bootstrap: int = Field(1000, ge=0, description="Bootstrap resamples of questions (0: no intervals).")
+    bootstrap_seed: int = Field(0, description="Seed of the bootstrap.")
 
     @property
     def judge_settings(self) -> dict[str, Any]:
-        """The judge's settings: every key of the section besides judge, lam and mu."""
+        """The judge's settings: every key of the section besides the fields above."""
         return dict(self.model_extra or {})
 
     def open_judge(self, run_dir: Path, progress: bool = False, search_paths: Sequence[Path] = ()) -> BatchJudge:
@@ -126,6 +130,11 @@ class ExperimentSpec(_Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     description: str = ""
+    base_dir: str | None = Field(
+        None,
+        description="The folder relative paths and module:function names of this spec resolve against (default: "
+        "the spec file's folder). `branchpoint run` writes it into the run folder's copy of the spec.",
+    )
     seed: int = 0
     questions: QuestionsSpec = Field(default_factory=QuestionsSpec)
     model: ModelSpec = Field(default_factory=ModelSpec)
@@ -134,12 +143,18 @@ class ExperimentSpec(_Strict):
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
     multi_turn: MultiTurnSpec | None = None
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
-    fork: ForkPlan | None = Field(None, description="A fork study `branchpoint run` does after the run.")
+    fork: ForkPlan | None = Field(
+        None, description="A fork study `branchpoint run` does after the run; `branchpoint fork` starts from it."
+    )
+    value: ValueConfig | None = Field(
+        None, description="The search-value scoring `branchpoint value` starts from (its options override it)."
+    )
 
     _source_dir: Path | None = PrivateAttr(None)
 
     @property
     def source_dir(self) -> Path | None:
-        """The folder of the spec file this spec was loaded from (None when built in code):
-        `module:function` policies are imported from there too."""
+        """The folder this spec's relative paths resolved against when it was loaded (its file's
+        folder, or `base_dir`; None when built in code): `module:function` policies and
+        components are imported from there too."""
         return self._source_dir

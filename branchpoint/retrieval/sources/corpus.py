@@ -4,12 +4,13 @@ an optional saved index, with the checks a run makes before it writes anything."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
 from branchpoint.errors import InputError
 from branchpoint.retrieval.sources.base import SourceSpec
+from branchpoint.spec_paths import PathSetting, SpecPath
 
 
 class CorpusSourceSpec(SourceSpec):
@@ -18,10 +19,10 @@ class CorpusSourceSpec(SourceSpec):
     `index_params`: M, efConstruction, efSearch (hnsw); nlist, nprobe (ivf); k1, b (bm25).
     """
 
-    corpus: str = "demo"
+    corpus: SpecPath = "demo"
     format: str = "auto"
     chunk_words: int | None = Field(None, ge=10)
-    index: str | None = None
+    index: Annotated[str | None, PathSetting()] = None
     index_params: dict[str, int | float | str] = Field(default_factory=dict)
 
     @property

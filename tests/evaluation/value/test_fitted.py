@@ -7,6 +7,7 @@ import pytest
 
 from branchpoint.evaluation.value import features as feat
 from branchpoint.evaluation.value import fitted
+from branchpoint.evaluation.value.dev_view import DevView
 from branchpoint.evaluation.value.forecasters import Forecast, ridge_fit_predict
 from branchpoint.traces import RetrievedDoc, Step
 from tests.evaluation.value.helpers import make_states
@@ -91,6 +92,7 @@ def test_fitted_maps_run_on_a_study_table():
     states.features["public_prefix"] = rng.normal(size=(n, 5))
     dev = np.arange(n) < 24
     raw = Forecast(np.clip(p_t + 0.1, 0, 1), np.clip(p_t + 0.25, 0, 1))
+    states = DevView.of(states, dev)
     for name in ("public_prefix", "beta", "direct_gain", "residual", "stop_offset", "stop_feedback"):
         fc = fitted.__dict__[f"{name}_calibration"](raw, states, dev)
         fc.check(name, n)

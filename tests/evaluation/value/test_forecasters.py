@@ -9,6 +9,7 @@ import pytest
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.value.config import ValueConfig
+from branchpoint.evaluation.value.dev_view import DevView
 from branchpoint.evaluation.value.forecasters import (
     Forecast,
     affine_calibration,
@@ -31,10 +32,10 @@ def test_historical_mean_and_stratum_prior_use_dev_rows_only():
         [[1, 1], [0, 0], [1, 0], [0, 0]], [[1, 1], [1, 1], [0, 0], [1, 1]], strata=["a", "a", "b", "c"]
     )
     dev = np.array([True, True, True, False])
-    hm = historical_mean(states, dev)
+    hm = historical_mean(DevView.of(states, dev), dev)
     # stratum-balanced over dev: T = mean(a: 0.5, b: 0.5) = 0.5; S = mean(a: 1, b: 0) = 0.5
     assert hm.q_think.tolist() == [0.5] * 4 and hm.q_search.tolist() == [0.5] * 4
-    sp = stratum_prior(states, dev)
+    sp = stratum_prior(DevView.of(states, dev), dev)
     assert sp.q_think.tolist() == [0.5, 0.5, 0.5, 0.5]
     assert sp.q_search.tolist() == [1.0, 1.0, 0.0, 0.5]  # stratum c has no dev rows: global mean
     assert sp.info == {"rows_on_global_fallback": 1}
@@ -123,11 +124,11 @@ def _calibration_case(n=80, seed=0):
 def test_ridge_picks_small_penalty_for_signal_and_large_for_noise():
     states, dev, p_t, p_s = _calibration_case()
     informative = Forecast(0.2 + 0.5 * p_t, 0.3 + 0.4 * p_s)  # affine in the truth
-    fitted = ridge_calibration(informative, states, dev)
+    fitted = ridge_calibration(informative, DevView.of(states, dev), dev)
     assert fitted.info["penalty"] <= 1.0 and fitted.info["folds"] == 5
     assert np.corrcoef(fitted.q_search[~dev], p_s[~dev])[0, 1] > 0.8
     noise = np.random.default_rng(9).uniform(size=(2, len(states)))
-    flat = ridge_calibration(Forecast(noise[0], noise[1]), states, dev)
+    flat = ridge_calibration(Forecast(noise[0], noise[1]), DevView.of(states, dev), dev)
     assert flat.info["penalty"] == 100.0
     assert np.ptp(flat.q_think) < np.ptp(fitted.q_think)
 
@@ -136,14 +137,14 @@ def test_calibrations_never_look_at_test_outcomes():
     states, dev, p_t, p_s = _calibration_case()
     raw = Forecast(np.clip(p_t + 0.1, 0, 1), np.clip(p_s - 0.1, 0, 1))
     before = {
-        c.__name__: c(raw, states, dev)
+        c.__name__: c(raw, DevView.of(states, dev), dev)
         for c in (ridge_calibration, affine_calibration, logistic_calibration, isotonic_calibration)
     }
     for i in np.flatnonzero(~dev):  # flip every test outcome
         states.think.y[i] = 1.0 - states.think.y[i]
     states.think.__post_init__()
     for cal in (ridge_calibration, affine_calibration, logistic_calibration, isotonic_calibration):
-        after = cal(raw, states, dev)
+        after = cal(raw, DevView.of(states, dev), dev)
         np.testing.assert_array_equal(after.q_think, before[cal.__name__].q_think)
 
 
@@ -151,13 +152,14 @@ def test_affine_logistic_isotonic_maps():
     states = make_states([[0, 0], [0, 1], [1, 1], [1, 1]], [[0, 0], [0, 0], [1, 1], [1, 1]])
     dev = np.ones(4, dtype=bool)
     raw = Forecast([0.2, 0.4, 0.6, 0.8], [0.5, 0.5, 0.5, 0.5])
-    aff = affine_calibration(raw, states, dev)
+    view = DevView.of(states, dev)
+    aff = affine_calibration(raw, view, dev)
     # least squares of Ȳ_T = (0, .5, 1, 1) on q_T = (.2, .4, .6, .8): slope cov/var = 0.0875/0.05
     assert aff.info["think"]["beta"] == pytest.approx(2.0 * 0.175 / 0.2)
     assert aff.info["search"]["beta"] == 0.0 and aff.q_search.tolist() == [0.5] * 4
-    log = logistic_calibration(raw, states, dev)
+    log = logistic_calibration(raw, view, dev)
     assert np.all(np.diff(log.q_think) > 0) and np.all((log.q_think > 0) & (log.q_think < 1))
-    iso = isotonic_calibration(raw, states, dev)
+    iso = isotonic_calibration(raw, view, dev)
     assert iso.q_think.tolist() == [0.0, 0.5, 1.0, 1.0]
     kx, ky = isotonic_fit(np.array([1.0, 2, 3, 4, 4]), np.array([1.0, 3, 2, 5, 3]), np.ones(5))
     # equal x pooled (4 → 4.0), then PAV pools 3 and 2 → 2.5
