@@ -310,7 +310,7 @@ def _open_run(run_dir: str | Path, checkpoints: str | None) -> tuple[RunStore, E
         raise InputError(f"{store.run_dir}: not a run directory (expected {SPEC_FILE} and {EXECUTIONS_FILE})")
     if checkpoints is None and not store.checkpoints_path.is_file():
         raise InputError(f"{store.checkpoints_path}: not found (the run has no checkpoints to fork)")
-    return store, load_spec(store.run_dir / SPEC_FILE)
+    return store, load_spec(store.run_dir / SPEC_FILE, recorded=True)
 
 
 def _run_missing(

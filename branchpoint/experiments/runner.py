@@ -254,7 +254,7 @@ def check_run_dir(store: RunStore, spec: ExperimentSpec, checkpoints: str | None
 
     recorded = store.run_dir / SPEC_FILE
     if recorded.is_file():
-        check_same_run(load_spec(recorded, check_policy=False), spec, store.run_dir)
+        check_same_run(load_spec(recorded, check_policy=False, recorded=True), spec, store.run_dir)
     if checkpoints is None:
         probe(store.checkpoints_path, "checkpoint database", CHECKPOINTS_HINT, ("checkpoints", "writes"))
     probe(store.run_dir / RETRIEVAL_CACHE_FILE, "retrieval cache", CACHE_HINT, ("retrieval_cache",))

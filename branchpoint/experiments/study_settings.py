@@ -39,7 +39,7 @@ def read_run_spec(path: Path) -> tuple[ExperimentSpec | None, Path | None]:
     found = run_spec_file(path)
     if found is None:
         return None, None
-    return load_spec(found, check_policy=False), found
+    return load_spec(found, check_policy=False, recorded=True), found
 
 
 def explicit(section: BaseModel | None) -> dict[str, Any]:

@@ -124,7 +124,7 @@ def verify_run(run_dir: str | Path, *, sample: int = 20, checkpoints: str | None
         raise InputError(f"{run_dir}: not a directory (expected a run directory from `branchpoint run`)")
     if not (run_dir / SPEC_FILE).is_file():
         raise InputError(f"{run_dir}: no spec.yaml (not a run directory from `branchpoint run`)")
-    spec = load_spec(run_dir / SPEC_FILE, check_policy=False)
+    spec = load_spec(run_dir / SPEC_FILE, check_policy=False, recorded=True)
     report = Verification(run_dir=run_dir)
     executions = _scan(run_dir / EXECUTIONS_FILE, spec.name, report, forks=False)
     forks = _scan(run_dir / FORKS_FILE, spec.name, report, forks=True)

@@ -133,3 +133,20 @@ def test_sweep_values_in_the_file_resolve_beside_it_and_keep_their_spelling(
         str(tmp_path / "study" / "questions.jsonl"),
         str(tmp_path / "study" / "more_questions.jsonl"),
     ]
+
+
+def test_a_run_folder_copy_without_base_dir_keeps_the_working_directory_rule(tmp_path, monkeypatch):
+    """A run folder written before copies recorded `base_dir` (relative paths, no base_dir)
+    still resolves them as it was made: against the working directory, not the run folder."""
+    study = write_study(tmp_path / "study").parent
+    run_dir = tmp_path / "runs" / "old"
+    run_dir.mkdir(parents=True)
+    (run_dir / "spec.yaml").write_text(
+        yaml.safe_dump({"name": "old", "questions": {"path": "questions.jsonl"}}), encoding="utf-8"
+    )
+    monkeypatch.chdir(study)
+    assert load_spec(run_dir / "spec.yaml", check_policy=False, recorded=True).questions.path == str(
+        study / "questions.jsonl"
+    )
+    # a user's own spec file keeps the new rule (beside the file)
+    assert load_spec(run_dir / "spec.yaml", check_policy=False).questions.path == str(run_dir / "questions.jsonl")

@@ -68,7 +68,9 @@ def apply_overrides(data: dict[str, Any], overrides: typing.Sequence[str], sourc
     return out
 
 
-def load_spec(path: str | Path, overrides: typing.Sequence[str] = (), *, check_policy: bool = True) -> ExperimentSpec:
+def load_spec(
+    path: str | Path, overrides: typing.Sequence[str] = (), *, check_policy: bool = True, recorded: bool = False
+) -> ExperimentSpec:
     """Read and validate a YAML spec (safe loading); errors name the file and the field or line.
 
     `overrides` are `KEY=VALUE` settings applied before validation (see `apply_overrides`), so
@@ -77,7 +79,9 @@ def load_spec(path: str | Path, overrides: typing.Sequence[str] = (), *, check_p
     given in `overrides` against the working directory (`spec.paths`). With `check_policy`,
     every condition's agent policy must resolve (registered, or an importable `module:function`
     beside the spec or in the working directory); a run folder's recorded `spec.yaml` is read
-    without it where the policy module may be gone.
+    without it where the policy module may be gone. `recorded`: the file is a run folder's copy;
+    one written before copies recorded `base_dir` keeps the rule it was made under (relative
+    paths against the working directory), so older run folders still fork and evaluate.
     """
     path = Path(path)
     if not path.is_file():
@@ -92,7 +96,7 @@ def load_spec(path: str | Path, overrides: typing.Sequence[str] = (), *, check_p
         raise InputError(f"{path}{where}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of spec fields at the top level")
-    base = base_folder(path, data)
+    base = Path.cwd() if recorded and "base_dir" not in data else base_folder(path, data)
     if overrides:
         data = apply_overrides(data, overrides)
     try:
