@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 from pydantic_core import PydanticCustomError
 
 
@@ -37,9 +37,27 @@ class SimServerSpec(BaseModel):
     seed: int = Field(0, description="Seed of the server's own generator (requests without a seed).")
     latency_scale: float = Field(1.0, ge=0, description="Multiplies the profile's latency model (0: no wait).")
     capacity: bool = Field(False, description="Capacity mode: continuous batching under a tokens/s ceiling.")
+    reasoning_parser: str | None = Field(
+        "qwen3",
+        description="As vLLM's --reasoning-parser: reasoning comes back in message.reasoning and "
+        "thinking_token_budget is honoured; null: reasoning stays in the content and a budget is refused (HTTP 400).",
+    )
+    enable_auto_tool_choice: bool = Field(
+        True, description="As vLLM's --enable-auto-tool-choice: without it, tools with tool_choice auto are refused."
+    )
+    tool_call_parser: str | None = Field(
+        "hermes",
+        description="As vLLM's --tool-call-parser (needed by enable_auto_tool_choice and tool_choice required).",
+    )
     host: str = "127.0.0.1"
     port: int | None = Field(None, description="Default: a free port.")
     startup_timeout_s: float = Field(60, gt=0)
+
+    @model_validator(mode="after")
+    def _auto_tools_need_a_parser(self) -> SimServerSpec:
+        if self.enable_auto_tool_choice and not self.tool_call_parser:
+            raise ValueError("enable_auto_tool_choice needs tool_call_parser (vLLM refuses to start without one)")
+        return self
 
 
 class ModelSpec(BaseModel):
