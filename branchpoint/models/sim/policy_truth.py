@@ -29,6 +29,7 @@ from branchpoint.agents.policies import Policy, decided_answer
 from branchpoint.agents.state import AgentContext
 from branchpoint.datasets.questions import Question
 from branchpoint.models.call import ModelCall
+from branchpoint.models.server_kind import structured_output_fields
 from branchpoint.models.sim.behaviour import (
     MALFORMED_TEXT,
     Passage,
@@ -46,11 +47,10 @@ from branchpoint.models.sim.behaviour import (
     search_prob,
     shown_passage,
 )
-from branchpoint.models.server_kind import structured_output_fields
 from branchpoint.models.sim.observe import observe_completion
-from branchpoint.models.sim.vllm_rules import apply_stop
 from branchpoint.models.sim.profile import Profile
 from branchpoint.models.sim.truth import AgentModel, SearchFn, Value
+from branchpoint.models.sim.vllm_rules import apply_stop
 from branchpoint.traces import BOUNDARY_PENDING, Usage
 
 

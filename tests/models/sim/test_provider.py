@@ -67,3 +67,27 @@ def test_a_non_sim_run_is_not_labelled(tmp_path: Path) -> None:
     (tmp_path / "spec.yaml").write_text("model: {provider: openai, name: qwen}\n")
     (tmp_path / "executions.jsonl").write_text(json.dumps({"execution_id": "x"}) + "\n")
     assert not is_simulated(tmp_path)
+
+
+def test_a_run_with_questions_the_simulator_does_not_know_is_refused_by_id(tmp_path: Path) -> None:
+    """The simulated model used to answer "I don't know." to a question outside its question set
+    and the run reported `ok`; now the run refuses before anything runs, naming the ids."""
+    from branchpoint.errors import InputError
+    from branchpoint.experiments.runner import run_experiment
+
+    demo = (Path(__file__).parents[3] / "branchpoint/data/demo/questions.jsonl").read_text().splitlines()
+    extra = {"id": "mine-1", "question": "Who wrote the Voynich manuscript?", "answerable": True, "gold_answers": ["?"]}
+    qfile = tmp_path / "questions.jsonl"
+    qfile.write_text("\n".join([demo[0], json.dumps(extra)]) + "\n")
+    spec = ExperimentSpec(
+        name="unknown",
+        questions=QuestionsSpec(path=str(qfile)),
+        model=ModelSpec(provider="sim", style="chat", name="branchpoint-sim-instruct", sim=SimServerSpec()),
+        agent=AgentSpec(policy="native", search_cap=1),
+        retrieval=RetrievalSpec(default="bm", sources={"bm": BM25SourceSpec()}),
+    )
+    out = tmp_path / "run"
+    with pytest.raises(InputError, match=r"1 of the run's questions .* mine-1") as err:
+        run_experiment(spec, out, progress=False)
+    assert "demo-a01" not in str(err.value)
+    assert not (out / "executions.jsonl").exists()
