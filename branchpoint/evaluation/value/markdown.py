@@ -130,7 +130,14 @@ def _forecasters(report: ValueReport) -> list[str]:
         "",
         f"θ̂ (E Δ²) = {_ci(report.theta, iv.theta)}; mean gain = "
         f"{_ci(report.mean_gain, iv.mean_gain)}; gain variance V_Δ = "
-        f"{_ci(report.gain_variance, iv.gain_variance)}.",
+        f"{_ci(report.gain_variance, iv.gain_variance)}."
+        + (
+            " Studentized intervals (better coverage with few components): θ̂ "
+            + ", mean gain ".join(_band(iv.studentized.get(k) or []) for k in ("theta", "mean_gain"))
+            + f", V_Δ {_band(iv.studentized.get('gain_variance') or [])}."
+            if iv.studentized
+            else ""
+        ),
         "",
     ]
     if not rows:

@@ -91,3 +91,37 @@ def test_a_run_with_questions_the_simulator_does_not_know_is_refused_by_id(tmp_p
         run_experiment(spec, out, progress=False)
     assert "demo-a01" not in str(err.value)
     assert not (out / "executions.jsonl").exists()
+
+
+def test_the_tagged_policy_runs_on_a_model_that_writes_past_search(tmp_path: Path) -> None:
+    """`runs_past_search` writes an invented result and an answer after `</search>` (branchpoint's
+    tagged policy sends no stop string): the policy still takes the first search, its transcript
+    ends at `</search>`, and the run-on text costs output tokens."""
+    from branchpoint.experiments.runner import run_experiment
+
+    out: dict[str, list[dict]] = {}
+    for profile in ("instruct", "runs_past_search"):
+        spec = ExperimentSpec(
+            name=f"tagged-{profile}",
+            questions=QuestionsSpec(limit=6),
+            model=ModelSpec(
+                provider="sim",
+                name="sim",  # one served name: the same requests, the same draws
+                style="chat",
+                temperature=0.6,
+                seed=1,
+                max_tokens=256,
+                sim=SimServerSpec(profile=profile, latency_scale=0.0),
+            ),
+            agent=AgentSpec(policy="tagged", search_cap=2),
+            retrieval=RetrievalSpec(default="bm", sources={"bm": BM25SourceSpec()}),
+        )
+        run_experiment(spec, tmp_path / profile, progress=False)
+        out[profile] = [json.loads(x) for x in (tmp_path / profile / "executions.jsonl").read_text().splitlines()]
+    plain, runs_on = out["instruct"], out["runs_past_search"]
+    assert sum(r["search_calls"] for r in runs_on) > 0
+    assert [r["status"] for r in runs_on] == [r["status"] for r in plain]
+    assert [r["final_answer"] for r in runs_on] == [r["final_answer"] for r in plain]  # same decisions
+    queries = [s["query"] for r in runs_on for s in r["steps"] if s["kind"] == "search"]
+    assert queries and not any("<information>" in q or "</search>" in q for q in queries)
+    assert sum(r["output_tokens"] for r in runs_on) > sum(r["output_tokens"] for r in plain)
