@@ -27,6 +27,24 @@ class EmbeddedServerSpec(BaseModel):
 _MODEL_FIELDS_DUMPED_IF_SET: dict[str, Any] = {"server_kind": "auto", "factory": None, "options": {}, "top_p": None}
 
 
+def _without_defaults(data: Any, defaults: dict[str, Any]) -> Any:
+    """A dump without the fields that are at their given defaults (fields added later are dumped
+    only when set, so the dumps of existing specs, and the ids hashed from them, do not change)."""
+    if isinstance(data, dict):
+        for name, default in defaults.items():
+            if name in data and data[name] == default:
+                del data[name]
+    return data
+
+
+#: The same for the vLLM server flags of `model.sim`.
+_SIM_FIELDS_DUMPED_IF_SET: dict[str, Any] = {
+    "reasoning_parser": "qwen3",
+    "enable_auto_tool_choice": True,
+    "tool_call_parser": "hermes",
+}
+
+
 class SimServerSpec(BaseModel):
     """Settings of the simulated model server (provider `sim`; see `branchpoint.models.sim`)."""
 
@@ -58,6 +76,12 @@ class SimServerSpec(BaseModel):
         if self.enable_auto_tool_choice and not self.tool_call_parser:
             raise ValueError("enable_auto_tool_choice needs tool_call_parser (vLLM refuses to start without one)")
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump_server_flags_if_set(self, handler: Any) -> Any:
+        """The vLLM server flags are dumped only when set otherwise than their defaults: a spec
+        that leaves them keeps the dump, and so the execution ids and fork seeds, it had before."""
+        return _without_defaults(handler(self), _SIM_FIELDS_DUMPED_IF_SET)
 
 
 class ModelSpec(BaseModel):
@@ -151,12 +175,7 @@ class ModelSpec(BaseModel):
 
     @model_serializer(mode="wrap")
     def _dump_new_fields_if_set(self, handler: Any) -> Any:
-        data = handler(self)
-        if isinstance(data, dict):
-            for name, default in _MODEL_FIELDS_DUMPED_IF_SET.items():
-                if name in data and data[name] == default:
-                    del data[name]
-        return data
+        return _without_defaults(handler(self), _MODEL_FIELDS_DUMPED_IF_SET)
 
 
 def load_model_spec(model_spec: Path | None, overrides: dict[str, Any]) -> ModelSpec:

@@ -125,3 +125,21 @@ def test_the_tagged_policy_runs_on_a_model_that_writes_past_search(tmp_path: Pat
     queries = [s["query"] for r in runs_on for s in r["steps"] if s["kind"] == "search"]
     assert queries and not any("<information>" in q or "</search>" in q for q in queries)
     assert sum(r["output_tokens"] for r in runs_on) > sum(r["output_tokens"] for r in plain)
+
+
+def test_the_server_flags_at_their_defaults_leave_the_spec_dump_and_ids_unchanged() -> None:
+    """Execution ids and fork seeds hash the spec's dump: the vLLM server flags added to
+    `model.sim` are dumped only when set otherwise, so existing studies keep their ids and draws."""
+    assert set(SimServerSpec().model_dump()) == {
+        "profile",
+        "questions",
+        "seed",
+        "latency_scale",
+        "capacity",
+        "host",
+        "port",
+        "startup_timeout_s",
+    }
+    flags = SimServerSpec(reasoning_parser=None, enable_auto_tool_choice=False).model_dump()
+    assert flags["reasoning_parser"] is None and flags["enable_auto_tool_choice"] is False
+    assert "tool_call_parser" not in flags
