@@ -117,7 +117,9 @@ def models_serve_vllm(
 def models_serve_sim(
     port: int = typer.Option(8000, "--port", min=1, max=65535, help="Port to listen on (127.0.0.1)."),
     profile: str = typer.Option(
-        "instruct", "--profile", help="Built-in profile (instruct, over_searching, search_helps_little) or a YAML file."
+        "instruct",
+        "--profile",
+        help="Built-in profile (instruct, over_searching, search_helps_little, runs_past_search) or a YAML file.",
     ),
     questions: str = typer.Option("demo", "--questions", help="The question set it knows (a path, or demo)."),
     seed: int = typer.Option(0, "--seed", help="Seed of its own generator (requests without a seed)."),
@@ -127,6 +129,13 @@ def models_serve_sim(
     capacity: bool = typer.Option(False, "--capacity", help="Continuous batching under a tokens/s ceiling."),
     served_model_name: str | None = typer.Option(None, "--served-model-name", help="Default: branchpoint-sim-PROFILE."),
     spec: Path | None = typer.Option(None, "--spec", help="A spec whose retrieval the /v1/sim/truth endpoint uses."),
+    reasoning_parser: str = typer.Option(
+        "qwen3", "--reasoning-parser", help="As vLLM's (needed for thinking_token_budget); 'none': no parser."
+    ),
+    tool_call_parser: str = typer.Option("hermes", "--tool-call-parser", help="As vLLM's; 'none': no tool parser."),
+    auto_tools: bool = typer.Option(
+        True, "--enable-auto-tool-choice/--no-enable-auto-tool-choice", help="As vLLM's: tool_choice auto allowed."
+    ),
 ) -> None:
     """Start the simulated model (known truth, vLLM's wire format) on 127.0.0.1; Ctrl-C stops it.
 
@@ -136,13 +145,27 @@ def models_serve_sim(
 
     from branchpoint.models.sim import SimServer
     from branchpoint.models.sim.profile import load_profile
+    from branchpoint.models.sim.vllm_rules import ServerFlags
     from branchpoint.models.spec import SimServerSpec
     from branchpoint.models.vllm import serve_until_stopped
 
     prof = load_profile(profile)  # a bad profile: one line, before anything starts
     name = served_model_name or prof.served_name
+    flags = ServerFlags(  # as vLLM, refuses --enable-auto-tool-choice without --tool-call-parser
+        None if reasoning_parser in ("", "none") else reasoning_parser,
+        auto_tools,
+        None if tool_call_parser in ("", "none") else tool_call_parser,
+    )
     sim = SimServerSpec(
-        profile=profile, questions=questions, seed=seed, latency_scale=latency_scale, capacity=capacity, port=port
+        profile=profile,
+        questions=questions,
+        seed=seed,
+        latency_scale=latency_scale,
+        capacity=capacity,
+        port=port,
+        reasoning_parser=flags.reasoning_parser,
+        tool_call_parser=flags.tool_call_parser,
+        enable_auto_tool_choice=flags.enable_auto_tool_choice,
     )
     server = SimServer(sim, served_name=name, truth_spec=str(spec) if spec else None)
 

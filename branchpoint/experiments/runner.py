@@ -38,6 +38,7 @@ from branchpoint.experiments.tallies import tally
 from branchpoint.models import ModelClient, TransportError, open_model
 from branchpoint.models.request_fingerprint import RequestFingerprints, RequestSinks
 from branchpoint.models.request_log import RequestLog, current_execution
+from branchpoint.models.sim.question_set import refuse_unknown_questions
 from branchpoint.retrieval import RetrievalSource
 from branchpoint.retrieval.cache import CachedSource, RetrievalCache, source_params
 from branchpoint.tools import SearchTool
@@ -456,6 +457,7 @@ def run_experiment(
     _check_concurrency(concurrency)
     started = time.perf_counter()
     plan = plan_executions(spec, select_questions(spec))  # validates names before anything is written
+    refuse_unknown_questions((p.spec.model, p.question) for p in plan)  # a simulated model's, by id
     if execution_ids is not None:
         wanted = set(execution_ids)
         plan = [p for p in plan if p.execution_id in wanted]

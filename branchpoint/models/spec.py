@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 from pydantic_core import PydanticCustomError
 
 from branchpoint.spec_paths import PathSetting, SpecPath
@@ -31,6 +31,24 @@ class EmbeddedServerSpec(BaseModel):
 _MODEL_FIELDS_DUMPED_IF_SET: dict[str, Any] = {"server_kind": "auto", "factory": None, "options": {}, "top_p": None}
 
 
+def _without_defaults(data: Any, defaults: dict[str, Any]) -> Any:
+    """A dump without the fields that are at their given defaults (fields added later are dumped
+    only when set, so the dumps of existing specs, and the ids hashed from them, do not change)."""
+    if isinstance(data, dict):
+        for name, default in defaults.items():
+            if name in data and data[name] == default:
+                del data[name]
+    return data
+
+
+#: The same for the vLLM server flags of `model.sim`.
+_SIM_FIELDS_DUMPED_IF_SET: dict[str, Any] = {
+    "reasoning_parser": "qwen3",
+    "enable_auto_tool_choice": True,
+    "tool_call_parser": "hermes",
+}
+
+
 class SimServerSpec(BaseModel):
     """Settings of the simulated model server (provider `sim`; see `branchpoint.models.sim`)."""
 
@@ -43,9 +61,33 @@ class SimServerSpec(BaseModel):
     seed: int = Field(0, description="Seed of the server's own generator (requests without a seed).")
     latency_scale: float = Field(1.0, ge=0, description="Multiplies the profile's latency model (0: no wait).")
     capacity: bool = Field(False, description="Capacity mode: continuous batching under a tokens/s ceiling.")
+    reasoning_parser: str | None = Field(
+        "qwen3",
+        description="As vLLM's --reasoning-parser: reasoning comes back in message.reasoning and "
+        "thinking_token_budget is honoured; null: reasoning stays in the content and a budget is refused (HTTP 400).",
+    )
+    enable_auto_tool_choice: bool = Field(
+        True, description="As vLLM's --enable-auto-tool-choice: without it, tools with tool_choice auto are refused."
+    )
+    tool_call_parser: str | None = Field(
+        "hermes",
+        description="As vLLM's --tool-call-parser (needed by enable_auto_tool_choice and tool_choice required).",
+    )
     host: str = "127.0.0.1"
     port: int | None = Field(None, description="Default: a free port.")
     startup_timeout_s: float = Field(60, gt=0)
+
+    @model_validator(mode="after")
+    def _auto_tools_need_a_parser(self) -> SimServerSpec:
+        if self.enable_auto_tool_choice and not self.tool_call_parser:
+            raise ValueError("enable_auto_tool_choice needs tool_call_parser (vLLM refuses to start without one)")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump_server_flags_if_set(self, handler: Any) -> Any:
+        """The vLLM server flags are dumped only when set otherwise than their defaults: a spec
+        that leaves them keeps the dump, and so the execution ids and fork seeds, it had before."""
+        return _without_defaults(handler(self), _SIM_FIELDS_DUMPED_IF_SET)
 
 
 class ModelSpec(BaseModel):
@@ -139,12 +181,7 @@ class ModelSpec(BaseModel):
 
     @model_serializer(mode="wrap")
     def _dump_new_fields_if_set(self, handler: Any) -> Any:
-        data = handler(self)
-        if isinstance(data, dict):
-            for name, default in _MODEL_FIELDS_DUMPED_IF_SET.items():
-                if name in data and data[name] == default:
-                    del data[name]
-        return data
+        return _without_defaults(handler(self), _MODEL_FIELDS_DUMPED_IF_SET)
 
 
 def load_model_spec(model_spec: Path | None, overrides: dict[str, Any]) -> ModelSpec:

@@ -37,6 +37,7 @@ import numpy as np
 from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval, single_component_strata
 from branchpoint.evaluation.value.fitted import compose_level_gain, ridge_cv
 from branchpoint.evaluation.value.forecasters import Forecast, grouped_folds
+from branchpoint.evaluation.value.intervals import skill_interval
 from branchpoint.evaluation.value.outcomes import StateTable
 from branchpoint.evaluation.value.scores import (
     balanced_mean,
@@ -208,11 +209,16 @@ def _largest_intervals(
         return {"budget": budget, "withheld": f"single-component strata: {', '.join(single)}"}
     matrix = np.stack([cols[0], cols[1], theta, dbar], axis=1)
     boot = bootstrap_means(matrix, states.component, states.stratum, resamples=resamples, seed=seed)
-    r2 = np.asarray(gain_r2(boot[:, 0], gain_variance(boot[:, 2], boot[:, 3])))
-    lo_r, hi_r = percentile_interval(r2, level)
+    v_boot = np.asarray(gain_variance(boot[:, 2], boot[:, 3]))
+    point = balanced_mean(matrix, states.stratum)
+    r2 = skill_interval(
+        np.asarray(gain_r2(boot[:, 0], v_boot)), v_boot, level, float(gain_variance(point[2], point[3]))
+    )
     lo_b, hi_b = percentile_interval(boot[:, 1], level)
     return {
         "budget": budget,
-        "gain_r2_interval": [_f(float(lo_r)), _f(float(hi_r))],
+        "gain_r2_interval": [_f(r2.interval[0]), _f(r2.interval[1])] if r2.interval is not None else None,
+        "gain_r2_undefined_share": r2.undefined_share,
+        "gain_r2_withheld": r2.withheld,
         "brier_interval": [_f(float(lo_b)), _f(float(hi_b))],
     }

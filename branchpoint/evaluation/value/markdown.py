@@ -130,13 +130,29 @@ def _forecasters(report: ValueReport) -> list[str]:
         "",
         f"θ̂ (E Δ²) = {_ci(report.theta, iv.theta)}; mean gain = "
         f"{_ci(report.mean_gain, iv.mean_gain)}; gain variance V_Δ = "
-        f"{_ci(report.gain_variance, iv.gain_variance)}.",
+        f"{_ci(report.gain_variance, iv.gain_variance)}."
+        + (
+            " Studentized intervals (better coverage with few components): θ̂ "
+            + ", mean gain ".join(_band(iv.studentized.get(k) or []) for k in ("theta", "mean_gain"))
+            + f", V_Δ {_band(iv.studentized.get('gain_variance') or [])}."
+            if iv.studentized
+            else ""
+        ),
         "",
     ]
     if not rows:
         return lines + ["No forecaster was scored.", ""]
     skipped = report.skipped_forecasters
     lines += _table(["forecaster", "Brier", "level", "¼ gain", "variance", "gain risk L", "R²_Δ"], rows)
+    undefined = iv.gain_r2_undefined
+    if undefined is not None and undefined.withheld:
+        lines += [f"R²_Δ intervals withheld: {undefined.withheld}.", ""]
+    elif undefined is not None and undefined.share:
+        lines += [
+            f"V_Δ ≤ 0 in {_f(100 * undefined.share, 1)}% of resamples: R²_Δ is undefined there; they count at both "
+            "ends of its intervals.",
+            "",
+        ]
     if skipped:
         lines += ["Skipped: " + "; ".join(f"`{k}` ({v})" for k, v in skipped.items()), ""]
     return lines
@@ -174,9 +190,14 @@ def _utility(report: ValueReport) -> list[str]:
     lines = ["### Router utility (U = Y − λ·T/1000)", ""]
     lines += _table(["router", *[f"λ={p}" for p in prices]], rows)
     lines += [
-        f"Zero-price oracle improvement over the best constant H = (E|Δ| − |EΔ|)/2 lies in "
-        f"[{_f(rng.lower)}, {_f(rng.upper)}] (from θ̂"
-        + (f"; {_f(rng.interval[0])} to {_f(rng.interval[1])} with sampling uncertainty" if rng.interval else "")
+        f"Zero-price oracle improvement over the best constant H = (E|Δ| − |EΔ|)/2: bounds from the moments "
+        f"[{_f(rng.lower)}, {_f(rng.upper)}] (point estimates, from θ̂ and mean Δ̄"
+        + (
+            f"; {round(100 * report.intervals.level)}% interval {_f(rng.interval[0])} to {_f(rng.interval[1])}, "
+            "from joint confidence limits of EΔ² and |EΔ|"
+            if rng.interval
+            else ""
+        )
         + f"); the plug-in (mean|Δ̄| − |mean Δ̄|)/2 = "
         f"{_f(util.oracle_plugin_optimistic)} is optimistic (generation noise inflates |Δ̄|). "
         f"Best constant and τ chosen on: {util.chosen_on}.",
@@ -297,12 +318,12 @@ def _curves(report: ValueReport) -> list[str]:
                 ]
             )
         largest = e.largest_budget
-        if largest is not None and largest.gain_r2_interval:
+        if largest is not None and (largest.gain_r2_interval or largest.brier_interval):
             rows.append(
                 [
                     f"`{fam}`",
                     f"{largest.budget} ({curves.samples} fits, interval)",
-                    _band(largest.gain_r2_interval),
+                    _band(largest.gain_r2_interval) if largest.gain_r2_interval else "withheld (V_Δ ≤ 0 in resamples)",
                     "",
                     _band(largest.brier_interval or []),
                     "",

@@ -26,6 +26,13 @@ from branchpoint.evaluation.value.bootstrap import (
 )
 from branchpoint.evaluation.value.config import ValueConfig, price_key
 from branchpoint.evaluation.value.forecasters import Forecast
+from branchpoint.evaluation.value.intervals import (
+    SkillInterval,
+    gain_r2_note,
+    oracle_section,
+    skill_interval,
+    studentized_intervals,
+)
 from branchpoint.evaluation.value.outcomes import StateTable
 from branchpoint.evaluation.value.scores import (
     balanced_mean,
@@ -35,7 +42,6 @@ from branchpoint.evaluation.value.scores import (
     gain_variance,
     level_split,
     oracle_bound,
-    oracle_range,
     theta_hat,
 )
 
@@ -282,6 +288,16 @@ def score(
         return interval_of(lo, hi)
 
     v_delta = stat(gain_variance, "theta", "dbar")
+    undefined: list[SkillInterval] = []
+
+    def skill(samples: np.ndarray | None) -> list[Any] | None:
+        """An R²_Δ-type interval: undefined resamples (V_Δ ≤ 0) at both ends, withheld past a share."""
+        if samples is None or v_delta[1] is None:
+            return None
+        out = skill_interval(samples, v_delta[1], config.level, v_delta[0])
+        undefined.append(out)
+        return interval_of(*out.interval) if out.interval is not None else None
+
     result: dict[str, Any] = {"brier": {}, "gain_risk": {}, "gain_r2": {}}
     intervals: dict[str, Any] = {"brier": {}, "gain_risk": {}, "gain_r2": {}}
     per_forecaster: dict[str, dict[str, tuple[float, np.ndarray | None]]] = {}
@@ -296,7 +312,7 @@ def score(
         result["gain_risk"][name] = num(risk[0])
         result["gain_r2"][name] = num(r2[0])
         for key, value in per_forecaster[name].items():
-            intervals[key][name] = interval(value[1])
+            intervals[key][name] = skill(value[1]) if key == "gain_r2" else interval(value[1])
     theta_stat = stat(lambda x: x, "theta")
     result["theta"] = num(theta_stat[0])
     result["mean_gain"] = num(point["dbar"])
@@ -304,25 +320,26 @@ def score(
     intervals["theta"] = interval(theta_stat[1])
     intervals["mean_gain"] = interval(boot["dbar"]) if boot else None
     intervals["gain_variance"] = interval(v_delta[1])
-    rng_lo, rng_hi = oracle_range(point["theta"], point["dbar"])
-    range_iv = None
-    if boot:  # from the lower bound's lower end to the upper bound's upper end
-        b_lo, b_hi = oracle_range(boot["theta"], boot["dbar"])
-        assert isinstance(b_lo, np.ndarray) and isinstance(b_hi, np.ndarray)  # of resampled columns
-        range_iv = [interval(b_lo)[0], interval(b_hi)[1]]  # type: ignore[index]
-    result["oracle_range"] = {
-        "lower": num(rng_lo),
-        "upper": num(rng_hi),
-        "interval": range_iv,
-        "formula": "max{0, (Eθ̂ − |EΔ̄|)/2} ≤ H = (E|Δ| − |EΔ|)/2 ≤ (√Eθ̂ − |EΔ̄|)/2",
-    }
+    result["oracle_range"] = oracle_section(point, boot, config.level)
+    if boot:  # offered beside the percentile intervals: see docs/search-value.md, "Intervals"
+        stud = studentized_intervals(
+            matrix[:, cols.index("theta")],
+            tt.dbar,
+            tt.component,
+            tt.stratum,
+            resamples=config.resamples,
+            seed=config.seed,
+            level=config.level,
+        )
+        intervals["studentized"] = {k: interval_of(*iv) for k, iv in stud.items()}
 
     paired: dict[str, Any] = {}
     for a, b in itertools.combinations(names, 2):
         entry = {}
         for key in ("brier", "gain_risk", "gain_r2"):
             (ea, sa), (eb, sb) = per_forecaster[a][key], per_forecaster[b][key]
-            entry[key] = {"difference": num(ea - eb), "interval": interval(sa - sb) if sa is not None else None}
+            diff_iv = (skill if key == "gain_r2" else interval)(sa - sb) if sa is not None else None
+            entry[key] = {"difference": num(ea - eb), "interval": diff_iv}
         paired[f"{a} - {b}"] = entry
     result["paired"] = paired
     result["level_split"] = _level_splits(names, forecasts, tt, dev, point, boot, interval)
@@ -347,9 +364,13 @@ def score(
         "by_price": by_price,
     }
     result["decision_factorial"] = _factorial(utility_meta, point, boot, interval, selection)
+    r2_note = gain_r2_note(undefined, config.level)
+    if r2_note["withheld"]:
+        warnings.append(f"R²_Δ intervals withheld: {r2_note['withheld']}")
     result["intervals"] = {
         "method": "percentile bootstrap over support components, resampled within strata; strata weighted "
         "equally in each resample",
+        "gain_r2_undefined": r2_note,
         "resamples": config.resamples,
         "seed": config.seed,
         "level": config.level,

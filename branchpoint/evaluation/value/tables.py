@@ -50,12 +50,16 @@ def forecaster_table(report: ValueReport | dict[str, Any]) -> Table:
             _with_interval(r.gain_r2.get(name), iv.gain_r2.get(name)),
         )
     table.caption = f"θ̂ (mean Δ² estimate) = {_fmt(r.theta)}, gain variance V_Δ = {_fmt(r.gain_variance)}"
+    undefined = iv.gain_r2_undefined
+    if undefined is not None and undefined.withheld:
+        table.caption += f"; R²_Δ intervals withheld: {undefined.withheld}"
     return table
 
 
 def utility_table(report: ValueReport | dict[str, Any]) -> Table:
     """One row per router, one column per price: mean utility U = Y − λ·T/1000 on test states."""
-    util = as_value(report).utility
+    value = as_value(report)
+    util = value.utility
     if util is None:
         return Table("router", title="utility per state: none scored")
     by_price = util.by_price
@@ -65,10 +69,15 @@ def utility_table(report: ValueReport | dict[str, Any]) -> Table:
     for router in routers:
         table.add_row(router, *[_fmt(by_price[p][router].utility if router in by_price[p] else None) for p in prices])
     rng = util.oracle_range
+    interval = (
+        f"; {round(100 * value.intervals.level)}% interval [{_fmt(rng.interval[0])}, {_fmt(rng.interval[1])}] from joint limits of EΔ² and |EΔ|"
+        if rng.interval and rng.interval[0] is not None
+        else ""
+    )
     table.caption = (
-        f"zero-price oracle improvement H = (E|Δ| − |EΔ|)/2 lies in [{_fmt(rng.lower)}, {_fmt(rng.upper)}] "
-        f"(from θ̂; plug-in {_fmt(util.oracle_plugin_optimistic)} is optimistic). "
-        f"Choices made on: {util.chosen_on}."
+        f"zero-price oracle improvement H = (E|Δ| − |EΔ|)/2: bounds from the moments [{_fmt(rng.lower)}, "
+        f"{_fmt(rng.upper)}] (point estimates{interval}; plug-in {_fmt(util.oracle_plugin_optimistic)} is "
+        f"optimistic). Choices made on: {util.chosen_on}."
     )
     return table
 

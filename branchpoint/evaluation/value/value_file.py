@@ -80,6 +80,17 @@ class OracleRange(FileModel):
     upper: Num | None = None
     interval: Interval = None
     formula: str | None = None
+    interval_from: dict[str, Any] | None = None
+
+
+class GainR2Undefined(FileModel):
+    """The share of resamples where R²_Δ is undefined (V_Δ ≤ 0), the share tolerated, and why
+    the R²_Δ intervals are withheld (None: reported)."""
+
+    share: Num | None = None
+    max_share: Num | None = None
+    rule: str | None = None
+    withheld: str | None = None
 
 
 class LevelSplit(FileModel):
@@ -141,6 +152,8 @@ class Intervals(FileModel):
     seed: int = 0
     level: Num = 0.95
     withheld: str | None = None
+    gain_r2_undefined: GainR2Undefined | None = None
+    studentized: dict[str, Interval] = Field(default_factory=dict)
     brier: dict[str, Interval] = Field(default_factory=dict)
     gain_risk: dict[str, Interval] = Field(default_factory=dict)
     gain_r2: dict[str, Interval] = Field(default_factory=dict)
@@ -215,6 +228,8 @@ class CurvePoint(FileModel):
 class LargestBudget(FileModel):
     budget: int
     gain_r2_interval: Interval = None
+    gain_r2_undefined_share: Num | None = None
+    gain_r2_withheld: str | None = None
     brier_interval: Interval = None
     withheld: str | None = None
 

@@ -57,6 +57,8 @@ class SimServer(ManagedServer):
         ]
         if s.capacity:
             cmd.append("--capacity")
+        cmd += ["--reasoning-parser", s.reasoning_parser or "none", "--tool-call-parser", s.tool_call_parser or "none"]
+        cmd.append("--enable-auto-tool-choice" if s.enable_auto_tool_choice else "--no-enable-auto-tool-choice")
         if self.truth_spec:
             cmd += ["--spec", self.truth_spec]
         return cmd

@@ -32,7 +32,8 @@ most probable outcome) and `top_p` (nucleus: the smallest most-probable set whos
 top_p, renormalised) (`reshape`). Failures per call (none at temperature 0): malformed with
 `failures.malformed` unless constrained; cut off (`finish_reason: length`, no content) with
 `failures.length`, or when the reasoning drawn (uniform on the effort's [lo, hi]; the midpoint
-at temperature 0) exceeds max_tokens − content_reserve. Random numbers come from a generator
+at temperature 0; capped by the request's `thinking_token_budget`) exceeds max_tokens −
+content_reserve. Random numbers come from a generator
 seeded by a hash of the request body (its `seed` included), so a request with a seed, or at
 temperature 0, always gets the same reply; without a seed, from the server's own generator.
 """
@@ -334,10 +335,15 @@ def reasoning_range(profile: Profile, effort: str) -> tuple[int, int]:
     return int(lo), int(hi)
 
 
-def length_overflow_prob(profile: Profile, effort: str, max_tokens: int, temperature: float) -> float:
-    """P(the reasoning drawn leaves no room for content under `max_tokens`)."""
+def length_overflow_prob(
+    profile: Profile, effort: str, max_tokens: int, temperature: float, budget: int | None = None
+) -> float:
+    """P(the reasoning drawn leaves no room for content under `max_tokens`); a thinking-token
+    `budget` caps the reasoning, so at or under the room it never overflows."""
     lo, hi = reasoning_range(profile, effort)
     room = max(max_tokens - profile.tokens.content_reserve, 0)
+    if budget is not None and budget <= room:
+        return 0.0
     if temperature <= 0:
         return float((lo + hi) // 2 > room)
     over = max(0, hi - max(room, lo - 1))
@@ -345,11 +351,17 @@ def length_overflow_prob(profile: Profile, effort: str, max_tokens: int, tempera
 
 
 def call_failure_parts(
-    profile: Profile, *, constrained: bool, effort: str, max_tokens: int, temperature: float
+    profile: Profile,
+    *,
+    constrained: bool,
+    effort: str,
+    max_tokens: int,
+    temperature: float,
+    budget: int | None = None,
 ) -> tuple[float, float]:
     """(P(malformed), P(cut off)) of one call: malformed is drawn first (never constrained, never
     at temperature 0), then a cut-off (`failures.length`, or reasoning past the room left)."""
-    overflow = length_overflow_prob(profile, effort, max_tokens, temperature)
+    overflow = length_overflow_prob(profile, effort, max_tokens, temperature, budget)
     if temperature <= 0:
         return 0.0, overflow
     malformed = 0.0 if constrained else profile.failures.malformed
@@ -358,12 +370,23 @@ def call_failure_parts(
 
 
 def call_failure_prob(
-    profile: Profile, *, constrained: bool, effort: str, max_tokens: int, temperature: float
+    profile: Profile,
+    *,
+    constrained: bool,
+    effort: str,
+    max_tokens: int,
+    temperature: float,
+    budget: int | None = None,
 ) -> float:
     """P(one call fails: malformed, or cut off) (see the module docstring)."""
     return sum(
         call_failure_parts(
-            profile, constrained=constrained, effort=effort, max_tokens=max_tokens, temperature=temperature
+            profile,
+            constrained=constrained,
+            effort=effort,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            budget=budget,
         )
     )
 
@@ -422,6 +445,8 @@ def generate(
     temperature, top_p = sampling(body)
     lo, hi = reasoning_range(profile, obs.effort)
     n_reason = (lo + hi) // 2 if temperature <= 0 else int(rng.integers(lo, hi + 1))
+    if obs.thinking_budget is not None:  # vLLM ends the reasoning once the budget is spent
+        n_reason = min(n_reason, obs.thinking_budget)
     reasoning = reasoning_text(n_reason) if n_reason > 0 else None
     u_malformed, u_length = rng.random(), rng.random()
     room = max(max_tokens - profile.tokens.content_reserve, 0)
@@ -446,23 +471,6 @@ def generate(
             query = draw(rng, reshape(query_probs(profile, obs.question_text, obs.passages), temperature, top_p))
             return Reply("search", query, reasoning, n_reason)
     return Reply("answer", draw(rng, answers), reasoning, n_reason)
-
-
-def minimal_instance(schema: Mapping[str, Any]) -> Any:
-    """The smallest value that a (simple) JSON schema accepts: what structured output returns
-    for a schema the simulator has no behaviour for."""
-    if "enum" in schema:
-        return schema["enum"][0]
-    if "const" in schema:
-        return schema["const"]
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = kind[0]
-    if kind == "object" or "properties" in schema:
-        props = schema.get("properties") or {}
-        return {k: minimal_instance(v) for k, v in props.items()}
-    defaults: dict[str, Any] = {"string": "", "number": 0.5, "integer": 0, "boolean": False, "array": [], "null": None}
-    return defaults.get(kind) if isinstance(kind, str) else None
 
 
 def completion_text(reply: Reply) -> str:

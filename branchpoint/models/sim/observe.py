@@ -3,7 +3,8 @@
 From a chat request (`observe_chat`): the question (the last user turn that is not search
 results or an instruction), the passages shown (`Doc i(Title: t) text` lines in tool results or
 `<information>`), whether it may search (a `search` tool offered, or the tagged-text system
-prompt with `<search>`), structured output, and the reasoning effort (`reasoning_effort`;
+prompt with `<search>`), structured output as vLLM reads it (`structured_of`), the thinking-token
+budget, and the reasoning effort (`reasoning_effort`;
 `chat_template_kwargs.enable_thinking`; else the profile's default). From a few-shot completion
 request (`observe_completion`): the last `Question:` block, the `[i] "Title" text` items of its
 `Evidence:` line, and whether the search header and grammar allow `search`. The distributions of
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from branchpoint.datasets.questions import Question
+from branchpoint.models.sim import vllm_rules
 from branchpoint.models.sim.behaviour import Passage, QuestionBank
 from branchpoint.models.sim.profile import Profile
 
@@ -42,6 +44,7 @@ class Observation:
     task: Literal["decide", "self_eval"] = "decide"
     structured: dict[str, Any] | None = None
     tool_required: bool = False
+    thinking_budget: int | None = None
 
 
 def _content(message: Mapping[str, Any]) -> str:
@@ -89,15 +92,12 @@ def request_effort(profile: Profile, body: Mapping[str, Any]) -> str:
 
 
 def structured_of(body: Mapping[str, Any]) -> dict[str, Any] | None:
-    """vLLM `structured_outputs` / `guided_*` / `response_format` / llama.cpp `grammar`, as one dict."""
+    """What constrains the output, as vLLM reads it: `structured_outputs`, else `response_format`
+    (json_schema / json_object), as one dict. llama.cpp's `grammar` and the removed `guided_*`
+    fields are ignored, as vLLM ignores them (`vllm_rules`)."""
     so = body.get("structured_outputs")
     if isinstance(so, dict) and so:
-        return dict(so)
-    if body.get("grammar"):
-        return {"grammar": body["grammar"]}
-    for key in ("guided_choice", "guided_json", "guided_grammar"):
-        if body.get(key) is not None:
-            return {key.removeprefix("guided_"): body[key]}
+        return {k: v for k, v in so.items() if v is not None}
     rf = body.get("response_format")
     if isinstance(rf, dict) and rf.get("type") == "json_schema":
         return {"json": (rf.get("json_schema") or {}).get("schema") or {}}
@@ -126,7 +126,7 @@ def observe_chat(profile: Profile, bank: QuestionBank, body: Mapping[str, Any]) 
     last_user = next((_content(m) for m in reversed(messages) if m.get("role") == "user"), "")
     question_text = candidates[-1].strip() if candidates else ""
     tools = body.get("tools") or []
-    tool_choice = body.get("tool_choice", "auto")
+    tool_choice = vllm_rules.tool_choice(body)
     has_search_tool = any((t.get("function") or {}).get("name") == "search" for t in tools if isinstance(t, dict))
     forced = last_user.strip() == prompts.FORCE_ANSWER
     if has_search_tool and tool_choice != "none":
@@ -147,7 +147,9 @@ def observe_chat(profile: Profile, bank: QuestionBank, body: Mapping[str, Any]) 
         effort=request_effort(profile, body),
         task="self_eval" if last_user.strip() == prompts.SELF_EVAL_PROMPT else "decide",
         structured=structured,
-        tool_required=tool_choice == "required",
+        tool_required=tool_choice == "required"
+        or (isinstance(tool_choice, dict) and (tool_choice.get("function") or {}).get("name") == "search"),
+        thinking_budget=vllm_rules.thinking_budget(body),
     )
 
 

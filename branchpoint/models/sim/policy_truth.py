@@ -29,6 +29,7 @@ from branchpoint.agents.policies import Policy, decided_answer
 from branchpoint.agents.state import AgentContext
 from branchpoint.datasets.questions import Question
 from branchpoint.models.call import ModelCall
+from branchpoint.models.server_kind import structured_output_fields
 from branchpoint.models.sim.behaviour import (
     MALFORMED_TEXT,
     Passage,
@@ -49,6 +50,7 @@ from branchpoint.models.sim.behaviour import (
 from branchpoint.models.sim.observe import observe_completion
 from branchpoint.models.sim.profile import Profile
 from branchpoint.models.sim.truth import AgentModel, SearchFn, Value
+from branchpoint.models.sim.vllm_rules import apply_stop
 from branchpoint.traces import BOUNDARY_PENDING, Usage
 
 
@@ -74,7 +76,8 @@ def completion_replies(
 ) -> list[tuple[float, Out]]:
     """Every reply to one completion request with its probability (`behaviour.generate`)."""
     prompt, grammar, max_tokens, stop = key
-    body: dict[str, Any] = {"prompt": prompt, **({"grammar": grammar} if grammar else {})}
+    # the grammar as branchpoint sends it to a vLLM server, which the simulator is (`/version`)
+    body: dict[str, Any] = {"prompt": prompt, **(structured_output_fields("vllm", grammar) if grammar else {})}
     obs = observe_completion(profile, bank, body)
     p_in = count_tokens(prompt)
     limit = max_tokens if max_tokens is not None else 16
@@ -83,10 +86,7 @@ def completion_replies(
     )
 
     def out(reply: Reply, finish: str = "stop") -> Out:
-        text = completion_text(reply)
-        for s in stop:
-            if s in text:
-                text = text[: text.index(s)]
+        text, _ = apply_stop(completion_text(reply), list(stop), False)
         return Out(text, finish, p_in, count_tokens(text))
 
     replies: list[tuple[float, Out]] = []

@@ -1,4 +1,4 @@
-"""Profiles of the simulated model: every parameter of its behaviour, with three built-ins.
+"""Profiles of the simulated model: every parameter of its behaviour, with four built-ins.
 
 A profile is a pydantic model (YAML or JSON file, or a built-in name). Probabilities are given at
 the sampling temperature 1; a request's `temperature` and `top_p` reshape every categorical draw
@@ -12,6 +12,9 @@ odds. The built-ins:
   propensity grows with reasoning effort and is higher on unanswerable questions, and whose
   abstention falls with every passage that looks like an answer (the over-searching pattern).
 - `search_helps_little`: knows much already; a passage with the answer barely lifts it.
+- `runs_past_search`: `instruct`, except that a tagged `<search>q</search>` turn goes on (an
+  invented `<information>` block, then an answer) unless the request's `stop` ends it, as a
+  model trained on Search-R1 transcripts does; the other profiles end the turn at `</search>`.
 """
 
 from __future__ import annotations
@@ -101,6 +104,18 @@ class Failures(_Strict):
     length: float = Field(0.01, ge=0, le=1, description="P(output cut off: finish_reason length).")
 
 
+class Tagged(_Strict):
+    """How a tagged-text (`<search>q</search>`) search turn ends."""
+
+    stops_after_search: bool = Field(
+        True,
+        description="True: the turn ends at `</search>`. False: the model writes on, an invented "
+        "`<information>` block and an answer, as models trained on Search-R1 transcripts do, until a stop "
+        'string (`stop: ["</search>"]`) or max_tokens ends it.',
+    )
+    invented_tokens: int = Field(40, ge=0, description="Tokens of the invented `<information>` text.")
+
+
 class Latency(_Strict):
     """Latency of one request: first token after base + prompt tokens × prefill; then per token."""
 
@@ -133,6 +148,7 @@ class Profile(_Strict):
     search: Search = Field(default_factory=Search)
     tokens: Tokens = Field(default_factory=Tokens)
     failures: Failures = Field(default_factory=Failures)
+    tagged: Tagged = Field(default_factory=Tagged)
     latency: Latency = Field(default_factory=Latency)
     capacity: Capacity = Field(default_factory=Capacity)
 
@@ -170,6 +186,12 @@ BUILTIN_PROFILES: dict[str, Profile] = {
         description="Knows much already; a gold-bearing passage barely helps.",
         knowledge=Knowledge(prior=0.6, prior_spread=0.3, gold_lift=0.1),
         search=Search(base=0.5, gold_shown=-0.5, per_passage=-0.4),
+    ),
+    "runs_past_search": Profile(
+        name="runs_past_search",
+        description="`instruct`, but a tagged search turn does not end at `</search>`: it writes an invented "
+        "result and an answer unless a stop string ends it.",
+        tagged=Tagged(stops_after_search=False),
     ),
 }
 

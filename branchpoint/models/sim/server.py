@@ -1,13 +1,21 @@
 """The simulated model's HTTP server: vLLM's OpenAI-compatible wire format, on 127.0.0.1.
 
-Routes: `GET /v1/models`, `GET /health`, `POST /v1/chat/completions`, `POST /v1/completions`
-(both with `stream` and `stream_options.include_usage`), `POST /tokenize` (vLLM), and the
-simulator's own `GET /v1/sim/stats` (requests served, sampling settings seen) and
-`POST /v1/sim/truth` (exact values of continuations, when the server was given a retrieval
-spec; see `truth_endpoint`). Replies follow vLLM's shapes field for field (`message.reasoning`,
-`tool_calls` with `chatcmpl-tool-` ids, `usage.completion_tokens_details.reasoning_tokens`,
-`stop_reason`, `kv_transfer_params`, ...), and every reply says `system_fingerprint:
-"branchpoint-sim"` so a trace can tell it came from the simulator.
+Routes: `GET /v1/models`, `GET /health`, `GET /version` (vLLM's: so clients detect a vLLM
+server and send what vLLM reads), `POST /v1/chat/completions`, `POST /v1/completions` (both with
+`stream` and `stream_options.include_usage`), `POST /tokenize` (vLLM), and the simulator's own
+`GET /v1/sim/stats` (requests served, sampling settings seen, fields vLLM would ignore, unknown
+questions) and `POST /v1/sim/truth` (exact values of continuations, when the server was given a
+retrieval spec; see `truth_endpoint`). Replies follow vLLM's shapes field for field
+(`message.reasoning`, `tool_calls` with `chatcmpl-tool-` ids,
+`usage.completion_tokens_details.reasoning_tokens`, `stop_reason`, `kv_transfer_params`, ...),
+and every reply says `system_fingerprint: "branchpoint-sim"` so a trace can tell it came from
+the simulator. What vLLM 0.33 refuses, ignores and cuts (thinking-token budgets, tool choice
+without `--enable-auto-tool-choice`, `guided_*` and `grammar` fields, stop strings) the server
+does too, under the same `vllm serve` flags (`vllm_rules`).
+
+A question outside the server's question set is refused (HTTP 400 naming it) rather than
+answered: the simulator has no behaviour for it, and answering "I don't know." would let a run
+report `ok` on a question whose truth does not exist.
 
 Latency: each request waits base + prefill × prompt tokens + decode × completion tokens
 (× `latency_scale`, 0 = no wait). In capacity mode the decode shares a tokens/s ceiling among
@@ -29,7 +37,7 @@ import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +47,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from branchpoint.errors import InputError
+from branchpoint.models.sim import vllm_rules
 from branchpoint.models.sim.behaviour import (
     QuestionBank,
     completion_text,
@@ -51,16 +61,17 @@ from branchpoint.models.sim.behaviour import (
 from branchpoint.models.sim.capacity import Scheduler
 from branchpoint.models.sim.observe import Observation, observe_chat, observe_completion
 from branchpoint.models.sim.profile import Profile
+from branchpoint.models.sim.streaming import chat_stream, completion_stream
+from branchpoint.models.sim.vllm_rules import ServerFlags, error
 from branchpoint.models.sim.wire_format import (
     FINGERPRINT,
     MAX_MODEL_LEN,
-    _apply_stop,
     _chat_prompt_tokens,
-    _error,
     _limit,
-    _pieces,
     _usage,
     chat_message,
+    finish_chat,
+    run_on_text,
 )
 
 
@@ -74,11 +85,14 @@ class SimState:
     seed: int = 0
     latency_scale: float = 1.0
     capacity: bool = False
+    flags: ServerFlags = field(default_factory=ServerFlags)
+    questions_path: str = "demo"
     truth: Any = None  # callable(body) -> dict, see truth_endpoint
     rng: np.random.Generator = field(init=False)
     counts: Counter[str] = field(default_factory=Counter)
     sampling_seen: Counter[str] = field(default_factory=Counter)
     unknown_questions: Counter[str] = field(default_factory=Counter)
+    ignored_fields: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
     scheduler: Scheduler | None = None
 
@@ -95,6 +109,21 @@ class SimState:
             self.sampling_seen[json.dumps({"temperature": t, "top_p": p, "seeded": body.get("seed") is not None})] += 1
             if obs.question is None:
                 self.unknown_questions[obs.question_text[:120]] += 1
+            for name in vllm_rules.ignored_fields(body):
+                self.ignored_fields[name] += 1
+
+    def unknown(self, obs: Observation) -> Response | None:
+        """The refusal of a request whose question the simulator does not know (None: known)."""
+        if obs.question is not None:
+            return None
+        shown = obs.question_text if len(obs.question_text) <= 200 else obs.question_text[:200] + "..."
+        return error(
+            400,
+            f"the simulated model does not know the question {shown!r}: it is not in its question set "
+            f"{self.questions_path!r} ({len(self.bank)} questions), so it has no behaviour and no truth for it. "
+            "Start it with the run's question set (model.sim.questions, or --questions)",
+            param="messages" if obs.protocol != "completion" else "prompt",
+        )
 
     async def wait(self, prompt_tokens: int, completion_tokens: int) -> None:
         lat = self.profile.latency
@@ -134,18 +163,22 @@ def create_app(state: SimState) -> Starlette:
     async def health(_: Request) -> Response:
         return Response(status_code=200)
 
+    async def version(_: Request) -> Response:
+        # vLLM: {"version": VLLM_VERSION} (entrypoints/serve/instrumentator/basic.py:53-56)
+        return JSONResponse({"version": vllm_rules.VERSION})
+
     async def read_body(request: Request) -> dict[str, Any] | JSONResponse:
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(400, "request body is not valid JSON")
+            return error(400, "request body is not valid JSON")
         if not isinstance(body, dict):
-            return _error(400, "request body must be a JSON object")
+            return error(400, "request body must be a JSON object")
         model = body.get("model")
         if model is not None and model != state.served_name:
-            return _error(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
+            return error(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
         if int(body.get("n") or 1) != 1:
-            return _error(400, "the simulated server supports n = 1 only", param="n")
+            return error(400, "the simulated server supports n = 1 only", param="n")
         return body
 
     async def chat(request: Request) -> Response:
@@ -153,22 +186,46 @@ def create_app(state: SimState) -> Starlette:
         if isinstance(body, Response):
             return body
         if not isinstance(body.get("messages"), list) or not body["messages"]:
-            return _error(400, "messages: expected a non-empty list", param="messages")
+            return error(400, "messages: expected a non-empty list", param="messages")
+        refused = vllm_rules.refusal(body, state.flags, chat=True)
+        if refused is not None:
+            return refused
         obs = observe_chat(state.profile, state.bank, body)
         state.note(obs, body)
+        if (unknown := state.unknown(obs)) is not None:
+            return unknown
         rng = request_rng(body, state.rng)
         prompt_tokens = _chat_prompt_tokens(body)
         limit = _limit(body, MAX_MODEL_LEN - prompt_tokens)
         reply = generate(state.profile, obs, body, rng, limit)
         message, finish, content_tokens = chat_message(obs, reply, rng)
-        completion = reply.reasoning_tokens + content_tokens
+        out = finish_chat(
+            message,
+            finish,
+            content_tokens,
+            reply,
+            body,
+            run_on=run_on_text(state.profile, obs, reply),
+            reasoning_parser=bool(state.flags.reasoning_parser),
+            limit=limit,
+        )
+        completion = out.reasoning_tokens + out.content_tokens
         await state.wait(prompt_tokens, completion)
-        usage = _usage(prompt_tokens, completion, reply.reasoning_tokens)
+        usage = _usage(prompt_tokens, completion, out.reasoning_tokens if state.flags.reasoning_parser else None)
         rid, created = f"chatcmpl-{secrets.token_hex(8)}", int(time.time())
         if body.get("stream"):
             include = bool((body.get("stream_options") or {}).get("include_usage"))
             return StreamingResponse(
-                _chat_stream(rid, created, message, finish, usage if include else None), media_type="text/event-stream"
+                chat_stream(
+                    rid,
+                    created,
+                    state.served_name,
+                    out.message,
+                    out.finish,
+                    out.stop_reason,
+                    usage if include else None,
+                ),
+                media_type="text/event-stream",
             )
         return JSONResponse(
             {
@@ -179,10 +236,10 @@ def create_app(state: SimState) -> Starlette:
                 "choices": [
                     {
                         "index": 0,
-                        "message": message,
+                        "message": out.message,
                         "logprobs": None,
-                        "finish_reason": finish,
-                        "stop_reason": None,
+                        "finish_reason": out.finish,
+                        "stop_reason": out.stop_reason,
                         "token_ids": None,
                     }
                 ],
@@ -195,77 +252,28 @@ def create_app(state: SimState) -> Starlette:
             }
         )
 
-    async def _chat_stream(
-        rid: str, created: int, message: dict[str, Any], finish: str, usage: dict[str, Any] | None
-    ) -> AsyncIterator[bytes]:
-        def chunk(delta: dict[str, Any], reason: str | None = None) -> bytes:
-            payload = {
-                "id": rid,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": state.served_name,
-                "system_fingerprint": FINGERPRINT,
-                "choices": [
-                    {
-                        "index": 0,
-                        "delta": delta,
-                        "logprobs": None,
-                        "finish_reason": reason,
-                        **({"stop_reason": None} if reason else {}),
-                    }
-                ],
-            }
-            return f"data: {json.dumps(payload)}\n\n".encode()
-
-        yield chunk({"role": "assistant", "content": ""})
-        for piece in _pieces(message.get("reasoning") or ""):
-            yield chunk({"reasoning": piece})
-        for piece in _pieces(message.get("content") or ""):
-            yield chunk({"content": piece})
-        for i, tc in enumerate(message.get("tool_calls") or []):
-            yield chunk(
-                {
-                    "tool_calls": [
-                        {
-                            "index": i,
-                            "id": tc["id"],
-                            "type": "function",
-                            "function": {"name": tc["function"]["name"], "arguments": tc["function"]["arguments"]},
-                        }
-                    ]
-                }
-            )
-        yield chunk({}, finish)
-        if usage is not None:
-            payload = {
-                "id": rid,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": state.served_name,
-                "choices": [],
-                "usage": usage,
-            }
-            yield f"data: {json.dumps(payload)}\n\n".encode()
-        yield b"data: [DONE]\n\n"
-
     async def completions(request: Request) -> Response:
         body = await read_body(request)
         if isinstance(body, Response):
             return body
         if not isinstance(body.get("prompt"), (str, list)):
-            return _error(400, "prompt: expected a string", param="prompt")
+            return error(400, "prompt: expected a string", param="prompt")
+        refused = vllm_rules.refusal(body, state.flags, chat=False)
+        if refused is not None:
+            return refused
         obs = observe_completion(state.profile, state.bank, body)
         state.note(obs, body)
+        if (unknown := state.unknown(obs)) is not None:
+            return unknown
         rng = request_rng(body, state.rng)
         prompt = body["prompt"] if isinstance(body["prompt"], str) else str(body["prompt"][0])
         prompt_tokens = count_tokens(prompt)
         limit = _limit(body, 16)
         reply = generate(state.profile, obs, body, rng, limit)
-        text = completion_text(reply)
-        finish, stop_reason = ("length", None) if reply.kind == "length" else ("stop", None)
-        text, hit = _apply_stop(text, body.get("stop"))
-        if hit is not None:
-            stop_reason = hit
+        finish = "length" if reply.kind == "length" else "stop"
+        text, stop_reason = vllm_rules.apply_stop(
+            completion_text(reply), vllm_rules.stop_strings(body), bool(body.get("include_stop_str_in_output"))
+        )
         completion = count_tokens(text)
         await state.wait(prompt_tokens, completion)
         usage = _usage(prompt_tokens, completion, None)
@@ -282,38 +290,10 @@ def create_app(state: SimState) -> Starlette:
         }
         if body.get("stream"):
             include = bool((body.get("stream_options") or {}).get("include_usage"))
-
-            async def stream() -> AsyncIterator[bytes]:
-                pieces = _pieces(text) or [""]
-                for i, piece in enumerate(pieces):
-                    last = i == len(pieces) - 1
-                    c = {
-                        **choice,
-                        "text": piece,
-                        "finish_reason": finish if last else None,
-                        "stop_reason": stop_reason if last else None,
-                    }
-                    payload = {
-                        "id": rid,
-                        "object": "text_completion",
-                        "created": created,
-                        "model": state.served_name,
-                        "choices": [c],
-                    }
-                    yield f"data: {json.dumps(payload)}\n\n".encode()
-                if include:
-                    payload = {
-                        "id": rid,
-                        "object": "text_completion",
-                        "created": created,
-                        "model": state.served_name,
-                        "choices": [],
-                        "usage": usage,
-                    }
-                    yield f"data: {json.dumps(payload)}\n\n".encode()
-                yield b"data: [DONE]\n\n"
-
-            return StreamingResponse(stream(), media_type="text/event-stream")
+            return StreamingResponse(
+                completion_stream(rid, created, state.served_name, choice, usage if include else None),
+                media_type="text/event-stream",
+            )
         return JSONResponse(
             {
                 "id": rid,
@@ -337,7 +317,7 @@ def create_app(state: SimState) -> Starlette:
         elif isinstance(body.get("messages"), list):
             text = "\n".join(str(m.get("content") or "") for m in body["messages"])
         else:
-            return _error(400, "tokenize: expected prompt (a string) or messages", param="prompt")
+            return error(400, "tokenize: expected prompt (a string) or messages", param="prompt")
         ids = token_ids(text)
         return JSONResponse({"count": len(ids), "max_model_len": MAX_MODEL_LEN, "tokens": ids, "token_strs": None})
 
@@ -350,12 +330,14 @@ def create_app(state: SimState) -> Starlette:
                     "requests": dict(state.counts),
                     "sampling": {k: v for k, v in state.sampling_seen.items()},
                     "unknown_questions": dict(state.unknown_questions.most_common(20)),
+                    "ignored_fields": dict(state.ignored_fields),
+                    "flags": state.flags.args(),
                 }
             )
 
     async def truth(request: Request) -> Response:
         if state.truth is None:
-            return _error(
+            return error(
                 501,
                 "this server has no retrieval to compute truth with: start it with --spec SPEC.yaml",
                 "NotImplemented",
@@ -364,12 +346,13 @@ def create_app(state: SimState) -> Starlette:
             body = await request.json()
             return JSONResponse(state.truth(body))
         except (KeyError, ValueError, TypeError) as exc:
-            return _error(400, f"truth: {exc}")
+            return error(400, f"truth: {exc}")
 
     return Starlette(
         routes=[
             Route("/v1/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
+            Route("/version", version, methods=["GET"]),
             Route("/v1/chat/completions", chat, methods=["POST"]),
             Route("/v1/completions", completions, methods=["POST"]),
             Route("/tokenize", tokenize, methods=["POST"]),
@@ -388,15 +371,24 @@ def build_state(
     capacity: bool = False,
     served_name: str | None = None,
     spec: str | None = None,
+    flags: ServerFlags | None = None,
 ) -> SimState:
-    """The server's state from command-line settings (profile name or file, question set path)."""
+    """The server's state from command-line settings (profile name or file, question set path,
+    the `vllm serve` flags it honours)."""
     from branchpoint.datasets import load_questions
     from branchpoint.models.sim.profile import load_profile
 
     prof = load_profile(profile)
     bank = QuestionBank(load_questions(questions))
     state = SimState(
-        prof, bank, served_name or prof.served_name, seed=seed, latency_scale=latency_scale, capacity=capacity
+        prof,
+        bank,
+        served_name or prof.served_name,
+        seed=seed,
+        latency_scale=latency_scale,
+        capacity=capacity,
+        flags=flags or ServerFlags(),
+        questions_path=questions,
     )
     if spec:
         from branchpoint.models.sim.endpoint import truth_endpoint
@@ -419,7 +411,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--capacity", action="store_true")
     ap.add_argument("--served-model-name", default=None)
     ap.add_argument("--spec", default=None, help="experiment spec whose retrieval the truth endpoint uses")
+    ap.add_argument("--reasoning-parser", default="qwen3", help="as vLLM's; 'none': no reasoning parser")
+    ap.add_argument("--tool-call-parser", default="hermes", help="as vLLM's; 'none': no tool parser")
+    ap.add_argument("--enable-auto-tool-choice", action=argparse.BooleanOptionalAction, default=True)
     args = ap.parse_args(argv)
+    named = lambda v: None if v in ("", "none") else v
+    try:
+        flags = ServerFlags(named(args.reasoning_parser), args.enable_auto_tool_choice, named(args.tool_call_parser))
+    except InputError as exc:
+        ap.error(str(exc))
     state = build_state(
         args.profile,
         args.questions,
@@ -428,6 +428,7 @@ def main(argv: list[str] | None = None) -> None:
         capacity=args.capacity,
         served_name=args.served_model_name,
         spec=args.spec,
+        flags=flags,
     )
     print(
         f"simulated model {state.served_name} (profile {state.profile.name}, {len(state.bank)} questions) "

@@ -76,6 +76,7 @@ class AgentModel:
     malformed_retries: int = 1
     evidence_words: int = 60
     offers_search: bool = True  # the spec offers the search tool (agent.search)
+    thinking_budget: int | None = None  # the chat calls' thinking_token_budget (None: none sent)
 
     @property
     def chat_effort(self) -> str:
@@ -137,6 +138,7 @@ class TruthModel:
             effort=a.chat_effort,
             max_tokens=max_tokens,
             temperature=a.temperature,
+            budget=None if a.style == "completion" else a.thinking_budget,
         )
 
     def decide_ok(self) -> float:

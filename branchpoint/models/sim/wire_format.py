@@ -12,22 +12,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from starlette.responses import JSONResponse
 
-from branchpoint.models.sim.behaviour import Reply, count_tokens, minimal_instance
-from branchpoint.models.sim.observe import Observation
+from branchpoint.models.sim import vllm_rules
+from branchpoint.models.sim.behaviour import Reply, count_tokens, reasoning_text, wrong_answers
+from branchpoint.models.sim.profile import Profile
+
+if TYPE_CHECKING:
+    from branchpoint.models.sim.observe import Observation
 
 MAX_MODEL_LEN = 32768
 FINGERPRINT = "branchpoint-sim"
-
-
-def _error(status: int, message: str, kind: str = "BadRequestError", param: str | None = None) -> JSONResponse:
-    return JSONResponse(
-        {"error": {"message": message, "type": kind, "param": param, "code": status}}, status_code=status
-    )
 
 
 def _limit(body: Mapping[str, Any], default: int) -> int:
@@ -61,6 +59,23 @@ def _usage(prompt: int, completion: int, reasoning: int | None) -> dict[str, Any
     if reasoning is not None:
         usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
     return usage
+
+
+def minimal_instance(schema: Mapping[str, Any]) -> Any:
+    """The smallest value that a (simple) JSON schema accepts: what structured output returns
+    for a schema the simulator has no behaviour for."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = kind[0]
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        return {k: minimal_instance(v) for k, v in props.items()}
+    defaults: dict[str, Any] = {"string": "", "number": 0.5, "integer": 0, "boolean": False, "array": [], "null": None}
+    return defaults.get(kind) if isinstance(kind, str) else None
 
 
 def _structured_content(obs: Observation, reply: Reply, rng: np.random.Generator) -> str | None:
@@ -123,14 +138,70 @@ def chat_message(obs: Observation, reply: Reply, rng: np.random.Generator) -> tu
     return message, finish, content_tokens
 
 
-def _apply_stop(text: str, stop: Any) -> tuple[str, str | None]:
-    stops = [stop] if isinstance(stop, str) else list(stop or [])
-    cut, which = len(text), None
-    for s in stops:
-        i = text.find(s)
-        if 0 <= i < cut:
-            cut, which = i, s
-    return text[:cut], which
+def run_on_text(profile: Profile, obs: Observation, reply: Reply) -> str:
+    """What a profile that does not stop at `</search>` writes after a tagged search: an invented
+    result block and an answer (empty for the profiles that stop there)."""
+    if profile.tagged.stops_after_search or reply.kind != "search" or obs.protocol != "tagged" or obs.structured:
+        return ""
+    invented = reasoning_text(profile.tagged.invented_tokens)
+    answer = (wrong_answers(obs.question) or ["I don't know."])[0]
+    return f"\n\n<information>Doc 1(Title: {reply.text}) {invented}</information>\n\n<answer>{answer}</answer>"
+
+
+def clip_tokens(text: str, n: int) -> str:
+    """The longest prefix of `text` of at most `n` tokens (the simulator's tokenizer)."""
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count_tokens(text[:mid]) <= n:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
+
+
+@dataclass
+class ChatReply:
+    """A chat reply once vLLM's output rules are applied: message, finish and stop reason, tokens."""
+
+    message: dict[str, Any]
+    finish: str
+    stop_reason: str | None
+    reasoning_tokens: int
+    content_tokens: int
+
+
+def finish_chat(
+    message: dict[str, Any],
+    finish: str,
+    content_tokens: int,
+    reply: Reply,
+    body: Mapping[str, Any],
+    *,
+    run_on: str,
+    reasoning_parser: bool,
+    limit: int,
+) -> ChatReply:
+    """Apply what vLLM does to a generated chat reply (`vllm_rules`): the request's stop strings
+    (on the content; a tool-call reply is left as parsed), a run-on turn cut at `max_tokens`
+    (`finish_reason: length`), and, on a server without a reasoning parser, the reasoning kept in
+    the content (`<think>...</think>`) with no `reasoning` field."""
+    stop_reason = None
+    if not message["tool_calls"] and finish != "length":
+        text = (message["content"] or "") + run_on
+        text, stop_reason = vllm_rules.apply_stop(
+            text, vllm_rules.stop_strings(body), bool(body.get("include_stop_str_in_output"))
+        )
+        room = limit - reply.reasoning_tokens
+        if run_on and stop_reason is None and count_tokens(text) > room:
+            text, finish = clip_tokens(text, max(room, 0)), "length"
+        if text != (message["content"] or ""):
+            message = {**message, "content": text}
+            content_tokens = count_tokens(text)
+    if not reasoning_parser and message["reasoning"]:
+        think = f"<think>\n{message['reasoning']}\n</think>\n\n"
+        message = {**message, "content": think + (message["content"] or ""), "reasoning": None}
+    return ChatReply(message, finish, stop_reason, reply.reasoning_tokens, content_tokens)
 
 
 def _pieces(text: str, size: int = 16) -> list[str]:

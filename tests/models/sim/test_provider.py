@@ -67,3 +67,79 @@ def test_a_non_sim_run_is_not_labelled(tmp_path: Path) -> None:
     (tmp_path / "spec.yaml").write_text("model: {provider: openai, name: qwen}\n")
     (tmp_path / "executions.jsonl").write_text(json.dumps({"execution_id": "x"}) + "\n")
     assert not is_simulated(tmp_path)
+
+
+def test_a_run_with_questions_the_simulator_does_not_know_is_refused_by_id(tmp_path: Path) -> None:
+    """The simulated model used to answer "I don't know." to a question outside its question set
+    and the run reported `ok`; now the run refuses before anything runs, naming the ids."""
+    from branchpoint.errors import InputError
+    from branchpoint.experiments.runner import run_experiment
+
+    demo = (Path(__file__).parents[3] / "branchpoint/data/demo/questions.jsonl").read_text().splitlines()
+    extra = {"id": "mine-1", "question": "Who wrote the Voynich manuscript?", "answerable": True, "gold_answers": ["?"]}
+    qfile = tmp_path / "questions.jsonl"
+    qfile.write_text("\n".join([demo[0], json.dumps(extra)]) + "\n")
+    spec = ExperimentSpec(
+        name="unknown",
+        questions=QuestionsSpec(path=str(qfile)),
+        model=ModelSpec(provider="sim", style="chat", name="branchpoint-sim-instruct", sim=SimServerSpec()),
+        agent=AgentSpec(policy="native", search_cap=1),
+        retrieval=RetrievalSpec(default="bm", sources={"bm": BM25SourceSpec()}),
+    )
+    out = tmp_path / "run"
+    with pytest.raises(InputError, match=r"1 of the run's questions .* mine-1") as err:
+        run_experiment(spec, out, progress=False)
+    assert "demo-a01" not in str(err.value)
+    assert not (out / "executions.jsonl").exists()
+
+
+def test_the_tagged_policy_runs_on_a_model_that_writes_past_search(tmp_path: Path) -> None:
+    """`runs_past_search` writes an invented result and an answer after `</search>` (branchpoint's
+    tagged policy sends no stop string): the policy still takes the first search, its transcript
+    ends at `</search>`, and the run-on text costs output tokens."""
+    from branchpoint.experiments.runner import run_experiment
+
+    out: dict[str, list[dict]] = {}
+    for profile in ("instruct", "runs_past_search"):
+        spec = ExperimentSpec(
+            name=f"tagged-{profile}",
+            questions=QuestionsSpec(limit=6),
+            model=ModelSpec(
+                provider="sim",
+                name="sim",  # one served name: the same requests, the same draws
+                style="chat",
+                temperature=0.6,
+                seed=1,
+                max_tokens=256,
+                sim=SimServerSpec(profile=profile, latency_scale=0.0),
+            ),
+            agent=AgentSpec(policy="tagged", search_cap=2),
+            retrieval=RetrievalSpec(default="bm", sources={"bm": BM25SourceSpec()}),
+        )
+        run_experiment(spec, tmp_path / profile, progress=False)
+        out[profile] = [json.loads(x) for x in (tmp_path / profile / "executions.jsonl").read_text().splitlines()]
+    plain, runs_on = out["instruct"], out["runs_past_search"]
+    assert sum(r["search_calls"] for r in runs_on) > 0
+    assert [r["status"] for r in runs_on] == [r["status"] for r in plain]
+    assert [r["final_answer"] for r in runs_on] == [r["final_answer"] for r in plain]  # same decisions
+    queries = [s["query"] for r in runs_on for s in r["steps"] if s["kind"] == "search"]
+    assert queries and not any("<information>" in q or "</search>" in q for q in queries)
+    assert sum(r["output_tokens"] for r in runs_on) > sum(r["output_tokens"] for r in plain)
+
+
+def test_the_server_flags_at_their_defaults_leave_the_spec_dump_and_ids_unchanged() -> None:
+    """Execution ids and fork seeds hash the spec's dump: the vLLM server flags added to
+    `model.sim` are dumped only when set otherwise, so existing studies keep their ids and draws."""
+    assert set(SimServerSpec().model_dump()) == {
+        "profile",
+        "questions",
+        "seed",
+        "latency_scale",
+        "capacity",
+        "host",
+        "port",
+        "startup_timeout_s",
+    }
+    flags = SimServerSpec(reasoning_parser=None, enable_auto_tool_choice=False).model_dump()
+    assert flags["reasoning_parser"] is None and flags["enable_auto_tool_choice"] is False
+    assert "tool_call_parser" not in flags

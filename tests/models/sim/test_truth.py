@@ -77,7 +77,7 @@ def _forced_success(prof: Any, state: dict[str, Any], seeds: int, temperature: f
             "seed": s,
             "temperature": temperature,
             "top_p": 0.95,
-            "grammar": decision_grammar(False),
+            "structured_outputs": {"grammar": decision_grammar(False)},
         }
         reply = generate(
             prof, observe_completion(prof, BANK, body), body, request_rng(body, np.random.default_rng()), 48
@@ -106,7 +106,7 @@ def _loop_success(prof: Any, state: dict[str, Any], budget: int, seeds: int, tem
                     "seed": s,
                     "temperature": temperature,
                     "top_p": 0.95,
-                    "grammar": decision_grammar(False),
+                    "structured_outputs": {"grammar": decision_grammar(False)},
                 }
                 d = parse_json_decision(
                     completion_text(
@@ -133,7 +133,7 @@ def _loop_success(prof: Any, state: dict[str, Any], budget: int, seeds: int, tem
                 True,
             )
             if d is None:
-                body = {**body, "grammar": decision_grammar(True)}
+                body = {**body, "structured_outputs": {"grammar": decision_grammar(True)}}
                 d = parse_json_decision(
                     completion_text(
                         generate(

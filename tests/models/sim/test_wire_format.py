@@ -153,7 +153,7 @@ def test_completion_continues_the_fewshot_decision_and_honours_grammar(sim: tupl
                 "temperature": 1.0,
                 "max_tokens": 48,
                 "stop": ["\n"],
-                "grammar": decision_grammar(False),
+                "structured_outputs": {"grammar": decision_grammar(False)},
             },
         ).json()
         assert body["object"] == "text_completion" and set(body["choices"][0]) >= {
