@@ -165,8 +165,8 @@ def jackknife_means(values: np.ndarray, components: np.ndarray, strata: np.ndarr
     sums = np.zeros((n_comp * n_strata, k))
     np.add.at(sums, cells, values)
     sizes = np.bincount(cells, minlength=n_comp * n_strata).astype(float).reshape(n_comp, n_strata)
-    sums = sums.reshape(n_comp, n_strata, k)
-    s_sum = sums.sum(axis=0)[None] - sums  # row i: every component but i
+    by_cell = sums.reshape(n_comp, n_strata, k)
+    s_sum = by_cell.sum(axis=0)[None] - by_cell  # row i: every component but i
     s_size = sizes.sum(axis=0)[None] - sizes
     present = s_size > 0
     means = s_sum / np.where(present, s_size, 1.0)[:, :, None]

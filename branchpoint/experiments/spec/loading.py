@@ -96,7 +96,9 @@ def load_spec(
         raise InputError(f"{path}{where}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of spec fields at the top level")
-    base = Path.cwd() if recorded and "base_dir" not in data else base_folder(path, data)
+    base = folder = base_folder(path, data)
+    if recorded and "base_dir" not in data:
+        base = Path.cwd()  # paths only; modules are still looked for beside the file, as then
     if overrides:
         data = apply_overrides(data, overrides)
     try:
@@ -106,7 +108,7 @@ def load_spec(
         spec = absolute_sweep_values(spec, [k.removeprefix("sweep.") for k in cli_keys], Path.cwd(), set_sweep_value)
     except ValidationError as exc:
         raise InputError(f"{path}: {describe_spec_error(exc)}") from None
-    spec._source_dir = base
+    spec._source_dir = folder
     conditions = expand_conditions(spec, source=str(path))  # check the sweep axes now, before any work
     for condition, resolved in conditions:
         check_model_identity(resolved, str(path), condition)
