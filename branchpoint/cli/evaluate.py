@@ -7,7 +7,14 @@ from typing import Any
 
 import typer
 
-from branchpoint.cli.common import app, console, friendly_errors, print_identical
+from branchpoint.cli.common import (
+    FORK_SETTINGS_HELP,
+    MIX_FORK_SETTINGS_HELP,
+    app,
+    console,
+    friendly_errors,
+    print_identical,
+)
 from branchpoint.traces import AGREEMENT_FILE, METRICS_FILE
 
 
@@ -53,9 +60,15 @@ def evaluate(
     agreement: bool = typer.Option(
         False, "--agreement", help="Also print and write agreement.json: agreement and Cohen's κ between judges."
     ),
+    fork_settings: str | None = typer.Option(None, "--fork-settings", help=FORK_SETTINGS_HELP),
+    mix_fork_settings: bool = typer.Option(False, "--mix-fork-settings", help=MIX_FORK_SETTINGS_HELP),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Judge traces and write metrics.json (and judged.jsonl); prints the comparison table.
+
+    On forks.jsonl each fork setting is its own condition; branches of different fork settings
+    within one condition (e.g. sampling as sent) are refused unless --fork-settings or
+    --mix-fork-settings says which to read (recorded in metrics.json).
 
     Judgments accumulate in judged.jsonl, one set per judge, so evaluating again with another
     judge lets --agreement compare them.
@@ -67,6 +80,7 @@ def evaluate(
     """
     from branchpoint.evaluation import MetricsConfig, comparison_table
     from branchpoint.evaluation import evaluate as run_evaluation
+    from branchpoint.evaluation.fork_settings import ForkSettingsChoice
     from branchpoint.evaluation.judge_options import judge_from_options
 
     judge_obj = judge_from_options(
@@ -82,7 +96,8 @@ def evaluate(
         progress=not no_progress,
     )
     cfg = MetricsConfig(lam=lam, mu=mu, bootstrap=bootstrap, seed=seed)
-    metrics = run_evaluation(path, judge=judge_obj, out_dir=out, cfg=cfg, agreement=agreement)
+    choice = ForkSettingsChoice(fingerprint=fork_settings, mix=mix_fork_settings)
+    metrics = run_evaluation(path, judge=judge_obj, out_dir=out, cfg=cfg, agreement=agreement, fork_choice=choice)
     console.print(comparison_table(metrics))
     print_identical(metrics.get("identical_conditions") or [])
     st = getattr(judge_obj, "stats", None)

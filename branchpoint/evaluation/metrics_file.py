@@ -334,6 +334,11 @@ class MetricsReport(Stats, _Head):
     judge_agreement: dict[str, Any] | None = Field(
         None, description="Agreement between the judges that labelled the traces."
     )
+    fork_settings: dict[str, Any] | None = Field(
+        None,
+        description="Fork branches read: per fork settings fingerprint its settings and branches; `chosen` "
+        "(--fork-settings), `mix_allowed` (--mix-fork-settings), `mixed`, `left_out`.",
+    )
 
 
 def as_metrics(metrics: MetricsReport | dict[str, Any], source: str = "metrics") -> MetricsReport:

@@ -7,6 +7,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from branchpoint.evaluation.fork_settings import ForkSettingsChoice
 from branchpoint.evaluation.value import routers
 
 DEFAULT_PRICES: tuple[float, ...] = (0.0, 0.001, 0.005, 0.01, 0.02)
@@ -32,6 +33,14 @@ class ValueConfig(BaseModel):
     curve_budgets: tuple[int, ...] = (20, 40, 80, 120, 240, 480, 800, 1100)
     curve_samples: int = Field(10, ge=1)
     encoder: str = "minilm-onnx"
+    fork_settings: str | None = Field(
+        None, description="read only the branches of this fork fingerprint (or a unique start of it)"
+    )
+    mix_fork_settings: bool = Field(False, description="pool branches of different fork settings (refused by default)")
+
+    def fork_choice(self) -> ForkSettingsChoice:
+        """Which fork settings this scoring run reads (`evaluation.fork_settings.choose`)."""
+        return ForkSettingsChoice(fingerprint=self.fork_settings, mix=self.mix_fork_settings)
 
     @field_validator("prices")
     @classmethod
