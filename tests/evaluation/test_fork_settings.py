@@ -17,7 +17,9 @@ from branchpoint.evaluation.fork_settings import (
 from branchpoint.traces import ExecutionRecord
 
 
-def branch(action: str, *, budget: int | None = None, seed: int = 1, repeat: int = 0, **sampling: float) -> ExecutionRecord:
+def branch(
+    action: str, *, budget: int | None = None, seed: int = 1, repeat: int = 0, **sampling: float
+) -> ExecutionRecord:
     cond: dict = {"fork.action": action, "fork.temperature": 0.6, "fork.top_p": 0.95}
     if budget is not None:
         cond["fork.search_budget"] = budget
@@ -82,12 +84,16 @@ def test_a_think_role_at_another_temperature_is_a_mix_too() -> None:
 
 
 def test_a_fingerprint_that_matches_none_is_refused_listing_what_there_is() -> None:
-    with pytest.raises(InputError, match=r"--fork-settings zz: no fork settings of f match \(it holds .*search_budget=1"):
+    with pytest.raises(
+        InputError, match=r"--fork-settings zz: no fork settings of f match \(it holds .*search_budget=1"
+    ):
         choose([branch("SEARCH", budget=1)], ForkSettingsChoice(fingerprint="zz"), "f")
 
 
 def test_the_viewer_keeps_two_budgets_apart_unless_value_chose_or_mixed() -> None:
-    settings = [derive_settings(r) or {} for r in (branch("THINK"), branch("SEARCH", budget=1), branch("SEARCH", budget=3))]
+    settings = [
+        derive_settings(r) or {} for r in (branch("THINK"), branch("SEARCH", budget=1), branch("SEARCH", budget=3))
+    ]
     tags, note = view_groups(settings, ForkSettingsChoice())
     assert tags == [None, "search_budget=1", "search_budget=3"]  # THINK is shared by both budgets
     assert note is not None and "no Δ" in note

@@ -23,46 +23,24 @@ from branchpoint.experiments.forking import ForkPlan, fork_run
 from branchpoint.experiments.states import saved_states
 from branchpoint.models.request_log import read_requests
 from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, MINIMAL_SEARCH_FILE, read_records
-from tests.experiments.conftest import CountingOpener, search_until_told_responder
+from tests.experiments.conftest import CountingOpener
+from tests.experiments.test_fork_repeats import SPEC as REPEATS_SPEC
+from tests.experiments.test_fork_repeats import seeded_responder
 
-SPEC = {
-    "name": "seams",
-    "agent": {"policy": "constrained", "search_cap": 1, "top_k": 2},
-    "questions": {"path": "demo", "categories": ["answerable"], "limit": 3},
-    "model": {
-        "provider": "scripted",
-        "max_tokens": 32,
-        "script": ['search", "text": "capital"}', 'answer", "text": "Canberra"}'],
-    },
-    "sweep": {},
-}
-
-
-def drawn_responder(prompt: str, request: dict | None = None) -> str:
-    """Searches while it may; the forced answer depends on the seed (so repeats differ)."""
-    request = request or {}
-    if request.get("grammar") and "search" not in request["grammar"]:
-        return f'answer", "text": "draw {(request.get("seed") or 0) % 2}"}}'
-    return search_until_told_responder(prompt, request)
+#: test_fork_repeats' scripted study, on three questions (a search, then "Canberra"; forks draw by seed)
+SPEC = {**REPEATS_SPEC, "name": "seams", "questions": {**REPEATS_SPEC["questions"], "limit": 3}}
+drawn_responder = seeded_responder
 
 
 @pytest.fixture(scope="module")
 def recorded_run(tmp_path_factory) -> Path:
-    import os
-
-    cache = tmp_path_factory.mktemp("cache")
-    old = os.environ.get("BRANCHPOINT_CACHE")
-    os.environ["BRANCHPOINT_CACHE"] = str(cache)
-    try:
-        root = tmp_path_factory.mktemp("seams")
-        spec = root / "spec.yaml"
-        spec.write_text(yaml.safe_dump(SPEC))
+    """One scripted run for the module; each test forks a copy of it."""
+    root = tmp_path_factory.mktemp("seams")
+    spec = root / "spec.yaml"
+    spec.write_text(yaml.safe_dump(SPEC))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BRANCHPOINT_CACHE", str(tmp_path_factory.mktemp("cache")))
         run_experiment(load_spec(spec), root / "run", progress=False)
-    finally:
-        if old is None:
-            os.environ.pop("BRANCHPOINT_CACHE")
-        else:
-            os.environ["BRANCHPOINT_CACHE"] = old
     return root / "run"
 
 
