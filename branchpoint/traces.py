@@ -191,8 +191,16 @@ class ExecutionRecord(_Open):
     repeat: int = 0
     kind: str | None = Field(None, description='"replay" for a replay (the policy decided again; `branch` is null).')
     sampling: dict[str, Any] | None = Field(
-        None, description="A branch's or replay's sampling: {temperature, top_p, seed} (its own seed per repeat)."
+        None,
+        description="The sampling as sent: the sampling fields (temperature, top_p, seed, ...) of the "
+        "execution's last model request body (a branch or replay: its own seed per repeat).",
     )
+    fork_settings: dict[str, Any] | None = Field(
+        None,
+        description="A branch's or replay's fork settings: what makes it the branch it is (depth, search "
+        "budget, switch source, sampling as sent without the seed); see `evaluation.fork_settings`.",
+    )
+    fork_fingerprint: str | None = Field(None, description="A hash of `fork_settings`: branches pool only within one.")
     status: Status = "ok"
     final_answer: str | None = None
     steps: list[Step] = Field(default_factory=list)

@@ -89,6 +89,11 @@ SET_HELP = (
     "model='{name: m, base_url: ...}', sweep.agent.search_cap='[0, 2]'); repeatable."
 )
 SAMPLE_HELP = "A,U: a balanced seeded sample of A answerable and U unanswerable questions (questions.sample)."
+FORK_SETTINGS_HELP = (
+    "Read only the branches of this fork settings fingerprint (or a unique start of it; the refusal "
+    "of a mix lists them): branches of other settings are left out and counted."
+)
+MIX_FORK_SETTINGS_HELP = "Pool branches of different fork settings (refused by default; recorded in the output file)."
 
 
 def sample_counts(sample: str) -> tuple[int, int]:

@@ -7,7 +7,14 @@ from typing import Any
 
 import typer
 
-from branchpoint.cli.common import app, console, friendly_errors, print_identical
+from branchpoint.cli.common import (
+    FORK_SETTINGS_HELP,
+    MIX_FORK_SETTINGS_HELP,
+    app,
+    console,
+    friendly_errors,
+    print_identical,
+)
 from branchpoint.traces import AGREEMENT_FILE, METRICS_FILE
 
 SPEC_FIRST = "Default: the run's spec.yaml, else {default}."
@@ -68,15 +75,22 @@ def evaluate(
     agreement: bool = typer.Option(
         False, "--agreement", help="Also print and write agreement.json: agreement and Cohen's κ between judges."
     ),
+    fork_settings: str | None = typer.Option(None, "--fork-settings", help=FORK_SETTINGS_HELP),
+    mix_fork_settings: bool = typer.Option(False, "--mix-fork-settings", help=MIX_FORK_SETTINGS_HELP),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Judge traces and write metrics.json (and judged.jsonl); prints the comparison table.
 
     The run's spec.yaml (beside the traces) is read first: its evaluation section gives the
     judge, the judge's settings, λ, μ and the bootstrap; options given here override it, and
-    metrics.json's `settings` records which came from where. Judgments accumulate in
-    judged.jsonl, one set per judge, so evaluating again with another judge lets --agreement
-    compare them.
+    metrics.json's `settings` records which came from where.
+
+    On forks.jsonl each fork setting is its own condition; branches of different fork settings
+    within one condition (e.g. sampling as sent) are refused unless --fork-settings or
+    --mix-fork-settings says which to read (recorded in metrics.json).
+
+    Judgments accumulate in judged.jsonl, one set per judge, so evaluating again with another
+    judge lets --agreement compare them.
 
     Example: branchpoint evaluate runs/quickstart --judge rule
 
@@ -86,6 +100,7 @@ def evaluate(
     from branchpoint.cli.study_options import given_settings
     from branchpoint.evaluation import MetricsConfig, comparison_table
     from branchpoint.evaluation import evaluate as run_evaluation
+    from branchpoint.evaluation.fork_settings import ForkSettingsChoice
     from branchpoint.evaluation.judge_options import judge_cache_path
     from branchpoint.evaluation.judges import JudgeRun, build_judge
     from branchpoint.experiments.study_settings import evaluation_settings
@@ -118,8 +133,9 @@ def evaluate(
         settings.search_paths,
     )
     cfg = MetricsConfig(lam=v["lam"], mu=v["mu"], bootstrap=v["bootstrap"], seed=v["bootstrap_seed"])
+    choice = ForkSettingsChoice(fingerprint=fork_settings, mix=mix_fork_settings)
     metrics = run_evaluation(
-        path, judge=judge_obj, out_dir=out, cfg=cfg, agreement=agreement, settings=settings.block()
+        path, judge=judge_obj, out_dir=out, cfg=cfg, agreement=agreement, settings=settings.block(), fork_choice=choice
     )
     console.print(settings.describe(), soft_wrap=True, highlight=False)
     console.print(comparison_table(metrics))

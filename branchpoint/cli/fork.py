@@ -39,7 +39,10 @@ def _sampling_options(
 
 TEMPERATURE_HELP = "Sampling temperature of every branch (repeats are independent draws)."
 TOP_P_HELP = "Nucleus sampling of every branch."
-SEED_HELP = "Base of the per-branch seeds (each branch records its own)."
+SEED_HELP = (
+    "Base of the per-branch seeds (each branch records its own); another base draws new branches of the "
+    "same fork settings beside the recorded ones."
+)
 IDENTICAL_HELP = "Allow --repeats > 1 at --temperature 0 (copies of one draw)."
 LOG_REQUESTS_HELP = "Append every request body sent to the model to RUN_DIR/requests.jsonl."
 
@@ -146,6 +149,13 @@ def print_fork_summary(summary: Any, file: str = FORKS_FILE, what: str = "branch
         f"{summary.skipped_done} already recorded, {summary.ran} run ({statuses}) in {summary.wall_s:.1f} s",
         soft_wrap=True,
     )
+    if summary.planned and summary.skipped_done == summary.planned:
+        console.print(
+            f"nothing drawn: all {summary.planned} planned {what} are recorded already, drawn with --seed "
+            f"{summary.seed}; for more draws raise --repeats (above {summary.repeats}) or pass another --seed "
+            "(new draws of the same fork settings, pooled with these by `value`)",
+            soft_wrap=True,
+        )
     illegal = {k: v for k, v in summary.illegal_skipped.items() if not k.endswith("@no-search")}
     no_search = {k: v for k, v in summary.illegal_skipped.items() if k.endswith("@no-search")}
     if illegal:

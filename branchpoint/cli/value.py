@@ -7,7 +7,14 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from branchpoint.cli.common import app, console, csv_list, friendly_errors
+from branchpoint.cli.common import (
+    FORK_SETTINGS_HELP,
+    MIX_FORK_SETTINGS_HELP,
+    app,
+    console,
+    csv_list,
+    friendly_errors,
+)
 from branchpoint.traces import VALUE_FILE
 
 
@@ -71,6 +78,8 @@ def value(
     three_pair: str = typer.Option(
         "", "--three-pair", help="Fork studies of A/X, A/Y, B/X (comma-separated): add the composed B/Y forecast."
     ),
+    fork_settings: str | None = typer.Option(None, "--fork-settings", help=FORK_SETTINGS_HELP),
+    mix_fork_settings: bool = typer.Option(False, "--mix-fork-settings", help=MIX_FORK_SETTINGS_HELP),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Score search-value forecasters and routers on a fork study; writes value.json.
@@ -80,9 +89,15 @@ def value(
     `forecasters`); options given here override it, and value.json's `settings` records which
     came from where.
 
+    Branches of different fork settings (search budget, switch source, depth, sampling as sent)
+    are refused, naming the two settings: choose one with --fork-settings or pool them with
+    --mix-fork-settings (recorded in value.json).
+
     Example: branchpoint value runs/fork-study --forecasts my_forecasts.jsonl --dev-split 0.3
 
     Example: branchpoint value runs/fork-study --forecaster-module my_forecasters --forecaster-arg metadata_ridge.folds=3
+
+    Example: branchpoint value runs/fork-study --fork-settings 39019f740de3
     """
     from pydantic import ValidationError
 
@@ -125,6 +140,8 @@ def value(
             "curve_budgets": ("curve_budgets", list(budgets)),
             "curve_samples": ("curve_samples", curve_samples),
             "forecaster_module": ("forecaster_modules", list(forecaster_module)),
+            "fork_settings": ("fork_settings", fork_settings),
+            "mix_fork_settings": ("mix_fork_settings", mix_fork_settings),
         },
     )
     settings = value_settings(

@@ -14,6 +14,7 @@ from typing import Any
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.agreement import agreement_json, judge_agreement
+from branchpoint.evaluation.fork_settings import ForkSettingsChoice, choose
 from branchpoint.evaluation.judges import BatchJudge, judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, metrics_json
 from branchpoint.evaluation.sameness import identical_conditions
@@ -78,6 +79,23 @@ def carry_judgments(records: list[ExecutionRecord], previous: list[ExecutionReco
     return out
 
 
+def minimal_rows(path: Path, records: list[ExecutionRecord]) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The rows of a minimal_search.jsonl that describe executions among `records` (None when
+    there is no such file), and why none are used when the file describes other executions (a
+    forks.jsonl beside the run's minimal_search.jsonl: its rows are the run's executions)."""
+    if not path.is_file():
+        return None, None
+    rows = read_minimal_search(path)
+    ids = {r.execution_id for r in records}
+    mine = [row for row in rows if row.get("execution_id") in ids]
+    if rows and not mine:
+        return None, (
+            f"{path.name} beside the traces describes other executions (the run's own: "
+            f"`branchpoint evaluate {path.parent}` reports their over-search)"
+        )
+    return mine, None
+
+
 def evaluate(
     path: Path,
     judge: str | BatchJudge = "rule",
@@ -86,6 +104,7 @@ def evaluate(
     *,
     agreement: bool = False,
     settings: Mapping[str, Any] | None = None,
+    fork_choice: ForkSettingsChoice = ForkSettingsChoice(),
 ) -> dict[str, Any]:
     """Judge the traces at `path`, write metrics.json and judged.jsonl to `out_dir`, return metrics.
 
@@ -98,6 +117,11 @@ def evaluate(
     feeds the over-search section. When two or more judges have labelled the same items, the
     metrics include `judge_agreement`; `agreement=True` also writes agreement.json. Nothing is
     written unless reading, judging and scoring all succeeded.
+
+    Fork branches of one condition must share one fork settings fingerprint (conditions keep the
+    action, budget and sampling plan apart already): a mix within a condition is refused unless
+    `fork_choice` picks one fingerprint or allows the mix; metrics.json's `fork_settings` says
+    what was read.
     """
     traces = trace_path(Path(path))
     records = read_records(traces)
@@ -106,11 +130,15 @@ def evaluate(
     out = Path(out_dir) if out_dir is not None else traces.parent
     if (out / JUDGED_FILE).is_file():
         records = carry_judgments(records, read_records(out / JUDGED_FILE))
-    minimal_file = traces.parent / MINIMAL_SEARCH_FILE
-    minimal = read_minimal_search(minimal_file) if minimal_file.is_file() else None
+    records, fork_summary = choose(records, fork_choice, str(traces), group=lambda r: r.condition)
+    minimal, elsewhere = minimal_rows(traces.parent / MINIMAL_SEARCH_FILE, records)
     judged = judge_records(records, judge)
     judge_name = judge if isinstance(judge, str) else judge.name
     metrics = compute_metrics(judged, judge_name, cfg, minimal_search=minimal)
+    if elsewhere:
+        metrics["over_search"]["reason"] = elsewhere
+    if fork_summary["fingerprints"]:
+        metrics["fork_settings"] = fork_summary
     metrics["identical_conditions"] = identical_conditions(records)  # a sweep axis that changed nothing
     if settings is not None:
         metrics["settings"] = dict(settings)

@@ -340,6 +340,11 @@ class MetricsReport(Stats, _Head):
         "the spec.yaml read (`spec`), the keys taken from it (`from_spec`) and those given on the command line "
         "(`overrides`).",
     )
+    fork_settings: dict[str, Any] | None = Field(
+        None,
+        description="Fork branches read: per fork settings fingerprint its settings and branches; `chosen` "
+        "(--fork-settings), `mix_allowed` (--mix-fork-settings), `mixed`, `left_out`.",
+    )
 
 
 def as_metrics(metrics: MetricsReport | dict[str, Any], source: str = "metrics") -> MetricsReport:

@@ -148,6 +148,25 @@ def select_checkpoints(bounds: list[BoundaryInfo], wanted: list[str] | None) -> 
     return [b for b in bounds if any(checkpoint_matches(b.checkpoint_id, w) for w in wanted)]
 
 
+def check_unique_checkpoints(wanted: list[str], bounds: dict[str, list[BoundaryInfo]]) -> None:
+    """Refuse a `--checkpoint` that names no saved state of `bounds` (execution id -> its
+    boundaries), or several (a short start is shared by every state of a run), listing them."""
+    for w in wanted:
+        matches = [(eid, b) for eid, bs in bounds.items() for b in bs if checkpoint_matches(b.checkpoint_id, w)]
+        if not matches:
+            raise InputError(
+                f"--checkpoint {w}: no saved state of the selected executions has this id "
+                "(see `branchpoint checkpoints ls RUN_DIR --wide`)"
+            )
+        if len(matches) > 1:
+            shown = ", ".join(f"{b.checkpoint_id} ({b.boundary} of {eid[:12]})" for eid, b in matches[:5])
+            more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
+            raise InputError(
+                f"--checkpoint {w}: {len(matches)} saved states match ({shown}{more}); give more of the id "
+                "(`branchpoint checkpoints ls RUN_DIR --wide` lists them), or repeat --checkpoint for each"
+            )
+
+
 def plan_branches(
     saver: Any,
     store: RunStore,
@@ -169,7 +188,12 @@ def plan_branches(
     tasks: list[BranchTask] = []
     skipped: Counter[str] = Counter()
     reader = state_reader(saver)
-    found: set[str] = set()
+    bounds_of = {p.execution_id: list_boundaries(saver, p.execution_id, reader) for p in parents}
+    # Saved states named by id are looked for among every execution and branch; a branch with no
+    # saved state of its own (STOP answers at once) is no error then, unless all have none.
+    by_id = plan.checkpoints is not None and not plan.executions
+    if plan.checkpoints is not None and any(bounds_of.values()):
+        check_unique_checkpoints(plan.checkpoints, bounds_of)
     for parent in parents:
         resolved = specs.get(condition_key(base_condition(parent.condition)))
         if resolved is None:
@@ -182,15 +206,16 @@ def plan_branches(
                 f"--switch-source: unknown source {plan.switch_source!r} "
                 f"(sources of this run: {', '.join(sorted(resolved.retrieval.sources))})"
             )
-        bounds = list_boundaries(saver, parent.execution_id, reader)
+        bounds = bounds_of[parent.execution_id]
         if not bounds:
+            if by_id and any(bounds_of.values()):
+                continue
             raise InputError(
                 f"execution {parent.execution_id[:12]}: no saved states in the checkpoint store "
                 "(fork with the same --checkpoints as the run)"
             )
         searchable = offers_search(resolved)
         for b in select_checkpoints(bounds, plan.checkpoints):
-            found.add(b.checkpoint_id)
             if plan.checkpoints is None and b.kind not in plan.boundaries:
                 continue
             if only_think_before_k and not (
@@ -214,13 +239,6 @@ def plan_branches(
                         f"{b.boundary} of execution {parent.execution_id[:12]} (SWITCH needs another source)"
                     )
                 tasks += branch_tasks(parent, b, action, plan, resolved)
-    if plan.checkpoints is not None:
-        missing = [c for c in plan.checkpoints if not any(checkpoint_matches(f, c) for f in found)]
-        if missing:
-            raise InputError(
-                f"--checkpoint {missing[0]}: no saved state of the selected executions has this id "
-                "(see `branchpoint checkpoints ls RUN_DIR --wide`)"
-            )
     return tasks, skipped
 
 
@@ -231,6 +249,10 @@ def branch_tasks(
     parent_ref = {"execution_id": parent.execution_id, "checkpoint_id": b.checkpoint_id, "boundary": b.boundary}
     condition = branch_condition(parent, action, plan)
     kind = action if action is not None else REPLAY_KIND
+    # The seed base names the draws: another --seed draws new branches (of the same fork settings,
+    # so they pool with the first ones), where it used to find them all recorded and draw nothing.
+    # Base 0, the default, keeps the ids branches had before.
+    keyed = condition if plan.seed == 0 else {**condition, "fork.seed": plan.seed}
     return [
         BranchTask(
             parent,
@@ -238,7 +260,7 @@ def branch_tasks(
             action,
             repeat,
             resolved,
-            execution_id(parent.run_id, condition, parent.question_id, parent_ref, kind, repeat),
+            execution_id(parent.run_id, keyed, parent.question_id, parent_ref, kind, repeat),
             condition,
         )
         for repeat in range(plan.repeats)

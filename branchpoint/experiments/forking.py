@@ -47,6 +47,7 @@ from branchpoint.checkpoints.fork import branch_input, prefix_of, transcript_fro
 from branchpoint.checkpoints.postgres import async_postgres_checkpointer
 from branchpoint.checkpoints.values import acheckpoint_values, state_reader
 from branchpoint.errors import InputError
+from branchpoint.evaluation.fork_settings import with_fork_settings
 from branchpoint.evaluation.judges import judge_records
 from branchpoint.evaluation.metrics import is_correct
 from branchpoint.experiments.branch_planning import (
@@ -79,6 +80,7 @@ from branchpoint.experiments.tallies import tally
 from branchpoint.experiments.work_driver import InProcess, ShardOutcome, drive, missing
 from branchpoint.models import ModelClient, TransportError
 from branchpoint.models.request_log import current_execution
+from branchpoint.models.sent_sampling import SentSampling
 from branchpoint.traces import (
     BOUNDARY_AFTER_SEARCH,
     BOUNDARY_INITIAL,
@@ -104,6 +106,8 @@ class ForkSummary:
     statuses: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
     minimal: list[dict[str, Any]] = field(default_factory=list)
+    seed: int = 0  # the plan's seed base (the draws a rerun with it finds recorded)
+    repeats: int = 0
 
     @property
     def over_search_pct(self) -> float | None:
@@ -183,6 +187,14 @@ async def run_branch(graph: Any, ctx: AgentContext, task: BranchTask, saver: Any
     return ExecutionRecord.model_validate(extra)
 
 
+def as_sent(record: ExecutionRecord, sampling: dict[str, Any] | None) -> ExecutionRecord:
+    """A branch record with its sampling as sent (the plan's where the client reported no
+    request) and the fork settings and fingerprint that follow from it."""
+    if sampling is not None:
+        record.sampling = sampling
+    return with_fork_settings(record)
+
+
 @asynccontextmanager
 async def async_saver(saver: BaseCheckpointSaver) -> AsyncIterator[BaseCheckpointSaver]:
     """The study's saver for graphs on the event loop: an `AsyncPostgresSaver` on the database
@@ -215,6 +227,7 @@ def _run_tasks(
     loop for the study; each branch record is appended durably before it counts."""
     pool = SourcePool(progress=False, cache_path=store.run_dir / RETRIEVAL_CACHE_FILE)
     graphs: dict[str, Any] = {}
+    sent = SentSampling()  # each branch's sampling as sent (its record's `sampling`)
     with (
         ExitStack() as stack,
         Progress(
@@ -235,7 +248,7 @@ def _run_tasks(
         @contextmanager
         def open_client(task: BranchTask, group: ExitStack) -> Iterator[ModelClient]:
             with model_opener(task.spec, store.run_dir) as opened:
-                yield with_request_log(opened, store.run_dir, log_requests, group)
+                yield with_request_log(opened, store.run_dir, log_requests, group, sent=sent)
 
         async def main() -> None:
             async with async_saver(saver) as graph_saver:
@@ -250,7 +263,8 @@ def _run_tasks(
                     # an independent draw: the plan's sampling with this branch's own seed
                     ctx = agent_context(task.spec, client.with_sampling(**plan.sampling(task.seed_key)), pool)
                     current_execution.set(task.execution_id)
-                    return await run_branch(graphs[task.spec.agent.policy], ctx, task, graph_saver, plan)
+                    record = await run_branch(graphs[task.spec.agent.policy], ctx, task, graph_saver, plan)
+                    return as_sent(record, sent.pop(task.execution_id))
 
                 await execute(
                     tasks,
@@ -367,7 +381,7 @@ def fork_run(
     started = time.perf_counter()
     store, spec = _open_run(run_dir, checkpoints)
     parents = parent_records(store, plan.executions, include_branches=plan.checkpoints is not None)
-    summary = ForkSummary(run_dir=store.run_dir)
+    summary = ForkSummary(run_dir=store.run_dir, seed=plan.seed, repeats=plan.repeats)
     with ExitStack() as stack:
         stack.enter_context(run_lock(store.run_dir, "fork"))  # one writer per run folder
         saver = stack.enter_context(open_checkpointer(store.checkpoint_target(checkpoints)))
@@ -407,7 +421,7 @@ def replay_run(
     started = time.perf_counter()
     store, spec = _open_run(run_dir, checkpoints)
     parents = parent_records(store, [execution])
-    summary = ForkSummary(run_dir=store.run_dir)
+    summary = ForkSummary(run_dir=store.run_dir, seed=plan.seed, repeats=plan.repeats)
     with ExitStack() as stack:
         stack.enter_context(run_lock(store.run_dir, "replay"))  # one writer per run folder
         saver = stack.enter_context(open_checkpointer(store.checkpoint_target(checkpoints)))

@@ -38,6 +38,7 @@ from branchpoint.experiments.tallies import tally
 from branchpoint.models import ModelClient, TransportError, open_model
 from branchpoint.models.request_fingerprint import RequestFingerprints, RequestSinks
 from branchpoint.models.request_log import RequestLog, current_execution
+from branchpoint.models.sent_sampling import SentSampling
 from branchpoint.models.sim.question_set import refuse_unknown_questions
 from branchpoint.retrieval import RetrievalSource
 from branchpoint.retrieval.cache import CachedSource, RetrievalCache, source_params
@@ -396,9 +397,11 @@ def with_request_log(
     log_requests: bool,
     stack: ExitStack,
     fingerprints: RequestFingerprints | None = None,
+    sent: SentSampling | None = None,
 ) -> ModelClient:
     """`client`, logging every request body to RUN_DIR/requests.jsonl when `log_requests` is set,
-    and feeding `fingerprints` (when given and the client can log its requests)."""
+    and feeding `fingerprints` and `sent` (the sampling as sent) when given and the client can
+    log its requests."""
     with_log = getattr(client, "with_request_log", None)
     sinks: list[Any] = []
     if log_requests:
@@ -407,8 +410,8 @@ def with_request_log(
         log = RequestLog(Path(run_dir) / REQUESTS_FILE)
         stack.callback(log.close)
         sinks.append(log)
-    if fingerprints is not None and with_log is not None:
-        sinks.append(fingerprints)
+    if with_log is not None:
+        sinks += [sink for sink in (fingerprints, sent) if sink is not None]
     if not sinks:
         return client
     assert with_log is not None
@@ -545,6 +548,7 @@ def _run_todo(
     """Run the missing executions (the run folder is locked and written by the caller) on the
     asynchronous execution core (`experiments.execution`), one event loop for the whole run."""
     fingerprints = RequestFingerprints()  # what each execution sent (see `evaluation.sameness`)
+    sent = SentSampling()  # how it sampled, as sent (the record's `sampling`)
     bar = stack.enter_context(progress_bar(progress))
     task = bar.add_task(spec.name, total=len(todo), rate="")
     graphs: dict[str, Any] = {}
@@ -557,7 +561,7 @@ def _run_todo(
     @contextmanager
     def open_client(planned: PlannedExecution, group: ExitStack) -> Iterator[ModelClient]:
         with model_opener(planned.spec, store.run_dir) as opened:
-            yield with_request_log(opened, store.run_dir, log_requests, group, fingerprints)
+            yield with_request_log(opened, store.run_dir, log_requests, group, fingerprints, sent)
 
     async def main() -> None:
         async with open_async_checkpointer(target) as saver:
@@ -578,6 +582,7 @@ def _run_todo(
                 current_execution.set(planned.execution_id)
                 rec = await run_one(graphs[planned.spec.agent.policy], ctx, planned, spec.name, clear=False)
                 rec.request_fingerprint = fingerprints.pop(planned.execution_id)
+                rec.sampling = sent.pop(planned.execution_id)
                 return rec
 
             await execute(

@@ -15,7 +15,10 @@ ChatOllama, a fake model in tests, ...). Calls go through LangChain's public int
   (`reasoning.estimate_tokens`) and marked `reasoning_tokens_estimated`;
 - the call's limit: `max_tokens` when the model has such a setting, else what `options` set;
 - seeds (fork repeats): `seed` when the model has such a setting, else repeats differ only by
-  the model's own sampling (the trace records the seed either way).
+  the model's own sampling;
+- the request log (and so each record's sampling as sent) holds the call's keyword arguments
+  over the model's own sampling settings (`options`): a setting the model lacks is not sent,
+  and the record says so by leaving it out.
 
 Chat models have no text-completion endpoint, so `style` must be `chat`. Transport faults the
 integration raises (openai / httpx connection errors, timeouts, 429, 5xx) are retried like the
@@ -36,6 +39,7 @@ from branchpoint.errors import InputError
 from branchpoint.models.call import ModelCall, TransportError
 from branchpoint.models.openai_compat import is_transport_fault
 from branchpoint.models.reasoning import estimate_tokens
+from branchpoint.models.sent_sampling import SAMPLING_FIELDS
 from branchpoint.models.spec import ModelSpec
 from branchpoint.traces import Usage
 
@@ -216,8 +220,19 @@ class LangChainChatClient:
         runnable = self._runnable(tools)
         kwargs = self._call_kwargs(max_tokens or self.spec.max_tokens)
         if self.request_log is not None:
-            self.request_log.write("chat", {"messages": messages, "tools": tools, **kwargs})
+            self.request_log.write("chat", {"messages": messages, "tools": tools, **self._own_sampling(), **kwargs})
         return runnable, kwargs
+
+    def _own_sampling(self) -> dict[str, Any]:
+        """The model's own sampling settings (from `options`), which a call sends where its
+        keyword arguments set nothing: logged with the call, so the record's sampling is the
+        sampling as sent (`sent_sampling`)."""
+        own = {}
+        for name in SAMPLING_FIELDS:
+            value = getattr(self.model, name, None) if _has_setting(self.model, name) else None
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                own[name] = value
+        return own
 
     @staticmethod
     def _call(message: Any, latency: float, *, tool_calls: bool) -> ModelCall:
@@ -265,10 +280,11 @@ class LangChainChatClient:
     ) -> Any:
         if grammar is not None:
             raise InputError("provider 'langchain': chat models take no GBNF grammar; use a chat policy")
-        return [{"role": "user", "content": prompt}], {
-            "stop": stop,
-            **self._call_kwargs(max_tokens or self.spec.max_tokens),
-        }
+        kwargs = {"stop": stop, **self._call_kwargs(max_tokens or self.spec.max_tokens)}
+        messages = [{"role": "user", "content": prompt}]
+        if self.request_log is not None:
+            self.request_log.write("chat", {"messages": messages, **self._own_sampling(), **kwargs})
+        return messages, kwargs
 
     def complete(
         self, prompt: str, *, stop: list[str] | None = None, grammar: str | None = None, max_tokens: int | None = None

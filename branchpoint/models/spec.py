@@ -128,7 +128,8 @@ class ModelSpec(BaseModel):
     )
     extra_body: dict = Field(
         default_factory=dict,
-        description="Extra request fields for the server; they win over fields derived from reasoning_effort.",
+        description="Extra request fields for the server; they win over fields derived from reasoning_effort. "
+        "temperature, top_p and seed are refused here (runs and forks send them: use model.temperature ...).",
     )
     reasoning_effort: Literal["low", "medium", "high"] | None = Field(
         None, description="Reasoning effort (chat only); None sends nothing and leaves the server's default."
@@ -178,6 +179,19 @@ class ModelSpec(BaseModel):
         except InputError as exc:
             raise PydanticCustomError("provider", "{why}", {"why": str(exc)}) from None
         return provider
+
+    @field_validator("extra_body")
+    @classmethod
+    def _no_owned_sampling(cls, extra_body: dict) -> dict:
+        """Refuse sampling fields the run and fork studies set themselves (see `sent_sampling`)."""
+        from branchpoint.errors import InputError
+        from branchpoint.models.sent_sampling import check_extra_body
+
+        try:
+            check_extra_body(extra_body)
+        except InputError as exc:
+            raise PydanticCustomError("extra_body", "{why}", {"why": str(exc)}) from None
+        return extra_body
 
     @model_serializer(mode="wrap")
     def _dump_new_fields_if_set(self, handler: Any) -> Any:

@@ -30,7 +30,7 @@ def run_dir(tmp_path_factory):
     spec = tmp / "spec.yaml"
     spec.write_text(yaml.safe_dump(SPEC), encoding="utf-8")
     out = tmp / "run"
-    result = CliRunner().invoke(app, ["run", str(spec), "--out", str(out), "--no-progress"])
+    result = CliRunner().invoke(app, ["run", str(spec), "--out", str(out), "--no-progress", "--log-requests"])
     assert result.exit_code == 0, result.output
     return out
 
@@ -47,6 +47,16 @@ def test_every_execution_is_recorded_with_real_usage(run_dir):
         assert r.input_tokens == sum(s.usage.input_tokens for s in model_steps)
         assert all(s.latency_s > 0 for s in model_steps)
         assert r.checkpoint_ids  # at least the initial boundary
+
+
+def test_records_hold_the_sampling_the_llamacpp_server_was_sent(run_dir):
+    from branchpoint.models.request_log import read_requests
+    from branchpoint.models.sent_sampling import sampling_of
+
+    last = {e["execution_id"]: e["body"] for e in read_requests(run_dir / "requests.jsonl")}
+    for r in read_records(run_dir / "executions.jsonl"):
+        assert r.sampling == sampling_of(last[r.execution_id])
+        assert r.sampling["temperature"] == 0.0 and r.sampling["seed"] == 0  # the spec's, as sent
 
 
 def test_searches_retrieve_from_the_demo_index(run_dir):

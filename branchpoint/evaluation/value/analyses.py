@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from branchpoint.errors import InputError
+from branchpoint.evaluation.fork_settings import choose
 from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval, single_component_strata
 from branchpoint.evaluation.value.config import ValueConfig, price_key
 from branchpoint.evaluation.value.forecasters import Forecast
@@ -29,9 +30,18 @@ def read_trace(path: Path) -> list[ExecutionRecord]:
         raise InputError(str(exc)) from None
 
 
-def forked_records(path: Path) -> list[ExecutionRecord]:
-    """The records of a forks file that have a parent (the forked continuations)."""
-    return [r for r in read_trace(path) if r.parent is not None]
+def forked_records(path: Path, config: ValueConfig | None = None) -> list[ExecutionRecord]:
+    """The records of a forks file that have a parent (the forked continuations), of the fork
+    settings `config` reads (`fork_settings.choose`; a mix is refused unless it allows one)."""
+    forked = [r for r in read_trace(path) if r.parent is not None]
+    return chosen_branches(forked, config or ValueConfig(), path)[0]
+
+
+def chosen_branches(
+    records: list[ExecutionRecord], config: ValueConfig, path: Path
+) -> tuple[list[ExecutionRecord], dict[str, Any]]:
+    """`records` of the fork settings `config` reads, and the summary value.json records."""
+    return choose(records, config.fork_choice(), str(path))
 
 
 def compare_objectives(states: StateTable, dev: np.ndarray, forks_path: Path, config: ValueConfig) -> dict[str, Any]:
@@ -40,7 +50,7 @@ def compare_objectives(states: StateTable, dev: np.ndarray, forks_path: Path, co
     exact match, on the same executions and test states. Only for the `correct` reward."""
     if config.reward != "correct":
         return {"skipped": f'compares answer-correctness objectives; the reward here is "{config.reward}"'}
-    forked = forked_records(forks_path)
+    forked = forked_records(forks_path, config)
     roles = Roles(config.pending_roles)
     tables: dict[str, StateTable] = {"correct": states}
     for name in LEXICAL_OBJECTIVES:
@@ -70,7 +80,7 @@ def audit_bounds(
         shared_label_bounds,
     )
 
-    forked = forked_records(forks_path)
+    forked = forked_records(forks_path, config)
     roles = Roles(config.pending_roles)
     panels = [
         align(states, build_states(forked, reward_name="correct", judge=j, roles=roles))
@@ -137,7 +147,7 @@ def three_action_study(
         three_action_table,
     )
 
-    forked = forked_records(forks_path)
+    forked = forked_records(forks_path, config)
     if not any(r.branch == "SWITCH" and r.parent is not None and r.parent.boundary == "pending_query" for r in forked):
         return None
     same = build_states(forked, reward_name=config.reward, judge=config.judge, roles=Roles(("STOP", "SEARCH")))

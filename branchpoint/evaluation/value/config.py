@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from branchpoint.evaluation.fork_settings import ForkSettingsChoice
 from branchpoint.evaluation.value import routers
 
 DEFAULT_PRICES: tuple[float, ...] = (0.0, 0.001, 0.005, 0.01, 0.02)
@@ -43,6 +44,14 @@ class ValueConfig(BaseModel):
     forecasters: dict[str, dict[str, Any]] = Field(default_factory=dict, description="settings per forecaster name")
     calibrators: dict[str, dict[str, Any]] = Field(default_factory=dict, description="settings per calibration map")
     forecaster_modules: tuple[str, ...] = Field((), description="modules to import that register forecasters")
+    fork_settings: str | None = Field(
+        None, description="read only the branches of this fork fingerprint (or a unique start of it)"
+    )
+    mix_fork_settings: bool = Field(False, description="pool branches of different fork settings (refused by default)")
+
+    def fork_choice(self) -> ForkSettingsChoice:
+        """Which fork settings this scoring run reads (`evaluation.fork_settings.choose`)."""
+        return ForkSettingsChoice(fingerprint=self.fork_settings, mix=self.mix_fork_settings)
 
     @field_validator("prices")
     @classmethod

@@ -24,6 +24,7 @@ from branchpoint.evaluation.value import fitted  # noqa: F401  (registers the fi
 from branchpoint.evaluation.value.analyses import (
     THREE_PAIR_FORECASTER,
     audit_bounds,
+    chosen_branches,
     compare_objectives,
     read_trace,
     three_action_study,
@@ -75,13 +76,24 @@ def fork_paths(path: Path) -> tuple[Path, Path | None]:
 
 
 def load_states(path: Path, config: ValueConfig) -> tuple[StateTable, dict[str, ExecutionRecord], Path]:
-    """The state table of a run (or forks file), the parent records by id, and the forks path."""
+    """The state table of a run (or forks file), the parent records by id, and the forks path.
+
+    Only branches of one fork settings fingerprint are read, unless `config` chooses one
+    (`fork_settings`) or pools them (`mix_fork_settings`); a mix is refused (`fork_settings.choose`).
+    """
+    states, parents, forks_path, _ = load_study(path, config)
+    return states, parents, forks_path
+
+
+def load_study(path: Path, config: ValueConfig) -> tuple[StateTable, dict[str, ExecutionRecord], Path, dict[str, Any]]:
+    """`load_states`, and the summary of the fork settings read (value.json's `fork_settings`)."""
     forks_path, execs_path = fork_paths(path)
     get_reward(config.reward)  # unknown names fail before any work
     records = read_trace(forks_path)
     forked = [r for r in records if r.parent is not None]
     if not forked:
         raise InputError(f"{forks_path}: no forked executions (records with a parent); run `branchpoint fork` first")
+    forked, fork_summary = chosen_branches(forked, config, forks_path)
     roles = Roles(config.pending_roles)
     states = build_states(forked, reward_name=config.reward, judge=config.judge, roles=roles)
     if len(states) == 0:
@@ -95,7 +107,7 @@ def load_states(path: Path, config: ValueConfig) -> tuple[StateTable, dict[str, 
     if execs_path is not None:
         for r in read_trace(execs_path):
             parents[r.execution_id] = r
-    return states, parents, forks_path
+    return states, parents, forks_path, fork_summary
 
 
 # --------------------------------------------------------------------------------------------
@@ -249,7 +261,7 @@ def value_study(
     """
     check_component_settings("forecaster", config.forecasters)  # unknown names and bad settings fail first
     check_component_settings("calibrator", config.calibrators)
-    states, parents, forks_path = load_states(Path(path), config)
+    states, parents, forks_path, fork_summary = load_study(Path(path), config)
     attach_features(states, parents, config, text_encoder)
     dev = dev_split(states, config.dev_split, config.seed)
     extra = dict(extra_forecasts or {})
@@ -271,7 +283,9 @@ def value_study(
     )
     composed = None
     if three_pair:
-        histories = [load_states(Path(h), config)[0] for h in three_pair]
+        # the histories are other fork studies: a fingerprint chosen here is not theirs
+        of_history = config.model_copy(update={"fork_settings": None})
+        histories = [load_states(Path(h), of_history)[0] for h in three_pair]
         fc, composed = three_pair_forecast(states, histories)
         fcs[THREE_PAIR_FORECASTER] = fc
         meta[THREE_PAIR_FORECASTER] = {"kind": "composition", "info": fc.info}
@@ -312,6 +326,7 @@ def value_study(
             **(settings_source or {}),
         },
         "states": state_summary(states, dev),
+        "fork_settings": fork_summary,
         "forecasters": meta,
         "skipped_forecasters": skipped,
         **scores,

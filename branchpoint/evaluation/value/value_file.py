@@ -278,6 +278,11 @@ class ValueReport(FileModel):
     source: str = Field(description="The forks.jsonl (or traces file) the study read.")
     settings: dict[str, Any] = Field(description="ValueConfig as used, and the actions compared at each boundary kind.")
     states: StateCounts = Field(description="How many states, per stratum and split, and mean repeats per action.")
+    fork_settings: dict[str, Any] | None = Field(
+        None,
+        description="The fork settings read: per fingerprint its settings and branches; `chosen` "
+        "(--fork-settings), `mix_allowed` (--mix-fork-settings), `mixed`, `left_out`.",
+    )
     forecasters: dict[str, ForecasterInfo] = Field(
         description="Each forecaster scored, and where its forecasts came from."
     )

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, create_model
 
 from branchpoint.errors import InputError
+from branchpoint.evaluation.fork_settings import fingerprint_of, settings_of
 from branchpoint.evaluation.judges import UNPARSEABLE, build_judge
 from branchpoint.evaluation.tally import (
     MetricsConfig,
@@ -59,6 +60,7 @@ COLUMNS: tuple[str, ...] = (
     "boundary",
     "branch",
     "repeat",
+    "fork",
     "checkpoints",
     "answer",
     "error",
@@ -86,6 +88,9 @@ ROW_FIELDS = (
     "judgments",
     "error",
     "kind",
+    "sampling",
+    "fork_settings",
+    "fork_fingerprint",
 )
 
 #: The table fields of an ExecutionRecord, with the contract's own types (the rest is skipped, so
@@ -209,6 +214,8 @@ def table_row(
         "boundary": parent.boundary if parent else None,
         "branch": "replay" if kind == "replay" else rec.branch,
         "repeat": rec.repeat,
+        "fork": fingerprint_of(rec),
+        "fork_settings": settings_of(rec),  # not a column: the fork tree reads it
         "checkpoints": len(rec.checkpoint_ids or []),
         "answer": (rec.final_answer or "")[:300],
         "error": getattr(rec, "error", None),

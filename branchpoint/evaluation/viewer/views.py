@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from branchpoint.errors import InputError
+from branchpoint.evaluation.fork_settings import ForkSettingsChoice, view_groups
 from branchpoint.evaluation.tally import cost_channels
 from branchpoint.evaluation.value.outcomes import Roles
 from branchpoint.evaluation.value.rewards import get_reward
@@ -284,7 +285,7 @@ def value_forecasts(
     settings = (index.value or {}).get("settings")
     if not isinstance(settings, dict):
         return {}, []
-    keep = ("judge", "reward", "dev_split", "seed", "pending_roles")
+    keep = ("judge", "reward", "dev_split", "seed", "pending_roles", "fork_settings", "mix_fork_settings")
     try:
         config = ValueConfig(**{k: settings[k] for k in keep if k in settings}, resamples=0)
         states, _, _ = load_states(index.run_dir, config)
@@ -338,6 +339,29 @@ def _roles(index: RunIndex) -> Roles:
         return Roles()
 
 
+def _fork_tags(index: RunIndex, children: list[dict[str, Any]]) -> dict[int, tuple[str | None, str | None]]:
+    """Per child row (by `id`), its fork-settings tag and its state's note (`view_groups`), under
+    value.json's choice of fork settings (`--fork-settings`, `--mix-fork-settings`) if any."""
+    value = index.value or {}
+    settings = value.get("settings") or {}
+    choice = ForkSettingsChoice(fingerprint=settings.get("fork_settings"), mix=bool(settings.get("mix_fork_settings")))
+    read = (value.get("fork_settings") or {}).get("fingerprints") or {}
+    chosen = next(
+        (s["settings"] for fp, s in read.items() if choice.fingerprint and fp.startswith(choice.fingerprint)), None
+    )
+    by_state: dict[Any, list[dict[str, Any]]] = {}
+    out: dict[int, tuple[str | None, str | None]] = {}
+    for row in children:
+        if row["kind"] == "replay":  # no role in Δ: shown as they are
+            out[id(row)] = (None, None)
+        else:
+            by_state.setdefault(row["checkpoint"], []).append(row)
+    for rows in by_state.values():
+        tags, note = view_groups([row.get("fork_settings") or {} for row in rows], choice, chosen)
+        out.update({id(row): (tag, note) for row, tag in zip(rows, tags)})
+    return out
+
+
 def tree_view(
     index: RunIndex, execution_id: str, forecasts: dict[tuple[str, str], list[dict[str, Any]]]
 ) -> dict[str, Any]:
@@ -350,13 +374,20 @@ def tree_view(
     children = index.children(execution_id)
     rewards = _rewards(index, children)
     roles = _roles(index)
+    tags = _fork_tags(index, children)
     states: dict[str, dict[str, Any]] = {}
     for row, y in zip(children, rewards):
         state = states.setdefault(
-            row["checkpoint"], {"checkpoint_id": row["checkpoint"], "boundary": row["boundary"], "actions": {}}
+            row["checkpoint"],
+            {"checkpoint_id": row["checkpoint"], "boundary": row["boundary"], "actions": {}, "fork_note": None},
         )
+        tag, note = tags[id(row)]
+        state["fork_note"] = state["fork_note"] or note
         action = row["branch"] or "?"
-        a = state["actions"].setdefault(action, {"branches": [], "n": 0, "incomplete": 0, "successes": 0.0})
+        a = state["actions"].setdefault(
+            action if tag is None else f"{action} [{tag}]",
+            {"action": action, "fork_settings": tag, "branches": [], "n": 0, "incomplete": 0, "successes": 0.0},
+        )
         a["branches"].append(
             {
                 "id": row["id"],

@@ -58,19 +58,31 @@ class ForkPlan(BaseModel):
         description="Allow repeats > 1 at temperature 0 (identical draws, e.g. to measure server nondeterminism).",
     )
 
-    def check(self) -> None:
-        """Refuse unknown boundary kinds and actions, and copies posing as repeats, before any work."""
+    def check(self, spec_file: str | None = None) -> None:
+        """Refuse unknown boundary kinds and actions, and copies posing as repeats, before any work.
+
+        The message names the command's flags, or with `spec_file` the spec's `fork:` fields."""
+        if spec_file is None:
+            where, name = "", lambda f: "--" + f.replace("_", "-")
+            fix = "Sample (e.g. --temperature 0.6 --top-p 0.95, the default), use --repeats 1, or pass --allow-identical-repeats."
+        else:
+            where, name = f"{spec_file}: ", lambda f: f"fork.{f}"
+            fix = (
+                "Sample (e.g. fork.temperature: 0.6 and fork.top_p: 0.95, the defaults), set fork.repeats: 1, "
+                "or fork.allow_identical_repeats: true."
+            )
         for kind in self.boundaries:
             if kind not in BOUNDARY_KINDS:
-                raise InputError(f"--boundaries: unknown kind {kind!r} (expected {', '.join(BOUNDARY_KINDS)})")
+                raise InputError(
+                    f"{where}{name('boundaries')}: unknown kind {kind!r} (expected {', '.join(BOUNDARY_KINDS)})"
+                )
         for action in self.actions:
             if action not in ACTIONS:
-                raise InputError(f"--actions: unknown action {action!r} (expected {', '.join(ACTIONS)})")
+                raise InputError(f"{where}{name('actions')}: unknown action {action!r} (expected {', '.join(ACTIONS)})")
         if self.repeats > 1 and self.temperature == 0 and not self.allow_identical_repeats:
             raise InputError(
-                f"--repeats {self.repeats} at --temperature 0: repeats estimate success rates, but at "
-                "temperature 0 every repeat is a copy of the first draw. Sample (e.g. --temperature 0.6 "
-                "--top-p 0.95, the default), use --repeats 1, or pass --allow-identical-repeats."
+                f"{where}{name('repeats')} {self.repeats} at {name('temperature')} 0: repeats estimate success "
+                f"rates, but at temperature 0 every repeat is a copy of the first draw. {fix}"
             )
 
     def sampling(self, branch_key: str) -> Sampling:

@@ -109,6 +109,8 @@ def load_spec(
     except ValidationError as exc:
         raise InputError(f"{path}: {describe_spec_error(exc)}") from None
     spec._source_dir = folder
+    if spec.fork is not None:
+        spec.fork.check(str(path))  # a fork study `run` does after the run: refused before any work
     conditions = expand_conditions(spec, source=str(path))  # check the sweep axes now, before any work
     for condition, resolved in conditions:
         check_model_identity(resolved, str(path), condition)

@@ -111,7 +111,7 @@ def study_spec(settings: StudySettings, seed: int, served_name: str) -> Experime
         temperature=settings.temperature,
         seed=seed * 1000,
         max_tokens=1024 if chat else 48,
-        extra_body={"top_p": settings.top_p},
+        top_p=settings.top_p,
         reasoning_effort=settings.reasoning_effort,
         sim=SimServerSpec(profile=settings.profile, questions=settings.questions, latency_scale=0.0),
     )
@@ -196,7 +196,7 @@ def agent_model(settings: StudySettings, spec: ExperimentSpec, profile: Profile,
     return AgentModel(
         style=style,
         temperature=spec.model.temperature,
-        top_p=float(spec.model.extra_body.get("top_p", 1.0)),
+        top_p=float(spec.model.top_p or 1.0),
         effort=spec.model.reasoning_effort or profile.default_effort,
         max_tokens=spec.model.max_tokens,
         answer_max_tokens=spec.agent.answer_max_tokens or spec.model.max_tokens,
@@ -301,6 +301,8 @@ def run_study(
         switch_source=ALT_SOURCE,
         concurrency=settings.concurrency,
         seed=settings.fork_seed,
+        temperature=settings.temperature,  # the branches sample as the run does (the truth assumes it)
+        top_p=settings.top_p,
         # the minimal-search study (over-search %): its THINK forks are the plan's own
         minimal_search=True,
     )

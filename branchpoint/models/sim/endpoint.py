@@ -48,7 +48,7 @@ def truth_endpoint(profile: Profile, bank: QuestionBank, spec_path: str) -> Call
         agent = AgentModel(
             style=style,
             temperature=float(body.get("temperature", spec.model.temperature)),
-            top_p=float(body.get("top_p", spec.model.extra_body.get("top_p", 1.0))),
+            top_p=float(body.get("top_p", spec.model.top_p or 1.0)),
             effort=body.get("effort") or spec.model.reasoning_effort or profile.default_effort,
             max_tokens=int(body.get("max_tokens", spec.model.max_tokens)),
             answer_max_tokens=int(body.get("answer_max_tokens", spec.agent.answer_max_tokens or spec.model.max_tokens)),

@@ -400,7 +400,8 @@ function treeHTML(t) {
     const d = s.delta;
     html.push(`<div class="state" data-state="${esc(s.checkpoint_id)}"><div class="head"><b>${esc(s.boundary)}</b> <code>${esc(s.checkpoint_id)}</code>` +
       ` <span>Δ = p_${esc(s.s_action)} − p_${esc(s.t_action)} = <span class="${d > 0 ? "delta-pos" : d < 0 ? "delta-neg" : ""}">${d === null ? "–" : (d >= 0 ? "+" : "") + d.toFixed(2)}</span></span>` +
-      ` <span class="muted">${s.scored ? "scored by value (both roles, 2+ repeats)" : "not scored by value (needs both roles with 2+ repeats)"}</span></div>`);
+      ` <span class="muted">${s.scored ? "scored by value (both roles, 2+ repeats)" : "not scored by value (needs both roles with 2+ repeats)"}</span></div>` +
+      (s.fork_note ? `<div class="muted" data-fork-note>${esc(s.fork_note)}</div>` : ""));
     if (s.forecasts.length) {
       const dev = s.forecasts.some((f) => f.dev) ? ` <span class="muted">(a development state: fitted forecasters saw its outcomes)</span>` : "";
       html.push(`<details class="forecasts"${s.forecasts.length <= 3 ? " open" : ""}><summary>${s.forecasts.length} forecast${s.forecasts.length > 1 ? "s" : ""} for this state${dev}</summary>` +
@@ -410,7 +411,7 @@ function treeHTML(t) {
     }
     html.push(`<table><tr><th>action</th><th>success rate</th><th>repeats (answer · outcome)</th></tr>`);
     for (const [action, a] of Object.entries(s.actions)) {
-      html.push(`<tr data-action="${esc(action)}"><td>${actionBadge(action)}${action === s.t_action ? " <span class='muted'>T</span>" : action === s.s_action ? " <span class='muted'>S</span>" : ""}</td><td>${rateHTML(a)}</td><td>` +
+      html.push(`<tr data-action="${esc(action)}"><td>${actionBadge(a.action || action)}${a.fork_settings ? ` <span class="muted">${esc(a.fork_settings)}</span>` : ""}${action === s.t_action ? " <span class='muted'>T</span>" : action === s.s_action ? " <span class='muted'>S</span>" : ""}</td><td>${rateHTML(a)}</td><td>` +
         a.branches.map((b) => `<div><input type="checkbox" data-pick="${esc(b.id)}"> <a href="#/execution/${encodeURIComponent(b.id)}" data-branch="${esc(b.id)}">#${b.repeat}</a> ` +
           `${esc(b.answer || "(no answer)")} ${outcomeBadge(b.outcome)} <span class="muted">${b.searches} searches · ${num(b.tokens)} tok</span>` +
           `${b.has_branches ? ` · <a href="#/tree/${encodeURIComponent(b.id)}">its own forks</a>` : ""}</div>`).join("") + `</td></tr>`);
