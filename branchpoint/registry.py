@@ -20,6 +20,7 @@ import importlib
 import importlib.metadata
 import inspect
 import sys
+import tokenize
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -165,10 +166,13 @@ def _origin_of(obj: Any) -> str:
     """`module:qualname` of an object (its definition place), for duplicate and listing messages."""
     module = getattr(obj, "__module__", None) or type(obj).__module__
     qualname = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    code = getattr(inspect.unwrap(obj), "__code__", None) if callable(obj) else None
+    if code is not None:  # a function: its first line, without reading (or parsing) its source file
+        return f"{module}:{qualname} (line {code.co_firstlineno})"
     try:
         line = inspect.getsourcelines(obj)[1]
         where = f" (line {line})"
-    except (OSError, TypeError):
+    except (OSError, TypeError, SyntaxError, tokenize.TokenError):  # no file, or not the file it came from
         where = ""
     return f"{module}:{qualname}{where}"
 
