@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from branchpoint.errors import BranchpointError
+from branchpoint.provenance import command_scope
 from branchpoint.redact import redact
 from branchpoint.traces import TraceError
 
@@ -35,12 +36,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def friendly_errors(fn: F) -> F:
-    """Print input and server errors as one red line and exit with code 2 (no traceback)."""
+    """Print input and server errors as one red line and exit with code 2 (no traceback); run
+    the command in its provenance scope (`branchpoint.provenance.command_scope`), so what it
+    writes names the command and the components it used."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            with command_scope(command_name(fn.__name__)):
+                return fn(*args, **kwargs)
         except (BranchpointError, TraceError) as exc:
             err_console.print(
                 f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, markup=True, soft_wrap=True
@@ -55,6 +59,19 @@ def friendly_errors(fn: F) -> F:
             raise typer.Exit(code=2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def command_name(fallback: str) -> str:
+    """The user-facing name of the command being run (`branchpoint runs show`), from click's
+    context; `branchpoint FALLBACK` outside one."""
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    names: list[str] = []
+    while ctx is not None and ctx.parent is not None:  # the root's own name is how it was started
+        names.insert(0, ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(["branchpoint", *(names or [fallback])])
 
 
 def print_summary(summary: Any) -> None:

@@ -17,6 +17,8 @@ from branchpoint.evaluation.judges import BatchJudge, judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, metrics_json
 from branchpoint.evaluation.sameness import identical_conditions
 from branchpoint.evaluation.studies import read_minimal_search
+from branchpoint.models.server_info import describe_client
+from branchpoint.provenance import ModelServer, collect, dump_block
 from branchpoint.traces import (
     AGREEMENT_FILE,
     EXECUTIONS_FILE,
@@ -77,6 +79,12 @@ def carry_judgments(records: list[ExecutionRecord], previous: list[ExecutionReco
     return out
 
 
+def judge_servers(judge: str | BatchJudge) -> list[ModelServer]:
+    """The model server a judge object talks to (an LLM judge's), for the provenance block."""
+    described = describe_client(getattr(judge, "client", None))
+    return [described] if described is not None else []
+
+
 def evaluate(
     path: Path,
     judge: str | BatchJudge = "rule",
@@ -91,8 +99,9 @@ def evaluate(
     defaults to the run directory or the trace file's folder. `judge` is a registered judge name
     (`rule`, `given`) or a judge object (`LLMJudge`). A `minimal_search.jsonl` beside the traces
     feeds the over-search section. When two or more judges have labelled the same items, the
-    metrics include `judge_agreement`; `agreement=True` also writes agreement.json. Nothing is
-    written unless reading, judging and scoring all succeeded.
+    metrics include `judge_agreement`; `agreement=True` also writes agreement.json. Both files
+    carry a `provenance` block (`branchpoint.provenance`). Nothing is written unless reading,
+    judging and scoring all succeeded.
     """
     traces = trace_path(Path(path))
     records = read_records(traces)
@@ -110,11 +119,13 @@ def evaluate(
     agreed = judge_agreement(judged)
     if agreed["pairs"]:
         metrics["judge_agreement"] = agreed
+    block = dump_block(collect("evaluate", model_servers=judge_servers(judge)))
+    metrics["provenance"] = block
     files = {
         out / METRICS_FILE: metrics_json(metrics),
         out / JUDGED_FILE: "".join(dump_record(r) + "\n" for r in judged),
     }
     if agreement:
-        files[out / AGREEMENT_FILE] = agreement_json(agreed)
+        files[out / AGREEMENT_FILE] = agreement_json({**agreed, "provenance": block})
     write_files_atomically(files)
     return metrics

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from branchpoint.evaluation.report_types import FileModel, Interval, Num, dump_json, read_model, validate
+from branchpoint.provenance import Provenance
 from branchpoint.traces import METRICS_FILE
 
 METRICS_SCHEMA_VERSION = 1
@@ -333,6 +334,9 @@ class MetricsReport(Stats, _Head):
     )
     judge_agreement: dict[str, Any] | None = Field(
         None, description="Agreement between the judges that labelled the traces."
+    )
+    provenance: Provenance | None = Field(
+        None, description="Where the file came from (branchpoint.provenance); absent in older files."
     )
 
 

@@ -105,8 +105,9 @@ def forecaster(name: str, *, fitted: bool = False, calibrate: bool = False) -> C
 
 def registered_forecasters() -> list[Registered]:
     """Every registered forecaster (kind `forecaster` of `branchpoint.registry`, plug-ins
-    included), by name."""
-    return [Registered(e.name, e.obj, e.meta["fitted"], e.meta["calibrate"]) for e in REGISTRY.entries("forecaster")]
+    included), by name; each counts as used (`value` scores them all: provenance lists them)."""
+    entries = [REGISTRY.note_used(e) for e in REGISTRY.entries("forecaster")]
+    return [Registered(e.name, e.obj, e.meta["fitted"], e.meta["calibrate"]) for e in entries]
 
 
 def run_forecaster(entry: Registered, states: StateTable, dev: np.ndarray) -> Forecast:
@@ -123,8 +124,8 @@ def calibrator(name: str) -> Callable[[CalibratorFn], CalibratorFn]:
 
 
 def calibrators() -> dict[str, CalibratorFn]:
-    """Registered calibration maps by name, in registration order."""
-    return {e.name: e.obj for e in REGISTRY.entries("calibrator", registration_order=True)}
+    """Registered calibration maps by name, in registration order (each counts as used)."""
+    return {e.name: REGISTRY.note_used(e).obj for e in REGISTRY.entries("calibrator", registration_order=True)}
 
 
 # --------------------------------------------------------------------------------------------
