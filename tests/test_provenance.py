@@ -12,15 +12,8 @@ from pathlib import Path
 import pytest
 
 import branchpoint
-from branchpoint.provenance import (
-    checkout_root,
-    collect,
-    command_line,
-    command_scope,
-    component_info,
-    git_revision,
-    read_git_head,
-)
+from branchpoint.code_origin import checkout_root, git_revision, read_git_head
+from branchpoint.provenance import collect, command_line, command_scope, component_info
 from branchpoint.registry import REGISTRY, Entry
 
 
