@@ -13,7 +13,7 @@ import pytest
 
 import branchpoint
 from branchpoint.code_origin import checkout_root, git_revision, read_git_head
-from branchpoint.provenance import collect, command_line, command_scope, component_info
+from branchpoint.provenance import ComponentInfo, collect, command_line, command_scope, component_info
 from branchpoint.registry import REGISTRY, Entry
 
 
@@ -102,31 +102,28 @@ def test_our_own_checkout_is_named_by_its_head() -> None:
     assert git_revision()[0] == git(root, "rev-parse", "HEAD")
 
 
+def judge_component(folder: Path, module_name: str, monkeypatch) -> ComponentInfo:
+    """The component entry of a judge defined in FOLDER/MODULE_NAME.py (imported for the call only)."""
+    (folder / f"{module_name}.py").write_text("def judge(record):\n    return []\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(folder))
+    importlib.invalidate_caches()
+    module = importlib.import_module(module_name)
+    try:
+        return component_info(Entry("judge", f"{module_name}:judge", module.judge, f"{module_name}:judge"))
+    finally:
+        del sys.modules[module_name]
+
+
 def test_a_component_of_an_installed_distribution_names_its_package_and_version(tmp_path: Path, monkeypatch) -> None:
-    (tmp_path / "prov_demo_plugin.py").write_text("def judge(record):\n    return []\n", encoding="utf-8")
     info = tmp_path / "prov_demo_plugin-0.3.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: prov-demo-plugin\nVersion: 0.3\n", encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    importlib.invalidate_caches()
-    module = importlib.import_module("prov_demo_plugin")
-    try:
-        found = component_info(Entry("judge", "prov-demo", module.judge, "prov_demo_plugin:judge"))
-    finally:
-        del sys.modules["prov_demo_plugin"]
+    found = judge_component(tmp_path, "prov_demo_plugin", monkeypatch)
     assert (found.module, found.package, found.version) == ("prov_demo_plugin", "prov-demo-plugin", "0.3")
     assert found.path is None
 
 
 def test_a_component_of_your_own_module_names_its_file(tmp_path: Path, monkeypatch) -> None:
-    path = tmp_path / "my_prov_judges.py"
-    path.write_text("def judge(record):\n    return []\n", encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    importlib.invalidate_caches()
-    module = importlib.import_module("my_prov_judges")
-    try:
-        found = component_info(Entry("judge", "my_prov_judges:judge", module.judge, "my_prov_judges:judge"))
-    finally:
-        del sys.modules["my_prov_judges"]
+    found = judge_component(tmp_path, "my_prov_judges", monkeypatch)
     assert (found.module, found.package, found.version) == ("my_prov_judges", None, None)
-    assert found.path == str(path)
+    assert found.path == str(tmp_path / "my_prov_judges.py")
