@@ -5,7 +5,8 @@ or a 500 page). Every such text passes through `redact` before it reaches a trac
 (`error`), a judged file, a checkpoint (the exception a node raised), a log line or stderr. It
 removes the exact keys it is given (the client's own key), the values of environment variables
 whose names say they hold secrets (`*_API_KEY`, `*_TOKEN`, `*SECRET*`, `*PASSWORD*`), any
-`Bearer <token>`, OpenAI-style `sk-…` keys, and `api_key=` / `"authorization": "…"` fields.
+`Bearer <token>`, OpenAI-style `sk-…` keys, `api_key=` / `"authorization": "…"` fields, and
+the password of a URL (`postgresql://user:***@host/db`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ MIN_SECRET_LEN = 8
 _BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+|%20)[A-Za-z0-9._~+/=\-]{6,}")
 _KEY_LIKE = re.compile(r"\b(sk|pk|rk|key)-[A-Za-z0-9_\-]{8,}")
 _DONE = (MASK, "Bearer", "bearer", "BEARER", "Basic", "basic")  # values the patterns above already masked
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/:@]*:)([^\s/@]+)@")
 _KEY_FIELD = re.compile(
     r"(?i)((?:\"|')?(?:x-)?(?:api[_-]?key|authorization|access[_-]?token|auth[_-]?token|password|secret)"
     r"(?:\"|')?\s*[:=]\s*(?:\"|')?)([^\"'\s,;}&]+)"
@@ -45,6 +47,7 @@ def redact(text: str | None, secrets: Iterable[str | None] = (), environ: Mappin
         text = text.replace(secret, MASK)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
     text = _KEY_LIKE.sub(MASK, text)
+    text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{MASK}@", text)
     return _KEY_FIELD.sub(lambda m: m.group(0) if m.group(2) in _DONE else m.group(1) + MASK, text)
 
 

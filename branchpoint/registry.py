@@ -237,6 +237,9 @@ class Registry:
         self._entries: dict[tuple[str, str], Entry] = {}
         self._loaded_kinds: set[str] = set()
         self._plugins_loaded = False
+        # What `get` handed out, newest count last: the components a command used (provenance).
+        self._resolved: dict[tuple[str, str], tuple[int, Entry]] = {}
+        self._resolutions = 0
 
     # -- registering -----------------------------------------------------------------------
     def _check_kind(self, kind: str) -> None:
@@ -315,13 +318,13 @@ class Registry:
         self._load(kind)
         found = self._entries.get((kind, name))
         if found is not None:
-            return found
+            return self.note_used(found)
         if ":" in name:
             obj = import_attr(name, search_paths, kind=kind)
             for entry in self._entries.values():
                 if entry.kind == kind and entry.obj is obj:
-                    return entry
-            return Entry(kind, name, obj, name)
+                    return self.note_used(entry)
+            return self.note_used(Entry(kind, name, obj, name))
         known = ", ".join(self.names(kind)) or "none"
         raise RegistryError(f'unknown {kind} "{name}" (known: {known}; or name your own as package.module:attr)')
 
@@ -332,6 +335,23 @@ class Registry:
         for one that takes no settings); see `validate_settings`."""
         entry = self.get(kind, name, search_paths)
         return validate_settings(entry.settings_model, settings, f'{kind} "{entry.name}"')
+
+    # -- what was used (for provenance) --------------------------------------------------------
+    def note_used(self, entry: Entry) -> Entry:
+        """Count `entry` as used now (`get` does this for every entry it returns; a caller that
+        uses entries it enumerated, as `value` scores every forecaster, calls it itself)."""
+        self._resolutions += 1
+        self._resolved[(entry.kind, entry.name)] = (self._resolutions, entry)
+        return entry
+
+    def usage_mark(self) -> int:
+        """A mark to pass to `used_since`: entries used after this call are newer than it."""
+        return self._resolutions
+
+    def used_since(self, mark: int = 0) -> list[Entry]:
+        """The entries used (returned by `get`, or `note_used`) after `mark`, in order of last use."""
+        newer = sorted((pair for pair in self._resolved.values() if pair[0] > mark), key=lambda pair: pair[0])
+        return [entry for _, entry in newer]
 
     def __contains__(self, key: tuple[str, str]) -> bool:
         kind, _name = key

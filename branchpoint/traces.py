@@ -29,6 +29,9 @@ EXECUTIONS_FILE = "executions.jsonl"
 FORKS_FILE = "forks.jsonl"
 REPLAYS_FILE = "replays.jsonl"
 PASSAGES_FILE = "passages.jsonl"
+#: One line per invocation (run, fork, replay, import) that wrote records: its provenance; each
+#: record's `invocation` names its line (see `branchpoint.provenance`).
+INVOCATIONS_FILE = "invocations.jsonl"
 #: The spec the run was made from, as recorded in its folder.
 SPEC_FILE = "spec.yaml"
 #: Saved agent states (nothing can rebuild them) and the caches that only save work.
@@ -216,6 +219,11 @@ class ExecutionRecord(_Open):
         None,
         description="Hash of the request bodies this execution sent to the model (seeds left out); "
         "equal across conditions when a sweep axis changed nothing the model received.",
+    )
+    invocation: str | None = Field(
+        None,
+        description="The id of the invocation (run, fork, replay, import) that wrote this record: its "
+        "line in invocations.jsonl beside the file holds the provenance (optional).",
     )
 
 

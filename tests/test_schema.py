@@ -22,7 +22,7 @@ from branchpoint.traces import STEP_KINDS, ExecutionRecord, Judgment, ParentRef,
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "trace-contract.md"
 
 
-@pytest.mark.parametrize("which", ["trace", "metrics", "value"])
+@pytest.mark.parametrize("which", ["trace", "metrics", "value", "invocation"])
 def test_schema_command_prints_json_schema(which: str) -> None:
     result = CliRunner().invoke(app, ["schema", which])
     assert result.exit_code == 0, result.output

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from branchpoint.errors import BranchpointError
+from branchpoint.provenance import command_scope
 from branchpoint.redact import redact
 from branchpoint.traces import TraceError
 
@@ -35,12 +36,16 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def friendly_errors(fn: F) -> F:
-    """Print input and server errors as one red line and exit with code 2 (no traceback)."""
+    """Print input and server errors as one red line and exit with code 2 (no traceback); run
+    the command in its provenance scope (`branchpoint.provenance.command_scope`), so what it
+    writes names the command and the components it used."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            name = command_name(fn.__name__)
+            with command_scope(name, command_argv(name)):
+                return fn(*args, **kwargs)
         except (BranchpointError, TraceError) as exc:
             err_console.print(
                 f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, markup=True, soft_wrap=True
@@ -55,6 +60,60 @@ def friendly_errors(fn: F) -> F:
             raise typer.Exit(code=2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _click_context() -> Any:
+    """The context of the command being run: typer's own copy of click (typer 0.2x vendors it
+    as `typer._click`) or click's; None outside a command."""
+    import importlib
+
+    for module in ("typer._click.globals", "click"):
+        try:
+            found = importlib.import_module(module).get_current_context(silent=True)
+        except (ImportError, AttributeError):
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+def command_name(fallback: str) -> str:
+    """The user-facing name of the command being run (`branchpoint runs show`), from its
+    context; `branchpoint FALLBACK` outside one."""
+    ctx = _click_context()
+    names: list[str] = []
+    while ctx is not None and ctx.parent is not None:  # the root's own name is how it was started
+        names.insert(0, ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(["branchpoint", *(names or [fallback])])
+
+
+def command_argv(name: str) -> list[str]:
+    """The command line of the command being run: `sys.argv` when it is this command's (the
+    console script, `python -m branchpoint.cli`); else (the app called from Python, a test's
+    runner) the command's words and the parameters given on its command line, as typed."""
+    import sys
+
+    words = name.split()[1:]
+    if sys.argv[1 : 1 + len(words)] == words:
+        return list(sys.argv)
+    ctx = _click_context()
+    argv = ["branchpoint", *words]
+    if ctx is None:
+        return argv
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name) if param.name else None
+        if getattr(source, "name", None) != "COMMANDLINE":
+            continue
+        value = ctx.params.get(param.name)
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        if param.param_type_name == "argument":
+            argv += [str(v) for v in values]
+        elif getattr(param, "is_flag", False):
+            argv.append(param.opts[0] if value else (param.secondary_opts or param.opts)[0])
+        else:
+            argv += [x for v in values for x in (param.opts[0], str(v))]
+    return argv
 
 
 def print_summary(summary: Any) -> None:

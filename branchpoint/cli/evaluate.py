@@ -209,6 +209,7 @@ def agreement(
     """
     from branchpoint.evaluation.agreement import agreement_json, judge_agreement
     from branchpoint.evaluation.evaluate import judged_path
+    from branchpoint.provenance import collect, dump_block
     from branchpoint.traces import read_records
 
     source = judged_path(path)
@@ -221,7 +222,7 @@ def agreement(
     _print_agreement(agreed)
     target = (out or source.parent) / AGREEMENT_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(agreement_json(agreed), encoding="utf-8")
+    target.write_text(agreement_json({**agreed, "provenance": dump_block(collect("agreement"))}), encoding="utf-8")
     console.print(f"wrote {target}")
 
 

@@ -30,12 +30,17 @@ def import_inspect(
 ) -> None:
     """Turn an inspect_ai eval log into branchpoint traces (needs pip install 'branchpoint[inspect]').
 
+    The import's provenance is a line of invocations.jsonl beside the traces file.
+
     Example: branchpoint import inspect logs/2026-12-01T08-23_task.eval --out traces.jsonl && branchpoint evaluate traces.jsonl --judge given
     """
+    from branchpoint.experiments.invocations import record_import
     from branchpoint.importers.inspect_log import SEARCH_TOOLS, read_inspect_log
     from branchpoint.traces import dump_record, write_files_atomically
 
     records = list(read_inspect_log(log, search_tool or SEARCH_TOOLS))
-    write_files_atomically({out: "".join(dump_record(r) + "\n" for r in records)})
+    invocation = record_import(out, "import inspect")  # its provenance, in invocations.jsonl beside `out`
+    stamped = [r.model_copy(update={"invocation": invocation}) for r in records]
+    write_files_atomically({out: "".join(dump_record(r) + "\n" for r in stamped)})
     searches = sum(r.search_calls for r in records)
     console.print(f"wrote {len(records)} traces ({searches} search calls) to {out}", soft_wrap=True, highlight=False)

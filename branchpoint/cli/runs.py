@@ -1,4 +1,5 @@
-"""`branchpoint runs verify`: check a run directory's integrity."""
+"""`branchpoint runs verify` and `runs show`: check a run directory, and say what it holds and
+where each part came from."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import typer
 from branchpoint.cli.common import console, friendly_errors
 
 runs_app = typer.Typer(
-    help="Check run directories.\n\nExample: branchpoint runs verify runs/quickstart", no_args_is_help=True
+    help="Check run directories and show where their files came from.\n\n"
+    "Example: branchpoint runs verify runs/quickstart; branchpoint runs show runs/quickstart",
+    no_args_is_help=True,
 )
 
 
@@ -48,3 +51,26 @@ def runs_verify(
         print_verification(report, console)
     if not report.ok:
         raise typer.Exit(code=1)
+
+
+@runs_app.command("show")
+@friendly_errors
+def runs_show(
+    run_dir: Path = typer.Argument(..., help="A run directory (or a folder of `validate`'s output)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the overview as one JSON object."),
+) -> None:
+    """Show a run: its spec, its trace files (records per invocation), and the provenance of each
+    invocation (run, fork, replay, import) and of metrics.json, agreement.json, value.json and
+    validation.json: branchpoint version and git revision, Python, platform, package versions,
+    model servers, the components used (module, package, version) and the command line.
+
+    Example: branchpoint runs show runs/quickstart
+    """
+    from branchpoint.cli.run_show import print_overview
+    from branchpoint.experiments.run_overview import run_overview
+
+    overview = run_overview(run_dir)
+    if as_json:
+        typer.echo(json.dumps(overview.to_json()))
+    else:
+        print_overview(overview, console)

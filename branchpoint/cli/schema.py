@@ -1,4 +1,4 @@
-"""`branchpoint schema`: the JSON Schemas of traces, metrics.json and value.json."""
+"""`branchpoint schema`: the JSON Schemas of traces, metrics.json, value.json and invocations.jsonl lines."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from branchpoint.cli.common import app, friendly_errors
 @friendly_errors
 def schema(
     which: str = typer.Argument(
-        ..., help="trace (one line of executions.jsonl / forks.jsonl), metrics (metrics.json) or value (value.json)."
+        ...,
+        help="trace (one line of executions.jsonl / forks.jsonl), metrics (metrics.json), value (value.json) "
+        "or invocation (one line of invocations.jsonl).",
     ),
 ) -> None:
-    """Print the JSON Schema of a trace record, metrics.json or value.json.
+    """Print the JSON Schema of a trace record, metrics.json, value.json or an invocations.jsonl line.
 
     Example: branchpoint schema trace > trace.schema.json
     """

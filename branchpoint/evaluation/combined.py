@@ -3,7 +3,8 @@
 Each run keeps its own full report (DIR/<run>/report.md and figures, from its metrics.json), and
 DIR/report.md sets the runs side by side: the seed-study table and the by-condition table with
 one row per run and condition (rows labelled `run: condition`), the cost-by-outcome figure over
-all of them (PNG, SVG and CSV), and each run's warnings about identical conditions.
+all of them (PNG, SVG and CSV), each run's warnings about identical conditions, and the
+provenance of the report and of each run's files.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ from branchpoint.evaluation.report import (
     write_report,
 )
 from branchpoint.evaluation.report_format import md_table
+from branchpoint.evaluation.report_provenance import folder_provenance, provenance_section
 from branchpoint.evaluation.report_sections import identical_section
-from branchpoint.traces import FIGURES_DIR, REPORT_FILE
+from branchpoint.evaluation.value.value_file import read_value
+from branchpoint.provenance import Provenance, collect
+from branchpoint.traces import FIGURES_DIR, REPORT_FILE, VALUE_FILE
 
 
 def run_names(run_dirs: list[Path]) -> list[str]:
@@ -98,11 +102,16 @@ def write_combined_report(
         write_csv(outcome.with_suffix(".csv"), *FIGURE_DATA["tpc_outcome"](merged))
         parts += ["## TPC by outcome", "", f"![TPC by outcome]({os.path.relpath(outcome, out)})", ""]
     parts += ["## Each run", ""]
+    rows: list[tuple[str, Provenance]] = [("report.md", collect("report"))]
     for name, run_dir in zip(names, run_dirs):
         target = out / name.replace("/", "_")
         report, own = write_report(Path(run_dir), target, title=f"branchpoint report: {name}")
         figures.update({f"{name}/{k}": p for k, p in own.items()})
         parts += [f"- `{name}`: [{os.path.relpath(report, out)}]({os.path.relpath(report, out)})"]
+        folder = Path(run_dir) if Path(run_dir).is_dir() else Path(run_dir).parent
+        value = read_value(folder / VALUE_FILE).provenance if (folder / VALUE_FILE).is_file() else None
+        rows += [(f"{name}: {label}", p) for label, p in folder_provenance(folder, runs[name].provenance, value)]
+    parts += ["", *provenance_section(rows, "branchpoint runs show RUN_DIR")]
     path = out / REPORT_FILE
     path.write_text("\n".join([*parts, ""]), encoding="utf-8")
     return path, figures

@@ -19,6 +19,8 @@ from branchpoint.evaluation.judges import BatchJudge, judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, metrics_json
 from branchpoint.evaluation.sameness import identical_conditions
 from branchpoint.evaluation.studies import read_minimal_search
+from branchpoint.models.server_info import describe_client
+from branchpoint.provenance import ModelServer, collect, dump_block
 from branchpoint.traces import (
     AGREEMENT_FILE,
     EXECUTIONS_FILE,
@@ -96,6 +98,12 @@ def minimal_rows(path: Path, records: list[ExecutionRecord]) -> tuple[list[dict[
     return mine, None
 
 
+def judge_servers(judge: str | BatchJudge) -> list[ModelServer]:
+    """The model server a judge object talks to (an LLM judge's), for the provenance block."""
+    described = describe_client(getattr(judge, "client", None))
+    return [described] if described is not None else []
+
+
 def evaluate(
     path: Path,
     judge: str | BatchJudge = "rule",
@@ -115,8 +123,9 @@ def evaluate(
     defaults to the run directory or the trace file's folder. `judge` is a registered judge name
     (`rule`, `given`) or a judge object (`LLMJudge`). A `minimal_search.jsonl` beside the traces
     feeds the over-search section. When two or more judges have labelled the same items, the
-    metrics include `judge_agreement`; `agreement=True` also writes agreement.json. Nothing is
-    written unless reading, judging and scoring all succeeded.
+    metrics include `judge_agreement`; `agreement=True` also writes agreement.json. Both files
+    carry a `provenance` block (`branchpoint.provenance`). Nothing is written unless reading,
+    judging and scoring all succeeded.
 
     Fork branches of one condition must share one fork settings fingerprint (conditions keep the
     action, budget and sampling plan apart already): a mix within a condition is refused unless
@@ -145,11 +154,13 @@ def evaluate(
     agreed = judge_agreement(judged)
     if agreed["pairs"]:
         metrics["judge_agreement"] = agreed
+    block = dump_block(collect("evaluate", model_servers=judge_servers(judge)))
+    metrics["provenance"] = block
     files = {
         out / METRICS_FILE: metrics_json(metrics),
         out / JUDGED_FILE: "".join(dump_record(r) + "\n" for r in judged),
     }
     if agreement:
-        files[out / AGREEMENT_FILE] = agreement_json(agreed)
+        files[out / AGREEMENT_FILE] = agreement_json({**agreed, "provenance": block})
     write_files_atomically(files)
     return metrics

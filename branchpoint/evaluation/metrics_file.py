@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from branchpoint.evaluation.report_types import FileModel, Interval, Num, dump_json, read_model, validate
+from branchpoint.provenance import Provenance
 from branchpoint.traces import METRICS_FILE
 
 METRICS_SCHEMA_VERSION = 1
@@ -344,6 +345,9 @@ class MetricsReport(Stats, _Head):
         None,
         description="Fork branches read: per fork settings fingerprint its settings and branches; `chosen` "
         "(--fork-settings), `mix_allowed` (--mix-fork-settings), `mixed`, `left_out`.",
+    )
+    provenance: Provenance | None = Field(
+        None, description="Where the file came from (branchpoint.provenance); absent in older files."
     )
 
 

@@ -308,7 +308,12 @@ def write_report(
     if not source.is_file() and value is not None:  # a fork study scored by `branchpoint value` only
         out.mkdir(parents=True, exist_ok=True)
         text = f"# {name}\n\n{value_markdown(value)}\n" + _value_figures(value, out, figures)
-        report.write_text(text + settings_markdown({"value (value.json)": value.settings}), encoding="utf-8")
+        report.write_text(
+            text
+            + settings_markdown({"value (value.json)": value.settings})
+            + _provenance_text(source.parent, None, value),
+            encoding="utf-8",
+        )
         return report, figures
     metrics = read_metrics(run_dir)
     figures = write_figures(metrics, out / FIGURES_DIR)
@@ -321,7 +326,7 @@ def write_report(
     if value is not None:
         text += "\n" + value_markdown(value) + "\n" + _value_figures(value, out, figures)
     text += settings_markdown({"evaluate (metrics.json)": metrics.settings, "value (value.json)": _settings_of(value)})
-    report.write_text(text, encoding="utf-8")
+    report.write_text(text + _provenance_text(source.parent, metrics, value), encoding="utf-8")
     return report, figures
 
 
@@ -346,6 +351,16 @@ def settings_markdown(blocks: dict[str, dict[str, Any] | None]) -> str:
         cli = "; on the command line: " + ", ".join(f"{k} = {v}" for k, v in given.items()) if given else ""
         lines.append(f"- {what}: {source}{cli}")
     return "\n## Settings\n\n" + "\n".join(lines) + "\n" if lines else ""
+
+
+def _provenance_text(folder: Path, metrics: MetricsReport | None, value: ValueReport | None) -> str:
+    """The report's provenance section: the report's own block, then what the folder's files record."""
+    from branchpoint.evaluation.report_provenance import folder_provenance, provenance_section
+    from branchpoint.provenance import collect
+
+    rows = folder_provenance(folder, metrics.provenance if metrics else None, value.provenance if value else None)
+    hint = f"branchpoint runs show {folder}"
+    return "\n" + "\n".join(provenance_section([("report.md", collect("report")), *rows], hint))
 
 
 def _value_figures(value: ValueReport, out: Path, figures: dict[str, Path | None]) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from branchpoint.errors import InputError
+from branchpoint.experiments.invocations import begin_invocation
 from branchpoint.experiments.runner import (
     ModelOpener,
     PlannedExecution,
@@ -35,7 +36,7 @@ from branchpoint.experiments.shard_fold import ShardMerger
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.store import RunLock, RunStore, run_lock
 from branchpoint.experiments.work_driver import Backend, InProcess, Shard, ShardOutcome, drive, missing
-from branchpoint.traces import ExecutionRecord
+from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +57,15 @@ def check_executor_options(executor: str, ray_address: str | None, processes: in
 
 @dataclass
 class RunJob:
-    """The run a backend's shards belong to: the spec, its locked run folder, the checkpoint target."""
+    """The run a backend's shards belong to: the spec, its locked run folder, the checkpoint
+    target, and the invocation their records name once the driver has recorded it."""
 
     spec: ExperimentSpec
     store: RunStore
     lock: RunLock
     checkpoints: str | None
     progress: bool
+    invocation: str | None = None
 
 
 #: Makes a run's backend once the run folder is locked.
@@ -87,6 +90,7 @@ def in_process(
                 concurrency=concurrency,
                 log_requests=log_requests,
                 lock=job.lock,
+                invocation_id=job.invocation,
             )
             return ShardOutcome(ran=done.ran, statuses=dict(done.statuses))
 
@@ -124,12 +128,16 @@ def run_sharded(
         todo = missing(plan, done, _key)
         if not todo and not left:
             return missing_work(plan, done, store.run_dir, started)[1]
-        runner = backend(RunJob(spec, store, lock, checkpoints, progress))
+        job = RunJob(spec, store, lock, checkpoints, progress)
+        runner = backend(job)
         merger: ShardMerger | None = None
         if left or not runner.in_place:  # the driver writes: fold leftovers, or shards to fold
             check_sources(todo)  # (a shard in this process opens its sources before its first write)
             lock.committed = True
             store.create(spec.model_dump(mode="json"))
+            job.invocation = begin_invocation(
+                store, EXECUTIONS_FILE, "run", {id(p.spec): p.spec for p in todo}.values()
+            )
             merger = ShardMerger(store, checkpoints)
             merger.recover()
             done = merger.finished_ids()

@@ -63,6 +63,7 @@ from branchpoint.experiments.branch_planning import (
     select_checkpoints,
 )
 from branchpoint.experiments.execution import execute, run_blocking_core, stream_recording
+from branchpoint.experiments.invocations import begin_invocation
 from branchpoint.experiments.runner import (
     ModelOpener,
     SourcePool,
@@ -352,6 +353,9 @@ def _run_missing(
     done = {r.execution_id for r in fork_records(store.run_dir, out_file) if r.status != "incomplete"}
     todo = missing(tasks, done, lambda t: t.execution_id)
     summary.skipped_done = len(tasks) - len(todo)
+    if todo:  # this invocation writes: its provenance first (see `experiments.invocations`)
+        command = "replay" if out_file == REPLAYS_FILE else "fork"
+        begin_invocation(store, out_file, command, {id(t.spec): t.spec for t in todo}.values())
 
     def run_here(part: list[BranchTask]) -> ShardOutcome:
         ran = ForkSummary(run_dir=store.run_dir)

@@ -143,7 +143,8 @@ class ProcessBackend:
         futures: dict[str, Future[ShardOutcome]] = {}
         for shard in shards:
             ids = [p.execution_id for p in shard.items]
-            task = ShardTask.of(self.job.spec, self.job.store.run_dir, shard.name, ids, self.job.checkpoints, each)
+            job = self.job
+            task = ShardTask.of(job.spec, job.store.run_dir, shard.name, ids, job.checkpoints, each, job.invocation)
             proc = ctx.Process(target=_run_part, args=(task, reports), name=f"branchpoint-{shard.name}", daemon=True)
             self._workers[shard.name] = proc
             futures[shard.name] = Future()

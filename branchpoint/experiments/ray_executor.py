@@ -188,8 +188,9 @@ class RayBackend:
         out: dict[Future[ShardOutcome], Shard[PlannedExecution]] = {}
         for shard in shards:
             ids = [p.execution_id for p in shard.items]
+            job = self.job
             task = ShardTask.of(
-                self.job.spec, self.job.store.run_dir, shard.name, ids, self.job.checkpoints, self.concurrency
+                job.spec, job.store.run_dir, shard.name, ids, job.checkpoints, self.concurrency, job.invocation
             )
             ref = remote.remote(task)
             self._refs.append(ref)

@@ -31,6 +31,7 @@ from branchpoint.datasets import balanced_sample, load_questions
 from branchpoint.datasets.questions import Question
 from branchpoint.errors import InputError
 from branchpoint.experiments.execution import execute, run_blocking_core, stream_recording
+from branchpoint.experiments.invocations import begin_invocation
 from branchpoint.experiments.multiturn import history_for
 from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
 from branchpoint.experiments.store import RunLock, RunStore, run_lock
@@ -44,6 +45,7 @@ from branchpoint.retrieval import RetrievalSource
 from branchpoint.retrieval.cache import CachedSource, RetrievalCache, source_params
 from branchpoint.tools import SearchTool
 from branchpoint.traces import (
+    EXECUTIONS_FILE,
     REQUESTS_FILE,
     RETRIEVAL_CACHE_FILE,
     SPEC_FILE,
@@ -445,6 +447,7 @@ def run_experiment(
     execution_ids: Collection[str] | None = None,
     log_requests: bool = False,
     lock: RunLock | None = None,
+    invocation_id: str | None = None,
 ) -> RunSummary:
     """Run every missing execution of a spec into `run_dir` and return what was done.
 
@@ -454,8 +457,9 @@ def run_experiment(
     own SQLite file. `execution_ids` restricts the run to those planned executions (one shard of
     a run, see `shards.run_shard`); an id that the plan lacks is an error. `log_requests`
     appends every request body sent to the model to RUN_DIR/requests.jsonl. `lock` is the run
-    folder's lock when the caller holds it already; else it is taken here. The plan is made
-    here; a caller that has it already runs it with `run_planned`.
+    folder's lock when the caller holds it already; else it is taken here. `invocation_id` names
+    an invocation recorded already (a shard's driver); else this one is recorded in the run's
+    invocations.jsonl. The plan is made here; a caller that has it already runs it with `run_planned`.
     """
     _check_concurrency(concurrency)
     started = time.perf_counter()
@@ -480,6 +484,7 @@ def run_experiment(
         log_requests=log_requests,
         lock=lock,
         started=started,
+        invocation_id=invocation_id,
     )
 
 
@@ -495,6 +500,7 @@ def run_planned(
     log_requests: bool = False,
     lock: RunLock | None = None,
     started: float | None = None,
+    invocation_id: str | None = None,
 ) -> RunSummary:
     """Run those of `planned` (executions of `spec`, as `plan_executions` made them) that
     `run_dir` has not recorded as final; as `run_experiment`, without planning again.
@@ -519,6 +525,8 @@ def run_planned(
             pool.prepare(condition_spec)  # open every source now: a bad corpus or a stale index writes nothing
         lock.committed = True  # the first write: from here on the folder is the run's
         store.create(spec.model_dump(mode="json"))
+        specs = {id(p.spec): p.spec for p in todo}.values()
+        begin_invocation(store, EXECUTIONS_FILE, "run", specs, invocation_id)
         _run_todo(
             spec, store, todo, summary, pool, stack, target, progress, model_opener, concurrency, started, log_requests
         )

@@ -63,6 +63,7 @@ class ShardTask:
     checkpoints: str | None
     concurrency: int
     cwd: str
+    invocation: str | None = None
 
     @classmethod
     def of(
@@ -73,9 +74,11 @@ class ShardTask:
         execution_ids: list[str],
         checkpoints: str | None,
         concurrency: int,
+        invocation: str | None = None,
     ) -> ShardTask:
         """The task as a worker in another process or on another node gets it: the spec as
-        data, the run folder as an absolute path, the driver's working directory."""
+        data, the run folder as an absolute path, the driver's working directory, and the
+        driver's invocation (its records name it; the driver recorded its provenance)."""
         return cls(
             spec.model_dump(mode="json"),
             str(run_dir.resolve()),
@@ -84,6 +87,7 @@ class ShardTask:
             checkpoints,
             concurrency,
             os.getcwd(),
+            invocation,
         )
 
 
@@ -126,6 +130,7 @@ def run_shard(task: ShardTask) -> ShardResult:
             checkpoints=task.checkpoints,
             concurrency=task.concurrency,
             execution_ids=task.execution_ids,
+            invocation_id=task.invocation,
         )
         wanted = set(task.execution_ids)
         lines = [dump_record(r) for r in RunStore(shard_dir).records() if r.execution_id in wanted]

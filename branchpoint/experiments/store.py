@@ -179,6 +179,9 @@ class RunStore:
         self.run_dir = Path(run_dir)
         self._append_lock = threading.Lock()
         self._passage_refs: set[str] | None = None
+        #: The invocation writing through this store: stamped on records that name none (see
+        #: `experiments.invocations`).
+        self.invocation_id: str | None = None
 
     @property
     def executions_path(self) -> Path:
@@ -336,6 +339,8 @@ class RunStore:
         record cut to an `incomplete` one), the passage texts it refers to, and the record as
         written."""
         data = record.model_dump()
+        if self.invocation_id and not data.get("invocation"):
+            data["invocation"] = record.invocation = self.invocation_id
         if data.get("error"):  # a server's error text may quote the API key (see branchpoint.redact)
             data["error"] = redact(data["error"])
         texts: dict[str, str] = {}

@@ -77,6 +77,7 @@ def test_judgments_accumulate_across_evaluate_calls(tmp_path):
     # rule: "Rome, or maybe Milan" gives the gold answer -> CORRECT; the human said INCORRECT
     # (two candidates; the rule judge only catches "either ... or")
     assert (decisive["n"], decisive["agreement"]) == (3, pytest.approx(2 / 3))
+    assert agreement.pop("provenance")["command"] == "evaluate"  # where the file came from (the Python API)
     assert metrics["judge_agreement"] == agreement
 
 

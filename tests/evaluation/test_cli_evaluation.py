@@ -68,7 +68,12 @@ def test_evaluate_with_llm_judge_then_rule_then_agreement(tmp_path):
     assert {j.judge for j in read_records(run / "judged.jsonl")[0].judgments} == {"llm:judge-m", "rule"}
     result = runner.invoke(app, ["agreement", str(run), "--out", str(tmp_path / "agree")])
     assert result.exit_code == 0, result.output
-    assert json.loads((tmp_path / "agree" / "agreement.json").read_text()) == agreement
+    again = json.loads((tmp_path / "agree" / "agreement.json").read_text())
+    assert (again.pop("provenance")["command"], agreement.pop("provenance")["command"]) == (
+        "branchpoint agreement",
+        "branchpoint evaluate",
+    )
+    assert again == agreement
 
 
 def test_llm_judge_needs_model_and_url(tmp_path):

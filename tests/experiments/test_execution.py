@@ -181,7 +181,8 @@ def test_run_and_fork_at_concurrency_256_match_concurrency_1(tmp_path, write_spe
             model_opener=CountingOpener(),
         )
         assert fork.ran > 0 and fork.statuses == {"ok": fork.ran}
-        varying = {"wall_s", "steps", "checkpoint_ids"}  # timings and LangGraph's checkpoint ids
+        # timings, LangGraph's checkpoint ids, and the invocation that wrote each record
+        varying = {"wall_s", "steps", "checkpoint_ids", "invocation"}
         records[concurrency] = (
             sorted(
                 (r.model_dump_json(exclude=varying), [s.kind for s in r.steps])

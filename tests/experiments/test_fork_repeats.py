@@ -98,6 +98,7 @@ def _comparable(records):
         data = rec.model_dump()
         data.pop("wall_s")
         data.pop("checkpoint_ids")
+        data.pop("invocation")  # each study is its own invocation
         for step in data["steps"]:
             step.pop("latency_s")
         out.append(data)

@@ -33,6 +33,9 @@ def run_validate(tmp_path: Path, policy: str) -> tuple[int, dict, str]:
 
 def check_report(report: dict, policy: str) -> None:
     assert 0.0 <= report["coverage"] <= 1.0
+    provenance = report["provenance"]  # where validation.json came from
+    assert provenance["command"] == "branchpoint validate" and provenance["argv"][1] == "validate"
+    assert [s["kind"] for s in provenance["model_servers"]] == ["branchpoint-sim"]
     study = report["per_study"][0]
     for row in study["quantities"].values():
         assert set(row) >= {"estimate", "truth", "ci", "covered"}

@@ -44,12 +44,13 @@ def spec_path(tmp_path: Path) -> Path:
 
 
 def run_content(run_dir: Path) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
-    """What a run folder holds, up to timings, checkpoint ids and which execution searched a query
-    first (`cache_hit`: shards keep their own retrieval caches until folded): its records (by id)
-    and the legal boundaries saved for each execution."""
+    """What a run folder holds, up to timings, checkpoint ids, which execution searched a query
+    first (`cache_hit`: shards keep their own retrieval caches until folded) and which
+    invocation wrote a record: its records (by id) and the legal boundaries saved for each
+    execution."""
     records = []
     for rec in read_records(run_dir / "executions.jsonl"):
-        data = rec.model_dump(mode="json", exclude={"wall_s", "checkpoint_ids"})
+        data = rec.model_dump(mode="json", exclude={"wall_s", "checkpoint_ids", "invocation"})
         for step in data.get("steps") or []:
             step.pop("latency_s", None)
             step.pop("cache_hit", None)

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from branchpoint.cli import app
 from branchpoint.errors import InputError
+from branchpoint.provenance import read_invocations
 from branchpoint.traces import read_records
 
 pytest.importorskip("inspect_ai", reason="optional dependency: pip install 'branchpoint[inspect]'")
@@ -43,7 +44,12 @@ def test_import_then_evaluate_with_the_given_labels(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["import", "inspect", str(LOG), "--out", str(traces)])
     assert result.exit_code == 0, result.output
     assert "wrote 3 traces (1 search calls)" in result.output
-    assert len(read_records(traces)) == 3
+    records = read_records(traces)
+    assert len(records) == 3
+    # the import's provenance: one line beside the traces, named by every record it wrote
+    (invocation,) = read_invocations(tmp_path)
+    assert (invocation.file, invocation.provenance.command) == ("traces.jsonl", "branchpoint import inspect")
+    assert {r.invocation for r in records} == {invocation.invocation_id}
     result = CliRunner().invoke(app, ["evaluate", str(traces), "--judge", "given", "--bootstrap", "0", "--no-progress"])
     assert result.exit_code == 0, result.output
     metrics = json.loads((tmp_path / "metrics.json").read_text())

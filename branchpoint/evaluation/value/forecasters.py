@@ -117,13 +117,13 @@ def forecaster(
 
 def registered_forecasters() -> list[Registered]:
     """Every registered forecaster (kind `forecaster` of `branchpoint.registry`, plug-ins
-    included), by name. One added with `registry.add` and no metadata is neither fitted nor
-    calibrated."""
+    included), by name; each counts as used (`value` scores them all: provenance lists them). One
+    added with `registry.add` and no metadata is neither fitted nor calibrated."""
     return [
         Registered(
             e.name, e.obj, bool(e.meta.get("fitted", False)), bool(e.meta.get("calibrate", False)), e.settings_model
         )
-        for e in REGISTRY.entries("forecaster")
+        for e in (REGISTRY.note_used(entry) for entry in REGISTRY.entries("forecaster"))
     ]
 
 
@@ -157,8 +157,8 @@ def calibrator(name: str, *, settings: type[BaseModel] | None = None) -> Callabl
 
 
 def calibrators() -> dict[str, CalibratorFn]:
-    """Registered calibration maps by name, in registration order."""
-    return {e.name: e.obj for e in REGISTRY.entries("calibrator", registration_order=True)}
+    """Registered calibration maps by name, in registration order (each counts as used)."""
+    return {e.name: REGISTRY.note_used(e).obj for e in REGISTRY.entries("calibrator", registration_order=True)}
 
 
 def run_calibrator(

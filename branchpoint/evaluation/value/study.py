@@ -48,6 +48,8 @@ from branchpoint.evaluation.value.rewards import get_reward
 from branchpoint.evaluation.value.scoring import score
 from branchpoint.evaluation.value.three_action import is_three_action_file
 from branchpoint.evaluation.value.value_file import VALUE_SCHEMA_VERSION, value_file_text
+from branchpoint.models.server_info import describe_client
+from branchpoint.provenance import collect, dump_block
 from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, VALUE_FILE, ExecutionRecord
 
 if TYPE_CHECKING:
@@ -331,6 +333,8 @@ def value_study(
         "skipped_forecasters": skipped,
         **scores,
     }
+    servers = [d for d in [describe_client(llm_client)] if d is not None]
+    report["provenance"] = dump_block(collect("value", model_servers=servers))
     if write:
         from branchpoint.traces import write_files_atomically
 

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import Field
 
 from branchpoint.evaluation.report_types import FileModel, Interval, Num, dump_json, read_model, validate
+from branchpoint.provenance import Provenance
 from branchpoint.traces import VALUE_FILE
 
 VALUE_SCHEMA_VERSION = 1
@@ -311,6 +312,9 @@ class ValueReport(FileModel):
     three_action: ThreeAction | None = None
     three_pair_composition: ThreePairComposition | None = None
     learning_curves: LearningCurves | None = None
+    provenance: Provenance | None = Field(
+        None, description="Where the file came from (branchpoint.provenance); absent in older files."
+    )
 
 
 def as_value(report: ValueReport | dict[str, Any], source: str = "value") -> ValueReport:

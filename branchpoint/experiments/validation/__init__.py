@@ -28,6 +28,7 @@ from branchpoint.experiments.validation.quantities import QUANTITIES
 from branchpoint.experiments.validation.study import StudyResult, StudySettings, run_study
 from branchpoint.experiments.validation.truths import true_delta
 from branchpoint.models.sim.truth import POLICY_STYLES, Style
+from branchpoint.provenance import collect, dump_block
 
 VALIDATION_FILE = "validation.json"
 
@@ -119,9 +120,10 @@ def validate(
     whether to check the seed study's findings on the over-searching profile; default: the
     preset's choice, on)."""
     from branchpoint.agents import resolve_policy
+    from branchpoint.models.server_info import describe_model
     from branchpoint.models.sim import SimServer
     from branchpoint.models.sim.profile import load_profile
-    from branchpoint.models.spec import SimServerSpec
+    from branchpoint.models.spec import ModelSpec, SimServerSpec
 
     resolve_policy(policy)  # unknown: fail before any work
     prof = load_profile(profile)
@@ -212,6 +214,9 @@ def validate(
         "passed": all(c.passed for c in checks),
         "wall_s": time.perf_counter() - started,
         "per_study": studies_out,
+        "provenance": dump_block(
+            collect("validate", model_servers=[describe_model(ModelSpec(provider="sim", name=prof.served_name))])
+        ),
     }
     (out / VALIDATION_FILE).write_text(
         json.dumps(_finite(report), indent=2, default=_json_default, allow_nan=False) + "\n", encoding="utf-8"

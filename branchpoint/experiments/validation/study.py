@@ -49,6 +49,7 @@ from branchpoint.models.sim.policy_truth import PolicyTruth
 from branchpoint.models.sim.profile import Profile
 from branchpoint.models.sim.truth import POLICY_STYLES, AgentModel, Style, TruthModel, Value
 from branchpoint.models.spec import ModelSpec, SimServerSpec
+from branchpoint.provenance import collect, dump_block
 from branchpoint.traces import (
     BOUNDARY_AFTER_SEARCH,
     BOUNDARY_INITIAL,
@@ -318,6 +319,7 @@ def run_study(
         MetricsConfig(bootstrap=settings.resamples, seed=seed),
         minimal_search=minimal_rows,
     )
+    metrics["provenance"] = dump_block(collect("validate"))
     (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2, default=str), encoding="utf-8")
 
     questions = select_questions(spec)
