@@ -19,3 +19,7 @@ class ModelServerError(BranchpointError):
 
 class DamagedFileError(InputError):
     """A database file of a run (checkpoints, retrieval or judge cache) that SQLite cannot read."""
+
+
+class NoSpaceError(BranchpointError):
+    """A write that failed because the file system is full (see `branchpoint.diskspace`)."""

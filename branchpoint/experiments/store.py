@@ -27,7 +27,8 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from branchpoint.errors import InputError
+from branchpoint.diskspace import is_no_space, no_space, reporting_no_space
+from branchpoint.errors import BranchpointError, InputError
 from branchpoint.redact import redact
 from branchpoint.traces import (
     CHECKPOINTS_FILE,
@@ -40,10 +41,12 @@ from branchpoint.traces import (
     TraceError,
     check_line_size,
     describe_validation_error,
-    dump_record,
     iter_raw_lines,
     parse_json_line,
     passage_ref,
+    record_line,
+    repair_hint,
+    with_checksum,
     write_files_atomically,
 )
 
@@ -203,32 +206,25 @@ class RunStore:
 
     def create(self, spec_data: dict) -> None:
         """Make the folder and write the resolved spec beside the traces (atomically)."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        write_files_atomically({self.run_dir / SPEC_FILE: yaml.safe_dump(spec_data, sort_keys=False)})
-        self.repair_torn_tail()
-        self.repair_torn_tail(PASSAGES_FILE)
+        with reporting_no_space(self.run_dir / SPEC_FILE):
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            write_files_atomically({self.run_dir / SPEC_FILE: yaml.safe_dump(spec_data, sort_keys=False)})
+            self.repair_torn_tail()
+            self.repair_torn_tail(PASSAGES_FILE)
 
     def repair_torn_tail(self, file: str = EXECUTIONS_FILE) -> int:
         """Cut a last line that has no newline (a crash mid-append); returns the bytes removed."""
         path = self.run_dir / file
         if not path.is_file() or path.stat().st_size == 0:
             return 0
-        with path.open("rb") as fh:  # read backwards from the end, never the whole file
-            size = fh.seek(0, os.SEEK_END)
-            fh.seek(size - 1)
-            if fh.read(1) == b"\n":
-                return 0
-            keep, pos = 0, size
-            while pos > 0:
-                start = max(0, pos - 65536)
-                fh.seek(start)
-                chunk = fh.read(pos - start)
-                cut = chunk.rfind(b"\n")
-                if cut >= 0:
-                    keep = start + cut + 1
-                    break
-                pos = start
-        os.truncate(path, keep)
+        fd = os.open(path, os.O_RDWR)
+        try:  # read backwards from the end, never the whole file
+            size = os.fstat(fd).st_size
+            keep = _complete_size(fd, size)
+            if keep != size:
+                os.ftruncate(fd, keep)
+        finally:
+            os.close(fd)
         return size - keep
 
     def iter_records(self, file: str = EXECUTIONS_FILE) -> Iterator[ExecutionRecord]:
@@ -251,7 +247,9 @@ class RunStore:
                 try:
                     yield ExecutionRecord.model_validate(resolver.resolve(obj, f"{path} line {lineno}"))
                 except ValidationError as exc:
-                    raise TraceError(f"{path} line {lineno}: {describe_validation_error(exc)}") from None
+                    raise TraceError(
+                        f"{path} line {lineno}: {describe_validation_error(exc)}{repair_hint(path)}"
+                    ) from None
 
     def records(self, file: str = EXECUTIONS_FILE) -> list[ExecutionRecord]:
         """All records of a trace file of the store, in the order they were written."""
@@ -301,7 +299,11 @@ class RunStore:
         """Append records durably, in order, as `append` does each, with one fsync of the trace
         (and at most one of the passage store) for all of them: a group commit. Each is durable
         when this returns, as after `append`; the run's one writer hands over every record that
-        waits, so a wave of executions finishing together costs one disk flush, not one each."""
+        waits, so a wave of executions finishing together costs one disk flush, not one each.
+
+        The batch is atomic: written, then fsync'ed, and on any failure (a full disk) the file
+        is cut back to where it was, so no partial line is left for later records to be glued
+        onto; a full disk is a NoSpaceError naming the device and the file."""
         path = self.run_dir / file
         lines: list[str] = []
         texts: dict[str, str] = {}
@@ -311,24 +313,15 @@ class RunStore:
             lines.append(line)
             texts.update(its_texts)
             written.append(as_written)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as fh:
-            with self._append_lock:
-                known = self._known_passages() if texts else set()
-                new = [
-                    json.dumps({"ref": r, "text": t}, ensure_ascii=False) + "\n"
-                    for r, t in texts.items()
-                    if r not in known
-                ]
-                if new:  # durable before the records that refer to them
-                    with self.passages_path.open("a", encoding="utf-8") as store:
-                        store.write("".join(new))
-                        store.flush()
-                        os.fsync(store.fileno())
-                    known.update(texts)
-                fh.write("".join(lines))
-                fh.flush()
-            os.fsync(fh.fileno())
+        with reporting_no_space(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+        with self._append_lock:
+            known = self._known_passages() if texts else set()
+            new = [with_checksum(json.dumps({"ref": r, "text": t}, ensure_ascii=False)) for r, t in texts.items() if r not in known]
+            if new:  # durable before the records that refer to them
+                append_lines(self.passages_path, "".join(new))
+                known.update(texts)
+            append_lines(path, "".join(lines))
         return written
 
     def _line(self, record: ExecutionRecord, path: Path) -> tuple[str, dict[str, str], ExecutionRecord]:
@@ -344,7 +337,7 @@ class RunStore:
                 text = doc.pop("text")
                 doc["text_ref"] = ref = passage_ref(text)
                 texts[ref] = text
-        line = dump_record(ExecutionRecord.model_validate({**data, "steps": _with_empty_texts(data)})) + "\n"
+        line = record_line(ExecutionRecord.model_validate({**data, "steps": _with_empty_texts(data)}))
         try:
             check_line_size(line, record.execution_id, path)
         except RecordTooLargeError as exc:
@@ -356,7 +349,7 @@ class RunStore:
                     "error": f"not recorded: {exc}",
                 }
             )
-            return dump_record(cut) + "\n", {}, cut
+            return record_line(cut), {}, cut
         return line, texts, record
 
 
@@ -387,3 +380,58 @@ def _with_empty_texts(data: dict) -> list[dict]:
         {**step, "retrieved": [{**doc, "text": ""} for doc in step.get("retrieved") or ()]}
         for step in data.get("steps") or ()
     ]
+
+
+def _complete_size(fd: int, size: int) -> int:
+    """The size of a file's complete lines: `size` if it ends with a newline, else the offset
+    just past its last newline (0 if none), read backwards in chunks."""
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    pos = size
+    while pos > 0:
+        start = max(0, pos - 65536)
+        cut = os.pread(fd, pos - start, start).rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        pos = start
+    return 0
+
+
+def append_lines(path: Path, text: str) -> None:
+    """Append whole lines to `path` and fsync, all or nothing: on any failure the file is cut back
+    to its size before (a torn last line that a killed writer left is cut first), so a later
+    append never continues a partial line. A full disk is `diskspace.no_space`, another failed
+    write an InputError naming the file."""
+    data = text.encode("utf-8")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise _write_error(path, exc) from None
+    try:
+        size = os.fstat(fd).st_size
+        start = _complete_size(fd, size)
+        try:
+            if start != size:
+                os.ftruncate(fd, start)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except BaseException as exc:
+            try:
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+            except OSError:
+                log.warning("%s: could not cut a failed append back to %d bytes", path, start)
+            if isinstance(exc, OSError):
+                raise _write_error(path, exc) from None
+            raise
+    finally:
+        os.close(fd)
+
+
+def _write_error(path: Path, exc: OSError) -> BranchpointError:
+    """A failed write as one line: no space (naming the device), or the file and the OS's reason."""
+    if is_no_space(exc):
+        return no_space(path)
+    return InputError(f"{path}: cannot write ({exc.strerror or exc})")
