@@ -317,7 +317,11 @@ class RunStore:
             path.parent.mkdir(parents=True, exist_ok=True)
         with self._append_lock:
             known = self._known_passages() if texts else set()
-            new = [with_checksum(json.dumps({"ref": r, "text": t}, ensure_ascii=False)) for r, t in texts.items() if r not in known]
+            new = [
+                with_checksum(json.dumps({"ref": r, "text": t}, ensure_ascii=False))
+                for r, t in texts.items()
+                if r not in known
+            ]
             if new:  # durable before the records that refer to them
                 append_lines(self.passages_path, "".join(new))
                 known.update(texts)

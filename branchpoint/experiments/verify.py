@@ -55,7 +55,6 @@ from branchpoint.traces import (
     TraceError,
 )
 
-
 #: Problems that `runs repair` mends (by moving the lines into the quarantine).
 DAMAGE_KINDS = ("schema", "checksum", "torn_tail")
 
