@@ -11,7 +11,17 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from branchpoint.errors import DamagedFileError
+from branchpoint.errors import DamagedFileError, InputError
+from branchpoint.traces import (
+    CHECKPOINTS_FILE,
+    JUDGE_CACHE_FILE,
+    JUDGED_FILE,
+    METRICS_FILE,
+    QUARANTINE_FILE,
+    RETRIEVAL_CACHE_FILE,
+    RUN_TRACE_FILES,
+    SPEC_FILE,
+)
 
 CHECKPOINTS_HINT = (
     "checkpoints cannot be rebuilt: restore the file from a backup, or start afresh in a new --out "
@@ -54,3 +64,43 @@ def probe(path: str | Path, what: str, hint: str, tables: tuple[str, ...] = ()) 
         raise damaged(path, what, exc, hint) from None
     finally:
         conn.close()
+
+
+def has_rows(path: str | Path, table: str) -> bool | None:
+    """Whether an SQLite file's `table` holds a row: None when the file is absent, False when it
+    is empty (0 bytes) or has no such table or no row. Reads only (no table is made)."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    if path.stat().st_size == 0:
+        return False
+    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=rw", uri=True, timeout=30)
+    try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone() is None:
+            return False
+        return conn.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone() is not None
+    finally:
+        conn.close()
+
+
+#: The files of a run folder that commands open or replace by name.
+RUN_FILES: tuple[str, ...] = (
+    SPEC_FILE,
+    *RUN_TRACE_FILES,
+    CHECKPOINTS_FILE,
+    RETRIEVAL_CACHE_FILE,
+    JUDGE_CACHE_FILE,
+    JUDGED_FILE,
+    METRICS_FILE,
+    QUARANTINE_FILE,
+)
+
+
+def check_run_files(run_dir: str | Path, names: tuple[str, ...] = RUN_FILES) -> None:
+    """InputError naming the first of a run folder's files (`names`) that exists but is not a
+    regular file (a directory at `checkpoints.sqlite`, say): refused before anything is written."""
+    for name in names:
+        path = Path(run_dir) / name
+        if path.exists() and not path.is_file():
+            kind = "a directory" if path.is_dir() else "not a regular file"
+            raise InputError(f"{path}: {kind}, where the run keeps its {name} file (move it away, then run again)")

@@ -45,6 +45,9 @@ from branchpoint.traces import (
     parse_json_line,
 )
 
+#: The trace files in the order they are checked: the passage store first (records need it).
+FILES = (PASSAGES_FILE, *(name for name in RUN_TRACE_FILES if name != PASSAGES_FILE))
+
 
 @dataclass(frozen=True)
 class DamagedLine:
@@ -130,7 +133,7 @@ def find_damage(run_dir: str | Path) -> Repair:
         raise InputError(f"{run_dir}: not a directory (expected a run directory from `branchpoint run`)")
     found = Repair(run_dir)
     refs: set[str] = set()
-    for name in RUN_TRACE_FILES:
+    for name in FILES:
         path = run_dir / name
         if not path.is_file():
             continue
@@ -168,7 +171,7 @@ def _quarantine(run_dir: Path, damaged: list[DamagedLine]) -> None:
     """Append every damaged line, as it was, after its header, to the quarantine; fsync it."""
     at = datetime.now(UTC).isoformat(timespec="seconds")
     with (run_dir / QUARANTINE_FILE).open("ab") as out:
-        for name in RUN_TRACE_FILES:
+        for name in FILES:
             lines = [d for d in damaged if d.file == name]
             if not lines:
                 continue
@@ -230,7 +233,7 @@ def repair_run(run_dir: str | Path, *, dry_run: bool = False) -> Repair:
         lock.committed = True
         with reporting_no_space(run_dir / QUARANTINE_FILE):
             _quarantine(run_dir, found.damaged)
-            for name in RUN_TRACE_FILES:
+            for name in FILES:
                 lines = [d for d in found.damaged if d.file == name]
                 if lines:
                     _rewrite_without(run_dir / name, lines)

@@ -4,24 +4,17 @@ Records are appended durably one line at a time, keyed by a deterministic `execu
 rerun skips what is finished. A torn last line (a crash mid-write) is cut off on open; every
 complete line is kept.
 
-One writer: every command that writes a run folder (`run`, `fork`, `replay`) holds
-`run_lock(run_dir)`, an exclusive `flock` on `RUN_DIR/.lock` for the life of the process (the OS
-releases it when the process dies, SIGKILL included). A second writer is refused with the
-holder's pid and host. Processes that a holder starts (the local executor's workers, forked
-with the lock's descriptor) run under its lock and write only their own shard folders.
+One writer: every command that writes a run folder holds its lock (`run_lock`, in
+`experiments.runlock`, re-exported here).
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import logging
 import os
-import socket
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -29,6 +22,14 @@ from pydantic import ValidationError
 
 from branchpoint.diskspace import is_no_space, no_space, reporting_no_space
 from branchpoint.errors import BranchpointError, InputError
+from branchpoint.experiments.runlock import (
+    LOCK_FILE,
+    RunDirBusyError,
+    RunLock,
+    acquire_run_lock,
+    lock_holder,
+    run_lock,
+)
 from branchpoint.redact import redact
 from branchpoint.traces import (
     CHECKPOINTS_FILE,
@@ -52,127 +53,16 @@ from branchpoint.traces import (
 
 log = logging.getLogger(__name__)
 
-LOCK_FILE = ".lock"
-
-
-class RunDirBusyError(InputError):
-    """Another process holds the run folder's lock (one writer per run folder)."""
-
-
-class RunLock:
-    """The exclusive lock of one run folder, held while this object is open (see `run_lock`).
-
-    `committed` is set by the holder once it has written something: a folder that the lock
-    itself created and that stayed uncommitted is removed again on release, so a command that
-    fails before its first write leaves no trace.
-    """
-
-    def __init__(self, run_dir: Path, fd: int, created: list[Path], created_file: bool) -> None:
-        self.run_dir = run_dir
-        self.path = run_dir / LOCK_FILE
-        self._fd: int | None = fd
-        self._created = created
-        self._created_file = created_file
-        self.committed = False
-
-    def release(self) -> None:
-        """Empty the lock file (no holder) and unlock; undo what the lock created if nothing was written."""
-        fd, self._fd = self._fd, None
-        if fd is None:
-            return
-        try:
-            os.ftruncate(fd, 0)
-            if not self.committed and self._created_file:
-                self.path.unlink(missing_ok=True)
-        finally:
-            os.close(fd)  # closing the descriptor releases the flock
-        if not self.committed:
-            for folder in reversed(self._created):
-                try:
-                    folder.rmdir()  # only if still empty
-                except OSError:
-                    break
-
-
-def lock_holder(run_dir: str | Path) -> str:
-    """Who holds (or last held) a run folder's lock, as `pid N on host H`, from the lock file."""
-    try:
-        text = (Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8").split()
-    except OSError:
-        text = []
-    if len(text) >= 2 and text[0].isdigit():
-        return f"pid {text[0]} on host {text[1]}"
-    return "another process (pid unknown)"
-
-
-def _missing_parents(path: Path) -> list[Path]:
-    """The folders from the first missing ancestor of `path` down to `path`."""
-    missing = []
-    for folder in (path, *path.parents):
-        if folder.exists():
-            break
-        missing.append(folder)
-    return list(reversed(missing))
-
-
-def acquire_run_lock(run_dir: str | Path, command: str = "run") -> RunLock:
-    """Take the run folder's exclusive lock (creating the folder if needed); RunDirBusyError if
-    another process holds it. Prefer the `run_lock` context manager."""
-    run_dir = Path(run_dir)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise InputError(f"{run_dir}: not a directory (expected a run folder, or a path where one can be made)")
-    created = _missing_parents(run_dir)
-    path = run_dir / LOCK_FILE
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        created_file = not path.exists()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise InputError(f"{run_dir}: cannot create or lock the run folder ({exc.strerror or exc})") from None
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
-            for folder in reversed(created):  # made just now for a writer that is not us
-                try:
-                    folder.rmdir()
-                except OSError:
-                    break
-            raise RunDirBusyError(
-                f"{run_dir}: in use by {lock_holder(run_dir)} (one writer per run folder: wait for it to "
-                f"finish, or stop it, then run `{command}` again)"
-            ) from None
-        try:
-            same = os.fstat(fd).st_ino == os.stat(path).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:  # else a releasing holder removed the file between our open and flock: retry
-            break
-        os.close(fd)
-        created_file = not path.exists()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
-    return RunLock(run_dir, fd, created, created_file)
-
-
-@contextmanager
-def run_lock(run_dir: str | Path, command: str = "run") -> Iterator[RunLock]:
-    """Hold a run folder's exclusive lock for the block: one writer per run folder.
-
-    `run`, `fork` and `replay` take it before their first write; a second process is refused
-    (RunDirBusyError, exit code 2) naming the holder's pid and host. Set `lock.committed = True`
-    once the folder holds something worth keeping; if the folder was created here and nothing
-    was committed, it is removed again on exit.
-    """
-    lock = acquire_run_lock(run_dir, command)
-    try:
-        yield lock
-    finally:
-        lock.release()
+__all__ = [
+    "LOCK_FILE",
+    "RunDirBusyError",
+    "RunLock",
+    "RunStore",
+    "acquire_run_lock",
+    "append_lines",
+    "lock_holder",
+    "run_lock",
+]
 
 
 class RunStore:
@@ -203,6 +93,26 @@ class RunStore:
         from branchpoint.checkpoints.store import check_target
 
         return check_target(override) if override else str(self.checkpoints_path)
+
+    def check_saved_states(self, checkpoints: str | None = None, files: Sequence[str] = (EXECUTIONS_FILE,)) -> None:
+        """Refuse (InputError) a run whose `checkpoints.sqlite` is gone or empty while records of
+        `files` list saved states there (`checkpoint_ids`): those states cannot be rebuilt, and a
+        run or fork that went on would leave the records pointing at nothing. A `--checkpoints`
+        URL is not checked here (`runs verify --checkpoints` does)."""
+        from branchpoint.dbfiles import CHECKPOINTS_HINT, has_rows
+
+        if checkpoints is not None:
+            return
+        rows = has_rows(self.checkpoints_path, "checkpoints")
+        if rows:
+            return
+        listed = sum(1 for f in files for r in self.iter_records(f) if r.status != "incomplete" and r.checkpoint_ids)
+        if listed:
+            state = "missing" if rows is None else "empty"
+            raise InputError(
+                f"{self.checkpoints_path}: {state}, but {listed} recorded executions have their saved states "
+                f"there (their checkpoint_ids); {CHECKPOINTS_HINT}"
+            )
 
     def create(self, spec_data: dict) -> None:
         """Make the folder and write the resolved spec beside the traces (atomically)."""
