@@ -314,7 +314,10 @@ def _open_run(run_dir: str | Path, checkpoints: str | None) -> tuple[RunStore, E
     store.check_saved_states(checkpoints, (EXECUTIONS_FILE, FORKS_FILE))
     if checkpoints is None and not store.checkpoints_path.is_file():
         raise InputError(f"{store.checkpoints_path}: not found (the run has no checkpoints to fork)")
-    return store, load_spec(store.run_dir / SPEC_FILE)
+    spec = load_spec(store.run_dir / SPEC_FILE)
+    for resolved in condition_specs(spec).values():  # the models branches call: before any write
+        resolved.model.check_ready()
+    return store, spec
 
 
 def _run_missing(

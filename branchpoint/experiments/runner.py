@@ -264,6 +264,13 @@ def check_run_dir(store: RunStore, spec: ExperimentSpec, checkpoints: str | None
     store.check_saved_states(checkpoints)
 
 
+def check_models(planned: Iterable[PlannedExecution]) -> None:
+    """Each condition's model can be opened as far as the spec says (a `base_url` for provider
+    openai, the API key's variable set: `ModelSpec.check_ready`): refused before anything is written."""
+    for spec in {id(p.spec): p.spec for p in planned}.values():
+        spec.model.check_ready()
+
+
 def check_sources(todo: Iterable[PlannedExecution]) -> None:
     """Read every corpus the planned executions search, and check every saved index directory
     against it, and every FlashRAG index file (memory-mapped, not loaded), without loading an
@@ -503,6 +510,7 @@ def run_planned(
     `started` (default: now).
     """
     _check_concurrency(concurrency)
+    check_models(planned)
     started = time.perf_counter() if started is None else started
     store = RunStore(run_dir)
     target = store.checkpoint_target(checkpoints)

@@ -111,7 +111,7 @@ class RunStore:
             state = "missing" if rows is None else "empty"
             raise InputError(
                 f"{self.checkpoints_path}: {state}, but {listed} recorded executions have their saved states "
-                f"there (their checkpoint_ids); {CHECKPOINTS_HINT}"
+                f"there (their checkpoint_ids; a run made with --checkpoints needs it again); {CHECKPOINTS_HINT}"
             )
 
     def create(self, spec_data: dict) -> None:

@@ -33,7 +33,6 @@ import asyncio
 import copy
 import functools
 import json
-import os
 import ssl
 import threading
 import time
@@ -92,15 +91,7 @@ def tls_context() -> ssl.SSLContext:
 
 def resolve_api_key(spec: ModelSpec) -> str:
     """The API key from the environment variable the spec names; keys never live in specs."""
-    if not spec.api_key_env:
-        return NO_KEY
-    key = os.environ.get(spec.api_key_env)
-    if not key:
-        raise InputError(
-            f"model.api_key_env: environment variable {spec.api_key_env} is not set "
-            "(export it, or remove api_key_env for a server that needs no key)"
-        )
-    return key
+    return spec.api_key() or NO_KEY
 
 
 def _usage_from_openai(token_usage: dict[str, Any] | None) -> Usage:

@@ -118,7 +118,8 @@ def parse_retrieve_request(body: bytes, limits: ServerLimits) -> RetrieveRequest
         raise RequestError(400, "request body is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise RequestError(
-            400, f"request body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            400,
+            f"request body is not valid JSON ({exc.msg.removesuffix(' at')} at line {exc.lineno} column {exc.colno})",
         ) from None
     except RecursionError:  # e.g. [[[[...]]]] nested deeper than the parser's stack
         raise RequestError(400, "request body is nested too deeply to parse (expected a flat JSON object)") from None

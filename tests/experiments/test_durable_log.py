@@ -253,3 +253,35 @@ def test_disk_full_with_every_file_on_it_is_one_line_and_resumable(tmp_path, sma
     recs = RunStore(run_dir).records()
     assert len(recs) == len({r.execution_id for r in recs}) == 16 and len(done_before) < 16
     assert verify_run(run_dir, sample=0).ok
+
+
+# --- the run lock ----------------------------------------------------------------------------------
+
+
+def test_a_writer_racing_a_releasing_holder_of_a_new_folder_gets_the_lock(tmp_path, monkeypatch):
+    """Writer A made a new folder and releases it unwritten (removing folder and lock file) just
+    as writer B has opened the lock file: B's flock then holds a removed file, and B must start
+    over (making the folder anew), not fail with FileNotFoundError."""
+    import fcntl
+
+    from branchpoint.experiments.store import LOCK_FILE, acquire_run_lock
+
+    run_dir = tmp_path / "new" / "run"
+    first = acquire_run_lock(run_dir)
+    real_flock = fcntl.flock
+    calls = []
+
+    def release_first(fd, op):
+        calls.append(op)
+        if len(calls) == 1:  # B has opened the lock file: A lets go of the folder now
+            first.release()
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", release_first)
+    second = acquire_run_lock(run_dir)
+    try:
+        assert (run_dir / LOCK_FILE).is_file() and len(calls) >= 2
+        assert (run_dir / LOCK_FILE).read_text().split()[0] == str(os.getpid())
+    finally:
+        second.release()
+    assert not (tmp_path / "new").exists()  # B made the folder anew and, uncommitted, removed it

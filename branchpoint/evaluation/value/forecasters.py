@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from branchpoint.errors import InputError
+from branchpoint.errors import InputError, check_nesting
 from branchpoint.evaluation.value.outcomes import StateTable
 from branchpoint.evaluation.value.scores import balanced_mean
 from branchpoint.registry import REGISTRY
@@ -209,7 +209,10 @@ def read_state_probabilities(
     except TraceError as exc:
         raise InputError(str(exc)) from None
     expected = ", ".join(f'"{f}"' for f in fields)
+    if not lines:
+        raise InputError(f"{path}: no forecasts (the file is empty; expected one {{{expected}}} object per line)")
     for lineno, obj in lines:
+        check_nesting(obj, f"{path} line {lineno}")
         info["n_lines"] += 1
         for name in fields:
             if name not in obj:

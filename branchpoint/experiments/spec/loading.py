@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from branchpoint.errors import InputError
+from branchpoint.errors import InputError, check_nesting
 from branchpoint.experiments.spec.conditions import expand_conditions
 from branchpoint.experiments.spec.describe import describe_spec_error, did_you_mean
 from branchpoint.experiments.spec.sections import ExperimentSpec
@@ -19,9 +19,13 @@ from branchpoint.experiments.spec.sections import ExperimentSpec
 
 def _parse_value(raw: str, where: str) -> Any:
     try:
-        return yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
         raise InputError(f"{where}: the value is not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    except RecursionError:
+        raise InputError(f"{where}: the value is nested too deeply to read") from None
+    check_nesting(value, where)
+    return value
 
 
 def apply_overrides(data: dict[str, Any], overrides: typing.Sequence[str], source: str = "--set") -> dict[str, Any]:
@@ -93,6 +97,9 @@ def load_spec(path: str | Path, overrides: typing.Sequence[str] = (), *, check_p
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         raise InputError(f"{path}{where}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply to read (is this a spec?)") from None
+    check_nesting(data, str(path))
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of spec fields at the top level")
     if overrides:
