@@ -20,7 +20,7 @@ from pathlib import Path
 
 from branchpoint.datasets.detect import detect_format
 from branchpoint.datasets.format import QuestionFormat, all_formats, get_format
-from branchpoint.datasets.questions import Question, demo_questions_path
+from branchpoint.datasets.questions import MAX_QUESTION_CHARS, Question, demo_questions_path
 from branchpoint.datasets.reading import check_file
 from branchpoint.errors import InputError
 
