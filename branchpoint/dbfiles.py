@@ -66,21 +66,26 @@ def probe(path: str | Path, what: str, hint: str, tables: tuple[str, ...] = ()) 
         conn.close()
 
 
-def has_rows(path: str | Path, table: str) -> bool | None:
+def has_rows(path: str | Path, table: str, what: str, hint: str) -> bool | None:
     """Whether an SQLite file's `table` holds a row: None when the file is absent, False when it
-    is empty (0 bytes) or has no such table or no row. Reads only (no table is made)."""
+    is empty (0 bytes) or has no such table or no row. Reads only (no table is made); a file
+    SQLite cannot read is `damaged` (the `what` of the run, and what to do: `hint`)."""
     path = Path(path)
     if not path.is_file():
         return None
     if path.stat().st_size == 0:
         return False
-    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=rw", uri=True, timeout=30)
     try:
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone() is None:
-            return False
-        return conn.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone() is not None
-    finally:
-        conn.close()
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=rw", uri=True, timeout=30)
+        try:
+            query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+            if conn.execute(query, (table,)).fetchone() is None:
+                return False
+            return conn.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone() is not None
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise damaged(path, what, exc, hint) from None
 
 
 #: The files of a run folder that commands open or replace by name.

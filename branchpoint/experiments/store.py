@@ -103,7 +103,7 @@ class RunStore:
 
         if checkpoints is not None:
             return
-        rows = has_rows(self.checkpoints_path, "checkpoints")
+        rows = has_rows(self.checkpoints_path, "checkpoints", "checkpoint database", CHECKPOINTS_HINT)
         if rows:
             return
         listed = sum(1 for f in files for r in self.iter_records(f) if r.status != "incomplete" and r.checkpoint_ids)
