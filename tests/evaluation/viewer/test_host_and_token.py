@@ -5,8 +5,6 @@ DNS-rebinding page sends its own name: 403), and only requests that carry its pe
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 
 import httpx
@@ -15,7 +13,7 @@ from starlette.testclient import TestClient
 
 from branchpoint.evaluation.viewer import RunIndex, ViewerState, create_app
 from branchpoint.loopback import host_name
-from tests.conftest import REPO
+from tests.evaluation.viewer.runs import view_process
 
 TOKEN = "0123456789abcdef" * 3
 
@@ -71,15 +69,7 @@ def test_without_a_token_the_host_check_still_holds(study_run):
 
 
 def test_view_no_token_prints_a_bare_url_that_answers(study_run):
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "branchpoint.cli", "view", str(study_run), "--port", "0", "--no-token"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline()
+    with view_process(study_run, "--no-token") as line:
         url = re.search(r"http://127\.0\.0\.1:\d+/(\S*)", line)
         assert url and url.group(1) == "", line
         for _ in range(200):
@@ -90,6 +80,3 @@ def test_view_no_token_prints_a_bare_url_that_answers(study_run):
                 time.sleep(0.05)
         assert response.status_code == 200
         assert httpx.get(url.group(0) + "api/run", headers={"Host": "attacker.example"}).status_code == 403
-    finally:
-        proc.terminate()
-        proc.wait(10)

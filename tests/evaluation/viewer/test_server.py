@@ -17,6 +17,7 @@ from branchpoint.errors import BranchpointError
 from branchpoint.evaluation.viewer import RunIndex, ViewerState, bind, create_app
 from branchpoint.evaluation.viewer.export import export_run, shard_of
 from branchpoint.traces import FORKS_FILE, read_records
+from tests.evaluation.viewer.runs import view_process
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -139,15 +140,7 @@ def test_viewer_imports_nothing_from_agents_or_checkpoints() -> None:
 def test_view_command_serves_on_loopback(study_run: Path) -> None:
     import httpx
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "branchpoint.cli", "view", str(study_run), "--port", "0"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline()
+    with view_process(study_run) as line:
         url = re.search(r"(http://127\.0\.0\.1:\d+/)\?token=([0-9a-f]{48})", line)
         assert url, f"no URL with a token in the first line of output: {line!r}"
         base, token = url.group(1), url.group(2)
@@ -167,9 +160,6 @@ def test_view_command_serves_on_loopback(study_run: Path) -> None:
         assert httpx.get(base + "api/run", timeout=5).status_code == 403  # no token
         rebound = httpx.get(base + "api/run", headers={**auth, "Host": "attacker.example"}, timeout=5)
         assert rebound.status_code == 403 and "not allowed" in rebound.text
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_forecasts_files_a_user_adds_are_checked(study_run: Path, tmp_path: Path) -> None:
