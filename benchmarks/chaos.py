@@ -13,7 +13,7 @@ the demo corpus, then answer with the first passage's title), so a run on a CPU 
 3. `fork` killed the same way `--fork-kills` times on that run, then rerun until complete.
 4. Two `run` processes started at once on a fresh folder: one runs, the other exits 2 naming it.
 5. A full disk, `--disk-fulls` times: the run folder on a small tmpfs (root mounts one; skipped
-   where it cannot), filled to 0-170 kB of free space (random) before each `run`, which must
+   where it cannot), filled to 0-1.5 MB of free space (random) before each `run`, which must
    stop with one line naming the device (exit 2, no traceback) or finish, leaving every line of
    its traces whole; the space is then freed and the reruns complete the run.
 Every model request meets a fault with probability `--fault-rate` (HTTP 500, dropped connection,
@@ -235,7 +235,7 @@ def disk_full(root: Path, spec: Path, rounds: int, rng: random.Random) -> dict[s
     progress: list[int] = []
     try:
         for i in range(rounds):
-            filler = fill(mnt, rng.choice([0, 10_000, 50_000, 150_000]) + rng.randint(0, 20_000))
+            filler = fill(mnt, rng.choice([0, 50_000, 300_000, 1_500_000]) + rng.randint(0, 50_000))
             result = subprocess.run(cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
             if result.returncode == 2:
                 stopped += 1
@@ -412,7 +412,7 @@ def main() -> int:
             print(f"   exit codes {[c for c, _ in results]} (one refused: {len(busy) == 1}); {twin_check}", flush=True)
             figures.update(twin_refused=len(busy) == 1, twin=twin_check)
 
-            print(f"5. `run` on a full disk, {args.disk_fulls} times (free space left: 0 to ~170 kB)", flush=True)
+            print(f"5. `run` on a full disk, {args.disk_fulls} times (free space left: 0 to ~1.5 MB)", flush=True)
             full = disk_full(root, spec, args.disk_fulls, rng)
             if full is not None:
                 full_dir = full.pop("run_dir")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from branchpoint.errors import DamagedFileError, InputError
+from branchpoint.diskspace import is_no_space, no_space
+from branchpoint.errors import BranchpointError, DamagedFileError, InputError
 from branchpoint.traces import (
     CHECKPOINTS_FILE,
     JUDGE_CACHE_FILE,
@@ -32,8 +33,11 @@ CACHE_HINT = "it is only a cache and can be rebuilt: delete it (with its -wal an
 FULL_CHECK_MAX_BYTES = 64 * 1024 * 1024
 
 
-def damaged(path: str | Path, what: str, exc: BaseException, hint: str) -> DamagedFileError:
-    """The error for a database SQLite cannot read: the file, what it is, SQLite's reason, what to do."""
+def damaged(path: str | Path, what: str, exc: BaseException, hint: str) -> BranchpointError:
+    """The error for a database SQLite cannot read: the file, what it is, SQLite's reason, what to
+    do; or, when the reason is a full disk, `diskspace.no_space` (nothing is damaged then)."""
+    if is_no_space(exc, path):
+        return no_space(path)
     reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return DamagedFileError(f"{path}: the {what} is damaged ({reason}); {hint}")
 

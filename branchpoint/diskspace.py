@@ -1,7 +1,7 @@
 """A full disk said as such: `no space left on DEVICE (path)`, never a traceback or "damaged".
 
-A write that meets ENOSPC (or a quota, EDQUOT), and SQLite's "database or disk is full", become
-a `NoSpaceError` that names the device (the mount's source and mount point, from
+A write that meets ENOSPC (or a quota, EDQUOT), SQLite's "database or disk is full", and its
+"disk I/O error" on a file system with no space left, become a `NoSpaceError` that names the device (the mount's source and mount point, from
 /proc/self/mountinfo) and the file being written; the run store cuts a failed append back first,
 so what was recorded before stays intact and a rerun after freeing space does the rest.
 """
@@ -63,13 +63,33 @@ def no_space(path: str | Path) -> NoSpaceError:
     )
 
 
-def is_no_space(exc: BaseException) -> bool:
-    """True for a write refused because the disk is full: ENOSPC / EDQUOT, or SQLite's SQLITE_FULL."""
+#: Free bytes below which a file system counts as full (SQLite's "disk I/O error" there is one).
+NEARLY_FULL_BYTES = 256 * 1024
+
+
+def free_bytes(path: str | Path) -> int | None:
+    """Bytes an unprivileged writer may still use on the file system of `path` (None: unknown)."""
+    try:
+        st = os.statvfs(_existing(Path(path).absolute()))
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def is_no_space(exc: BaseException, path: str | Path | None = None) -> bool:
+    """True for a write refused because the disk is full: ENOSPC / EDQUOT, SQLite's SQLITE_FULL,
+    or, given the `path` written, SQLite's "disk I/O error" (growing its -shm or -wal file on a
+    full tmpfs fails so) while that file system has (almost) no free space left."""
     if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
         return True
-    if isinstance(exc, sqlite3.OperationalError):
+    if isinstance(exc, sqlite3.Error):
         code = getattr(exc, "sqlite_errorcode", None)
-        return code == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
+        if code == sqlite3.SQLITE_FULL or "disk is full" in str(exc):
+            return True
+        io_error = (code is not None and code & 0xFF == sqlite3.SQLITE_IOERR) or "disk I/O error" in str(exc)
+        if io_error and path is not None:
+            free = free_bytes(path)
+            return free is not None and free < NEARLY_FULL_BYTES
     return False
 
 
@@ -78,7 +98,7 @@ def reporting_no_space(path: str | Path) -> Iterator[None]:
     """Turn a disk-full error raised in the block into `no_space` (the file it names, else `path`)."""
     try:
         yield
-    except (OSError, sqlite3.OperationalError) as exc:
-        if not is_no_space(exc):
+    except (OSError, sqlite3.Error) as exc:
+        if not is_no_space(exc, getattr(exc, "filename", None) or path):
             raise
         raise no_space(getattr(exc, "filename", None) or path) from None

@@ -49,7 +49,7 @@ def friendly_errors(fn: F) -> F:
             )
             raise typer.Exit(code=2) from None
         except (OSError, sqlite3.DatabaseError) as exc:
-            if is_no_space(exc):
+            if is_no_space(exc, getattr(exc, "filename", None)):
                 message = str(no_space(getattr(exc, "filename", None) or Path.cwd()))
             elif isinstance(exc, sqlite3.DatabaseError):  # damage found mid-run, past the checks made before it
                 message = (
