@@ -233,9 +233,12 @@ def disk_full(root: Path, spec: Path, rounds: int, rng: random.Random) -> dict[s
     cmd = cli("run", str(spec), "--out", str(run_dir), "--no-progress", "--concurrency", "4")
     stopped = one_line = intact = 0
     progress: list[int] = []
+    leaves: list[int] = []
     try:
         for i in range(rounds):
-            filler = fill(mnt, rng.choice([0, 50_000, 300_000, 1_500_000]) + rng.randint(0, 50_000))
+            leave = rng.choice([0, 50_000, 300_000, 1_500_000]) + rng.randint(0, 50_000)
+            leaves.append(leave)
+            filler = fill(mnt, leave)
             result = subprocess.run(cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
             if result.returncode == 2:
                 stopped += 1
@@ -258,6 +261,7 @@ def disk_full(root: Path, spec: Path, rounds: int, rng: random.Random) -> dict[s
             "stopped": stopped,
             "one_line": one_line,
             "intact": intact,
+            "free_bytes": leaves,
             "progress": progress,
             "reruns": reruns,
             "codes": codes,
@@ -422,7 +426,8 @@ def main() -> int:
                     subprocess.run(["umount", "-l", str(root / "small")], check=False)
                 print(
                     f"   {full['stopped']} of {args.disk_fulls} runs stopped by the full disk ({full['one_line']} with "
-                    f"one line naming the device), traces whole after {full['intact']} of them; finished executions "
+                    f"one line naming the device; free bytes left {full['free_bytes']}), traces whole after "
+                    f"{full['intact']} of them; finished executions "
                     f"after each: {full['progress']}; {full['reruns']} reruns once freed (exit codes {full['codes']}); "
                     f"{full_check}",
                     flush=True,
