@@ -37,8 +37,7 @@ SPEC_FILE = "spec.yaml"
 CHECKPOINTS_FILE = "checkpoints.sqlite"
 RETRIEVAL_CACHE_FILE = "retrieval_cache.sqlite"
 JUDGE_CACHE_FILE = "judge_cache.sqlite"
-#: Where `branchpoint runs repair` moves the damaged lines of a run's trace files (see
-#: `QuarantinedLine`); the files it repairs are RUN_TRACE_FILES.
+#: Where `branchpoint runs repair` moves the damaged lines of RUN_TRACE_FILES.
 QUARANTINE_FILE = "quarantine.jsonl"
 #: Every request body sent to the model (`--log-requests`).
 REQUESTS_FILE = "requests.jsonl"
@@ -263,18 +262,14 @@ def iter_raw_lines(
 
 
 def json_error(exc: json.JSONDecodeError) -> str:
-    """A JSON parse error as people read it: `Expecting value at column 3` (the decoder's own
-    messages may end in "at", as "Unterminated string starting at": it is not said twice)."""
+    """A JSON parse error as people read it (`Unterminated string starting at column 3`, once)."""
     return f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
 
 
 #: The run's trace files (`RunStore` appends them; `runs repair` quarantines their damaged lines).
 RUN_TRACE_FILES: tuple[str, ...] = (EXECUTIONS_FILE, FORKS_FILE, REPLAYS_FILE, PASSAGES_FILE)
-#: The field each line the run store writes ends with: the CRC-32 (8 hex digits) of the line's
-#: bytes without it, i.e. of `{...}` as it was before `,"line_crc32":"…"` was put before its
-#: closing brace. Lines without it (older runs, foreign traces) are valid, and so are lines that
-#: another tool re-serialised (the field no longer the compact last one: it cannot be checked);
-#: readers drop the field. A tool that edits a line in the compact form must drop the field.
+#: The last field of each line the run store writes: the CRC-32 of the line's bytes without it; lines
+#: without it, or re-serialised by others, are read unchecked (docs/trace-contract.md).
 LINE_CHECKSUM_FIELD = "line_crc32"
 _CHECKSUM_TAIL = re.compile(rb'(,|\{)"line_crc32":"([0-9a-f]{8})"\}\r?\n?$')
 
@@ -284,28 +279,21 @@ class ChecksumError(TraceError):
 
 
 def with_checksum(body: str) -> str:
-    """A JSON object's text (`{...}`, no newline) as a checksummed line: `line_crc32` put last,
-    then a newline (see LINE_CHECKSUM_FIELD)."""
-    crc = zlib.crc32(body.encode("utf-8"))
+    """A JSON object's text (`{...}`) as a line: `line_crc32` put last, then a newline."""
     sep = "" if body == "{}" else ","
-    return f'{body[:-1]}{sep}"{LINE_CHECKSUM_FIELD}":"{crc:08x}"}}\n'
+    return f'{body[:-1]}{sep}"{LINE_CHECKSUM_FIELD}":"{zlib.crc32(body.encode("utf-8")):08x}"}}\n'
 
 
-def _check_checksum(raw: bytes, obj: dict[str, Any], where: str) -> None:
-    """Drop the checksum field of a parsed line, after checking it against the line's bytes."""
+def _checksum_problem(raw: bytes, obj: dict[str, Any]) -> str | None:
+    """Why a line's `line_crc32` (popped from `obj`) does not match its bytes; None if it does or cannot tell."""
     claimed = obj.pop(LINE_CHECKSUM_FIELD)
     tail = _CHECKSUM_TAIL.search(raw[-40:])
-    if tail is None:  # re-serialised by another tool (spaces, another order): read as unchecked
-        return
-    if tail.group(2).decode() != claimed:
-        raise ChecksumError(f"{where}: {LINE_CHECKSUM_FIELD} given twice, with different values")
-    cut = len(raw) - 40 + tail.start() if len(raw) > 40 else tail.start()
-    body = raw[:cut] + (b"}" if tail.group(1) == b"," else b"{}")
-    if f"{zlib.crc32(body):08x}" != claimed:
-        raise ChecksumError(
-            f"{where}: checksum mismatch ({LINE_CHECKSUM_FIELD} {claimed}, the line's bytes give "
-            f"{zlib.crc32(body):08x}): the line changed after it was written"
-        )
+    if tail is None:
+        return None
+    body = raw[: max(0, len(raw) - 40) + tail.start()] + (b"}" if tail.group(1) == b"," else b"{}")
+    if (crc := f"{zlib.crc32(body):08x}") == claimed == tail.group(2).decode():
+        return None
+    return f"checksum mismatch ({claimed}, its bytes give {crc}): the line changed after it was written"
 
 
 def repair_hint(path: str | Path) -> str:
@@ -313,19 +301,15 @@ def repair_hint(path: str | Path) -> str:
     path = Path(path)
     if path.name not in RUN_TRACE_FILES or path.parent == Path():
         return ""
-    return (
-        f" (the run's trace file is damaged: `branchpoint runs repair {path.parent}` moves its damaged lines "
-        f"to {QUARANTINE_FILE}, losing nothing, and the next run redoes what they held)"
-    )
+    return f" (the run's trace file is damaged: `branchpoint runs repair {path.parent}` moves its damaged lines to {QUARANTINE_FILE}, losing nothing, and the next run redoes what they held)"
 
 
 def parse_json_line(raw: bytes, path: str | Path, lineno: int) -> dict[str, Any] | None:
     """The JSON object on one line, or None for a blank line.
 
-    Raises TraceError naming the file and line for bytes that are not UTF-8, text that is not
-    JSON (or nested too deeply to parse), JSON values that are not objects, and a line whose
-    checksum (`line_crc32`, dropped from the object) does not match its bytes (ChecksumError). For
-    a run's trace files the message says how to repair the file (`repair_hint`).
+    Raises TraceError naming the file and line for bytes that are not UTF-8, text that is not JSON
+    (or nested too deeply), a value that is not an object, and ChecksumError for a line whose
+    `line_crc32` (dropped) does not match its bytes; for a run's trace files, with `repair_hint`.
     """
     where = f"{path} line {lineno}"
     try:
@@ -342,11 +326,8 @@ def parse_json_line(raw: bytes, path: str | Path, lineno: int) -> dict[str, Any]
         raise TraceError(f"{where}: JSON nested too deeply to read{repair_hint(path)}") from None
     if not isinstance(obj, dict):
         raise TraceError(f"{where}: expected a JSON object, got {type(obj).__name__}{repair_hint(path)}")
-    if LINE_CHECKSUM_FIELD in obj:
-        try:
-            _check_checksum(raw, obj, where)
-        except ChecksumError as exc:
-            raise ChecksumError(f"{exc}{repair_hint(path)}") from None
+    if LINE_CHECKSUM_FIELD in obj and (problem := _checksum_problem(raw, obj)):
+        raise ChecksumError(f"{where}: {problem}{repair_hint(path)}")
     return obj
 
 
@@ -389,13 +370,13 @@ def passage_ref(text: str) -> str:
 class PassageResolver:
     """Puts passage texts back into records that refer to the passage store beside their file.
 
-    The store is read on the first reference only (inline traces never touch it); a torn last
-    line (a crash mid-append: its record was never written) is ignored.
+    The store is read on the first reference only (inline traces never touch it), unless its
+    `texts` are given; a torn last line (a crash mid-append: its record was never written) is ignored.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, texts: dict[str, str] | None = None) -> None:
         self.path = path
-        self._texts: dict[str, str] | None = None
+        self._texts: dict[str, str] | None = texts
 
     def _load(self) -> dict[str, str]:
         texts: dict[str, str] = {}
@@ -411,10 +392,6 @@ class PassageResolver:
                         raise TraceError(f'{self.path} line {lineno}: expected {{"ref": str, "text": str}}')
                     texts[obj["ref"]] = obj["text"]
         return texts
-
-    def preload(self, texts: dict[str, str]) -> None:
-        """Use these texts instead of reading the store (a caller that has read it already)."""
-        self._texts = dict(texts)
 
     def resolve(self, obj: dict[str, Any], where: str) -> dict[str, Any]:
         """`obj` (a record as parsed JSON) with every `text_ref` replaced by its text, in place."""
@@ -454,11 +431,6 @@ def read_records(path: str | Path) -> list[ExecutionRecord]:
 def dump_record(record: ExecutionRecord) -> str:
     """One JSON line (no trailing newline) for a record."""
     return record.model_dump_json(exclude_none=False)
-
-
-def record_line(record: ExecutionRecord) -> str:
-    """A record as a trace file holds it: its JSON, its checksum (`line_crc32`) and a newline."""
-    return with_checksum(dump_record(record))
 
 
 def write_files_atomically(files: dict[Path, str]) -> None:
@@ -501,17 +473,15 @@ def write_records(path: str | Path, records: list[ExecutionRecord]) -> None:
 
     A record longer than MAX_LINE_BYTES is a RecordTooLargeError (nothing is written).
     """
-    lines = [record_line(ExecutionRecord.model_validate(rec.model_dump())) for rec in records]
+    lines = [with_checksum(dump_record(ExecutionRecord.model_validate(rec.model_dump()))) for rec in records]
     for rec, line in zip(records, lines):
         check_line_size(line, rec.execution_id, path)
     write_files_atomically({Path(path): "".join(lines)})
 
 
 def append_record(path: str | Path, record: ExecutionRecord) -> None:
-    """Append one validated, checksummed record durably (flush + fsync) so a crash loses at most
-    this line (a run folder's own files are appended by `RunStore`, which also cuts a failed
-    append back)."""
-    line = record_line(ExecutionRecord.model_validate(record.model_dump()))
+    """Append one validated, checksummed record durably (flush + fsync): a crash loses at most this line."""
+    line = with_checksum(dump_record(ExecutionRecord.model_validate(record.model_dump())))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as fh:

@@ -42,10 +42,10 @@ from branchpoint.traces import (
     TraceError,
     check_line_size,
     describe_validation_error,
+    dump_record,
     iter_raw_lines,
     parse_json_line,
     passage_ref,
-    record_line,
     repair_hint,
     with_checksum,
     write_files_atomically,
@@ -251,7 +251,7 @@ class RunStore:
                 text = doc.pop("text")
                 doc["text_ref"] = ref = passage_ref(text)
                 texts[ref] = text
-        line = record_line(ExecutionRecord.model_validate({**data, "steps": _with_empty_texts(data)}))
+        line = with_checksum(dump_record(ExecutionRecord.model_validate({**data, "steps": _with_empty_texts(data)})))
         try:
             check_line_size(line, record.execution_id, path)
         except RecordTooLargeError as exc:
@@ -263,7 +263,7 @@ class RunStore:
                     "error": f"not recorded: {exc}",
                 }
             )
-            return record_line(cut), {}, cut
+            return with_checksum(dump_record(cut)), {}, cut
         return line, texts, record
 
 

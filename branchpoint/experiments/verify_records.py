@@ -128,7 +128,6 @@ def _parsed(path: Path, lineno: int, raw: bytes, report: Verification) -> dict[s
 def scan_passages(path: Path, report: Verification) -> PassageResolver:
     """Check every line of a run's passage store (problems as for records); the resolver holds
     the texts of the sound lines, so a record whose passage line is damaged is named as such."""
-    resolver = PassageResolver(path)
     texts: dict[str, str] = {}
     if path.is_file():
         for lineno, raw in _raw_lines(path, report):
@@ -139,8 +138,7 @@ def scan_passages(path: Path, report: Verification) -> PassageResolver:
                 texts[obj["ref"]] = obj["text"]
             else:
                 report.problem("schema", f"{path.name} line {lineno}", 'expected {"ref": str, "text": str}')
-    resolver.preload(texts)
-    return resolver
+    return PassageResolver(path, texts)
 
 
 def _scan(
