@@ -1,4 +1,4 @@
-"""Chaos: random SIGKILLs of `run` and `fork`, two concurrent runs, server faults, a damaged cache.
+"""Chaos: random SIGKILLs of `run` and `fork`, two concurrent runs, server faults, a damaged cache, a full disk.
 
 Everything goes through the real command line (`python -m branchpoint.cli`) against the
 OpenAI-compatible fault server (tests/servers/openai_fault_server.py, its own process) with a
@@ -12,21 +12,26 @@ the demo corpus, then answer with the first passage's title), so a run on a CPU 
    with one line (exit 2) until it is deleted; then reruns until exit code 0.
 3. `fork` killed the same way `--fork-kills` times on that run, then rerun until complete.
 4. Two `run` processes started at once on a fresh folder: one runs, the other exits 2 naming it.
-Every model request meets a fault with probability `--fault-rate` (HTTP 500, dropped connection
-or truncated JSON, a third each); the runs ride them out as `incomplete` records (exit code 3) and
-the reruns redo them.
+5. A full disk, `--disk-fulls` times: the run folder on a small tmpfs (root mounts one; skipped
+   where it cannot), filled to 0-1.5 MB of free space (random) before each `run`, which must
+   stop with one line naming the device (exit 2, no traceback) or finish, leaving every line of
+   its traces whole; the space is then freed and the reruns complete the run.
+Every model request meets a fault with probability `--fault-rate` (HTTP 500, dropped connection,
+truncated JSON, or a 200 reply that is no completion, a gateway's `{"error": ...}`, a quarter
+each); the runs ride them out as `incomplete` records (exit code 3) and the reruns redo them.
 
 Checks (each printed; any failure makes the exit code 1): every planned execution and branch is
 recorded exactly once (0 lost, 0 duplicated), its outcome equals the reference's (0 mis-scored:
 status, answer, searches; no finished record carries a transport error), no process of a killed
 command survives it by more than 5 s (0 orphans), and `runs verify --sample 0` is clean.
 
-    .venv/bin/python benchmarks/chaos.py [--kills 10] [--fork-kills 10] [--n 30] [--fault-rate 0.1] [--seed 0]
+    .venv/bin/python benchmarks/chaos.py [--kills 10] [--fork-kills 10] [--disk-fulls 4] [--n 30] [--fault-rate 0.1] [--seed 0]
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import random
 import shutil
@@ -47,6 +52,7 @@ from branchpoint.datasets.questions import demo_corpus_path  # noqa: E402
 from branchpoint.experiments import RunStore  # noqa: E402
 from branchpoint.experiments.branch_planning import fork_records  # noqa: E402
 from branchpoint.experiments.verify import verify_run  # noqa: E402
+from branchpoint.traces import EXECUTIONS_FILE, PASSAGES_FILE  # noqa: E402
 from tests.servers.openai_fault_server import ServerProcess  # noqa: E402
 
 FAILURES: list[str] = []
@@ -188,10 +194,89 @@ def check(label: str, run_dir: Path, reference: dict[str, tuple], forks: bool = 
     }
 
 
+def fill(folder: Path, leave: int) -> Path:
+    """Fill the file system of `folder` to its last byte, then free `leave` bytes of it."""
+    filler = folder / "filler"
+    with filler.open("wb") as fh:
+        try:
+            while True:
+                fh.write(b"\0" * (1 << 20))
+                fh.flush()
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+    os.truncate(filler, max(0, filler.stat().st_size - leave))
+    return filler
+
+
+def whole_lines(run_dir: Path) -> bool:
+    """Every line of the run's traces and passage store is whole (readers accept every line)."""
+    for name in (EXECUTIONS_FILE, PASSAGES_FILE):
+        path = run_dir / name
+        if path.is_file() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+            return False
+    RunStore(run_dir).records()  # raises on a damaged line
+    return True
+
+
+def disk_full(root: Path, spec: Path, rounds: int, rng: random.Random) -> dict[str, object] | None:
+    """Scenario 5 (see the module docstring); None when no tmpfs can be mounted here."""
+    mnt = root / "small"
+    mnt.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mnt)], capture_output=True, text=True
+    )
+    if mounted.returncode != 0:
+        print(f"   skipped: cannot mount a tmpfs here ({mounted.stderr.strip()[:100]})", flush=True)
+        return None
+    run_dir = mnt / "run"
+    cmd = cli("run", str(spec), "--out", str(run_dir), "--no-progress", "--concurrency", "4")
+    stopped = one_line = intact = 0
+    progress: list[int] = []
+    leaves: list[int] = []
+    try:
+        for i in range(rounds):
+            leave = rng.choice([0, 50_000, 300_000, 1_500_000]) + rng.randint(0, 50_000)
+            leaves.append(leave)
+            filler = fill(mnt, leave)
+            result = subprocess.run(cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
+            if result.returncode == 2:
+                stopped += 1
+                said = result.stderr.strip()
+                one_line += (
+                    "no space left on tmpfs at" in said and len(said.splitlines()) == 1 and "Traceback" not in said
+                )
+                if "no space left" not in said or "Traceback" in said:
+                    fail(f"disk full {i + 1}: {said[-300:]}")
+            elif result.returncode not in (0, 3):
+                fail(f"disk full {i + 1}: exit {result.returncode}: {result.stderr[-300:]}")
+            try:
+                intact += whole_lines(run_dir)
+            except Exception as exc:  # a damaged line: the failure this scenario exists to catch
+                fail(f"disk full {i + 1}: a trace line is damaged: {exc}")
+            progress.append(len(RunStore(run_dir).finished_ids()))
+            filler.unlink()
+        reruns, codes = run_until_done(cmd)
+        return {
+            "stopped": stopped,
+            "one_line": one_line,
+            "intact": intact,
+            "free_bytes": leaves,
+            "progress": progress,
+            "reruns": reruns,
+            "codes": codes,
+            "run_dir": run_dir,
+        }
+    except BaseException:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+        raise
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=10, help="SIGKILLs of `run`.")
     parser.add_argument("--fork-kills", type=int, default=10, help="SIGKILLs of `fork`.")
+    parser.add_argument("--disk-fulls", type=int, default=4, help="Runs on a filled-up file system.")
     parser.add_argument("--n", type=int, default=30, help="Questions (x2 conditions).")
     parser.add_argument("--fault-rate", type=float, default=0.1, help="Share of requests that meet a fault.")
     parser.add_argument(
@@ -202,7 +287,7 @@ def main() -> int:
     rng = random.Random(args.seed)
     root = Path(tempfile.mkdtemp(prefix="bp-chaos-"))
     started = time.perf_counter()
-    third = f"{args.fault_rate / 3:.4f}"
+    quarter = f"{args.fault_rate / 4:.4f}"
     figures: dict[str, object] = {}
     try:
         print(f"1. reference: {2 * args.n} executions and their fork study on a healthy server", flush=True)
@@ -228,11 +313,13 @@ def main() -> int:
             "--seed",
             str(args.seed),
             "--error-rate",
-            third,
+            quarter,
             "--drop-rate",
-            third,
+            quarter,
             "--truncate-rate",
-            third,
+            quarter,
+            "--malformed-rate",
+            quarter,
         ) as server:
             spec = write_spec(root / "spec.yaml", server.base_url, args.n)
             run_dir = root / "run"
@@ -328,6 +415,26 @@ def main() -> int:
             twin_check = check("two runs", twin, reference)
             print(f"   exit codes {[c for c, _ in results]} (one refused: {len(busy) == 1}); {twin_check}", flush=True)
             figures.update(twin_refused=len(busy) == 1, twin=twin_check)
+
+            print(f"5. `run` on a full disk, {args.disk_fulls} times (free space left: 0 to ~1.5 MB)", flush=True)
+            full = disk_full(root, spec, args.disk_fulls, rng)
+            if full is not None:
+                full_dir = full.pop("run_dir")
+                try:
+                    full_check = check("disk full", full_dir, reference)
+                finally:
+                    subprocess.run(["umount", "-l", str(root / "small")], check=False)
+                print(
+                    f"   {full['stopped']} of {args.disk_fulls} runs stopped by the full disk ({full['one_line']} with "
+                    f"one line naming the device; free bytes left {full['free_bytes']}), traces whole after "
+                    f"{full['intact']} of them; finished executions "
+                    f"after each: {full['progress']}; {full['reruns']} reruns once freed (exit codes {full['codes']}); "
+                    f"{full_check}",
+                    flush=True,
+                )
+                if full["one_line"] != full["stopped"] or full["intact"] != args.disk_fulls:
+                    fail("disk full: a stop without its one line, or a damaged trace line")
+                figures.update(disk_full=full, disk_full_check=full_check)
         left = processes_of(str(root))
         if left:
             fail(f"{len(left)} processes of the benchmark still running at the end")
@@ -336,7 +443,8 @@ def main() -> int:
         shutil.rmtree(root, ignore_errors=True)
     wall = time.perf_counter() - started
     print(
-        f"\nchaos: {args.kills} run kills + {args.fork_kills} fork kills, {args.fault_rate:.0%} faults, "
+        f"\nchaos: {args.kills} run kills + {args.fork_kills} fork kills + {args.disk_fulls} full disks, "
+        f"{args.fault_rate:.0%} faults, "
         f"{2 * args.n} executions: {'PASS' if not FAILURES else 'FAIL'} in {wall:.0f} s",
         flush=True,
     )

@@ -88,7 +88,7 @@ def browser_first_view(run: Path) -> tuple[float, float] | None:
 
 def spawn(run: Path, port: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "branchpoint.cli", "view", str(run), "--port", str(port)],
+        [sys.executable, "-m", "branchpoint.cli", "view", str(run), "--port", str(port), "--no-token"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         text=True,

@@ -29,7 +29,7 @@ from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from branchpoint.errors import InputError
+from branchpoint.errors import InputError, check_nesting
 
 T = TypeVar("T")
 
@@ -94,9 +94,13 @@ def parse_yaml_value(raw: str, where: str) -> Any:
     import yaml
 
     try:
-        return yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
         raise InputError(f"{where}: the value is not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    except RecursionError:
+        raise InputError(f"{where}: the value is nested too deeply to read") from None
+    check_nesting(value, where)
+    return value
 
 
 def settings_from_args(values: Sequence[str], option: str, *, named: bool = False) -> dict[str, Any]:

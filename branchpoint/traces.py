@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -38,6 +40,8 @@ SPEC_FILE = "spec.yaml"
 CHECKPOINTS_FILE = "checkpoints.sqlite"
 RETRIEVAL_CACHE_FILE = "retrieval_cache.sqlite"
 JUDGE_CACHE_FILE = "judge_cache.sqlite"
+#: Where `branchpoint runs repair` moves the damaged lines of RUN_TRACE_FILES.
+QUARANTINE_FILE = "quarantine.jsonl"
 #: Every request body sent to the model (`--log-requests`).
 REQUESTS_FILE = "requests.jsonl"
 #: One line per `fork` / `replay` invocation: the plan it ran and where each setting came from.
@@ -275,24 +279,73 @@ def iter_raw_lines(
         yield lineno, raw
 
 
+def json_error(exc: json.JSONDecodeError) -> str:
+    """A JSON parse error as people read it (`Unterminated string starting at column 3`, once)."""
+    return f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
+
+
+#: The run's trace files (`RunStore` appends them; `runs repair` quarantines their damaged lines).
+RUN_TRACE_FILES: tuple[str, ...] = (EXECUTIONS_FILE, FORKS_FILE, REPLAYS_FILE, PASSAGES_FILE)
+#: The last field of each line the run store writes: the CRC-32 of the line's bytes without it; lines
+#: without it, or re-serialised by others, are read unchecked (docs/trace-contract.md).
+LINE_CHECKSUM_FIELD = "line_crc32"
+_CHECKSUM_TAIL = re.compile(rb'(,|\{)"line_crc32":"([0-9a-f]{8})"\}\r?\n?$')
+
+
+class ChecksumError(TraceError):
+    """A trace line whose `line_crc32` does not match its bytes (changed or damaged after writing)."""
+
+
+def with_checksum(body: str) -> str:
+    """A JSON object's text (`{...}`) as a line: `line_crc32` put last, then a newline."""
+    sep = "" if body == "{}" else ","
+    return f'{body[:-1]}{sep}"{LINE_CHECKSUM_FIELD}":"{zlib.crc32(body.encode("utf-8")):08x}"}}\n'
+
+
+def _checksum_problem(raw: bytes, obj: dict[str, Any]) -> str | None:
+    """Why a line's `line_crc32` (popped from `obj`) does not match its bytes; None if it does or cannot tell."""
+    claimed = obj.pop(LINE_CHECKSUM_FIELD)
+    tail = _CHECKSUM_TAIL.search(raw[-40:])
+    if tail is None:
+        return None
+    body = raw[: max(0, len(raw) - 40) + tail.start()] + (b"}" if tail.group(1) == b"," else b"{}")
+    if (crc := f"{zlib.crc32(body):08x}") == claimed == tail.group(2).decode():
+        return None
+    return f"checksum mismatch ({claimed}, its bytes give {crc}): the line changed after it was written"
+
+
+def repair_hint(path: str | Path) -> str:
+    """What to do about a damaged line of a run's trace file (`runs repair`); "" for other files."""
+    path = Path(path)
+    if path.name not in RUN_TRACE_FILES or path.parent == Path():
+        return ""
+    return f" (the run's trace file is damaged: `branchpoint runs repair {path.parent}` moves its damaged lines to {QUARANTINE_FILE}, losing nothing, and the next run redoes what they held)"
+
+
 def parse_json_line(raw: bytes, path: str | Path, lineno: int) -> dict[str, Any] | None:
     """The JSON object on one line, or None for a blank line.
 
-    Raises TraceError naming the file and line for bytes that are not UTF-8, text that is not
-    JSON, and JSON values that are not objects.
+    Raises TraceError naming the file and line for bytes that are not UTF-8, text that is not JSON
+    (or nested too deeply), a value that is not an object, and ChecksumError for a line whose
+    `line_crc32` (dropped) does not match its bytes; for a run's trace files, with `repair_hint`.
     """
+    where = f"{path} line {lineno}"
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TraceError(f"{path} line {lineno}: not UTF-8 text ({exc.reason})") from None
+        raise TraceError(f"{where}: not UTF-8 text ({exc.reason}){repair_hint(path)}") from None
     if not line.strip():
         return None
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise TraceError(f"{path} line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+        raise TraceError(f"{where}: invalid JSON ({json_error(exc)}){repair_hint(path)}") from None
+    except RecursionError:
+        raise TraceError(f"{where}: JSON nested too deeply to read{repair_hint(path)}") from None
     if not isinstance(obj, dict):
-        raise TraceError(f"{path} line {lineno}: expected a JSON object, got {type(obj).__name__}")
+        raise TraceError(f"{where}: expected a JSON object, got {type(obj).__name__}{repair_hint(path)}")
+    if LINE_CHECKSUM_FIELD in obj and (problem := _checksum_problem(raw, obj)):
+        raise ChecksumError(f"{where}: {problem}{repair_hint(path)}")
     return obj
 
 
@@ -335,13 +388,13 @@ def passage_ref(text: str) -> str:
 class PassageResolver:
     """Puts passage texts back into records that refer to the passage store beside their file.
 
-    The store is read on the first reference only (inline traces never touch it); a torn last
-    line (a crash mid-append: its record was never written) is ignored.
+    The store is read on the first reference only (inline traces never touch it), unless its
+    `texts` are given; a torn last line (a crash mid-append: its record was never written) is ignored.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, texts: dict[str, str] | None = None) -> None:
         self.path = path
-        self._texts: dict[str, str] | None = None
+        self._texts: dict[str, str] | None = texts
 
     def _load(self) -> dict[str, str]:
         texts: dict[str, str] = {}
@@ -385,7 +438,7 @@ def iter_records(path: str | Path) -> Iterator[ExecutionRecord]:
         try:
             yield ExecutionRecord.model_validate(resolver.resolve(obj, f"{path} line {lineno}"))
         except ValidationError as exc:
-            raise TraceError(f"{path} line {lineno}: {describe_validation_error(exc)}") from None
+            raise TraceError(f"{path} line {lineno}: {describe_validation_error(exc)}{repair_hint(path)}") from None
 
 
 def read_records(path: str | Path) -> list[ExecutionRecord]:
@@ -438,18 +491,18 @@ def write_records(path: str | Path, records: list[ExecutionRecord]) -> None:
 
     A record longer than MAX_LINE_BYTES is a RecordTooLargeError (nothing is written).
     """
-    lines = [dump_record(ExecutionRecord.model_validate(rec.model_dump())) + "\n" for rec in records]
+    lines = [with_checksum(dump_record(ExecutionRecord.model_validate(rec.model_dump()))) for rec in records]
     for rec, line in zip(records, lines):
         check_line_size(line, rec.execution_id, path)
     write_files_atomically({Path(path): "".join(lines)})
 
 
 def append_record(path: str | Path, record: ExecutionRecord) -> None:
-    """Append one validated record durably (flush + fsync) so a crash loses at most this line."""
-    line = dump_record(ExecutionRecord.model_validate(record.model_dump()))
+    """Append one validated, checksummed record durably (flush + fsync): a crash loses at most this line."""
+    line = with_checksum(dump_record(ExecutionRecord.model_validate(record.model_dump())))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as fh:
-        fh.write(line + "\n")
+        fh.write(line)
         fh.flush()
         os.fsync(fh.fileno())

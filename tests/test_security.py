@@ -149,12 +149,30 @@ def test_every_yaml_read_is_safe():
 SENTINEL = "sk-branchpoint-SENTINEL-7f3a9c1e5d"
 
 
-def test_api_key_is_used_but_never_written_or_printed(tmp_path, monkeypatch, caplog):
+def invoke_all(commands: list[list[str]], codes: tuple[int, ...] = (0, 1, 3)) -> list[str]:
+    """Each command's output, in order; every exit code must be one of `codes`."""
+    outputs = []
+    for args in commands:
+        result = runner.invoke(app, args)
+        outputs.append(result.output)
+        assert result.exit_code in codes, (args, result.output)
+    return outputs
+
+
+def assert_key_nowhere(key: str, run_dir: Path, outputs: list[str], capfd, caplog) -> None:
+    """`key` is in no file of the run folder, no command output, nothing printed, no log."""
+    leaks = [p for p in run_dir.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+    assert not leaks, leaks
+    captured = capfd.readouterr()
+    assert not any(key in out for out in [*outputs, captured.out, captured.err])
+    assert key not in caplog.text
+
+
+def test_api_key_is_used_but_never_written_or_printed(tmp_path, monkeypatch, caplog, capfd):
     monkeypatch.setenv("BP_SECRET_KEY", SENTINEL)
     monkeypatch.setattr("branchpoint.models.openai_compat.wait_exponential", lambda **kw: lambda rs: 0.0)
     caplog.set_level(logging.DEBUG)  # even debug logs of the HTTP clients must not carry the key
     config = FaultConfig(error_rate=0.2, drop_rate=0.1, truncate_rate=0.1, seed=5)
-    outputs = []
     with FaultServer(config) as server:
         spec = {
             "name": "secret",
@@ -173,23 +191,19 @@ def test_api_key_is_used_but_never_written_or_printed(tmp_path, monkeypatch, cap
         spec_path = tmp_path / "spec.yaml"
         spec_path.write_text(yaml.safe_dump(spec), encoding="utf-8")
         run_dir = tmp_path / "run"
-        for args in (
-            ["run", str(spec_path), "--out", str(run_dir), "--no-progress"],
-            ["fork", str(run_dir), "--actions", "THINK", "--repeats", "1", "--no-progress"],
-            ["evaluate", str(run_dir), "--bootstrap", "10"],
-            ["report", str(run_dir)],
-            ["runs", "verify", str(run_dir)],
-            ["checkpoints", "ls", str(run_dir), "--json"],
-        ):
-            result = runner.invoke(app, args)
-            outputs.append(result.output)
-            assert result.exit_code in (0, 1, 3), result.output  # 3: some executions incomplete (faults)
+        outputs = invoke_all(  # exit code 3: some executions incomplete (faults)
+            [
+                ["run", str(spec_path), "--out", str(run_dir), "--no-progress"],
+                ["fork", str(run_dir), "--actions", "THINK", "--repeats", "1", "--no-progress"],
+                ["evaluate", str(run_dir), "--bootstrap", "10"],
+                ["report", str(run_dir)],
+                ["runs", "verify", str(run_dir)],
+                ["checkpoints", "ls", str(run_dir), "--json"],
+            ]
+        )
     assert f"Bearer {SENTINEL}" in config.authorization, "the key from the environment was sent"
     assert config.counts["error"] + config.counts["drop"] + config.counts["truncate"] > 0
-    leaks = [p for p in run_dir.rglob("*") if p.is_file() and SENTINEL.encode() in p.read_bytes()]
-    assert not leaks, leaks
-    assert not any(SENTINEL in out for out in outputs)
-    assert SENTINEL not in caplog.text
+    assert_key_nowhere(SENTINEL, run_dir, outputs, capfd, caplog)
     assert "BP_SECRET_KEY" in (run_dir / "spec.yaml").read_text()  # the variable's name, not its value
 
 
@@ -292,11 +306,48 @@ def test_a_server_quoting_the_authorization_header_leaks_no_key(tmp_path, monkey
         outputs.append(result.output)
         assert result.exit_code == 2 and "HTTP 401" in result.output and "Bearer ***" in result.output, result.output
     assert f"Bearer {SENTINEL}" in config.authorization
-    leaks = [p for p in run_dir.rglob("*") if p.is_file() and SENTINEL.encode() in p.read_bytes()]
-    assert not leaks, leaks
-    captured = capfd.readouterr()
-    assert not any(SENTINEL in out for out in [*outputs, captured.out, captured.err])
-    assert SENTINEL not in caplog.text
+    assert_key_nowhere(SENTINEL, run_dir, outputs, capfd, caplog)
+
+
+def test_a_key_quoted_in_200_replies_is_stored_and_printed_nowhere(tmp_path, monkeypatch, caplog, capfd):
+    """The model's own text quotes the Authorization header (the search query and the answer):
+    redaction applies to every text from a server or model, so the key reaches no trace,
+    judged.jsonl, checkpoints.sqlite, retrieval_cache.sqlite, viewer export or `checkpoints ls`."""
+    from branchpoint.datasets.questions import demo_corpus_path
+
+    monkeypatch.setenv("BP_SECRET_KEY", SENTINEL)
+    monkeypatch.setenv("BRANCHPOINT_CACHE", str(tmp_path / "cache"))
+    caplog.set_level(logging.DEBUG)
+    config = FaultConfig(search_once=True, echo_key_in_reply=True)
+    with FaultServer(config) as server:
+        spec = {
+            "name": "echo-reply",
+            "questions": {"path": "demo", "limit": 6},
+            "model": {"provider": "openai", "base_url": server.base_url, "name": "m", "api_key_env": "BP_SECRET_KEY"},
+            "agent": {"policy": "constrained", "search_cap": 1, "top_k": 2},
+            "retrieval": {"default": "demo", "sources": {"demo": {"kind": "bm25", "corpus": str(demo_corpus_path())}}},
+        }
+        spec_path = tmp_path / "spec.yaml"
+        spec_path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+        run_dir = tmp_path / "run"
+        outputs = invoke_all(
+            [
+                ["run", str(spec_path), "--out", str(run_dir), "--no-progress"],
+                ["fork", str(run_dir), "--actions", "THINK", "--repeats", "1", "--no-progress"],
+                ["evaluate", str(run_dir), "--bootstrap", "10"],
+                ["checkpoints", "ls", str(run_dir), "--json"],
+                ["checkpoints", "ls", str(run_dir)],
+                ["view", str(run_dir), "--export", str(run_dir / "viewer")],
+                ["runs", "verify", str(run_dir)],
+            ],
+            codes=(0,),
+        )
+    assert f"Bearer {SENTINEL}" in config.authorization, "the key was sent"
+    records = RunStore(run_dir).records()
+    assert records and all("Bearer ***" in (r.final_answer or "") for r in records)  # the echo, masked
+    assert any("Bearer ***" in (s.query or "") for r in records for s in r.steps)  # the query too
+    assert {"checkpoints.sqlite", "retrieval_cache.sqlite", "judged.jsonl"} <= {p.name for p in run_dir.iterdir()}
+    assert_key_nowhere(SENTINEL, run_dir, outputs, capfd, caplog)
 
 
 def test_redact_removes_keys_tokens_and_key_fields():

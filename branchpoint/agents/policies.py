@@ -221,8 +221,33 @@ def resolve_policy(name: str, search_paths: Sequence[str | Path] = ()) -> Policy
         raise InputError(f"agent.policy: {exc}") from None
     if not callable(entry.obj):
         raise InputError(f"agent.policy: {name!r} is not a function (a policy is a decide node)")
+    check_node_signature(name, entry.obj)
     force = entry.meta.get("force_answer") or own_protocol_force_answer(entry.obj)
     return Policy(entry.name, entry.obj, force)
+
+
+def check_node_signature(name: str, fn: Any) -> None:
+    """A policy must be a Python function (or coroutine function) of the state, and optionally
+    the runtime: `def decide(state, runtime) -> dict`. Anything else (a builtin such as
+    `os:getcwd`, a function of no arguments) is an InputError before any work."""
+    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else getattr(fn, "__call__", None)  # noqa: B004
+    if not (inspect.isfunction(target) or inspect.ismethod(target) or isinstance(fn, functools.partial)):
+        raise InputError(
+            f"agent.policy: {name!r} is a {type(fn).__name__}, not a Python function of (state, runtime) "
+            "returning a state update (a policy is a decide node)"
+        )
+    try:
+        inspect.signature(fn).bind(None, None)
+    except TypeError:
+        try:
+            inspect.signature(fn).bind(None)
+        except TypeError:
+            raise InputError(
+                f"agent.policy: {name!r} does not take (state) or (state, runtime) arguments "
+                "(a policy is a decide node: def decide(state, runtime) -> dict)"
+            ) from None
+    except ValueError:
+        raise InputError(f"agent.policy: {name!r}: its arguments cannot be read (a policy is a decide node)") from None
 
 
 def decided_answer(update: Mapping[str, Any]) -> str | None:

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from branchpoint.diskspace import is_no_space, no_space
 from branchpoint.errors import BranchpointError
 from branchpoint.provenance import command_scope
 from branchpoint.redact import redact
@@ -36,9 +37,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def friendly_errors(fn: F) -> F:
-    """Print input and server errors as one red line and exit with code 2 (no traceback); run
-    the command in its provenance scope (`branchpoint.provenance.command_scope`), so what it
-    writes names the command and the components it used."""
+    """Print input and server errors, and a full disk (`no space left on DEVICE (path)`), as one
+    red line and exit with code 2 (no traceback); run the command in its provenance scope
+    (`branchpoint.provenance.command_scope`), so what it writes names the command and the
+    components it used."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -51,11 +53,16 @@ def friendly_errors(fn: F) -> F:
                 f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, markup=True, soft_wrap=True
             )
             raise typer.Exit(code=2) from None
-        except sqlite3.DatabaseError as exc:  # damage found mid-run, past the checks made before it
-            message = (
-                f"a SQLite database of the run is damaged ({exc}); `branchpoint runs verify RUN_DIR` tells "
-                "which: the caches can be deleted and rebuilt, checkpoints.sqlite cannot"
-            )
+        except (OSError, sqlite3.DatabaseError) as exc:
+            if is_no_space(exc, getattr(exc, "filename", None)):
+                message = str(no_space(getattr(exc, "filename", None) or Path.cwd()))
+            elif isinstance(exc, sqlite3.DatabaseError):  # damage found mid-run, past the checks made before it
+                message = (
+                    f"a SQLite database of the run is damaged ({exc}); `branchpoint runs verify RUN_DIR` tells "
+                    "which: the caches can be deleted and rebuilt, checkpoints.sqlite cannot"
+                )
+            else:
+                raise
             err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
             raise typer.Exit(code=2) from None
 

@@ -61,6 +61,12 @@ def retrieval_serve(
         "127.0.0.1", "--host", help="Address to bind (0.0.0.0: every interface; no authentication)."
     ),
     port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to listen on (0: a free one)."),
+    allow_host: list[str] = typer.Option(
+        [],
+        "--allow-host",
+        help="Another name clients reach this server by (the Host header), besides the loopback names and "
+        "--host; repeatable; '*' for any (no protection against pages doing DNS rebinding).",
+    ),
     max_queries: int = typer.Option(4096, "--max-queries", min=1, help="Most queries in one request (more: HTTP 400)."),
     max_topk: int = typer.Option(50, "--max-topk", min=1, help="Largest topk a request may ask for (more: HTTP 400)."),
     max_results: int = typer.Option(
@@ -81,6 +87,7 @@ def retrieval_serve(
 
     POST /retrieve {"queries": [...], "topk": 3, "return_scores": true} answers
     {"result": [[{"document": {"id", "contents"}, "score": s}, ...], ...]}; GET /health.
+    Requests whose Host is not a loopback name, --host or an --allow-host name get HTTP 403.
 
     Example: branchpoint retrieval serve --index e5_Flat.index --corpus wiki-18.jsonl --encoder st:intfloat/e5-base-v2 --retrieval-method e5
     """
@@ -90,6 +97,7 @@ def retrieval_serve(
     from branchpoint.retrieval.server import (
         RetrievalService,
         ServerLimits,
+        allowed_hosts_for,
         bind_socket,
         is_loopback,
         serve,
@@ -132,8 +140,14 @@ def retrieval_serve(
         soft_wrap=True,
         highlight=False,
     )
+    hosts = allowed_hosts_for(host, allow_host)
     if not is_loopback(host):
         console.print(f"[yellow]listening on {host}:[/] other machines can query this index (no authentication).")
+        console.print(
+            f"answering requests whose Host is one of: {', '.join(hosts)} (add the names clients use with --allow-host)",
+            highlight=False,
+            soft_wrap=True,
+        )
     console.print(
         f"clients: any Search-R1 agent with retriever url {url}/retrieve, or in Python "
         f'SearchR1Source("NAME", "{url}") (branchpoint.retrieval.searchr1)',
@@ -141,7 +155,7 @@ def retrieval_serve(
         soft_wrap=True,
     )
     try:
-        serve(service, sock, log_level=log_level)
+        serve(service, sock, log_level=log_level, allowed_hosts=hosts)
     finally:
         sock.close()
 

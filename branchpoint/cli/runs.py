@@ -1,5 +1,5 @@
-"""`branchpoint runs verify` and `runs show`: check a run directory, and say what it holds and
-where each part came from."""
+"""`branchpoint runs verify`, `runs repair` and `runs show`: check a run directory, move its
+damaged trace lines aside, and say what it holds and where each part came from."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import typer
 from branchpoint.cli.common import console, friendly_errors
 
 runs_app = typer.Typer(
-    help="Check run directories and show where their files came from.\n\n"
+    help="Check, repair and show run directories.\n\n"
     "Example: branchpoint runs verify runs/quickstart; branchpoint runs show runs/quickstart",
     no_args_is_help=True,
 )
@@ -51,6 +51,54 @@ def runs_verify(
         print_verification(report, console)
     if not report.ok:
         raise typer.Exit(code=1)
+
+
+@runs_app.command("repair")
+@friendly_errors
+def runs_repair(
+    run_dir: Path = typer.Argument(..., help="A run directory whose trace files hold damaged lines."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only list the damaged lines; move nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was found (and moved) as one JSON object."),
+) -> None:
+    """Move the damaged lines of a run's trace files into RUN_DIR/quarantine.jsonl, byte for byte.
+
+    A damaged line (not JSON, a failed checksum, not a record, a torn last line, a record whose
+    passage is lost) makes run, fork and evaluate refuse the folder; after the repair they read
+    it, and the next run (or fork) redoes the executions those lines held. Takes the run lock.
+
+    Exit code 0: repaired, or nothing to repair; 2: not a run directory, or in use.
+
+    Example: branchpoint runs repair runs/quickstart --dry-run
+    """
+    from rich.markup import escape
+
+    from branchpoint.experiments.repair import repair_run
+    from branchpoint.traces import QUARANTINE_FILE
+
+    found = repair_run(run_dir, dry_run=dry_run)
+    if as_json:
+        typer.echo(json.dumps(found.to_json()))
+        return
+    if not found.damaged:
+        counted = ", ".join(f"{name} {n} lines" for name, n in found.lines.items())
+        console.print(f"[bold green]nothing to repair[/] in {escape(str(run_dir))} ({escape(counted)})", soft_wrap=True)
+        return
+    verb = "would move" if dry_run else "moved"
+    for d in found.damaged[:50]:
+        console.print(f"  {escape(d.file)} line {d.line} ({d.size} bytes): {escape(d.reason)}", soft_wrap=True)
+    if len(found.damaged) > 50:
+        console.print(f"  … and {len(found.damaged) - 50} more")
+    by_file = ", ".join(
+        f"{sum(1 for d in found.damaged if d.file == name)} of {name}"
+        for name in found.lines
+        if any(d.file == name for d in found.damaged)
+    )
+    console.print(
+        f"[bold]{verb} {len(found.damaged)} damaged lines[/] ({escape(by_file)}) to "
+        f"{escape(str(run_dir / QUARANTINE_FILE))}"
+        + ("" if dry_run else "; the next run (or fork) redoes the executions they held"),
+        soft_wrap=True,
+    )
 
 
 @runs_app.command("show")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from branchpoint.datasets.detect import detect_format
 from branchpoint.datasets.format import QuestionFormat, all_formats, get_format
-from branchpoint.datasets.questions import Question, demo_questions_path
+from branchpoint.datasets.questions import MAX_QUESTION_CHARS, Question, demo_questions_path
 from branchpoint.datasets.reading import check_file
 from branchpoint.errors import InputError
 
@@ -115,6 +115,11 @@ def load_questions_with_report(
         if q is None:
             skipped[skip or "out of scope"] += 1
             continue
+        if len(q.question) > MAX_QUESTION_CHARS:
+            raise InputError(
+                f'{where}: field "question" has {len(q.question)} characters, more than the {MAX_QUESTION_CHARS} '
+                "a question may have (every model call quotes it: its record would outgrow the trace line limit)"
+            )
         if q.id in first_seen:
             raise InputError(f'{where}: field "id": duplicate id "{q.id}" (first seen at {first_seen[q.id]})')
         first_seen[q.id] = where.removeprefix(f"{path} ")

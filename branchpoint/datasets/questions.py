@@ -6,7 +6,12 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+#: Longest question text a set may hold: every model call of an execution quotes it, so a record
+#: grows several times over; longer ones are refused at load (the record would outgrow the trace
+#: line limit and stay incomplete for ever).
+MAX_QUESTION_CHARS = 100_000
 
 UNANSWERABLE_CATEGORIES: tuple[str, ...] = ("AU", "FP", "UC")
 """The categories of unanswerable questions: Answer Unknown, False Premise, Underspecified Context."""
@@ -19,7 +24,7 @@ class Question(BaseModel):
 
     id: str
     question: str = Field(min_length=1)
-    answerable: bool
+    answerable: StrictBool = Field(description='true or false (a string such as "yes" is refused, not guessed).')
     category: Literal["AU", "FP", "UC"] | None = None
     gold_answers: list[str] = Field(default_factory=list)
     support: list[str] = Field(default_factory=list, description="Ids of supporting passages.")

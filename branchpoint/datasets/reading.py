@@ -17,7 +17,7 @@ from typing import Any
 
 from branchpoint.datasets.questions import Question
 from branchpoint.errors import InputError
-from branchpoint.traces import TraceError, iter_json_lines
+from branchpoint.traces import TraceError, iter_json_lines, json_error
 
 Parsed = Iterator[tuple[str, Question | None, str | None]]
 """What a format's parser yields for every record: (where, Question or None, skip reason or None)."""
@@ -123,7 +123,9 @@ def read_json(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path} line {exc.lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+        raise InputError(f"{path} line {exc.lineno}: invalid JSON ({json_error(exc)})") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to read (is this a question file?)") from None
 
 
 def read_json_list(path: Path) -> list[tuple[str, Any]]:

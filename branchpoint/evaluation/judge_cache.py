@@ -35,41 +35,62 @@ def judgment_key(prompt_version: str, model: str, inputs: dict[str, Any]) -> str
 
 
 class JudgeCache:
-    """Get and put (label, raw) by key; `path=None` keeps the cache in memory (tests, dry runs)."""
+    """Get and put (label, raw) by key; `path=None` keeps the cache in memory (tests, dry runs).
+
+    An existing file is checked now (a damaged one is refused before anything runs); the file is
+    made, and opened, on the first get or put, so a command that refuses its input afterwards
+    leaves no cache behind.
+    """
 
     def __init__(self, path: str | Path | None) -> None:
         self.path = Path(path) if path is not None else None
+        self._db: sqlite3.Connection | None = None
+        if self.path is not None:
+            from branchpoint.dbfiles import CACHE_HINT, probe
+
+            probe(self.path, "judge cache", CACHE_HINT, ("judgments",))
+        else:
+            self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._db is not None:
+            return self._db
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(self.path) if self.path is not None else ":memory:")
+        db = sqlite3.connect(str(self.path) if self.path is not None else ":memory:")
         try:
             if self.path is not None:
-                self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(_SCHEMA)
-            self._db.commit()
-            self._db.execute("SELECT COUNT(*) FROM judgments").fetchone()
+                db.execute("PRAGMA journal_mode=WAL")
+            db.execute(_SCHEMA)
+            db.commit()
+            db.execute("SELECT COUNT(*) FROM judgments").fetchone()
         except sqlite3.DatabaseError as exc:  # not a database, or pages SQLite cannot read
-            self._db.close()
+            db.close()
             from branchpoint.dbfiles import CACHE_HINT, damaged
 
             raise damaged(self.path or ":memory:", "judge cache", exc, CACHE_HINT) from None
+        self._db = db
+        return db
 
     def get(self, key: str) -> tuple[str, str | None] | None:
-        row = self._db.execute("SELECT label, raw FROM judgments WHERE key = ?", (key,)).fetchone()
+        row = self._connect().execute("SELECT label, raw FROM judgments WHERE key = ?", (key,)).fetchone()
         return (row[0], row[1]) if row else None
 
     def put(self, key: str, prompt_version: str, model: str, label: str, raw: str | None) -> None:
-        self._db.execute(
+        db = self._connect()
+        db.execute(
             "INSERT OR REPLACE INTO judgments VALUES (?, ?, ?, ?, ?, ?)",
             (key, prompt_version, model, label, raw, time.time()),
         )
-        self._db.commit()
+        db.commit()
 
     def __len__(self) -> int:
-        return int(self._db.execute("SELECT COUNT(*) FROM judgments").fetchone()[0])
+        return int(self._connect().execute("SELECT COUNT(*) FROM judgments").fetchone()[0])
 
     def close(self) -> None:
-        self._db.close()
+        if self._db is not None:
+            self._db.close()
+            self._db = None
 
     def __enter__(self) -> JudgeCache:
         return self

@@ -45,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from branchpoint.evaluation.judge_cache import JudgeCache, judgment_key
 from branchpoint.evaluation.judges import (
@@ -270,6 +270,13 @@ class JudgeModelSpec(BaseModel):
     base_url: str = Field(min_length=1, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
     api_key_env: str | None = Field(None, description="Environment variable holding the API key.")
     timeout_s: float = Field(120.0, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, base_url: str) -> str:
+        from branchpoint.models.spec import checked_base_url
+
+        return checked_base_url(base_url)
 
 
 class LLMJudgeSettings(BaseModel):

@@ -24,6 +24,7 @@ from branchpoint.experiments.runner import (
     ModelOpener,
     PlannedExecution,
     RunSummary,
+    check_models,
     check_run_dir,
     check_sources,
     default_model_opener,
@@ -117,6 +118,7 @@ def run_sharded(
     """
     started = time.perf_counter()
     plan = plan_executions(spec, select_questions(spec))  # validates names before anything is written
+    check_models(plan)
     if check is not None:
         check(plan)
     store = RunStore(run_dir)

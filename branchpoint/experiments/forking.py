@@ -46,6 +46,8 @@ from branchpoint.checkpoints import list_boundaries, open_checkpointer
 from branchpoint.checkpoints.fork import branch_input, prefix_of, transcript_from_steps
 from branchpoint.checkpoints.postgres import async_postgres_checkpointer
 from branchpoint.checkpoints.values import acheckpoint_values, state_reader
+from branchpoint.dbfiles import check_run_files
+from branchpoint.diskspace import reporting_no_space
 from branchpoint.errors import InputError
 from branchpoint.evaluation.fork_settings import with_fork_settings
 from branchpoint.evaluation.judges import judge_records
@@ -323,9 +325,14 @@ def _open_run(run_dir: str | Path, checkpoints: str | None) -> tuple[RunStore, E
     store = RunStore(run_dir)
     if not (store.run_dir / SPEC_FILE).is_file() or not store.executions_path.is_file():
         raise InputError(f"{store.run_dir}: not a run directory (expected {SPEC_FILE} and {EXECUTIONS_FILE})")
+    check_run_files(store.run_dir)
+    store.check_saved_states(checkpoints, (EXECUTIONS_FILE, FORKS_FILE))
     if checkpoints is None and not store.checkpoints_path.is_file():
         raise InputError(f"{store.checkpoints_path}: not found (the run has no checkpoints to fork)")
-    return store, load_spec(store.run_dir / SPEC_FILE, recorded=True)
+    spec = load_spec(store.run_dir / SPEC_FILE, recorded=True)
+    for resolved in condition_specs(spec).values():  # the models branches call: before any write
+        resolved.model.check_ready()
+    return store, spec
 
 
 def _run_missing(
@@ -364,7 +371,8 @@ def _run_missing(
         )
         return ShardOutcome(ran=ran.ran, statuses=ran.statuses)
 
-    drive(todo, InProcess(run_here), summary, progress=progress, label=label)
+    with reporting_no_space(store.run_dir):  # a checkpoint, cache or record write on a full disk
+        drive(todo, InProcess(run_here), summary, progress=progress, label=label)
 
 
 def fork_run(

@@ -29,6 +29,7 @@ from branchpoint.agents import (
 from branchpoint.checkpoints.store import adelete_threads, open_async_checkpointer
 from branchpoint.datasets import balanced_sample, load_questions
 from branchpoint.datasets.questions import Question
+from branchpoint.diskspace import reporting_no_space
 from branchpoint.errors import InputError
 from branchpoint.experiments.execution import execute, run_blocking_core, stream_recording
 from branchpoint.experiments.invocations import begin_invocation
@@ -252,16 +253,26 @@ class SourcePool:
 
 def check_run_dir(store: RunStore, spec: ExperimentSpec, checkpoints: str | None) -> None:
     """Everything about the run folder that can refuse a run, read-only (before the first write):
-    it holds no other spec's run (`check_same_run`), and its databases are readable."""
-    from branchpoint.dbfiles import CACHE_HINT, CHECKPOINTS_HINT, probe
+    it holds no other spec's run (`check_same_run`), its files are files, its databases are
+    readable, and its checkpoints are there if its records list any (`check_saved_states`)."""
+    from branchpoint.dbfiles import CACHE_HINT, CHECKPOINTS_HINT, check_run_files, probe
     from branchpoint.experiments.spec import check_same_run, load_spec
 
     recorded = store.run_dir / SPEC_FILE
     if recorded.is_file():
         check_same_run(load_spec(recorded, check_policy=False, recorded=True), spec, store.run_dir)
+    check_run_files(store.run_dir)
     if checkpoints is None:
         probe(store.checkpoints_path, "checkpoint database", CHECKPOINTS_HINT, ("checkpoints", "writes"))
     probe(store.run_dir / RETRIEVAL_CACHE_FILE, "retrieval cache", CACHE_HINT, ("retrieval_cache",))
+    store.check_saved_states(checkpoints)
+
+
+def check_models(planned: Iterable[PlannedExecution]) -> None:
+    """Each condition's model can be opened as far as the spec says (a `base_url` for provider
+    openai, the API key's variable set: `ModelSpec.check_ready`): refused before anything is written."""
+    for spec in {id(p.spec): p.spec for p in planned}.values():
+        spec.model.check_ready()
 
 
 def check_sources(todo: Iterable[PlannedExecution]) -> None:
@@ -510,6 +521,7 @@ def run_planned(
     `started` (default: now).
     """
     _check_concurrency(concurrency)
+    check_models(planned)
     started = time.perf_counter() if started is None else started
     store = RunStore(run_dir)
     target = store.checkpoint_target(checkpoints)
@@ -605,4 +617,5 @@ def _run_todo(
                 concurrency=concurrency,
             )
 
-    run_blocking_core(main)
+    with reporting_no_space(store.run_dir):  # a checkpoint, cache or record write on a full disk
+        run_blocking_core(main)

@@ -4,30 +4,32 @@ Records are appended durably one line at a time, keyed by a deterministic `execu
 rerun skips what is finished. A torn last line (a crash mid-write) is cut off on open; every
 complete line is kept.
 
-One writer: every command that writes a run folder (`run`, `fork`, `replay`) holds
-`run_lock(run_dir)`, an exclusive `flock` on `RUN_DIR/.lock` for the life of the process (the OS
-releases it when the process dies, SIGKILL included). A second writer is refused with the
-holder's pid and host. Processes that a holder starts (the local executor's workers, forked
-with the lock's descriptor) run under its lock and write only their own shard folders.
+One writer: every command that writes a run folder holds its lock (`run_lock`, in
+`experiments.runlock`, re-exported here).
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import logging
 import os
-import socket
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 from pydantic import ValidationError
 
-from branchpoint.errors import InputError
+from branchpoint.diskspace import is_no_space, no_space, reporting_no_space
+from branchpoint.errors import BranchpointError, InputError
+from branchpoint.experiments.runlock import (
+    LOCK_FILE,
+    RunDirBusyError,
+    RunLock,
+    acquire_run_lock,
+    lock_holder,
+    run_lock,
+)
 from branchpoint.redact import redact
 from branchpoint.traces import (
     CHECKPOINTS_FILE,
@@ -44,132 +46,23 @@ from branchpoint.traces import (
     iter_raw_lines,
     parse_json_line,
     passage_ref,
+    repair_hint,
+    with_checksum,
     write_files_atomically,
 )
 
 log = logging.getLogger(__name__)
 
-LOCK_FILE = ".lock"
-
-
-class RunDirBusyError(InputError):
-    """Another process holds the run folder's lock (one writer per run folder)."""
-
-
-class RunLock:
-    """The exclusive lock of one run folder, held while this object is open (see `run_lock`).
-
-    `committed` is set by the holder once it has written something: a folder that the lock
-    itself created and that stayed uncommitted is removed again on release, so a command that
-    fails before its first write leaves no trace.
-    """
-
-    def __init__(self, run_dir: Path, fd: int, created: list[Path], created_file: bool) -> None:
-        self.run_dir = run_dir
-        self.path = run_dir / LOCK_FILE
-        self._fd: int | None = fd
-        self._created = created
-        self._created_file = created_file
-        self.committed = False
-
-    def release(self) -> None:
-        """Empty the lock file (no holder) and unlock; undo what the lock created if nothing was written."""
-        fd, self._fd = self._fd, None
-        if fd is None:
-            return
-        try:
-            os.ftruncate(fd, 0)
-            if not self.committed and self._created_file:
-                self.path.unlink(missing_ok=True)
-        finally:
-            os.close(fd)  # closing the descriptor releases the flock
-        if not self.committed:
-            for folder in reversed(self._created):
-                try:
-                    folder.rmdir()  # only if still empty
-                except OSError:
-                    break
-
-
-def lock_holder(run_dir: str | Path) -> str:
-    """Who holds (or last held) a run folder's lock, as `pid N on host H`, from the lock file."""
-    try:
-        text = (Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8").split()
-    except OSError:
-        text = []
-    if len(text) >= 2 and text[0].isdigit():
-        return f"pid {text[0]} on host {text[1]}"
-    return "another process (pid unknown)"
-
-
-def _missing_parents(path: Path) -> list[Path]:
-    """The folders from the first missing ancestor of `path` down to `path`."""
-    missing = []
-    for folder in (path, *path.parents):
-        if folder.exists():
-            break
-        missing.append(folder)
-    return list(reversed(missing))
-
-
-def acquire_run_lock(run_dir: str | Path, command: str = "run") -> RunLock:
-    """Take the run folder's exclusive lock (creating the folder if needed); RunDirBusyError if
-    another process holds it. Prefer the `run_lock` context manager."""
-    run_dir = Path(run_dir)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise InputError(f"{run_dir}: not a directory (expected a run folder, or a path where one can be made)")
-    created = _missing_parents(run_dir)
-    path = run_dir / LOCK_FILE
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        created_file = not path.exists()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise InputError(f"{run_dir}: cannot create or lock the run folder ({exc.strerror or exc})") from None
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
-            for folder in reversed(created):  # made just now for a writer that is not us
-                try:
-                    folder.rmdir()
-                except OSError:
-                    break
-            raise RunDirBusyError(
-                f"{run_dir}: in use by {lock_holder(run_dir)} (one writer per run folder: wait for it to "
-                f"finish, or stop it, then run `{command}` again)"
-            ) from None
-        try:
-            same = os.fstat(fd).st_ino == os.stat(path).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:  # else a releasing holder removed the file between our open and flock: retry
-            break
-        os.close(fd)
-        created_file = not path.exists()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
-    return RunLock(run_dir, fd, created, created_file)
-
-
-@contextmanager
-def run_lock(run_dir: str | Path, command: str = "run") -> Iterator[RunLock]:
-    """Hold a run folder's exclusive lock for the block: one writer per run folder.
-
-    `run`, `fork` and `replay` take it before their first write; a second process is refused
-    (RunDirBusyError, exit code 2) naming the holder's pid and host. Set `lock.committed = True`
-    once the folder holds something worth keeping; if the folder was created here and nothing
-    was committed, it is removed again on exit.
-    """
-    lock = acquire_run_lock(run_dir, command)
-    try:
-        yield lock
-    finally:
-        lock.release()
+__all__ = [
+    "LOCK_FILE",
+    "RunDirBusyError",
+    "RunLock",
+    "RunStore",
+    "acquire_run_lock",
+    "append_lines",
+    "lock_holder",
+    "run_lock",
+]
 
 
 class RunStore:
@@ -204,34 +97,47 @@ class RunStore:
 
         return check_target(override) if override else str(self.checkpoints_path)
 
+    def check_saved_states(self, checkpoints: str | None = None, files: Sequence[str] = (EXECUTIONS_FILE,)) -> None:
+        """Refuse (InputError) a run whose `checkpoints.sqlite` is gone or empty while records of
+        `files` list saved states there (`checkpoint_ids`): those states cannot be rebuilt, and a
+        run or fork that went on would leave the records pointing at nothing. A `--checkpoints`
+        URL is not checked here (`runs verify --checkpoints` does)."""
+        from branchpoint.dbfiles import CHECKPOINTS_HINT, has_rows
+
+        if checkpoints is not None:
+            return
+        rows = has_rows(self.checkpoints_path, "checkpoints", "checkpoint database", CHECKPOINTS_HINT)
+        if rows:
+            return
+        listed = sum(1 for f in files for r in self.iter_records(f) if r.status != "incomplete" and r.checkpoint_ids)
+        if listed:
+            state = "missing" if rows is None else "empty"
+            raise InputError(
+                f"{self.checkpoints_path}: {state}, but {listed} recorded executions have their saved states "
+                f"there (their checkpoint_ids; a run made with --checkpoints needs it again); {CHECKPOINTS_HINT}"
+            )
+
     def create(self, spec_data: dict) -> None:
         """Make the folder and write the resolved spec beside the traces (atomically)."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        write_files_atomically({self.run_dir / SPEC_FILE: yaml.safe_dump(spec_data, sort_keys=False)})
-        self.repair_torn_tail()
-        self.repair_torn_tail(PASSAGES_FILE)
+        with reporting_no_space(self.run_dir / SPEC_FILE):
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            write_files_atomically({self.run_dir / SPEC_FILE: yaml.safe_dump(spec_data, sort_keys=False)})
+            self.repair_torn_tail()
+            self.repair_torn_tail(PASSAGES_FILE)
 
     def repair_torn_tail(self, file: str = EXECUTIONS_FILE) -> int:
         """Cut a last line that has no newline (a crash mid-append); returns the bytes removed."""
         path = self.run_dir / file
         if not path.is_file() or path.stat().st_size == 0:
             return 0
-        with path.open("rb") as fh:  # read backwards from the end, never the whole file
-            size = fh.seek(0, os.SEEK_END)
-            fh.seek(size - 1)
-            if fh.read(1) == b"\n":
-                return 0
-            keep, pos = 0, size
-            while pos > 0:
-                start = max(0, pos - 65536)
-                fh.seek(start)
-                chunk = fh.read(pos - start)
-                cut = chunk.rfind(b"\n")
-                if cut >= 0:
-                    keep = start + cut + 1
-                    break
-                pos = start
-        os.truncate(path, keep)
+        fd = os.open(path, os.O_RDWR)
+        try:  # read backwards from the end, never the whole file
+            size = os.fstat(fd).st_size
+            keep = _complete_size(fd, size)
+            if keep != size:
+                os.ftruncate(fd, keep)
+        finally:
+            os.close(fd)
         return size - keep
 
     def iter_records(self, file: str = EXECUTIONS_FILE) -> Iterator[ExecutionRecord]:
@@ -254,7 +160,9 @@ class RunStore:
                 try:
                     yield ExecutionRecord.model_validate(resolver.resolve(obj, f"{path} line {lineno}"))
                 except ValidationError as exc:
-                    raise TraceError(f"{path} line {lineno}: {describe_validation_error(exc)}") from None
+                    raise TraceError(
+                        f"{path} line {lineno}: {describe_validation_error(exc)}{repair_hint(path)}"
+                    ) from None
 
     def records(self, file: str = EXECUTIONS_FILE) -> list[ExecutionRecord]:
         """All records of a trace file of the store, in the order they were written."""
@@ -304,7 +212,11 @@ class RunStore:
         """Append records durably, in order, as `append` does each, with one fsync of the trace
         (and at most one of the passage store) for all of them: a group commit. Each is durable
         when this returns, as after `append`; the run's one writer hands over every record that
-        waits, so a wave of executions finishing together costs one disk flush, not one each."""
+        waits, so a wave of executions finishing together costs one disk flush, not one each.
+
+        The batch is atomic: written, then fsync'ed, and on any failure (a full disk) the file
+        is cut back to where it was, so no partial line is left for later records to be glued
+        onto; a full disk is a NoSpaceError naming the device and the file."""
         path = self.run_dir / file
         lines: list[str] = []
         texts: dict[str, str] = {}
@@ -314,24 +226,19 @@ class RunStore:
             lines.append(line)
             texts.update(its_texts)
             written.append(as_written)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as fh:
-            with self._append_lock:
-                known = self._known_passages() if texts else set()
-                new = [
-                    json.dumps({"ref": r, "text": t}, ensure_ascii=False) + "\n"
-                    for r, t in texts.items()
-                    if r not in known
-                ]
-                if new:  # durable before the records that refer to them
-                    with self.passages_path.open("a", encoding="utf-8") as store:
-                        store.write("".join(new))
-                        store.flush()
-                        os.fsync(store.fileno())
-                    known.update(texts)
-                fh.write("".join(lines))
-                fh.flush()
-            os.fsync(fh.fileno())
+        with reporting_no_space(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+        with self._append_lock:
+            known = self._known_passages() if texts else set()
+            new = [
+                with_checksum(json.dumps({"ref": r, "text": t}, ensure_ascii=False))
+                for r, t in texts.items()
+                if r not in known
+            ]
+            if new:  # durable before the records that refer to them
+                append_lines(self.passages_path, "".join(new))
+                known.update(texts)
+            append_lines(path, "".join(lines))
         return written
 
     def _line(self, record: ExecutionRecord, path: Path) -> tuple[str, dict[str, str], ExecutionRecord]:
@@ -349,7 +256,7 @@ class RunStore:
                 text = doc.pop("text")
                 doc["text_ref"] = ref = passage_ref(text)
                 texts[ref] = text
-        line = dump_record(ExecutionRecord.model_validate({**data, "steps": _with_empty_texts(data)})) + "\n"
+        line = with_checksum(dump_record(ExecutionRecord.model_validate({**data, "steps": _with_empty_texts(data)})))
         try:
             check_line_size(line, record.execution_id, path)
         except RecordTooLargeError as exc:
@@ -361,7 +268,7 @@ class RunStore:
                     "error": f"not recorded: {exc}",
                 }
             )
-            return dump_record(cut) + "\n", {}, cut
+            return with_checksum(dump_record(cut)), {}, cut
         return line, texts, record
 
 
@@ -392,3 +299,58 @@ def _with_empty_texts(data: dict) -> list[dict]:
         {**step, "retrieved": [{**doc, "text": ""} for doc in step.get("retrieved") or ()]}
         for step in data.get("steps") or ()
     ]
+
+
+def _complete_size(fd: int, size: int) -> int:
+    """The size of a file's complete lines: `size` if it ends with a newline, else the offset
+    just past its last newline (0 if none), read backwards in chunks."""
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    pos = size
+    while pos > 0:
+        start = max(0, pos - 65536)
+        cut = os.pread(fd, pos - start, start).rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        pos = start
+    return 0
+
+
+def append_lines(path: Path, text: str) -> None:
+    """Append whole lines to `path` and fsync, all or nothing: on any failure the file is cut back
+    to its size before (a torn last line that a killed writer left is cut first), so a later
+    append never continues a partial line. A full disk is `diskspace.no_space`, another failed
+    write an InputError naming the file."""
+    data = text.encode("utf-8")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise _write_error(path, exc) from None
+    try:
+        size = os.fstat(fd).st_size
+        start = _complete_size(fd, size)
+        try:
+            if start != size:
+                os.ftruncate(fd, start)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except BaseException as exc:
+            try:
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+            except OSError:
+                log.warning("%s: could not cut a failed append back to %d bytes", path, start)
+            if isinstance(exc, OSError):
+                raise _write_error(path, exc) from None
+            raise
+    finally:
+        os.close(fd)
+
+
+def _write_error(path: Path, exc: OSError) -> BranchpointError:
+    """A failed write as one line: no space (naming the device), or the file and the OS's reason."""
+    if is_no_space(exc):
+        return no_space(path)
+    return InputError(f"{path}: cannot write ({exc.strerror or exc})")

@@ -4,8 +4,10 @@ It reads, and never writes: `spec.yaml`, `executions.jsonl`, `forks.jsonl`, `rep
 the checkpoint database and the retrieval cache. A *problem* makes the check fail (exit 1):
 
 * `schema` — a line that is not UTF-8, not JSON, not an object, too long, or not a valid
-  `ExecutionRecord` (file, line and field named); `torn_tail` — a last line without its newline
-  (a crash mid-append; the next `run` / `fork` cuts it);
+  `ExecutionRecord` (file, line and field named), in the traces or the passage store;
+  `checksum` — a line whose `line_crc32` does not match its bytes (changed after it was written);
+  `torn_tail` — a last line without its newline (a crash mid-append; the next `run` / `fork` cuts
+  it). `branchpoint runs repair` moves all of these into `quarantine.jsonl`;
 * `duplicate` — an execution id with more than one finished record, or an `incomplete` record
   after a finished one (an `incomplete` followed by a finished record is how a redo looks: fine);
 * `transport` — a finished record that carries a transport error (it would be scored as wrong);
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from branchpoint.errors import BranchpointError, InputError
-from branchpoint.experiments.verify_records import Finding, Verification, _Entry, _finished, _scan
+from branchpoint.experiments.verify_records import Finding, Verification, _Entry, _finished, _scan, scan_passages
 from branchpoint.experiments.verify_stores import (
     UNREADABLE_STATE,
     _check_checkpoints,
@@ -46,11 +48,15 @@ from branchpoint.traces import (
     CHECKPOINTS_FILE,
     EXECUTIONS_FILE,
     FORKS_FILE,
+    PASSAGES_FILE,
     REPLAYS_FILE,
     RETRIEVAL_CACHE_FILE,
     SPEC_FILE,
     TraceError,
 )
+
+#: Problems that `runs repair` mends (by moving the lines into the quarantine).
+DAMAGE_KINDS = ("schema", "checksum", "torn_tail")
 
 
 def _check_plan(spec: Any, executions: dict[str, _Entry], report: Verification) -> None:
@@ -126,9 +132,10 @@ def verify_run(run_dir: str | Path, *, sample: int = 20, checkpoints: str | None
         raise InputError(f"{run_dir}: no spec.yaml (not a run directory from `branchpoint run`)")
     spec = load_spec(run_dir / SPEC_FILE, check_policy=False, recorded=True)
     report = Verification(run_dir=run_dir)
-    executions = _scan(run_dir / EXECUTIONS_FILE, spec.name, report, forks=False)
-    forks = _scan(run_dir / FORKS_FILE, spec.name, report, forks=True)
-    replays = _scan(run_dir / REPLAYS_FILE, spec.name, report, forks=True)
+    passages = scan_passages(run_dir / PASSAGES_FILE, report)
+    executions = _scan(run_dir / EXECUTIONS_FILE, spec.name, report, forks=False, passages=passages)
+    forks = _scan(run_dir / FORKS_FILE, spec.name, report, forks=True, passages=passages)
+    replays = _scan(run_dir / REPLAYS_FILE, spec.name, report, forks=True, passages=passages)
     finished = _finished(executions)
     finished_forks = _finished(forks)
     report.counts.update(
@@ -157,7 +164,7 @@ def verify_run(run_dir: str | Path, *, sample: int = 20, checkpoints: str | None
         try:
             with read_only_checkpointer(target) as saver:
                 _check_checkpoints(saver, executions, forks, sample, seed, report, replays)
-                clean = not any(f.kind in ("schema", "torn_tail") for f in report.problems)
+                clean = not any(f.kind in DAMAGE_KINDS for f in report.problems)
                 if spec.fork is not None and clean:
                     _check_fork_plan(saver, run_dir, spec, forks, report)
         except (sqlite3.Error, BranchpointError, *UNREADABLE_STATE) as exc:
@@ -187,6 +194,13 @@ def print_verification(report: Verification, console: Any, limit: int = 20) -> N
                 console.print(f"  {escape(f.where)}: {escape(f.message)}", highlight=False, soft_wrap=True)
             if len(items) > limit:
                 console.print(f"  … and {len(items) - limit} more")
+    if any(f.kind in DAMAGE_KINDS for f in report.problems):
+        console.print(
+            f"damaged lines: `branchpoint runs repair {escape(str(report.run_dir))}` moves them to "
+            "quarantine.jsonl (nothing is lost); the next run redoes what they held",
+            soft_wrap=True,
+            highlight=False,
+        )
     if report.ok:
         console.print(
             "[bold green]ok[/]: no problems found" + (f" ({len(report.warnings)} warnings)" if report.warnings else "")

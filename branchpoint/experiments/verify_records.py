@@ -2,8 +2,8 @@
 
 `Finding` and `Verification` are the report (problems fail the check, warnings do not; the kinds
 are listed in `verify`'s docstring). `_scan` validates every line of `executions.jsonl`,
-`forks.jsonl` or `replays.jsonl` (`schema`, `torn_tail`, `duplicate`, `transport` and `orphan`
-problems) and keeps a small `_Entry` per execution id, not the records, so that large runs are
+`forks.jsonl` or `replays.jsonl` (`schema`, `checksum`, `torn_tail`, `duplicate`, `transport` and
+`orphan` problems) and keeps a small `_Entry` per execution id, not the records, so that large runs are
 checked in bounded memory; `verify` and `verify_stores` check the entries against the spec's plan
 and the databases.
 """
@@ -21,6 +21,7 @@ from branchpoint.traces import (
     FORKS_FILE,
     MAX_LINE_BYTES,
     PASSAGES_FILE,
+    ChecksumError,
     ExecutionRecord,
     PassageResolver,
     TraceError,
@@ -31,6 +32,7 @@ from branchpoint.traces import (
 
 PROBLEM_KINDS = (
     "schema",
+    "checksum",
     "torn_tail",
     "duplicate",
     "transport",
@@ -111,20 +113,46 @@ def _raw_lines(path: Path, report: Verification) -> Iterator[tuple[int, bytes]]:
             yield lineno, raw
 
 
-def _scan(path: Path, run_name: str, report: Verification, *, forks: bool) -> dict[str, _Entry]:
+def _parsed(path: Path, lineno: int, raw: bytes, report: Verification) -> dict[str, Any] | None:
+    """A line's object, or None for a blank line or one that is reported as a problem."""
+    where = f"{path.name} line {lineno}"
+    try:
+        return parse_json_line(raw, path.name, lineno)
+    except ChecksumError as exc:
+        report.problem("checksum", where, str(exc).removeprefix(f"{where}: "))
+    except TraceError as exc:
+        report.problem("schema", where, str(exc).removeprefix(f"{where}: "))
+    return None
+
+
+def scan_passages(path: Path, report: Verification) -> PassageResolver:
+    """Check every line of a run's passage store (problems as for records); the resolver holds
+    the texts of the sound lines, so a record whose passage line is damaged is named as such."""
+    texts: dict[str, str] = {}
+    if path.is_file():
+        for lineno, raw in _raw_lines(path, report):
+            obj = _parsed(path, lineno, raw, report)
+            if obj is None:
+                continue
+            if isinstance(obj.get("ref"), str) and isinstance(obj.get("text"), str):
+                texts[obj["ref"]] = obj["text"]
+            else:
+                report.problem("schema", f"{path.name} line {lineno}", 'expected {"ref": str, "text": str}')
+    return PassageResolver(path, texts)
+
+
+def _scan(
+    path: Path, run_name: str, report: Verification, *, forks: bool, passages: PassageResolver | None = None
+) -> dict[str, _Entry]:
     """Validate every line of a trace file and index its execution ids."""
     entries: dict[str, _Entry] = {}
     if not path.is_file():
         return entries
     lines = 0
-    passages = PassageResolver(path.parent / PASSAGES_FILE)
+    passages = passages or PassageResolver(path.parent / PASSAGES_FILE)
     for lineno, raw in _raw_lines(path, report):
         where = f"{path.name} line {lineno}"
-        try:
-            obj = parse_json_line(raw, path.name, lineno)
-        except TraceError as exc:
-            report.problem("schema", where, str(exc).removeprefix(f"{where}: "))
-            continue
+        obj = _parsed(path, lineno, raw, report)
         if obj is None:
             continue
         lines += 1

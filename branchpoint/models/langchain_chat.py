@@ -21,8 +21,10 @@ ChatOllama, a fake model in tests, ...). Calls go through LangChain's public int
   and the record says so by leaving it out.
 
 Chat models have no text-completion endpoint, so `style` must be `chat`. Transport faults the
-integration raises (openai / httpx connection errors, timeouts, 429, 5xx) are retried like the
-OpenAI-compatible client's and then raised as `TransportError`. `achat` / `acomplete` are the
+integration raises (openai / httpx connection errors, timeouts, 429, 5xx), and a reply that is no
+`AIMessage` with text content and well-formed tool calls (`replies.check_chat_message`), are
+retried like the OpenAI-compatible client's and then raised as `TransportError`; the texts kept
+are redacted (`replies.redacted_call`). `achat` / `acomplete` are the
 same calls through the model's `ainvoke` (LangChain runs a model without a native async path in
 its executor), retried with tenacity's `AsyncRetrying`.
 """
@@ -39,6 +41,7 @@ from branchpoint.errors import InputError
 from branchpoint.models.call import ModelCall, TransportError
 from branchpoint.models.openai_compat import is_transport_fault
 from branchpoint.models.reasoning import estimate_tokens
+from branchpoint.models.replies import check_chat_message, redacted_call
 from branchpoint.models.sent_sampling import SAMPLING_FIELDS
 from branchpoint.models.spec import ModelSpec
 from branchpoint.traces import Usage
@@ -189,7 +192,7 @@ class LangChainChatClient:
         try:
             for attempt in Retrying(**self._retry_settings()):
                 with attempt:
-                    return runnable.invoke(messages, **kwargs)
+                    return check_chat_message(runnable.invoke(messages, **kwargs))
         except RetryError as exc:
             raise self._transport_error(exc) from exc.last_attempt.exception()
         raise AssertionError("unreachable")
@@ -198,7 +201,7 @@ class LangChainChatClient:
         try:
             async for attempt in AsyncRetrying(**self._retry_settings()):
                 with attempt:
-                    return await runnable.ainvoke(messages, **kwargs)
+                    return check_chat_message(await runnable.ainvoke(messages, **kwargs))
         except RetryError as exc:
             raise self._transport_error(exc) from exc.last_attempt.exception()
         raise AssertionError("unreachable")
@@ -240,7 +243,7 @@ class LangChainChatClient:
         meta = getattr(message, "response_metadata", None) or {}
         finish = meta.get("finish_reason") or (meta.get("stop_reason") if tool_calls else None)
         calls = [{"name": c["name"], "args": c["args"], "id": c.get("id")} for c in message.tool_calls]
-        return ModelCall(
+        call = ModelCall(
             text=message.text or "",
             usage=usage_of(message, reasoning),
             latency_s=latency,
@@ -248,6 +251,7 @@ class LangChainChatClient:
             tool_calls=calls if tool_calls else [],
             reasoning=reasoning,
         )
+        return redacted_call(call)
 
     def chat(
         self,

@@ -17,8 +17,9 @@ vLLM answers `GET /version`, llama.cpp `GET /props`; neither: `grammar`, as llam
 Every call records usage (input, output and reasoning tokens) and latency. Chat calls carry the
 spec's reasoning effort in the fields its model family reads, and count reasoning tokens from the
 reasoning text when the server does not report them (see `branchpoint.models.reasoning`).
-Transport faults are retried with tenacity and then raised as `TransportError`; other HTTP errors
-(4xx) are not retried and are raised as `ModelServerError` with the server's message.
+Transport faults, and 200 replies that break the OpenAI schema (`replies`: checked before any
+use; the texts kept are redacted), are retried with tenacity and then raised as `TransportError`;
+other HTTP errors (4xx) are raised at once as `ModelServerError` with the server's message.
 
 `acomplete` / `achat` are the same calls as coroutines (the runner's event loop): the same
 request bodies (langchain-openai's `agenerate` for completions, `openai.AsyncOpenAI` for chat),
@@ -33,7 +34,6 @@ import asyncio
 import copy
 import functools
 import json
-import os
 import ssl
 import threading
 import time
@@ -57,6 +57,13 @@ from tenacity import (
 from branchpoint.errors import InputError, ModelServerError
 from branchpoint.models.call import ModelCall, TransportError
 from branchpoint.models.reasoning import ServerTokenCounter, merge_body, reasoning_fields
+from branchpoint.models.replies import (
+    AsyncCheckedCompletions,
+    CheckedCompletions,
+    MalformedReply,
+    check_chat,
+    redacted_call,
+)
 from branchpoint.models.request_log import RequestLog
 from branchpoint.models.server_kind import detect_server_kind, explain_refusal, structured_output_fields
 from branchpoint.models.spec import ModelSpec
@@ -73,11 +80,12 @@ HTTP_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (httpx.TransportError, 
 
 
 def is_transport_fault(exc: BaseException) -> bool:
-    """True for faults worth retrying: connection errors, timeouts, HTTP 429 and 5xx, and a
-    response body cut off in transit (truncated JSON)."""
+    """True for faults worth retrying: connection errors, timeouts, HTTP 429 and 5xx, a response
+    body cut off in transit (truncated JSON), and a 200 reply that is no completion
+    (`replies.MalformedReply`: no `choices`, a gateway's `{"error": ...}`)."""
     if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, *HTTP_TRANSPORT_ERRORS)):
         return True
-    if isinstance(exc, (json.JSONDecodeError, openai.APIResponseValidationError)):
+    if isinstance(exc, (json.JSONDecodeError, openai.APIResponseValidationError, MalformedReply)):
         return True
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code == 429 or exc.status_code >= 500
@@ -92,15 +100,7 @@ def tls_context() -> ssl.SSLContext:
 
 def resolve_api_key(spec: ModelSpec) -> str:
     """The API key from the environment variable the spec names; keys never live in specs."""
-    if not spec.api_key_env:
-        return NO_KEY
-    key = os.environ.get(spec.api_key_env)
-    if not key:
-        raise InputError(
-            f"model.api_key_env: environment variable {spec.api_key_env} is not set "
-            "(export it, or remove api_key_env for a server that needs no key)"
-        )
-    return key
+    return spec.api_key() or NO_KEY
 
 
 def _usage_from_openai(token_usage: dict[str, Any] | None) -> Usage:
@@ -199,6 +199,7 @@ class OpenAICompatibleClient:
             http_client=common["http_client"],
         )
         self._completion = OpenAI(max_tokens=spec.max_tokens, **common)
+        self._completion.client = CheckedCompletions(self._completion.client)  # replies checked first
         self._completion_params = {
             "max_tokens": spec.max_tokens,
             **{k: v for k, v in common.items() if k != "http_async_client"},
@@ -312,6 +313,7 @@ class OpenAICompatibleClient:
         model = self._acompletion.get(loop)
         if model is None:
             model = self._acompletion[loop] = OpenAI(http_async_client=http, **self._completion_params)
+            model.async_client = AsyncCheckedCompletions(model.async_client)  # replies checked first
         return model
 
     async def aclose(self) -> None:
@@ -359,12 +361,12 @@ class OpenAICompatibleClient:
             extra["seed"] = self.spec.seed
         return {"max_tokens": max_tokens or self.spec.max_tokens, "extra_body": {**self.spec.extra_body, **extra}}
 
-    @staticmethod
-    def _completion_call(result: Any, latency: float) -> ModelCall:
+    def _completion_call(self, result: Any, latency: float) -> ModelCall:
         gen = result.generations[0][0]
         info = gen.generation_info or {}
         usage = _usage_from_openai((result.llm_output or {}).get("token_usage"))
-        return ModelCall(text=gen.text, usage=usage, latency_s=latency, finish_reason=info.get("finish_reason"))
+        call = ModelCall(text=gen.text, usage=usage, latency_s=latency, finish_reason=info.get("finish_reason"))
+        return redacted_call(call, [self._api_key])
 
     def complete(
         self,
@@ -424,15 +426,11 @@ class OpenAICompatibleClient:
         request["extra_body"] = self._chat_body(limit)
         return request
 
-    @staticmethod
-    def _raw(response: Any) -> dict[str, Any]:
-        return response.model_dump() if hasattr(response, "model_dump") else dict(response)
-
     def _chat_call(self, raw: dict[str, Any], latency: float) -> ModelCall:
         choice = (raw.get("choices") or [{}])[0]
         msg = choice.get("message") or {}
         reasoning = msg.get("reasoning") or msg.get("reasoning_content")
-        return ModelCall(
+        call = ModelCall(
             text=msg.get("content") or "",
             usage=self._chat_usage(raw.get("usage"), reasoning),
             latency_s=latency,
@@ -440,6 +438,7 @@ class OpenAICompatibleClient:
             tool_calls=_tool_calls(msg.get("tool_calls")),
             reasoning=reasoning or None,
         )
+        return redacted_call(call, [self._api_key])
 
     def chat(
         self,
@@ -451,8 +450,8 @@ class OpenAICompatibleClient:
         """Chat completion on `/v1/chat/completions`, optionally offering function tools."""
         request = self._chat_request(messages, tools, max_tokens)
         start = time.perf_counter()
-        response = self._with_retries(lambda: self._openai.chat.completions.create(**request))
-        return self._chat_call(self._raw(response), time.perf_counter() - start)
+        raw = self._with_retries(lambda: check_chat(self._openai.chat.completions.create(**request)))
+        return self._chat_call(raw, time.perf_counter() - start)
 
     async def achat(
         self,
@@ -465,9 +464,12 @@ class OpenAICompatibleClient:
         request = self._chat_request(messages, tools, max_tokens)
         _, _, client = self._loop_clients.current()
         start = time.perf_counter()
-        response = await self._awith_retries(lambda: client.chat.completions.create(**request))
+
+        async def call() -> dict[str, Any]:
+            return check_chat(await client.chat.completions.create(**request))
+
+        raw = await self._awith_retries(call)
         latency = time.perf_counter() - start
-        raw = self._raw(response)
         if _counts_reasoning(raw):  # counting reasoning tokens asks the server: blocking, off the loop
             return await asyncio.to_thread(self._chat_call, raw, latency)
         return self._chat_call(raw, latency)

@@ -11,6 +11,25 @@ from pydantic_core import PydanticCustomError
 from branchpoint.spec_paths import PathSetting, SpecPath
 
 
+def checked_base_url(url: str) -> str:
+    """`url` if it is an http(s) URL with a host (e.g. http://127.0.0.1:8000/v1); else a
+    validation error saying what was expected."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    except ValueError as exc:
+        raise PydanticCustomError(
+            "url", "not a URL ({why}): expected e.g. http://127.0.0.1:8000/v1", {"why": str(exc)}
+        ) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PydanticCustomError(
+            "url", "{url!r} is not an http(s) URL with a host: expected e.g. http://127.0.0.1:8000/v1", {"url": url}
+        )
+    return url.strip()
+
+
 class EmbeddedServerSpec(BaseModel):
     """Settings of the embedded llama.cpp server (CPU, 127.0.0.1)."""
 
@@ -167,6 +186,37 @@ class ModelSpec(BaseModel):
         None, description="For provider `scripted`: replies returned in order (tests, demos)."
     )
 
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, base_url: str | None) -> str | None:
+        return None if base_url is None else checked_base_url(base_url)
+
+    def api_key(self) -> str | None:
+        """The API key from the environment variable `api_key_env` names (None when it names none;
+        InputError when that variable is not set). Keys never live in specs."""
+        import os
+
+        from branchpoint.errors import InputError
+
+        if not self.api_key_env:
+            return None
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise InputError(
+                f"model.api_key_env: environment variable {self.api_key_env} is not set "
+                "(export it, or remove api_key_env for a server that needs no key)"
+            )
+        return key
+
+    def check_ready(self) -> None:
+        """What opening this model needs beyond the spec, checked before a command writes anything:
+        provider `openai` has a `base_url`, and the `api_key_env` variable is set (InputError)."""
+        from branchpoint.errors import InputError
+
+        if self.provider == "openai" and not self.base_url:
+            raise InputError("model.base_url: required for provider 'openai' (e.g. http://127.0.0.1:8000/v1)")
+        self.api_key()
+
     @field_validator("provider")
     @classmethod
     def _registered_provider(cls, provider: str) -> str:
@@ -217,6 +267,8 @@ def load_model_spec(model_spec: Path | None, overrides: dict[str, Any]) -> Model
             loaded = yaml.safe_load(model_spec.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:
             raise InputError(f"{model_spec}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+        except RecursionError:
+            raise InputError(f"{model_spec}: nested too deeply to read (is this a model spec?)") from None
         if isinstance(loaded, dict) and isinstance(loaded.get("model"), dict):
             loaded = loaded["model"]  # an experiment spec: its model section
         if not isinstance(loaded, dict):

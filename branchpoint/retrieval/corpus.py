@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from branchpoint.errors import InputError
-from branchpoint.traces import TraceError, iter_json_lines
+from branchpoint.traces import TraceError, iter_json_lines, json_error
 
 CORPUS_FORMATS = ("flashrag-jsonl", "title-text-list", "title-sentences-dict", "title-extract-dict")
 
@@ -146,9 +146,11 @@ def _load_json(path: Path, fmt: str) -> list[Passage]:
         raise InputError(f"{path}: not UTF-8 text ({exc.reason})") from None
     except json.JSONDecodeError as exc:
         raise InputError(
-            f"{path} line {exc.lineno}: invalid JSON ({exc.msg} at column {exc.colno}); "
+            f"{path} line {exc.lineno}: invalid JSON ({json_error(exc)}); "
             'for JSON lines name the file *.jsonl or pass fmt="flashrag-jsonl"'
         ) from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to read (is this a corpus?)") from None
     if fmt == "auto":
         fmt = _detect_json_format(path, data)
     if fmt == "title-text-list":

@@ -263,7 +263,13 @@ class DenseIndex:
         for name in (INDEX_FILE, PASSAGES_FILE):
             if not (directory / name).is_file():
                 raise InputError(f"{directory / name}: file missing (expected a saved index)")
-        faiss_index = faiss_module().read_index(str(directory / INDEX_FILE))
+        try:
+            faiss_index = faiss_module().read_index(str(directory / INDEX_FILE))
+        except RuntimeError as exc:  # a truncated or overwritten file
+            raise StaleIndexError(
+                f"{directory / INDEX_FILE}: cannot be read as a faiss index "
+                f"({str(exc).strip().splitlines()[-1]}); the index is damaged, rebuild it"
+            ) from None
         passages = open_mapped_corpus(directory / PASSAGES_FILE)
         if faiss_index.d != manifest.dim or faiss_index.ntotal != manifest.n_passages:
             raise StaleIndexError(

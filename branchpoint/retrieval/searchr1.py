@@ -22,6 +22,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 
 from branchpoint.errors import BranchpointError, InputError
 from branchpoint.models.call import TransportError
+from branchpoint.redact import redact, redact_optional
 from branchpoint.retrieval.corpus import split_contents
 from branchpoint.traces import RetrievedDoc
 
@@ -175,7 +176,13 @@ class SearchR1Source:
             has_id = isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) and str(raw_id)
             doc_id = str(raw_id) if has_id else content_id(contents)
             docs.append(
-                RetrievedDoc(doc_id=doc_id, score=float(score), text=text, title=title or None, source=self.name)
+                RetrievedDoc(  # a server's texts: redacted before they are cached or stored
+                    doc_id=doc_id,
+                    score=float(score),
+                    text=redact(text),
+                    title=redact_optional(title) or None,
+                    source=self.name,
+                )
             )
         return docs
 

@@ -49,13 +49,14 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from branchpoint.errors import BranchpointError, InputError
+from branchpoint.loopback import LOOPBACK_NAMES, HostCheck
 from branchpoint.models.server import ManagedServer, url_host
 from branchpoint.retrieval._deps import require
 from branchpoint.retrieval.corpus import Passage
@@ -118,7 +119,8 @@ def parse_retrieve_request(body: bytes, limits: ServerLimits) -> RetrieveRequest
         raise RequestError(400, "request body is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise RequestError(
-            400, f"request body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            400,
+            f"request body is not valid JSON ({exc.msg.removesuffix(' at')} at line {exc.lineno} column {exc.colno})",
         ) from None
     except RecursionError:  # e.g. [[[[...]]]] nested deeper than the parser's stack
         raise RequestError(400, "request body is nested too deeply to parse (expected a flat JSON object)") from None
@@ -227,12 +229,15 @@ def served_document(passage: Passage) -> dict[str, Any]:
     return {"id": passage.doc_id, "contents": passage.contents}
 
 
-def create_app(service: RetrievalService) -> Any:
-    """The starlette application: `POST /retrieve`, `GET /health`, JSON errors everywhere."""
+def create_app(service: RetrievalService, *, allowed_hosts: Collection[str] = LOOPBACK_NAMES) -> Any:
+    """The starlette application: `POST /retrieve`, `GET /health`, JSON errors everywhere; only
+    requests whose `Host` is one of `allowed_hosts` (the loopback names by default; see
+    `allowed_hosts_for`) are answered, others get 403 (a page doing DNS rebinding)."""
     require("starlette", "starlette", "the retrieval server")
     import anyio
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
+    from starlette.middleware import Middleware
     from starlette.requests import Request
     from starlette.responses import JSONResponse
     from starlette.routing import Route
@@ -295,7 +300,17 @@ def create_app(service: RetrievalService) -> Any:
     return Starlette(
         routes=[Route("/retrieve", retrieve, methods=["POST"]), Route("/health", health, methods=["GET"])],
         exception_handlers={HTTPException: http_error, Exception: server_error},
+        middleware=[Middleware(HostCheck, allowed=allowed_hosts)],
     )
+
+
+def allowed_hosts_for(host: str, extra: Collection[str] = ()) -> list[str]:
+    """The `Host` names a server bound to `host` answers to: the loopback names, `host` itself
+    when it is a specific address, and `extra` (`--allow-host`; `*` lets any name in)."""
+    names = [*LOOPBACK_NAMES, *extra]
+    if host not in ("0.0.0.0", "::", "") and not is_loopback(host):
+        names.append(host)
+    return names
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -341,9 +356,14 @@ def _uvicorn_server(app: Any, log_level: str) -> Any:
     return uvicorn.Server(config)
 
 
-def serve(service: RetrievalService, sock: socket.socket, log_level: str = "info") -> None:
+def serve(
+    service: RetrievalService,
+    sock: socket.socket,
+    log_level: str = "info",
+    allowed_hosts: Collection[str] = LOOPBACK_NAMES,
+) -> None:
     """Serve on an already bound socket until interrupted (Ctrl-C / SIGTERM)."""
-    _uvicorn_server(create_app(service), log_level).run(sockets=[sock])
+    _uvicorn_server(create_app(service, allowed_hosts=allowed_hosts), log_level).run(sockets=[sock])
 
 
 @contextmanager
@@ -356,7 +376,7 @@ def running_server(
 ) -> Iterator[str]:
     """Serve in a background thread (tests, notebooks); yields the base URL, stops on exit."""
     sock = bind_socket(host, port)
-    server = _uvicorn_server(create_app(service), log_level)
+    server = _uvicorn_server(create_app(service, allowed_hosts=allowed_hosts_for(host)), log_level)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="branchpoint-retrieval-server"
     )

@@ -31,4 +31,7 @@ def test_llm_judge_caches_beside_the_traces(tmp_path: Path):
     traces.write_text("", encoding="utf-8")
     judge = judge_from_options("llm", traces, model="m", base_url="http://127.0.0.1:9/v1", progress=False)
     assert judge.name.startswith("llm")
+    assert judge.cache.path == tmp_path / "judge_cache.sqlite"
+    assert not judge.cache.path.exists()  # made on the first judgment: a refused input leaves none
+    judge.cache.put("k", "v1", "m", "CORRECT", None)
     assert (tmp_path / "judge_cache.sqlite").exists()

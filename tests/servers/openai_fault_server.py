@@ -2,7 +2,10 @@
 
 It answers `/v1/models`, `/v1/completions` and `/v1/chat/completions` with valid replies after a
 fixed latency, and, on a seeded share of requests, answers HTTP 500, drops the connection
-without a reply, answers truncated JSON, or stalls past the client's timeout. Run it as a script
+without a reply, answers truncated JSON, answers HTTP 200 with a body that is no completion (a
+gateway's `{"error": ...}`, no `choices`: `--malformed-rate`), or stalls past the client's
+timeout. `--echo-key-in-reply`: healthy replies quote the request's Authorization header in the
+model's text (the search query and the answer), as a careless gateway or model might. Run it as a script
 (`python tests/servers/openai_fault_server.py --port 0 ...`; it prints `PORT <n>` when ready) or
 in-process with `FaultServer(...).start()`.
 """
@@ -40,6 +43,9 @@ class FaultConfig:
         unauthorized_rate: float = 0.0,
         search_once: bool = False,
         hold_file: str | None = None,
+        malformed_rate: float = 0.0,
+        echo_key_in_reply: bool = False,
+        chat_text: str = "I don't know.",
     ) -> None:
         self.latency_s = latency_s
         self.error_rate = error_rate
@@ -53,9 +59,20 @@ class FaultConfig:
         self.unauthorized_rate = unauthorized_rate
         self.search_once = search_once  # completions: search once, then answer (`search_once_text`)
         self.hold_file = hold_file  # while this file exists, POST requests wait (tests pace a run)
+        self.malformed_rate = malformed_rate  # HTTP 200 with {"error": ...} and no choices
+        self.echo_key_in_reply = echo_key_in_reply
+        self.chat_text = chat_text  # the chat endpoint's reply text
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
-        self.counts: dict[str, int] = {"ok": 0, "error": 0, "drop": 0, "truncate": 0, "stall": 0, "unauthorized": 0}
+        self.counts: dict[str, int] = {
+            "ok": 0,
+            "error": 0,
+            "drop": 0,
+            "truncate": 0,
+            "stall": 0,
+            "unauthorized": 0,
+            "malformed": 0,
+        }
         self.authorization: set[str] = set()  # every Authorization header seen (API-key tests)
 
     def draw(self) -> str:
@@ -68,6 +85,7 @@ class FaultConfig:
                 ("truncate", self.truncate_rate),
                 ("stall", self.stall_rate),
                 ("unauthorized", self.unauthorized_rate),
+                ("malformed", self.malformed_rate),
             ):
                 if r < rate:
                     self.counts[fate] += 1
@@ -77,23 +95,27 @@ class FaultConfig:
             return "ok"
 
 
-def search_once_text(body: dict[str, Any]) -> str:
+def search_once_text(body: dict[str, Any], echo: str = "") -> str:
     """The constrained policy's completion for a deterministic agent: search once for the
-    question when it may, then answer with the first passage's title (or "I do not know")."""
+    question when it may, then answer with the first passage's title (or "I do not know");
+    `echo` is put after the query and the answer (a key quoted back)."""
     block = str(body.get("prompt", "")).rsplit("Question: ", 1)[-1]
     question = block.splitlines()[0] if block else ""
     grammar = body.get("grammar")
     answer_only = bool(grammar and "search" not in grammar)
+    tail = f" {echo}" if echo else ""
     if "Evidence: (none)" in block and not answer_only:
-        return f'search", "text": {json.dumps(question)}}}'
+        return f'search", "text": {json.dumps(question + tail)}}}'
     match = re.search(r'\[1\] "([^"]+)"', block)
-    return f'answer", "text": {json.dumps(match.group(1) if match else "I do not know")}}}'
+    return f'answer", "text": {json.dumps((match.group(1) if match else "I do not know") + tail)}}}'
 
 
-def _reply(path: str, body: dict[str, Any], search_once: bool = False) -> dict[str, Any]:
+def _reply(
+    path: str, body: dict[str, Any], search_once: bool = False, echo: str = "", chat_text: str = "I don't know."
+) -> dict[str, Any]:
     usage = {"prompt_tokens": len(json.dumps(body).split()), "completion_tokens": 7, "total_tokens": 0}
     if path.endswith("/completions") and "chat" not in path:
-        text = search_once_text(body) if search_once else 'answer", "text": "I do not know"}'
+        text = search_once_text(body, echo) if search_once else 'answer", "text": "I do not know"}'
         return {
             "id": "cmpl-1",
             "object": "text_completion",
@@ -108,7 +130,11 @@ def _reply(path: str, body: dict[str, Any], search_once: bool = False) -> dict[s
         "created": 0,
         "model": body.get("model", "m"),
         "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": "I don't know."}, "finish_reason": "stop"}
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": chat_text + (f" {echo}" if echo else "")},
+                "finish_reason": "stop",
+            }
         ],
         "usage": usage,
     }
@@ -149,6 +175,11 @@ def make_handler(config: FaultConfig) -> type[BaseHTTPRequestHandler]:
             time.sleep(config.latency_s)
             fate = config.draw()
             auth = self.headers.get("Authorization") or ""
+            echo = auth if config.echo_key_in_reply else ""
+
+            def reply() -> bytes:
+                return json.dumps(_reply(self.path, body, config.search_once, echo, config.chat_text)).encode()
+
             if fate == "error":
                 quoted = f" (request headers: Authorization: {auth})" if config.echo_auth else ""
                 self._send(500, json.dumps({"error": {"message": f"injected failure{quoted}"}}).encode())
@@ -164,17 +195,19 @@ def make_handler(config: FaultConfig) -> type[BaseHTTPRequestHandler]:
                         }
                     ).encode(),
                 )
+            elif fate == "malformed":  # a gateway's 200: an error object, no choices
+                self._send(200, json.dumps({"error": {"message": "upstream overloaded", "code": 503}}).encode())
             elif fate == "drop":
                 self.connection.shutdown(socket.SHUT_RDWR)
                 self.close_connection = True
             elif fate == "truncate":
-                payload = json.dumps(_reply(self.path, body, config.search_once)).encode()
+                payload = reply()
                 self._send(200, payload[: len(payload) // 2])
             elif fate == "stall":
                 time.sleep(config.stall_s)
-                self._send(200, json.dumps(_reply(self.path, body, config.search_once)).encode())
+                self._send(200, reply())
             else:
-                self._send(200, json.dumps(_reply(self.path, body, config.search_once)).encode())
+                self._send(200, reply())
 
     return Handler
 
@@ -262,13 +295,23 @@ class ServerProcess:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=0)
-    for name in ("latency-s", "error-rate", "drop-rate", "truncate-rate", "stall-rate", "unauthorized-rate"):
+    for name in (
+        "latency-s",
+        "error-rate",
+        "drop-rate",
+        "truncate-rate",
+        "stall-rate",
+        "unauthorized-rate",
+        "malformed-rate",
+    ):
         parser.add_argument(f"--{name}", type=float, default=0.0)
     parser.add_argument("--stall-s", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--echo-auth", action="store_true", help="Error bodies quote the Authorization header.")
     parser.add_argument("--search-once", action="store_true", help="Completions search once, then answer.")
     parser.add_argument("--hold-file", default=None, help="While this file exists, requests wait.")
+    parser.add_argument("--echo-key-in-reply", action="store_true", help="Replies quote the Authorization header.")
+    parser.add_argument("--chat-text", default="I don't know.", help="The chat endpoint's reply text.")
     a = parser.parse_args()
     config = FaultConfig(
         a.latency_s,
@@ -282,6 +325,9 @@ def main() -> None:
         unauthorized_rate=a.unauthorized_rate,
         search_once=a.search_once,
         hold_file=a.hold_file,
+        malformed_rate=a.malformed_rate,
+        echo_key_in_reply=a.echo_key_in_reply,
+        chat_text=a.chat_text,
     )
     server = FaultServer(config, a.port)
     print(f"PORT {server.httpd.server_address[1]}", flush=True)

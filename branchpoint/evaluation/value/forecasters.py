@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from branchpoint.errors import InputError
+from branchpoint.errors import InputError, check_nesting
 from branchpoint.evaluation.value.dev_view import DevView, OutcomesNotInView
 from branchpoint.evaluation.value.outcomes import StateTable
 from branchpoint.evaluation.value.scores import balanced_mean
@@ -263,7 +263,10 @@ def read_state_probabilities(
     except TraceError as exc:
         raise InputError(str(exc)) from None
     expected = ", ".join(f'"{f}"' for f in fields)
+    if not lines:
+        raise InputError(f"{path}: no forecasts (the file is empty; expected one {{{expected}}} object per line)")
     for lineno, obj in lines:
+        check_nesting(obj, f"{path} line {lineno}")
         info["n_lines"] += 1
         for name in fields:
             if name not in obj:

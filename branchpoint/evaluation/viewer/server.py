@@ -4,7 +4,10 @@ Routes: `/` (the page), `/static/viewer.js` and `/static/viewer.css`, and under 
 `run` (folder, judge, weights, headline metrics and value scores), `rows?since=N` (table rows
 from position N, with indexing progress and unreadable lines), `execution/{id}` (one
 execution's timeline) and `tree/{id}` (its saved states and their branches). It binds the
-loopback interface only: a run's traces hold questions, answers and passages.
+loopback interface only: a run's traces hold questions, answers and passages. And since a page
+of any site can make the browser ask 127.0.0.1, it answers only requests whose `Host` is a
+loopback name (DNS rebinding is refused) and, unless started without one, that carry its
+per-start token (`?token=` in the URL it prints, then a cookie; see `branchpoint.loopback`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
@@ -27,6 +31,7 @@ from starlette.routing import Route
 from branchpoint.errors import BranchpointError, InputError
 from branchpoint.evaluation.viewer.index import RunIndex
 from branchpoint.evaluation.viewer.views import execution_view, json_safe, state_forecasts, tree_view
+from branchpoint.loopback import LOOPBACK_NAMES, HostCheck, TokenCheck, new_token
 
 STATIC = Path(__file__).with_name("static")
 HOST = "127.0.0.1"
@@ -61,8 +66,9 @@ def _json(data: Any, status: int = 200) -> JSONResponse:
     return JSONResponse(json_safe(data), status_code=status, headers={"Cache-Control": "no-store"})
 
 
-def create_app(state: ViewerState) -> Starlette:
-    """The Starlette app of one run."""
+def create_app(state: ViewerState, *, token: str | None = None) -> Starlette:
+    """The Starlette app of one run: loopback `Host` names only, and with `token`, only requests
+    that carry it (see the module docstring)."""
     index = state.index
 
     async def home(request: Request) -> Response:
@@ -108,7 +114,11 @@ def create_app(state: ViewerState) -> Starlette:
             Route("/api/rows", rows),
             Route("/api/execution/{id}", execution),
             Route("/api/tree/{id}", tree),
-        ]
+        ],
+        middleware=[
+            Middleware(HostCheck, allowed=LOOPBACK_NAMES),
+            *([Middleware(TokenCheck, token=token)] if token else []),
+        ],
     )
 
 
@@ -129,24 +139,27 @@ def bind(port: int) -> socket.socket:
     return sock
 
 
-def url_of(sock: socket.socket) -> str:
+def url_of(sock: socket.socket, token: str | None = None) -> str:
+    """The page's URL on a bound socket, with `?token=` when the server has one."""
     host, port = sock.getsockname()[:2]
-    return f"http://{host}:{port}/"
+    return f"http://{host}:{port}/" + (f"?token={token}" if token else "")
 
 
-def make_server(state: ViewerState, log_level: str = "warning") -> Any:
+def make_server(state: ViewerState, log_level: str = "warning", token: str | None = None) -> Any:
     """A uvicorn server for the app (run it with `.run(sockets=[bind(port)])`)."""
     import uvicorn
 
-    config = uvicorn.Config(create_app(state), lifespan="off", log_level=log_level, server_header=False)
+    config = uvicorn.Config(create_app(state, token=token), lifespan="off", log_level=log_level, server_header=False)
     return uvicorn.Server(config)
 
 
 @contextmanager
-def running(state: ViewerState, port: int = 0, startup_timeout_s: float = 30.0) -> Iterator[str]:
-    """Serve in a background thread (tests, benchmarks, notebooks); yields the page's URL."""
+def running(state: ViewerState, port: int = 0, startup_timeout_s: float = 30.0, token: bool = True) -> Iterator[str]:
+    """Serve in a background thread (tests, benchmarks, notebooks); yields the page's URL (with a
+    new token in it, unless `token` is False)."""
     sock = bind(port)
-    server = make_server(state)
+    secret = new_token() if token else None
+    server = make_server(state, token=secret)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="branchpoint-viewer")
     thread.start()
     try:
@@ -155,7 +168,7 @@ def running(state: ViewerState, port: int = 0, startup_timeout_s: float = 30.0) 
             if not thread.is_alive() or time.monotonic() > deadline:
                 raise BranchpointError(f"viewer on {url_of(sock)} did not start")
             time.sleep(0.01)
-        yield url_of(sock)
+        yield url_of(sock, secret)
     finally:
         server.should_exit = True
         thread.join(10)

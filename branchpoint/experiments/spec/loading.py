@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from branchpoint.errors import InputError
+from branchpoint.errors import InputError, check_nesting
 from branchpoint.experiments.spec.conditions import expand_conditions, set_sweep_value
 from branchpoint.experiments.spec.describe import describe_spec_error, did_you_mean
 from branchpoint.experiments.spec.paths import absolute_sweep_values, base_folder, resolve_paths
@@ -94,6 +94,9 @@ def load_spec(
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         raise InputError(f"{path}{where}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply to read (is this a spec?)") from None
+    check_nesting(data, str(path))
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of spec fields at the top level")
     base = folder = base_folder(path, data)

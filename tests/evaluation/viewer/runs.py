@@ -10,7 +10,11 @@ metrics.json, value.json and a forecasts file, all written by the project's own 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -328,3 +332,18 @@ def write_fork_study(
             run_dir, config=ValueConfig(resamples=50, dev_split=0.0), forecast_files=[run_dir / "forecasts.jsonl"]
         )
     return {"executions": parents, "judged": judged, "forks": forks, "replays": replays}
+
+
+@contextmanager
+def view_process(run_dir: Path, *args: str) -> Iterator[str]:
+    """`branchpoint view RUN_DIR --port 0 ARGS` started as a user starts it (stopped on exit);
+    yields the first line it prints (the URL)."""
+    repo = Path(__file__).resolve().parents[3]
+    cmd = [sys.executable, "-m", "branchpoint.cli", "view", str(run_dir), "--port", "0", *args]
+    proc = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline()
+    finally:
+        proc.terminate()
+        proc.wait(10)

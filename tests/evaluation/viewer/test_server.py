@@ -17,13 +17,14 @@ from branchpoint.errors import BranchpointError
 from branchpoint.evaluation.viewer import RunIndex, ViewerState, bind, create_app
 from branchpoint.evaluation.viewer.export import export_run, shard_of
 from branchpoint.traces import FORKS_FILE, read_records
+from tests.evaluation.viewer.runs import view_process
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
 def client(study_run: Path) -> TestClient:
-    return TestClient(create_app(ViewerState(RunIndex.open(study_run).build())))
+    return TestClient(create_app(ViewerState(RunIndex.open(study_run).build())), base_url="http://127.0.0.1:8765")
 
 
 def test_page_and_its_files_need_no_network(client: TestClient) -> None:
@@ -139,19 +140,13 @@ def test_viewer_imports_nothing_from_agents_or_checkpoints() -> None:
 def test_view_command_serves_on_loopback(study_run: Path) -> None:
     import httpx
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "branchpoint.cli", "view", str(study_run), "--port", "0"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline()
-        url = re.search(r"http://127\.0\.0\.1:\d+/", line)
-        assert url, f"no URL in the first line of output: {line!r}"
+    with view_process(study_run) as line:
+        url = re.search(r"(http://127\.0\.0\.1:\d+/)\?token=([0-9a-f]{48})", line)
+        assert url, f"no URL with a token in the first line of output: {line!r}"
+        base, token = url.group(1), url.group(2)
+        auth = {"Authorization": f"token {token}"}
         for _ in range(600):
-            rows = httpx.get(url.group(0) + "api/rows", timeout=5).json()
+            rows = httpx.get(base + "api/rows", headers=auth, timeout=5).json()
             if rows["done"]:
                 break
             time.sleep(0.05)
@@ -159,10 +154,12 @@ def test_view_command_serves_on_loopback(study_run: Path) -> None:
             len(read_records(study_run / f)) for f in ("executions.jsonl", FORKS_FILE, "replays.jsonl")
         )
         assert rows["errors"] == []
-        assert "branchpoint" in httpx.get(url.group(0), timeout=5).text
-    finally:
-        proc.terminate()
-        proc.wait(10)
+        page = httpx.get(url.group(0), timeout=5)  # the printed URL: the page, and a cookie for its requests
+        assert "branchpoint" in page.text and page.cookies
+        assert httpx.get(base + "api/run", cookies=page.cookies, timeout=5).status_code == 200
+        assert httpx.get(base + "api/run", timeout=5).status_code == 403  # no token
+        rebound = httpx.get(base + "api/run", headers={**auth, "Host": "attacker.example"}, timeout=5)
+        assert rebound.status_code == 403 and "not allowed" in rebound.text
 
 
 def test_forecasts_files_a_user_adds_are_checked(study_run: Path, tmp_path: Path) -> None:
@@ -172,7 +169,7 @@ def test_forecasts_files_a_user_adds_are_checked(study_run: Path, tmp_path: Path
     bad.write_text(
         '{"parent_execution_id": "x", "checkpoint_id": "y", "q_think": 0.2, "q_search": 0.4}\n{"q_think": 1}\n'
     )
-    client = TestClient(create_app(ViewerState(RunIndex.open(study_run).build(), [bad])))
+    client = TestClient(create_app(ViewerState(RunIndex.open(study_run).build(), [bad])), base_url="http://127.0.0.1")
     problems = client.get("/api/run").json()["forecast_problems"]
     assert problems == [
         f'{bad.resolve()} line 2: expected "parent_execution_id", "checkpoint_id", "q_think", "q_search"'
