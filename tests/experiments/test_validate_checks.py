@@ -55,6 +55,7 @@ def test_the_states_check_finds_lost_short_and_extra_states() -> None:
     short = study([[1, 0], [0, 1]], [(3, 2), (2, 2)], [0, 1])  # a THINK branch of state 0 lost
     extra = study([[1, 0], [0, 1]], [(2, 2)], [0])  # a state the truth has no branches for
     assert (states_row(lost)["missing"], states_row(short)["other_repeats"], states_row(extra)["extra"]) == (1, 1, 1)
+    assert not any(states_row(r)["passed"] for r in (lost, short, extra))
     one_repeat = study([[1, 0]], [(2, 2), (1, 2)], [0, 1])  # state 1 cannot be scored: not expected
     assert states_row(one_repeat)["passed"]
     _, checks = aggregate([compare_study(lost), compare_study(same)])
