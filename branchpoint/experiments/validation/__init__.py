@@ -125,7 +125,7 @@ def mutants_report(mutants: list[Mutant], studies: dict[str, list[StudyCompariso
     """validation.json's `mutants` table: per mutant what it plants and which checks caught it."""
     out = []
     for m in mutants:
-        _, checks = aggregate(studies[m.name])
+        summary, checks = aggregate(studies[m.name])
         failed = [c for c in checks if not c.passed]
         out.append(
             {
@@ -137,6 +137,8 @@ def mutants_report(mutants: list[Mutant], studies: dict[str, list[StudyCompariso
                 "caught": bool(failed),
                 "caught_by": [f"{c.quantity}: {c.what}" for c in failed],
                 "failed_checks": [asdict(c) for c in failed],
+                # how far off the failing quantities were: mean estimate − truth over the studies
+                "mean_errors": {c.quantity: summary[c.quantity]["mean_error"] for c in failed if c.quantity in summary},
             }
         )
     return out
