@@ -123,3 +123,14 @@ def test_the_detectable_bias_is_what_the_bias_test_finds_four_times_in_five() ->
 def test_the_truths_balanced_mean_weights_strata_equally() -> None:
     assert balanced_mean(np.array([1.0, 1.0, 1.0, 0.0]), ["a", "a", "a", "b"]) == 0.5
     assert balanced_mean(np.array([0.2, 0.4]), ["x", "x"]) == pytest.approx(0.3)
+
+
+def test_float_rounding_of_a_difference_that_is_zero_by_construction_is_no_bias() -> None:
+    # a factorial cell that is the best constant: estimate and bounds are ±1e-16, not a bias
+    rows = [(-1.1e-16, [-2.2e-16, 1.1e-16]), (-3.3e-16, [-2.2e-16, 0.0]), (0.0, [-2.2e-16, 1.1e-16])]
+    studies = [
+        StudyComparison(rows={"cell": {"estimate": e, "truth": 0.0, "ci": ci, "covered": True, "kind": "two_sided"}})
+        for e, ci in rows
+    ]
+    _, checks = aggregate(studies)
+    assert all(c.passed for c in checks), checks

@@ -37,6 +37,9 @@ TARGET: tuple[float, float] = (0.90, 0.99)
 TARGET_STUDIES = 20
 #: The power `detectable_bias` is stated at.
 POWER = 0.8
+#: An interval narrower than this (a difference that is 0 by construction, e.g. a factorial cell
+#: that is the best constant, whose bounds are float rounding) carries no standard error.
+NUMERIC_FLOOR = 1e-9
 
 
 @dataclass
@@ -79,7 +82,7 @@ def _ses(rows: list[dict[str, Any]], level: float) -> list[tuple[float, float]]:
     for row in rows:
         if _finite_row(row):
             se = (float(row["ci"][1]) - float(row["ci"][0])) / (2 * zq)
-            if se > 0:
+            if se > NUMERIC_FLOOR:
                 out.append((float(row["estimate"]) - float(row["truth"]) - row.get("expected_error", 0.0), se))
     return out
 
