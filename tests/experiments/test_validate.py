@@ -18,14 +18,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_validate(tmp_path: Path, policy: str, *extra: str) -> tuple[int, dict, str]:
+def run_validate(tmp_path: Path, policy: str, *extra: str, timeout: int = 600) -> tuple[int, dict, str]:
     out = tmp_path / "val"
     proc = subprocess.run(
         [sys.executable, "-m", "branchpoint.cli", "validate", "--quick", "--policy", policy, "--out", str(out), *extra],
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
     )
     report = json.loads((out / "validation.json").read_text()) if (out / "validation.json").is_file() else {}
     return proc.returncode, report, proc.stdout + proc.stderr

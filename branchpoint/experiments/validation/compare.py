@@ -9,7 +9,7 @@ and truth) out of one study's outputs, and adds three comparisons of its own:
   branches, at random or by outcome, fails here);
 - **mean Δ**: the plug-in Δ̄ of every state against its true Δ, joined by key;
 - **branch outcomes**: each forked (state, action)'s successes (the rule judge's verdicts)
-  against Binomial(m, p_true).
+  against Binomial(m, p_true), and the run's own executions against Bernoulli(p_true).
 
 A quantity is *not applicable* where its truth says the design has none (`truths.NotApplicable`,
 reason kept), and *missing* where it applies and the study's outputs lack its estimate (a key
@@ -155,6 +155,30 @@ def _mean_delta(r: StudyResult, level: float) -> dict[str, Any] | None:
     }
 
 
+def _fit_row(draws: list[tuple[int, int, float]]) -> dict[str, Any] | None:
+    """Pearson's X² of (successes, repeats, p) groups against Binomial(repeats, p), with its
+    degrees of freedom (groups with 0 < p < 1) and exact variance (`pearson_variance`); +inf
+    where a sure outcome failed to happen; None without a group to fit."""
+    x2, df, x2_var = 0.0, 0, 0.0
+    for succ, reps, p in draws:
+        v, dev = reps * p * (1 - p), succ - reps * p
+        if v > 1e-9:
+            x2, df, x2_var = x2 + dev * dev / v, df + 1, x2_var + pearson_variance(reps, p)
+        elif abs(dev) > 1e-6:
+            x2 = float("inf")
+    if not df:
+        return None
+    return {"estimate": x2, "truth": float(df), "variance": x2_var, "ci": None, "covered": None, "kind": "chi2"}
+
+
+def _executions_fit(r: StudyResult) -> dict[str, Any] | None:
+    """The run's own executions, one per question, judged against Bernoulli(P(success)) of the
+    truth: a judge that misreads some answers (a broken normaliser) fails it whichever
+    questions were forked."""
+    draws = [(int(ok), 1, r.truth.natural[q].p) for q, ok in r.run_verdicts.items() if q in r.truth.natural]
+    return _fit_row(draws)
+
+
 def _branch_rows(r: StudyResult, level: float) -> dict[str, Any]:
     """Branch success per action against Binomial(m, p_true), and the goodness of fit of the
     single-call actions (THINK, STOP); states that show the simulator the same content are
@@ -173,23 +197,8 @@ def _branch_rows(r: StudyResult, level: float) -> dict[str, Any]:
             groups.append((st.question_id, int(sum(ys)), len(ys), st.p[action]))
         if not groups:
             continue
-        if action in ("THINK", "STOP"):
-            x2, df, x2_var = 0.0, 0, 0.0
-            for _, succ, reps, p in groups:
-                v, dev = reps * p * (1 - p), succ - reps * p
-                if v > 1e-9:
-                    x2, df, x2_var = x2 + dev * dev / v, df + 1, x2_var + pearson_variance(reps, p)
-                elif abs(dev) > 1e-6:
-                    x2 = float("inf")
-            if df:
-                out[f"goodness of fit: {action}"] = {
-                    "estimate": x2,
-                    "truth": float(df),
-                    "variance": x2_var,
-                    "ci": None,
-                    "covered": None,
-                    "kind": "chi2",
-                }
+        if action in ("THINK", "STOP") and (fit := _fit_row([g[1:] for g in groups])) is not None:
+            out[f"goodness of fit: {action}"] = fit
         succ = sum(g[1] for g in groups)
         reps = sum(g[2] for g in groups)
         if not reps:
@@ -267,4 +276,6 @@ def compare_study(r: StudyResult, level: float = 0.95) -> StudyComparison:
     else:
         c.not_applicable["mean Δ"] = "no state has both actions (the design offers no search: forks plan THINK only)"
     c.rows.update(_branch_rows(r, level))
+    if (fit := _executions_fit(r)) is not None:
+        c.rows["goodness of fit: executions"] = fit
     return c

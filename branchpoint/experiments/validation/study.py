@@ -229,6 +229,8 @@ class StudyResult:
     #: (parent execution, checkpoint, action) -> the rule judge's verdicts on its branches
     verdicts: dict[tuple[str, str, str], list[bool]] = field(default_factory=dict)
     statuses: dict[str, int] = field(default_factory=dict)
+    #: question id -> the rule judge's verdict on the run's own execution of it
+    run_verdicts: dict[str, bool] = field(default_factory=dict)
 
     @property
     def questions(self) -> list[Question]:
@@ -261,8 +263,9 @@ def evaluate(
     minimal_rows = (
         read_minimal_search(run_dir / MINIMAL_SEARCH_FILE) if (run_dir / MINIMAL_SEARCH_FILE).is_file() else None
     )
+    judged = judge_records(records, "rule")
     metrics = compute_metrics(
-        judge_records(records, "rule"),
+        judged,
         "rule",
         MetricsConfig(bootstrap=settings.resamples, seed=seed),
         minimal_search=minimal_rows,
@@ -292,7 +295,10 @@ def evaluate(
     statuses: dict[str, int] = {}
     for r in [*records, *branches]:
         statuses[r.status] = statuses.get(r.status, 0) + 1
-    return StudyResult(seed, Path(run_dir), value, metrics, states, truth, verdicts, statuses)
+    run_verdicts = {
+        r.question_id: is_correct(r, "rule") for r in judged if r.parent is None and r.status != "incomplete"
+    }
+    return StudyResult(seed, Path(run_dir), value, metrics, states, truth, verdicts, statuses, run_verdicts)
 
 
 def run_study(
