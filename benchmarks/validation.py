@@ -210,8 +210,11 @@ def show(report: dict, profile: str, policy: str, elapsed: float) -> None:
     na = report.get("not_applicable") or {}
     if na:
         print("\nnot applicable (and why):\n")
+        by_reason: dict[str, list[str]] = {}
         for name, entry in na.items():
-            print(f"- {name}: {entry['reason']} ({entry['studies']} of {report['studies']} studies)")
+            by_reason.setdefault(entry["reason"], []).append(f"{name} ({entry['studies']}/{report['studies']})")
+        for reason, names in by_reason.items():
+            print(f"- {reason}: {len(names)} quantities: {', '.join(names[:4])}{', …' if len(names) > 4 else ''}")
     r2 = report["quantities"].get("R²_Δ truth forecaster") or {}
     if r2.get("expected_error") is not None and r2.get("mean_error") is not None:
         print(
