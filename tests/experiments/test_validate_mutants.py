@@ -32,7 +32,7 @@ EXPECTED = {
 @pytest.mark.timeout(1500)
 def test_every_mutant_is_caught_and_the_pipeline_passes(tmp_path: Path) -> None:
     # two quick studies (seeds 1, 2), each also evaluated with the 7 evaluation mutants and run
-    # and forked again with the fork mutant: ~2-3 minutes on 2 idle cores, 10 at a load of 15
+    # and forked again with the fork mutant: 6 minutes on 2 cores at a load average of 11
     code, report, output = run_validate(tmp_path, "constrained", "--mutants", "--studies", "2", timeout=1400)
     assert report, output[-2000:]
     check_report(report, "constrained")
