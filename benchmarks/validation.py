@@ -2,18 +2,29 @@
 
 Runs `branchpoint validate` (the full preset unless told otherwise) for each profile x policy and
 prints the markdown coverage table that BENCHMARKS.md holds: per quantity its kind, coverage over
-the studies, mean error ± its standard error over studies, and whether its checks passed.
+the studies with the p-value of the binomial test of the 0.90-0.99 target, RMS z, mean error ±
+its standard error over studies, the smallest bias the run detects (power 0.8), and whether its
+checks passed; then what did not apply (with why), the R²_Δ ratio bias against its expectation
+under the exact model, and with `--mutants` the table of planted bugs and the checks that
+caught each.
 
     .venv/bin/python benchmarks/validation.py [--profiles instruct over_searching] [--policies constrained]
-        [--studies 40] [--seed 1] [--no-findings] [--out /tmp/bp-validation]
+        [--studies 40] [--seed 1] [--no-findings] [--mutants] [--out /tmp/bp-validation]
+
+One command per chat policy gives it the same 40-study evidence as `constrained` (hours of CPU
+each; run them on the final code, `nice -n 19` on a shared machine, as four parts over disjoint
+seeds merged afterwards if cores allow):
+
+    nice -n 19 .venv/bin/python benchmarks/validation.py --profiles over_searching --policies native --out VN
+    nice -n 19 .venv/bin/python benchmarks/validation.py --profiles over_searching --policies tagged --out VT
 
 On a shared machine the studies can run as several processes over disjoint seeds (`--seed 1
---studies 7`, `--seed 8 --studies 7 --no-findings`, ...) and be merged into one table:
+--studies 10`, `--seed 11 --studies 10 --no-findings`, ...) and be merged into one table:
 
     .venv/bin/python benchmarks/validation.py --merge OUT1/over_searching-constrained OUT2/... [--out DIR]
 
 which re-aggregates the per-study rows of each part's validation.json (the same checks as one
-run over all the seeds) and keeps each part's request and findings checks.
+run over all the seeds) and keeps each part's request and findings checks (and mutants tables).
 """
 
 from __future__ import annotations
@@ -29,7 +40,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from branchpoint.experiments.validation import VALIDATION_FILE, validate
-from branchpoint.experiments.validation.compare import aggregate
+from branchpoint.experiments.validation.checks import aggregate, not_applicable
+from branchpoint.experiments.validation.compare import StudyComparison
 from branchpoint.experiments.validation.dispersion import dispersion
 
 PRICED = re.compile(r"^(U|factorial)\((?P<price>[0-9.]+)\) (?P<rest>.*)$")
@@ -51,19 +63,41 @@ def _err(s: dict) -> str:
     return f"{s['mean_error']:+.4f}" + ("" if s["mean_error_se"] is None else f" ± {s['mean_error_se']:.4f}")
 
 
+def _cov(s: dict) -> str:
+    if s["coverage"] is None:
+        return "–"
+    return f"{s['coverage']:.2f}" + ("" if s.get("coverage_p") is None else f" (p {s['coverage_p']:.2g})")
+
+
 def table(report: dict) -> str:
     """The coverage table: every quantity at price 0 (and without a price), one row each."""
     by_q: dict[str, list[dict]] = {}
     for c in report["checks"]:
         by_q.setdefault(c["quantity"], []).append(c)
-    lines = ["| quantity | kind | coverage | RMS z | mean error ± SE | checks |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| quantity | kind | coverage (p, target 0.90-0.99) | RMS z | mean error ± SE | detects |bias| ≥ | checks |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, s in report["quantities"].items():
         m = PRICED.match(name)
         if m and float(m["price"]) > 0:
             continue
-        cov = "–" if s["coverage"] is None else f"{s['coverage']:.2f}"
         rz = "–" if s.get("rms_z") is None else f"{s['rms_z']:.2f}"
-        lines.append(f"| {name} | {s['kind']} | {cov} | {rz} | {_err(s)} | {_verdict(by_q.get(name, []))} |")
+        power = "–" if s.get("detectable_bias") is None else f"{s['detectable_bias']:.4f}"
+        verdict = _verdict(by_q.get(name, [])) if by_q.get(name) else ("reported" if s.get("reported") else "–")
+        lines.append(f"| {name} | {s['kind']} | {_cov(s)} | {rz} | {_err(s)} | {power} | {verdict} |")
+    for name, cs in by_q.items():
+        if name not in report["quantities"]:
+            lines.append(f"| {name} | | | | | | {_verdict(cs)} |")
+    return "\n".join(lines)
+
+
+def mutants_table(mutants: list[dict]) -> str:
+    """Per planted bug: the function it replaces, whether a check caught it, and which."""
+    lines = ["| mutant | replaces | caught | caught by (failed checks) |", "|---|---|---|---|"]
+    for m in mutants:
+        by = "; ".join(m["caught_by"][:6]) + (f"; … ({len(m['caught_by'])} in all)" if len(m["caught_by"]) > 6 else "")
+        lines.append(f"| {m['name']} | `{m['target'].split(':')[-1]}` | {'yes' if m['caught'] else '**NO**'} | {by} |")
     return "\n".join(lines)
 
 
@@ -129,21 +163,30 @@ def merge(parts: list[Path]) -> dict:
     seeds = [s["seed"] for s in studies]
     if len(set(seeds)) != len(seeds):
         raise SystemExit(f"--merge: the parts share seeds {sorted(x for x in set(seeds) if seeds.count(x) > 1)}")
-    per_study = [s["quantities"] for s in studies]
+    per_study = [
+        StudyComparison(
+            rows=s["quantities"],
+            not_applicable=s.get("not_applicable") or {},
+            missing=s.get("missing") or {},
+            states=s.get("states_check") or {},
+        )
+        for s in studies
+    ]
     summary, checks = aggregate(per_study)
-    names = {q for s in per_study for q in s}
+    names = {q for s in per_study for q in [*s.rows, *s.missing]} | {"states"}
     other = [c for r in reports for c in r["checks"] if c["quantity"] not in names]
     all_checks = [vars(c) for c in checks] + other
-    covered = [row["covered"] for s in per_study for row in s.values() if row["covered"] is not None]
+    covered = [row["covered"] for s in per_study for row in s.rows.values() if row["covered"] is not None]
     return {
         **{k: first[k] for k in ("profile", "policy", "policy_style", "quick", "settings")},
         "studies": len(studies),
         "seeds": sorted(seeds),
         "coverage": sum(covered) / len(covered) if covered else None,
         "quantities": summary,
-        "skipped_quantities": sorted({q for r in reports for q in r["skipped_quantities"]}),
+        "not_applicable": not_applicable(per_study),
         "findings": next((r["findings"] for r in reports if r.get("findings")), None),
         "checks": all_checks,
+        "mutants": [m for r in reports for m in r.get("mutants") or []] or None,
         "passed": all(c["passed"] for c in all_checks),
         "wall_s": sum(r["wall_s"] for r in reports),
         "dispersion": dispersion(studies, repeats=int(first["settings"]["repeats"])),
@@ -164,7 +207,21 @@ def show(report: dict, profile: str, policy: str, elapsed: float) -> None:
     print(table(report))
     print("\nCoverage (mean error) at every price λ:\n")
     print(price_table(report))
-    print(f"\nskipped: {report['skipped_quantities']}")
+    na = report.get("not_applicable") or {}
+    if na:
+        print("\nnot applicable (and why):\n")
+        by_reason: dict[str, list[str]] = {}
+        for name, entry in na.items():
+            by_reason.setdefault(entry["reason"], []).append(f"{name} ({entry['studies']}/{report['studies']})")
+        for reason, names in by_reason.items():
+            print(f"- {reason}: {len(names)} quantities: {', '.join(names[:4])}{', …' if len(names) > 4 else ''}")
+    r2 = report["quantities"].get("R²_Δ truth forecaster") or {}
+    if r2.get("expected_error") is not None and r2.get("mean_error") is not None:
+        print(
+            f"\nR²_Δ of the exact forecaster: mean error {_err(r2)}; its expectation under the exact model "
+            f"of the same states (the ratio's own bias) {r2['expected_error']:+.4f}; pooled z of the "
+            f"difference {r2.get('pooled_z', float('nan')):+.2f}"
+        )
     failed = [f"{c['quantity']}: {c['what']} {c['detail']}" for c in report["checks"] if not c["passed"]]
     if failed:
         print("\nfailed checks:\n" + "\n".join(failed))
@@ -172,6 +229,9 @@ def show(report: dict, profile: str, policy: str, elapsed: float) -> None:
         print(f"\nseed-study findings: {report['findings']}")
     if report.get("dispersion"):
         print("\n" + dispersion_table(report["dispersion"]))
+    if report.get("mutants"):
+        print("\nPlanted bugs (`--mutants`), each on the same studies:\n")
+        print(mutants_table(report["mutants"]))
 
 
 def main() -> None:
@@ -189,6 +249,7 @@ def main() -> None:
     )
     ap.add_argument("--no-findings", action="store_true", help="skip the seed-study findings (for extra parts)")
     ap.add_argument("--merge", type=Path, nargs="+", default=None, help="merge these validate outputs and print")
+    ap.add_argument("--mutants", action="store_true", help="also evaluate every study with each planted bug")
     args = ap.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="bp-validation-"))
     if args.merge:
@@ -214,11 +275,15 @@ def main() -> None:
                 seed_per_action=args.seed_per_action,
                 fork_seed=args.fork_seed,
                 findings=False if args.no_findings else None,
+                mutants=args.mutants,
             )
             show(report, profile, policy, time.perf_counter() - start)
             (out / f"{profile}-{policy}" / "summary.json").write_text(
                 json.dumps(
-                    {k: report[k] for k in ("coverage", "quantities", "checks", "passed", "wall_s", "findings")},
+                    {
+                        k: report[k]
+                        for k in ("coverage", "quantities", "not_applicable", "checks", "mutants", "passed", "wall_s")
+                    },
                     indent=1,
                     default=str,
                 )
@@ -231,6 +296,7 @@ def main() -> None:
         + (" --no-findings" if args.no_findings else "")
         + (" --seed-per-action" if args.seed_per_action else "")
         + (f" --fork-seed {args.fork_seed}" if args.fork_seed else "")
+        + (" --mutants" if args.mutants else "")
         + ")"
     )
 

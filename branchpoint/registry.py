@@ -264,6 +264,11 @@ class Registry:
         self._entries[(kind, name)] = entry
         return entry
 
+    def remove(self, kind: str, name: str) -> None:
+        """Take the `kind` called `name` out (nothing when absent): for a component registered
+        only for a while, such as validate's canary forecaster."""
+        self._entries.pop((kind, name), None)
+
     def register(self, kind: str, name: str, **meta: Any) -> Callable[[T], T]:
         """Decorator form of `add`: `@REGISTRY.register("judge", "contains")`."""
 

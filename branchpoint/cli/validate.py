@@ -22,17 +22,27 @@ def validate(
         None, "--reasoning-effort", help="low | medium | high (chat policies)."
     ),
     keep_runs: bool = typer.Option(False, "--keep-runs", help="Keep each study's run folder under OUT/runs."),
+    mutants: bool = typer.Option(
+        False, "--mutants", help="Also evaluate every study with each planted bug; each must fail a check."
+    ),
+    mutant: list[str] | None = typer.Option(
+        None, "--mutant", help="Plant only this mutant (repeatable; implies --mutants). Names: docs/validate.md."
+    ),
 ) -> None:
     """Run whole studies on the simulated model and check every estimate against the known truth.
 
-    Exits with code 1 when a check fails. Example: branchpoint validate --quick --policy native --out val/
+    Exits with code 1 when a check fails (or, with --mutants, when a planted bug passes every
+    check). Example: branchpoint validate --quick --mutants --out val/
     """
     from branchpoint.errors import InputError
-    from branchpoint.experiments.validation import format_table
+    from branchpoint.experiments.validation import format_table, mutants_table
     from branchpoint.experiments.validation import validate as run_validation
+    from branchpoint.experiments.validation.mutants import mutant_named
 
     if reasoning_effort not in (None, "low", "medium", "high"):
         raise InputError(f"--reasoning-effort: expected low, medium or high, got {reasoning_effort!r}")
+    for name in mutant or []:
+        mutant_named(name)  # unknown: fail before any work
     report = run_validation(
         out,
         profile=profile,
@@ -42,10 +52,19 @@ def validate(
         seed=seed,
         reasoning_effort=reasoning_effort,
         keep_runs=keep_runs,
+        mutants=list(mutant) if mutant else mutants,
     )
     console.print(format_table(report))
     failed = [c for c in report["checks"] if not c["passed"]]
     verdict = "[bold green]all checks passed[/]" if not failed else f"[bold red]{len(failed)} check(s) failed[/]"
+    if report["mutants"]:
+        console.print(mutants_table(report))
+        missed = [m["name"] for m in report["mutants"] if not m["caught"]]
+        verdict += (
+            f"; [bold green]every mutant caught[/] ({len(report['mutants'])})"
+            if not missed
+            else f"; [bold red]mutants no check caught: {', '.join(missed)}[/]"
+        )
     console.print(f"{verdict}; {out / 'validation.json'} ({report['wall_s']:.0f} s)")
-    if failed:
+    if not report["passed"]:
         raise typer.Exit(code=1)

@@ -18,14 +18,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_validate(tmp_path: Path, policy: str) -> tuple[int, dict, str]:
+def run_validate(tmp_path: Path, policy: str, *extra: str, timeout: int = 600) -> tuple[int, dict, str]:
     out = tmp_path / "val"
     proc = subprocess.run(
-        [sys.executable, "-m", "branchpoint.cli", "validate", "--quick", "--policy", policy, "--out", str(out)],
+        [sys.executable, "-m", "branchpoint.cli", "validate", "--quick", "--policy", policy, "--out", str(out), *extra],
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
     )
     report = json.loads((out / "validation.json").read_text()) if (out / "validation.json").is_file() else {}
     return proc.returncode, report, proc.stdout + proc.stderr
@@ -40,11 +40,15 @@ def check_report(report: dict, policy: str) -> None:
     for row in study["quantities"].values():
         assert set(row) >= {"estimate", "truth", "ci", "covered"}
     names = ["answer accuracy", "branch success: THINK", "goodness of fit: THINK"]
+    na = report["not_applicable"]  # every quantity left out says why
+    assert all(entry["reason"] for entry in na.values())
     if policy == "no_search":  # no search offered: THINK branches only, no search-value estimates
-        assert any(s.startswith("theta") for s in report["skipped_quantities"])
+        assert "no state has both actions" in na["theta (mean Δ²)"]["reason"]
         assert "branch success: SEARCH" not in report["quantities"]
     else:
         names += ["U(0) always THINK", "theta (mean Δ²)", "R²_Δ truth forecaster", "branch success: SEARCH"]
+        names += ["Brier canary", "mean Δ"]
+        assert any(c["quantity"] == "states" and c["passed"] for c in report["checks"])
     if report["policy_style"] == "completion":  # token costs are exact on the completion endpoint
         names += [
             "TPC",
@@ -54,13 +58,11 @@ def check_report(report: dict, policy: str) -> None:
             "factorial(0) query_gain_query_cost − best constant",
         ]
     elif policy != "no_search":
-        assert any(s.startswith("U(0.02) always SEARCH") for s in report["skipped_quantities"])
+        assert "not modelled" in na["U(0.02) always SEARCH"]["reason"]
     for name in names:
         assert name in report["quantities"], name
     if policy != "no_search":  # the minimal-search study runs: compared, or skipped where no correct execution searched
-        assert "over-search %" in report["quantities"] or any(
-            s.startswith("over-search %") for s in report["skipped_quantities"]
-        )
+        assert "over-search %" in report["quantities"] or "over-search %" in na
     assert (Path(study["run_dir"]).parent.parent / "delta_states.png").is_file()
     if policy != "no_search":  # the errors of Δ̄ against the exact Binomial model (a diagnostic, no check)
         d = report["dispersion"]
@@ -71,8 +73,7 @@ def check_report(report: dict, policy: str) -> None:
 @pytest.mark.parametrize(
     "policy",
     [
-        "constrained",
-        "no_search",
+        "no_search",  # constrained: test_validate_mutants, whose run is the quick validation and more
         # a user's policies: one follows the model, one overrides it (its truth runs its own code)
         "tests.experiments.user_policy:careful",
         "tests.experiments.user_policy:one_search",

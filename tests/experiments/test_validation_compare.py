@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from branchpoint.experiments.validation.compare import aggregate, clustered_se, pooled_z
+from branchpoint.experiments.validation.checks import aggregate, pooled_z
+from branchpoint.experiments.validation.compare import StudyComparison, clustered_se
 from branchpoint.experiments.validation.quantities import QUANTITIES
+
+
+def studies(rows: list[dict]) -> list[StudyComparison]:
+    """Per-study rows as the comparisons `aggregate` reads."""
+    return [StudyComparison(rows=r) for r in rows]
 
 
 def row(est: float, truth: float, half: float, kind: str = "two_sided") -> dict:
@@ -18,28 +24,30 @@ def row(est: float, truth: float, half: float, kind: str = "two_sided") -> dict:
 def test_an_unbiased_estimator_passes_and_a_biased_one_fails() -> None:
     rng = np.random.default_rng(0)
     good = [{"q": row(float(rng.normal(0.3, 0.05)), 0.3, 0.098)} for _ in range(30)]
-    summary, checks = aggregate(good)
+    summary, checks = aggregate(studies(good))
     assert all(c.passed for c in checks) and 0.85 <= summary["q"]["coverage"] <= 1.0
     assert 0.75 <= summary["q"]["rms_z"] <= 1.25  # calibrated: the errors have the intervals' spread
     wide = [{"q": row(float(rng.normal(0.3, 0.05)), 0.3, 0.3)} for _ in range(30)]
-    assert aggregate(wide)[0]["q"]["rms_z"] < 0.5  # three times too wide: conservative
+    assert aggregate(studies(wide))[0]["q"]["rms_z"] < 0.5  # three times too wide: conservative
     bad = [{"q": row(float(rng.normal(0.4, 0.05)), 0.3, 0.098)} for _ in range(30)]
-    _, checks = aggregate(bad)
+    _, checks = aggregate(studies(bad))
     assert {c.what for c in checks if not c.passed} >= {"coverage", "unbiased"}
 
 
 def test_upper_bound_kind_is_one_sided_and_plug_in_is_not_checked() -> None:
-    rows = [{"oracle": row(0.6, 0.5, 0.02, "upper_bound"), "r2": row(-0.05, 0.0, 0.01, "plug_in")} for _ in range(5)]
-    summary, checks = aggregate(rows)
+    r2 = {**row(-0.05, 0.0, 0.01, "plug_in"), "reported": "a plug-in: reported"}
+    rows = [{"oracle": row(0.6, 0.5, 0.02, "upper_bound"), "r2": dict(r2)} for _ in range(5)]
+    summary, checks = aggregate(studies(rows))
     assert summary["oracle"]["coverage"] == 1.0
     assert all(c.passed for c in checks) and not [c for c in checks if c.quantity == "r2"]
+    assert summary["r2"]["reported"]
 
 
 def test_chi2_kind_sums_over_studies() -> None:
     fit = [{"fit": {"estimate": 12.0, "truth": 10.0, "ci": None, "covered": None, "kind": "chi2"}} for _ in range(3)]
-    assert all(c.passed for c in aggregate(fit)[1])
+    assert all(c.passed for c in aggregate(studies(fit))[1])
     misfit = [{"fit": {"estimate": 60.0, "truth": 10.0, "ci": None, "covered": None, "kind": "chi2"}} for _ in range(3)]
-    assert not any(c.passed for c in aggregate(misfit)[1])
+    assert not any(c.passed for c in aggregate(studies(misfit))[1])
 
 
 def test_pooled_z_and_clustered_se() -> None:
@@ -105,7 +113,7 @@ def test_selection_draws_choose_search_by_hand() -> None:
 
 
 def test_minimal_searches_expectation_by_hand() -> None:
-    from branchpoint.experiments.validation.minimal import expected_min_searches, vote_passes
+    from branchpoint.models.sim.study_truth import expected_min_searches, vote_passes
 
     # m = 4 votes pass with at least 2 successes; m = 3 with at least 2; no votes never pass
     p = 0.3
@@ -131,7 +139,8 @@ def test_minimal_searches_expectation_by_hand() -> None:
 def test_fit_check_uses_the_exact_variance_of_pearsons_statistic() -> None:
     from scipy import stats as sps
 
-    from branchpoint.experiments.validation.compare import fit_p_value, pearson_variance
+    from branchpoint.experiments.validation.checks import fit_p_value
+    from branchpoint.experiments.validation.compare import pearson_variance
 
     rng = np.random.default_rng(5)
     m, p = 4, np.array([0.99] * 150 + [0.5] * 50 + [0.02] * 100)
@@ -152,7 +161,7 @@ def test_an_unbounded_estimate_counts_for_coverage_only() -> None:
     rows = [{"q": row(0.3 + 0.01 * (i % 3 - 1), 0.3, 0.05)} for i in range(9)]
     rows.append({"q": {"estimate": float("inf"), "truth": 0.3, "ci": [float("inf"), float("inf")], "covered": False}})
     rows[-1]["q"]["kind"] = "two_sided"
-    summary, checks = aggregate(rows)
+    summary, checks = aggregate(studies(rows))
     assert summary["q"]["coverage"] == 0.9 and summary["q"]["non_finite_estimates"] == 1
     assert np.isfinite(summary["q"]["mean_error"]) and np.isfinite(summary["q"]["rms_z"])
     assert all(c.passed for c in checks)

@@ -1,32 +1,45 @@
 """`branchpoint validate`: whole studies on the simulated model, every estimate against the truth.
 
 Each study is an ordinary run (seeded question sample, model seed) → a fork study at every legal
-boundary with every legal action and m repeats → metrics → value, through the public APIs; its
-truth comes from the simulator (`branchpoint.models.sim.truth`). `compare` sets each estimate
-beside its truth; `validate` repeats studies with different seeds, writes DIR/validation.json
-and says which checks failed. `findings` checks the over-searching study's qualitative findings
-on the simulator with branchpoint's own metrics.
+boundary with every legal action and m repeats → metrics → value, through the public APIs
+(`study`); its truth comes from the simulator alone (`models.sim.study_truth`, by state key).
+`compare` sets each estimate beside its truth, `checks` turns many studies into pass / fail
+checks, and `validate` writes DIR/validation.json and says which checks failed. With
+`mutants`, every study is also evaluated with each planted bug of `mutants.MUTANTS` (one
+pipeline function replaced at a time), and validation.json's `mutants` table says which checks
+caught each one: a mutant no check catches fails the validation. `findings` checks the
+over-searching study's qualitative findings on the simulator with branchpoint's own metrics.
 """
 
 from __future__ import annotations
 
 import json
-import math
+import re
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
 from branchpoint.errors import InputError
-from branchpoint.experiments.validation.compare import Check, aggregate, compare_study
+from branchpoint.experiments.validation.canary import canary_registered
+from branchpoint.experiments.validation.checks import Check, aggregate, not_applicable
+from branchpoint.experiments.validation.compare import StudyComparison, compare_study
 from branchpoint.experiments.validation.dispersion import dispersion
+from branchpoint.experiments.validation.mutants import MUTANTS, Mutant, mutant_named
 from branchpoint.experiments.validation.quantities import QUANTITIES
-from branchpoint.experiments.validation.study import StudyResult, StudySettings, run_study
-from branchpoint.experiments.validation.truths import true_delta
+from branchpoint.experiments.validation.report import finite, format_table, json_default, mutants_table, state_rows
+from branchpoint.experiments.validation.study import (
+    StudyResult,
+    StudySettings,
+    evaluate,
+    run_and_fork,
+    stratified_questions,
+)
+from branchpoint.experiments.validation.truth_setup import truth_of
 from branchpoint.models.sim.truth import POLICY_STYLES, Style
 from branchpoint.provenance import collect, dump_block
 
@@ -81,24 +94,55 @@ def _sampling_check(stats: dict[str, Any], settings: StudySettings) -> Check:
     return Check("requests", "sampling", ok, detail)
 
 
-def state_rows(r: StudyResult) -> list[dict[str, Any]]:
-    """Per-state estimate and truth (for the figure of estimated vs true Δ, and `dispersion`)."""
-    d = true_delta(r)
-    answerable = {q.id: q.answerable for q in r.questions}
-    return [
-        {
-            "question_id": r.states.question_id[i],
-            "answerable": answerable.get(r.states.question_id[i]),
-            "boundary": r.states.boundary[i],
-            "dbar": float(r.states.dbar[i]),
-            "delta": float(d[i]),
-            "p_think": float(r.p_think[i]),
-            "p_search": float(r.p_search[i]),
-            "m_think": int(r.states.think.m[i]),
-            "m_search": int(r.states.search.m[i]),
-        }
-        for i in range(len(r.states))
-    ]
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def chosen_mutants(mutants: bool | Sequence[str]) -> list[Mutant]:
+    """Every mutant (True), none (False), or those named."""
+    if mutants is True:
+        return list(MUTANTS)
+    if not mutants:
+        return []
+    return [mutant_named(str(n)) for n in mutants]
+
+
+def _mutant_study(
+    m: Mutant, settings: StudySettings, seed: int, run_dir: Path, base: StudyResult, server: Any, style: Style | None
+) -> StudyResult:
+    """One study with mutant `m` planted around its stage (see `mutants`): the evaluation of the
+    study already run, or its run and fork afresh (then evaluated, and its truth taken, as usual)."""
+    if m.stage == "evaluate":
+        with m.planted():
+            return evaluate(settings, seed, run_dir, base.truth, out=run_dir / "mutants" / slug(m.name))
+    mdir = run_dir.parent / f"{run_dir.name}-{slug(m.name)}"
+    shutil.rmtree(mdir, ignore_errors=True)
+    with m.planted():
+        spec = run_and_fork(settings, seed, mdir, base_url=server.base_url, served_name=server.served_name)
+    return evaluate(settings, seed, mdir, truth_of(settings, spec, mdir, style=style))
+
+
+def mutants_report(mutants: list[Mutant], studies: dict[str, list[StudyComparison]]) -> list[dict[str, Any]]:
+    """validation.json's `mutants` table: per mutant what it plants and which checks caught it."""
+    out = []
+    for m in mutants:
+        summary, checks = aggregate(studies[m.name])
+        failed = [c for c in checks if not c.passed]
+        out.append(
+            {
+                "name": m.name,
+                "plants": m.plants,
+                "target": m.target,
+                "stage": m.stage,
+                "studies": len(studies[m.name]),
+                "caught": bool(failed),
+                "caught_by": [f"{c.quantity}: {c.what}" for c in failed],
+                "failed_checks": [asdict(c) for c in failed],
+                # how far off the failing quantities were: mean estimate − truth over the studies
+                "mean_errors": {c.quantity: summary[c.quantity]["mean_error"] for c in failed if c.quantity in summary},
+            }
+        )
+    return out
 
 
 def validate(
@@ -115,10 +159,11 @@ def validate(
     seed_per_action: bool = False,
     findings: bool | None = None,
     fork_seed: int = 0,
+    mutants: bool | Sequence[str] = False,
 ) -> dict[str, Any]:
     """Run the studies, compare, write OUT/validation.json and return its content (`findings`:
     whether to check the seed study's findings on the over-searching profile; default: the
-    preset's choice, on)."""
+    preset's choice, on; `mutants`: every planted bug, or those named, on the same studies)."""
     from branchpoint.agents import resolve_policy
     from branchpoint.models.server_info import describe_model
     from branchpoint.models.sim import SimServer
@@ -126,28 +171,30 @@ def validate(
     from branchpoint.models.spec import ModelSpec, SimServerSpec
 
     resolve_policy(policy)  # unknown: fail before any work
+    planted = chosen_mutants(mutants)
     prof = load_profile(profile)
     cfg, size = preset(quick)
     n_studies = studies or cfg.studies
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    questions = stratified_questions(out / "questions.jsonl")
     settings = StudySettings(
         profile=profile,
         policy=policy,
+        questions=str(questions),
         reasoning_effort=reasoning_effort,
         seed_per_action=seed_per_action,
         fork_seed=fork_seed,
         **size,
     )
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     runs = out / "runs"
     started = time.perf_counter()
-    per_study: list[dict[str, Any]] = []
+    per_study: list[StudyComparison] = []
+    mutant_studies: dict[str, list[StudyComparison]] = {m.name: [] for m in planted}
     studies_out: list[dict[str, Any]] = []
-    skipped: set[str] = set()
     style: Style | None = POLICY_STYLES.get(policy)
-    with SimServer(
-        SimServerSpec(profile=profile, latency_scale=0.0), served_name=prof.served_name, log_path=out / "sim-server.log"
-    ) as server:
+    sim = SimServerSpec(profile=profile, questions=str(questions), latency_scale=0.0)
+    with canary_registered(), SimServer(sim, served_name=prof.served_name, log_path=out / "sim-server.log") as server:
         for i in range(n_studies):
             s = seed + i
             run_dir = runs / f"study-{s}"
@@ -160,30 +207,35 @@ def validate(
                 run_experiment(probe, out / "probe", progress=False, model_opener=shared_server_opener(server.base_url))
                 style = style_from_stats(server.base_url)
                 shutil.rmtree(out / "probe", ignore_errors=True)
-            r = run_study(
-                settings, s, run_dir, base_url=server.base_url, served_name=prof.served_name, profile=prof, style=style
-            )
-            rows, miss = compare_study(r)
-            skipped |= set(miss)
-            per_study.append(rows)
+            spec = run_and_fork(settings, s, run_dir, base_url=server.base_url, served_name=prof.served_name)
+            r = evaluate(settings, s, run_dir, truth_of(settings, spec, run_dir, style=style))
+            compared = compare_study(r)
+            per_study.append(compared)
+            for m in planted:
+                mutant_studies[m.name].append(compare_study(_mutant_study(m, settings, s, run_dir, r, server, style)))
             studies_out.append(
                 {
                     "seed": s,
                     "run_dir": str(run_dir),
                     "states": len(r.states),
                     "statuses": r.statuses,
-                    "quantities": rows,
+                    "quantities": compared.rows,
+                    "not_applicable": compared.not_applicable,
+                    "missing": compared.missing,
+                    "states_check": compared.states,
                     "per_state": state_rows(r),
                 }
             )
             if progress:
                 print(
-                    f"study {i + 1}/{n_studies} (seed {s}): {len(r.states)} states, "
-                    f"{time.perf_counter() - started:.0f} s",
+                    f"study {i + 1}/{n_studies} (seed {s}): {len(r.states)} states"
+                    + (f", {len(planted)} mutants" if planted else "")
+                    + f", {time.perf_counter() - started:.0f} s",
                     flush=True,
                 )
             if not keep_runs:
-                shutil.rmtree(run_dir, ignore_errors=True)
+                for d in runs.glob(f"study-{s}*"):
+                    shutil.rmtree(d, ignore_errors=True)
         stats = server_stats(server.base_url)
     summary, checks = aggregate(per_study)
     checks.append(_sampling_check(stats, settings))
@@ -194,7 +246,8 @@ def validate(
 
         found, finding_checks = seed_findings(out / "findings", settings, prof, seed=seed)
         checks += finding_checks
-    covered = [row["covered"] for s in per_study for row in s.values() if row["covered"] is not None]
+    covered = [row["covered"] for s in per_study for row in s.rows.values() if row["covered"] is not None]
+    table = mutants_report(planted, mutant_studies) if planted else None
     report: dict[str, Any] = {
         "profile": profile,
         "policy": policy,
@@ -202,16 +255,18 @@ def validate(
         "quick": quick,
         "studies": n_studies,
         "settings": asdict(settings),
-        "coverage": float(np.mean(covered)) if covered else None,
+        # descriptive: rows of one study are not independent, so no test is made of this one
+        "coverage": sum(covered) / len(covered) if covered else None,
         "quantities": summary,
-        "skipped_quantities": sorted(skipped),
+        "not_applicable": not_applicable(per_study),
         "sampling_seen": stats.get("sampling"),
         "requests": stats.get("requests"),
         "findings": found,
         # not a check: how spread the errors of Δ̄ are against the exact Binomial model (`dispersion`)
         "dispersion": dispersion(studies_out, repeats=settings.repeats),
         "checks": [asdict(c) for c in checks],
-        "passed": all(c.passed for c in checks),
+        "mutants": table,
+        "passed": all(c.passed for c in checks) and all(m["caught"] for m in table or []),
         "wall_s": time.perf_counter() - started,
         "per_study": studies_out,
         "provenance": dump_block(
@@ -219,7 +274,7 @@ def validate(
         ),
     }
     (out / VALIDATION_FILE).write_text(
-        json.dumps(_finite(report), indent=2, default=_json_default, allow_nan=False) + "\n", encoding="utf-8"
+        json.dumps(finite(report), indent=2, default=json_default, allow_nan=False) + "\n", encoding="utf-8"
     )
     from branchpoint.experiments.validation.figure import DELTA_FIGURE, delta_figure
 
@@ -227,59 +282,14 @@ def validate(
     return report
 
 
-def _finite(x: Any) -> Any:
-    """The report with every non-finite float (an infinite X², an undefined ratio) as null."""
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    if isinstance(x, (float, np.floating)) and not math.isfinite(float(x)):
-        return None
-    return x
-
-
-def _json_default(x: Any) -> Any:
-    if isinstance(x, (np.floating, np.integer, np.bool_)):
-        return x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    raise TypeError(f"not JSON serialisable: {type(x)}")
-
-
-def format_table(report: dict[str, Any]) -> Any:
-    """A rich table: per quantity its kind, coverage, mean error ± SE, and the checks' verdicts."""
-    from rich.table import Table
-
-    t = Table(
-        title=f"validate: profile {report['profile']}, policy {report['policy']}, {report['studies']} studies "
-        f"(coverage {report['coverage']:.2f})"
-        if report["coverage"] is not None
-        else "validate"
-    )
-    for col in ("quantity", "kind", "coverage", "mean error ± SE", "check"):
-        t.add_column(col)
-    by_q: dict[str, list[dict[str, Any]]] = {}
-    for c in report["checks"]:
-        by_q.setdefault(c["quantity"], []).append(c)
-    for name, s in report["quantities"].items():
-        cov = "-" if s["coverage"] is None else f"{s['coverage']:.2f}"
-        err = (
-            "-"
-            if s["mean_error"] is None
-            else (f"{s['mean_error']:+.4f}" + ("" if s["mean_error_se"] is None else f" ± {s['mean_error_se']:.4f}"))
-        )
-        verdicts = by_q.get(name, [])
-        check = (
-            "pass"
-            if all(c["passed"] for c in verdicts)
-            else "FAIL: " + "; ".join(f"{c['what']} {c['detail']}" for c in verdicts if not c["passed"])
-        )
-        t.add_row(name, s["kind"], cov, err, check if verdicts else "-")
-    for name, cs in by_q.items():
-        if name not in report["quantities"]:
-            for c in cs:
-                t.add_row(name, "", "", "", ("pass: " if c["passed"] else "FAIL: ") + f"{c['what']} {c['detail']}")
-    return t
-
-
-__all__ = ["QUANTITIES", "VALIDATION_FILE", "InputError", "ValidateConfig", "format_table", "preset", "validate"]
+__all__ = [
+    "MUTANTS",
+    "QUANTITIES",
+    "VALIDATION_FILE",
+    "InputError",
+    "ValidateConfig",
+    "format_table",
+    "mutants_table",
+    "preset",
+    "validate",
+]

@@ -1,20 +1,26 @@
-"""Every estimate of a study against its truth, and the checks over many studies.
+"""Every estimate of one study against its truth, joined by state key.
 
 `compare_study` reads each quantity of the table `quantities.QUANTITIES` (its estimate, interval
-and truth) out of one study's outputs, and adds the per-state gain and the branch outcomes
-against Binomial(m, p_true); `aggregate` turns the per-study rows into coverage, bias and the
-pass/fail `Check`s.
+and truth) out of one study's outputs, and adds three comparisons of its own:
 
-A quantity whose key is missing from a study's outputs is skipped and listed (so keys that other
-work adds or renames show up instead of failing silently), and so is one whose truth the
-simulator cannot give in a study (NaN: e.g. utilities at a price > 0 under a chat protocol,
-whose token costs `models.sim.costs` does not model).
+- **states**: the truth counts the branches forked from every state in forks.jsonl; every state
+  it can score (both roles with 2 or more repeats) must be a row of the pipeline's state table
+  with exactly those repeats, and the table must hold no other row (a reader that drops
+  branches, at random or by outcome, fails here);
+- **mean Δ**: the plug-in Δ̄ of every state against its true Δ, joined by key;
+- **branch outcomes**: each forked (state, action)'s successes (the rule judge's verdicts)
+  against Binomial(m, p_true), and the run's own executions against Bernoulli(p_true).
+
+A quantity is *not applicable* where its truth says the design has none (`truths.NotApplicable`,
+reason kept), and *missing* where it applies and the study's outputs lack its estimate (a key
+that other work renamed or dropped): missing quantities fail (`checks.aggregate`), they are never
+skipped silently.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,7 +28,10 @@ from scipy import stats as sps
 
 from branchpoint.experiments.validation.quantities import QUANTITIES, Kind, _get
 from branchpoint.experiments.validation.study import StudyResult
-from branchpoint.experiments.validation.truths import true_delta
+from branchpoint.experiments.validation.truths import NotApplicable
+from branchpoint.models.sim.study_truth import StateTruth
+
+STATES = "states"
 
 
 def _num(x: Any) -> float | None:
@@ -79,272 +88,194 @@ def pearson_variance(m: int, p: float) -> float:
     return 2.0 - 6.0 / m + 1.0 / (m * q)
 
 
-def fit_p_value(x2: float, df: float, variance: float | None) -> float:
-    """P(X² ≥ x2) for a sum of independent Pearson terms of mean total `df` and exact variance
-    `variance`: the scaled χ² c·χ²_ν with the same two moments (c = variance / 2df, ν = 2df² /
-    variance; Satterthwaite). χ²_df itself assumes variance 2df, which with m = 4 repeats and
-    success probabilities near 0 or 1 is a third of the truth: it rejected a correct model at
-    α = 0.001 in 4% of full validations (Monte Carlo, docs/validate.md); the scaled χ² in 0.16%."""
-    if not math.isfinite(x2):
-        return 0.0
-    if variance is None or variance <= 0:
-        return float(sps.chi2.sf(x2, df))
-    c = variance / (2.0 * df)
-    return float(sps.chi2.sf(x2 / c, 2.0 * df * df / variance))
+@dataclass
+class Joined:
+    """The pipeline's scored rows whose state the truth scores too, in the table's order."""
+
+    rows: np.ndarray  # row indices into the state table
+    truth: list[StateTruth]
+
+    @property
+    def delta(self) -> np.ndarray:
+        return np.array([s.p[s.roles[1]] - s.p[s.roles[0]] for s in self.truth], dtype=float)
 
 
-def compare_study(r: StudyResult, level: float = 0.95) -> tuple[dict[str, Any], list[str]]:
-    """{quantity: {estimate, truth, ci, covered, kind}} for one study, and the quantities skipped."""
+def joined(r: StudyResult) -> Joined:
+    """The state table's rows joined to the truth by state key (rows the truth lacks left out:
+    the states comparison reports them)."""
+    by_key = {s.key: s for s in r.truth.scored()}
+    pairs = [(i, by_key[k]) for i, k in enumerate(r.states.keys) if k in by_key]
+    return Joined(np.array([i for i, _ in pairs], dtype=int), [s for _, s in pairs])
+
+
+def states_row(r: StudyResult) -> dict[str, Any]:
+    """The states comparison (see the module docstring): counts and a few examples."""
+    truth = {s.key: s for s in r.truth.scored()}
+    table = {k: i for i, k in enumerate(r.states.keys)}
+    missing = [k for k in truth if k not in table]
+    extra = [k for k in table if k not in truth]
+    short = []
+    for k, i in table.items():
+        st = truth.get(k)
+        if st is None:
+            continue
+        t, s = st.roles
+        m_t, m_s = int(r.states.think.m[i]), int(r.states.search.m[i])
+        if (m_t, m_s) != (st.repeats[t], st.repeats[s]):
+            short.append((k, (m_t, m_s), (st.repeats[t], st.repeats[s])))
+    return {
+        "truth_states": len(truth),
+        "scored": len(table),
+        "missing": len(missing),
+        "extra": len(extra),
+        "other_repeats": len(short),
+        "examples": [str(x) for x in (missing[:2] + extra[:2] + short[:2])],
+        "passed": not missing and not extra and not short,
+    }
+
+
+def _mean_delta(r: StudyResult, level: float) -> dict[str, Any] | None:
+    """Δ̄ against Δ over the joined states: a t interval with the question-clustered CR2
+    standard error of Δ̄ − Δ (`clustered_se`). Given the states, per-branch seeds make the
+    errors of different states independent; clustering keeps the interval right where they are
+    not (states of one question with the same passages get the same draws)."""
+    j = joined(r)
+    if not len(j.rows):
+        return None
+    d_hat, d = r.states.dbar[j.rows], j.delta
+    mean_hat = float(np.mean(d_hat))
+    se, df = clustered_se(d_hat - d, [s.question_id for s in j.truth])
+    half = float(sps.t.ppf(0.5 + level / 2, df)) * se if math.isfinite(df) else float("nan")
+    return {
+        "estimate": mean_hat,
+        "truth": float(np.mean(d)),
+        "ci": [mean_hat - half, mean_hat + half] if math.isfinite(half) else None,
+        "covered": bool(abs(mean_hat - float(np.mean(d))) <= half + 1e-12) if math.isfinite(half) else None,
+        "kind": "two_sided",
+    }
+
+
+def _fit_row(draws: list[tuple[int, int, float]]) -> dict[str, Any] | None:
+    """Pearson's X² of (successes, repeats, p) groups against Binomial(repeats, p), with its
+    degrees of freedom (groups with 0 < p < 1) and exact variance (`pearson_variance`); +inf
+    where a sure outcome failed to happen; None without a group to fit."""
+    x2, df, x2_var = 0.0, 0, 0.0
+    for succ, reps, p in draws:
+        v, dev = reps * p * (1 - p), succ - reps * p
+        if v > 1e-9:
+            x2, df, x2_var = x2 + dev * dev / v, df + 1, x2_var + pearson_variance(reps, p)
+        elif abs(dev) > 1e-6:
+            x2 = float("inf")
+    if not df:
+        return None
+    return {"estimate": x2, "truth": float(df), "variance": x2_var, "ci": None, "covered": None, "kind": "chi2"}
+
+
+def _executions_fit(r: StudyResult) -> dict[str, Any] | None:
+    """The run's own executions, one per question, judged against Bernoulli(P(success)) of the
+    truth: a judge that misreads some answers (a broken normaliser) fails it whichever
+    questions were forked."""
+    draws = [(int(ok), 1, r.truth.natural[q].p) for q, ok in r.run_verdicts.items() if q in r.truth.natural]
+    return _fit_row(draws)
+
+
+def _branch_rows(r: StudyResult, level: float) -> dict[str, Any]:
+    """Branch success per action against Binomial(m, p_true), and the goodness of fit of the
+    single-call actions (THINK, STOP); states that show the simulator the same content are
+    counted once (they share draws)."""
+    z = sps.norm.ppf(0.5 + level / 2)
     out: dict[str, Any] = {}
-    skipped: list[str] = []
+    for action in ("THINK", "SEARCH", "STOP", "SWITCH"):
+        groups: list[tuple[str, int, int, float]] = []  # question, successes, repeats, p
+        seen: set[str] = set()
+        for st in r.truth.states:
+            content = st.content.get(action) or f"{st.key}:{action}"
+            if action not in st.p or content in seen:
+                continue
+            seen.add(content)
+            ys = r.verdicts.get((*st.key, action), [])
+            groups.append((st.question_id, int(sum(ys)), len(ys), st.p[action]))
+        if not groups:
+            continue
+        if action in ("THINK", "STOP") and (fit := _fit_row([g[1:] for g in groups])) is not None:
+            out[f"goodness of fit: {action}"] = fit
+        succ = sum(g[1] for g in groups)
+        reps = sum(g[2] for g in groups)
+        if not reps:
+            continue
+        resid: dict[str, float] = {}
+        for q, s_, m_, p in groups:
+            resid[q] = resid.get(q, 0.0) + s_ - m_ * p
+        var = sum(m_ * p * (1 - p) for _, _, m_, p in groups)
+        # Binomial SE, or the question-clustered one where larger (a SEARCH branch can reach
+        # another state's content and then shares its draws).
+        k = len(resid)
+        clustered = math.sqrt(k / (k - 1) * sum(v * v for v in resid.values())) if k > 1 else 0.0
+        est, tru = succ / reps, sum(m_ * p for _, _, m_, p in groups) / reps
+        se_b = max(math.sqrt(var), clustered) / reps
+        out[f"branch success: {action}"] = {
+            "estimate": est,
+            "truth": tru,
+            "ci": [est - z * se_b, est + z * se_b],
+            "covered": bool(abs(est - tru) <= z * se_b + 1e-12),
+            "kind": "two_sided",
+        }
+    return out
+
+
+@dataclass
+class StudyComparison:
+    """One study compared: per quantity a row, the quantities that do not apply (with why), the
+    ones whose estimate is missing (with the path), and the states comparison."""
+
+    rows: dict[str, Any] = field(default_factory=dict)
+    not_applicable: dict[str, str] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+    states: dict[str, Any] = field(default_factory=dict)
+
+
+def compare_study(r: StudyResult, level: float = 0.95) -> StudyComparison:
+    """{quantity: {estimate, truth, ci, covered, kind}} for one study, and what did not apply."""
+    c = StudyComparison()
     sources = {"value": r.value, "metrics": r.metrics}
     for q in QUANTITIES:
+        try:
+            truth = float(q.truth(r))
+        except NotApplicable as exc:
+            c.not_applicable[q.name] = str(exc)
+            continue
+        except KeyError as exc:  # a choice value.json should hold (τ, the best constant, ...)
+            c.missing[q.name] = str(exc).strip("'\"")
+            continue
         try:
             est = _num(_get(sources[q.source], q.estimate))
             ci = _get(sources[q.source], q.interval) if q.interval else None
         except KeyError:
-            skipped.append(q.name)
+            c.missing[q.name] = f"{q.source}.json {q.estimate}" + (f" / {q.interval}" if q.interval else "")
             continue
         if q.kind == "range" and isinstance(ci, dict):
             ci = [ci.get("lo"), ci.get("hi")]
         if q.kind == "range" and est is None and isinstance(ci, list):
             est = _num(ci[0])
-        truth = q.truth(r)
-        if not math.isfinite(truth):
-            skipped.append(f"{q.name} (undefined in this study)")
-            continue
-        out[q.name] = {
+        c.rows[q.name] = {
             "estimate": est,
-            "truth": float(truth),
+            "truth": truth,
             "ci": ci,
             "covered": _covered(q.kind, truth, ci),
             "kind": q.kind,
         }
-    # Per-state gain: the plug-in Δ̄ against Δ, and its mean with a t interval whose standard
-    # error is clustered by question: CR2 with its degrees of freedom (`clustered_se`). Given the
-    # states, per-branch seeds make the errors of different states independent; clustering keeps
-    # the interval right where they are not (a client that sends every branch the same seed:
-    # states of one question with the same passages then get the same draws).
-    d_hat, d = r.states.dbar, true_delta(r)
-    z = sps.norm.ppf(0.5 + level / 2)
-    if len(d_hat) == 0:  # no state with both actions (no search offered): no gain to compare
-        skipped.append("mean Δ (no state has both actions)")
+        if q.reported:
+            c.rows[q.name]["reported"] = q.reported
+        if q.expected_error is not None:
+            c.rows[q.name]["expected_error"] = float(q.expected_error(r))
+    if r.truth.scored() or len(r.states):
+        c.states = states_row(r)
+        mean = _mean_delta(r, level)
+        if mean is not None:
+            c.rows["mean Δ"] = mean
     else:
-        mean_hat = float(np.mean(d_hat))
-        se, df = clustered_se(d_hat - d, r.states.question_id)
-        half = float(sps.t.ppf(0.5 + level / 2, df)) * se if math.isfinite(df) else float("nan")
-        out["mean Δ"] = {
-            "estimate": mean_hat,
-            "truth": float(np.mean(d)),
-            "ci": [mean_hat - half, mean_hat + half] if math.isfinite(half) else None,
-            "covered": bool(abs(mean_hat - float(np.mean(d))) <= half + 1e-12) if math.isfinite(half) else None,
-            "kind": "two_sided",
-        }
-    # Branch outcomes: each forked (state, action)'s successes against Binomial(m, p_true), states
-    # that show the simulator the same content counted once (they share draws).
-    for action in ("THINK", "SEARCH", "STOP", "SWITCH"):
-        seen: set[int] = set()
-        succ = reps = mean_p = var = 0.0
-        resid: dict[str, float] = {}
-        for g in r.branches:
-            if g.action != action or g.content in seen:
-                continue
-            seen.add(g.content)
-            succ += g.successes
-            reps += g.repeats
-            mean_p += g.repeats * g.truth
-            var += g.repeats * g.truth * (1 - g.truth)
-            resid[g.question] = resid.get(g.question, 0.0) + g.successes - g.repeats * g.truth
-        if action in ("THINK", "STOP"):
-            x2, df, x2_var = 0.0, 0, 0.0
-            seen_fit: set[int] = set()
-            for g in r.branches:
-                if g.action != action or g.content in seen_fit:
-                    continue
-                seen_fit.add(g.content)
-                v = g.repeats * g.truth * (1 - g.truth)
-                dev = g.successes - g.repeats * g.truth
-                if v > 1e-9:
-                    x2 += dev * dev / v
-                    df += 1
-                    x2_var += pearson_variance(g.repeats, g.truth)
-                elif abs(dev) > 1e-6:
-                    x2 = float("inf")
-            if df:
-                out[f"goodness of fit: {action}"] = {
-                    "estimate": x2,
-                    "truth": float(df),
-                    "variance": x2_var,
-                    "ci": None,
-                    "covered": None,
-                    "kind": "chi2",
-                }
-        if reps:
-            # Binomial SE, or the question-clustered one where larger (a SEARCH branch can reach
-            # another state's content and then shares its draws).
-            k = len(resid)
-            clustered = math.sqrt(k / (k - 1) * sum(v * v for v in resid.values())) if k > 1 else 0.0
-            est, tru, se_b = succ / reps, mean_p / reps, max(math.sqrt(var), clustered) / reps
-            out[f"branch success: {action}"] = {
-                "estimate": est,
-                "truth": tru,
-                "ci": [est - z * se_b, est + z * se_b],
-                "covered": bool(abs(est - tru) <= z * se_b + 1e-12),
-                "kind": "two_sided",
-            }
-    return out, skipped
-
-
-@dataclass
-class Check:
-    """One pass/fail check over the studies."""
-
-    quantity: str
-    what: str
-    passed: bool
-    detail: str
-
-
-def _finite_row(row: dict[str, Any]) -> bool:
-    """A study whose estimate and interval are finite numbers (an unbounded ratio, e.g. the
-    over-search % when no truncation needed a search, is +inf and has no standard error)."""
-    ci, est = row.get("ci"), row.get("estimate")
-    if not (isinstance(ci, list) and len(ci) == 2 and ci[0] is not None and ci[1] is not None and est is not None):
-        return False
-    return all(math.isfinite(float(x)) for x in (ci[0], ci[1], est))
-
-
-def pooled_z(rows: list[dict[str, Any]], level: float = 0.95) -> tuple[float, int] | None:
-    """z = Σ errors / sqrt(Σ se²) over the studies, each study's standard error read off its
-    interval (width / 2z); None unless some study has a finite, non-degenerate interval."""
-    zq = float(sps.norm.ppf(0.5 + level / 2))
-    num, var, k = 0.0, 0.0, 0
-    for row in rows:
-        if not _finite_row(row):
-            continue
-        ci, est, truth = row["ci"], row["estimate"], row["truth"]
-        se = (float(ci[1]) - float(ci[0])) / (2 * zq)
-        if se <= 0:
-            continue
-        num += est - truth
-        var += se * se
-        k += 1
-    return (num / math.sqrt(var), k) if k else None
-
-
-def rms_z(rows: list[dict[str, Any]], level: float = 0.95) -> float | None:
-    """√mean z² of the standardised errors z = (estimate − truth)/se over the studies, each se
-    read off the study's interval (width / 2z). About 1 for calibrated intervals; below 1 for
-    conservative ones (e.g. an interval that also holds question-sampling variation, compared
-    with a truth that is conditional on the study's own questions and states); None without
-    intervals."""
-    zq = float(sps.norm.ppf(0.5 + level / 2))
-    zs = []
-    for row in rows:
-        if not _finite_row(row):
-            continue
-        ci, est, truth = row["ci"], row["estimate"], row["truth"]
-        se = (float(ci[1]) - float(ci[0])) / (2 * zq)
-        if se > 0:
-            zs.append((est - truth) / se)
-    return float(math.sqrt(np.mean(np.square(zs)))) if zs else None
-
-
-def aggregate(
-    per_study: list[dict[str, Any]],
-    *,
-    target: tuple[float, float] = (0.90, 0.99),
-    alpha: float = 0.01,
-    bias_alpha: float = 0.001,
-) -> tuple[dict[str, Any], list[Check]]:
-    """Coverage and bias of each quantity over the studies, and the checks.
-
-    Checks: coverage is not implausibly low for 95% intervals (one-sided binomial test at
-    `alpha`: fewer covered studies than chance allows fails), and, for two-sided estimators with
-    three or more studies, the mean error is not significantly different from zero at `bias_alpha`
-    (two-sided): a z-test pooling the studies' own standard errors (read off their intervals)
-    where they have intervals, else a t-test on the errors across the independent studies.
-    Studies with a non-finite estimate or interval (an unbounded ratio such as the over-search %,
-    +inf when no truncation point needed a search) count for coverage (an interval that holds
-    only +inf does not cover a finite truth) and are left out of the error statistics (counted
-    in `non_finite_estimates`). Coverage within `target` is reported (`in_target`), not checked: 20 of 20 covered has
-    probability 0.36 at a true 95%, and intervals over support components are conservative.
-    """
-    z_crit = float(sps.norm.ppf(1 - bias_alpha / 2))
-    names: list[str] = []
-    for s in per_study:
-        names += [k for k in s if k not in names]
-    summary: dict[str, Any] = {}
-    checks: list[Check] = []
-    for name in names:
-        rows = [s[name] for s in per_study if name in s]
-        cov = [row["covered"] for row in rows if row["covered"] is not None]
-        errs = [
-            row["estimate"] - row["truth"]
-            for row in rows
-            if row["estimate"] is not None
-            and row["truth"] is not None
-            and math.isfinite(row["truth"])
-            and math.isfinite(row["estimate"])
-        ]
-        kind = rows[0]["kind"]
-        n = len(cov)
-        coverage = float(np.mean(cov)) if cov else None
-        mean_err = float(np.mean(errs)) if errs else None
-        se = float(np.std(errs, ddof=1) / math.sqrt(len(errs))) if len(errs) > 1 else None
-        summary[name] = {
-            "kind": kind,
-            "studies": len(rows),
-            "coverage": coverage,
-            "mean_error": mean_err,
-            "mean_error_se": se,
-            "rms_z": rms_z(rows) if kind != "chi2" else None,
-            # studies whose estimate is not a finite number (left out of the error statistics)
-            "non_finite_estimates": sum(
-                1 for row in rows if row["estimate"] is None or not math.isfinite(float(row["estimate"]))
-            ),
-            "in_target": None if coverage is None else target[0] <= coverage <= target[1],
-        }
-        if n and kind != "plug_in":
-            covered = int(sum(cov))
-            p_low = float(sps.binom.cdf(covered, n, 0.95))
-            ok = p_low >= alpha
-            checks.append(Check(name, "coverage", ok, f"{covered}/{n} covered (P(≤ this | 95%) = {p_low:.3g})"))
-        if kind == "chi2":
-            x2 = float(sum(row["estimate"] for row in rows))
-            df = float(sum(row["truth"] for row in rows))
-            known = all(row.get("variance") is not None for row in rows)
-            var = float(sum(row["variance"] for row in rows)) if known else None
-            p = fit_p_value(x2, df, var)
-            summary[name]["p_value"] = p
-            summary[name]["variance"] = var
-            spread = f", exact variance {var:.0f} (χ²: {2 * df:.0f})" if var is not None else ""
-            checks.append(
-                Check(
-                    name,
-                    "fits the truth",
-                    p >= bias_alpha,
-                    f"X² = {x2:.1f} on {df:.0f} df{spread}, p = {p:.3g} (p ≥ {bias_alpha:g} passes)",
-                )
-            )
-            continue
-        if kind == "two_sided":
-            pooled = pooled_z(rows)
-            if pooled is not None:
-                z, k = pooled
-                summary[name]["pooled_z"] = z
-                checks.append(
-                    Check(
-                        name,
-                        "unbiased",
-                        abs(z) <= z_crit,
-                        f"pooled z = {z:+.2f} over {k} studies (|z| ≤ {z_crit:.2f} passes)",
-                    )
-                )
-            elif se is not None and len(errs) >= 3:
-                crit = float(sps.t.ppf(1 - bias_alpha / 2, len(errs) - 1))
-                ok = abs(mean_err) <= crit * se + 1e-9  # type: ignore[arg-type]
-                checks.append(
-                    Check(name, "unbiased", ok, f"mean error {mean_err:+.4f} ± {se:.4f} (SE; |t| ≤ {crit:.1f} passes)")
-                )
-    return summary, checks
+        c.not_applicable["mean Δ"] = "no state has both actions (the design offers no search: forks plan THINK only)"
+    c.rows.update(_branch_rows(r, level))
+    if (fit := _executions_fit(r)) is not None:
+        c.rows["goodness of fit: executions"] = fit
+    return c

@@ -121,3 +121,48 @@ def dispersion(
             "p": float(min(1.0, 2.0 * side.mean())),
         }
     return out
+
+
+def r2_expected_error(
+    p_t: np.ndarray,
+    p_s: np.ndarray,
+    m_t: np.ndarray,
+    m_s: np.ndarray,
+    strata: Sequence[str],
+    *,
+    forecast: tuple[np.ndarray, np.ndarray] | None = None,
+    draws: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """E[R̂²_Δ] − R²_Δ of a fixed forecast (default the exact one, q = p) under the exact
+    Binomial model of one study's states, by redrawing their outcomes; and its Monte Carlo
+    standard error.
+
+    R̂²_Δ = 1 − L̂/V̂_Δ is a ratio of two stratum-balanced means that share θ̂ (search-value
+    study, appendix "Gain variance and explained variation": L = f² − 2fΔ̄ + θ̂,
+    V̂_Δ = Σwθ̂ − (ΣwΔ̄)²). Each is unbiased or nearly so, but their ratio is not: to first order
+    E[L̂/V̂] = EL̂/EV̂ − Cov(L̂, V̂)/(EV̂)² + EL̂·Var(V̂)/(EV̂)³, and for the exact forecaster
+    (L = 0) the bias of R̂² is +Cov(L̂, V̂)/V_Δ² > 0, since a draw whose θ̂ is high raises both.
+    Draws with V̂_Δ ≤ 0 (R̂² undefined) are left out, as value.json's bootstrap leaves them."""
+    p_t, p_s = np.asarray(p_t, dtype=float), np.asarray(p_s, dtype=float)
+    m_t, m_s = np.asarray(m_t, dtype=int), np.asarray(m_s, dtype=int)
+    labels = np.asarray(strata, dtype=object)
+    groups = list(dict.fromkeys(labels.tolist()))
+    w = np.zeros(len(p_t))
+    for g in groups:
+        w[labels == g] = 1.0 / (len(groups) * int((labels == g).sum()))
+    q_t, q_s = forecast if forecast is not None else (p_t, p_s)
+    f, delta = q_s - q_t, p_s - p_t
+    true_r2 = 1.0 - float(w @ ((f - delta) ** 2)) / float(w @ delta**2 - (w @ delta) ** 2)
+    rng = np.random.default_rng(seed)
+    st = rng.binomial(m_t, p_t, size=(draws, len(p_t)))
+    ss = rng.binomial(m_s, p_s, size=(draws, len(p_s)))
+    yt, ys = st / m_t, ss / m_s
+    # 0/1 rewards: ΣY² = ΣY, so the unbiased square of p is s(s − 1) / (m(m − 1))
+    theta = ss * (ss - 1) / (m_s * (m_s - 1)) + st * (st - 1) / (m_t * (m_t - 1)) - 2.0 * ys * yt
+    dbar = ys - yt
+    risk = (f * f - 2.0 * f * dbar + theta) @ w
+    v_hat = theta @ w - (dbar @ w) ** 2
+    ok = v_hat > 0
+    r2 = 1.0 - risk[ok] / v_hat[ok]
+    return float(r2.mean() - true_r2), float(r2.std(ddof=1) / math.sqrt(len(r2)))

@@ -25,7 +25,7 @@ from branchpoint.evaluation.judges import judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics
 from branchpoint.experiments.runner import run_experiment
 from branchpoint.experiments.spec import BM25SourceSpec, QuestionsSpec, RetrievalSpec
-from branchpoint.experiments.validation.compare import Check
+from branchpoint.experiments.validation.checks import Check
 from branchpoint.experiments.validation.study import MAIN_SOURCE, StudySettings, shared_server_opener, study_spec
 from branchpoint.models.sim.profile import Profile
 from branchpoint.traces import EXECUTIONS_FILE, read_records

@@ -1,11 +1,17 @@
-"""One validation study: a whole run → fork → evaluate → value on the simulator, with the truth.
+"""One validation study: a whole run → fork → evaluate → value on the simulator, beside its truth.
 
-`run_study` writes an ordinary run directory (spec.yaml, executions.jsonl, forks.jsonl,
-metrics.json, value.json), then computes, for every scored state, the exact success
-probabilities of its two roles (and of SWITCH where forked) with `TruthModel`, from the state
-values saved in the checkpoint, and for every question the exact expectation of the run's
-own execution. Nothing in the pipeline knows it is being validated: the studies go through the
-public run, fork, metrics and value APIs.
+Three stages, each through the public APIs, so nothing in the pipeline knows it is validated:
+
+- `run_and_fork` writes an ordinary run folder (spec.yaml, executions.jsonl, forks.jsonl, the
+  minimal-search study) on the shared simulated server;
+- `truth_setup.truth_of` gives the simulator's truth of that fork study
+  (`models.sim.study_truth`: from the raw files, the checkpoints and the question bank only);
+- `evaluate` writes metrics.json and value.json and reads the estimates: the state table, the
+  rule judge's verdicts on every branch. The exact forecasters (`truth`, `truth_constant`)
+  are the truth joined to the state table's rows by state key.
+
+`run_study` does all three. A planted bug (`mutants`) is applied around one stage: around
+`evaluate` on a study already run and forked, or around `run_and_fork` for a bug in forking.
 """
 
 from __future__ import annotations
@@ -19,19 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from branchpoint.checkpoints import list_boundaries, open_checkpointer
-from branchpoint.checkpoints.values import checkpoint_values, state_reader
 from branchpoint.datasets.questions import Question
-from branchpoint.evaluation.judges import judge_records, normalize_answer
+from branchpoint.evaluation.judges import judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, is_correct
 from branchpoint.evaluation.studies import read_minimal_search
 from branchpoint.evaluation.value import Forecast, ValueConfig, load_states, value_study
 from branchpoint.evaluation.value.outcomes import StateTable, build_states
-from branchpoint.evaluation.value.rewards import is_unknown_answer
-from branchpoint.evaluation.value.scores import balanced_mean
 from branchpoint.experiments.branch_planning import fork_records
 from branchpoint.experiments.forking import fork_run
-from branchpoint.experiments.runner import SourcePool, run_experiment, select_questions
+from branchpoint.experiments.runner import run_experiment
 from branchpoint.experiments.spec import (
     AgentSpec,
     BM25SourceSpec,
@@ -42,25 +44,17 @@ from branchpoint.experiments.spec import (
     SampleSpec,
 )
 from branchpoint.experiments.store import RunStore
-from branchpoint.experiments.validation.minimal import expected_min_searches, vote_passes
 from branchpoint.models.openai_compat import OpenAICompatibleClient
-from branchpoint.models.sim.behaviour import QuestionBank, is_success
-from branchpoint.models.sim.policy_truth import PolicyTruth
-from branchpoint.models.sim.profile import Profile
-from branchpoint.models.sim.truth import POLICY_STYLES, AgentModel, Style, TruthModel, Value
+from branchpoint.models.sim.study_truth import StudyTruth
+from branchpoint.models.sim.truth import POLICY_STYLES
 from branchpoint.models.spec import ModelSpec, SimServerSpec
 from branchpoint.provenance import collect, dump_block
-from branchpoint.traces import (
-    BOUNDARY_AFTER_SEARCH,
-    BOUNDARY_INITIAL,
-    METRICS_FILE,
-    MINIMAL_SEARCH_FILE,
-    SPEC_FILE,
-    read_records,
-)
+from branchpoint.traces import METRICS_FILE, MINIMAL_SEARCH_FILE, SPEC_FILE, read_records
 
 #: The two retrieval sources of a validation study (BM25 over the demo corpus, two settings).
 MAIN_SOURCE, ALT_SOURCE = "main", "alt"
+#: The strata of a validation's questions (`stratified_questions`).
+STRATA = ("answerable", "unanswerable")
 
 
 @dataclass(frozen=True)
@@ -93,6 +87,21 @@ class StudySettings:
     @property
     def chat(self) -> bool:
         return POLICY_STYLES.get(self.policy) != "completion"
+
+
+def stratified_questions(path: Path, questions: str = "demo") -> Path:
+    """A copy of the question set whose every question carries a stratum, `answerable` or
+    `unanswerable`, so that a study's stratum-balanced estimates have two strata to balance
+    (the demo set has none: one stratum would leave the balancing untested)."""
+    from branchpoint.datasets import load_questions
+
+    lines = [
+        json.dumps(q.model_copy(update={"stratum": STRATA[0] if q.answerable else STRATA[1]}).model_dump())
+        for q in load_questions(questions)
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
 
 
 def available(questions: str, answerable: bool) -> int:
@@ -152,86 +161,6 @@ def shared_server_opener(base_url: str) -> Any:
     return opener
 
 
-@dataclass(frozen=True)
-class BranchGroup:
-    """The repeats of one action from one saved state: successes, repeats, and the true p.
-
-    `content` identifies what the simulator is shown: states of one question with the same
-    passages (a search that found nothing new) get the same replies for the same seeds, so only
-    one of them counts as an independent draw."""
-
-    action: str
-    question: str
-    content: int
-    successes: int
-    repeats: int
-    truth: float
-
-
-@dataclass
-class StudyResult:
-    """A finished study: its outputs and the truth beside them."""
-
-    seed: int
-    run_dir: Path
-    value: dict[str, Any]
-    metrics: dict[str, Any]
-    states: StateTable
-    p_think: np.ndarray
-    p_search: np.ndarray
-    agree_think: np.ndarray  # P(two THINK answers agree) per state
-    both_correct_think: np.ndarray  # P(two THINK answers agree and succeed)
-    questions: list[Question]
-    natural: dict[str, Value]  # question id -> P(success), E[searches], E[tokens] of a run's execution
-    tokens_think: np.ndarray = field(default_factory=lambda: np.zeros(0))  # E[T] of the T role per state (NaN: unknown)
-    tokens_search: np.ndarray = field(default_factory=lambda: np.zeros(0))  # E[T] of the S role per state
-    branches: list[BranchGroup] = field(default_factory=list)  # every forked (state, action) with its truth
-    statuses: dict[str, int] = field(default_factory=dict)
-    #: per row of minimal_search.jsonl (a correct forked execution that searched): its searches k
-    #: and the exact expectation of its minimal searches k* under the study's votes
-    minimal: list[tuple[int, float]] = field(default_factory=list)
-
-
-def agent_model(settings: StudySettings, spec: ExperimentSpec, profile: Profile, style: Style) -> AgentModel:
-    """The truth's view of the agent a study runs."""
-    return AgentModel(
-        style=style,
-        temperature=spec.model.temperature,
-        top_p=float(spec.model.top_p or 1.0),
-        effort=spec.model.reasoning_effort or profile.default_effort,
-        max_tokens=spec.model.max_tokens,
-        answer_max_tokens=spec.agent.answer_max_tokens or spec.model.max_tokens,
-        malformed_retries=spec.agent.malformed_retries,
-        evidence_words=spec.agent.evidence_words,
-        offers_search=spec.agent.search,
-    )
-
-
-def truth_model(
-    settings: StudySettings, spec: ExperimentSpec, profile: Profile, bank: QuestionBank, style: Style, search: Any
-) -> TruthModel | PolicyTruth:
-    """The truth of a study: `TruthModel` (the protocols' mirror) for a built-in policy; for a
-    `module:function` policy on the completion endpoint, `PolicyTruth`, which runs the policy's
-    own code against every reply the simulator can give (so a policy that overrides the model
-    gets its own truth). A chat `module:function` policy is taken to follow the model."""
-    agent = agent_model(settings, spec, profile, style)
-    if settings.policy not in POLICY_STYLES and style == "completion":
-        from branchpoint.agents import resolve_policy
-
-        return PolicyTruth(profile, bank, resolve_policy(settings.policy), agent, search)
-    return TruthModel(profile, bank, agent, search)
-
-
-def search_function(pool: SourcePool, spec: ExperimentSpec) -> Any:
-    tool = pool.search_tool(spec)
-    assert tool is not None
-
-    def search(query: str, source: str) -> list[dict[str, Any]]:
-        return [d.model_dump() for d in tool.run(query, source=source).docs]
-
-    return search
-
-
 def fork_per_action_seed(out: Path, plan: ForkPlan, spec: ExperimentSpec, opener: Any) -> None:
     """Fork each action on its own, the run's spec.yaml carrying a model seed of that action's own
     (restored afterwards), so no two actions of a state share random numbers."""
@@ -261,34 +190,9 @@ def fork_parents(records: list[Any], settings: StudySettings) -> list[str]:
     return picked
 
 
-def expected_minimal(
-    saver: Any, reader: Any, truth: TruthModel | PolicyTruth, row: dict[str, Any], votes: dict[tuple[str, str], int]
-) -> float:
-    """E[k*] of one minimal-search row, exactly: `forking.minimal_searches` takes the smallest t < k
-    whose THINK branches from `initial` / `after_search_t` are correct in at least half of their
-    m votes, else k; each boundary passes with P(Binomial(m, p_THINK) ≥ m/2), independently (its
-    own branches and seeds), so E[k*] follows from the passing probabilities (`truths`)."""
-    eid, k = str(row["execution_id"]), int(row["searches"])
-    passes: list[tuple[int, float]] = []
-    for b in list_boundaries(saver, eid, reader):
-        if b.kind in (BOUNDARY_INITIAL, BOUNDARY_AFTER_SEARCH) and b.searches < k:
-            m = votes.get((eid, b.checkpoint_id), 0)
-            values = checkpoint_values(saver, eid, b.checkpoint_id, reader=reader)
-            passes.append((b.searches, vote_passes(truth.continuation(values, "THINK").p, m)))
-    return expected_min_searches(k, passes)
-
-
-def run_study(
-    settings: StudySettings,
-    seed: int,
-    out: Path,
-    *,
-    base_url: str,
-    served_name: str,
-    profile: Profile,
-    style: Style | None = None,
-) -> StudyResult:
-    """Run, fork, evaluate and value one study into `out`, and compute its truth."""
+def run_and_fork(settings: StudySettings, seed: int, out: Path, *, base_url: str, served_name: str) -> ExperimentSpec:
+    """Run one study's questions and fork its sample at every legal boundary with every legal
+    action and `repeats` repeats, the minimal-search study included; returns the spec."""
     spec = study_spec(settings, seed, served_name)
     opener = shared_server_opener(base_url)
     run_experiment(spec, out, progress=False, model_opener=opener, concurrency=settings.concurrency)
@@ -311,109 +215,101 @@ def run_study(
         fork_per_action_seed(out, plan, spec, opener)
     else:
         fork_run(out, plan, progress=False, model_opener=opener)
-    records = read_records(RunStore(out).executions_path)
-    minimal_rows = read_minimal_search(out / MINIMAL_SEARCH_FILE) if (out / MINIMAL_SEARCH_FILE).is_file() else None
+    return spec
+
+
+@dataclass
+class StudyResult:
+    """A finished study: the pipeline's estimates (value.json, metrics.json, its state table,
+    the rule judge's verdict on every branch) and the simulator's truth beside them."""
+
+    seed: int
+    run_dir: Path
+    value: dict[str, Any]
+    metrics: dict[str, Any]
+    states: StateTable
+    truth: StudyTruth
+    #: (parent execution, checkpoint, action) -> the rule judge's verdicts on its branches
+    verdicts: dict[tuple[str, str, str], list[bool]] = field(default_factory=dict)
+    statuses: dict[str, int] = field(default_factory=dict)
+    #: question id -> the rule judge's verdict on the run's own execution of it
+    run_verdicts: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def questions(self) -> list[Question]:
+        return list(self.truth.questions.values())
+
+
+def truth_forecasts(states: StateTable, truth: StudyTruth) -> dict[str, Forecast]:
+    """The exact forecaster (each row's true p_T, p_S, joined by state key; 0.5 for a row the
+    truth does not know, which the states check then reports) and the exact constant (the
+    truth's stratum-balanced means, on the truth's own states and strata)."""
+    by_key = {s.key: s for s in truth.scored()}
+    n = len(states)
+    q_t, q_s = np.full(n, 0.5), np.full(n, 0.5)
+    for i, key in enumerate(states.keys):
+        st = by_key.get(key)
+        if st is not None:
+            q_t[i], q_s[i] = st.p[st.roles[0]], st.p[st.roles[1]]
+    c_t, c_s = truth.bal(truth.column("p", "T")), truth.bal(truth.column("p", "S"))
+    return {"truth": Forecast(q_t, q_s), "truth_constant": Forecast(np.full(n, c_t), np.full(n, c_s))}
+
+
+def evaluate(
+    settings: StudySettings, seed: int, run_dir: Path, truth: StudyTruth, *, out: Path | None = None
+) -> StudyResult:
+    """metrics.json and value.json of a forked study (into `out`, default the run folder) and
+    the estimates read back, beside `truth`."""
+    out = Path(out or run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    records = read_records(RunStore(run_dir).executions_path)
+    minimal_rows = (
+        read_minimal_search(run_dir / MINIMAL_SEARCH_FILE) if (run_dir / MINIMAL_SEARCH_FILE).is_file() else None
+    )
+    judged = judge_records(records, "rule")
     metrics = compute_metrics(
-        judge_records(records, "rule"),
+        judged,
         "rule",
         MetricsConfig(bootstrap=settings.resamples, seed=seed),
         minimal_search=minimal_rows,
     )
     metrics["provenance"] = dump_block(collect("validate"))
     (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2, default=str), encoding="utf-8")
-
-    questions = select_questions(spec)
-    bank = QuestionBank(questions)
     config = ValueConfig(dev_split=0.0, seed=seed, resamples=settings.resamples)
     # Where no search is offered (the `no_search` policy) forks plan THINK only (issue 12): no state
     # has both actions, so there are no search-value estimates, only the branch outcomes to check.
     searchable = settings.policy != "no_search"
+    branches = [r for r in fork_records(run_dir) if r.parent is not None]
     states = (
-        load_states(out, config)[0]
+        load_states(run_dir, config)[0]
         if searchable
-        else build_states(
-            [r for r in fork_records(out) if r.parent is not None], reward_name=config.reward, judge=config.judge
+        else build_states(branches, reward_name=config.reward, judge=config.judge)
+    )
+    value = (
+        value_study(run_dir, config=config, extra_forecasts=truth_forecasts(states, truth), out_dir=out)
+        if searchable
+        else {}
+    )
+    verdicts: dict[tuple[str, str, str], list[bool]] = {}
+    for r in judge_records([b for b in branches if b.status != "incomplete"], "rule"):
+        assert r.parent is not None  # branch records only
+        verdicts.setdefault((r.parent.execution_id, r.parent.checkpoint_id, r.branch or ""), []).append(
+            is_correct(r, "rule")
         )
-    )
-    chosen = style or POLICY_STYLES[settings.policy]
-    pool = SourcePool(progress=False)
-    try:
-        truth = truth_model(settings, spec, profile, bank, chosen, search_function(pool, spec))
-        n = len(states)
-        p_t, p_s = np.zeros(n), np.zeros(n)
-        tok_t, tok_s = np.zeros(n), np.zeros(n)
-        agree, both = np.zeros(n), np.zeros(n)
-        branches: list[BranchGroup] = []
-        all_forks = [r for r in fork_records(out) if r.parent is not None and r.status != "incomplete"]
-        groups: dict[tuple[str, str, str], list[bool]] = {}
-        for r in judge_records(all_forks, "rule"):
-            assert r.parent is not None  # all_forks keeps branch records only
-            groups.setdefault((r.parent.execution_id, r.parent.checkpoint_id, r.branch or ""), []).append(
-                is_correct(r, "rule")
-            )
-        with open_checkpointer(RunStore(out).checkpoint_target()) as saver:
-            reader = state_reader(saver)
-            for i, (eid, cid) in enumerate(states.keys):
-                values = checkpoint_values(saver, eid, cid, reader=reader)
-                budget = states.search_budget[i] or settings.search_budget
-                v_t = truth.continuation(values, states.t_action[i], search_budget=budget)
-                v_s = truth.continuation(values, states.s_action[i], search_budget=budget)
-                p_t[i], p_s[i], tok_t[i], tok_s[i] = v_t.p, v_s.p, v_t.tokens, v_s.tokens
-                dist = truth.think_answers(values)
-                q = truth.question_of(values)
-                by_norm: dict[str, float] = {}
-                success: dict[str, bool] = {}
-                for ans, p in dist.items():
-                    if ans is None or is_unknown_answer(ans):  # failed / UNKNOWN: never agreement
-                        continue
-                    key = normalize_answer(ans)
-                    by_norm[key] = by_norm.get(key, 0.0) + p
-                    success[key] = is_success(q, ans)
-                agree[i] = sum(p * p for p in by_norm.values())
-                both[i] = sum(p * p for k, p in by_norm.items() if success[k])
-            for (eid, cid, action), ys in groups.items():
-                values = checkpoint_values(saver, eid, cid, reader=reader)
-                v = truth.continuation(values, action, search_budget=settings.search_budget, switch_source=ALT_SOURCE)
-                shown = truth.passages_of(values)
-                pending = (
-                    (values.get("pending") or {}).get("text") if values.get("boundary") == "pending_query" else None
-                )
-                content = hash(
-                    (values.get("question"), frozenset(shown), shown[-1:], pending, values.get("source"), action)
-                )
-                branches.append(BranchGroup(action, values.get("question") or "", content, int(sum(ys)), len(ys), v.p))
-            votes = {(e, c): len(ys) for (e, c, a), ys in groups.items() if a == "THINK"}
-            minimal = [
-                (int(row["searches"]), expected_minimal(saver, reader, truth, row, votes)) for row in minimal_rows or []
-            ]
-        natural = {q.id: truth.natural(q, spec.agent.search_cap, MAIN_SOURCE) for q in questions}
-    finally:
-        pool.close()
-    extra = {
-        "truth": Forecast(p_t, p_s),
-        "truth_constant": Forecast(
-            np.full(n, float(balanced_mean(p_t, states.stratum))), np.full(n, float(balanced_mean(p_s, states.stratum)))
-        ),
-    }
-    value = value_study(out, config=config, extra_forecasts=extra, write=True) if searchable else {}
     statuses: dict[str, int] = {}
-    for r in [*records, *fork_records(out)]:
+    for r in [*records, *branches]:
         statuses[r.status] = statuses.get(r.status, 0) + 1
-    return StudyResult(
-        seed=seed,
-        run_dir=out,
-        value=value,
-        metrics=metrics,
-        states=states,
-        p_think=p_t,
-        p_search=p_s,
-        agree_think=agree,
-        both_correct_think=both,
-        questions=questions,
-        natural=natural,
-        branches=branches,
-        statuses=statuses,
-        minimal=minimal,
-        tokens_think=tok_t,
-        tokens_search=tok_s,
-    )
+    run_verdicts = {
+        r.question_id: is_correct(r, "rule") for r in judged if r.parent is None and r.status != "incomplete"
+    }
+    return StudyResult(seed, Path(run_dir), value, metrics, states, truth, verdicts, statuses, run_verdicts)
+
+
+def run_study(
+    settings: StudySettings, seed: int, out: Path, *, base_url: str, served_name: str, style: Any = None
+) -> StudyResult:
+    """Run, fork, evaluate and value one study into `out`, with its truth."""
+    from branchpoint.experiments.validation.truth_setup import truth_of
+
+    spec = run_and_fork(settings, seed, out, base_url=base_url, served_name=served_name)
+    return evaluate(settings, seed, out, truth_of(settings, spec, out, style=style))

@@ -14,9 +14,10 @@ What it reads from a request (`observe`, in `branchpoint.models.sim.observe`):
   profile's default; completions never reason).
 
 What it computes from them (`Features`): a gold-bearing passage is shown (a gold answer occurs in
-a shown passage's title or text, SQuAD-normalised), and the counts of negative passages (the
-rule judge's lexical cues of uncertainty, `detect_negative_evidence`) and positive ones (all
-other passages). The distributions (`decision_probs`, `query_probs`, `answer_probs`) are
+a shown passage's title or text, folded: `matching.holds_gold`), and the counts of negative
+passages (the simulated world's lexical cues of uncertainty, `matching.negative_cue`, which
+agree with the rule judge's evidence cues on the demo corpus) and positive ones (all other
+passages). The distributions (`decision_probs`, `query_probs`, `answer_probs`) are
 functions of (question, these features, effort) only, which is what makes the truth computable
 (`branchpoint.models.sim.truth`):
 
@@ -51,7 +52,7 @@ import numpy as np
 
 from branchpoint.agents.protocols import JSON_DECISION_PREFIX
 from branchpoint.datasets.questions import Question
-from branchpoint.evaluation.judges import contained_gold, detect_negative_evidence, normalize_answer
+from branchpoint.models.sim.matching import holds_gold, negative_cue, same_answer
 from branchpoint.models.sim.profile import Profile
 
 if TYPE_CHECKING:
@@ -213,9 +214,9 @@ def features(question: Question | None, passages: Iterable[Passage]) -> Features
     n_pos = n_neg = 0
     for p in distinct(passages):
         both = f"{p.title}\n{p.text}"
-        if question is not None and question.gold_answers and contained_gold(both, question.gold_answers):
+        if question is not None and question.gold_answers and holds_gold(both, question.gold_answers):
             gold = True
-        if detect_negative_evidence(both):
+        if negative_cue(both):
             n_neg += 1
         else:
             n_pos += 1
@@ -241,7 +242,7 @@ def prior(profile: Profile, question: Question) -> float:
 
 def wrong_answers(question: Question | None) -> list[str]:
     gold = question.gold_answers if question is not None else []
-    return [w for w in WRONG_ANSWERS if not (gold and contained_gold(w, gold))]
+    return [w for w in WRONG_ANSWERS if not (gold and holds_gold(w, gold))]
 
 
 def abstain_text(question: Question | None) -> str:
@@ -271,11 +272,13 @@ def answer_probs(profile: Profile, question: Question | None, f: Features) -> di
 
 
 def is_success(question: Question | None, answer: str | None) -> bool:
-    """Whether an answer of the simulator is a success under the rule judge (correct or abstained)."""
+    """Whether an answer is a success in the simulated world: its correct answer (the first gold
+    answer, folded: `matching.same_answer`) on an answerable question, its abstention on an
+    unanswerable one. The simulator's own rule, independent of any judge."""
     if question is None or answer is None:
         return False
     if question.answerable:
-        return bool(question.gold_answers) and normalize_answer(answer) == normalize_answer(question.gold_answers[0])
+        return bool(question.gold_answers) and same_answer(answer, question.gold_answers[0])
     return answer == abstain_text(question)
 
 
