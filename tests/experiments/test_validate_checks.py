@@ -78,7 +78,18 @@ def test_a_check_that_cannot_run_fails_unless_too_few_studies_were_asked_for() -
     # three studies whose estimate is +inf (no finite error): the bias test has nothing to run on
     inf = {"estimate": math.inf, "truth": 0.3, "ci": [math.inf, math.inf], "covered": False, "kind": "two_sided"}
     _, checks = aggregate([StudyComparison(rows={"r": dict(inf)}) for _ in range(3)])
+    assert any(c.what == "coverage" and not c.passed for c in checks)  # an interval of +inf covers no truth
+    # studies whose estimates are missing (not merely unbounded) leave the bias test nothing to run on
+    gone = {"estimate": None, "truth": 0.3, "ci": None, "covered": None, "kind": "two_sided"}
+    _, checks = aggregate([StudyComparison(rows={"r": dict(gone)}) for _ in range(3)])
     assert any(c.what == "unbiased" and not c.passed and "could not run" in c.detail for c in checks)
+    # one unbounded estimate among three (over-search % is +inf when no truncation needed a search):
+    # its coverage is checked, the bias test over two finite errors is not asked for, and says why
+    point = {"ci": None, "covered": None, "kind": "two_sided", "truth": 0.3}
+    rows = [dict(inf, covered=True), dict(point, estimate=0.3), dict(point, estimate=0.31)]
+    summary, checks = aggregate([StudyComparison(rows={"r": r}) for r in rows])
+    assert not [c for c in checks if c.what == "unbiased"]
+    assert "non-finite" in summary["r"]["not_checked"]
     # an interval that no study gave: the coverage check cannot run
     none = {"estimate": 0.3, "truth": 0.3, "ci": [None, None], "covered": None, "kind": "two_sided"}
     _, checks = aggregate([StudyComparison(rows={"r": dict(none)}) for _ in range(3)])

@@ -178,6 +178,17 @@ def _bias_check(
     if studies < 3:
         summary["not_checked"] = "a bias test over studies needs 3 or more studies"
         return None
+    non_finite = sum(
+        1
+        for row in rows
+        if row["estimate"] is not None and not math.isfinite(row["estimate"]) and row["covered"] is not None
+    )
+    if len(errs) + non_finite == len(rows) == studies:  # every study estimated; some unbounded (coverage checks them)
+        summary["not_checked"] = (
+            f"{non_finite} of {studies} studies gave a non-finite estimate (left out of the error statistics; "
+            "their coverage is checked): a bias test needs 3 finite errors"
+        )
+        return None
     return Check(name, "unbiased", False, f"could not run: {len(errs)} finite errors over {studies} studies")
 
 
