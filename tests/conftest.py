@@ -73,3 +73,15 @@ def postgres_url() -> str:
     if not url:
         pytest.skip("set BRANCHPOINT_TEST_POSTGRES_URL (scripts/start-postgres.sh prints it); CI sets it")
     return url
+
+
+@pytest.fixture(scope="session")
+def index_cache(tmp_path_factory) -> Path:
+    """One index cache for the session, so the demo index is built once."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture()
+def isolated_cache(index_cache, monkeypatch) -> Path:
+    monkeypatch.setenv("BRANCHPOINT_CACHE", str(index_cache))
+    return index_cache

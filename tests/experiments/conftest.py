@@ -59,18 +59,6 @@ class CountingOpener:
         return sum(m.calls for m in self.models)
 
 
-@pytest.fixture(scope="session")
-def index_cache(tmp_path_factory) -> Path:
-    """One index cache for the session, so the demo index is built once."""
-    return tmp_path_factory.mktemp("cache")
-
-
-@pytest.fixture()
-def isolated_cache(index_cache, monkeypatch) -> Path:
-    monkeypatch.setenv("BRANCHPOINT_CACHE", str(index_cache))
-    return index_cache
-
-
 SPEC = {
     "name": "unit",
     "questions": {"path": "demo", "sample": {"answerable": 3, "unanswerable": 3}},

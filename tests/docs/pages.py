@@ -1,0 +1,308 @@
+"""Run the shell commands of a docs page as a reader would, on the simulated model.
+
+A page's commands run in order, in one fresh workspace (a temporary folder with `experiments/`
+and `tests/` linked from the repository, so relative paths on the page mean what they mean for
+a reader at the repository root). The only changes made to a command are listed here, each with
+its reason:
+
+- `run` and `quickstart` get `--set model.provider=sim --set model.sim.latency_scale=0`: the
+  simulated model server instead of the embedded llama.cpp one (the pages' specs name the
+  embedded model; its own integration test runs it);
+- the page's vLLM judge at http://127.0.0.1:8000/v1 is a loopback judge server;
+- ids only a real run has (a checkpoint id, an execution id prefix) are filled in from the run;
+- `--no-progress` where a command takes it;
+- the entries of `ABRIDGED` (a full validation is hours of CPU);
+- commands in `NOT_RUN` are not run, each for the reason given there.
+
+Runs that a page uses but another page makes (`runs/quickstart`, `runs/fork-study`, ...) and
+files the reader is assumed to have (`my_forecasts.jsonl`) are made first by `PREREQUISITES`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from tests.conftest import REPO
+from tests.docs.shell import branchpoint_args, logical_lines, shell_blocks, split_commands
+from tests.evaluation.fake_openai import chat_body
+
+#: Only blocks that say they are shell commands are run (an unlabelled block is a listing).
+RUN_LANGUAGES = {"bash", "sh", "shell", "console"}
+#: The model every `run` and `quickstart` of a page runs on.
+SIM_MODEL = ["--set", "model.provider=sim", "--set", "model.sim.latency_scale=0"]
+#: The LLM judge the pages point at (a vLLM server on the reader's machine).
+PAGE_JUDGE_URL = "http://127.0.0.1:8000/v1"
+#: Commands that take --no-progress.
+WITH_PROGRESS = {"run", "quickstart", "fork", "replay", "evaluate", "value", "augment"}
+
+#: (pattern over the command as written, why it is not run). Every entry must match a command of
+#: some page that is run (a stale entry fails `test_every_exception_is_used`).
+NOT_RUN: list[tuple[str, str]] = [
+    (
+        r"^make (quickstart|test)$",
+        "the two set-up commands: CI is `make test` itself, and tests/integration runs the quickstart "
+        "on the embedded llama.cpp model",
+    ),
+]
+
+#: Commands that read the public data sets in `../shared/data` (or a spec that does): run where
+#: that folder is beside the repository, as on the developers' machines, and left out (with the
+#: run folders they make, and the commands reading those) where it is not.
+NEEDS_SHARED_DATA = (r"\.\./shared/data", r"experiments/corpora\.yaml")
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+#: (pattern, arguments added, why).
+ABRIDGED: list[tuple[str, list[str], str]] = [
+    (
+        r"^branchpoint validate --profile over_searching ",
+        ["--studies", "1"],
+        "the full validation is 40 whole studies (hours on 2 cores); one study runs every check's code",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class DocCommand:
+    """One simple command of a page's shell block, as written."""
+
+    page: str
+    line: int
+    words: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return shlex.join(self.words)
+
+    def where(self) -> str:
+        return f"docs/{self.page}.md line {self.line}"
+
+
+def page_commands(page: str) -> list[DocCommand]:
+    """The commands of a page's shell blocks, in order."""
+    path = REPO / "docs" / f"{page}.md"
+    found = []
+    for start, lang, body in shell_blocks(path.read_text(encoding="utf-8")):
+        if lang not in RUN_LANGUAGES:
+            continue
+        for line in logical_lines(path, start, lang, body):
+            for words in split_commands(line.text):
+                found.append(DocCommand(page, line.line, tuple(words)))
+    return found
+
+
+def not_run_reason(cmd: DocCommand) -> str | None:
+    """Why a command is not run, or None when it is."""
+    for pattern, why in NOT_RUN:
+        if re.search(pattern, cmd.text):
+            return why
+    return None
+
+
+def judge_reply(path: str, body: dict) -> tuple[int, dict]:
+    """The loopback LLM judge: a label of the kind each judge prompt asks for, from the response."""
+    prompt = body["messages"][-1]["content"]
+    response = prompt.split("Response:")[-1].lower()
+    if "Gold answers" in prompt:
+        gold = prompt.split("Gold answers")[1].split("\n")[0].lower()
+        words = [w for w in re.findall(r"\w+", gold) if len(w) > 3]
+        label = "CORRECT" if any(w in response for w in words) else "INCORRECT"
+    elif "Document:" in prompt:
+        label = "POSITIVE"
+    else:
+        label = "ABSTAINED" if any(s in response for s in ("know", "cannot", "unknown")) else "ANSWERED"
+    return 200, chat_body(f"LABEL: {label}")
+
+
+@dataclass
+class Workspace:
+    """A reader's folder: `experiments/` and `tests/` of the repository, and what the pages write."""
+
+    root: Path
+    judge_url: str
+    ran: list[str] = field(default_factory=list)
+    #: Commands left out for want of `../shared/data`, and the run folders they would have made.
+    left_out: list[str] = field(default_factory=list)
+    missing_runs: set[str] = field(default_factory=set)
+
+    @classmethod
+    def make(cls, tmp: Path, judge_url: str) -> Workspace:
+        root = tmp / "ws"
+        root.mkdir()
+        for name in ("experiments", "tests"):
+            (root / name).symlink_to(REPO / name)
+        if SHARED_DATA.is_dir() and not (tmp / "shared").exists():
+            (tmp / "shared").symlink_to(SHARED_DATA.parent)  # `../shared/data` as from the repository root
+        return cls(root, judge_url)
+
+    # -- running ---------------------------------------------------------------------------
+    def invoke(self, args: list[str], where: str = "") -> str:
+        """Run `branchpoint ARGS` in-process; fail with the command and its output unless it exits 0."""
+        from branchpoint.cli import app
+
+        if args and args[0] in WITH_PROGRESS:
+            args = [*args, "--no-progress"]
+        result = CliRunner().invoke(app, args, catch_exceptions=True)
+        self.ran.append(shlex.join(args))
+        if result.exit_code != 0:
+            detail = result.output
+            if result.exception is not None and not isinstance(result.exception, SystemExit):
+                import traceback
+
+                detail += "".join(traceback.format_exception(result.exception))
+            raise AssertionError(f"{where}: branchpoint {shlex.join(args)} exited {result.exit_code}\n{detail}")
+        return result.output
+
+    def run_command(self, cmd: DocCommand) -> str | None:
+        """Run one page command with the changes the module docstring lists (None: left out for
+        want of the shared data)."""
+        args = branchpoint_args(list(cmd.words))
+        if args is None:
+            raise AssertionError(f"{cmd.where()}: not a branchpoint command and not in NOT_RUN: {cmd.text}")
+        if not SHARED_DATA.is_dir() and self.needs_shared_data(cmd, args):
+            self.left_out.append(f"{cmd.where()}: {cmd.text}")
+            self.missing_runs.update(_runs_named(args))  # what it would have written, or read
+            return None
+        for run_dir in self.referenced_runs(args):
+            self.prepare(run_dir)
+        for name, maker in FILES.items():
+            if name in args:
+                maker(self)
+        args = [self.fill(a) for a in args]
+        if args[0] in ("run", "quickstart"):
+            args += SIM_MODEL
+        for pattern, extra, _why in ABRIDGED:
+            if re.search(pattern, cmd.text):
+                args += extra
+        return self.invoke(args, cmd.where())
+
+    def needs_shared_data(self, cmd: DocCommand, args: list[str]) -> bool:
+        if any(re.search(p, cmd.text) for p in NEEDS_SHARED_DATA):
+            return True
+        return any(run in self.missing_runs for run in _runs_named(args))
+
+    def referenced_runs(self, args: list[str]) -> list[str]:
+        """The run folders (`runs/NAME`) a command reads, whether written alone, after `=` or in a list."""
+        written = {args[i + 1].rstrip("/") for i, a in enumerate(args[:-1]) if a == "--out"}
+        return [run for run in _runs_named(args) if run in PREREQUISITES and run not in written]
+
+    def prepare(self, run_dir: str) -> None:
+        """Make a run another page makes, unless it is there."""
+        if (self.root / run_dir / "spec.yaml").is_file():
+            return
+        for args in PREREQUISITES[run_dir]:
+            for needed in self.referenced_runs(args):
+                if needed != run_dir:
+                    self.prepare(needed)
+            self.invoke([*args, *SIM_MODEL] if args[0] in ("run", "quickstart") else args, f"prerequisite {run_dir}")
+
+    # -- placeholders ----------------------------------------------------------------------
+    def fill(self, arg: str) -> str:
+        if arg == PAGE_JUDGE_URL:
+            return self.judge_url
+        return PLACEHOLDERS[arg](self) if arg in PLACEHOLDERS else arg
+
+    def saved_state(self, run_dir: str = "runs/quickstart") -> dict:
+        """A saved `initial` state of a searching execution of a run (what a reader picks from
+        `checkpoints ls`)."""
+        out = self.invoke(["checkpoints", "ls", run_dir, "--json"], "checkpoints ls")
+        rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        rows = [r for r in rows if r.get("condition", {}).get("agent.search", True)]
+        assert rows, f"{run_dir}: no saved states"
+        return next((r for r in rows if r["boundary"] == "initial"), rows[0])
+
+
+def _runs_named(args: list[str]) -> list[str]:
+    """The run folders (`runs/NAME`) a command names, alone, after `=` or in a comma list."""
+    found = []
+    for arg in args[1:]:
+        for part in re.split(r"[=,]", arg):
+            m = re.match(r"(runs/[^/]+)", part)
+            if m:
+                found.append(m.group(1))
+    return found
+
+
+def _shortest_unique_prefix(value: str, others: list[str], at_least: int = 4) -> str:
+    for n in range(at_least, len(value) + 1):
+        if sum(o.startswith(value[:n]) for o in others) == 1:
+            return value[:n]
+    return value
+
+
+def _execution_prefix(ws: Workspace) -> str:
+    state = ws.saved_state()
+    ids = [json.loads(line)["execution_id"] for line in (ws.root / "runs/quickstart/executions.jsonl").open()]
+    return _shortest_unique_prefix(state["execution_id"], ids)
+
+
+def _checkpoint_end(ws: Workspace) -> str:
+    return ws.saved_state()["checkpoint_id"][-12:]
+
+
+#: Ids the pages write as examples, and how a reader would find real ones.
+PLACEHOLDERS: dict[str, Callable[[Workspace], str]] = {
+    "3e1f0a9b2c4d": _checkpoint_end,  # the shown end of a checkpoint id (`checkpoints ls`)
+    "3f2a": _execution_prefix,  # an execution id prefix
+}
+
+
+def _write_forecasts(ws: Workspace) -> None:
+    """`my_forecasts.jsonl`: a reader's forecast for every saved state the fork study forked."""
+    path = ws.root / "my_forecasts.jsonl"
+    if path.exists():
+        return
+    states = {}
+    for line in (ws.root / "runs/fork-study/forks.jsonl").open():
+        parent = json.loads(line).get("parent") or {}
+        states[(parent["execution_id"], parent["checkpoint_id"])] = parent.get("boundary")
+    with path.open("w") as f:
+        for (execution_id, checkpoint_id), boundary in sorted(states.items()):
+            q_think = 0.3 if boundary == "initial" else 0.5
+            f.write(
+                json.dumps(
+                    {
+                        "parent_execution_id": execution_id,
+                        "checkpoint_id": checkpoint_id,
+                        "q_think": q_think,
+                        "q_search": 0.6,
+                    }
+                )
+                + "\n"
+            )
+
+
+#: Files a page assumes the reader has, and how they are made.
+FILES: dict[str, Callable[[Workspace], None]] = {"my_forecasts.jsonl": _write_forecasts}
+
+_FORK = ["run", "experiments/fork_study.yaml"]
+_TWO_ACTIONS = ["--set", "fork.actions=[THINK, SEARCH]", "--set", "fork.minimal_search=false"]
+#: Runs a page reads that another page (or the reader's own study) makes, as `branchpoint` args.
+PREREQUISITES: dict[str, list[list[str]]] = {
+    "runs/quickstart": [["quickstart"]],
+    "runs/fork-study": [_FORK],
+    # the three-pair composition's four fork studies on the same questions: actor A or B (two
+    # simulator profiles), source X or Y (the demo corpus whole or cut into 40-word chunks)
+    **{
+        f"runs/{actor}-on-{source}": [
+            [
+                *_FORK,
+                "--out",
+                f"runs/{actor}-on-{source}",
+                "--set",
+                f"model.sim.profile={'instruct' if actor == 'a' else 'over_searching'}",
+                "--set",
+                f"retrieval.default={'demo' if source == 'x' else 'demo_chunks'}",
+                *_TWO_ACTIONS,
+            ]
+        ]
+        for actor in ("a", "b")
+        for source in ("x", "y")
+    },
+}
