@@ -270,9 +270,12 @@ def check_run_dir(store: RunStore, spec: ExperimentSpec, checkpoints: str | None
 
 def check_models(planned: Iterable[PlannedExecution]) -> None:
     """Each condition's model can be opened as far as the spec says (a `base_url` for provider
-    openai, the API key's variable set: `ModelSpec.check_ready`): refused before anything is written."""
+    openai, the API key's variable set: `ModelSpec.check_ready`), and a simulated model knows
+    every planned question: refused before anything is written."""
+    planned = list(planned)
     for spec in {id(p.spec): p.spec for p in planned}.values():
         spec.model.check_ready()
+    refuse_unknown_questions((p.spec.model, p.question) for p in planned)  # a simulated model's, by id
 
 
 def check_sources(todo: Iterable[PlannedExecution]) -> None:
@@ -475,7 +478,6 @@ def run_experiment(
     _check_concurrency(concurrency)
     started = time.perf_counter()
     plan = plan_executions(spec, select_questions(spec))  # validates names before anything is written
-    refuse_unknown_questions((p.spec.model, p.question) for p in plan)  # a simulated model's, by id
     if execution_ids is not None:
         wanted = set(execution_ids)
         plan = [p for p in plan if p.execution_id in wanted]

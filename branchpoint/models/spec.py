@@ -76,7 +76,11 @@ class SimServerSpec(BaseModel):
     profile: Annotated[str, PathSetting(suffixes=(".yaml", ".yml", ".json"))] = Field(
         "instruct", description="A built-in profile name or a profile YAML / JSON file."
     )
-    questions: SpecPath = Field("demo", description="The question set it looks questions up in (a path or demo).")
+    questions: SpecPath = Field(
+        "demo",
+        description="The question set it looks questions up in (a path or demo; in a run's spec, unset: the "
+        "run's questions.path).",
+    )
     seed: int = Field(0, description="Seed of the server's own generator (requests without a seed).")
     latency_scale: float = Field(1.0, ge=0, description="Multiplies the profile's latency model (0: no wait).")
     capacity: bool = Field(False, description="Capacity mode: continuous batching under a tokens/s ceiling.")

@@ -50,6 +50,11 @@ NOT_RUN: list[tuple[str, str]] = [
         "the two set-up commands: CI is `make test` itself, and tests/integration runs the quickstart "
         "on the embedded llama.cpp model",
     ),
+    (
+        r"--audit-judges rule,given",
+        "the simulator's traces carry no second judge's labels; tests/evaluation/value/test_study.py runs the "
+        "audit on traces that do",
+    ),
 ]
 
 #: Commands that read the public data sets in `../shared/data` (or a spec that does): run where
@@ -62,8 +67,20 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 ABRIDGED: list[tuple[str, list[str], str]] = [
     (
         r"^branchpoint validate --profile over_searching ",
+        ["--quick", "--studies", "1"],
+        "the full validation is 40 whole studies (hours on 2 cores); one quick study of that profile and "
+        "policy runs every check's code",
+    ),
+    (
+        r"^branchpoint validate --quick --policy constrained ",
         ["--studies", "1"],
-        "the full validation is 40 whole studies (hours on 2 cores); one study runs every check's code",
+        "tests/experiments/test_validate_mutants.py runs the quick constrained studies with every check",
+    ),
+    (
+        r"^branchpoint validate --quick --mutants ",
+        ["--studies", "1", "--mutant", "role labels swapped"],
+        "tests/experiments/test_validate_mutants.py plants every mutant in two quick studies and checks "
+        "which check catches each",
     ),
 ]
 

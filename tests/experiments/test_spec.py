@@ -79,3 +79,22 @@ def test_section_axis_overrides_several_settings_and_keeps_the_rest(write_spec):
         ("a", 8, "scripted"),
         ("b", 32, "scripted"),
     ]
+
+
+def test_a_simulated_model_condition_does_not_depend_on_where_its_files_lie(write_spec, tmp_path):
+    """Execution ids (and so the seeds of every draw) of a sim run are the same whichever folder
+    its question file lies in and however fast the simulator answers: `validate --out A` and
+    `--out B` draw the same studies; its profile and seed still count."""
+    base = {"model": {"provider": "sim", "sim": {"questions": str(tmp_path / "a" / "q.jsonl")}}}
+    spec = load_spec(write_spec(base))
+    same = [
+        {"model": {"provider": "sim", "sim": {"questions": str(tmp_path / "b" / "q.jsonl")}}},
+        {"model": {"provider": "sim", "sim": {"latency_scale": 0, "port": 8123}}},
+    ]
+    for other in same:
+        assert condition_fingerprint(load_spec(write_spec(other))) == condition_fingerprint(spec)
+    for other in (
+        {"model": {"provider": "sim", "sim": {"seed": 1}}},
+        {"model": {"provider": "sim", "sim": {"profile": "over_searching"}}},
+    ):
+        assert condition_fingerprint(load_spec(write_spec(other))) != condition_fingerprint(spec)

@@ -150,3 +150,20 @@ def test_a_run_folder_copy_without_base_dir_keeps_the_working_directory_rule(tmp
     )
     # a user's own spec file keeps the new rule (beside the file)
     assert load_spec(run_dir / "spec.yaml", check_policy=False).questions.path == str(run_dir / "questions.jsonl")
+
+
+def test_a_simulated_model_looks_questions_up_in_the_run_questions(tmp_path: Path, monkeypatch) -> None:
+    """`--set model.provider=sim` on any question set: the simulator's question set follows
+    questions.path (however it was given, swept included) unless model.sim.questions is set."""
+    spec_file = write_study(tmp_path / "study")
+    monkeypatch.chdir(tmp_path)
+    spec = load_spec(spec_file, ["model.provider=sim"])
+    assert spec.model.sim.questions == spec.questions.path == str(tmp_path / "study" / "questions.jsonl")
+    spec = load_spec(spec_file, ["model.provider=sim", "questions.path=study/more_questions.jsonl"])
+    assert spec.model.sim.questions == str(tmp_path / "study" / "more_questions.jsonl")
+    spec = load_spec(spec_file, ["model.provider=sim", "sweep.questions.path=[study/more_questions.jsonl]"])
+    assert [c.model.sim.questions for _, c in expand_conditions(spec)] == [
+        str(tmp_path / "study" / "more_questions.jsonl")
+    ]
+    spec = load_spec(spec_file, ["model.provider=sim", "model.sim.questions=demo"])
+    assert spec.model.sim.questions == "demo"

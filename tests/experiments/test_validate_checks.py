@@ -145,3 +145,20 @@ def test_float_rounding_of_a_difference_that_is_zero_by_construction_is_no_bias(
     ]
     _, checks = aggregate(studies)
     assert all(c.passed for c in checks), checks
+
+
+def test_each_family_of_tests_holds_its_level_over_the_run() -> None:
+    """Sixty quantities over 3 studies: one with 1/3 covered (P = 0.007 at 95%, a failure when
+    each test stood at 0.01 alone) passes the coverage family's Holm step-down; 0/3 covered
+    (P = 1.25e-4 < 0.01/60) still fails; a pooled z of 6 fails the bias family among 60 tests."""
+    rows = [{f"q{k}": row(0.30, 0.30, 0.05) for k in range(60)} for _ in range(3)]
+    rows[0]["q1"] = row(0.40, 0.30, 0.05)  # q1: 1/3 covered
+    rows[1]["q1"] = row(0.40, 0.30, 0.05)
+    for r in rows:  # q2: 0/3 covered, and biased far beyond chance
+        r["q2"] = row(0.40, 0.30, 0.05)
+    comparisons = [StudyComparison(rows=r) for r in rows]
+    _, checks = aggregate(comparisons)
+    verdict = {(c.quantity, c.what): c for c in checks}
+    assert verdict[("q1", "coverage")].passed and "Holm over 60 coverage tests" in verdict[("q1", "coverage")].detail
+    assert not verdict[("q2", "coverage")].passed and not verdict[("q2", "unbiased")].passed
+    assert all(c.passed for c in checks if c.quantity not in ("q1", "q2"))

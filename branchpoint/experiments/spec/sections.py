@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.experiments.spec.fork import ForkPlan
@@ -151,6 +151,26 @@ class ExperimentSpec(_Strict):
     )
 
     _source_dir: Path | None = PrivateAttr(None)
+
+    @model_validator(mode="after")
+    def _sim_knows_the_run_questions(self) -> ExperimentSpec:
+        """A simulated model whose question set is not given looks questions up in the run's own
+        question file (`--set model.provider=sim` on any question set), not in the demo set."""
+        if self.model.provider == "sim" and "questions" not in self.model.sim.model_fields_set:
+            sim = self.model.sim.model_copy()
+            sim.__dict__["questions"] = self.questions.path  # inherited: stays out of model_fields_set
+            model = self.model.model_copy()
+            model.__dict__["sim"] = sim
+            self.__dict__["model"] = model
+        return self
+
+    def dump_following_questions(self, **dump: Any) -> dict[str, Any]:
+        """`model_dump(**dump)` without an inherited `model.sim.questions`, so that a spec
+        validated from it (paths resolved, a sweep value set) takes its own questions.path."""
+        data = self.model_dump(**dump)
+        if "questions" not in self.model.sim.model_fields_set:
+            data["model"]["sim"].pop("questions", None)
+        return data
 
     @property
     def source_dir(self) -> Path | None:

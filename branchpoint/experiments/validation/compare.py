@@ -160,22 +160,32 @@ def _fit_row(draws: list[tuple[int, int, float]]) -> dict[str, Any] | None:
     degrees of freedom (groups with 0 < p < 1) and exact variance (`pearson_variance`); +inf
     where a sure outcome failed to happen; None without a group to fit."""
     x2, df, x2_var = 0.0, 0, 0.0
+    groups: list[list[float]] = []  # (repeats, p) of each fitted group: the exact null by simulation
     for succ, reps, p in draws:
         v, dev = reps * p * (1 - p), succ - reps * p
         if v > 1e-9:
             x2, df, x2_var = x2 + dev * dev / v, df + 1, x2_var + pearson_variance(reps, p)
+            groups.append([reps, round(p, 9)])
         elif abs(dev) > 1e-6:
             x2 = float("inf")
     if not df:
         return None
-    return {"estimate": x2, "truth": float(df), "variance": x2_var, "ci": None, "covered": None, "kind": "chi2"}
+    return {
+        "estimate": x2,
+        "truth": float(df),
+        "variance": x2_var,
+        "groups": groups,
+        "ci": None,
+        "covered": None,
+        "kind": "chi2",
+    }
 
 
 def _executions_fit(r: StudyResult) -> dict[str, Any] | None:
     """The run's own executions, one per question, judged against Bernoulli(P(success)) of the
     truth: a judge that misreads some answers (a broken normaliser) fails it whichever
     questions were forked."""
-    draws = [(int(ok), 1, r.truth.natural[q].p) for q, ok in r.run_verdicts.items() if q in r.truth.natural]
+    draws = [(int(ok), 1, r.truth.natural[q].p) for q, ok in sorted(r.run_verdicts.items()) if q in r.truth.natural]
     return _fit_row(draws)
 
 
