@@ -50,11 +50,6 @@ NOT_RUN: list[tuple[str, str]] = [
         "the two set-up commands: CI is `make test` itself, and tests/integration runs the quickstart "
         "on the embedded llama.cpp model",
     ),
-    (
-        r"--audit-judges rule,given",
-        "the simulator's traces carry no second judge's labels; tests/evaluation/value/test_study.py runs the "
-        "audit on traces that do",
-    ),
 ]
 
 #: Commands that read the public data sets in `../shared/data` (or a spec that does): run where

@@ -18,7 +18,7 @@ from tests.experiments.test_validate import check_report, run_validate
 
 #: The check each mutant must fail, at least (the run's table lists every one that failed).
 EXPECTED = {
-    "role labels swapped": "mean gain (value.json): unbiased",
+    "role labels swapped": "Brier truth: unbiased",
     "THINK/SEARCH outcomes swapped": "Brier truth: unbiased",
     "10% of branches dropped": "states: every state scored with all its branches",
     "10% of failed SEARCH branches dropped": "states: every state scored with all its branches",

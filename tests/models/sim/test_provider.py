@@ -82,7 +82,10 @@ def test_a_run_with_questions_the_simulator_does_not_know_is_refused_by_id(tmp_p
     spec = ExperimentSpec(
         name="unknown",
         questions=QuestionsSpec(path=str(qfile)),
-        model=ModelSpec(provider="sim", style="chat", name="branchpoint-sim-instruct", sim=SimServerSpec()),
+        # started on the demo set (unset, it would look questions up in the run's own file)
+        model=ModelSpec(
+            provider="sim", style="chat", name="branchpoint-sim-instruct", sim=SimServerSpec(questions="demo")
+        ),
         agent=AgentSpec(policy="native", search_cap=1),
         retrieval=RetrievalSpec(default="bm", sources={"bm": BM25SourceSpec()}),
     )
