@@ -46,7 +46,7 @@ def expand_conditions(spec: ExperimentSpec, source: str = "spec") -> list[tuple[
     for axis in axes:
         if axis.startswith("sweep") or not spec.sweep[axis]:
             raise InputError(f'{source}: field "sweep.{axis}": expected a non-empty list of values')
-    base = spec.dump_following_questions(exclude={"sweep", "fork"})
+    base = spec.drop_inherited_questions(spec.model_dump(exclude={"sweep", "fork"}))
     out = []
     for values in itertools.product(*(spec.sweep[a] for a in axes)):
         data = json.loads(json.dumps(base))
@@ -63,24 +63,14 @@ def expand_conditions(spec: ExperimentSpec, source: str = "spec") -> list[tuple[
 
 def condition_fingerprint(spec: ExperimentSpec) -> str:
     """A hash of every setting that can change an execution's outcome (not timeouts, URLs, ports)."""
+    # where and how the model is reached does not change what it answers; the simulator's
+    # settings matter only to it (and leave other ids unchanged), and not where its question file
+    # lies (the questions are in the ids) or how fast it answers
+    reach = {"base_url", "api_key_env", "timeout_s", "retries", "server", "max_connections"}
+    sim_only = {"questions", "latency_scale", "host", "port", "startup_timeout_s"}
     model = spec.model.model_dump(
-        # where and how the model is reached does not change what it answers
-        exclude={
-            "base_url",
-            "api_key_env",
-            "timeout_s",
-            "retries",
-            "server",
-            "max_connections",
-            # the simulator's settings matter only to it (and leave other ids unchanged)
-            *(() if spec.model.provider == "sim" else ("sim",)),
-        }
+        exclude={**dict.fromkeys(reach, True), "sim": sim_only if spec.model.provider == "sim" else True}
     )
-    if (
-        spec.model.provider == "sim"
-    ):  # nor where its question file lies (the questions are in the ids) or how fast it is
-        for key in ("questions", "latency_scale", "host", "port", "startup_timeout_s"):
-            model["sim"].pop(key, None)
     relevant = {
         "seed": spec.seed,
         "model": model,

@@ -47,10 +47,8 @@ def resolve_paths(
     for loc, marker, value in path_settings(spec):
         if loc[0] != "sweep" and marker.is_relative_path(value):
             set_at(data, loc, absolute(value, here if from_cli(dotted(loc)) else base))
-    if "questions" not in spec.model.sim.model_fields_set:  # inherited: follows questions.path
-        data["model"]["sim"].pop("questions", None)
     data["base_dir"] = str(base)
-    return ExperimentSpec.model_validate(data)
+    return ExperimentSpec.model_validate(spec.drop_inherited_questions(data))
 
 
 def resolve_condition_paths(condition: ExperimentSpec, base: Path | None) -> ExperimentSpec:
@@ -64,9 +62,7 @@ def resolve_condition_paths(condition: ExperimentSpec, base: Path | None) -> Exp
     data = condition.model_dump(mode="json")
     for loc, value in relative:
         set_at(data, loc, absolute(value, base))
-    if "questions" not in condition.model.sim.model_fields_set:
-        data["model"]["sim"].pop("questions", None)
-    return ExperimentSpec.model_validate(data)
+    return ExperimentSpec.model_validate(condition.drop_inherited_questions(data))
 
 
 def absolute_sweep_values(

@@ -164,10 +164,9 @@ class ExperimentSpec(_Strict):
             self.__dict__["model"] = model
         return self
 
-    def dump_following_questions(self, **dump: Any) -> dict[str, Any]:
-        """`model_dump(**dump)` without an inherited `model.sim.questions`, so that a spec
-        validated from it (paths resolved, a sweep value set) takes its own questions.path."""
-        data = self.model_dump(**dump)
+    def drop_inherited_questions(self, data: dict[str, Any]) -> dict[str, Any]:
+        """`data` (a dump of this spec) without an inherited `model.sim.questions`, so that a
+        spec validated from it (paths resolved, a sweep value set) takes its own questions.path."""
         if "questions" not in self.model.sim.model_fields_set:
             data["model"]["sim"].pop("questions", None)
         return data
