@@ -13,12 +13,21 @@ ChatOllama, a fake model in tests, ...). Calls go through LangChain's public int
   vLLM's reasoning field; use `provider: openai` for vLLM when reasoning text matters;
 - reasoning tokens: as reported; when not (or 0 beside reasoning text), estimated from the text
   (`reasoning.estimate_tokens`) and marked `reasoning_tokens_estimated`;
-- the call's limit: `max_tokens` when the model has such a setting, else what `options` set;
-- seeds (fork repeats): `seed` when the model has such a setting, else repeats differ only by
-  the model's own sampling;
-- the request log (and so each record's sampling as sent) holds the call's keyword arguments
-  over the model's own sampling settings (`options`): a setting the model lacks is not sent,
-  and the record says so by leaving it out.
+- every model setting of the spec, on every call, as the OpenAI-compatible provider sends it:
+  `temperature`, `top_p`, `seed` and the call's token limit (`max_tokens`) as keyword arguments of
+  the call where the model has that setting (a setting it lacks is not sent, and the record's
+  sampling as sent leaves it out); `reasoning_effort` translated per family
+  (`reasoning.reasoning_fields`): a field the model has by name (ChatOpenAI's `reasoning_effort`)
+  as a keyword argument, the others (Qwen3's `chat_template_kwargs`, `thinking_token_budget`)
+  in `extra_body` with `max_tokens` (llama.cpp reads it, not `max_completion_tokens`) and the
+  spec's `extra_body` over them. A model with no `extra_body` setting cannot carry the spec's
+  extra fields or its reasoning effort: refused when it is opened, never dropped in silence;
+  `model.options` may not set what the spec sends itself (`OWNED_OPTIONS`);
+- the request log (`--log-requests`, the record's sampling as sent, request fingerprints): for a
+  model that sends through an httpx client it accepts as `http_client` / `http_async_client`
+  (ChatOpenAI and the other `openai`-based integrations), the JSON body of each HTTP request as
+  sent, from a request hook (`langchain_http`); for any other model (no HTTP client to hook, a
+  fake model) the call's keyword arguments over the model's own sampling settings.
 
 Chat models have no text-completion endpoint, so `style` must be `chat`. Transport faults the
 integration raises (openai / httpx connection errors, timeouts, 429, 5xx), and a reply that is no
@@ -32,6 +41,7 @@ its executor), retried with tenacity's `AsyncRetrying`.
 from __future__ import annotations
 
 import importlib
+import inspect
 import time
 from typing import Any
 
@@ -39,12 +49,30 @@ from tenacity import AsyncRetrying, RetryError, Retrying, retry_if_exception, st
 
 from branchpoint.errors import InputError
 from branchpoint.models.call import ModelCall, TransportError
+from branchpoint.models.langchain_http import (
+    LoggingClients,
+    active_sink,
+    add_logging_hooks,
+    sends_through,
+)
 from branchpoint.models.openai_compat import is_transport_fault
-from branchpoint.models.reasoning import estimate_tokens
+from branchpoint.models.reasoning import estimate_tokens, merge_body, reasoning_fields
 from branchpoint.models.replies import check_chat_message, redacted_call
 from branchpoint.models.sent_sampling import SAMPLING_FIELDS
 from branchpoint.models.spec import ModelSpec
 from branchpoint.traces import Usage
+
+#: Model options the spec sends itself with every call (`model.temperature` ...): an option
+#: setting one would be overridden by the call, so it is refused, naming the spec field to set.
+OWNED_OPTIONS: dict[str, str] = {
+    "temperature": "model.temperature",
+    "top_p": "model.top_p",
+    "seed": "model.seed",
+    "max_tokens": "model.max_tokens",
+    "max_completion_tokens": "model.max_tokens",
+    "reasoning_effort": "model.reasoning_effort",
+    "extra_body": "model.extra_body",
+}
 
 
 def load_factory(path: str) -> Any:
@@ -68,8 +96,36 @@ def load_factory(path: str) -> Any:
     return target
 
 
-def build_chat_model(spec: ModelSpec) -> Any:
-    """Call the spec's factory with its options; the result must be a BaseChatModel."""
+def _accepts_http_clients(factory: Any) -> bool:
+    """Whether a factory takes `http_client` and `http_async_client` keyword arguments."""
+    fields = getattr(factory, "model_fields", None)
+    if isinstance(fields, dict):
+        return "http_client" in fields and "http_async_client" in fields
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return True
+    return "http_client" in params and "http_async_client" in params
+
+
+def check_options(options: dict[str, Any]) -> None:
+    """Refuse options that set what the spec sends with every call (`OWNED_OPTIONS`)."""
+    for name, field in OWNED_OPTIONS.items():
+        if name in options:
+            raise InputError(
+                f"model.options.{name}: every call sends {field}, which wins over the model's own; "
+                f"set {field} instead of options.{name}"
+            )
+
+
+def build_chat_model(spec: ModelSpec) -> tuple[Any, LoggingClients | None, bool]:
+    """Call the spec's factory with its options; the result must be a BaseChatModel. Returns the
+    model, the logging HTTP clients made for it (or None), and whether its HTTP requests reach
+    the request-log hook (`langchain_http`): the factory is given logging `http_client` /
+    `http_async_client` when it takes them and the options give none, and clients the options
+    give get the hook added."""
     from langchain_core.language_models import BaseChatModel
 
     if not spec.factory:
@@ -77,16 +133,32 @@ def build_chat_model(spec: ModelSpec) -> Any:
             "model.factory: required for provider 'langchain' (package.module:function "
             "returning a LangChain chat model, e.g. langchain_openai:ChatOpenAI)"
         )
+    check_options(spec.options)
     factory = load_factory(spec.factory)
+    options = dict(spec.options)
+    clients: dict[str, Any] = {}
+    made: LoggingClients | None = None
+    if "http_client" in options or "http_async_client" in options:
+        add_logging_hooks(options)
+        clients = {k: options[k] for k in ("http_client", "http_async_client") if k in options}
+    elif _accepts_http_clients(factory):
+        made = LoggingClients()
+        clients = made.kwargs()
     try:
-        model = factory(**spec.options)
+        try:
+            model = factory(**options, **{k: v for k, v in clients.items() if k not in options})
+        except TypeError:
+            if not clients or clients.keys() <= options.keys():
+                raise
+            clients, made = {}, None  # a factory with **kwargs that does not take the clients after all
+            model = factory(**options)
     except TypeError as exc:
         raise InputError(f"model.options: {spec.factory} does not accept them ({exc})") from None
     if not isinstance(model, BaseChatModel):
         raise InputError(
             f"model.factory {spec.factory!r} returned {type(model).__name__}, not a LangChain BaseChatModel"
         )
-    return model
+    return model, made, bool(clients) and sends_through(model, clients)
 
 
 def _has_setting(model: Any, name: str) -> bool:
@@ -134,16 +206,57 @@ def usage_of(message: Any, reasoning: str | None) -> Usage:
 class LangChainChatClient:
     """A `ModelClient` over any LangChain chat model (see the module docstring)."""
 
-    def __init__(self, spec: ModelSpec, model: Any | None = None, request_log: Any = None) -> None:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        model: Any | None = None,
+        request_log: Any = None,
+        *,
+        logs_http: bool = False,
+        http: LoggingClients | None = None,
+    ) -> None:
         if spec.style != "chat":
             raise InputError(
                 "model.style: provider 'langchain' needs style chat (chat models have no text-completion endpoint)"
             )
         self.spec = spec
         self.name = spec.name
-        self.model = model if model is not None else build_chat_model(spec)
+        if model is None:
+            model, http, logs_http = build_chat_model(spec)
+        self.model = model
+        self._http = http
+        #: Whether the model's HTTP requests reach the request-log hook (else calls are logged).
+        self.logs_http = logs_http
         self.request_log = request_log
-        self._sampled: dict[str, Any] = {}  # set by with_sampling: sent with every call
+        self._check_carried()
+
+    def _check_carried(self) -> None:
+        """Refuse spec settings this model has no way to send (`extra_body`, reasoning effort)."""
+        if _has_setting(self.model, "extra_body"):
+            return
+        if self.spec.extra_body:
+            raise InputError(
+                f"model.extra_body: {type(self.model).__name__} has no extra_body setting to send "
+                f"{sorted(self.spec.extra_body)} with; remove them, or set them in model.options as that model names them"
+            )
+        unsent = [k for k in reasoning_fields(self.spec) if not _has_setting(self.model, k)]
+        if unsent:
+            raise InputError(
+                f"model.reasoning_effort: {type(self.model).__name__} has neither "
+                f"{' nor '.join(unsent)} nor an extra_body setting to send it with; remove reasoning_effort, "
+                "or set the model's own reasoning option in model.options"
+            )
+
+    def _view(self, spec: ModelSpec, request_log: Any) -> LangChainChatClient:
+        return LangChainChatClient(
+            spec, model=self.model, request_log=request_log, logs_http=self.logs_http, http=self._http
+        )
+
+    async def aclose(self) -> None:
+        """Close the async HTTP connections of the running loop made for this model (shared by
+        its views); a model that sends through its own clients keeps them."""
+        if self._http is not None:
+            await self._http.transport.aclose()
 
     def with_seed(self, seed: int | None) -> LangChainChatClient:
         """The same model with another seed (sent where the model has a seed setting)."""
@@ -156,25 +269,33 @@ class LangChainChatClient:
         update = {k: v for k, v in (("temperature", temperature), ("top_p", top_p), ("seed", seed)) if v is not None}
         if all(getattr(self.spec, k) == v for k, v in update.items()):
             return self
-        clone = LangChainChatClient(self.spec.model_copy(update=update), model=self.model, request_log=self.request_log)
-        clone._sampled = {**self._sampled, **{k: v for k, v in update.items() if k != "seed"}}
-        return clone
+        return self._view(self.spec.model_copy(update=update), self.request_log)
 
     def with_request_log(self, request_log: Any) -> LangChainChatClient:
-        """The same client, logging each request it makes (messages, tools, call settings)."""
-        clone = LangChainChatClient(self.spec, model=self.model, request_log=request_log)
-        clone._sampled = dict(self._sampled)
-        return clone
+        """The same client, logging each request it makes (the HTTP body sent, else the call)."""
+        return self._view(self.spec, request_log)
 
     def _call_kwargs(self, max_tokens: int) -> dict[str, Any]:
+        """The spec's settings as the call's keyword arguments (see the module docstring)."""
         kwargs: dict[str, Any] = {}
-        if _has_setting(self.model, "max_tokens"):
-            kwargs["max_tokens"] = max_tokens
-        if self.spec.seed is not None and _has_setting(self.model, "seed"):
-            kwargs["seed"] = self.spec.seed
-        for name, value in self._sampled.items():
+        settings = {
+            "temperature": self.spec.temperature,
+            "top_p": self.spec.top_p,
+            "seed": self.spec.seed,
+            "max_tokens": max_tokens,
+        }
+        for name, value in settings.items():
+            if value is not None and _has_setting(self.model, name):
+                kwargs[name] = value
+        extra: dict[str, Any] = {}
+        for name, value in reasoning_fields(self.spec).items():
             if _has_setting(self.model, name):
                 kwargs[name] = value
+            else:
+                extra[name] = value
+        if _has_setting(self.model, "extra_body"):
+            extra = merge_body(merge_body({"max_tokens": max_tokens}, extra), self.spec.extra_body)
+            kwargs["extra_body"] = merge_body(getattr(self.model, "extra_body", None) or {}, extra)
         return kwargs
 
     def _retry_settings(self) -> dict[str, Any]:
@@ -189,21 +310,27 @@ class LangChainChatClient:
         return TransportError(f"model {self.spec.factory}: {exc.last_attempt.exception()}")
 
     def _invoke(self, runnable: Any, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+        token = active_sink.set(self.request_log if self.logs_http else None)  # the hook's sink
         try:
             for attempt in Retrying(**self._retry_settings()):
                 with attempt:
                     return check_chat_message(runnable.invoke(messages, **kwargs))
         except RetryError as exc:
             raise self._transport_error(exc) from exc.last_attempt.exception()
+        finally:
+            active_sink.reset(token)
         raise AssertionError("unreachable")
 
     async def _ainvoke(self, runnable: Any, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+        token = active_sink.set(self.request_log if self.logs_http else None)  # this task's sink
         try:
             async for attempt in AsyncRetrying(**self._retry_settings()):
                 with attempt:
                     return check_chat_message(await runnable.ainvoke(messages, **kwargs))
         except RetryError as exc:
             raise self._transport_error(exc) from exc.last_attempt.exception()
+        finally:
+            active_sink.reset(token)
         raise AssertionError("unreachable")
 
     def _runnable(self, tools: list[dict[str, Any]] | None) -> Any:
@@ -222,14 +349,14 @@ class LangChainChatClient:
     ) -> tuple[Any, dict[str, Any]]:
         runnable = self._runnable(tools)
         kwargs = self._call_kwargs(max_tokens or self.spec.max_tokens)
-        if self.request_log is not None:
+        if self.request_log is not None and not self.logs_http:
             self.request_log.write("chat", {"messages": messages, "tools": tools, **self._own_sampling(), **kwargs})
         return runnable, kwargs
 
     def _own_sampling(self) -> dict[str, Any]:
         """The model's own sampling settings (from `options`), which a call sends where its
-        keyword arguments set nothing: logged with the call, so the record's sampling is the
-        sampling as sent (`sent_sampling`)."""
+        keyword arguments set nothing: logged with the call of a model whose HTTP body cannot be
+        logged, so the record's sampling is the sampling as sent (`sent_sampling`)."""
         own = {}
         for name in SAMPLING_FIELDS:
             value = getattr(self.model, name, None) if _has_setting(self.model, name) else None
@@ -286,7 +413,7 @@ class LangChainChatClient:
             raise InputError("provider 'langchain': chat models take no GBNF grammar; use a chat policy")
         kwargs = {"stop": stop, **self._call_kwargs(max_tokens or self.spec.max_tokens)}
         messages = [{"role": "user", "content": prompt}]
-        if self.request_log is not None:
+        if self.request_log is not None and not self.logs_http:
             self.request_log.write("chat", {"messages": messages, **self._own_sampling(), **kwargs})
         return messages, kwargs
 

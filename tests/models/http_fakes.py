@@ -30,6 +30,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    raw: bytes = b""  # the body's bytes as received
 
 
 @dataclass
@@ -76,7 +77,7 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b"{}"
             path = self.path.split("?", 1)[0]
             with server.lock:
-                server.requests.append(Recorded(path, dict(self.headers.items()), json.loads(raw)))
+                server.requests.append(Recorded(path, dict(self.headers.items()), json.loads(raw), raw))
             recorded_body = server.requests[-1].body
             status, body = server.responder(path, recorded_body) if server.responder else server.next_reply(path)
             time.sleep(server.delay_s)

@@ -58,15 +58,20 @@ def test_openai_compatible_requests_report_their_sampling(server: FakeServer, st
 
 def test_langchain_requests_report_the_models_own_sampling_and_the_calls(server: FakeServer) -> None:
     server.reply("/v1/chat/completions", (200, CHAT_LLAMACPP), (200, CHAT_LLAMACPP))
-    options = {"model": "m", "base_url": f"{server.base_url}", "api_key": "x", "max_retries": 0, "temperature": 0.3}
+    options = {"model": "m", "base_url": f"{server.base_url}", "api_key": "x", "max_retries": 0}
     spec = ModelSpec(
-        provider="langchain", style="chat", name="m", factory="langchain_openai:ChatOpenAI", options=options
+        provider="langchain",
+        style="chat",
+        name="m",
+        factory="langchain_openai:ChatOpenAI",
+        options=options,
+        temperature=0.3,
     )
     sink = SentSampling()
     client = LangChainChatClient(spec).with_request_log(sink)
     token = current_execution.set("run")
     try:
-        client.chat(MESSAGES)  # a run: the model's own temperature goes out
+        client.chat(MESSAGES)  # a run: the spec's temperature goes out
         run_sent = sink.pop("run")
         client.with_sampling(temperature=0.6, top_p=0.95, seed=7).chat(MESSAGES)  # a fork branch
         fork_sent = sink.pop("run")
