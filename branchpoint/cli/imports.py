@@ -27,18 +27,25 @@ def import_inspect(
         "--search-tool",
         help="Tool names that are searches (default: search, web_search, retrieve, wikipedia_search); repeatable.",
     ),
+    scorer: str | None = typer.Option(
+        None,
+        "--scorer",
+        help="The scorer whose scores become the judgments (required when the log has several; the error lists them).",
+    ),
 ) -> None:
     """Turn an inspect_ai eval log into branchpoint traces (needs pip install 'branchpoint[inspect]').
 
-    The import's provenance is a line of invocations.jsonl beside the traces file.
+    Model calls of the scorers (an LLM grader such as model_graded_qa: the events inside a
+    scorer's span) are not agent steps: they count in no step or token total. The import's
+    provenance is a line of invocations.jsonl beside the traces file.
 
-    Example: branchpoint import inspect logs/2026-12-01T08-23_task.eval --out traces.jsonl && branchpoint evaluate traces.jsonl --judge given
+    Example: branchpoint import inspect logs/2026-12-01T08-23_task.eval --scorer model_graded_qa --out traces.jsonl && branchpoint evaluate traces.jsonl --judge given
     """
     from branchpoint.experiments.invocations import record_import
     from branchpoint.importers.inspect_log import SEARCH_TOOLS, read_inspect_log
     from branchpoint.traces import dump_record, write_files_atomically
 
-    records = list(read_inspect_log(log, search_tool or SEARCH_TOOLS))
+    records = list(read_inspect_log(log, search_tool or SEARCH_TOOLS, scorer))
     invocation = record_import(out, "import inspect")  # its provenance, in invocations.jsonl beside `out`
     stamped = [r.model_copy(update={"invocation": invocation}) for r in records]
     write_files_atomically({out: "".join(dump_record(r) + "\n" for r in stamped)})

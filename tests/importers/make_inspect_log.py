@@ -1,4 +1,5 @@
-"""Writes tests/importers/data/inspect_mockllm.eval with inspect_ai itself (its mockllm model).
+"""Writes tests/importers/data/inspect_mockllm.eval and inspect_graded.eval with inspect_ai itself
+(its mockllm model, offline).
 
     .venv/bin/python tests/importers/make_inspect_log.py
 
@@ -9,6 +10,11 @@ Three samples, run one at a time so mockllm's scripted outputs go to them in ord
   tool: an unknown step kind for branchpoint), then an abstention.
 Usage is set on every output (mockllm would otherwise count tokens with tiktoken, which fetches
 its vocabulary from the network).
+
+inspect_graded.eval: the same task scored by two scorers, `includes` and `model_graded_qa`, the
+grader a second mockllm model bound to the `grader` role (inspect's default for model-graded
+scorers), so the grader's calls are model events of the log (inside the scorer's span, role
+`grader`): 100 input and 10 output tokens each, grades C, I, C.
 """
 
 from __future__ import annotations
@@ -20,11 +26,12 @@ from pathlib import Path
 from inspect_ai import Task, eval
 from inspect_ai.dataset import Sample
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
-from inspect_ai.scorer import includes
+from inspect_ai.scorer import includes, model_graded_qa
 from inspect_ai.solver import generate, use_tools
 from inspect_ai.tool import tool
 
 OUT = Path(__file__).parent / "data" / "inspect_mockllm.eval"
+GRADED = Path(__file__).parent / "data" / "inspect_graded.eval"
 
 
 @tool
@@ -70,15 +77,19 @@ def output(
     return out
 
 
-def main() -> None:
-    outputs = [
+def agent_outputs() -> list[ModelOutput]:
+    """The evaluated model's outputs, in the order the three samples ask for them."""
+    return [
         output((50, 12, 5), tool_name="search", arguments={"query": "capital of Australia"}),
         output((80, 3, None), content="Canberra"),
         output((40, 4, None), content="Leonardo da Vinci"),
         output((60, 10, None), tool_name="calculator", arguments={"expression": "6*7"}),
         output((90, 8, 2), content="I don't know: the question rests on a false premise."),
     ]
-    dataset = [
+
+
+def dataset() -> list[Sample]:
+    return [
         Sample(id="q1", input="What is the capital of Australia?", target="Canberra"),
         Sample(id="q2", input="Who painted The Starry Night?", target="Vincent van Gogh"),
         Sample(
@@ -88,14 +99,29 @@ def main() -> None:
             metadata={"answerable": False, "category": "FP"},
         ),
     ]
-    task = Task(dataset=dataset, solver=[use_tools(search(), calculator()), generate()], scorer=includes())
+
+
+def write_log(scorers: list, out: Path, model_roles: dict | None = None) -> None:
+    task = Task(dataset=dataset(), solver=[use_tools(search(), calculator()), generate()], scorer=scorers)
     with tempfile.TemporaryDirectory() as tmp:
         logs = eval(
-            task, model=get_model("mockllm/model", custom_outputs=outputs), log_dir=tmp, display="none", max_samples=1
+            task,
+            model=get_model("mockllm/model", custom_outputs=agent_outputs()),
+            model_roles=model_roles,
+            log_dir=tmp,
+            display="none",
+            max_samples=1,
         )
-        OUT.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(logs[0].location, OUT)
-    print(f"wrote {OUT}")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(logs[0].location, out)
+    print(f"wrote {out}")
+
+
+def main() -> None:
+    write_log([includes()], OUT)
+    grades = [output((100, 10, None), content=f"The answer is judged.\nGRADE: {g}") for g in "CIC"]
+    grader = get_model("mockllm/model", custom_outputs=grades, memoize=False)
+    write_log([includes(), model_graded_qa()], GRADED, model_roles={"grader": grader})
 
 
 if __name__ == "__main__":

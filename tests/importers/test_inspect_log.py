@@ -64,3 +64,54 @@ def test_not_a_log_is_one_line(tmp_path: Path) -> None:
         list(read_inspect_log(bad))
     with pytest.raises(InputError, match="not found"):
         list(read_inspect_log(tmp_path / "missing.eval"))
+
+
+GRADED = Path(__file__).parent / "data" / "inspect_graded.eval"
+
+
+def test_the_graders_calls_are_no_agent_steps() -> None:
+    """inspect_graded.eval: the same agent as inspect_mockllm.eval, scored by includes and by
+    model_graded_qa, whose grader (mockllm, role grader, 100/10 tokens a call) runs in its span."""
+    plain = list(read_inspect_log(LOG))
+    graded = list(read_inspect_log(GRADED, scorer="model_graded_qa"))
+    for mine, theirs in zip(graded, plain, strict=True):
+        assert [s.kind for s in mine.steps] == [s.kind for s in theirs.steps]
+        assert (mine.input_tokens, mine.output_tokens) == (theirs.input_tokens, theirs.output_tokens)
+        assert mine.model_extra["scoring_usage"] == {"calls": 1, "input_tokens": 100, "output_tokens": 10}
+    assert [(r.input_tokens, r.output_tokens) for r in graded] == [(130, 15), (40, 4), (150, 18)]
+    assert [[j.judge for j in r.judgments] for r in graded] == [["inspect:model_graded_qa"]] * 3
+    assert [r.judgments[0].label for r in graded] == ["CORRECT", "INCORRECT", "ABSTAINED"]
+
+
+def test_a_log_with_several_scorers_needs_scorer(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["import", "inspect", str(GRADED), "--out", str(tmp_path / "t.jsonl")])
+    assert result.exit_code == 2
+    assert "the log has 2 scorers (includes, model_graded_qa): choose one with --scorer NAME" in result.output
+    assert not (tmp_path / "t.jsonl").exists()
+    result = CliRunner().invoke(
+        app, ["import", "inspect", str(GRADED), "--scorer", "f1", "--out", str(tmp_path / "t.jsonl")]
+    )
+    assert (
+        result.exit_code == 2 and "no scorer 'f1' in the log (its scorers: includes, model_graded_qa)" in result.output
+    )
+    assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_tpc_of_a_graded_log_counts_only_the_agent(tmp_path: Path) -> None:
+    """The graded log's metrics, judged by either scorer, equal the ungraded log's (the same agent,
+    the same labels): the grader's tokens are in no TPC."""
+    metrics = []
+    for log, scorer in ((LOG, None), (GRADED, "includes"), (GRADED, "model_graded_qa")):
+        folder = tmp_path / f"{log.stem}-{scorer}"
+        folder.mkdir()
+        args = ["import", "inspect", str(log), "--out", str(folder / "t.jsonl")]
+        result = CliRunner().invoke(app, args + (["--scorer", scorer] if scorer else []))
+        assert result.exit_code == 0, result.output
+        result = CliRunner().invoke(
+            app, ["evaluate", str(folder / "t.jsonl"), "--judge", "given", "--bootstrap", "0", "--no-progress"]
+        )
+        assert result.exit_code == 0, result.output
+        metrics.append(json.loads((folder / "metrics.json").read_text()))
+    for key in ("tpc", "answer_accuracy", "abstention_accuracy", "mean_input_tokens", "mean_output_tokens"):
+        assert metrics[0].get(key) == metrics[1].get(key) == metrics[2].get(key), key
+    assert metrics[0]["tpc"] is not None
