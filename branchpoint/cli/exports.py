@@ -26,12 +26,12 @@ def export_inspect_logs(
     ),
 ) -> None:
     """Write a run as inspect_ai eval logs, for `inspect view` and `inspect_ai.log.read_eval_log`
-    (needs pip install 'branchpoint[inspect]').
+    (needs inspect_ai: pip install inspect_ai==0.3.285).
 
     One log per condition: a sample per execution (question id, epoch = repeat + 1) with its
     messages, model and tool events, token usage, and one score per judge (C / I / N).
 
-    Example: branchpoint evaluate runs/quickstart && branchpoint export inspect runs/quickstart --out inspect-logs
+    Example: branchpoint evaluate runs/quickstart && branchpoint export inspect runs/quickstart --out inspect-logs && inspect view --log-dir inspect-logs
     """
     from branchpoint.importers.inspect_export import export_inspect
 

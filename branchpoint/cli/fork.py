@@ -44,7 +44,10 @@ SEED_HELP = (
     "same fork settings beside the recorded ones."
 )
 IDENTICAL_HELP = "Allow --repeats > 1 at --temperature 0 (copies of one draw)."
-LOG_REQUESTS_HELP = "Append every request body sent to the model to RUN_DIR/requests.jsonl."
+LOG_REQUESTS_HELP = (
+    "Append every request body sent to the model to RUN_DIR/requests.jsonl (the HTTP body as sent, "
+    "LangChain models' included; a model with no HTTP client: its call)."
+)
 
 
 @app.command()

@@ -55,7 +55,10 @@ def run(
         "(model.provider openai); --concurrency is the total.",
     ),
     log_requests: bool = typer.Option(
-        False, "--log-requests", help="Append every request body sent to the model to RUN_DIR/requests.jsonl."
+        False,
+        "--log-requests",
+        help="Append every request body sent to the model to RUN_DIR/requests.jsonl (the HTTP body as sent, "
+        "LangChain models' included; a model with no HTTP client: its call).",
     ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
