@@ -36,7 +36,9 @@ from langgraph.runtime import Runtime
 from branchpoint.agents import prompts
 from branchpoint.agents.budget import may_search
 from branchpoint.agents.protocols import (
+    TAGGED_STOPS,
     Decision,
+    close_tagged_reply,
     decision_grammar,
     parse_json_decision,
     parse_tagged,
@@ -378,8 +380,33 @@ async def chat_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
 
 @blocking_or_awaitable
 async def tagged_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
-    """Forced final answer for the tagged policy: its own tagged transcript plus 'answer now'."""
+    """Forced final answer for the tagged policy: its own tagged transcript plus 'answer now';
+    under the `searchr1` protocol, the sequence continued from an opened `<answer>`."""
+    if ctx.protocol == "searchr1":
+        return await searchr1_force_answer(state, ctx)
     return await _chat_force_answer(state, ctx, tools=False)
+
+
+async def searchr1_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
+    """The `searchr1` forced answer: the rollout's sequence with `<answer>` opened at its end, so
+    the model writes the answer and stops at `</answer>` (Search-R1's last rollout has no search
+    either: it executes none after the last turn)."""
+    messages = prompts.searchr1_messages(state, forced=True)
+    call = await tagged_call(ctx, messages, ctx.answer_max_tokens, stops=("</answer>",))
+    answer = call.text.split("</answer>", 1)[0].strip()
+    if not answer or (call.finish_reason == "length" and "</answer>" not in call.text):
+        return Decision.failed([call])
+    return Decision("answer", answer, [call])
+
+
+async def tagged_call(
+    ctx: AgentContext, messages: list[dict[str, Any]], max_tokens: int, stops: Sequence[str] = TAGGED_STOPS
+) -> ModelCall:
+    """One tagged-text call: it stops at the closing tags, and its text is the turn as the
+    sequence keeps it (`close_tagged_reply`: cut at the first closing tag, the tag put back where
+    the server left the stop string out)."""
+    call = await achat(ctx.model, messages, max_tokens=max_tokens, stop=list(stops))
+    return dataclasses.replace(call, text=close_tagged_reply(call.text, call.finish_reason))
 
 
 @blocking_or_awaitable
@@ -408,9 +435,12 @@ async def _chat_decision(state: AgentState, ctx: AgentContext, *, tools: bool, a
             return verdict
         calls += verdict.calls
         transcript += verdict.transcript
-    messages = prompts.chat_messages(
-        state, tools=tools, allow_search=allow_search, evidence_words=ctx.evidence_words, variant=ctx.prompt
-    )
+    if not tools and ctx.protocol == "searchr1":
+        messages = prompts.searchr1_messages(state)
+    else:
+        messages = prompts.chat_messages(
+            state, tools=tools, allow_search=allow_search, evidence_words=ctx.evidence_words, variant=ctx.prompt
+        )
     for _ in range(1 + ctx.malformed_retries):
         if tools:
             calls.append(
@@ -419,10 +449,12 @@ async def _chat_decision(state: AgentState, ctx: AgentContext, *, tools: bool, a
                 )
             )
             parsed = parse_tool_call(calls[-1], allow_search)
+            complete = calls[-1].finish_reason != "length"
         else:
-            calls.append(await achat(ctx.model, messages, max_tokens=ctx.max_tokens))
+            calls.append(await tagged_call(ctx, messages, ctx.max_tokens))
             parsed = parse_tagged(calls[-1].text, allow_search)
-        if parsed and calls[-1].finish_reason != "length":
+            complete = True  # a closed tag is a whole decision, even if the model wrote on to max_tokens
+        if parsed and complete:
             return Decision(parsed[0], parsed[1], calls, transcript=transcript)
     failed = Decision.failed(calls)
     failed.transcript = transcript
@@ -438,7 +470,9 @@ async def native(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str,
 
 @policy("tagged", force_answer=tagged_force_answer)
 async def tagged(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-    """The model decides in tagged text, Search-R1 style: `<search>q</search>` or `<answer>a</answer>`."""
+    """The model decides in tagged text, Search-R1 style: `<search>q</search>` or `<answer>a</answer>`,
+    stopped at the closing tag; `agent.protocol` says how the transcript is sent (`chat`: a
+    message per turn; `searchr1`: Search-R1's prompt and one continued sequence)."""
     ctx = runtime.context
     return apply_decision(
         state, await _chat_decision(state, ctx, tools=False, allow_search=may_search(state, ctx)), ctx

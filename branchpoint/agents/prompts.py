@@ -244,6 +244,80 @@ def chat_messages(
     return messages
 
 
+#: The protocols of the tagged policy (`agent.protocol`): `chat`, a system prompt and one message
+#: per turn (each search's results in their own user message); `searchr1`, Search-R1's rollout:
+#: its own prompt as the one user message, and every search's results inline in one assistant
+#: sequence that the model continues (`searchr1_messages`).
+TAGGED_PROTOCOLS = ("chat", "searchr1")
+
+#: Search-R1's prompt, exactly as its data preparation writes it (`scripts/data_process/
+#: nq_search.py`, `make_prefix`, template `base`; `infer.py` repeats it): the text its models were
+#: trained on, so it is kept word for word ("as many times as your want" included).
+SEARCHR1_PROMPT = (
+    "Answer the given question. You must conduct reasoning inside <think> and </think> first every time you "
+    "get new information. After reasoning, if you find you lack some knowledge, you can call a search engine "
+    "by <search> query </search> and it will return the top searched results between <information> and "
+    "</information>. You can search as many times as your want. If you find no further external knowledge "
+    "needed, you can directly provide the answer inside <answer> and </answer>, without detailed "
+    "illustrations. For example, <answer> Beijing </answer>. Question: {question}\n"
+)
+
+
+def searchr1_question(question: str) -> str:
+    """The question as Search-R1 puts it in its prompt: stripped, with a `?` added when it has none
+    (`nq_search.py` and `infer.py` do both)."""
+    question = question.strip()
+    return question if question.endswith("?") else question + "?"
+
+
+def searchr1_passages(docs: list[dict[str, Any]]) -> str:
+    """Search results as Search-R1 renders them (`generation.py` `_passages2string`): one line
+    `Doc i(Title: t) text` per passage, where `t` is the first line of the passage's contents
+    (FlashRAG's `"Title"\\ntext`, so the title keeps its quotes) and `text` the rest, whole (no
+    clipping), each line ending in a newline."""
+    out = ""
+    for i, doc in enumerate(docs, 1):
+        contents = f'"{doc["title"]}"\n{doc["text"]}' if doc.get("title") else doc["text"]
+        first, _, rest = contents.partition("\n")
+        out += f"Doc {i}(Title: {first}) {rest}\n"
+    return out
+
+
+def searchr1_information(docs: list[dict[str, Any]]) -> str:
+    """What Search-R1 appends to the sequence after a search (`generation.py`
+    `execute_predictions`): the results, stripped, inside `<information>`, blank lines around."""
+    return f"\n\n<information>{searchr1_passages(docs).strip()}</information>\n\n"
+
+
+#: What the forced answer of the `searchr1` protocol opens in the sequence, so the model writes
+#: the answer and `</answer>` (as the `constrained` policy opens its JSON decision).
+SEARCHR1_ANSWER_OPEN = "<answer>"
+
+
+def searchr1_messages(state: Mapping[str, Any], *, forced: bool = False) -> list[dict[str, Any]]:
+    """Search-R1's rollout as chat messages, from the state alone: earlier turns (`history`) as
+    user / assistant pairs, then its prompt for the question as the one user message, then (after
+    a search, or for a forced answer) one assistant message holding the sequence so far: every
+    search's model turn up to its `</search>` followed by its `<information>` block, the way
+    Search-R1 concatenates responses and observations into one sequence. The client asks the
+    server to continue that message (vLLM's `continue_final_message`; llama.cpp continues a final
+    assistant message by itself), so the model sees what Search-R1's model sees: the chat template
+    applied to the prompt, then the sequence. A forced answer ends the sequence with `<answer>`."""
+    messages: list[dict[str, Any]] = []
+    for turn in state.get("history") or []:
+        messages += [{"role": "user", "content": turn["question"]}, {"role": "assistant", "content": turn["answer"]}]
+    messages.append({"role": "user", "content": SEARCHR1_PROMPT.format(question=searchr1_question(state["question"]))})
+    sequence = "".join(
+        tagged_search_turn((entry.get("turn") or {}).get("content"), entry["query"]) + searchr1_information(docs)
+        for entry, docs in transcript.searches(state)
+    )
+    if forced:
+        sequence += SEARCHR1_ANSWER_OPEN
+    if sequence:
+        messages.append({"role": "assistant", "content": sequence})
+    return messages
+
+
 def tagged_search_turn(content: str | None, query: str) -> str:
     """The assistant turn of a tagged search as the model wrote it, up to its `</search>` tag
     (`<search>query</search>` when the turn's text is unknown or has no search tag)."""

@@ -88,6 +88,30 @@ def parse_tagged(text: str, allow_search: bool = True) -> tuple[Action, str] | N
     return None
 
 
+#: Where a tagged turn ends: the tagged policy sends these as `stop`, so a model that writes on
+#: after its search (an invented `<information>` block, an answer) is stopped there, as Search-R1
+#: stops its rollouts (`infer.py`'s StoppingCriteria on `</search>`, and EOS after `</answer>`).
+TAGGED_STOPS = ("</search>", "</answer>")
+_OPENING = {"<search>": "</search>", "<answer>": "</answer>"}
+
+
+def close_tagged_reply(text: str, finish_reason: str | None) -> str:
+    """A tagged reply as the sequence keeps it: cut just after its first closing tag (what
+    Search-R1's `_postprocess_responses` does, for a server that ignored the stop strings); or,
+    when the server stopped at a stop string and left it out (OpenAI, llama.cpp; vLLM keeps it
+    with `include_stop_str_in_output`), the closing tag of the last tag opened put back. A reply
+    cut off by `max_tokens` before any closing tag is left as it is (it decides nothing)."""
+    ends = [(i, tag) for tag in TAGGED_STOPS if (i := text.find(tag)) >= 0]
+    if ends:
+        i, tag = min(ends)
+        return text[: i + len(tag)]
+    if finish_reason == "stop":
+        opened = max(_OPENING, key=text.rfind)
+        if text.rfind(opened) >= 0:
+            return text + _OPENING[opened]
+    return text
+
+
 def parse_tool_call(call: ModelCall, allow_search: bool = True) -> tuple[Action, str] | None:
     """A `search` tool call becomes SEARCH(query); plain content without tool calls is ANSWER."""
     for tc in call.tool_calls:

@@ -120,6 +120,8 @@ class AgentContext:
     malformed_retries: int = 1
     prompt: str = "abstention"
     options: dict[str, Any] = field(default_factory=dict)
+    #: How the tagged policy sends its transcript: `chat` or `searchr1` (`prompts.TAGGED_PROTOCOLS`).
+    protocol: str = "chat"
 
     @property
     def offers_search(self) -> bool:

@@ -404,6 +404,7 @@ def agent_context(spec: ExperimentSpec, client: ModelClient, pool: SourcePool) -
         evidence_words=agent.evidence_words,
         malformed_retries=agent.malformed_retries,
         prompt=agent.prompt,
+        protocol=agent.protocol,
     )
 
 

@@ -66,8 +66,11 @@ class BlockingModelClient(Protocol):
         *,
         tools: list[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
+        stop: list[str] | None = None,
     ) -> ModelCall:
-        """Chat completion; `tools` are OpenAI function-tool schemas offered to the model."""
+        """Chat completion; `tools` are OpenAI function-tool schemas offered to the model; `stop`
+        strings end the reply (kept in its text where the server can keep them, see the clients).
+        A final `assistant` message is continued where the server can continue one."""
         ...
 
 
@@ -102,6 +105,7 @@ class ModelClient(BlockingModelClient, Protocol):
         *,
         tools: list[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
+        stop: list[str] | None = None,
     ) -> ModelCall:
         """`chat` as a coroutine: the same request, awaited on the caller's event loop."""
         ...

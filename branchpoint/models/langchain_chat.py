@@ -345,10 +345,16 @@ class LangChainChatClient:
             ) from None
 
     def _chat_request(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_tokens: int | None
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        max_tokens: int | None,
+        stop: list[str] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
         runnable = self._runnable(tools)
         kwargs = self._call_kwargs(max_tokens or self.spec.max_tokens)
+        if stop:  # the model's own `stop` argument (a ChatOpenAI request leaves the stop string out)
+            kwargs["stop"] = stop
         if self.request_log is not None and not self.logs_http:
             self.request_log.write("chat", {"messages": messages, "tools": tools, **self._own_sampling(), **kwargs})
         return runnable, kwargs
@@ -386,9 +392,10 @@ class LangChainChatClient:
         *,
         tools: list[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
+        stop: list[str] | None = None,
     ) -> ModelCall:
         """One chat call; `tools` bound with `bind_tools`."""
-        runnable, kwargs = self._chat_request(messages, tools, max_tokens)
+        runnable, kwargs = self._chat_request(messages, tools, max_tokens, stop)
         start = time.perf_counter()
         message = self._invoke(runnable, messages, **kwargs)
         return self._call(message, time.perf_counter() - start, tool_calls=True)
@@ -399,9 +406,10 @@ class LangChainChatClient:
         *,
         tools: list[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
+        stop: list[str] | None = None,
     ) -> ModelCall:
         """`chat` awaited on the running loop (`ainvoke`)."""
-        runnable, kwargs = self._chat_request(messages, tools, max_tokens)
+        runnable, kwargs = self._chat_request(messages, tools, max_tokens, stop)
         start = time.perf_counter()
         message = await self._ainvoke(runnable, messages, **kwargs)
         return self._call(message, time.perf_counter() - start, tool_calls=True)

@@ -408,7 +408,11 @@ class OpenAICompatibleClient:
         return self._completion_call(result, time.perf_counter() - start)
 
     def _chat_request(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_tokens: int | None
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        max_tokens: int | None,
+        stop: list[str] | None = None,
     ) -> dict[str, Any]:
         limit = max_tokens or self.spec.max_tokens
         request: dict[str, Any] = {
@@ -423,8 +427,28 @@ class OpenAICompatibleClient:
             request["top_p"] = self.spec.top_p
         if tools:
             request["tools"] = tools
-        request["extra_body"] = self._chat_body(limit)
+        if stop:
+            request["stop"] = stop
+        request["extra_body"] = merge_body(self._sequence_fields(messages, stop), self._chat_body(limit))
         return request
+
+    def _needs_server_kind(self, messages: list[dict[str, Any]], stop: list[str] | None) -> bool:
+        """Whether a chat request has fields only some servers read (see `_sequence_fields`)."""
+        return bool(stop) or _continues_assistant(messages)
+
+    def _sequence_fields(self, messages: list[dict[str, Any]], stop: list[str] | None) -> dict[str, Any]:
+        """vLLM's fields for a reply that continues one sequence (the tagged policy's): the stop
+        string kept in the output (`include_stop_str_in_output`), and a final assistant message
+        continued rather than closed (`continue_final_message`, with `add_generation_prompt`
+        off, which vLLM requires with it). llama.cpp continues a final assistant message by
+        itself (its assistant prefill) and, like OpenAI, leaves the stop string out: the policy
+        puts it back. Empty for every other request, so their bodies do not change."""
+        if not self._needs_server_kind(messages, stop) or self.server_kind() != "vllm":
+            return {}
+        fields: dict[str, Any] = {"include_stop_str_in_output": True} if stop else {}
+        if _continues_assistant(messages):
+            fields.update(continue_final_message=True, add_generation_prompt=False)
+        return fields
 
     def _chat_call(self, raw: dict[str, Any], latency: float) -> ModelCall:
         choice = (raw.get("choices") or [{}])[0]
@@ -446,9 +470,10 @@ class OpenAICompatibleClient:
         *,
         tools: list[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
+        stop: list[str] | None = None,
     ) -> ModelCall:
         """Chat completion on `/v1/chat/completions`, optionally offering function tools."""
-        request = self._chat_request(messages, tools, max_tokens)
+        request = self._chat_request(messages, tools, max_tokens, stop)
         start = time.perf_counter()
         raw = self._with_retries(lambda: check_chat(self._openai.chat.completions.create(**request)))
         return self._chat_call(raw, time.perf_counter() - start)
@@ -459,9 +484,12 @@ class OpenAICompatibleClient:
         *,
         tools: list[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
+        stop: list[str] | None = None,
     ) -> ModelCall:
         """`chat` awaited on the running loop: the same request body (`openai.AsyncOpenAI`)."""
-        request = self._chat_request(messages, tools, max_tokens)
+        if self._server_kind is None and self._needs_server_kind(messages, stop):
+            await asyncio.to_thread(self.server_kind)  # detected once, off the loop
+        request = self._chat_request(messages, tools, max_tokens, stop)
         _, _, client = self._loop_clients.current()
         start = time.perf_counter()
 
@@ -473,6 +501,11 @@ class OpenAICompatibleClient:
         if _counts_reasoning(raw):  # counting reasoning tokens asks the server: blocking, off the loop
             return await asyncio.to_thread(self._chat_call, raw, latency)
         return self._chat_call(raw, latency)
+
+
+def _continues_assistant(messages: list[dict[str, Any]]) -> bool:
+    """Whether the last message is the assistant's, to be continued (the `searchr1` sequence)."""
+    return bool(messages) and messages[-1].get("role") == "assistant"
 
 
 def _counts_reasoning(raw: dict[str, Any]) -> bool:

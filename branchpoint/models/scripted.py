@@ -150,15 +150,22 @@ class ScriptedModel:
         *,
         tools: list[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
+        stop: list[str] | None = None,
     ) -> ModelCall:
-        """Return the next scripted reply; the recorded prompt is the messages joined by role."""
+        """Return the next scripted reply; the recorded prompt is the messages joined by role. A
+        reply is cut at the first `stop` string, which is left out (as OpenAI and llama.cpp do)."""
         prompt = "\n".join(f"{m['role']}: {m.get('content') or ''}" for m in messages)
-        request = {"tools": tools, "max_tokens": max_tokens}
+        request: dict[str, Any] = {"tools": tools, "max_tokens": max_tokens}
+        if stop:
+            request["stop"] = stop
         if self.request_log is not None:
             self.request_log.write("chat", {"messages": messages, **request, **self.sampling})
         call = self._call(prompt, max_tokens, request)
         if not tools:
             call.tool_calls = []
+        cut = [i for i in (call.text.find(s) for s in stop or [] if s) if i >= 0]
+        if cut:
+            call.text, call.finish_reason = call.text[: min(cut)], "stop"
         return call
 
     async def acomplete(
@@ -178,6 +185,7 @@ class ScriptedModel:
         *,
         tools: list[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
+        stop: list[str] | None = None,
     ) -> ModelCall:
         """`chat` as a coroutine (the reply is computed at once: nothing to wait for)."""
-        return self.chat(messages, tools=tools, max_tokens=max_tokens)
+        return self.chat(messages, tools=tools, max_tokens=max_tokens, stop=stop)

@@ -28,9 +28,18 @@ encoder and faiss memory stay bounded whatever the request size.
 Where we differ from upstream, on purpose (upstream validates with pydantic's lax mode):
 - `topk` absent or null means the server's default (3, like upstream's `--topk 3`); upstream also
   treats 0 as "default", we answer 400 for 0, negatives, non-integers and values over --max-topk.
-- Bad requests get HTTP 4xx with `{"error": reason}`: 400 (malformed JSON, missing or empty
-  `queries`, wrong types, too many queries, topk out of range), 413 (body over --max-body-bytes),
+- Bad requests get HTTP 4xx with `{"error": reason}`: 400 (malformed JSON, missing `queries`,
+  wrong types, too many queries, topk out of range), 413 (body over --max-body-bytes),
   404 / 405 (unknown path or method); upstream answers 422 with pydantic's `detail` list.
+
+Where we answer as upstream, though a stricter server might refuse: Search-R1's agent sends
+`{"queries": []}` in every turn where no rollout searched (`generation.py`, `execute_predictions`
+collects the queries of the rollouts that searched) and `""` for `<search></search>` (the tag's
+body, stripped). Upstream answers both with 200: `[]` gives `{"result": []}` (its batch loop runs
+no batch), and `""` is searched like any query (a dense index encodes the empty text, with the
+encoder's query prefix, and returns its top-k; BM25 has no term to match and returns `[]` for it,
+as pyserini finds no hit). So do we: a 400 there made Search-R1's client die with
+`KeyError: 'result'`.
 - Unknown request fields are ignored (as upstream).
 
 Why starlette + uvicorn rather than the standard library's `ThreadingHTTPServer`: the stdlib
@@ -134,8 +143,6 @@ def parse_retrieve_request(body: bytes, limits: ServerLimits) -> RetrieveRequest
     queries = payload["queries"]
     if not isinstance(queries, list):
         raise RequestError(400, f'field "queries" must be a list of strings, got {_json_type(queries)}')
-    if not queries:
-        raise RequestError(400, 'field "queries" is empty (expected at least one query)')
     if len(queries) > limits.max_queries:
         raise RequestError(
             400,
@@ -145,8 +152,6 @@ def parse_retrieve_request(body: bytes, limits: ServerLimits) -> RetrieveRequest
     for i, query in enumerate(queries):
         if not isinstance(query, str):
             raise RequestError(400, f'field "queries[{i}]" must be a string, got {_json_type(query)}')
-        if not query.strip():
-            raise RequestError(400, f'field "queries[{i}]" is empty (expected query text)')
     topk = payload.get("topk")
     if topk is None:
         topk = limits.default_topk
@@ -195,7 +200,8 @@ class RetrievalService:
         self.limits = limits or ServerLimits()
 
     def retrieve(self, request: RetrieveRequest) -> dict[str, Any]:
-        """Search the queries `search_batch` at a time; documents as the corpus gives them, scored or bare."""
+        """Search the queries `search_batch` at a time; documents as the corpus gives them, scored or bare.
+        No queries, no search: `{"result": []}` (as upstream); an empty query is searched as given."""
         step = self.limits.search_batch
         hits = []
         for start in range(0, len(request.queries), step):

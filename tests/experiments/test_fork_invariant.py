@@ -67,6 +67,9 @@ CASES = [
     ("invariant_policies:search_first", "completion", "abstention"),
     ("native", "chat", "self_eval", "langchain"),
     ("tagged", "chat", "abstention", "langchain"),
+    # Search-R1's rollout: one user prompt, the results inline in one continued assistant sequence
+    ("tagged", "chat", "abstention", "openai", "searchr1"),
+    ("tagged", "chat", "abstention", "langchain", "searchr1"),
 ]
 
 
@@ -87,9 +90,12 @@ def model_requests(server) -> list[dict]:
 class Study:
     """Parents of one policy at several search caps and sources, all logged by one server."""
 
-    def __init__(self, tmp_path, server, policy: str, style: str, prompt: str, provider: str) -> None:
+    def __init__(
+        self, tmp_path, server, policy: str, style: str, prompt: str, provider: str, protocol: str = "chat"
+    ) -> None:
         self.tmp, self.server = tmp_path, server
         self.policy, self.style, self.prompt, self.provider = policy, style, prompt, provider
+        self.protocol = protocol
         self.folder = tmp_path / "specs"
         self.folder.mkdir(exist_ok=True)
         (self.folder / "invariant_policies.py").write_text(USER_POLICY)
@@ -114,7 +120,13 @@ class Study:
                 "factory": "langchain_openai:ChatOpenAI",
                 "options": {"model": "m", "base_url": self.server.base_url, "api_key": "not-needed", "max_retries": 0},
             },
-            "agent": {"policy": self.policy, "prompt": self.prompt, "search_cap": cap, "top_k": 2},
+            "agent": {
+                "policy": self.policy,
+                "prompt": self.prompt,
+                "search_cap": cap,
+                "top_k": 2,
+                **({"protocol": self.protocol} if self.protocol != "chat" else {}),
+            },
             "retrieval": {
                 "default": source,
                 "sources": {"demo": {"corpus": "demo"}, "demo_chunks": {"corpus": "demo", "chunk_words": 12}},
@@ -152,9 +164,9 @@ def forced_answer_request(server, run_dir, checkpoint_id: str) -> dict:
 
 @pytest.mark.parametrize("case", CASES, ids=["-".join(c[:1] + c[2:]) for c in CASES])
 def test_branch_first_request_is_the_parents_request(case, tmp_path, isolated_cache, monkeypatch):
-    policy, style, prompt, provider = (*case, "openai")[:4]
+    policy, style, prompt, provider, protocol = (*case, *("openai", "chat")[len(case) - 3 :])
     with agent_server() as server:
-        study = Study(tmp_path, server, policy, style, prompt, provider)
+        study = Study(tmp_path, server, policy, style, prompt, provider, protocol)
         # run from the folder that holds the user's policy module, as the README says
         monkeypatch.chdir(study.folder)
         main_dir, main = study.parent(2)
@@ -246,6 +258,12 @@ def switched_second_search(base: dict, forced_chunks: dict, main_dir, chunks_dir
     """The request after the first search on the default source and the second on the other one:
     `base` (the parent's request after two searches) with the second search's results taken from
     the other-source parent (its result message for chat; its passages for completion prompts)."""
+    if "messages" in base and base["messages"][-1]["role"] == "assistant":  # searchr1: blocks inline
+        sequence, other = base["messages"][-1]["content"], forced_chunks["messages"][-1]["content"]
+        head = sequence[: sequence.rindex("<information>")]
+        tail = sequence[sequence.rindex("</information>") :]
+        block = other[other.rindex("<information>") : other.rindex("</information>")]
+        return {**base, "messages": [*base["messages"][:-1], {**base["messages"][-1], "content": head + block + tail}]}
     if "messages" in base:
         messages = list(base["messages"])
         messages[_last_result(messages)] = forced_chunks["messages"][_last_result(forced_chunks["messages"])]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -78,10 +79,8 @@ def test_retrieve_without_scores_returns_bare_documents_and_default_topk(url):
         (b"{not json", "not valid JSON"),
         (b"[1, 2]", "must be a JSON object"),
         (b'{"topk": 3}', 'field "queries" missing'),
-        (b'{"queries": []}', 'field "queries" is empty'),
         (b'{"queries": "capital"}', 'field "queries" must be a list'),
         (b'{"queries": ["a", 7]}', 'field "queries[1]" must be a string'),
-        (b'{"queries": ["  "]}', 'field "queries[0]" is empty'),
         (b'{"queries": ["a", "b", "c", "d", "e"]}', "more than the limit of 4"),
         (b'{"queries": ["a"], "topk": 6}', "more than the limit of 5"),
         (b'{"queries": ["a"], "topk": 0}', "at least 1"),
@@ -98,6 +97,80 @@ def test_bad_requests_get_400_with_a_reason(url, body, reason):
     response = post(url, content=body, headers={"content-type": "application/json"})
     assert response.status_code == 400
     assert reason in response.json()["error"]
+
+
+class SearchR1Client:
+    """The request / response path of Search-R1's own agent (`search_r1/llm_agent/generation.py`
+    at PeterGriffinJin/Search-R1 a14dc3a), restated: it has torch and verl imports, so it cannot be
+    imported here. `execute_predictions` (lines 367-375) collects the bodies of the rollouts whose
+    action is `search` (`postprocess_predictions`, 420-426: the first `<(search|answer)>` tag,
+    its body `.strip()`-ed, so `<search></search>` is `""`) and always calls `batch_search`, so a
+    turn where no rollout searched sends `queries: []`; `_batch_search` (450-458) posts
+    `{"queries", "topk", "return_scores": True}`; `batch_search` (446-448) reads
+    `.json()['result']` (a KeyError on an error body) and `_passages2string` (460-469) renders each
+    list from `doc_item['document']['contents']`, its first line the title; `execute_predictions`
+    then asserts one result per search (373) and wraps it in `<information>` (391)."""
+
+    def __init__(self, url: str, topk: int = 3) -> None:
+        self.url, self.topk = f"{url}/retrieve", topk
+
+    def batch_search(self, queries: list[str]) -> list[str]:
+        payload = {"queries": queries, "topk": self.topk, "return_scores": True}
+        results = httpx.post(self.url, json=payload, timeout=30).json()["result"]
+        return [self.passages2string(result) for result in results]
+
+    @staticmethod
+    def passages2string(retrieval_result: list[dict]) -> str:
+        out = ""
+        for idx, doc_item in enumerate(retrieval_result):
+            content = doc_item["document"]["contents"]
+            title, text = content.split("\n")[0], "\n".join(content.split("\n")[1:])
+            out += f"Doc {idx + 1}(Title: {title}) {text}\n"
+        return out
+
+    def execute_predictions(self, predictions: list[str]) -> list[str]:
+        """The observations of one turn (`generation.py` 367-405, active rollouts only)."""
+        parsed = [re.search(r"<(search|answer)>(.*?)</\1>", p, re.DOTALL) for p in predictions]
+        actions = [(m.group(1), m.group(2).strip()) if m else (None, "") for m in parsed]
+        results = self.batch_search([body for action, body in actions if action == "search"])
+        assert len(results) == sum(1 for action, _ in actions if action == "search")
+        return [
+            f"\n\n<information>{results.pop(0).strip()}</information>\n\n" if action == "search" else ""
+            for action, _ in actions
+        ]
+
+
+def test_searchr1_turns_with_no_search_and_an_empty_search_get_200_as_upstream(url, index):
+    """Search-R1 sends `queries: []` when no rollout searched and `""` for `<search></search>`;
+    its own server answers both with 200 (an empty result list; the empty query searched like any
+    other), and its client reads `result` from whatever comes back."""
+    client = SearchR1Client(url)
+    assert client.execute_predictions(["<answer> Canberra </answer>", "no tag at all"]) == ["", ""]
+    empty = post(url, json={"queries": [], "topk": 3, "return_scores": True})
+    assert empty.status_code == 200 and empty.json() == {"result": []}
+    [blank, real] = client.execute_predictions(
+        ["<think>hm</think><search></search>", "<search> capital of Australia </search>"]
+    )
+    expected = [p.doc_id for p, _ in index.search([""], 3)[0]]
+    got = post(url, json={"queries": ["", "   "], "topk": 3, "return_scores": True}).json()["result"]
+    assert [[h["document"]["id"] for h in hits] for hits in got] == [
+        expected,
+        [p.doc_id for p, _ in index.search(["   "], 3)[0]],
+    ]
+    assert blank.startswith("\n\n<information>Doc 1(Title: ") and blank.count("Doc ") == 3
+    assert real.startswith('\n\n<information>Doc 1(Title: "Canberra") ')
+
+
+def test_bm25_answers_an_empty_query_with_no_passages(minilm):
+    """BM25 has no term to match in `""`: no passages for it (pyserini finds no hit upstream)."""
+    from branchpoint.retrieval import BM25Index
+
+    bm25 = BM25Index.build(load_corpus(demo_corpus_path())[:20])
+    with running_server(RetrievalService(bm25, LIMITS)) as base:
+        got = post(base, json={"queries": ["", "capital of Australia"], "topk": 2}).json()["result"]
+    assert got[0] == [] and [d["id"] for d in got[1]] == [
+        p.doc_id for p, _ in bm25.search(["capital of Australia"], 2)[0]
+    ]
 
 
 def test_body_over_the_limit_gets_413(url):

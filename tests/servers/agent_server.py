@@ -3,8 +3,9 @@ request, for the fork invariant tests.
 
 It searches whenever it may and answers when it may not, so a parent execution passes every
 boundary kind: chat requests that offer the `search` tool get a tool call (with visible content
-and reasoning text), tagged-text requests (a system prompt that mentions `<search>`) get a
-`<think>…</think><search>…</search>` turn, completion requests without an answer-only grammar get
+and reasoning text), tagged-text requests (a first message that mentions `<search>`: the tagged
+system prompt, or Search-R1's prompt) get a `<think>…</think><search>…</search>` turn and text
+after it (a server that ignores `stop`), a sequence that ends with an opened `<answer>` its answer, completion requests without an answer-only grammar get
 a search decision; "answer now" and no-tool requests get an answer. Every request body is logged
 in arrival order, so a test can compare a branch's first request with its parent's.
 """
@@ -25,12 +26,14 @@ from branchpoint.agents.prompts import FORCE_ANSWER, SELF_EVAL_PROMPT
 
 
 def _results_in(messages: list[dict[str, Any]]) -> int:
+    """Search results shown: tool messages, `<information>` user turns, and the `<information>`
+    blocks of an assistant sequence (the `searchr1` protocol's)."""
     return sum(
         1
         for m in messages
         if m.get("role") == "tool"
         or (m.get("role") == "user" and str(m.get("content", "")).startswith("<information>"))
-    )
+    ) + sum(str(m.get("content") or "").count("<information>") for m in messages if m.get("role") == "assistant")
 
 
 def chat_reply(body: dict[str, Any]) -> dict[str, Any]:
@@ -43,6 +46,8 @@ def chat_reply(body: dict[str, Any]) -> dict[str, Any]:
         return {"role": "assistant", "content": "ANSWERABLE"}
     if last["role"] == "user" and last["content"] == FORCE_ANSWER:
         return {"role": "assistant", "content": f"Answer after {n} searches", "reasoning": f"answering {n}"}
+    if last["role"] == "assistant" and str(last["content"]).endswith("<answer>"):  # searchr1's forced answer
+        return {"role": "assistant", "content": f"Answer after {n} searches</answer> and more"}
     query = f"{question} #{n}"
     if body.get("tools"):
         call_id = "call-" + hashlib.sha256(query.encode()).hexdigest()[:10]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_serializer, model_validator
 
 from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.experiments.spec.fork import ForkPlan
@@ -80,6 +80,36 @@ class AgentSpec(_Strict):
         "abstention",
         description="Prompt variant of the chat policies (the mitigation study).",
     )
+    protocol: Literal["chat", "searchr1"] = Field(
+        "chat",
+        description="How the tagged policy sends its transcript: `chat` (a system prompt, a message per "
+        "turn) or `searchr1` (Search-R1's own prompt and rollout: one sequence with each search's "
+        "`<information>` block inline, continued by the server).",
+    )
+
+    @model_validator(mode="after")
+    def _searchr1_is_the_tagged_policy(self) -> AgentSpec:
+        if self.protocol == "searchr1":
+            if self.policy != "tagged":
+                raise ValueError(
+                    f"protocol searchr1 is a transcript of the tagged policy (got policy {self.policy!r}); "
+                    "set agent.policy: tagged"
+                )
+            if self.prompt != "abstention":
+                raise ValueError(
+                    f"protocol searchr1 sends Search-R1's own prompt, so agent.prompt {self.prompt!r} does not "
+                    "apply; leave agent.prompt unset"
+                )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump_new_fields_if_set(self, handler: Any) -> Any:
+        """`protocol` is dumped only when set otherwise than `chat`: condition fingerprints (and
+        so execution ids) of earlier specs do not change."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("protocol") == "chat":
+            del data["protocol"]
+        return data
 
 
 class MultiTurnSpec(_Strict):

@@ -1,9 +1,11 @@
 """Reading a request: what the simulated model is shown (`Observation`).
 
 From a chat request (`observe_chat`): the question (the last user turn that is not search
-results or an instruction), the passages shown (`Doc i(Title: t) text` lines in tool results or
-`<information>`), whether it may search (a `search` tool offered, or the tagged-text system
-prompt with `<search>`), structured output as vLLM reads it (`structured_of`), the thinking-token
+results or an instruction; in Search-R1's prompt, the text after its `Question:`), the passages
+shown (`Doc i(Title: t) text` lines in tool results, `<information>` turns, or the
+`<information>` blocks of a final assistant sequence, the `searchr1` protocol's), whether it may
+search (a `search` tool offered, the tagged-text system prompt with `<search>`, or Search-R1's
+prompt, unless the sequence ends with an opened `<answer>`: its forced answer), structured output as vLLM reads it (`structured_of`), the thinking-token
 budget, and the reasoning effort (`reasoning_effort`;
 `chat_template_kwargs.enable_thinking`; else the profile's default). From a few-shot completion
 request (`observe_completion`): the last `Question:` block, the `[i] "Title" text` items of its
@@ -28,6 +30,7 @@ Protocol = Literal["completion", "native", "tagged", "plain"]
 
 _CHAT_DOC = re.compile(r"^Doc \d+\(Title: (.*?)\) (.*)$", re.MULTILINE)
 _FEWSHOT_ITEM = re.compile(r"\[(\d+)\] ")
+_INFORMATION = re.compile(r"<information>(.*?)</information>", re.DOTALL)
 
 
 @dataclass
@@ -45,6 +48,9 @@ class Observation:
     structured: dict[str, Any] | None = None
     tool_required: bool = False
     thinking_budget: int | None = None
+    #: The request continues an assistant sequence that ends with an opened `<answer>` (the
+    #: `searchr1` protocol's forced answer): the reply is the answer and `</answer>`.
+    continues_answer: bool = False
 
 
 def _content(message: Mapping[str, Any]) -> str:
@@ -106,10 +112,31 @@ def structured_of(body: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def searchr1_question(text: str) -> str | None:
+    """The question of a user turn that is Search-R1's prompt (`prompts.SEARCHR1_PROMPT`), or None."""
+    from branchpoint.agents import prompts
+
+    head, _, tail = prompts.SEARCHR1_PROMPT.partition("{question}")
+    if not text.startswith(head):
+        return None
+    return text[len(head) :].removesuffix(tail).strip()
+
+
+def information_passages(text: str) -> list[Passage]:
+    """The passages of every `<information>` block in a sequence (titles without their quotes:
+    Search-R1 shows the contents' first line, FlashRAG's `"Title"`)."""
+    out = []
+    for block in _INFORMATION.findall(text):
+        out += [Passage(p.title.removeprefix('"').removesuffix('"'), p.text) for p in chat_passages(block)]
+    return out
+
+
 def observe_chat(profile: Profile, bank: QuestionBank, body: Mapping[str, Any]) -> Observation:
     from branchpoint.agents import prompts
 
     messages = body.get("messages") or []
+    sequence = _content(messages[-1]) if messages and messages[-1].get("role") == "assistant" else ""
+    continues_answer = sequence.endswith(prompts.SEARCHR1_ANSWER_OPEN)
     system = " ".join(_content(m) for m in messages if m.get("role") in ("system", "developer"))
     instructions = {prompts.FORCE_ANSWER, prompts.SELF_EVAL_PROMPT}
     candidates = []
@@ -121,26 +148,35 @@ def observe_chat(profile: Profile, bank: QuestionBank, body: Mapping[str, Any]) 
         elif m.get("role") == "user":
             if text.startswith("<information>"):
                 passages += chat_passages(text.removeprefix("<information>").removesuffix("</information>"))
+            elif searchr1_question(text) is not None:
+                candidates.append(searchr1_question(text) or "")
             elif text.strip() not in instructions:
                 candidates.append(text)
+    passages += information_passages(sequence)
+    searchr1 = any(searchr1_question(_content(m)) is not None for m in messages if m.get("role") == "user")
     last_user = next((_content(m) for m in reversed(messages) if m.get("role") == "user"), "")
     question_text = candidates[-1].strip() if candidates else ""
+    question = bank.lookup(question_text)
+    if question is None and searchr1:  # Search-R1 adds a `?` to a question that has none
+        question = bank.lookup(question_text.removesuffix("?"))
     tools = body.get("tools") or []
     tool_choice = vllm_rules.tool_choice(body)
     has_search_tool = any((t.get("function") or {}).get("name") == "search" for t in tools if isinstance(t, dict))
-    forced = last_user.strip() == prompts.FORCE_ANSWER
+    forced = last_user.strip() == prompts.FORCE_ANSWER or continues_answer
     if has_search_tool and tool_choice != "none":
         protocol: Protocol = "native"
         can_search = not forced
     elif "<search>" in system and not forced:
         protocol, can_search = "tagged", True
+    elif searchr1:  # Search-R1's prompt: tagged; its forced answer continues an opened <answer>
+        protocol, can_search = "tagged", not continues_answer
     else:
         protocol, can_search = "plain", False
     structured = structured_of(body)
     return Observation(
         protocol=protocol,
         question_text=question_text,
-        question=bank.lookup(question_text),
+        question=question,
         passages=passages,
         can_search=can_search,
         constrained=structured is not None,
@@ -150,6 +186,7 @@ def observe_chat(profile: Profile, bank: QuestionBank, body: Mapping[str, Any]) 
         tool_required=tool_choice == "required"
         or (isinstance(tool_choice, dict) and (tool_choice.get("function") or {}).get("name") == "search"),
         thinking_budget=vllm_rules.thinking_budget(body),
+        continues_answer=continues_answer,
     )
 
 

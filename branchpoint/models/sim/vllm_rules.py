@@ -27,6 +27,9 @@ Each rule cites the vLLM 0.33.0 source it mirrors (the PyPI wheel, `vllm/_versio
   earliest in the text (ties: list order), cut before it, or after it with
   `include_stop_str_in_output` (`v1/engine/detokenizer.py:321-372`); `finish_reason` is
   `stop` and `stop_reason` the string (`v1/engine/output_processor.py:825-830`).
+- `continue_final_message` with `add_generation_prompt` (both true) → 400 (the chat request's
+  `check_generation_prompt` validator); with `add_generation_prompt: false` the final assistant
+  message is continued (the `searchr1` protocol's sequence).
 - Reasoning is split out (`message.reasoning`, `usage.completion_tokens_details.
   reasoning_tokens`) only by a server with a reasoning parser
   (`entrypoints/openai/chat_completion/serving.py:165`); without one it stays in the content.
@@ -191,11 +194,22 @@ def _tool_parser_refusal(body: Mapping[str, Any], flags: ServerFlags) -> JSONRes
     return error(400, f"tool_choice={desc} requires --tool-call-parser to be set")
 
 
+def _generation_prompt_refusal(body: Mapping[str, Any]) -> JSONResponse | None:
+    """The chat request's `check_generation_prompt` validator: `continue_final_message` and
+    `add_generation_prompt` both true is refused, read from the raw body (so an absent
+    `add_generation_prompt`, whose default is true, passes)."""
+    if body.get("continue_final_message") and body.get("add_generation_prompt"):
+        return _validation_error("Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
+    return None
+
+
 def refusal(body: Mapping[str, Any], flags: ServerFlags, *, chat: bool) -> JSONResponse | None:
     """vLLM's reply to a request it refuses (None: it serves it), in vLLM's order: the request's
     validation (tools, structured outputs, the budget's value), the renderer's tool-parser check,
     then the engine's reasoning-config check for a budget."""
     if chat and (refused := _tools_refusal(body)) is not None:
+        return refused
+    if chat and (refused := _generation_prompt_refusal(body)) is not None:
         return refused
     if (refused := _structured_refusal(body)) is not None:
         return refused

@@ -119,7 +119,7 @@ def chat_message(obs: Observation, reply: Reply, rng: np.random.Generator) -> tu
     elif reply.kind == "search":
         content = f"<search>{reply.text}</search>"
     elif reply.kind == "answer" and obs.protocol == "tagged":
-        content = f"<answer>{reply.text}</answer>"
+        content = f"{reply.text}</answer>" if obs.continues_answer else f"<answer>{reply.text}</answer>"
     elif reply.kind == "malformed":
         content = "" if obs.protocol in ("native", "plain") else reply.text
     else:

@@ -96,10 +96,13 @@ def test_a_run_with_questions_the_simulator_does_not_know_is_refused_by_id(tmp_p
     assert not (out / "executions.jsonl").exists()
 
 
-def test_the_tagged_policy_runs_on_a_model_that_writes_past_search(tmp_path: Path) -> None:
-    """`runs_past_search` writes an invented result and an answer after `</search>` (branchpoint's
-    tagged policy sends no stop string): the policy still takes the first search, its transcript
-    ends at `</search>`, and the run-on text costs output tokens."""
+@pytest.mark.parametrize("protocol", ["chat", "searchr1"])
+def test_the_tagged_policy_stops_a_model_that_writes_past_search(tmp_path: Path, protocol: str) -> None:
+    """`runs_past_search` writes an invented result and an answer after `</search>` unless a stop
+    string ends the turn. Without one, at a `max_tokens` the run-on overflows (48 here), every
+    such turn ended `length` and the execution with 0 searches; the tagged policy now stops at
+    `</search>` / `</answer>`, so the model's turns, decisions and tokens are those of a model
+    that stops by itself, and the transcript holds the turn up to `</search>`."""
     from branchpoint.experiments.runner import run_experiment
 
     out: dict[str, list[dict]] = {}
@@ -113,21 +116,25 @@ def test_the_tagged_policy_runs_on_a_model_that_writes_past_search(tmp_path: Pat
                 style="chat",
                 temperature=0.6,
                 seed=1,
-                max_tokens=256,
+                max_tokens=48,
                 sim=SimServerSpec(profile=profile, latency_scale=0.0),
             ),
-            agent=AgentSpec(policy="tagged", search_cap=2),
+            agent=AgentSpec(policy="tagged", search_cap=2, protocol=protocol),
             retrieval=RetrievalSpec(default="bm", sources={"bm": BM25SourceSpec()}),
         )
-        run_experiment(spec, tmp_path / profile, progress=False)
+        run_experiment(spec, tmp_path / profile, progress=False, log_requests=True)
         out[profile] = [json.loads(x) for x in (tmp_path / profile / "executions.jsonl").read_text().splitlines()]
     plain, runs_on = out["instruct"], out["runs_past_search"]
-    assert sum(r["search_calls"] for r in runs_on) > 0
+    assert sum(r["search_calls"] for r in runs_on) > 0 and not any(r["status"] == "length" for r in runs_on)
     assert [r["status"] for r in runs_on] == [r["status"] for r in plain]
     assert [r["final_answer"] for r in runs_on] == [r["final_answer"] for r in plain]  # same decisions
+    assert [r["output_tokens"] for r in runs_on] == [r["output_tokens"] for r in plain]  # nothing past the stop
     queries = [s["query"] for r in runs_on for s in r["steps"] if s["kind"] == "search"]
     assert queries and not any("<information>" in q or "</search>" in q for q in queries)
-    assert sum(r["output_tokens"] for r in runs_on) > sum(r["output_tokens"] for r in plain)
+    turns = [s["raw"] for r in runs_on for s in r["steps"] if s.get("action") == "search"]
+    assert turns and all(t.endswith("</search>") for t in turns)  # vLLM kept the stop string
+    sent = [json.loads(x)["body"] for x in (tmp_path / "runs_past_search" / "requests.jsonl").read_text().splitlines()]
+    assert all(b["stop"] and b["include_stop_str_in_output"] is True for b in sent)
 
 
 def test_the_server_flags_at_their_defaults_leave_the_spec_dump_and_ids_unchanged() -> None:

@@ -235,6 +235,29 @@ def test_a_profile_that_writes_past_search_unless_stopped() -> None:
     assert default["message"]["content"].endswith("</search>") and default["stop_reason"] is None
 
 
+def test_the_searchr1_sequence_is_read_and_continued_as_vllm_would() -> None:
+    """Search-R1's prompt and a continued assistant sequence: the simulator finds the question
+    inside the prompt and the passages inside the sequence's `<information>` blocks, answers a
+    sequence that ends with an opened `<answer>` with the answer and `</answer>`, and refuses
+    `continue_final_message` with `add_generation_prompt` both true, as vLLM's validator does."""
+    from branchpoint.models.sim.observe import observe_chat
+
+    client, state = sim("instruct")
+    docs = [{"doc_id": "d1", "title": "Mona Lisa", "text": "The Mona Lisa was painted by Leonardo da Vinci."}]
+    entry = {"kind": "search", "query": "Mona Lisa", "evidence_start": 0, "evidence_count": 1, "turn": {}}
+    values = {"question": QUESTION, "evidence": docs, "transcript": [entry]}
+    body = {"messages": prompts.searchr1_messages(values), "continue_final_message": True}
+    obs = observe_chat(state.profile, state.bank, body)
+    assert obs.protocol == "tagged" and obs.can_search and obs.question is not None
+    assert [(p.title, p.text) for p in obs.passages] == [("Mona Lisa", docs[0]["text"])]
+    forced = prompts.searchr1_messages(values, forced=True)
+    reply = chat(client, state, messages=forced, continue_final_message=True, add_generation_prompt=False)
+    content = reply.json()["choices"][0]["message"]["content"]
+    assert reply.status_code == 200 and content.endswith("</answer>") and "<answer>" not in content
+    refused = chat(client, state, messages=forced, continue_final_message=True, add_generation_prompt=True)
+    assert refused.status_code == 400 and "Cannot set both" in refused.json()["error"]["message"]
+
+
 def test_stop_strings_cut_completions_as_vllm() -> None:
     client, state = sim("instruct")
     prompt = prompts.fewshot_prompt(QUESTION, [], True, 60)
