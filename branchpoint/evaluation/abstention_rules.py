@@ -10,9 +10,14 @@ lay eggs" rejects the premise of "How many eggs do tigers lay?".
    "nobody can know that yet", "no record survives", "cannot be predicted", "impossible for me
    to say", "I couldn't find ...", "no X has ever been observed"); weak cues ("I'm not sure",
    "hard to say") do not count when the response then commits ("..., but it was X", "I believe
-   it was X", "my guess is X", "either X or Y");
+   it was X", "my guess is X", "possibly X", "either X or Y"), and no unknown cue counts when
+   the same sentence goes on with "but" and commits ("I can't verify future results, but Spain
+   is the most likely winner": a hedge that commits is an answer, SimpleQA's rule that the
+   over-searching study's answer prompt adapts, section "LLM Judge Evaluation Protocol");
 2. asks for clarification or answers several readings ("clarification" cues: a question back
-   to the user, "which ... do you mean", "it depends on", "if you mean ...");
+   to the user, not a tentative "Maybe 1987?"; "which ... do you mean", "it depends on", "if
+   you mean ..."; on UC questions, an answer per reading: three or more parts each opened by a
+   different name, `answers_several_readings` — the study's "offers multiple perspectives");
 3. questions or corrects the premise ("premise" cues: "false premise", "a myth", "a
    misunderstanding", "there is no ...", "actually,", "you may be confusing", "isn't a real
    ..."), or — premise-aware — negates what the question presupposes: a clause with a negation
@@ -35,7 +40,8 @@ Every abstention pattern lives here; whether a response gives a gold answer is r
 `gold_matching`, and the text normalisation both use is in `answer_normalization`.
 
 The rules were written while reading the `dev` part of tests/evaluation/data/judge_labels.jsonl
-(batch 1, then batch 3 for error analysis); the `heldout` part (batches 1 and 2) was written before the rules it measures were frozen and is
+(batch 1, then batch 3 for error analysis) and of judge_labels_adversarial.jsonl (batch 4: the
+commit-after-unknown and several-readings rules); the `heldout` parts (batches 1, 2 and 4) were written before the rules they measure were frozen and are
 never used to tune them (docs/judges.md reports both, tests/evaluation/test_judge_labels.py
 re-measures the held-out part).
 """

@@ -11,13 +11,20 @@ count when every occurrence is negated ("It wasn't Canberra") or hedged between 
 negate ("didn't win one until 1952"). Ordinals count as numbers ("21st October 2016"), and a
 royal's or saint's given name after a title matches "X of Y" ("Queen Charlotte" for "Charlotte
 of Mecklenburg-Strelitz"). Gold "yes" / "no" is read from the response's polarity, unless the
-response says it does not know ("I can't determine that" is no "no").
+response says it does not know ("I can't determine that" is no "no"). Units and number words
+are read in one spelling on both sides ("212 degrees Fahrenheit" = "212 °F" = "212F",
+"eighty-eight" = "88", "$15,000,000" = "$15 million", "seventy miles per hour" = "70 mph"). A
+gold named only after a ranking connective, in a sentence that opens with another candidate
+("Buzz Aldrin was first, followed by Armstrong"; "It fell in 1991, two years after ... 1989"),
+is not given (`demoted`): a contradicting candidate makes the answer INCORRECT (the
+over-searching study's answer prompt, section "LLM Judge Evaluation Protocol", after SimpleQA).
 
 Yes/no golds reuse the "unknown" cues and the negation pattern of `abstention_rules`; the text
 normalisation is in `answer_normalization`.
 
 The rules were written while reading the `dev` part of tests/evaluation/data/judge_labels.jsonl
-(batch 1, then batch 3 for error analysis); the `heldout` part (batches 1 and 2) was written before the rules it measures were frozen and is
+(batch 1, then batch 3 for error analysis) and of judge_labels_adversarial.jsonl (batch 4: units,
+number words, contradicting candidates); the `heldout` parts (batches 1, 2 and 4) were written before the rules they measure were frozen and are
 never used to tune them (docs/judges.md reports both, tests/evaluation/test_judge_labels.py
 re-measures the held-out part).
 """
@@ -262,7 +269,7 @@ def _toks(text: str) -> list[_Tok]:
     text = re.sub(r"n[\u2019']t\b", " not", text)
     text = _DECIMAL.sub(_DECIMAL_MARK, _THOUSANDS.sub("", text))
     text = _GLUED_UNIT.sub(" ", text.replace("%", " percent "))
-    out = []
+    out: list[_Tok] = []
     for clause_no, clause in enumerate(_GOLD_CLAUSE.split(text)):
         if not clause:
             continue
