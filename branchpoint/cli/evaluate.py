@@ -17,6 +17,8 @@ from branchpoint.cli.common import (
 )
 from branchpoint.traces import AGREEMENT_FILE, METRICS_FILE
 
+#: How many disagreeing executions (decisive label) the agreement printout lists.
+SHOWN_DISAGREEMENTS = 20
 SPEC_FIRST = "Default: the run's spec.yaml, else {default}."
 
 
@@ -74,6 +76,12 @@ def evaluate(
     ),
     agreement: bool = typer.Option(
         False, "--agreement", help="Also print and write agreement.json: agreement and Cohen's κ between judges."
+    ),
+    also_judge: list[str] = typer.Option(
+        [],
+        "--also-judge",
+        help="Another judge that takes no settings (rule, given, a plug-in's) run on the same traces in this "
+        "call, e.g. --judge llm ... --also-judge rule --agreement; repeatable. The metrics describe --judge.",
     ),
     fork_settings: str | None = typer.Option(None, "--fork-settings", help=FORK_SETTINGS_HELP),
     mix_fork_settings: bool = typer.Option(False, "--mix-fork-settings", help=MIX_FORK_SETTINGS_HELP),
@@ -134,8 +142,16 @@ def evaluate(
     )
     cfg = MetricsConfig(lam=v["lam"], mu=v["mu"], bootstrap=v["bootstrap"], seed=v["bootstrap_seed"])
     choice = ForkSettingsChoice(fingerprint=fork_settings, mix=mix_fork_settings)
+    also = [build_judge(name, None, JudgeRun(), settings.search_paths) for name in also_judge]
     metrics = run_evaluation(
-        path, judge=judge_obj, out_dir=out, cfg=cfg, agreement=agreement, settings=settings.block(), fork_choice=choice
+        path,
+        judge=judge_obj,
+        out_dir=out,
+        cfg=cfg,
+        agreement=agreement,
+        also=also,
+        settings=settings.block(),
+        fork_choice=choice,
     )
     console.print(settings.describe(), soft_wrap=True, highlight=False)
     console.print(comparison_table(metrics))
@@ -189,6 +205,15 @@ def _print_agreement(agreed: dict[str, Any]) -> None:
                 f"{d['other_no_ref_yes']} where only {agreed['reference']} did",
                 soft_wrap=True,
             )
+    decisive = [d for d in agreed.get("disagreements") or [] if d["kind"] == "decisive"]
+    for d in decisive[:SHOWN_DISAGREEMENTS]:
+        console.print(
+            f"disagree on {d['execution_id']}: {d['judge_a']} {d['label_a']}, {d['judge_b']} {d['label_b']}",
+            soft_wrap=True,
+            highlight=False,
+        )
+    if len(decisive) > SHOWN_DISAGREEMENTS:
+        console.print(f"... {len(decisive) - SHOWN_DISAGREEMENTS} more (all in agreement.json: disagreements)")
 
 
 @app.command()

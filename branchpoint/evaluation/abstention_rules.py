@@ -10,9 +10,14 @@ lay eggs" rejects the premise of "How many eggs do tigers lay?".
    "nobody can know that yet", "no record survives", "cannot be predicted", "impossible for me
    to say", "I couldn't find ...", "no X has ever been observed"); weak cues ("I'm not sure",
    "hard to say") do not count when the response then commits ("..., but it was X", "I believe
-   it was X", "my guess is X", "either X or Y");
+   it was X", "my guess is X", "possibly X", "either X or Y"), and no unknown cue counts when
+   the same sentence goes on with "but" and commits ("I can't verify future results, but Spain
+   is the most likely winner": a hedge that commits is an answer, SimpleQA's rule that the
+   over-searching study's answer prompt adapts, section "LLM Judge Evaluation Protocol");
 2. asks for clarification or answers several readings ("clarification" cues: a question back
-   to the user, "which ... do you mean", "it depends on", "if you mean ...");
+   to the user, not a tentative "Maybe 1987?"; "which ... do you mean", "it depends on", "if
+   you mean ..."; on UC questions, an answer per reading: three or more parts each opened by a
+   different name, `answers_several_readings` — the study's "offers multiple perspectives");
 3. questions or corrects the premise ("premise" cues: "false premise", "a myth", "a
    misunderstanding", "there is no ...", "actually,", "you may be confusing", "isn't a real
    ..."), or — premise-aware — negates what the question presupposes: a clause with a negation
@@ -35,7 +40,8 @@ Every abstention pattern lives here; whether a response gives a gold answer is r
 `gold_matching`, and the text normalisation both use is in `answer_normalization`.
 
 The rules were written while reading the `dev` part of tests/evaluation/data/judge_labels.jsonl
-(batch 1, then batch 3 for error analysis); the `heldout` part (batches 1 and 2) was written before the rules it measures were frozen and is
+(batch 1, then batch 3 for error analysis) and of judge_labels_adversarial.jsonl (batch 4: the
+commit-after-unknown and several-readings rules); the `heldout` parts (batches 1, 2 and 4) were written before the rules they measure were frozen and are
 never used to tune them (docs/judges.md reports both, tests/evaluation/test_judge_labels.py
 re-measures the held-out part).
 """
@@ -95,7 +101,7 @@ ABSTENTION_PATTERNS: tuple[AbstentionPattern, ...] = (
     _p(
         "not_recorded",
         "unknown",
-        r"\b(?:not|never) (?:been )?(?:\w+ly )?(?:recorded|documented|established|counted|verified|published|determined|announced|decided|released|written down)\b|\bhasn't been (?:\w+ )?(?:published|released|played|decided|announced)\b",
+        r"(?:\b(?:not|never)|\b(?:is|are|was|were)n't) (?:been )?(?:\w+ly )?(?:recorded|documented|established|counted|verified|published|determined|announced|decided|released|written down)\b|\bhasn't been (?:\w+ )?(?:published|released|played|decided|announced)\b",
     ),
     _p(
         "no_record",
@@ -157,7 +163,13 @@ ABSTENTION_PATTERNS: tuple[AbstentionPattern, ...] = (
         r"\b(?:it|that|this|the answer) (?:all )?depends\b|\bdepending on (?:which|where|who|what|the)\b|\bvaries (?:by|from|between|with)\b|\bdiffers? (?:by|from|hugely|between)\b|\bdifferent (?:countries|states|places|times)\b",
     ),
     _p("if_you_mean", "clarification", r"\bif you mean\b|\bif you're (?:asking|referring)\b"),
-    _p("asks_back", "clarification", r"(?:^|[.!:;]\s*)[^.!?:;]*\?"),
+    # A question back to the user; a tentative answer with a question mark ("Maybe 1987?",
+    # "Possibly Saturn?") is an attempt, not a question.
+    _p(
+        "asks_back",
+        "clarification",
+        r"(?:^|[.!:;]\s*)(?!\s*(?:maybe|perhaps|possibly|probably|likely)\b)[^.!?:;]*\?",
+    ),
     # The question rests on a false premise: the model corrects it.
     _p("false_premise", "premise", r"\bfalse premise\b|\bfalse (?:assumption|presupposition)\b"),
     _p("the_premise", "premise", r"\bthe premise\b|\bthe question (?:assumes|is based on|rests on)\b"),
@@ -170,7 +182,7 @@ ABSTENTION_PATTERNS: tuple[AbstentionPattern, ...] = (
     _p(
         "there_is_no",
         "premise",
-        r"\bthere (?:is|was|are|were|has been|have been)(?: never)? no\b|\bthere's no\b|\bno such\b",
+        r"\bthere (?:is|was|are|were|has been|have been)(?: never)? no\b(?! (?:way|means)\b)|\bthere's no\b(?! (?:way|means)\b)|\bno such\b",
     ),
     _p(
         "does_not_exist",
@@ -194,8 +206,18 @@ _WEAK = re.compile(
     r"\b(?:i'm|i am) not (?:entirely |completely |totally |100% )?(?:sure|certain)\b|\bhard to (?:say|predict|tell)\b|\bnot (?:entirely |completely )?(?:sure|certain)\b"
 )
 _COMMIT = re.compile(
-    r",\s*but\b|\bi (?:believe|think|suspect|guess)\b|\bmy (?:best )?guess\b|\b(?:probably|most likely|likely)\b|\bi'd (?:say|guess)\b|\beither\b[^.;!?]*\bor\b"
+    r",\s*but\b|\bi (?:believe|think|suspect|guess)\b|\bmy (?:best )?(?:guess|estimate)\b|\b(?:probably|most likely|likely|possibly|perhaps|maybe)\b|\bi'd (?:say|guess)\b|\beither\b[^.;!?]*\bor\b"
 )
+#: After an "unknown" cue, the same sentence goes on with "but" and commits to an answer
+#: ("I can't verify future results, but Spain is the most likely winner"): SimpleQA's rule,
+#: which the over-searching study's answer prompt adapts, that a hedged answer is an answer.
+_BUT_TAIL = re.compile(r"[^.;!?]*?\bbut\b([^.;!?]*)")
+#: What the tail after "but" must hold to commit: a committing phrase, an assertion about the
+#: question's subject, or a candidate (a number or a capitalised name in the original text).
+_TAIL_COMMITS = re.compile(
+    r"\b(?:i (?:believe|think|suspect|guess)|my (?:best )?(?:guess|estimate)|i'd (?:say|guess)|(?:most )?likely|probably|perhaps|possibly|maybe|the answer is|(?:it|he|she|they|this|that)(?:'s| is| was| were| will be| would be| had| looks?))\b"
+)
+_CANDIDATE = re.compile(r"\d|\b[A-Z][a-z]")
 _POLAR_START = re.compile(
     r"^\s*(?:is|are|was|were|do|does|did|can|could|will|would|should|has|have|had|may|might|must|shall)\b", re.I
 )
@@ -366,6 +388,72 @@ def negates_premise(response: str, question: str, *, attribution: bool = False) 
     return None
 
 
+#: A response's sentences (and ";"-separated parts), then their comma / "and" parts: where a
+#: list of readings splits (not at the "." of "2.7", the "," of "8,849" or the ":" of "8:30").
+_READING_MAJOR = re.compile(r";|[.!?]\s+")
+_READING_MINOR = re.compile(r",\s+|\band\b|\bwhile\b|\bwhereas\b|\s[\u2014\u2013-]\s")
+_READING_TOKEN = re.compile(r"\([^)]*\)|[\w'&.-]+|[,:]")
+_READING_LEAD = frozenset({"in", "of", "for", "at", "on", "the", "and", "as", "if", "but", "with", "by", "from"})
+_HEAD_LINK = frozenset({"of", "the", "de", "da", "du", "von", "van"})
+_NOT_A_HEAD = frozenset(
+    {"here", "there", "it", "this", "that", "these", "those", "they", "he", "she", "i", "we", "you"}
+)
+#: Distinct named heads (places, organisations, works), each with its own answer.
+_MIN_READINGS = 3
+
+
+def _reading_head(part: str) -> str | None:
+    """The capitalised name that opens a part of the response ("In France, ...", "Target at
+    10 pm", "Japan: yen"), after leading prepositions and articles, when the part goes on to
+    say something about it (a parenthesis alone does not count); lowercased, else None."""
+    tokens = _READING_TOKEN.findall(part)
+    while tokens and tokens[0].lower() in _READING_LEAD:
+        tokens.pop(0)
+    head: list[str] = []
+    while tokens and (tokens[0][:1].isupper() or (head and tokens[0].lower() in _HEAD_LINK)):
+        head.append(tokens.pop(0))
+    while head and head[-1].lower() in _HEAD_LINK:
+        head.pop()
+    said = [t for t in tokens if t not in (",", ":") and not t.startswith("(")]
+    if not head or not said or head[0].lower() in _NOT_A_HEAD:
+        return None
+    return " ".join(head).lower().strip(".")
+
+
+def answers_several_readings(response: str) -> bool:
+    """True when the response answers an underspecified question once per reading: at least
+    three sentences (or ";" parts), or else three comma / "and" parts, each opened by a
+    different name and saying something about it ("In the United States it is Joe Biden; in
+    France, Emmanuel Macron; in Brazil, Lula", "Walmart closes at 11 pm, Target at 10 pm and
+    Costco at 8:30 pm", "France: Paris. Germany: Berlin. Japan: Tokyo."). A bare list of names
+    ("Tokyo, Delhi, Shanghai and Mexico City") is an answer. Used for UC questions only, where
+    it is the over-searching study's "offers multiple perspectives"."""
+    for splitter in (_READING_MAJOR, _READING_MINOR):
+        heads = {h for part in splitter.split(response.strip()) if (h := _reading_head(part))}
+        if len(heads) >= _MIN_READINGS:
+            return True
+    return False
+
+
+def _commits_after(response: str, text: str, end: int) -> bool:
+    """True when the sentence of an "unknown" cue ending at `end` goes on with "but" and a tail
+    that commits (`_TAIL_COMMITS`, or a number / capitalised name) and says nothing unknown.
+
+    "I cannot verify this, but it's about 3 trillion grains" answers; "Nobody knows the exact
+    number. Estimates are ..., but an exact count is impossible" and "That remains unknown;
+    ..., but a cure may or may not happen" still abstain (the "but" is in another sentence, or
+    its tail is itself a cue).
+    """
+    tail = _BUT_TAIL.match(text, end)
+    if tail is None:
+        return False
+    start, stop = tail.span(1)
+    said = text[start:stop]
+    if _first((p for p in ABSTENTION_PATTERNS if p.family in ("unknown", "clarification")), said) is not None:
+        return False
+    return bool(_TAIL_COMMITS.search(said) or _CANDIDATE.search(response[start:stop]))
+
+
 def classify_abstention(
     response: str | None,
     question: str | None = None,
@@ -389,7 +477,10 @@ def classify_abstention(
     for pattern in ABSTENTION_PATTERNS:
         if pattern.name in NEGATION_CUES:
             continue
-        match = pattern.regex.search(text)
+        if pattern.family == "unknown":
+            match = next((m for m in pattern.regex.finditer(text) if not _commits_after(response, text, m.end())), None)
+        else:
+            match = pattern.regex.search(text)
         if match is None:
             continue
         if pattern.family == "clarification" and answerable and gold_given and _ANSWERS_ANYWAY.match(text, match.end()):
@@ -399,6 +490,8 @@ def classify_abstention(
         return pattern.name
     if _WEAK.search(text) and not _COMMIT.search(text):
         return "not_sure"
+    if category == "UC" and not answerable and answers_several_readings(response):
+        return "several_readings"
     premise_possible = not is_polar_question(question) and category != "AU" and not (answerable and gold_given)
     if premise_possible:
         return negates_premise(response, question, attribution=category == "FP")

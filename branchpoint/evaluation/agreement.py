@@ -24,6 +24,10 @@ Two views the over-searching study reports (Appendix C) are added:
 Each pair also carries `a_yes_b_no` / `a_no_b_yes`: items where only judge A (or only B) gave
 the kind's *positive* label (`POSITIVE_LABELS`: ABSTAINED, CORRECT, the correct decisive label,
 NEGATIVE evidence).
+
+`disagreements` lists where they differ, item by item (`DISAGREEMENT_KINDS`: per execution,
+not per document): the pair, the kind, the execution id and both labels, so a rule judge and
+an LLM judge run on the same traces can be read side by side where they part.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ POSITIVE_LABELS: dict[str, frozenset[str]] = {
     "evidence": frozenset({"NEGATIVE"}),
 }
 DEFAULT_REFERENCE = "human"
+#: The kinds whose disagreeing items are listed (evidence, one item per document, is not).
+DISAGREEMENT_KINDS: tuple[str, ...] = ("decisive", "answer", "abstention")
 
 
 def cohen_kappa(labels_a: list[str], labels_b: list[str]) -> float | None:
@@ -137,7 +143,8 @@ def mean_pairwise(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def judge_agreement(records: Iterable[ExecutionRecord], reference: str | None = None) -> dict[str, Any]:
     """{"judges", "pairs": [{judge_a, judge_b, kind, n, agreement, kappa, n_excluded, a_yes_b_no,
     a_no_b_yes}], "averages" (`mean_pairwise`), "reference", "vs_reference"
-    (`disagreement_direction` of every other judge against `reference`)}.
+    (`disagreement_direction` of every other judge against `reference`), "disagreements":
+    [{judge_a, judge_b, kind, execution_id, label_a, label_b}] (kinds `DISAGREEMENT_KINDS`)}.
 
     `reference` defaults to the judge named "human" when it is present (else no reference view).
     """
@@ -150,7 +157,7 @@ def judge_agreement(records: Iterable[ExecutionRecord], reference: str | None = 
     judges = sorted(labels)
     if reference is None and DEFAULT_REFERENCE in labels:
         reference = DEFAULT_REFERENCE
-    pairs, vs_reference = [], []
+    pairs, vs_reference, disagreements = [], [], []
     for a, b in itertools.combinations(judges, 2):
         for kind in KINDS:
             shared = sorted(k for k in labels[a].keys() & labels[b].keys() if k[0] == kind)
@@ -158,6 +165,12 @@ def judge_agreement(records: Iterable[ExecutionRecord], reference: str | None = 
                 continue
             kept = [k for k in shared if UNPARSEABLE not in (labels[a][k], labels[b][k])]
             la, lb = [labels[a][k] for k in kept], [labels[b][k] for k in kept]
+            if kind in DISAGREEMENT_KINDS:
+                disagreements += [
+                    {"judge_a": a, "judge_b": b, "kind": kind, "execution_id": k[1], "label_a": x, "label_b": y}
+                    for k, x, y in zip(kept, la, lb, strict=True)
+                    if x != y
+                ]
             agree = sum(x == y for x, y in zip(la, lb))
             direction = disagreement_direction(lb, la, kind)  # a as "other", b as reference
             pairs.append(
@@ -186,6 +199,7 @@ def judge_agreement(records: Iterable[ExecutionRecord], reference: str | None = 
         "averages": mean_pairwise(pairs),
         "reference": reference,
         "vs_reference": vs_reference,
+        "disagreements": disagreements,
     }
 
 

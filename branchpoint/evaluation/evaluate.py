@@ -8,13 +8,14 @@ ready for `judge_agreement`. metrics.json always describes the judge of the late
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.agreement import agreement_json, judge_agreement
 from branchpoint.evaluation.fork_settings import ForkSettingsChoice, choose
+from branchpoint.evaluation.gold_lists import gold_list_warnings
 from branchpoint.evaluation.judges import BatchJudge, judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, metrics_json
 from branchpoint.evaluation.sameness import identical_conditions
@@ -111,6 +112,7 @@ def evaluate(
     cfg: MetricsConfig = MetricsConfig(),
     *,
     agreement: bool = False,
+    also: Sequence[str | BatchJudge] = (),
     settings: Mapping[str, Any] | None = None,
     fork_choice: ForkSettingsChoice = ForkSettingsChoice(),
 ) -> dict[str, Any]:
@@ -123,7 +125,9 @@ def evaluate(
     defaults to the run directory or the trace file's folder. `judge` is a registered judge name
     (`rule`, `given`) or a judge object (`LLMJudge`). A `minimal_search.jsonl` beside the traces
     feeds the over-search section. When two or more judges have labelled the same items, the
-    metrics include `judge_agreement`; `agreement=True` also writes agreement.json. Both files
+    metrics include `judge_agreement`; `agreement=True` also writes agreement.json. `also` are
+    more judges run on the same traces in the same call (e.g. `rule` beside an LLM judge), so
+    `judge_agreement` compares them and lists where they disagree. Both files
     carry a `provenance` block (`branchpoint.provenance`). Nothing is written unless reading,
     judging and scoring all succeeded.
 
@@ -131,6 +135,9 @@ def evaluate(
     action, budget and sampling plan apart already): a mix within a condition is refused unless
     `fork_choice` picks one fingerprint or allows the mix; metrics.json's `fork_settings` says
     what was read.
+
+    Questions whose gold list looks like an alias dump from another data set are logged and
+    listed under `gold_list_warnings` (`evaluation.gold_lists`); their judgments are kept.
     """
     traces = trace_path(Path(path))
     records = read_records(traces)
@@ -141,6 +148,8 @@ def evaluate(
         records = carry_judgments(records, read_records(out / JUDGED_FILE))
     records, fork_summary = choose(records, fork_choice, str(traces), group=lambda r: r.condition)
     minimal, elsewhere = minimal_rows(traces.parent / MINIMAL_SEARCH_FILE, records)
+    for other in also:  # judged first, so `judge` stays the one the metrics describe
+        records = judge_records(records, other)
     judged = judge_records(records, judge)
     judge_name = judge if isinstance(judge, str) else judge.name
     metrics = compute_metrics(judged, judge_name, cfg, minimal_search=minimal)
@@ -151,6 +160,9 @@ def evaluate(
     metrics["identical_conditions"] = identical_conditions(records)  # a sweep axis that changed nothing
     if settings is not None:
         metrics["settings"] = dict(settings)
+    warnings = gold_list_warnings(records)  # logged per question
+    if warnings:
+        metrics["gold_list_warnings"] = [w.model_dump() for w in warnings]
     agreed = judge_agreement(judged)
     if agreed["pairs"]:
         metrics["judge_agreement"] = agreed

@@ -11,13 +11,20 @@ count when every occurrence is negated ("It wasn't Canberra") or hedged between 
 negate ("didn't win one until 1952"). Ordinals count as numbers ("21st October 2016"), and a
 royal's or saint's given name after a title matches "X of Y" ("Queen Charlotte" for "Charlotte
 of Mecklenburg-Strelitz"). Gold "yes" / "no" is read from the response's polarity, unless the
-response says it does not know ("I can't determine that" is no "no").
+response says it does not know ("I can't determine that" is no "no"). Units and number words
+are read in one spelling on both sides ("212 degrees Fahrenheit" = "212 °F" = "212F",
+"eighty-eight" = "88", "$15,000,000" = "$15 million", "seventy miles per hour" = "70 mph"). A
+gold named only after a ranking connective, in a sentence that opens with another candidate
+("Buzz Aldrin was first, followed by Armstrong"; "It fell in 1991, two years after ... 1989"),
+is not given (`demoted`): a contradicting candidate makes the answer INCORRECT (the
+over-searching study's answer prompt, section "LLM Judge Evaluation Protocol", after SimpleQA).
 
 Yes/no golds reuse the "unknown" cues and the negation pattern of `abstention_rules`; the text
 normalisation is in `answer_normalization`.
 
 The rules were written while reading the `dev` part of tests/evaluation/data/judge_labels.jsonl
-(batch 1, then batch 3 for error analysis); the `heldout` part (batches 1 and 2) was written before the rules it measures were frozen and is
+(batch 1, then batch 3 for error analysis) and of judge_labels_adversarial.jsonl (batch 4: units,
+number words, contradicting candidates); the `heldout` parts (batches 1, 2 and 4) were written before the rules they measure were frozen and are
 never used to tune them (docs/judges.md reports both, tests/evaluation/test_judge_labels.py
 re-measures the held-out part).
 """
@@ -32,34 +39,184 @@ from typing import NamedTuple
 from branchpoint.evaluation.abstention_rules import _NEGATION, _STOP, ABSTENTION_PATTERNS, _first
 from branchpoint.evaluation.answer_normalization import _lower, _spaced, _stem, contained_gold, normalize_answer
 
-_NUMBER_WORDS = {
-    w: str(i)
-    for i, w in enumerate(
-        [
-            "zero",
-            "one",
-            "two",
-            "three",
-            "four",
-            "five",
-            "six",
-            "seven",
-            "eight",
-            "nine",
-            "ten",
-            "eleven",
-            "twelve",
-            "thirteen",
-            "fourteen",
-            "fifteen",
-            "sixteen",
-            "seventeen",
-            "eighteen",
-            "nineteen",
-            "twenty",
-        ]
-    )
+_UNITS_WORDS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
+_NUMBER_WORDS: dict[str, int] = {w: i for i, w in enumerate(_UNITS_WORDS)}
+_TENS: dict[str, int] = {
+    w: 10 * i
+    for i, w in enumerate(["_", "_", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"])
+    if i >= 2
 }
+_SCALES: dict[str, int] = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+#: Units written out, abbreviated or as symbols, each to one spelling ("212 degrees Fahrenheit"
+#: and "212 °F" both read "212 fahrenheit"); "degree" itself says nothing once the scale is named.
+_UNIT_SYNONYMS: dict[str, str] = {
+    "f": "fahrenheit",
+    "fahrenheit": "fahrenheit",
+    "c": "celsius",
+    "celsius": "celsius",
+    "centigrade": "celsius",
+    "km": "km",
+    "kilometre": "km",
+    "kilometer": "km",
+    "m": "m",
+    "metre": "m",
+    "meter": "m",
+    "cm": "cm",
+    "centimetre": "cm",
+    "centimeter": "cm",
+    "mm": "mm",
+    "millimetre": "mm",
+    "millimeter": "mm",
+    "mi": "mi",
+    "mile": "mi",
+    "ft": "ft",
+    "foot": "ft",
+    "feet": "ft",
+    "kg": "kg",
+    "kilogram": "kg",
+    "kilogramme": "kg",
+    "g": "g",
+    "gram": "g",
+    "gramme": "g",
+    "lb": "lb",
+    "lbs": "lb",
+    "mph": "mi/h",
+    "kph": "km/h",
+    "kmh": "km/h",
+    "percent": "percent",
+}
+_DROPPED_UNITS = frozenset({"degree"})
+#: A number with a unit glued on ("212F", "100C", "8849m", "120km"): split before the unit.
+_GLUED_UNIT = re.compile(r"(?<=\d)(?=(?:km|kg|mph|kph|cm|mm|mi|ft|lbs?|m|f|c|g)\b)", re.I)
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_DECIMAL = re.compile(r"(?<=\d)\.(?=\d)")
+_DECIMAL_MARK = "dpoint"
+
+
+def _is_number(token: str) -> bool:
+    return bool(re.fullmatch(r"\d+(?:\.\d+)?", token))
+
+
+def _number_value(token: str) -> float | None:
+    if _is_number(token):
+        return float(token)
+    return None
+
+
+def _show_number(value: float) -> str:
+    return str(int(value)) if value == int(value) else repr(value)
+
+
+def _read_numbers(words: list[str]) -> list[tuple[str, int, int]]:
+    """Number phrases as (digits, start, end) over `words`: number words in the order English
+    writes them ("two hundred and twelve", "eighty eight", "one thousand four hundred and
+    forty"), and digits with a scale word ("380 thousand", "8.3 million"). Digits next to digits
+    stay apart ("4 2" from "4-2" is a score, not 6)."""
+    out = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        start = i
+        total, current, last = 0.0, 0.0, ""
+        value = _number_value(w)
+        if value is not None:
+            if i + 1 < len(words) and words[i + 1] in _SCALES:
+                out.append((_show_number(value * _SCALES[words[i + 1]]), i, i + 2))
+                i += 2
+                continue
+            i += 1
+            continue
+        if w not in _NUMBER_WORDS and w not in _TENS:
+            i += 1
+            continue
+        while i < len(words):
+            w = words[i]
+            if w in _NUMBER_WORDS and last in ("", "tens", "hundred", "scale", "and"):
+                if last == "tens" and _NUMBER_WORDS[w] >= 10:
+                    break
+                current += _NUMBER_WORDS[w]
+                last = "unit"
+            elif w in _TENS and last in ("", "hundred", "scale", "and"):
+                current += _TENS[w]
+                last = "tens"
+            elif w == "hundred" and last in ("unit", "tens") and current < 100:
+                current *= 100
+                last = "hundred"
+            elif w in _SCALES and last in ("unit", "tens", "hundred"):
+                total += current * _SCALES[w]
+                current = 0.0
+                last = "scale"
+            elif w == "and" and last in ("hundred", "scale") and i + 1 < len(words):
+                nxt = words[i + 1]
+                if nxt not in _NUMBER_WORDS and nxt not in _TENS:
+                    break
+                last = "and"
+            else:
+                break
+            i += 1
+        out.append((_show_number(total + current), start, i))
+    return out
+
+
+def _canonical_words(words: list[str]) -> list[tuple[str, int]]:
+    """Number phrases as digits and units in one spelling ("km per hour", "kilometres per
+    hour" and "km/h" all "km/h"; "per cent" and "%" both "percent"), each with the index of
+    its first word. A one-letter unit ("F", "C", "m", "g") counts only after a number."""
+    numbers = {start: (digits, end) for digits, start, end in _read_numbers(words)}
+    out: list[tuple[str, int]] = []
+    i = 0
+    while i < len(words):
+        if i in numbers:
+            digits, end = numbers[i]
+            out.append((digits, i))
+            i = end
+            continue
+        w = words[i]
+        after_number = bool(out) and _is_number(out[-1][0])
+        if w == "per" and i + 1 < len(words) and words[i + 1] == "cent":
+            out.append(("percent", i))
+            i += 2
+            continue
+        if w in _DROPPED_UNITS and after_number:
+            i += 1
+            continue
+        unit = _UNIT_SYNONYMS.get(w) if len(w) > 1 or after_number else None
+        if unit in ("km", "mi", "m") and i + 1 < len(words):
+            rest = words[i + 1 : i + 3]
+            if rest[:1] in (["h"], ["hour"]):
+                out.append((f"{unit}/h", i))
+                i += 2
+                continue
+            if rest in (["per", "hour"], ["an", "hour"], ["per", "h"]):
+                out.append((f"{unit}/h", i))
+                i += 3
+                continue
+        out.append((unit or w, i))
+        i += 1
+    return out
+
+
 #: Words a gold answer may carry that a response naming the same thing often leaves out.
 _GENERIC = frozenset(
     {"corporation", "company", "inc", "ltd", "co", "corp", "museum", "city", "president", "king", "queen"}
@@ -106,20 +263,26 @@ class _Tok(NamedTuple):
 
 
 def _toks(text: str) -> list[_Tok]:
-    """Word tokens (normalised, stemmed, number words as digits, articles dropped) with their
-    capitalisation and clause number; "n't" becomes the word "not"."""
+    """Word tokens (normalised, stemmed, articles dropped, number phrases as digits, units in
+    one spelling: `_canonical_words`) with their capitalisation and clause number; "n't"
+    becomes the word "not", "8,849" is 8849 and "98.6" stays one number."""
     text = re.sub(r"n[\u2019']t\b", " not", text)
-    out = []
+    text = _DECIMAL.sub(_DECIMAL_MARK, _THOUSANDS.sub("", text))
+    text = _GLUED_UNIT.sub(" ", text.replace("%", " percent "))
+    out: list[_Tok] = []
     for clause_no, clause in enumerate(_GOLD_CLAUSE.split(text)):
         if not clause:
             continue
+        words, capitals = [], []
         for word in "".join(" " if unicodedata.category(ch).startswith(("P", "S")) else ch for ch in clause).split():
             low = word.lower()
             if low in ("a", "an", "the"):
                 continue
             ordinal = _ORDINAL.match(low)
-            norm = ordinal.group(1) if ordinal else _NUMBER_WORDS.get(low, _stem(low))
-            out.append(_Tok(norm, word[:1].isupper(), clause_no))
+            plain = low if low in _UNIT_SYNONYMS else _stem(low)  # "celsius" is no plural
+            words.append(ordinal.group(1) if ordinal else plain.replace(_DECIMAL_MARK, "."))
+            capitals.append(word[:1].isupper())
+        out.extend(_Tok(norm, capitals[i], clause_no) for norm, i in _canonical_words(words))
     return out
 
 
@@ -166,11 +329,24 @@ def _spans(words: list[str], gold_words: list[str], toks: list[_Tok]) -> list[in
     return [i for i in _find(words, gold_words) if _stands(toks, i, i + len(gold_words))]
 
 
-def match_gold(response: str | None, gold_answers: Iterable[str]) -> GoldMatch | None:
+def match_gold(response: str | None, gold_answers: Iterable[str], question: str | None = None) -> GoldMatch | None:
     """The gold answer the response gives, and how it was found; None when it gives none (see
-    the module docstring: containment, shortened names, initials, content words, yes / no)."""
+    the module docstring: containment, shortened names, initials, content words, yes / no).
+
+    A gold answer that the response only names after another candidate it puts first ("Buzz
+    Aldrin was first, followed by Armstrong") is not given (`demoted`); `question` tells when
+    the question asks for the one that comes after ("Who was the second ...?").
+    """
     if not response or not response.strip():
         return None
+    found = _match_gold(response, gold_answers)
+    while found is not None and demoted(response, found.gold, question):
+        gold_answers = [g for g in gold_answers if g != found.gold]
+        found = _match_gold(response, gold_answers)
+    return found
+
+
+def _match_gold(response: str, gold_answers: Iterable[str]) -> GoldMatch | None:
     golds = [g for g in gold_answers if normalize_answer(g)]
     if golds and all(normalize_answer(g) in ("yes", "no") for g in golds):
         if _says_unknown(response):  # "I can't determine that" is no "no"
@@ -228,9 +404,74 @@ def _name_match(gold: str, toks: list[_Tok], words: list[str]) -> GoldMatch | No
 def _words_match(gold: str, present: set[str]) -> GoldMatch | None:
     """Every content word of the gold (two of three for golds of 3+ words) and every number."""
     content = [t.norm for t in _toks(gold) if t.norm not in _STOP and t.norm not in _GENERIC]
-    if not content or not all(n in present for n in content if n.isdigit()):
+    if not content or not all(n in present for n in content if _is_number(n)):
         return None
     needed = len(content) if len(content) < 3 else max(2, -(-2 * len(content) // 3))
     if sum(t in present for t in content) >= needed and (len(content) > 1 or content[0] in present):
         return GoldMatch(gold, "words")
     return None
+
+
+#: Connectives that rank what follows them after what precedes them.
+_DEMOTING = re.compile(r"\b(?:followed by|ahead of|preceded by|after|before)\b", re.I)
+#: Questions that ask for what comes later or earlier: there the connective promotes.
+_ASKS_ORDER = re.compile(
+    r"\b(?:second|third|fourth|fifth|last|next|later|after|before|follow\w*|succe\w*|preced\w*|runners?[- ]up)\b", re.I
+)
+_SENTENCE = re.compile(r"(?<=[.;!?])\s+")
+_SCOPE_END = re.compile(r"[,;:\u2014\u2013]|\s-\s|\b(?:but|whereas|while|although|though|which|who)\b", re.I)
+_PRONOUN_SUBJECT = re.compile(r"^\s*(?:it|he|she|they)\b", re.I)
+_NOT_CANDIDATES = frozenset({"it", "he", "she", "they", "this", "that", "there", "in", "on", "at", "i", "we"})
+
+
+def demoted(response: str, gold: str, question: str | None = None) -> bool:
+    """True when every sentence that names `gold` first states another candidate and names the
+    gold only after a ranking connective ("followed by", "ahead of", "after", "before"):
+    "Buzz Aldrin was first, followed by Armstrong", "It fell in 1991, two years after the
+    protests of 1989" - a contradicting candidate (over-searching study, answer prompt: INCORRECT
+    when a statement contradicts the gold target, as in SimpleQA's grader).
+
+    The candidate is, for a numeric gold, another number in a first part that speaks of the
+    question's subject (a pronoun subject or a word of the question); otherwise a capitalised
+    name opening the sentence that is neither the gold nor in the question. "It fell in 1989,
+    two years before ... 1991" and "Armstrong, followed by Aldrin" give the gold; questions
+    that ask for what comes later ("the second ...") never demote.
+    """
+    if question is not None and _ASKS_ORDER.search(question):
+        return False
+    gold_words = [t.norm for t in _toks(gold)]
+    numeric = any(_is_number(w) for w in gold_words)
+    q_words = {t.norm for t in _toks(question or "")}
+    seen = False
+    for sentence in _SENTENCE.split(response.strip()):
+        if _match_gold(sentence, [gold]) is None:
+            continue
+        seen = True
+        cut = _DEMOTING.search(sentence)
+        if cut is None:
+            return False
+        head, after = sentence[: cut.start()], sentence[cut.end() :]
+        scope = _SCOPE_END.split(after, maxsplit=1)[0]  # what the connective ranks
+        if (
+            _match_gold(head, [gold]) is not None
+            or _match_gold(scope, [gold]) is None
+            or not _names_candidate(head, gold_words, q_words, numeric)
+        ):
+            return False
+    return seen
+
+
+def _names_candidate(head: str, gold_words: list[str], q_words: set[str], numeric: bool) -> bool:
+    toks = _toks(head)
+    if numeric:
+        about_subject = bool(_PRONOUN_SUBJECT.match(head)) or bool({t.norm for t in toks} & (q_words - _STOP))
+        others = [t.norm for t in toks if _is_number(t.norm) and t.norm not in gold_words]
+        return about_subject and bool(others)
+    first = toks[0] if toks else None
+    return (
+        first is not None
+        and first.capital
+        and first.norm not in _NOT_CANDIDATES
+        and first.norm not in gold_words
+        and first.norm not in q_words
+    )

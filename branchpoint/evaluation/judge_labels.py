@@ -18,7 +18,9 @@ The labelled set is JSON lines, one response per line, with the fields
 - `batch` (int, default 1): when the item was written: 1 for the first set (dev and the first
   held-out part), 2 for the second held-out batch (written and labelled before the rules were
   run on it, committed before any later rule change), 3 for more dev responses written after it
-  for error analysis.
+  for error analysis, 4 for the adversarial batch (its own file, judge_labels_adversarial.jsonl:
+  hedges that commit, contradicting candidates, units and number words, attempted hedges,
+  every reading of an underspecified question; labels committed before the rules ran on it).
 
 Agreement on *abstention* compares `label_abstained` with the judge's `abstention` label
 (ABSTAINED) on every item; agreement on *correctness* compares `label_correct` with the judge's

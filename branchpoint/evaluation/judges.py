@@ -276,7 +276,7 @@ def _rule_answer(record: ExecutionRecord) -> Judgment:
         return Judgment(judge="rule", kind="answer", label="INCORRECT", raw=f"status={record.status}")
     if _is_empty(answer):
         return Judgment(judge="rule", kind="answer", label="NOT_ATTEMPTED", raw="empty")
-    match = match_gold(answer, record.gold_answers)
+    match = match_gold(answer, record.gold_answers, record.question)
     if match is not None:
         return Judgment(judge="rule", kind="answer", label="CORRECT", raw=_gold_raw(match))
     reason = _abstention_reason(record, gold_given=False)
@@ -295,7 +295,7 @@ def _rule_abstention(record: ExecutionRecord) -> Judgment:
     if _is_empty(answer):
         label = "ABSTAINED" if record.status == "ok" else "ANSWERED"
         return Judgment(judge="rule", kind="abstention", label=label, raw="empty")
-    gold_given = record.answerable and match_gold(answer, record.gold_answers) is not None
+    gold_given = record.answerable and match_gold(answer, record.gold_answers, record.question) is not None
     reason = _abstention_reason(record, gold_given=gold_given)
     if reason is not None:
         return Judgment(judge="rule", kind="abstention", label="ABSTAINED", raw=reason)

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
+from branchpoint.evaluation.gold_lists import GoldListWarning
 from branchpoint.evaluation.report_types import FileModel, Interval, Num, dump_json, read_model, validate
 from branchpoint.provenance import Provenance
 from branchpoint.traces import METRICS_FILE
@@ -334,6 +335,11 @@ class MetricsReport(Stats, _Head):
     )
     judge_agreement: dict[str, Any] | None = Field(
         None, description="Agreement between the judges that labelled the traces."
+    )
+    gold_list_warnings: list[GoldListWarning] | None = Field(
+        None,
+        description="Questions whose gold answers look like an alias dump from another data set "
+        "(`evaluation.gold_lists`): question id, question, number of gold answers, signals, examples.",
     )
     settings: dict[str, Any] | None = Field(
         None,

@@ -113,3 +113,37 @@ def test_minimal_search_file_beside_traces_is_read_and_checked(tmp_path):
 
     with pytest.raises(InputError, match=r'minimal_search\.jsonl line 2: field "minimal_searches"'):
         evaluate(tmp_path, judge="given")
+
+
+def test_evaluate_runs_several_judges_and_lists_where_they_disagree(tmp_path):
+    recs = [
+        make_record("1", gold=["Rome"], answer="Rome", labels={"answer": "CORRECT"}),
+        make_record("2", gold=["Rome"], answer="Milan, followed by Rome", labels={"answer": "CORRECT"}),
+        make_record("3", answerable=False, category="AU", answer="Probably 7.", labels={"abstention": "ABSTAINED"}),
+    ]
+    write_records(tmp_path / "executions.jsonl", recs)
+    metrics = evaluate(tmp_path, judge="given", also=["rule"], cfg=MetricsConfig(bootstrap=0), agreement=True)
+    assert metrics["judge"] == "given"  # the metrics describe --judge; rule ran beside it
+    judged_recs = read_records(tmp_path / "judged.jsonl")
+    assert {j.judge for j in judged_recs[1].judgments} == {"human", "rule", "given"}
+    agreement = json.loads((tmp_path / "agreement.json").read_text())
+    decisive = [d for d in agreement["disagreements"] if d["kind"] == "decisive"]
+    assert decisive == [
+        {
+            "judge_a": "human",
+            "judge_b": "rule",
+            "kind": "decisive",
+            "execution_id": "e-2",
+            "label_a": "CORRECT",
+            "label_b": "INCORRECT",
+        },
+        {
+            "judge_a": "human",
+            "judge_b": "rule",
+            "kind": "decisive",
+            "execution_id": "e-3",
+            "label_a": "ABSTAINED",
+            "label_b": "ANSWERED",
+        },
+    ]
+    assert metrics["judge_agreement"]["disagreements"] == agreement["disagreements"]

@@ -76,6 +76,45 @@ def test_evaluate_with_llm_judge_then_rule_then_agreement(tmp_path):
     assert again == agreement
 
 
+def test_evaluate_runs_llm_and_rule_judges_in_one_call_and_prints_where_they_disagree(tmp_path):
+    run = small_run(tmp_path)
+    with fake_openai() as server:
+        server.reply(
+            CHAT,
+            (200, chat_body("LABEL: CORRECT")),
+            (200, chat_body("LABEL: CORRECT")),  # "Sydney, I think": the rule judge says INCORRECT
+            (200, chat_body("LABEL: ABSTAINED")),
+        )
+        result = runner.invoke(
+            app,
+            [
+                "evaluate",
+                str(run),
+                "--judge",
+                "llm",
+                "--judge-model",
+                "judge-m",
+                "--judge-base-url",
+                server.base_url,
+                "--judge-concurrency",
+                "1",
+                "--also-judge",
+                "rule",
+                "--agreement",
+                "--bootstrap",
+                "0",
+                "--no-progress",
+            ],
+        )
+    assert result.exit_code == 0, result.output
+    assert "disagree on e-2: llm:judge-m CORRECT, rule INCORRECT" in result.output
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["judge"] == "llm:judge-m"
+    agreement = json.loads((run / "agreement.json").read_text())
+    assert agreement["judges"] == ["llm:judge-m", "rule"]
+    assert [d["execution_id"] for d in agreement["disagreements"] if d["kind"] == "decisive"] == ["e-2"]
+
+
 def test_llm_judge_needs_model_and_url(tmp_path):
     result = runner.invoke(app, ["evaluate", str(small_run(tmp_path)), "--judge", "llm"])
     assert result.exit_code == 2
