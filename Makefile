@@ -28,13 +28,15 @@ install-embedded: $(VENV)/.embedded
 quickstart: install
 	$(BIN)/branchpoint quickstart
 
-## The whole suite: unit tests with the scripted model + the real llama.cpp integration test.
+## The whole suite: unit tests with the scripted model + the real llama.cpp integration test, spread
+## over the machine's cores (pytest-xdist; work stealing evens out the long validation tests).
+PYTEST_WORKERS ?= auto
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 
 ## Unit tests only (no llama.cpp server).
 test-fast: $(VENV)/.deps
-	$(BIN)/python -m pytest -q -m "not integration"
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal -m "not integration"
 
 ## The manual (mkdocs-material, docs/ + mkdocs.yml), built strictly into site/: any warning (a
 ## broken link, a missing page, a docstring mkdocstrings cannot read) fails the build.

@@ -72,6 +72,13 @@ ABRIDGED: list[tuple[str, list[str], str]] = [
         "tests/experiments/test_validate_mutants.py runs the quick constrained studies with every check",
     ),
     (
+        r"^branchpoint augment .*--limit 2 --n 2",
+        ["--limit", "1", "--n", "1"],
+        "the embedded llama.cpp model writes each ~100-word document in about 20 s on 2 cores; one document "
+        "runs the command's whole path on the real model (tests/retrieval/test_negative_evidence.py covers "
+        "several questions and angles on a scripted model)",
+    ),
+    (
         r"^branchpoint validate --quick --mutants ",
         ["--studies", "1", "--mutant", "role labels swapped"],
         "tests/experiments/test_validate_mutants.py plants every mutant in two quick studies and checks "
