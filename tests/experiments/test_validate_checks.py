@@ -129,6 +129,15 @@ def test_the_detectable_bias_is_what_the_bias_test_finds_four_times_in_five() ->
     rows = [{"q": row(0.3 + e, 0.3, sps.norm.ppf(0.975) * se)} for e in errors[0]]
     summary, _ = aggregate([StudyComparison(rows=r) for r in rows])
     assert summary["q"]["detectable_bias"] == pytest.approx(bias, rel=1e-6)
+    # with a second bias-tested quantity Holm first asks p < α/2 of each: the power is stated there
+    two = [{"q": row(0.3 + e, 0.3, sps.norm.ppf(0.975) * se), "r": row(0.5, 0.5, 0.04)} for e in errors[0]]
+    summary, _ = aggregate([StudyComparison(rows=r) for r in two])
+    bias2 = detectable_bias(se / math.sqrt(k), alpha / 2)
+    assert (
+        summary["q"]["detectable_bias"] == pytest.approx(bias2, rel=1e-6) and summary["q"]["detectable_at"] == alpha / 2
+    )
+    z2 = rng.normal(bias2, se, size=(4000, k)).sum(axis=1) / math.sqrt(k * se * se)
+    assert abs(np.mean(np.abs(z2) > sps.norm.ppf(1 - alpha / 4)) - 0.8) < 0.03
 
 
 def test_the_truths_balanced_mean_weights_strata_equally() -> None:

@@ -14,7 +14,8 @@ reason; a bias test over fewer than 3 studies).
   their intervals), else a t-test on the errors across the independent studies, at `bias_alpha`;
   an error is taken against the estimator's expected error under the exact model where a
   quantity knows it (`expected_error`: the ratio R²_Δ), else against 0; the summary gives the
-  test's power as `detectable_bias`, the smallest bias it finds with probability 0.8;
+  test's power as `detectable_bias`, the smallest bias it finds with probability 0.8 at the
+  level Holm's step-down first asks (`bias_alpha` / the number of bias tests);
 - fits the truth (branch outcomes): Pearson's X² against its exact distribution under
   Binomial(m, p_true), simulated (`simulated_fit_p_value`);
 - states: every state the truth can score is scored, with all its branches (`compare.states_row`).
@@ -168,6 +169,17 @@ def detectable_bias(se_mean: float, alpha: float, power: float = POWER) -> float
     return float((sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power)) * se_mean)
 
 
+def _state_power(summary: dict[str, dict[str, Any]], tests: int, bias_alpha: float) -> None:
+    """Each bias-tested quantity's `detectable_bias` at the level Holm's step-down first asks of
+    a test, `bias_alpha` / (the family's number of tests): the smallest bias the run finds with
+    probability 0.8 when it is the only biased quantity (the standard error kept as `bias_se`)."""
+    for row in summary.values():
+        se = row.get("bias_se")
+        if se is not None and tests:
+            row["detectable_bias"] = detectable_bias(se, bias_alpha / tests)
+            row["detectable_at"] = bias_alpha / tests
+
+
 def _errors(rows: list[dict[str, Any]], expected: bool = False) -> list[float]:
     """estimate − truth of each study with finite numbers (− its expected error, if asked)."""
     return [
@@ -210,13 +222,13 @@ def _bias_check(
         z, k = pooled
         pairs = _ses(rows, 0.95)
         summary["pooled_z"] = z
-        summary["detectable_bias"] = detectable_bias(math.sqrt(sum(se * se for _, se in pairs)) / k, bias_alpha)
+        summary["bias_se"] = math.sqrt(sum(se * se for _, se in pairs)) / k
         p = float(2 * sps.norm.sf(abs(z)))
         return Check(name, "unbiased", p >= bias_alpha, f"pooled z = {z:+.2f} over {k} studies", p)
     errs = _errors(rows, expected=True)
     if len(errs) >= 3:
         mean_err, se = float(np.mean(errs)), float(np.std(errs, ddof=1) / math.sqrt(len(errs)))
-        summary["detectable_bias"] = detectable_bias(se, bias_alpha)
+        summary["bias_se"] = se
         t = abs(mean_err) / se if se > 0 else (0.0 if abs(mean_err) <= 1e-9 else math.inf)
         p = float(2 * sps.t.sf(t, len(errs) - 1))
         return Check(name, "unbiased", p >= bias_alpha, f"mean error {mean_err:+.4f} ± {se:.4f} (SE)", p)
@@ -339,6 +351,7 @@ def aggregate(
     )
     for what, level in families:  # each family at its level over the run, not each test
         holm([c for c in checks if c.what == what], level)
+    _state_power(summary, sum(1 for c in checks if c.what == "unbiased" and c.p_value is not None), bias_alpha)
     if (states := _states_check(studies)) is not None:
         checks.append(states)
     return summary, checks
