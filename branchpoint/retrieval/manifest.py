@@ -19,12 +19,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 import branchpoint
 from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.retrieval.corpus import Passage
 from branchpoint.retrieval.encoder_base import Encoder
+from branchpoint.retrieval.encoder_fingerprint import EncoderFingerprint, fingerprint_of_encoder
 from branchpoint.retrieval.index_kinds import (
     DENSE_KINDS,
     SEARCH_PARAMS,
@@ -38,6 +39,22 @@ from branchpoint.traces import describe_validation_error
 INDEX_FILE = "index.faiss"
 PASSAGES_FILE = "passages.jsonl"
 MANIFEST_FILE = "manifest.json"
+
+
+class BuildSettings(BaseModel):
+    """How `index build` read and encoded the corpus, where it was told to (recorded in the
+    manifest and the retrieval-cache key; absent for a build with every default)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: The preset the build followed (`flashrag`: as FlashRAG's index builder builds), if any.
+    like: str | None = None
+    #: The corpus format the passages were read with (`flashrag`: FlashRAG's `contents`).
+    corpus_format: str = "auto"
+    #: Tokens of each passage encoded (None: the encoder's own length).
+    max_length: int | None = None
+    #: FlashRAG's `retrieval_method` name whose prefixes, pooling and normalisation were used.
+    retrieval_method: str | None = None
 
 
 class IndexManifest(BaseModel):
@@ -55,6 +72,10 @@ class IndexManifest(BaseModel):
     #: For an index file served as it is (FlashRAG): sha256 of its size and first and last MiB,
     #: so a swapped file never matches another file's cached results.
     index_digest: str | None = None
+    #: What made the vectors (model, weights digest, pooling, normalisation, prefixes, max_length);
+    #: a saved index is opened only with an encoder of the same vector space.
+    encoder_fingerprint: EncoderFingerprint | None = None
+    build: BuildSettings | None = None
     created_at: str
     branchpoint_version: str
 
@@ -83,6 +104,8 @@ class IndexManifest(BaseModel):
         text = ";".join(f"{k}={v}" for k, v in parts.items() if v is not None)
         if self.params:
             text += ";params=" + json.dumps(self.params, sort_keys=True)
+        if self.build is not None:
+            text += ";build=" + self.build.model_dump_json()
         return text
 
 
@@ -106,12 +129,15 @@ def new_manifest(
     params: Params,
     encoder: Encoder | None = None,
     factory: str | None = None,
+    build: BuildSettings | None = None,
 ) -> IndexManifest:
-    """A manifest stamped with the time and branchpoint's version."""
+    """A manifest stamped with the time and branchpoint's version (and the encoder's fingerprint)."""
     return IndexManifest(
         kind=kind,
         factory=factory,
         encoder=encoder.name if encoder is not None else None,
+        encoder_fingerprint=fingerprint_of_encoder(encoder) if encoder is not None else None,
+        build=build,
         dim=encoder.dim if encoder is not None else None,
         n_passages=n_passages,
         corpus_fingerprint=fingerprint,
@@ -200,6 +226,29 @@ def check_manifest(
                     f"{where}: built with {name}={manifest.params.get(name)!r} but "
                     f"{name}={wanted[name]!r} was asked for; rebuild the index"
                 )
+
+
+def check_encoder(manifest: IndexManifest, encoder: Encoder, where: str | Path) -> None:
+    """StaleIndexError (one line naming both fingerprints) unless `encoder` makes the vectors of
+    the index: same model, weights, pooling, normalisation and prefixes by the fingerprints, or,
+    where either has none (an index of an older version, a plug-in encoder), the same name; and
+    the same dimension."""
+    recorded = manifest.encoder_fingerprint
+    given = fingerprint_of_encoder(encoder)
+    if recorded is not None and given is not None:
+        differs = recorded.vector_space_differs(given)
+        if differs or manifest.dim != encoder.dim:
+            what = ", ".join(differs) if differs else f"dim {manifest.dim} vs {encoder.dim}"
+            raise StaleIndexError(
+                f"{where}: index encoder {recorded.describe()} differs from the given encoder "
+                f"{given.describe()} in {what}; give the encoder the index was built with, or rebuild the index"
+            )
+        return
+    if manifest.encoder != encoder.name or manifest.dim != encoder.dim:
+        raise StaleIndexError(
+            f'{where}: index was built with encoder "{manifest.encoder}" (dim {manifest.dim}) '
+            f'but encoder "{encoder.name}" (dim {encoder.dim}) was given; rebuild the index'
+        )
 
 
 def read_manifest(directory: str | Path) -> IndexManifest:

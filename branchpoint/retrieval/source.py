@@ -30,6 +30,7 @@ from branchpoint.retrieval.encoder import DEFAULT_ENCODER, get_encoder
 from branchpoint.retrieval.encoder_base import Encoder, encode_queries
 from branchpoint.retrieval.index import DenseIndex
 from branchpoint.retrieval.index_kinds import DENSE_KINDS, SEARCH_PARAMS
+from branchpoint.retrieval.manifest import check_encoder
 from branchpoint.traces import RetrievedDoc
 
 log = logging.getLogger(__name__)
@@ -89,12 +90,7 @@ class DenseSource(IndexSource):
     def __init__(self, name: str, index: DenseIndex, encoder: Encoder | None = None) -> None:
         """Pair an index with the encoder it was built with (StaleIndexError if they differ)."""
         encoder = encoder if encoder is not None else index.encoder
-        if encoder.name != index.manifest.encoder or encoder.dim != index.manifest.dim:
-            raise StaleIndexError(
-                f'source "{name}": index was built with encoder "{index.manifest.encoder}" '
-                f'(dim {index.manifest.dim}) but encoder "{encoder.name}" (dim {encoder.dim}) '
-                "was given"
-            )
+        check_encoder(index.manifest, encoder, f'source "{name}"')
         super().__init__(name, index)
         self.encoder = encoder
 

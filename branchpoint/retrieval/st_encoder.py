@@ -22,6 +22,7 @@ import numpy as np
 from branchpoint.errors import InputError
 from branchpoint.retrieval._deps import MissingPackageError
 from branchpoint.retrieval.encoder_base import PrefixedEncoder, check_batch_size, unit_rows
+from branchpoint.retrieval.encoder_fingerprint import EncoderFingerprint, weights_digest
 from branchpoint.retrieval.encoder_settings import (
     E5_PASSAGE_PREFIX,
     E5_QUERY_PREFIX,
@@ -122,6 +123,32 @@ class SentenceTransformerEncoder(PrefixedEncoder):
             passage_prefix if passage_prefix is not None else (own_passage or (E5_PASSAGE_PREFIX if e5 else ""))
         )
         self._lock = threading.Lock()  # fast tokenizers refuse concurrent use ("Already borrowed")
+
+    def fingerprint(self) -> EncoderFingerprint:
+        """The model's weights files (in the folder it was loaded from), its pooling module's mode,
+        normalisation, prefixes and max_length."""
+        folder = None
+        try:
+            folder = Path(self._st[0].auto_model.config._name_or_path)
+        except (AttributeError, IndexError, TypeError):
+            pass
+        files: list[Path] = []
+        if folder is not None and folder.is_dir():
+            files = [p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".onnx", ".pt")]
+        pooling = None
+        for module in self._st:
+            if hasattr(module, "pooling_mode") and hasattr(module, "pooling_output_dimension"):
+                pooling = str(module.pooling_mode)
+                break
+        return EncoderFingerprint(
+            model=f"st:{self.model_name}",
+            weights=weights_digest(files),
+            pooling=pooling,
+            normalize=self.normalize,
+            query_prefix=self.query_prefix,
+            passage_prefix=self.passage_prefix,
+            max_length=int(self.max_length) if self.max_length else None,
+        )
 
     def _set_pooling(self, pooling: Pooling) -> None:
         """Put `pooling` into the model's pooling module (InputError if it has none)."""

@@ -67,7 +67,9 @@ def test_minilm_with_bge_settings_prefixes_pools_cls_and_is_recorded(minilm, tmp
     ]
     index = DenseIndex.build(passages, bge)
     assert index.manifest.encoder == bge.name and "pooling=cls" in index.manifest.cache_params()
-    with pytest.raises(StaleIndexError, match="built with encoder"):
+    with pytest.raises(
+        StaleIndexError, match=r"differs from the given encoder minilm-onnx .* in pooling, query_prefix;"
+    ):
         DenseIndex.load(index.save(tmp_path / "idx"), minilm)
     assert DenseIndex.load(tmp_path / "idx", get_encoder(bge.name)).search(["Australia"], 1)[0][0][0].doc_id == "a"
 
