@@ -104,7 +104,10 @@ def tpc_sensitivity(
             cells: dict[str, dict[str, Any]] = {}
             for label in labels:
                 value, samples = tpc_at(per_condition[label], lam, mu)
-                cells[label] = {"tpc": value, "tpc_ci": None if value is None else percentile_ci(samples, cfg.confidence)}
+                cells[label] = {
+                    "tpc": value,
+                    "tpc_ci": None if value is None else percentile_ci(samples, cfg.confidence),
+                }
             ranks = tpc_ranks({label: cells[label]["tpc"] for label in labels})
             for label in labels:
                 cells[label]["rank"] = ranks.get(label)

@@ -222,10 +222,10 @@ class BoundIntervention:
 
     inner: InterventionSource
     context: SearchContext
+    name: str = field(init=False)
 
-    @property
-    def name(self) -> str:
-        return self.inner.name
+    def __post_init__(self) -> None:
+        self.name = self.inner.name
 
     @property
     def cache_params(self) -> str:

@@ -22,9 +22,12 @@ def three_judges() -> list:
     human = ["CORRECT", "CORRECT", "INCORRECT", "INCORRECT"]
     llm = ["CORRECT", "INCORRECT", "INCORRECT", "INCORRECT"]
     recs = []
-    for i, (h, l) in enumerate(zip(human, llm, strict=True)):
+    for i, (h, other) in enumerate(zip(human, llm, strict=True)):
         r = make_record(str(i), labels={"answer": h})
-        r.judgments += [Judgment(judge="llm", kind="answer", label=l), Judgment(judge="rule", kind="answer", label=h)]
+        r.judgments += [
+            Judgment(judge="llm", kind="answer", label=other),
+            Judgment(judge="rule", kind="answer", label=h),
+        ]
         recs.append(r)
     return recs
 

@@ -20,8 +20,13 @@ def two_conditions() -> list:
         make_record("1", condition=a, labels={"answer": "CORRECT"}, output_tokens=100, input_tokens=400),
         make_record("2", condition=a, labels={"answer": "INCORRECT"}, output_tokens=100),
         make_record(
-            "1", condition=b, execution_id="b1", labels={"answer": "CORRECT"}, output_tokens=50,
-            input_tokens=1000, search_calls=2,
+            "1",
+            condition=b,
+            execution_id="b1",
+            labels={"answer": "CORRECT"},
+            output_tokens=50,
+            input_tokens=1000,
+            search_calls=2,
         ),
         make_record("2", condition=b, execution_id="b2", labels={"answer": "CORRECT"}, output_tokens=50),
     ]
