@@ -133,6 +133,13 @@ def data_marginal_roi(metrics: MetricsReport) -> tuple[list[str], Rows]:
     return header, rows
 
 
+def data_judge_agreement(metrics: MetricsReport) -> tuple[list[str], Rows]:
+    """The numbers of the judge-agreement heatmap, one row per judged pair and kind."""
+    from branchpoint.evaluation.agreement_figure import agreement_rows
+
+    return agreement_rows(metrics)
+
+
 #: The data behind each figure, written as CSV beside it (same name, .csv).
 FIGURE_DATA: dict[str, Callable[[MetricsReport], tuple[list[str], Rows]]] = {
     "accuracy_search": data_accuracy_search,
@@ -141,4 +148,5 @@ FIGURE_DATA: dict[str, Callable[[MetricsReport], tuple[list[str], Rows]]] = {
     "evidence_balance": data_evidence_balance,
     "multi_turn": data_multi_turn,
     "marginal_roi": data_marginal_roi,
+    "judge_agreement": data_judge_agreement,
 }

@@ -33,6 +33,7 @@ FIGURES: dict[str, str] = {
     "tpc_outcome": "tpc_by_outcome.png",
     "evidence_balance": "evidence_balance.png",
     "multi_turn": "multi_turn.png",
+    "judge_agreement": "judge_agreement.png",
 }
 
 
@@ -417,6 +418,12 @@ def plot_multi_turn(metrics: MetricsReport | dict[str, Any], path: Path) -> Path
     return _save(fig, path)
 
 
+def _plot_judge_agreement(metrics: MetricsReport, path: Path) -> Path | None:
+    from branchpoint.evaluation.agreement_figure import plot_judge_agreement
+
+    return plot_judge_agreement(metrics, path)
+
+
 PLOTTERS: dict[str, Callable[[MetricsReport, Path], Path | None]] = {
     "accuracy_search": plot_accuracy_search,
     "tpc_search_cap": plot_tpc_search_cap,
@@ -424,6 +431,7 @@ PLOTTERS: dict[str, Callable[[MetricsReport, Path], Path | None]] = {
     "tpc_outcome": plot_tpc_outcome,
     "evidence_balance": plot_evidence_balance,
     "multi_turn": plot_multi_turn,
+    "judge_agreement": _plot_judge_agreement,
 }
 
 

@@ -60,6 +60,7 @@ from branchpoint.evaluation.tally import (
     summary,
     tpc_value,
 )
+from branchpoint.evaluation.tpc_sensitivity import tpc_sensitivity
 from branchpoint.traces import ExecutionRecord
 
 __all__ = [
@@ -250,6 +251,7 @@ def compute_metrics(
         "evidence_balance": _evidence_section(cells, labels, overall, cfg),
         "multi_turn": multi_turn(cs, cfg),
         "reasoning_effort": reasoning_effort(cs, cfg),
+        "tpc_sensitivity": tpc_sensitivity(per_condition, cfg),
     }
 
 

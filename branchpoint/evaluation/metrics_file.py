@@ -330,6 +330,11 @@ class MetricsReport(Stats, _Head):
     reasoning_effort: ReasoningEffort | None = Field(
         None, description="Metrics by reasoning effort, where it was swept."
     )
+    tpc_sensitivity: dict[str, Any] | None = Field(
+        None,
+        description="TPC per condition over a grid of (lam, mu), with the conditions' rank and Kendall's tau "
+        "against the order at the run's own (lam, mu) (`evaluation.tpc_sensitivity`).",
+    )
     identical_conditions: list[dict[str, Any]] | None = Field(
         None, description="Sweep conditions that sent identical requests."
     )

@@ -246,7 +246,8 @@ def markdown_report(
     parts += sections.evidence_section(m_all, figures)
     parts += sections.multi_turn_section(m_all, figures)
     parts += sections.effort_section(m_all)
-    parts += sections.agreement_section(m_all)
+    parts += sections.tpc_sensitivity_section(m_all)
+    parts += sections.agreement_section(m_all, figures)
     for label, m in m_all.by_condition.items():
         parts += [f"## `{label}` by category", ""]
         cat_rows = [_category_row(k, c) for k, c in m.by_category.items()]

@@ -213,6 +213,31 @@ async def async_saver(saver: BaseCheckpointSaver) -> AsyncIterator[BaseCheckpoin
         yield opened
 
 
+class QuestionLookup:
+    """The question record a branch answers, for retrieval interventions: its supporting passage
+    ids come from the spec's question file (an execution record has none), read once per file and
+    only for a spec with an intervention; else the parent record's question fields."""
+
+    def __init__(self) -> None:
+        self._by_file: dict[str, dict[str, Any]] = {}
+
+    def of(self, spec: ExperimentSpec, parent: ExecutionRecord) -> Any:
+        from branchpoint.retrieval.sources.interventions import InterventionSourceSpec
+
+        if not any(isinstance(s, InterventionSourceSpec) for s in spec.retrieval.sources.values()):
+            return parent
+        key = json.dumps([str(spec.questions.path), spec.questions.format, spec.questions.split], default=str)
+        if key not in self._by_file:
+            from branchpoint.datasets import load_questions
+
+            try:
+                loaded = load_questions(spec.questions.path, spec.questions.format, split=spec.questions.split)
+            except InputError:  # the question file moved: the record's own fields
+                loaded = []
+            self._by_file[key] = {q.id: q for q in loaded}
+        return self._by_file[key].get(parent.question_id, parent)
+
+
 def _run_tasks(
     tasks: list[BranchTask],
     store: RunStore,
@@ -229,6 +254,7 @@ def _run_tasks(
     """Run the branches on the asynchronous execution core (`experiments.execution`), one event
     loop for the study; each branch record is appended durably before it counts."""
     pool = SourcePool(progress=False, cache_path=store.run_dir / RETRIEVAL_CACHE_FILE)
+    questions = QuestionLookup()
     graphs: dict[str, Any] = {}
     sent = SentSampling()  # each branch's sampling as sent (its record's `sampling`)
     with (
@@ -264,7 +290,12 @@ def _run_tasks(
 
                 async def one(task: BranchTask, client: ModelClient) -> ExecutionRecord:
                     # an independent draw: the plan's sampling with this branch's own seed
-                    ctx = agent_context(task.spec, client.with_sampling(**plan.sampling(task.seed_key)), pool)
+                    ctx = agent_context(
+                        task.spec,
+                        client.with_sampling(**plan.sampling(task.seed_key)),
+                        pool,
+                        questions.of(task.spec, task.parent),
+                    )
                     current_execution.set(task.execution_id)
                     record = await run_branch(graphs[task.spec.agent.policy], ctx, task, graph_saver, plan)
                     return as_sent(record, sent.pop(task.execution_id))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +44,8 @@ from branchpoint.models.sent_sampling import SentSampling
 from branchpoint.models.sim.question_set import refuse_unknown_questions
 from branchpoint.retrieval import RetrievalSource
 from branchpoint.retrieval.cache import CachedSource, RetrievalCache, source_params
+from branchpoint.retrieval.interventions import InterventionSource, SearchContext, context_of
+from branchpoint.retrieval.sources.interventions import InterventionSourceSpec
 from branchpoint.tools import SearchTool
 from branchpoint.traces import (
     EXECUTIONS_FILE,
@@ -171,6 +173,8 @@ def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[Pla
             )
         for name, source in resolved.retrieval.sources.items():
             source.check(name)
+            if isinstance(source, InterventionSourceSpec):
+                source.check_base(name, dict(resolved.retrieval.sources))
         key = {**condition, "_settings": condition_fingerprint(resolved)}
         if resolved.multi_turn and resolved.multi_turn.preceding and pool is None:
             pool = history_pool(spec)
@@ -217,12 +221,55 @@ class SourcePool:
         InputError now, before the run folder is written)."""
         if spec.agent.search:
             for name, source in spec.retrieval.sources.items():
+                if isinstance(source, InterventionSourceSpec):
+                    self._intervention(name, source, spec.retrieval.sources)
+                    continue
                 key = json.dumps([name, source.model_dump()], sort_keys=True)
                 with self._lock:
                     self._opened(key, name, source)
 
-    def get(self, name: str, source: SourceSpec) -> RetrievalSource:
-        """The source for `name` (through the run's retrieval cache, if any)."""
+    def _intervention(
+        self, name: str, spec: InterventionSourceSpec, sources: Mapping[str, SourceSpec]
+    ) -> InterventionSource:
+        """An intervention source, opened once per run over its base (itself through `get`, so
+        the base's results are cached and shared by every question)."""
+        spec.check_base(name, dict(sources))
+        base_spec = sources[spec.base] if spec.base is not None else spec.default_base()
+        base_name = spec.base or f"{name}.base"
+        key = json.dumps([name, spec.model_dump(), base_spec.model_dump()], sort_keys=True)
+        with self._lock:
+            if key in self._raw:
+                opened = self._raw[key]
+                assert isinstance(opened, InterventionSource)
+                return opened
+        reads_base = spec.needs_base or (spec.needs_corpus and spec.corpus is None and spec.base is not None)
+        base = self.get(base_name, base_spec) if reads_base else None
+        params = source_params(base) if base is not None else ""
+        with self._lock:
+            if key not in self._raw:
+                self._raw[key] = spec.open_over(name, base, params)
+            opened = self._raw[key]
+        assert isinstance(opened, InterventionSource)
+        return opened
+
+    def get(
+        self,
+        name: str,
+        source: SourceSpec,
+        sources: Mapping[str, SourceSpec] | None = None,
+        context: SearchContext | None = None,
+    ) -> RetrievalSource:
+        """The source for `name` (through the run's retrieval cache, if any). An intervention
+        (`sources.interventions`) is bound to `context` (the run's seed and the question), its
+        cache key naming both; `sources` are the spec's others, where its `base` is found."""
+        if isinstance(source, InterventionSourceSpec):
+            bound = self._intervention(name, source, sources or {}).bind(context or SearchContext())
+            if self._cache_path is None:
+                return bound
+            with self._lock:
+                if self._cache is None:
+                    self._cache = RetrievalCache(self._cache_path)
+                return CachedSource(bound, self._cache, bound.cache_params)
         key = json.dumps([name, source.model_dump()], sort_keys=True)
         with self._lock:
             if key not in self._open:
@@ -243,11 +290,15 @@ class SourcePool:
         if self._cache is not None:
             self._cache.close()
 
-    def search_tool(self, spec: ExperimentSpec) -> SearchTool | None:
-        """The search tool for a condition, or None when search is not offered."""
+    def search_tool(self, spec: ExperimentSpec, question: Any = None) -> SearchTool | None:
+        """The search tool for a condition, or None when search is not offered. `question` (a
+        `Question`, or a record's question fields) is what retrieval interventions key their
+        draws on, with the run's seed (`retrieval.interventions.context_of`)."""
         if not spec.agent.search:
             return None
-        sources = {name: self.get(name, s) for name, s in spec.retrieval.sources.items()}
+        context = context_of(question, spec.seed)
+        named = spec.retrieval.sources
+        sources = {name: self.get(name, s, named, context) for name, s in named.items()}
         return SearchTool(sources, spec.retrieval.default, top_k=spec.agent.top_k)
 
 
@@ -392,12 +443,13 @@ async def run_one(
     return record_from_state(values, identity_fields(planned, run_id), wall, ids)
 
 
-def agent_context(spec: ExperimentSpec, client: ModelClient, pool: SourcePool) -> AgentContext:
-    """The run-time context of one execution under a condition's spec."""
+def agent_context(spec: ExperimentSpec, client: ModelClient, pool: SourcePool, question: Any = None) -> AgentContext:
+    """The run-time context of one execution under a condition's spec (`question`: the one it
+    answers, for retrieval interventions)."""
     agent = spec.agent
     return AgentContext(
         model=client,
-        search=pool.search_tool(spec),
+        search=pool.search_tool(spec, question),
         search_cap=agent.search_cap,
         max_tokens=spec.model.max_tokens,
         answer_max_tokens=agent.answer_max_tokens or spec.model.max_tokens,
@@ -601,7 +653,7 @@ def _run_todo(
             async def one(planned: PlannedExecution, client: ModelClient) -> ExecutionRecord:
                 # A client view per execution (the scripted model's list replies restart per
                 # execution), and the execution named in any request log.
-                ctx = agent_context(planned.spec, client.with_seed(planned.spec.model.seed), pool)
+                ctx = agent_context(planned.spec, client.with_seed(planned.spec.model.seed), pool, planned.question)
                 current_execution.set(planned.execution_id)
                 rec = await run_one(graphs[planned.spec.agent.policy], ctx, planned, spec.name, clear=False)
                 rec.request_fingerprint = fingerprints.pop(planned.execution_id)
