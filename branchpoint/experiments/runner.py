@@ -44,7 +44,7 @@ from branchpoint.models.sent_sampling import SentSampling
 from branchpoint.models.sim.question_set import refuse_unknown_questions
 from branchpoint.retrieval import RetrievalSource
 from branchpoint.retrieval.cache import CachedSource, RetrievalCache, source_params
-from branchpoint.retrieval.interventions import InterventionSource, SearchContext, context_of
+from branchpoint.retrieval.interventions import InterventionSource, OracleRefused, SearchContext, context_of
 from branchpoint.retrieval.sources.interventions import InterventionSourceSpec
 from branchpoint.tools import SearchTool
 from branchpoint.traces import (
@@ -222,28 +222,61 @@ class SourcePool:
         if spec.agent.search:
             for name, source in spec.retrieval.sources.items():
                 if isinstance(source, InterventionSourceSpec):
-                    self._intervention(name, source, spec.retrieval.sources)
+                    self._intervention(name, source, spec.retrieval.sources, cached=False)
                     continue
                 key = json.dumps([name, source.model_dump()], sort_keys=True)
                 with self._lock:
                     self._opened(key, name, source)
 
+    def check_oracles(self, spec: ExperimentSpec, questions: Iterable[Any]) -> None:
+        """Every planned question an `oracle` source will be asked about has gold passages: one
+        InputError naming the questions without, before the run folder is written (not at the
+        first search, after other executions were recorded)."""
+        if not spec.agent.search:
+            return
+        questions = list(questions)
+        for name, source in spec.retrieval.sources.items():
+            if not isinstance(source, InterventionSourceSpec) or source.kind != "oracle":
+                continue
+            opened = self._intervention(name, source, spec.retrieval.sources, cached=False)
+            missing = []
+            for question in questions:
+                try:
+                    opened.gold_positions(context_of(question, spec.seed))
+                except OracleRefused:
+                    missing.append(str(getattr(question, "id", question)))
+            if missing:
+                shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+                raise InputError(
+                    f"retrieval.sources.{name} (oracle): {len(missing)} answerable question(s) have no gold passage "
+                    f"(no supporting passage id in the corpus, no passage holding a gold answer): {shown}"
+                )
+
     def _intervention(
-        self, name: str, spec: InterventionSourceSpec, sources: Mapping[str, SourceSpec]
+        self, name: str, spec: InterventionSourceSpec, sources: Mapping[str, SourceSpec], *, cached: bool = True
     ) -> InterventionSource:
         """An intervention source, opened once per run over its base (itself through `get`, so
-        the base's results are cached and shared by every question)."""
+        the base's results are cached and shared by every question). `cached=False` (`prepare`,
+        `check_oracles`: checks before the run folder is written) opens the base without the run's
+        retrieval cache, whose database file would be the folder's first write."""
         spec.check_base(name, dict(sources))
         base_spec = sources[spec.base] if spec.base is not None else spec.default_base()
         base_name = spec.base or f"{name}.base"
-        key = json.dumps([name, spec.model_dump(), base_spec.model_dump()], sort_keys=True)
+        key = json.dumps([name, spec.model_dump(), base_spec.model_dump(), cached], sort_keys=True)
         with self._lock:
             if key in self._raw:
                 opened = self._raw[key]
                 assert isinstance(opened, InterventionSource)
                 return opened
         reads_base = spec.needs_base or (spec.needs_corpus and spec.corpus is None and spec.base is not None)
-        base = self.get(base_name, base_spec) if reads_base else None
+        base: RetrievalSource | None = None
+        if reads_base and cached:
+            base = self.get(base_name, base_spec)
+        elif reads_base:
+            with self._lock:
+                base = self._opened(
+                    json.dumps([base_name, base_spec.model_dump()], sort_keys=True), base_name, base_spec
+                )
         params = source_params(base) if base is not None else ""
         with self._lock:
             if key not in self._raw:
@@ -590,6 +623,7 @@ def run_planned(
         stack.callback(pool.close)
         for condition_spec in {id(p.spec): p.spec for p in todo}.values():  # one spec object per condition
             pool.prepare(condition_spec)  # open every source now: a bad corpus or a stale index writes nothing
+            pool.check_oracles(condition_spec, (p.question for p in todo if p.spec is condition_spec))
         lock.committed = True  # the first write: from here on the folder is the run's
         store.create(spec.model_dump(mode="json"))
         specs = {id(p.spec): p.spec for p in todo}.values()

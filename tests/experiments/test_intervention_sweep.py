@@ -75,3 +75,22 @@ def test_simulated_answers_respond_to_the_evidence(swept):
     # the sim's instruct profile: P(correct) 0.3 without a gold passage, raised by one shown
     assert acc["oracle"] - acc["random"] >= 0.2  # (bm already finds the gold on the demo corpus)
     assert acc["empty"] <= 0.5 and acc["oracle"] - acc["empty"] >= 0.3
+
+
+def test_an_oracle_without_gold_passages_is_refused_before_anything_is_written(tmp_path):
+    corpus = tmp_path / "tiny.jsonl"  # three passages that hold no demo question's gold answer
+    corpus.write_text(
+        "".join(
+            json.dumps({"id": f"t{i}", "title": t, "text": f"{t} is a word about nothing in particular."}) + "\n"
+            for i, t in enumerate(["Zqx", "Vwy", "Pkj"])
+        )
+    )
+    spec = SPEC.replace("bm: {kind: bm25}", f"bm: {{kind: bm25, corpus: {corpus}}}").replace(
+        "default: bm", "default: oracle"
+    )
+    (tmp_path / "spec.yaml").write_text(spec)
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", str(tmp_path / "spec.yaml"), "--out", str(out), "--limit", "4"])
+    assert result.exit_code == 2, result.output
+    assert "retrieval.sources.oracle (oracle):" in result.output and "have no gold passage" in result.output
+    assert not out.exists()  # refused before the first write (it used to fail at the first search)
