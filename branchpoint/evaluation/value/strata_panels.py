@@ -44,13 +44,14 @@ def bootstrap_stratum_means(
     np.add.at(sums, (comp, strat), values)
     sizes = np.zeros((n_comp, n_strata))
     np.add.at(sizes, (comp, strat), 1.0)
+    flat = sums.reshape(n_comp, n_strata * k)
     out = {s: np.empty((resamples, k)) for s in labels}
     row = 0
     for counts in count_chunks(n_comp, resamples, seed, home_groups(components, strata)):
         c = counts.astype(float)
         b = len(c)
         drawn = c @ sizes  # b × S
-        agg = np.einsum("bc,csk->bsk", c, sums)
+        agg = (c @ flat).reshape(b, n_strata, k)
         with np.errstate(invalid="ignore", divide="ignore"):
             means = agg / drawn[:, :, None]
         for j, s in enumerate(labels):
