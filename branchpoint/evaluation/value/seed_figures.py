@@ -94,7 +94,8 @@ def plot_gain_sd(value: ValueReport | dict[str, Any], path: Path) -> Path | None
             ax.axvline(100 * e, color="black", linestyle="--", linewidth=0.8)
     ax.set_xlabel("SD of gains √V_Δ (points)")
     ax.set_ylabel("resamples")
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
     fig.suptitle("Sampling distribution of the SD of gains (support-component bootstrap)", fontsize=9)
     _save(fig, path)
     rows = [[edges[i], edges[i + 1], counts[i]] for i in range(len(counts))]

@@ -199,7 +199,7 @@ SEED_ROWS: list[Quantity] = [
     ),
     _q("SD of gains", "gain_spread.gain_sd.value", "gain_spread.gain_sd.interval", S.gain_sd, "plug_in"),
     *[
-        _q(name, path, None, lambda r, name=name: S.not_applicable(name))
+        _q(name, path, None, S.no_truth(name))
         for name, path in (
             ("simultaneous intervals", "simultaneous.families"),
             ("power calculation", "power.contrasts"),

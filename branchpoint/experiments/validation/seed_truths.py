@@ -15,6 +15,7 @@ or why a section has none, from the simulator's truth of a study (`StudyTruth`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from branchpoint.experiments.validation import truths as T
 from branchpoint.experiments.validation.study import StudyResult
@@ -33,9 +34,13 @@ NO_TRUTH: dict[str, str] = {
 }
 
 
-def not_applicable(section: str) -> float:
-    """Raise NotApplicable with the reason `section` of seed_analyses has no truth here."""
-    raise T.NotApplicable(NO_TRUTH[section])
+def no_truth(section: str) -> Callable[[StudyResult], float]:
+    """The truth function of a section without one: it raises NotApplicable with the reason."""
+
+    def truth(r: StudyResult) -> float:
+        raise T.NotApplicable(NO_TRUTH[section])
+
+    return truth
 
 
 def router_difference(r: StudyResult, price: float, a: float, b: float) -> float:
