@@ -365,12 +365,21 @@ def _provenance_text(folder: Path, metrics: MetricsReport | None, value: ValueRe
 
 
 def _value_figures(value: ValueReport, out: Path, figures: dict[str, Path | None]) -> str:
-    """The figures drawn from value.json (learning curves, when `value --learning-curves` ran),
+    """The figures drawn from value.json (learning curves, when `value --learning-curves` ran;
+    the per-stratum panels and the SD of gains' bootstrap distribution, when value.json has them),
     added to `figures` and linked from the report ("" when there are none)."""
     from branchpoint.evaluation.value.curve_figure import plot_learning_curves
+    from branchpoint.evaluation.value.seed_figures import plot_gain_sd, plot_strata_panels
 
     path = plot_learning_curves(value, out / FIGURES_DIR / "learning_curves.png")
     figures["learning_curves"] = path
-    if path is None:
-        return ""
-    return f"\n![Learning curves]({os.path.relpath(path, out)})\n"
+    text = "" if path is None else f"\n![Learning curves]({os.path.relpath(path, out)})\n"
+    for key, title, plot in (
+        ("strata_panels", "Per-stratum panels", plot_strata_panels),
+        ("gain_sd", "SD of gains: bootstrap distribution", plot_gain_sd),
+    ):
+        drawn = plot(value, out / FIGURES_DIR / f"{key}.png")
+        figures[key] = drawn
+        if drawn is not None:
+            text += f"\n![{title}]({os.path.relpath(drawn, out)})\n"
+    return text

@@ -14,6 +14,8 @@
 - `objectives`: reference equivalence vs containment vs exact match on the same executions.
 - `audit`: shared-label audit bounds; three-pair composition.
 - `curves`: matched-configuration learning curves.
+- `seed_analyses`: paired router differences, `simultaneous` (max-standardised) intervals,
+  `strata_panels`, `gain_spread` (SD of gains, repeat noise), `power`, `failures` (rates).
 - `study`: `value_study` (what `branchpoint value` runs) → value.json; `markdown`: its report.
 See docs/search-value.md.
 """

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from branchpoint.evaluation.value.seed_markdown import seed_markdown
 from branchpoint.evaluation.value.value_file import Difference, Estimate, FactorialCell, ValueReport, as_value
 
 
@@ -59,6 +60,7 @@ def value_markdown(report: ValueReport | dict[str, Any]) -> str:
     out += _curves(r)
     out += _three_action(r)
     out += _composition(r)
+    out += seed_markdown(r)
     return "\n".join(out)
 
 

@@ -44,6 +44,7 @@ from branchpoint.evaluation.value.scores import (
     oracle_bound,
     theta_hat,
 )
+from branchpoint.evaluation.value.seed_analyses import ScoreColumns, seed_analyses
 
 
 class _Columns:
@@ -364,6 +365,8 @@ def score(
         "by_price": by_price,
     }
     result["decision_factorial"] = _factorial(utility_meta, point, boot, interval, selection)
+    columns = ScoreColumns(cols, matrix, point, boot, tt, names, list(utility_meta), states.counts.incomplete)
+    result.update(seed_analyses(columns, config, num, withheld=withheld is not None))
     r2_note = gain_r2_note(undefined, config.level)
     if r2_note["withheld"]:
         warnings.append(f"R²_Δ intervals withheld: {r2_note['withheld']}")

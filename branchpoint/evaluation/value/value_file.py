@@ -16,6 +16,14 @@ from typing import Any
 from pydantic import Field
 
 from branchpoint.evaluation.report_types import FileModel, Interval, Num, dump_json, read_model, validate
+from branchpoint.evaluation.value.seed_models import (
+    FailureRates,
+    GainSpread,
+    Power,
+    RouterDifferences,
+    SimultaneousIntervals,
+    StrataPanels,
+)
 from branchpoint.provenance import Provenance
 from branchpoint.traces import VALUE_FILE
 
@@ -312,6 +320,12 @@ class ValueReport(FileModel):
     three_action: ThreeAction | None = None
     three_pair_composition: ThreePairComposition | None = None
     learning_curves: LearningCurves | None = None
+    router_differences: RouterDifferences | None = Field(None, description="Paired router − reference utilities.")
+    simultaneous: SimultaneousIntervals | None = Field(None, description="Max-standardised simultaneous intervals.")
+    strata_panels: StrataPanels | None = Field(None, description="Per-stratum utilities and scores with intervals.")
+    gain_spread: GainSpread | None = Field(None, description="SD of gains, its distribution, repeat noise.")
+    power: Power | None = Field(None, description="Power calculation of the paired contrasts.")
+    failure_rates: FailureRates | None = Field(None, description="Malformed / length failures per action.")
     provenance: Provenance | None = Field(
         None, description="Where the file came from (branchpoint.provenance); absent in older files."
     )

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from branchpoint.evaluation.value.config import DEFAULT_PRICES, price_key
+from branchpoint.experiments.validation import seed_truths as S
 from branchpoint.experiments.validation import truths as T
 from branchpoint.experiments.validation.canary import CANARY, LEVEL
 from branchpoint.experiments.validation.study import StudyResult
@@ -153,6 +154,7 @@ def _utility_rows(price: float) -> list[Quantity]:
                 lambda r: T.sample_informed(r, price),
             )
         )
+    rows += _difference_rows(price)
     for cell in T.FACTORIAL:
         # exact where the cell's choice depends on rewards only (every cell at λ = 0)
         if price > 0 and cell in ("fixed_gain_query_cost", "query_gain_query_cost"):
@@ -164,6 +166,48 @@ def _utility_rows(price: float) -> list[Quantity]:
 
         rows.append(_q(f"factorial({pk}) {cell} − best constant", f"{path}.difference", f"{path}.interval", cell_truth))
     return rows
+
+
+def _difference_rows(price: float) -> list[Quantity]:
+    """Paired router differences against always SEARCH (value.json `router_differences`, seed
+    002 §5.4–5.5): truth = the difference of the two routers' truths (`seed_truths`)."""
+    pk = price_key(price)
+    d = f"router_differences.by_price.{pk}"
+    pairs: list[tuple[str, str, Callable[[StudyResult], float]]] = [
+        ("always THINK", "always_think", lambda r: T.constant(r, price, "T")),
+        ("consistency (two-probe)", "consistency", lambda r: T.consistency(r, price)),
+        ("threshold:truth", "threshold:truth", lambda r: T.threshold(r, price, pk)),
+    ]
+    if price == 0:
+        pairs.append(("sample-informed", "sample_informed", lambda r: T.sample_informed(r, price)))
+    rows = []
+    for label, key, truth in pairs:
+
+        def diff(r: StudyResult, truth: Callable[[StudyResult], float] = truth) -> float:
+            return S.router_difference(r, price, truth(r), T.constant(r, price, "S"))
+
+        entry = f"{d}.{key} - always_search"
+        rows.append(_q(f"U({pk}) {label} − always SEARCH (paired)", f"{entry}.difference", f"{entry}.interval", diff))
+    return rows
+
+
+#: Seed 002's remaining analyses (`evaluation.value.seed_analyses`): checked where the truth
+#: defines them, else not applicable with the reason (`seed_truths.NO_TRUTH`).
+SEED_ROWS: list[Quantity] = [
+    _q(
+        "repeat noise of Δ̄", "gain_spread.noise_variance.value", "gain_spread.noise_variance.interval", S.noise_variance
+    ),
+    _q("SD of gains", "gain_spread.gain_sd.value", "gain_spread.gain_sd.interval", S.gain_sd, "plug_in"),
+    *[
+        _q(name, path, None, S.no_truth(name))
+        for name, path in (
+            ("simultaneous intervals", "simultaneous.families"),
+            ("power calculation", "power.contrasts"),
+            ("failure rates", "failure_rates.by_role"),
+            ("per-stratum panels", "strata_panels.panels"),
+        )
+    ],
+]
 
 
 QUANTITIES: list[Quantity] = [
@@ -266,6 +310,7 @@ QUANTITIES: list[Quantity] = [
         source="metrics",
     ),
     _q("TPC", "tpc", "tpc_ci", T.tpc, source="metrics"),
+    *SEED_ROWS,
     # the minimal-search study over the forked executions (`minimal`): truth conditional on them
     _q(
         "over-search %",
