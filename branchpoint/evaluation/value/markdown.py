@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from branchpoint.evaluation.value.derived_markdown import accounting_markdown, prior_share_markdown
 from branchpoint.evaluation.value.value_file import Difference, Estimate, FactorialCell, ValueReport, as_value
 
 
@@ -54,6 +55,8 @@ def value_markdown(report: ValueReport | dict[str, Any]) -> str:
     out += _level_split(r)
     out += _utility(r)
     out += _factorial(r)
+    out += accounting_markdown(r)
+    out += prior_share_markdown(r)
     out += _objectives(r)
     out += _audit(r)
     out += _curves(r)

@@ -291,7 +291,8 @@ def value_study(
         fc, composed = three_pair_forecast(states, histories)
         fcs[THREE_PAIR_FORECASTER] = fc
         meta[THREE_PAIR_FORECASTER] = {"kind": "composition", "info": fc.info}
-    scores = score(states, dev, fcs, config)
+    raw_names = [name for name, m in meta.items() if m["kind"] in ("file", "given")]
+    scores = score(states, dev, fcs, config, signal_forecasts=raw_names)
     if composed is not None:
         scores["three_pair_composition"] = three_pair_section(scores, [Path(h) for h in three_pair or ()], composed)
     scores["scoring_objectives"] = compare_objectives(states, dev, forks_path, config)

@@ -272,6 +272,48 @@ class ThreePairComposition(FileModel):
     formula: str | None = None
 
 
+class ConsistencyAccounting(FileModel):
+    """The two-probe router's token accounting against always SEARCH (search-value study §5.5):
+    tokens per state, success in reward units; `skipped` says why the router was not scored."""
+
+    skipped: str | None = None
+    against: str | None = None
+    note: str | None = None
+    agreement_rate: Estimate | None = None
+    tokens_saved: Estimate | None = None
+    probe_tokens: Estimate | None = None
+    net_tokens_saved: Estimate | None = None
+    success_cost: Estimate | None = None
+
+
+class Share(FileModel):
+    """A ratio of Brier improvements, its interval, the share of resamples where it is
+    undefined (denominator ≤ 0), and why its value or interval is withheld."""
+
+    value: Num | None = None
+    interval: Interval = None
+    undefined_share: Num | None = None
+    withheld: str | None = None
+
+
+class PriorShare(FileModel):
+    share: Share = Field(default_factory=Share)
+    level_share: Share = Field(default_factory=Share)
+
+
+class TaskPriorShare(FileModel):
+    """The share of each forecaster's Brier improvement over the global means recovered by the
+    task-stratum means, and the share carried by its success-level term (§5.1)."""
+
+    skipped: str | None = None
+    global_means: str | None = None
+    task_prior: str | None = None
+    brier_global_means: Num | None = None
+    brier_task_prior: Num | None = None
+    formula: str | None = None
+    forecasters: dict[str, PriorShare] = Field(default_factory=dict)
+
+
 class ValueReport(FileModel):
     """value.json, written by `branchpoint value`: search-value scores of a fork study."""
 
@@ -305,6 +347,8 @@ class ValueReport(FileModel):
     level_split: dict[str, LevelSplit] = Field(default_factory=dict)
     utility: Utility | None = None
     decision_factorial: Factorial | None = None
+    consistency_accounting: ConsistencyAccounting | None = None
+    task_prior_share: TaskPriorShare | None = None
     intervals: Intervals = Field(default_factory=Intervals)
     warnings: list[str] = Field(default_factory=list)
     scoring_objectives: Objectives | None = None
