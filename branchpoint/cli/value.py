@@ -68,6 +68,12 @@ def value(
     audit_judges: str = typer.Option(
         "", "--audit-judges", help="Two judges (e.g. rule,given): shared-label audit bounds."
     ),
+    audit_sample: Path | None = typer.Option(
+        None,
+        "--audit-sample",
+        help='JSONL of audited questions {"question_id", "inclusion", "source_supported"}: inverse-inclusion '
+        "weights for the audit bounds, and scores on the source-supported subset.",
+    ),
     learning_curves: bool = typer.Option(
         False, "--learning-curves", help="Matched-configuration gain learning curves."
     ),
@@ -136,6 +142,7 @@ def value(
             "pending_roles": ("pending_roles", [a.upper() for a in csv_list(pending_roles)]),
             "text_head": ("text_head", text_head),
             "audit_judges": ("audit_judges", list(panels) or None),
+            "audit_sample": ("audit_sample", str(audit_sample) if audit_sample is not None else None),
             "learning_curves": ("learning_curves", learning_curves),
             "curve_budgets": ("curve_budgets", list(budgets)),
             "curve_samples": ("curve_samples", curve_samples),

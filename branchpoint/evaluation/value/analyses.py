@@ -12,6 +12,7 @@ import numpy as np
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.fork_settings import choose
+from branchpoint.evaluation.value.audit_sample import AuditSample
 from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval, single_component_strata
 from branchpoint.evaluation.value.config import ValueConfig, price_key
 from branchpoint.evaluation.value.forecasters import Forecast
@@ -64,14 +65,24 @@ def compare_objectives(states: StateTable, dev: np.ndarray, forks_path: Path, co
 
 
 def audit_bounds(
-    states: StateTable, dev: np.ndarray, forecasts: Mapping[str, Forecast], forks_path: Path, config: ValueConfig
+    states: StateTable,
+    dev: np.ndarray,
+    forecasts: Mapping[str, Forecast],
+    forks_path: Path,
+    config: ValueConfig,
+    sample: AuditSample | None = None,
 ) -> dict[str, Any]:
     """Shared-label audit bounds (`audit.shared_label_bounds`): the labels of two judges
     (`config.audit_judges`) fix the answers they agree on and leave the others in [0, 1]; for
     every forecaster, the gain-risk contrast against the mean-gain comparator
     (`historical_mean`) and against zero gain, and the Brier contrast against
     `historical_mean`, under the original labels and at both bounds, with an interval from
-    the lower bound's lower end to the upper bound's upper end."""
+    the lower bound's lower end to the upper bound's upper end.
+
+    With a sampled audit (`sample`, `audit_sample.read_audit_sample`) only its questions are
+    audited: the others' answers keep their original labels, and each audited question's
+    corrections are weighted by 1/π, its inclusion probability (search-value study, Appendix C,
+    "Shared labels and sample weights"); `sampling_se` is then the audit-sampling error."""
     from branchpoint.evaluation.value.audit import (
         bound_summary,
         brier_contrast,
@@ -90,12 +101,21 @@ def audit_bounds(
     test = ~dev if dev.any() else np.ones(len(states), dtype=bool)
     tt = states.subset(test)
     idx = np.flatnonzero(test)
-    low_t = ([low[0][i] for i in idx], [low[1][i] for i in idx])
-    high_t = ([high[0][i] for i in idx], [high[1][i] for i in idx])
+    audited = sample.audited(tt.question_id) if sample is not None else np.ones(len(tt), dtype=bool)
+    inclusion = sample.inclusion_of(tt.question_id) if sample is not None else None
+
+    # an answer outside the audit keeps its original label: a fixed interval at it, no correction
+    def audited_ends(ends: Any) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        return (
+            [ends[0][i] if audited[j] else tt.think.y[j] for j, i in enumerate(idx)],
+            [ends[1][i] if audited[j] else tt.search.y[j] for j, i in enumerate(idx)],
+        )
+
+    low_t, high_t = audited_ends(low), audited_ends(high)
     single = single_component_strata(tt.component, tt.stratum)
 
     def summarise(contrast: Any) -> dict[str, Any]:
-        b = shared_label_bounds(tt, contrast, low_t, high_t)
+        b = shared_label_bounds(tt, contrast, low_t, high_t, inclusion=inclusion)
         samples = None
         if config.resamples > 0 and not single:
             boot = bootstrap_means(
@@ -130,6 +150,15 @@ def audit_bounds(
             out["brier_vs_mean"][name] = summarise(brier_contrast(q_t, q_s, rt, rs))
     if single:
         out["intervals_withheld"] = f"single-component strata: {', '.join(single)}"
+    if sample is not None:
+        out["audit_sample"] = {
+            "file": sample.path,
+            "audited_test_questions": len({q for q, a in zip(tt.question_id, audited) if a}),
+            "test_questions": len(set(tt.question_id)),
+            "unknown_questions": sample.unknown(states.question_id),
+            "weighting": "inverse inclusion (1/π) on each audited question's corrections; unaudited answers "
+            "keep their original labels",
+        }
     return out
 
 

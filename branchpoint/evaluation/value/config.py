@@ -37,6 +37,9 @@ class ValueConfig(BaseModel):
     pending_roles: tuple[str, str] = ("STOP", "SEARCH")
     text_head: bool = Field(False, description="embed each state's public text with `encoder` for minilm_ridge")
     audit_judges: tuple[str, str] | None = Field(None, description="two judges whose disagreements bound the labels")
+    audit_sample: str | None = Field(
+        None, description="JSONL of audited questions: inclusion probability, source support (audit_sample.py)"
+    )
     learning_curves: bool = Field(False, description="matched-configuration gain learning curves (curves.py)")
     curve_budgets: tuple[int, ...] = (20, 40, 80, 120, 240, 480, 800, 1100)
     curve_samples: int = Field(10, ge=1)

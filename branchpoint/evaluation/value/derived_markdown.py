@@ -55,3 +55,24 @@ def prior_share_markdown(report: ValueReport) -> list[str]:
             cells.append(_ci(s, 3) if s.value is not None else f"— ({s.withheld})")
         lines.append(f"| `{name}` | {cells[0]} | {cells[1]} |")
     return lines + [""]
+
+
+def source_supported_markdown(report: ValueReport) -> list[str]:
+    """Brier and gain risk of every forecaster on the source-supported test states."""
+    block = report.source_supported
+    if block is None:
+        return []
+    if block.skipped:
+        return ["### Source-supported subset", "", f"Not scored: {block.skipped}.", ""]
+    lines = [
+        "### Source-supported subset",
+        "",
+        f"{block.test_states} of {block.of_test_states} test states ({block.test_questions} questions) whose "
+        f"reference the source audit supports ({block.file}); {block.note}.",
+        "",
+        "| forecaster | Brier | gain risk L |",
+        "|---|---|---|",
+    ]
+    for name, b in block.brier.items():
+        lines.append(f"| `{name}` | {_ci(b, 4)} | {_ci(block.gain_risk.get(name), 4)} |")
+    return lines + [""]

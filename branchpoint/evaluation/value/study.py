@@ -31,6 +31,7 @@ from branchpoint.evaluation.value.analyses import (
     three_pair_forecast,
     three_pair_section,
 )
+from branchpoint.evaluation.value.audit_sample import read_audit_sample, source_supported_section
 from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.evaluation.value.dev_view import DevView
 from branchpoint.evaluation.value.forecasters import (
@@ -263,6 +264,7 @@ def value_study(
     """
     check_component_settings("forecaster", config.forecasters)  # unknown names and bad settings fail first
     check_component_settings("calibrator", config.calibrators)
+    sample = read_audit_sample(Path(config.audit_sample)) if config.audit_sample else None  # bad lines fail first
     states, parents, forks_path, fork_summary = load_study(Path(path), config)
     attach_features(states, parents, config, text_encoder)
     dev = dev_split(states, config.dev_split, config.seed)
@@ -297,7 +299,9 @@ def value_study(
         scores["three_pair_composition"] = three_pair_section(scores, [Path(h) for h in three_pair or ()], composed)
     scores["scoring_objectives"] = compare_objectives(states, dev, forks_path, config)
     if config.audit_judges:
-        scores["audit_bounds"] = audit_bounds(states, dev, fcs, forks_path, config)
+        scores["audit_bounds"] = audit_bounds(states, dev, fcs, forks_path, config, sample)
+    if sample is not None and sample.supported:
+        scores["source_supported"] = source_supported_section(states, dev, fcs, config, sample)
     three = three_action_study(states, dev, forks_path, config, files=three_files)
     if three is not None:
         scores["three_action"] = three

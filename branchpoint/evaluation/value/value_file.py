@@ -199,6 +199,7 @@ class AuditBounds(FileModel):
     gain_vs_zero: dict[str, BoundSummary] = Field(default_factory=dict)
     brier_vs_mean: dict[str, BoundSummary] = Field(default_factory=dict)
     intervals_withheld: str | None = None
+    audit_sample: dict[str, Any] | None = None
 
 
 class ThreeActionForecast(FileModel):
@@ -314,6 +315,23 @@ class TaskPriorShare(FileModel):
     forecasters: dict[str, PriorShare] = Field(default_factory=dict)
 
 
+class SourceSupported(FileModel):
+    """Scores on the test states of source-supported questions alone (search-value study,
+    Appendix C), from a sampled audit's file (`audit_sample.py`); `skipped` says why not."""
+
+    skipped: str | None = None
+    file: str | None = None
+    test_questions: int = 0
+    test_states: int = 0
+    of_test_states: int = 0
+    note: str | None = None
+    brier: dict[str, Estimate] = Field(default_factory=dict)
+    gain_risk: dict[str, Estimate] = Field(default_factory=dict)
+    gain_r2: dict[str, Estimate] = Field(default_factory=dict)
+    paired: dict[str, dict[str, Difference]] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+
+
 class ValueReport(FileModel):
     """value.json, written by `branchpoint value`: search-value scores of a fork study."""
 
@@ -353,6 +371,7 @@ class ValueReport(FileModel):
     warnings: list[str] = Field(default_factory=list)
     scoring_objectives: Objectives | None = None
     audit_bounds: AuditBounds | None = None
+    source_supported: SourceSupported | None = None
     three_action: ThreeAction | None = None
     three_pair_composition: ThreePairComposition | None = None
     learning_curves: LearningCurves | None = None
