@@ -65,6 +65,9 @@ def value(
         False, "--llm-forecaster", help="Also ask the run's model to forecast each state."
     ),
     text_head: bool = typer.Option(False, "--text-head", help="Also fit minilm_ridge on frozen MiniLM embeddings."),
+    finetune_head: bool = typer.Option(
+        False, "--finetune-head", help="Also fine-tune the MiniLM head minilm_finetuned on the dev states' texts."
+    ),
     audit_judges: str = typer.Option(
         "", "--audit-judges", help="Two judges (e.g. rule,given): shared-label audit bounds."
     ),
@@ -141,6 +144,7 @@ def value(
             "seed": ("seed", seed),
             "pending_roles": ("pending_roles", [a.upper() for a in csv_list(pending_roles)]),
             "text_head": ("text_head", text_head),
+            "finetune_head": ("finetune_head", finetune_head),
             "audit_judges": ("audit_judges", list(panels) or None),
             "audit_sample": ("audit_sample", str(audit_sample) if audit_sample is not None else None),
             "learning_curves": ("learning_curves", learning_curves),

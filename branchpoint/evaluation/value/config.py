@@ -36,6 +36,7 @@ class ValueConfig(BaseModel):
     taus: tuple[float, ...] = routers.TAU_GRID
     pending_roles: tuple[str, str] = ("STOP", "SEARCH")
     text_head: bool = Field(False, description="embed each state's public text with `encoder` for minilm_ridge")
+    finetune_head: bool = Field(False, description="fine-tune the MiniLM head minilm_finetuned (heads.py) on dev texts")
     audit_judges: tuple[str, str] | None = Field(None, description="two judges whose disagreements bound the labels")
     audit_sample: str | None = Field(
         None, description="JSONL of audited questions: inclusion probability, source support (audit_sample.py)"

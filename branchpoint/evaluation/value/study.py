@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from branchpoint.errors import InputError
-from branchpoint.evaluation.value import fitted  # noqa: F401  (registers the fitted forecasters and maps)
+from branchpoint.evaluation.value import (
+    fitted,  # noqa: F401  (registers the fitted forecasters and maps)
+    heads,  # registers the forest and fine-tuned heads
+)
 from branchpoint.evaluation.value.analyses import (
     THREE_PAIR_FORECASTER,
     audit_bounds,
@@ -230,6 +233,8 @@ def attach_features(
                 "text_head needs a text encoder (`branchpoint value --text-head` passes the packaged MiniLM)"
             )
         states.features["minilm"] = np.asarray(text_encoder(state_texts(states, parents)), dtype=float)
+    if config.finetune_head:  # the texts themselves, for the fine-tuned MiniLM head (`heads`)
+        states.features[heads.TEXT_FEATURE] = np.array(state_texts(states, parents), dtype=object)
 
 
 def value_study(
