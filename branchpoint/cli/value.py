@@ -87,6 +87,12 @@ def value(
     three_pair: str = typer.Option(
         "", "--three-pair", help="Fork studies of A/X, A/Y, B/X (comma-separated): add the composed B/Y forecast."
     ),
+    three_pair_design: str = typer.Option(
+        "auto",
+        "--three-pair-design",
+        help="same_questions (histories ran the target's questions), disjoint (other, development questions: "
+        "moments per stratum and boundary kind) or auto.",
+    ),
     fork_settings: str | None = typer.Option(None, "--fork-settings", help=FORK_SETTINGS_HELP),
     mix_fork_settings: bool = typer.Option(False, "--mix-fork-settings", help=MIX_FORK_SETTINGS_HELP),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
@@ -151,6 +157,7 @@ def value(
             "curve_budgets": ("curve_budgets", list(budgets)),
             "curve_samples": ("curve_samples", curve_samples),
             "forecaster_module": ("forecaster_modules", list(forecaster_module)),
+            "three_pair_design": ("three_pair_design", three_pair_design),
             "fork_settings": ("fork_settings", fork_settings),
             "mix_fork_settings": ("mix_fork_settings", mix_fork_settings),
         },

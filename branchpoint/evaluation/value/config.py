@@ -4,7 +4,7 @@ token price is written as a key of value.json."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -44,6 +44,9 @@ class ValueConfig(BaseModel):
     learning_curves: bool = Field(False, description="matched-configuration gain learning curves (curves.py)")
     curve_budgets: tuple[int, ...] = (20, 40, 80, 120, 240, 480, 800, 1100)
     curve_samples: int = Field(10, ge=1)
+    three_pair_design: Literal["auto", "same_questions", "disjoint"] = Field(
+        "auto", description="three-pair histories on the target's questions, or on disjoint dev questions"
+    )
     encoder: str = "minilm-onnx"
     forecasters: dict[str, dict[str, Any]] = Field(default_factory=dict, description="settings per forecaster name")
     calibrators: dict[str, dict[str, Any]] = Field(default_factory=dict, description="settings per calibration map")

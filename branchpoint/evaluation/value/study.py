@@ -295,7 +295,7 @@ def value_study(
         # the histories are other fork studies: a fingerprint chosen here is not theirs
         of_history = config.model_copy(update={"fork_settings": None})
         histories = [load_states(Path(h), of_history)[0] for h in three_pair]
-        fc, composed = three_pair_forecast(states, histories)
+        fc, composed = three_pair_forecast(states, histories, config.three_pair_design)
         fcs[THREE_PAIR_FORECASTER] = fc
         meta[THREE_PAIR_FORECASTER] = {"kind": "composition", "info": fc.info}
     raw_names = [name for name, m in meta.items() if m["kind"] in ("file", "given")]

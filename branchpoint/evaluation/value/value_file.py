@@ -268,6 +268,8 @@ class ThreePairComposition(FileModel):
     histories: dict[str, str] = Field(default_factory=dict, description="A/X, A/Y, B/X: the fork studies read.")
     matched_questions: int = 0
     unmatched_states: int = 0
+    design: str | None = Field(None, description="same_questions or disjoint (the histories ran other questions).")
+    fallbacks: dict[str, int] | None = None
     comparator: str | None = None
     scores: CompositionScores = Field(default_factory=CompositionScores)
     formula: str | None = None
