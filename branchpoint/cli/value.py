@@ -87,6 +87,14 @@ def value(
     three_pair: str = typer.Option(
         "", "--three-pair", help="Fork studies of A/X, A/Y, B/X (comma-separated): add the composed B/Y forecast."
     ),
+    supervision_history: Path | None = typer.Option(
+        None,
+        "--supervision-history",
+        help="A historical fork study: forecasters fitted on it vs on k labelled target questions.",
+    ),
+    supervision_budgets: str = typer.Option(
+        "20,40,80,120,240", "--supervision-budgets", help="Target label budgets (questions) of the supervision study."
+    ),
     three_pair_design: str = typer.Option(
         "auto",
         "--three-pair-design",
@@ -133,6 +141,12 @@ def value(
         budgets = tuple(int(b) for b in csv_list(curve_budgets))
     except ValueError:
         raise InputError(f"--curve-budgets: expected comma-separated whole numbers, got {curve_budgets!r}") from None
+    try:
+        sup_budgets = tuple(int(b) for b in csv_list(supervision_budgets))
+    except ValueError:
+        raise InputError(
+            f"--supervision-budgets: expected comma-separated whole numbers, got {supervision_budgets!r}"
+        ) from None
     histories = tuple(Path(p) for p in csv_list(three_pair))
     if histories and len(histories) != 3:
         raise InputError(f"--three-pair: expected three fork studies (A/X,A/Y,B/X), got {three_pair!r}")
@@ -158,6 +172,11 @@ def value(
             "curve_samples": ("curve_samples", curve_samples),
             "forecaster_module": ("forecaster_modules", list(forecaster_module)),
             "three_pair_design": ("three_pair_design", three_pair_design),
+            "supervision_history": (
+                "supervision_history",
+                str(supervision_history) if supervision_history is not None else None,
+            ),
+            "supervision_budgets": ("supervision_budgets", list(sup_budgets)),
             "fork_settings": ("fork_settings", fork_settings),
             "mix_fork_settings": ("mix_fork_settings", mix_fork_settings),
         },

@@ -44,6 +44,11 @@ class ValueConfig(BaseModel):
     learning_curves: bool = Field(False, description="matched-configuration gain learning curves (curves.py)")
     curve_budgets: tuple[int, ...] = (20, 40, 80, 120, 240, 480, 800, 1100)
     curve_samples: int = Field(10, ge=1)
+    supervision_history: str | None = Field(
+        None, description="a historical fork study: fit on it vs on k target questions (supervision.py)"
+    )
+    supervision_budgets: tuple[int, ...] = (20, 40, 80, 120, 240)
+    supervision_samples: int = Field(20, ge=1, description="training subsets per budget")
     three_pair_design: Literal["auto", "same_questions", "disjoint"] = Field(
         "auto", description="three-pair histories on the target's questions, or on disjoint dev questions"
     )

@@ -76,3 +76,31 @@ def source_supported_markdown(report: ValueReport) -> list[str]:
     for name, b in block.brier.items():
         lines.append(f"| `{name}` | {_ci(b, 4)} | {_ci(block.gain_risk.get(name), 4)} |")
     return lines + [""]
+
+
+def supervision_markdown(report: ValueReport) -> list[str]:
+    """Per family and budget: history-fitted minus target-k-fitted Brier, SEARCH alone, and the
+    part of the target-k Brier that training-subset variability adds."""
+    block = report.supervision_subsets
+    if not block:
+        return []
+    if block.get("skipped"):
+        return ["### Supervision subsets", "", f"Not scored: {block['skipped']}.", ""]
+    hist = block["history"]
+    lines = [
+        "### Supervision subsets",
+        "",
+        f"Fitted on the history ({hist['questions']} questions, {hist.get('source', '')}) vs on k target "
+        f"questions ({block['samples']} draws per k, {block['outer_folds']} outer folds by support component).",
+        "",
+        "| forecaster | k | Brier target-k | historical − target-k | SEARCH alone | subset variability |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, fam in block["families"].items():
+        for k, e in fam["by_budget"].items():
+            cells = [
+                _ci(Estimate(**e[c]), 4)
+                for c in ("brier_target", "historical_minus_target", "search_only", "subset_variability")
+            ]
+            lines.append(f"| `{name}` | {k} | " + " | ".join(cells) + " |")
+    return lines + [""]

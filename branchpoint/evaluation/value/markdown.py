@@ -15,6 +15,7 @@ from branchpoint.evaluation.value.derived_markdown import (
     accounting_markdown,
     prior_share_markdown,
     source_supported_markdown,
+    supervision_markdown,
 )
 from branchpoint.evaluation.value.value_file import Difference, Estimate, FactorialCell, ValueReport, as_value
 
@@ -65,6 +66,7 @@ def value_markdown(report: ValueReport | dict[str, Any]) -> str:
     out += _audit(r)
     out += source_supported_markdown(r)
     out += _curves(r)
+    out += supervision_markdown(r)
     out += _three_action(r)
     out += _composition(r)
     return "\n".join(out)

@@ -237,6 +237,29 @@ def attach_features(
         states.features[heads.TEXT_FEATURE] = np.array(state_texts(states, parents), dtype=object)
 
 
+def supervision_section(states: StateTable, history_path: Path, config: ValueConfig) -> dict[str, Any]:
+    """value.json's `supervision_subsets`: the forecasters fitted on the historical fork study at
+    `history_path` against the same fitted on k target questions (`supervision.supervision_study`;
+    all the target's scored states are dealt into its outer folds, the dev split aside)."""
+    from branchpoint.evaluation.value.supervision import supervision_study
+
+    # the history is another fork study: a fingerprint chosen here is not its own
+    of_history = config.model_copy(update={"fork_settings": None, "text_head": False, "finetune_head": False})
+    history, parents, history_path, _ = load_study(history_path, of_history)
+    attach_features(history, parents, of_history)
+    out = supervision_study(
+        states,
+        history,
+        budgets=config.supervision_budgets,
+        samples=config.supervision_samples,
+        seed=config.seed,
+        resamples=config.resamples,
+        level=config.level,
+    )
+    out["history"]["source"] = str(history_path)
+    return out
+
+
 def value_study(
     path: str | Path,
     *,
@@ -316,6 +339,8 @@ def value_study(
                 "a three-action forecasts file (q_stop, q_same, q_switch), and no pending_query "
                 "state has STOP, SEARCH and SWITCH with 2 or more repeats each"
             )
+    if config.supervision_history:
+        scores["supervision_subsets"] = supervision_section(states, Path(config.supervision_history), config)
     if config.learning_curves:
         from branchpoint.evaluation.value.curves import curve_families, learning_curves
 

@@ -377,6 +377,9 @@ class ValueReport(FileModel):
     three_action: ThreeAction | None = None
     three_pair_composition: ThreePairComposition | None = None
     learning_curves: LearningCurves | None = None
+    supervision_subsets: dict[str, Any] | None = Field(
+        None, description="History-fitted vs target-k-fitted forecasters (supervision.py, seed 002 App. D)."
+    )
     provenance: Provenance | None = Field(
         None, description="Where the file came from (branchpoint.provenance); absent in older files."
     )
