@@ -131,11 +131,18 @@ def task_prior_share(
         if name in (GLOBAL_MEANS, TASK_PRIOR):
             continue
         f = f"brier/{name}"
+
+        def prior_gain(src: Mapping[str, Any]) -> Any:
+            return src[g] - src[s]
+
+        def improvement(src: Mapping[str, Any], f: str = f) -> Any:
+            return src[g] - src[f]
+
+        def level_gain(src: Mapping[str, Any], name: str = name) -> Any:
+            return src[f"level/{GLOBAL_MEANS}"] - src[f"level/{name}"]
+
         out["forecasters"][name] = {
-            "share": entry(lambda src: src[g] - src[s], lambda src, f=f: src[g] - src[f]),
-            "level_share": entry(
-                lambda src, n=name: src[f"level/{GLOBAL_MEANS}"] - src[f"level/{n}"],
-                lambda src, f=f: src[g] - src[f],
-            ),
+            "share": entry(prior_gain, improvement),
+            "level_share": entry(level_gain, improvement),
         }
     return out

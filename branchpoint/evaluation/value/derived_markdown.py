@@ -11,7 +11,7 @@ def _ci(e: Estimate | Share | None, digits: int) -> str:
     if e is None or e.value is None:
         return "—"
     text = f"{float(e.value):.{digits}f}"
-    if e.interval and e.interval[0] is not None:
+    if e.interval and e.interval[0] is not None and e.interval[1] is not None:
         text += f" [{float(e.interval[0]):.{digits}f}, {float(e.interval[1]):.{digits}f}]"
     return text
 

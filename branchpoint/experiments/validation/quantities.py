@@ -30,6 +30,7 @@ targets. The comparison itself (`compare.compare_study`) and the checks over man
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -153,7 +154,7 @@ def _utility_rows(price: float) -> list[Quantity]:
                 f"U({pk}) {router} (τ in-sample)",
                 f"{u}.{router}.utility",
                 f"{iv}.{router}",
-                lambda r, router=router: RT.signal_router(r, price, pk, router),
+                functools.partial(RT.signal_router, price=price, pk=pk, router=router),
                 "upper_bound",
             )
         )
@@ -259,7 +260,7 @@ QUANTITIES: list[Quantity] = [
             f"consistency accounting: {key}",
             f"consistency_accounting.{key}.value",
             f"consistency_accounting.{key}.interval",
-            lambda r, key=key: RT.consistency_accounting(r, key),
+            functools.partial(RT.consistency_accounting, key=key),
         )
         for key in ("agreement_rate", "success_cost", "tokens_saved", "probe_tokens", "net_tokens_saved")
     ],
