@@ -65,8 +65,17 @@ def value(
         False, "--llm-forecaster", help="Also ask the run's model to forecast each state."
     ),
     text_head: bool = typer.Option(False, "--text-head", help="Also fit minilm_ridge on frozen MiniLM embeddings."),
+    finetune_head: bool = typer.Option(
+        False, "--finetune-head", help="Also fine-tune the MiniLM head minilm_finetuned on the dev states' texts."
+    ),
     audit_judges: str = typer.Option(
         "", "--audit-judges", help="Two judges (e.g. rule,given): shared-label audit bounds."
+    ),
+    audit_sample: Path | None = typer.Option(
+        None,
+        "--audit-sample",
+        help='JSONL of audited questions {"question_id", "inclusion", "source_supported"}: inverse-inclusion '
+        "weights for the audit bounds, and scores on the source-supported subset.",
     ),
     learning_curves: bool = typer.Option(
         False, "--learning-curves", help="Matched-configuration gain learning curves."
@@ -77,6 +86,20 @@ def value(
     curve_samples: int = typer.Option(10, "--curve-samples", min=1, help="Nested training samples per budget."),
     three_pair: str = typer.Option(
         "", "--three-pair", help="Fork studies of A/X, A/Y, B/X (comma-separated): add the composed B/Y forecast."
+    ),
+    supervision_history: Path | None = typer.Option(
+        None,
+        "--supervision-history",
+        help="A historical fork study: forecasters fitted on it vs on k labelled target questions.",
+    ),
+    supervision_budgets: str = typer.Option(
+        "20,40,80,120,240", "--supervision-budgets", help="Target label budgets (questions) of the supervision study."
+    ),
+    three_pair_design: str = typer.Option(
+        "auto",
+        "--three-pair-design",
+        help="same_questions (histories ran the target's questions), disjoint (other, development questions: "
+        "moments per stratum and boundary kind) or auto.",
     ),
     fork_settings: str | None = typer.Option(None, "--fork-settings", help=FORK_SETTINGS_HELP),
     mix_fork_settings: bool = typer.Option(False, "--mix-fork-settings", help=MIX_FORK_SETTINGS_HELP),
@@ -118,6 +141,12 @@ def value(
         budgets = tuple(int(b) for b in csv_list(curve_budgets))
     except ValueError:
         raise InputError(f"--curve-budgets: expected comma-separated whole numbers, got {curve_budgets!r}") from None
+    try:
+        sup_budgets = tuple(int(b) for b in csv_list(supervision_budgets))
+    except ValueError:
+        raise InputError(
+            f"--supervision-budgets: expected comma-separated whole numbers, got {supervision_budgets!r}"
+        ) from None
     histories = tuple(Path(p) for p in csv_list(three_pair))
     if histories and len(histories) != 3:
         raise InputError(f"--three-pair: expected three fork studies (A/X,A/Y,B/X), got {three_pair!r}")
@@ -135,11 +164,19 @@ def value(
             "seed": ("seed", seed),
             "pending_roles": ("pending_roles", [a.upper() for a in csv_list(pending_roles)]),
             "text_head": ("text_head", text_head),
+            "finetune_head": ("finetune_head", finetune_head),
             "audit_judges": ("audit_judges", list(panels) or None),
+            "audit_sample": ("audit_sample", str(audit_sample) if audit_sample is not None else None),
             "learning_curves": ("learning_curves", learning_curves),
             "curve_budgets": ("curve_budgets", list(budgets)),
             "curve_samples": ("curve_samples", curve_samples),
             "forecaster_module": ("forecaster_modules", list(forecaster_module)),
+            "three_pair_design": ("three_pair_design", three_pair_design),
+            "supervision_history": (
+                "supervision_history",
+                str(supervision_history) if supervision_history is not None else None,
+            ),
+            "supervision_budgets": ("supervision_budgets", list(sup_budgets)),
             "fork_settings": ("fork_settings", fork_settings),
             "mix_fork_settings": ("mix_fork_settings", mix_fork_settings),
         },

@@ -297,8 +297,24 @@ def _write_forecasts(ws: Workspace) -> None:
             )
 
 
+def _write_audit_sample(ws: Workspace) -> None:
+    """`audit_sample.jsonl`: a reader's sampled audit of the fork study's questions (every third
+    flagged, π = 1; the others sampled with π = 0.25) and its source-support verdicts."""
+    path = ws.root / "audit_sample.jsonl"
+    if path.exists():
+        return
+    questions = sorted({json.loads(line)["question_id"] for line in (ws.root / "runs/fork-study/forks.jsonl").open()})
+    with path.open("w") as f:
+        for i, qid in enumerate(questions):
+            row = {"question_id": qid, "inclusion": 1.0 if i % 3 == 0 else 0.25, "source_supported": i % 4 != 0}
+            f.write(json.dumps(row) + "\n")
+
+
 #: Files a page assumes the reader has, and how they are made.
-FILES: dict[str, Callable[[Workspace], None]] = {"my_forecasts.jsonl": _write_forecasts}
+FILES: dict[str, Callable[[Workspace], None]] = {
+    "my_forecasts.jsonl": _write_forecasts,
+    "audit_sample.jsonl": _write_audit_sample,
+}
 
 _FORK = ["run", "experiments/fork_study.yaml"]
 _TWO_ACTIONS = ["--set", "fork.actions=[THINK, SEARCH]", "--set", "fork.minimal_search=false"]

@@ -69,7 +69,10 @@ def test_new_fields_at_defaults_keep_the_old_dump() -> None:
         ({"index_kind": "hnsw", "index_params": {"nprobe": 4}}, "'hnsw' has no parameter 'nprobe'"),
         ({"index_params": {"M": 8}}, "'flat' has no parameter 'M'"),
         ({"kind": "bm25", "index_params": {"k1": -1}}, "number of at least 0"),
-        ({"kind": "vector"}, 'unknown source "vector" (known: bm25, dense, empty, noisy, oracle, random, searchr1, shuffled'),
+        (
+            {"kind": "vector"},
+            'unknown source "vector" (known: bm25, dense, empty, noisy, oracle, random, searchr1, shuffled',
+        ),
         ({"device": "tpu"}, "Input should be 'cpu' or 'gpu'"),
     ],
 )

@@ -8,6 +8,10 @@
 - `llm`: the LLM forecaster (public history → JSON q_think, q_search).
 - `routers`: threshold, two-probe consistency, sample-informed, decision factorial
   (`split_rule`), constant, oracle; utility.
+- `signal_routers`: confidence, entropy, novelty and evidence-gap routers (dev-chosen τ).
+- `derived`: the two-probe router's token accounting; the share recovered by task priors.
+- `heads`: forest and fine-tuned MiniLM heads; `supervision`: the supervision-subset study.
+- `audit_sample`: a sampled audit's inclusion probabilities and the source-supported subset.
 - `bootstrap`: vectorised stratum-balanced bootstrap over support components (within strata).
 - `features`, `fitted`: public-prefix / metadata features; fitted forecasters and maps (ridge,
   beta, direct gain, residual, STOP feedback, MiniLM head).

@@ -12,6 +12,7 @@ import numpy as np
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.fork_settings import choose
+from branchpoint.evaluation.value.audit_sample import AuditSample
 from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval, single_component_strata
 from branchpoint.evaluation.value.config import ValueConfig, price_key
 from branchpoint.evaluation.value.forecasters import Forecast
@@ -64,14 +65,24 @@ def compare_objectives(states: StateTable, dev: np.ndarray, forks_path: Path, co
 
 
 def audit_bounds(
-    states: StateTable, dev: np.ndarray, forecasts: Mapping[str, Forecast], forks_path: Path, config: ValueConfig
+    states: StateTable,
+    dev: np.ndarray,
+    forecasts: Mapping[str, Forecast],
+    forks_path: Path,
+    config: ValueConfig,
+    sample: AuditSample | None = None,
 ) -> dict[str, Any]:
     """Shared-label audit bounds (`audit.shared_label_bounds`): the labels of two judges
     (`config.audit_judges`) fix the answers they agree on and leave the others in [0, 1]; for
     every forecaster, the gain-risk contrast against the mean-gain comparator
     (`historical_mean`) and against zero gain, and the Brier contrast against
     `historical_mean`, under the original labels and at both bounds, with an interval from
-    the lower bound's lower end to the upper bound's upper end."""
+    the lower bound's lower end to the upper bound's upper end.
+
+    With a sampled audit (`sample`, `audit_sample.read_audit_sample`) only its questions are
+    audited: the others' answers keep their original labels, and each audited question's
+    corrections are weighted by 1/π, its inclusion probability (search-value study, Appendix C,
+    "Shared labels and sample weights"); `sampling_se` is then the audit-sampling error."""
     from branchpoint.evaluation.value.audit import (
         bound_summary,
         brier_contrast,
@@ -90,12 +101,21 @@ def audit_bounds(
     test = ~dev if dev.any() else np.ones(len(states), dtype=bool)
     tt = states.subset(test)
     idx = np.flatnonzero(test)
-    low_t = ([low[0][i] for i in idx], [low[1][i] for i in idx])
-    high_t = ([high[0][i] for i in idx], [high[1][i] for i in idx])
+    audited = sample.audited(tt.question_id) if sample is not None else np.ones(len(tt), dtype=bool)
+    inclusion = sample.inclusion_of(tt.question_id) if sample is not None else None
+
+    # an answer outside the audit keeps its original label: a fixed interval at it, no correction
+    def audited_ends(ends: Any) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        return (
+            [ends[0][i] if audited[j] else tt.think.y[j] for j, i in enumerate(idx)],
+            [ends[1][i] if audited[j] else tt.search.y[j] for j, i in enumerate(idx)],
+        )
+
+    low_t, high_t = audited_ends(low), audited_ends(high)
     single = single_component_strata(tt.component, tt.stratum)
 
     def summarise(contrast: Any) -> dict[str, Any]:
-        b = shared_label_bounds(tt, contrast, low_t, high_t)
+        b = shared_label_bounds(tt, contrast, low_t, high_t, inclusion=inclusion)
         samples = None
         if config.resamples > 0 and not single:
             boot = bootstrap_means(
@@ -130,6 +150,15 @@ def audit_bounds(
             out["brier_vs_mean"][name] = summarise(brier_contrast(q_t, q_s, rt, rs))
     if single:
         out["intervals_withheld"] = f"single-component strata: {', '.join(single)}"
+    if sample is not None:
+        out["audit_sample"] = {
+            "file": sample.path,
+            "audited_test_questions": len({q for q, a in zip(tt.question_id, audited) if a}),
+            "test_questions": len(set(tt.question_id)),
+            "unknown_questions": sample.unknown(states.question_id),
+            "weighting": "inverse inclusion (1/π) on each audited question's corrections; unaudited answers "
+            "keep their original labels",
+        }
     return out
 
 
@@ -206,43 +235,95 @@ THREE_PAIR_FORMULA = "p̃_BY,T = p̃_BX,T;  Δ̃_BY = Δ̃_BX + Δ̃_AY − Δ̃
 PAIR_NAMES: tuple[str, str, str] = ("A/X", "A/Y", "B/X")
 
 
-def history_moments(history: StateTable) -> tuple[dict[tuple[str, str], tuple[float, float]], tuple[float, float]]:
-    """Per (question_id, boundary kind) of a history pair: the mean THINK (STOP) success over its
-    states and their mean gain Δ̄ = Ȳ_S − Ȳ_T; and both means over all its states (the pair's
-    historical means, used for target states the history lacks)."""
+THREE_PAIR_DESIGNS: tuple[str, ...] = ("auto", "same_questions", "disjoint")
+
+
+def history_moments(
+    history: StateTable, by: str = "question"
+) -> tuple[dict[tuple[str, str], tuple[float, float]], tuple[float, float]]:
+    """Per group of a history pair's states: their mean THINK (STOP) success and mean gain
+    Δ̄ = Ȳ_S − Ȳ_T; and both means over all its states (the pair's historical means). Groups
+    are (question_id, boundary kind) with `by="question"`, (stratum, boundary kind) with
+    `by="stratum"`, (boundary kind,) with `by="kind"` (its key's first part is then "")."""
     groups: dict[tuple[str, str], list[int]] = {}
-    for i, (qid, kind) in enumerate(zip(history.question_id, history.boundary_kind)):
-        groups.setdefault((str(qid), str(kind)), []).append(i)
+    for i, (qid, stratum, kind) in enumerate(zip(history.question_id, history.stratum, history.boundary_kind)):
+        first = {"question": str(qid), "stratum": str(stratum), "kind": ""}[by]
+        groups.setdefault((first, str(kind)), []).append(i)
     think, gain = history.think.mean_y, history.dbar
     per = {k: (float(think[rows].mean()), float(gain[rows].mean())) for k, rows in groups.items()}
     return per, (float(think.mean()), float(gain.mean()))
 
 
-def three_pair_forecast(target: StateTable, histories: Sequence[StateTable]) -> tuple[Forecast, dict[str, Any]]:
+def _lookup(
+    keys: Sequence[tuple[str, str]], levels: Sequence[dict[tuple[str, str], tuple[float, float]]], mean: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per key (first part, boundary kind) the moments of the first level that has it, else
+    `mean`, and the level used (len(levels) for `mean`). A level made `by="kind"` is looked up
+    by ("", kind)."""
+    out = np.zeros((len(keys), 2))
+    level = np.full(len(keys), len(levels))
+    for i, key in enumerate(keys):
+        out[i] = mean
+        for j, per in enumerate(levels):
+            hit = per.get(key, per.get(("", key[1])))
+            if hit is not None:
+                out[i], level[i] = hit, j
+                break
+    return out, level
+
+
+def three_pair_forecast(
+    target: StateTable, histories: Sequence[StateTable], design: str = "auto"
+) -> tuple[Forecast, dict[str, Any]]:
     """The composed B/Y forecast of every target state from the histories of A/X, A/Y and B/X
     (in that order), by `audit.three_pair_composition` (search-value study, Appendix D,
-    "Component composition", Eqs. 7–9). A target state takes each history's moments of its own
-    question and boundary kind; a state some history lacks takes that history's means instead
-    and is counted in `unmatched_states`."""
+    "Component composition", Eqs. 7–9). Each component uses its own historical labels.
+
+    `design`:
+    - `same_questions`: the histories ran the target's questions; a target state takes each
+      history's moments of its own question and boundary kind (a state some history lacks takes
+      that history's means over all its states and is counted in `unmatched_states`);
+    - `disjoint`: the seed's development / test design: the histories ran other (development)
+      questions, so a target state takes each history's moments of its stratum and boundary
+      kind, else of its boundary kind, else the history's means (counted per level in
+      `fallbacks`);
+    - `auto`: `same_questions` when some target question is in all three histories, else
+      `disjoint`.
+    """
     from branchpoint.evaluation.value.audit import three_pair_composition
 
     if len(histories) != 3:
         raise InputError(f"three-pair composition needs three histories (A/X, A/Y, B/X), got {len(histories)}")
-    moments = [history_moments(h) for h in histories]
-    keys = [(str(q), str(k)) for q, k in zip(target.question_id, target.boundary_kind)]
-    cols = np.zeros((3, len(keys), 2))
-    matched = np.ones(len(keys), dtype=bool)
-    for j, (per, mean) in enumerate(moments):
-        for i, key in enumerate(keys):
-            hit = per.get(key)
-            matched[i] &= hit is not None
-            cols[j, i] = hit if hit is not None else mean
+    if design not in THREE_PAIR_DESIGNS:
+        raise InputError(f"three-pair design: expected one of {', '.join(THREE_PAIR_DESIGNS)}, got {design!r}")
+    shared = set(target.question_id).intersection(*(set(h.question_id) for h in histories))
+    chosen = design if design != "auto" else ("same_questions" if shared else "disjoint")
+    cols = np.zeros((3, len(target), 2))
+    info: dict[str, Any] = {"design": chosen, "design_asked": design}
+    if chosen == "same_questions":
+        keys = [(str(q), str(k)) for q, k in zip(target.question_id, target.boundary_kind)]
+        matched = np.ones(len(keys), dtype=bool)
+        for j, h in enumerate(histories):
+            per, mean = history_moments(h, "question")
+            cols[j], level = _lookup(keys, [per], mean)
+            matched &= level == 0
+        info["matched_questions"] = len({target.question_id[i] for i in np.flatnonzero(matched)})
+        info["unmatched_states"] = int((~matched).sum())
+    else:
+        keys = [(str(s), str(k)) for s, k in zip(target.stratum, target.boundary_kind)]
+        fallbacks = {"stratum_and_kind": 0, "kind": 0, "history_mean": 0}
+        for j, h in enumerate(histories):
+            by_stratum, mean = history_moments(h, "stratum")
+            by_kind, _ = history_moments(h, "kind")
+            cols[j], level = _lookup(keys, [by_stratum, by_kind], mean)
+            for lv, name in enumerate(fallbacks):
+                fallbacks[name] += int((level == lv).sum())
+        info["matched_questions"] = len(shared)
+        info["unmatched_states"] = sum(1 for q in target.question_id if q not in shared)
+        info["fallbacks"] = fallbacks
+        info["shared_questions"] = len(shared)
     ax, ay, bx = cols
     q_t, q_s = three_pair_composition(bx[:, 0], bx[:, 1], ay[:, 1], ax[:, 1])
-    info = {
-        "matched_questions": len({target.question_id[i] for i in np.flatnonzero(matched)}),
-        "unmatched_states": int((~matched).sum()),
-    }
     return Forecast(q_t, q_s, dict(info)), info
 
 
@@ -276,6 +357,8 @@ def three_pair_section(scores: Mapping[str, Any], histories: Sequence[Path], inf
         "histories": {pair: str(path) for pair, path in zip(PAIR_NAMES, histories)},
         "matched_questions": info["matched_questions"],
         "unmatched_states": info["unmatched_states"],
+        "design": info.get("design"),
+        **({"fallbacks": info["fallbacks"]} if "fallbacks" in info else {}),
         "comparator": ref if has_ref else None,
         "scores": {
             "brier": {"value": scores["brier"][name]["brier"], "interval": iv["brier"].get(name)},

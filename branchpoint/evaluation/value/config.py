@@ -4,7 +4,7 @@ token price is written as a key of value.json."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -36,10 +36,22 @@ class ValueConfig(BaseModel):
     taus: tuple[float, ...] = routers.TAU_GRID
     pending_roles: tuple[str, str] = ("STOP", "SEARCH")
     text_head: bool = Field(False, description="embed each state's public text with `encoder` for minilm_ridge")
+    finetune_head: bool = Field(False, description="fine-tune the MiniLM head minilm_finetuned (heads.py) on dev texts")
     audit_judges: tuple[str, str] | None = Field(None, description="two judges whose disagreements bound the labels")
+    audit_sample: str | None = Field(
+        None, description="JSONL of audited questions: inclusion probability, source support (audit_sample.py)"
+    )
     learning_curves: bool = Field(False, description="matched-configuration gain learning curves (curves.py)")
     curve_budgets: tuple[int, ...] = (20, 40, 80, 120, 240, 480, 800, 1100)
     curve_samples: int = Field(10, ge=1)
+    supervision_history: str | None = Field(
+        None, description="a historical fork study: fit on it vs on k target questions (supervision.py)"
+    )
+    supervision_budgets: tuple[int, ...] = (20, 40, 80, 120, 240)
+    supervision_samples: int = Field(20, ge=1, description="training subsets per budget")
+    three_pair_design: Literal["auto", "same_questions", "disjoint"] = Field(
+        "auto", description="three-pair histories on the target's questions, or on disjoint dev questions"
+    )
     encoder: str = "minilm-onnx"
     forecasters: dict[str, dict[str, Any]] = Field(default_factory=dict, description="settings per forecaster name")
     calibrators: dict[str, dict[str, Any]] = Field(default_factory=dict, description="settings per calibration map")

@@ -11,6 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from branchpoint.evaluation.value.derived_markdown import (
+    accounting_markdown,
+    prior_share_markdown,
+    source_supported_markdown,
+    supervision_markdown,
+)
 from branchpoint.evaluation.value.seed_markdown import seed_markdown
 from branchpoint.evaluation.value.value_file import Difference, Estimate, FactorialCell, ValueReport, as_value
 
@@ -55,9 +61,13 @@ def value_markdown(report: ValueReport | dict[str, Any]) -> str:
     out += _level_split(r)
     out += _utility(r)
     out += _factorial(r)
+    out += accounting_markdown(r)
+    out += prior_share_markdown(r)
     out += _objectives(r)
     out += _audit(r)
+    out += source_supported_markdown(r)
     out += _curves(r)
+    out += supervision_markdown(r)
     out += _three_action(r)
     out += _composition(r)
     out += seed_markdown(r)
@@ -292,6 +302,16 @@ def _audit(report: ValueReport) -> list[str]:
         "per question–answer pair.",
         "",
         *_table(["contrast", "forecaster", "original", "bounds", "interval", "uncertain pairs"], rows),
+        *(
+            [
+                f"Sampled audit {audit.audit_sample.get('file')}: {audit.audit_sample.get('audited_test_questions')} "
+                f"of {audit.audit_sample.get('test_questions')} test questions audited; corrections weighted by "
+                "1/π (`sampling_se` in value.json: the audit-sampling standard error).",
+                "",
+            ]
+            if audit.audit_sample
+            else []
+        ),
     ]
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -101,21 +101,88 @@ def best_threshold(
     return best, {f"{t:g}": v for t, v in scores.items()}
 
 
+#: Probe answers that commit to nothing (normalised, `normalize_answer`): a hedge such as "Not
+#: sure", "idk" or "N/A" is not an answer, so two of them do not agree (search-value study,
+#: Appendix E: "UNKNOWN and failed outputs count as disagreement"; seed 000 lists the vague
+#: replies "Not sure", "idk", "N/A" beside "I don't know"). Explicit UNKNOWN answers are caught
+#: by `is_unknown_answer`; these are the short non-answers it lets through. "N/A" is matched on
+#: the raw text (`VAGUE_RAW`): it normalises to "na", which is also sodium's symbol.
+VAGUE_RAW: frozenset[str] = frozenset({"n/a", "n.a.", "n.a", "n / a"})
+VAGUE_PROBES: frozenset[str] = frozenset(
+    {
+        "not sure",
+        "im not sure",
+        "i am not sure",
+        "i m not sure",
+        "unsure",
+        "idk",
+        "dunno",
+        "not applicable",
+        "no clue",
+        "no idea",
+        "cannot say",
+        "cant say",
+        "hard to say",
+        "not certain",
+        "uncertain",
+    }
+)
+
+
+def is_vague_probe(answer: str | None) -> bool:
+    """True for a probe answer that commits to nothing: UNKNOWN or empty (`is_unknown_answer`),
+    or a vague non-answer of `VAGUE_PROBES` ("Not sure", "idk", "N/A", ...) after normalisation."""
+    raw = (answer or "").strip().lower()
+    return raw in VAGUE_RAW or is_unknown_answer(answer) or normalize_answer(answer or "") in VAGUE_PROBES
+
+
 def valid_probe_answer(answer: str | None, status: str) -> str | None:
     """The normalised answer of a probe that can agree with another, or None: a probe whose
-    record failed (status other than `ok`: malformed, length) or whose answer is empty or
-    UNKNOWN (`is_unknown_answer`) is not valid and counts as disagreement."""
-    if status != "ok" or is_unknown_answer(answer):
+    record failed (status other than `ok`: malformed, length) or whose answer is empty, UNKNOWN
+    or vague ("Not sure", "idk", "N/A": `is_vague_probe`) is not valid and counts as
+    disagreement."""
+    if status != "ok" or is_vague_probe(answer):
         return None
     return normalize_answer(answer or "")
 
 
 def probes_agree(answers: tuple[str | None, str | None], statuses: tuple[str, str]) -> bool:
     """Two-probe agreement: both probes valid (`valid_probe_answer`) and equal after SQuAD
-    normalisation. Two failed or two UNKNOWN probes do *not* agree."""
+    normalisation. Two failed, two UNKNOWN or two vague ("Not sure", "idk") probes do *not* agree."""
     a = valid_probe_answer(answers[0], statuses[0])
     b = valid_probe_answer(answers[1], statuses[1])
     return a is not None and a == b
+
+
+class ProbeSplit(NamedTuple):
+    """One probe pair of the two-probe router at one state: whether the probes agree, the reward
+    and continuation tokens of the chosen action's evaluation draws, and the probes' tokens."""
+
+    agree: bool
+    reward: float
+    continuation: float
+    probes: float
+
+
+def probe_splits(states: StateTable, i: int) -> list[ProbeSplit]:
+    """Every probe pair of the THINK repeats at state i (C(m_T, 2) of them; none when m_T < 3),
+    with the choice the router makes and what scores it (`consistency`): agreement → THINK,
+    scored on the remaining THINK draws; otherwise SEARCH, scored on Ȳ_S, T̄_S."""
+    y, tok, ans = states.think.y[i], states.think.tokens[i], states.think.answers[i]
+    status = states.think.statuses(i)
+    m = len(y)
+    if m < 3:
+        return []
+    s_y, s_tok = float(states.search.mean_y[i]), float(states.search.mean_tokens[i])
+    out = []
+    for a, b in itertools.combinations(range(m), 2):
+        rest = [k for k in range(m) if k not in (a, b)]
+        probes = float(tok[a] + tok[b])
+        if probes_agree((ans[a], ans[b]), (status[a], status[b])):
+            out.append(ProbeSplit(True, float(np.mean(y[rest])), float(np.mean(tok[rest])), probes))
+        else:
+            out.append(ProbeSplit(False, s_y, s_tok, probes))
+    return out
 
 
 def consistency(states: StateTable, price: float) -> Routed:
@@ -123,7 +190,8 @@ def consistency(states: StateTable, price: float) -> Routed:
 
     Search-value study, Appendix E ("Two-probe consistency compares two valid normalized THINK
     answers…"): two THINK probes agree (`probes_agree`: both valid, equal after normalisation;
-    UNKNOWN and failed outputs count as disagreement) → THINK, else SEARCH. The *remaining*
+    UNKNOWN, vague ("Not sure", "idk", "N/A") and failed outputs count as disagreement) → THINK,
+    else SEARCH. The *remaining*
     THINK draws and the SEARCH draws evaluate the selected action, never the probes themselves.
     Every paired split is averaged: each of the C(m_T, 2) probe pairs of the THINK repeats,
     crossed with each split of the SEARCH repeats into a (free, unused) selection pair and an
@@ -146,28 +214,54 @@ def consistency(states: StateTable, price: float) -> Routed:
     search = np.full(n, np.nan)
     agree_rate = np.full(n, np.nan)
     for i in range(n):
-        y, tok, ans = states.think.y[i], states.think.tokens[i], states.think.answers[i]
-        status = states.think.statuses(i)
-        m = len(y)
-        if m < 3:
+        splits = probe_splits(states, i)
+        if not splits:
+            continue
+        util[i] = float(np.mean([utility(s.reward, s.probes + s.continuation, price) for s in splits]))
+        tokens[i] = float(np.mean([s.probes + s.continuation for s in splits]))
+        search[i] = float(np.mean([0.0 if s.agree else 1.0 for s in splits]))
+        agree_rate[i] = float(np.mean([1.0 if s.agree else 0.0 for s in splits]))
+    return Routed(util, tokens, search, {"agreement_by_state": agree_rate})
+
+
+#: The per-state columns of the two-probe router's token accounting (`consistency_accounting`).
+ACCOUNTING_COLUMNS: tuple[str, ...] = (
+    "agreement_rate",
+    "tokens_saved",
+    "probe_tokens",
+    "net_tokens_saved",
+    "success_cost",
+)
+
+
+def consistency_accounting(states: StateTable) -> dict[str, np.ndarray]:
+    """The two-probe router's token accounting against always SEARCH, per state, averaged over
+    its probe pairs (search-value study, §5.5: "Before charging probes, the selected continuation
+    saves 3,451 tokens relative to always SEARCH. The probes consume 2,210, leaving 1,241 net
+    tokens saved at a 1.87-point success cost"). Per probe pair (`probe_splits`):
+
+        tokens_saved     = T̄_S − T̄_eval(chosen)       (0 where it chose SEARCH)
+        probe_tokens     = T_probe1 + T_probe2
+        net_tokens_saved = tokens_saved − probe_tokens
+        success_cost     = Ȳ_S − Ȳ_eval(chosen)       (reward given up against always SEARCH)
+        agreement_rate   = 1 if the probes agree, else 0 (§5.5: "Agreement occurs in 65.0%")
+
+    Price-free; NaN where the router is undefined (m_T < 3)."""
+    n = len(states)
+    out = {k: np.full(n, np.nan) for k in ACCOUNTING_COLUMNS}
+    for i in range(n):
+        splits = probe_splits(states, i)
+        if not splits:
             continue
         s_y, s_tok = float(states.search.mean_y[i]), float(states.search.mean_tokens[i])
-        u_sum = t_sum = s_sum = a_sum = 0.0
-        pairs = list(itertools.combinations(range(m), 2))
-        for a, b in pairs:
-            rest = [k for k in range(m) if k not in (a, b)]
-            probes = float(tok[a] + tok[b])
-            if probes_agree((ans[a], ans[b]), (status[a], status[b])):
-                reward, cont, chose_s = float(np.mean(y[rest])), float(np.mean(tok[rest])), 0.0
-                a_sum += 1.0
-            else:
-                reward, cont, chose_s = s_y, s_tok, 1.0
-            u_sum += float(utility(reward, probes + cont, price))
-            t_sum += probes + cont
-            s_sum += chose_s
-        util[i], tokens[i], search[i] = u_sum / len(pairs), t_sum / len(pairs), s_sum / len(pairs)
-        agree_rate[i] = a_sum / len(pairs)
-    return Routed(util, tokens, search, {"agreement_by_state": agree_rate})
+        saved = np.array([s_tok - s.continuation for s in splits])
+        probes = np.array([s.probes for s in splits])
+        out["agreement_rate"][i] = float(np.mean([1.0 if s.agree else 0.0 for s in splits]))
+        out["tokens_saved"][i] = saved.mean()
+        out["probe_tokens"][i] = probes.mean()
+        out["net_tokens_saved"][i] = (saved - probes).mean()
+        out["success_cost"][i] = float(np.mean([s_y - s.reward for s in splits]))
+    return out
 
 
 def consistency_defined(states: StateTable) -> np.ndarray:

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from branchpoint.evaluation.value import routers
+from branchpoint.evaluation.value import routers, signal_routers
 from branchpoint.evaluation.value.bootstrap import (
     bootstrap_means,
     few_component_strata,
@@ -25,6 +25,7 @@ from branchpoint.evaluation.value.bootstrap import (
     single_component_strata,
 )
 from branchpoint.evaluation.value.config import ValueConfig, price_key
+from branchpoint.evaluation.value.derived import accounting_section, task_prior_share
 from branchpoint.evaluation.value.forecasters import Forecast
 from branchpoint.evaluation.value.intervals import (
     SkillInterval,
@@ -131,7 +132,11 @@ def constant_level(q_think: np.ndarray, q_search: np.ndarray) -> float | None:
 
 
 def state_columns(
-    states: StateTable, dev: np.ndarray, forecasts: Mapping[str, Forecast], config: ValueConfig
+    states: StateTable,
+    dev: np.ndarray,
+    forecasts: Mapping[str, Forecast],
+    config: ValueConfig,
+    signal_forecasts: Sequence[str] = (),
 ) -> StateColumns:
     """Every per-state quantity whose stratum-balanced mean value.json reports: θ̂, Δ̄, |Δ̄|, ℓ̂*;
     per forecaster its Brier parts, L and the level moments; per price and router the utility.
@@ -141,6 +146,9 @@ def state_columns(
     Rules that choose (the best constant, the threshold τ, the factorial's fixed terms) choose
     on the dev rows; with no dev rows (`--dev-split 0`) they choose on the scored set itself
     and say so (`selection["in_sample"]`): optimistic, labelled in-sample.
+
+    `signal_forecasts` names the raw forecasts whose q_T feeds the confidence and entropy
+    routers (`signal_routers`); the public-prefix signal routers need no forecast.
     """
     has_dev = bool(dev.any())
     test = ~dev if has_dev else np.ones(len(states), dtype=bool)
@@ -179,6 +187,9 @@ def state_columns(
             f"needs at least 3 THINK repeats per state (2 probes + draws to score the choice on); "
             f"{short} test states have fewer: fork with --repeats 3 or more (4 in the study)"
         )
+    if "consistency" not in skipped_routers:
+        for key, column in routers.consistency_accounting(tt).items():
+            cols.add(f"consistency/{key}", column)
     utility_meta: dict[str, dict[str, dict[str, Any]]] = {}
     for price in config.prices:
         pk = price_key(price)
@@ -228,6 +239,9 @@ def state_columns(
                 "dev_utility_by_tau": sel_scores if has_dev else None,
             }
             routed[f"threshold:{name}"] = r
+        routed.update(
+            signal_routers.signal_routes(states, test, choose_on, forecasts, signal_forecasts, price, selection["rows"])
+        )
         utility_meta[pk] = {}
         for rname, r in routed.items():
             cols.add(f"U/{pk}/{rname}", r.utility)
@@ -245,10 +259,14 @@ def score(
     dev: np.ndarray,
     forecasts: Mapping[str, Forecast],
     config: ValueConfig,
+    signal_forecasts: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Scores, paired differences, utilities and bootstrap intervals on the test rows."""
+    """Scores, paired differences, utilities and bootstrap intervals on the test rows
+    (`signal_forecasts`: the raw forecasts the confidence and entropy routers read)."""
     names = list(forecasts)
-    cols, matrix, tt, utility_meta, skipped_routers, selection = state_columns(states, dev, forecasts, config)
+    cols, matrix, tt, utility_meta, skipped_routers, selection = state_columns(
+        states, dev, forecasts, config, signal_forecasts
+    )
     point = dict(zip(cols, balanced_mean(matrix, tt.stratum)))
     warnings: list[str] = []
     if selection["in_sample"]:
@@ -367,6 +385,8 @@ def score(
     result["decision_factorial"] = _factorial(utility_meta, point, boot, interval, selection)
     columns = ScoreColumns(cols, matrix, point, boot, tt, names, list(utility_meta), states.counts.incomplete)
     result.update(seed_analyses(columns, config, num, withheld=withheld is not None))
+    result["consistency_accounting"] = accounting_section(point, boot, interval, skipped_routers)
+    result["task_prior_share"] = task_prior_share(names, point, boot, config.level)
     r2_note = gain_r2_note(undefined, config.level)
     if r2_note["withheld"]:
         warnings.append(f"R²_Δ intervals withheld: {r2_note['withheld']}")

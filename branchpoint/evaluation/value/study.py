@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from branchpoint.errors import InputError
-from branchpoint.evaluation.value import fitted  # noqa: F401  (registers the fitted forecasters and maps)
+from branchpoint.evaluation.value import (
+    fitted,  # noqa: F401  (registers the fitted forecasters and maps)
+    heads,  # registers the forest and fine-tuned heads
+)
 from branchpoint.evaluation.value.analyses import (
     THREE_PAIR_FORECASTER,
     audit_bounds,
@@ -31,6 +34,7 @@ from branchpoint.evaluation.value.analyses import (
     three_pair_forecast,
     three_pair_section,
 )
+from branchpoint.evaluation.value.audit_sample import read_audit_sample, source_supported_section
 from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.evaluation.value.dev_view import DevView
 from branchpoint.evaluation.value.forecasters import (
@@ -229,6 +233,31 @@ def attach_features(
                 "text_head needs a text encoder (`branchpoint value --text-head` passes the packaged MiniLM)"
             )
         states.features["minilm"] = np.asarray(text_encoder(state_texts(states, parents)), dtype=float)
+    if config.finetune_head:  # the texts themselves, for the fine-tuned MiniLM head (`heads`)
+        states.features[heads.TEXT_FEATURE] = np.array(state_texts(states, parents), dtype=object)
+
+
+def supervision_section(states: StateTable, history_path: Path, config: ValueConfig) -> dict[str, Any]:
+    """value.json's `supervision_subsets`: the forecasters fitted on the historical fork study at
+    `history_path` against the same fitted on k target questions (`supervision.supervision_study`;
+    all the target's scored states are dealt into its outer folds, the dev split aside)."""
+    from branchpoint.evaluation.value.supervision import supervision_study
+
+    # the history is another fork study: a fingerprint chosen here is not its own
+    of_history = config.model_copy(update={"fork_settings": None, "text_head": False, "finetune_head": False})
+    history, parents, history_path, _ = load_study(history_path, of_history)
+    attach_features(history, parents, of_history)
+    out = supervision_study(
+        states,
+        history,
+        budgets=config.supervision_budgets,
+        samples=config.supervision_samples,
+        seed=config.seed,
+        resamples=config.resamples,
+        level=config.level,
+    )
+    out["history"]["source"] = str(history_path)
+    return out
 
 
 def value_study(
@@ -263,6 +292,7 @@ def value_study(
     """
     check_component_settings("forecaster", config.forecasters)  # unknown names and bad settings fail first
     check_component_settings("calibrator", config.calibrators)
+    sample = read_audit_sample(Path(config.audit_sample)) if config.audit_sample else None  # bad lines fail first
     states, parents, forks_path, fork_summary = load_study(Path(path), config)
     attach_features(states, parents, config, text_encoder)
     dev = dev_split(states, config.dev_split, config.seed)
@@ -288,15 +318,18 @@ def value_study(
         # the histories are other fork studies: a fingerprint chosen here is not theirs
         of_history = config.model_copy(update={"fork_settings": None})
         histories = [load_states(Path(h), of_history)[0] for h in three_pair]
-        fc, composed = three_pair_forecast(states, histories)
+        fc, composed = three_pair_forecast(states, histories, config.three_pair_design)
         fcs[THREE_PAIR_FORECASTER] = fc
         meta[THREE_PAIR_FORECASTER] = {"kind": "composition", "info": fc.info}
-    scores = score(states, dev, fcs, config)
+    raw_names = [name for name, m in meta.items() if m["kind"] in ("file", "given")]
+    scores = score(states, dev, fcs, config, signal_forecasts=raw_names)
     if composed is not None:
         scores["three_pair_composition"] = three_pair_section(scores, [Path(h) for h in three_pair or ()], composed)
     scores["scoring_objectives"] = compare_objectives(states, dev, forks_path, config)
     if config.audit_judges:
-        scores["audit_bounds"] = audit_bounds(states, dev, fcs, forks_path, config)
+        scores["audit_bounds"] = audit_bounds(states, dev, fcs, forks_path, config, sample)
+    if sample is not None and sample.supported:
+        scores["source_supported"] = source_supported_section(states, dev, fcs, config, sample)
     three = three_action_study(states, dev, forks_path, config, files=three_files)
     if three is not None:
         scores["three_action"] = three
@@ -306,6 +339,8 @@ def value_study(
                 "a three-action forecasts file (q_stop, q_same, q_switch), and no pending_query "
                 "state has STOP, SEARCH and SWITCH with 2 or more repeats each"
             )
+    if config.supervision_history:
+        scores["supervision_subsets"] = supervision_section(states, Path(config.supervision_history), config)
     if config.learning_curves:
         from branchpoint.evaluation.value.curves import curve_families, learning_curves
 

@@ -207,6 +207,7 @@ class AuditBounds(FileModel):
     gain_vs_zero: dict[str, BoundSummary] = Field(default_factory=dict)
     brier_vs_mean: dict[str, BoundSummary] = Field(default_factory=dict)
     intervals_withheld: str | None = None
+    audit_sample: dict[str, Any] | None = None
 
 
 class ThreeActionForecast(FileModel):
@@ -275,9 +276,70 @@ class ThreePairComposition(FileModel):
     histories: dict[str, str] = Field(default_factory=dict, description="A/X, A/Y, B/X: the fork studies read.")
     matched_questions: int = 0
     unmatched_states: int = 0
+    design: str | None = Field(None, description="same_questions or disjoint (the histories ran other questions).")
+    fallbacks: dict[str, int] | None = None
     comparator: str | None = None
     scores: CompositionScores = Field(default_factory=CompositionScores)
     formula: str | None = None
+
+
+class ConsistencyAccounting(FileModel):
+    """The two-probe router's token accounting against always SEARCH (search-value study §5.5):
+    tokens per state, success in reward units; `skipped` says why the router was not scored."""
+
+    skipped: str | None = None
+    against: str | None = None
+    note: str | None = None
+    agreement_rate: Estimate | None = None
+    tokens_saved: Estimate | None = None
+    probe_tokens: Estimate | None = None
+    net_tokens_saved: Estimate | None = None
+    success_cost: Estimate | None = None
+
+
+class Share(FileModel):
+    """A ratio of Brier improvements, its interval, the share of resamples where it is
+    undefined (denominator ≤ 0), and why its value or interval is withheld."""
+
+    value: Num | None = None
+    interval: Interval = None
+    undefined_share: Num | None = None
+    withheld: str | None = None
+
+
+class PriorShare(FileModel):
+    share: Share = Field(default_factory=Share)
+    level_share: Share = Field(default_factory=Share)
+
+
+class TaskPriorShare(FileModel):
+    """The share of each forecaster's Brier improvement over the global means recovered by the
+    task-stratum means, and the share carried by its success-level term (§5.1)."""
+
+    skipped: str | None = None
+    global_means: str | None = None
+    task_prior: str | None = None
+    brier_global_means: Num | None = None
+    brier_task_prior: Num | None = None
+    formula: str | None = None
+    forecasters: dict[str, PriorShare] = Field(default_factory=dict)
+
+
+class SourceSupported(FileModel):
+    """Scores on the test states of source-supported questions alone (search-value study,
+    Appendix C), from a sampled audit's file (`audit_sample.py`); `skipped` says why not."""
+
+    skipped: str | None = None
+    file: str | None = None
+    test_questions: int = 0
+    test_states: int = 0
+    of_test_states: int = 0
+    note: str | None = None
+    brier: dict[str, Estimate] = Field(default_factory=dict)
+    gain_risk: dict[str, Estimate] = Field(default_factory=dict)
+    gain_r2: dict[str, Estimate] = Field(default_factory=dict)
+    paired: dict[str, dict[str, Difference]] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
 
 
 class ValueReport(FileModel):
@@ -313,10 +375,13 @@ class ValueReport(FileModel):
     level_split: dict[str, LevelSplit] = Field(default_factory=dict)
     utility: Utility | None = None
     decision_factorial: Factorial | None = None
+    consistency_accounting: ConsistencyAccounting | None = None
+    task_prior_share: TaskPriorShare | None = None
     intervals: Intervals = Field(default_factory=Intervals)
     warnings: list[str] = Field(default_factory=list)
     scoring_objectives: Objectives | None = None
     audit_bounds: AuditBounds | None = None
+    source_supported: SourceSupported | None = None
     three_action: ThreeAction | None = None
     three_pair_composition: ThreePairComposition | None = None
     learning_curves: LearningCurves | None = None
@@ -326,6 +391,9 @@ class ValueReport(FileModel):
     gain_spread: GainSpread | None = Field(None, description="SD of gains, its distribution, repeat noise.")
     power: Power | None = Field(None, description="Power calculation of the paired contrasts.")
     failure_rates: FailureRates | None = Field(None, description="Malformed / length failures per action.")
+    supervision_subsets: dict[str, Any] | None = Field(
+        None, description="History-fitted vs target-k-fitted forecasters (supervision.py, seed 002 App. D)."
+    )
     provenance: Provenance | None = Field(
         None, description="Where the file came from (branchpoint.provenance); absent in older files."
     )

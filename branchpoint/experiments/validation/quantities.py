@@ -30,11 +30,13 @@ targets. The comparison itself (`compare.compare_study`) and the checks over man
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from branchpoint.evaluation.value.config import DEFAULT_PRICES, price_key
+from branchpoint.experiments.validation import router_truths as RT
 from branchpoint.experiments.validation import seed_truths as S
 from branchpoint.experiments.validation import truths as T
 from branchpoint.experiments.validation.canary import CANARY, LEVEL
@@ -145,6 +147,18 @@ def _utility_rows(price: float) -> list[Quantity]:
             "upper_bound",
         ),
     ]
+    # seed 002's signal routers on the exact forecaster: τ chosen in-sample (no dev rows), so the
+    # estimate is the larger of a grid of estimates, optimistic by design (`router_truths`)
+    for router in ("confidence:truth", "entropy:truth", "novelty:query", "novelty:document", "evidence_gap"):
+        rows.append(
+            _q(
+                f"U({pk}) {router} (τ in-sample)",
+                f"{u}.{router}.utility",
+                f"{iv}.{router}",
+                functools.partial(RT.signal_router, price=price, pk=pk, router=router),
+                "upper_bound",
+            )
+        )
     if price == 0:
         rows.append(
             _q(
@@ -284,6 +298,16 @@ QUANTITIES: list[Quantity] = [
         lambda r: T.gain_defined(r, T.level_split_truth(r, "gain_quarter")),
     ),
     *[row for price in PRICES for row in _utility_rows(price)],
+    # the two-probe router's token accounting against always SEARCH (seed 002 §5.5)
+    *[
+        _q(
+            f"consistency accounting: {key}",
+            f"consistency_accounting.{key}.value",
+            f"consistency_accounting.{key}.interval",
+            functools.partial(RT.consistency_accounting, key=key),
+        )
+        for key in ("agreement_rate", "success_cost", "tokens_saved", "probe_tokens", "net_tokens_saved")
+    ],
     # the plug-in (E|Δ̄| − |EΔ̄|)/2 is optimistic and has no interval (reported, not checked); the
     # study's range from θ̂ is checked through its interval (lower bound's low end to upper's high)
     _q("oracle bound (plug-in)", "utility.oracle_plugin_optimistic", None, T.oracle_h, "upper_bound"),
