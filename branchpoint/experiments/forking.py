@@ -3,8 +3,10 @@
 For each recorded execution, each selected legal boundary, each legal action and each repeat,
 one branch runs on its own checkpoint thread seeded from the checkpoint (see `branchpoint.checkpoints.fork`)
 and is appended to `RUN_DIR/forks.jsonl` as an `ExecutionRecord` with `parent`, `branch` and
-`repeat`. Branches run concurrently; reruns skip branches already recorded. Retrieval goes
-through the run's persistent cache, so repeats share evidence exactly.
+`repeat`. Branches run concurrently, in this process or, sharded by the run's driver, over
+local processes or Ray tasks (`fork_shards`: the same branches and records); reruns skip
+branches already recorded. Retrieval goes through the run's persistent cache, so repeats share
+evidence exactly.
 
 `--minimal-search` forks THINK at every `after_search_t` (t < k) of each correct execution with
 k searches, and records the smallest t whose continuation is still correct in
