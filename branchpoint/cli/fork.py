@@ -87,6 +87,21 @@ def fork(
         help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
     ),
     log_requests: bool = typer.Option(False, "--log-requests", help=LOG_REQUESTS_HELP),
+    executor: str = typer.Option(
+        "local", "--executor", help="local (this process) or ray (one Ray task per branch condition)."
+    ),
+    ray_address: str | None = typer.Option(
+        None,
+        "--ray-address",
+        help="--executor ray: cluster to join, e.g. auto or HOST:6379 (default: start a local one).",
+    ),
+    processes: int = typer.Option(
+        1,
+        "--processes",
+        min=1,
+        help="--executor local: split the branches over N processes sharing the model server "
+        "(model.provider openai); --concurrency is the total.",
+    ),
     set_: list[str] = typer.Option(
         [],
         "--set",
@@ -117,6 +132,8 @@ def fork(
     Example: branchpoint fork runs/fork-study --checkpoint 1f0c2a --actions THINK,SEARCH --repeats 8
 
     Example: branchpoint fork runs/quickstart --sample 2,2 --repeats 2 --set search_budget=1
+
+    Example: branchpoint fork runs/vllm-study --repeats 8 --concurrency 256 --processes 4
     """
     from branchpoint.cli.study_options import given_settings
     from branchpoint.experiments.fork_options import fork_plan_from_options, record_fork_settings
@@ -138,7 +155,16 @@ def fork(
     )
     counts = sample_counts(sample) if sample is not None else None
     plan, settings = fork_plan_from_options(run_dir, given, set_, counts)
-    summary = fork_run(run_dir, plan, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests)
+    summary = fork_run(
+        run_dir,
+        plan,
+        progress=not no_progress,
+        checkpoints=checkpoints,
+        log_requests=log_requests,
+        executor=executor,
+        ray_address=ray_address,
+        processes=processes,
+    )
     record_fork_settings(run_dir, "fork", plan, settings, summary)
     console.print(settings.describe(), soft_wrap=True, highlight=False)
     print_fork_summary(summary)

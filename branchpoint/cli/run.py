@@ -99,8 +99,15 @@ def run(
         from branchpoint.experiments.forking import fork_run
         from branchpoint.experiments.study_settings import fork_settings
 
-        fork_summary = fork_run(
-            run_dir, loaded.fork, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests
+        fork_summary = fork_run(  # on the same executor as the run
+            run_dir,
+            loaded.fork,
+            progress=not no_progress,
+            checkpoints=checkpoints,
+            log_requests=log_requests,
+            executor=executor,
+            ray_address=ray_address,
+            processes=processes,
         )
         record_fork_settings(run_dir, "run", loaded.fork, fork_settings(run_dir, {}), fork_summary)
         print_fork_summary(fork_summary)

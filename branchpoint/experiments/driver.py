@@ -149,19 +149,13 @@ def run_sharded(
             todo,
             runner,
             summary,
-            fold=_folder(merger, unseen),
+            fold=folder_of(merger, unseen),
             recover=(lambda: merger.recover(strict=False)) if merger is not None else None,
             progress=progress,
             label=spec.name,
             started=started,
         )
-    if unseen:
-        log.warning(
-            "checkpoints of %d shards are not visible from this machine (%s): use a shared run "
-            "folder or --checkpoints postgresql://... to fork them",
-            len(unseen),
-            ", ".join(unseen),
-        )
+    warn_unseen(unseen)
     summary.wall_s = time.perf_counter() - started
     return summary
 
@@ -170,10 +164,23 @@ def _key(planned: PlannedExecution) -> str:
     return planned.execution_id
 
 
-def _folder(
+def warn_unseen(unseen: list[str]) -> None:
+    """Warn of the shards whose checkpoints the driver could not fold (their folders are on
+    other machines' disks): their saved states cannot be forked from here."""
+    if unseen:
+        log.warning(
+            "checkpoints of %d shards are not visible from this machine (%s): use a shared run "
+            "folder or --checkpoints postgresql://... to fork them",
+            len(unseen),
+            ", ".join(unseen),
+        )
+
+
+def folder_of(
     merger: ShardMerger | None, unseen: list[str]
 ) -> Callable[[Shard[Any], ShardOutcome], list[ExecutionRecord]]:
-    """Folds a finished shard's folder and returned records into the run (see `ShardMerger.fold`)."""
+    """Folds a finished shard's folder and returned records into the run (see `ShardMerger.fold`),
+    noting in `unseen` a shard whose checkpoints this machine cannot see."""
 
     def fold(shard: Shard[Any], outcome: ShardOutcome) -> list[ExecutionRecord]:
         assert merger is not None and shard.folder is not None  # a shard with a folder: the driver writes

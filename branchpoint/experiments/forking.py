@@ -3,8 +3,10 @@
 For each recorded execution, each selected legal boundary, each legal action and each repeat,
 one branch runs on its own checkpoint thread seeded from the checkpoint (see `branchpoint.checkpoints.fork`)
 and is appended to `RUN_DIR/forks.jsonl` as an `ExecutionRecord` with `parent`, `branch` and
-`repeat`. Branches run concurrently; reruns skip branches already recorded. Retrieval goes
-through the run's persistent cache, so repeats share evidence exactly.
+`repeat`. Branches run concurrently, in this process or, sharded by the run's driver, over
+local processes or Ray tasks (`fork_shards`: the same branches and records); reruns skip
+branches already recorded. Retrieval goes through the run's persistent cache, so repeats share
+evidence exactly.
 
 `--minimal-search` forks THINK at every `after_search_t` (t < k) of each correct execution with
 k searches, and records the smallest t whose continuation is still correct in
@@ -64,6 +66,7 @@ from branchpoint.experiments.branch_planning import (
     plan_study,
     select_checkpoints,
 )
+from branchpoint.experiments.driver import check_executor_options
 from branchpoint.experiments.execution import execute, run_blocking_core, stream_recording
 from branchpoint.experiments.invocations import begin_invocation
 from branchpoint.experiments.runner import (
@@ -77,6 +80,8 @@ from branchpoint.experiments.runner import (
     simulated_marker,
     with_request_log,
 )
+from branchpoint.experiments.shard_fold import ShardMerger
+from branchpoint.experiments.shards import FORK_SHARDS_DIR
 from branchpoint.experiments.spec import ExperimentSpec, ForkPlan, load_spec
 from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.experiments.tallies import tally
@@ -141,10 +146,17 @@ def _prefix(parent: ExecutionRecord, values: dict[str, Any]) -> dict[str, int]:
     return own
 
 
-async def run_branch(graph: Any, ctx: AgentContext, task: BranchTask, saver: Any, plan: ForkPlan) -> ExecutionRecord:
+async def run_branch(
+    graph: Any, ctx: AgentContext, task: BranchTask, saver: Any, plan: ForkPlan, parents: Any | None = None
+) -> ExecutionRecord:
     """Run one branch (or replay) on its own checkpoint thread, seeded from the parent's
-    checkpoint, on the running event loop (`saver`: the graph's, used through its async API)."""
-    values = await acheckpoint_values(saver, task.parent.execution_id, task.boundary.checkpoint_id, reader=graph)
+    checkpoint, on the running event loop (`saver`: the graph's, used through its async API).
+
+    `parents` is a reader graph (`checkpoints.values.state_reader`) on the store the parent's
+    saved state is read from, when that is not the graph's own saver (a fork shard writes its
+    branches into its own folder's store and reads its parents from the run's)."""
+    reader, source = (graph, saver) if parents is None else (parents, parents.checkpointer)
+    values = await acheckpoint_values(source, task.parent.execution_id, task.boundary.checkpoint_id, reader=reader)
     if task.action is None:
         state, cap = replay_input(values), task.spec.agent.search_cap
     else:
@@ -250,9 +262,13 @@ def _run_tasks(
     *,
     out_file: str = FORKS_FILE,
     log_requests: bool = False,
+    parents_saver: Any | None = None,
 ) -> None:
     """Run the branches on the asynchronous execution core (`experiments.execution`), one event
-    loop for the study; each branch record is appended durably before it counts."""
+    loop for the study; each branch record is appended durably before it counts.
+
+    `parents_saver`: where the parents' saved states are read, when not from `saver` (a fork
+    shard, see `fork_shards`)."""
     pool = SourcePool(progress=False, cache_path=store.run_dir / RETRIEVAL_CACHE_FILE)
     questions = QuestionLookup()
     graphs: dict[str, Any] = {}
@@ -279,6 +295,8 @@ def _run_tasks(
             with model_opener(task.spec, store.run_dir) as opened:
                 yield with_request_log(opened, store.run_dir, log_requests, group, sent=sent)
 
+        parents = state_reader(parents_saver) if parents_saver is not None else None
+
         async def main() -> None:
             async with async_saver(saver) as graph_saver:
 
@@ -297,7 +315,7 @@ def _run_tasks(
                         questions.of(task.spec, task.parent),
                     )
                     current_execution.set(task.execution_id)
-                    record = await run_branch(graphs[task.spec.agent.policy], ctx, task, graph_saver, plan)
+                    record = await run_branch(graphs[task.spec.agent.policy], ctx, task, graph_saver, plan, parents)
                     return as_sent(record, sent.pop(task.execution_id))
 
                 await execute(
@@ -366,8 +384,27 @@ def _open_run(run_dir: str | Path, checkpoints: str | None) -> tuple[RunStore, E
     return store, spec
 
 
-def _run_missing(
-    tasks: list[BranchTask],
+def missing_branches(tasks: list[BranchTask], store: RunStore, summary: ForkSummary, out_file: str) -> list[BranchTask]:
+    """The planned branches (or replays) not yet recorded as final in `out_file`, after cutting a
+    torn last line (a study killed mid-append: that branch is redone); counts them into `summary`."""
+    summary.planned = len(tasks)
+    store.repair_torn_tail(out_file)
+    done = {r.execution_id for r in fork_records(store.run_dir, out_file) if r.status != "incomplete"}
+    todo = missing(tasks, done, lambda t: t.execution_id)
+    summary.skipped_done = len(tasks) - len(todo)
+    return todo
+
+
+def _begin(store: RunStore, out_file: str, todo: list[BranchTask]) -> str | None:
+    """Record this invocation's provenance before its first write (see `experiments.invocations`)."""
+    if not todo:
+        return None
+    command = "replay" if out_file == REPLAYS_FILE else "fork"
+    return begin_invocation(store, out_file, command, {id(t.spec): t.spec for t in todo}.values())
+
+
+def _run_here(
+    todo: list[BranchTask],
     store: RunStore,
     saver: Any,
     plan: ForkPlan,
@@ -378,22 +415,8 @@ def _run_missing(
     out_file: str,
     log_requests: bool,
 ) -> None:
-    """Run the planned branches (or replays) not yet recorded in `out_file`, after cutting a torn
-    last line (a study killed mid-append: that branch is redone), with the shared driver: the
-    missing branches are one shard run in this process by `_run_tasks` (the run folder is locked).
-
-    Forks run in this process only: a branch reads its parent's checkpoint from the run's saver
-    and writes its own into the same saver, so a shard elsewhere would need the run's checkpoints
-    readable there and its own folded back (not done; see docs/scaling.md).
-    """
-    summary.planned = len(tasks)
-    store.repair_torn_tail(out_file)
-    done = {r.execution_id for r in fork_records(store.run_dir, out_file) if r.status != "incomplete"}
-    todo = missing(tasks, done, lambda t: t.execution_id)
-    summary.skipped_done = len(tasks) - len(todo)
-    if todo:  # this invocation writes: its provenance first (see `experiments.invocations`)
-        command = "replay" if out_file == REPLAYS_FILE else "fork"
-        begin_invocation(store, out_file, command, {id(t.spec): t.spec for t in todo}.values())
+    """Run the missing branches (or replays) with the shared driver as one shard in this process
+    (`_run_tasks`, into the run folder, which the caller has locked)."""
 
     def run_here(part: list[BranchTask]) -> ShardOutcome:
         ran = ForkSummary(run_dir=store.run_dir)
@@ -414,27 +437,55 @@ def fork_run(
     model_opener: ModelOpener = default_model_opener,
     checkpoints: str | None = None,
     log_requests: bool = False,
+    executor: str = "local",
+    ray_address: str | None = None,
+    processes: int = 1,
 ) -> ForkSummary:
     """Run a fork study on a run directory (and, with `minimal_search`, the minimal-search study).
 
     `plan.executions` / `plan.checkpoints` may name fork branches too (forks of forks).
-    `log_requests` appends every request body to RUN_DIR/requests.jsonl.
+    `log_requests` appends every request body to RUN_DIR/requests.jsonl. The branches run in
+    this process, over `processes` local processes, or as Ray tasks (`executor="ray"`), as for
+    `branchpoint run` (see `fork_shards`): the same branches, seeds and records either way. Shard
+    folders a killed sharded study left (`RUN_DIR/fork_shards/*`) are folded first, whatever
+    executor runs now.
     """
     plan.check()
+    check_executor_options(executor, ray_address, processes, log_requests)
+    sharded = executor == "ray" or processes > 1
     started = time.perf_counter()
     store, spec = _open_run(run_dir, checkpoints)
-    parents = parent_records(store, plan.executions, include_branches=plan.checkpoints is not None)
+    if sharded:
+        from branchpoint.experiments.fork_shards import check_fork_executor
+
+        check_fork_executor(spec, executor, processes, checkpoints)  # before anything is written
     summary = ForkSummary(run_dir=store.run_dir, seed=plan.seed, repeats=plan.repeats)
+    label = f"fork {spec.name}"
     with ExitStack() as stack:
         stack.enter_context(run_lock(store.run_dir, "fork"))  # one writer per run folder
-        saver = stack.enter_context(open_checkpointer(store.checkpoint_target(checkpoints)))
-        tasks, skipped = plan_study(saver, store, spec, plan, parents)
-        summary.illegal_skipped = dict(skipped)
-        _run_missing(
-            tasks, store, saver, plan, summary, model_opener, progress, f"fork {spec.name}", FORKS_FILE, log_requests
-        )
+        merger: ShardMerger | None = None
+        if sharded or ShardMerger.shard_dirs_of(store, FORK_SHARDS_DIR):
+            merger = ShardMerger(store, checkpoints, FORKS_FILE, FORK_SHARDS_DIR)
+            with reporting_no_space(store.run_dir):
+                merger.recover()  # the branches a killed sharded study's shards recorded
+        parents = parent_records(store, plan.executions, include_branches=plan.checkpoints is not None)
+        target = store.checkpoint_target(checkpoints)
+        with open_checkpointer(target) as saver:
+            tasks, skipped = plan_study(saver, store, spec, plan, parents)
+            summary.illegal_skipped = dict(skipped)
+            todo = missing_branches(tasks, store, summary, FORKS_FILE)
+            invocation = _begin(store, FORKS_FILE, todo)
+            if not sharded:
+                _run_here(todo, store, saver, plan, summary, model_opener, progress, label, FORKS_FILE, log_requests)
+        if sharded and todo:  # no saver of the driver's is open while the shards run
+            assert merger is not None
+            from branchpoint.experiments.fork_shards import ForkJob, run_fork_shards
+
+            job = ForkJob(store, plan, checkpoints, invocation, FORKS_FILE)
+            run_fork_shards(todo, job, merger, summary, executor, ray_address, processes, progress, label, started)
         if plan.minimal_search:
-            summary.minimal = minimal_searches(parents, fork_records(store.run_dir), saver, plan.judge)
+            with open_checkpointer(target) as saver:
+                summary.minimal = minimal_searches(parents, fork_records(store.run_dir), saver, plan.judge)
             path = store.run_dir / MINIMAL_SEARCH_FILE
             tmp = path.with_name(f".{path.name}.tmp")
             tmp.write_text("".join(json.dumps(m) + "\n" for m in summary.minimal), encoding="utf-8")
@@ -483,18 +534,10 @@ def replay_run(
                 f"{parent.execution_id[:12]} match (see `branchpoint checkpoints ls RUN_DIR --execution {execution} --wide`)"
             )
         tasks = branch_tasks(parent, chosen[0], None, plan, resolved)
-        _run_missing(
-            tasks,
-            store,
-            saver,
-            plan,
-            summary,
-            model_opener,
-            progress,
-            f"replay {spec.name}",
-            REPLAYS_FILE,
-            log_requests,
-        )
+        todo = missing_branches(tasks, store, summary, REPLAYS_FILE)
+        _begin(store, REPLAYS_FILE, todo)
+        label = f"replay {spec.name}"
+        _run_here(todo, store, saver, plan, summary, model_opener, progress, label, REPLAYS_FILE, log_requests)
     summary.wall_s = time.perf_counter() - started
     return summary
 

@@ -22,12 +22,12 @@ import queue
 import signal
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from branchpoint.errors import BranchpointError, InputError
 from branchpoint.experiments.driver import RunJob, run_sharded
@@ -36,7 +36,9 @@ from branchpoint.experiments.shards import SHARDS_DIR, ShardTask, run_shard
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.work_driver import Shard, ShardOutcome
 from branchpoint.processes import die_with_parent
-from branchpoint.traces import TraceError
+from branchpoint.traces import EXECUTIONS_FILE, TraceError
+
+W = TypeVar("W")
 
 #: Model providers whose server the processes can share.
 SHARED_PROVIDERS = ("openai", "scripted")
@@ -57,7 +59,7 @@ def _context() -> multiprocessing.context.ForkContext | multiprocessing.context.
     return multiprocessing.get_context("spawn")
 
 
-def deal(todo: list[PlannedExecution], parts: int) -> list[list[PlannedExecution]]:
+def deal(todo: list[W], parts: int) -> list[list[W]]:
     """Round-robin parts of the plan (conditions and questions mixed into every part)."""
     return [p for p in (todo[i::parts] for i in range(parts)) if p]
 
@@ -81,49 +83,66 @@ def run_experiment_processes(
         raise InputError(f"--concurrency must be at least 1, got {concurrency}")
 
     def check(plan: list[PlannedExecution]) -> None:
-        providers = {p.spec.model.provider for p in plan}
-        if processes > 1 and not providers <= set(SHARED_PROVIDERS):
-            raise InputError(
-                f"--processes {processes} needs a model server the processes share (model.provider: openai, "
-                f"e.g. vLLM); this spec uses {', '.join(sorted(providers - set(SHARED_PROVIDERS)))}, which would "
-                "start one server per process. Run it with --processes 1."
-            )
+        check_shared_model(processes, {p.spec.model.provider for p in plan})
 
-    return run_sharded(
-        spec,
-        run_dir,
-        lambda job: ProcessBackend(job, processes, concurrency),
-        progress=progress,
-        checkpoints=checkpoints,
-        check=check,
-    )
+    def backend(job: RunJob) -> ProcessBackend:
+        def task_of(shard: Shard[PlannedExecution], each: int) -> ShardTask:
+            ids = [p.execution_id for p in shard.items]
+            return ShardTask.of(job.spec, job.store.run_dir, shard.name, ids, job.checkpoints, each, job.invocation)
+
+        return ProcessBackend(job.store.run_dir / SHARDS_DIR, processes, concurrency, task_of, run_shard)
+
+    return run_sharded(spec, run_dir, backend, progress=progress, checkpoints=checkpoints, check=check)
 
 
-class ProcessBackend:
-    """Each shard a local process running the ordinary runner into `RUN_DIR/shards/local-<i>`.
+def check_shared_model(processes: int, providers: set[str]) -> None:
+    """Refuse `--processes N` (N > 1) for a model each process would start itself (an embedded
+    or simulated server per process): the processes must share one model server."""
+    if processes > 1 and not providers <= set(SHARED_PROVIDERS):
+        raise InputError(
+            f"--processes {processes} needs a model server the processes share (model.provider: openai, "
+            f"e.g. vLLM); this spec uses {', '.join(sorted(providers - set(SHARED_PROVIDERS)))}, which would "
+            "start one server per process. Run it with --processes 1."
+        )
 
-    Its future is set by a watcher thread (started after every process is forked) when the
-    process reports, or dies without a report.
+
+class ProcessBackend(Generic[W]):
+    """Each shard a local process running `worker(task)` into `root/local-<i>` (a run's shards:
+    the ordinary runner, `shards.run_shard`; a fork study's: `fork_shards.run_fork_shard`).
+
+    `task_of(shard, concurrency)` is the picklable task a shard's process gets. Its future is set
+    by a watcher thread (started after every process is forked) when the process reports, or dies
+    without a report.
     """
 
     in_place = False
 
-    def __init__(self, job: RunJob, processes: int, concurrency: int) -> None:
-        self.job = job
+    def __init__(
+        self,
+        root: Path,
+        processes: int,
+        concurrency: int,
+        task_of: Callable[[Shard[W], int], Any],
+        worker: Callable[[Any], Any],
+        trace: str = EXECUTIONS_FILE,
+    ) -> None:
+        self.root = root
         self.processes = processes
         self.concurrency = concurrency
+        self.task_of = task_of
+        self.worker = worker
+        self.trace = trace
         self.description = f"{processes} processes"
         self._workers: dict[str, BaseProcess] = {}
         self._stopped = threading.Event()
 
-    def shards(self, todo: list[PlannedExecution]) -> list[Shard[PlannedExecution]]:
-        """The missing executions dealt round robin into at most `processes` shards."""
+    def shards(self, todo: list[W]) -> list[Shard[W]]:
+        """The missing work dealt round robin into at most `processes` shards."""
         parts = deal(todo, min(self.processes, len(todo)))
         self.description = f"{len(parts)} processes"
-        root = self.job.store.run_dir / SHARDS_DIR
         names = [f"{SHARD_PREFIX}{i}" for i in range(len(parts))]
         return [
-            Shard(name, part, where=f"{len(part)} executions", folder=root / name)
+            Shard(name, part, where=f"{len(part)} {_what(self.trace)}", folder=self.root / name, trace=self.trace)
             for name, part in zip(names, parts, strict=True)
         ]
 
@@ -135,17 +154,17 @@ class ProcessBackend:
         finally:
             self.stop()
 
-    def submit_all(self, shards: list[Shard[PlannedExecution]]) -> dict[Future[ShardOutcome], Shard[PlannedExecution]]:
+    def submit_all(self, shards: list[Shard[W]]) -> dict[Future[ShardOutcome], Shard[W]]:
         """Fork (or spawn) one process per shard, then start the thread that watches them."""
         each = -(-self.concurrency // len(shards))
         ctx = _context()
         reports: multiprocessing.queues.Queue = ctx.Queue()
         futures: dict[str, Future[ShardOutcome]] = {}
         for shard in shards:
-            ids = [p.execution_id for p in shard.items]
-            job = self.job
-            task = ShardTask.of(job.spec, job.store.run_dir, shard.name, ids, job.checkpoints, each, job.invocation)
-            proc = ctx.Process(target=_run_part, args=(task, reports), name=f"branchpoint-{shard.name}", daemon=True)
+            task = self.task_of(shard, each)
+            proc = ctx.Process(
+                target=_run_part, args=(self.worker, task, reports), name=f"branchpoint-{shard.name}", daemon=True
+            )
             self._workers[shard.name] = proc
             futures[shard.name] = Future()
         for worker in self._workers.values():  # before any thread of ours starts (fork copies only this one)
@@ -181,16 +200,21 @@ class ProcessBackend:
 _KNOWN_ERRORS: dict[str, type[BaseException]] = {e.__name__: e for e in (InputError, TraceError, BranchpointError)}
 
 
-def _run_part(task: ShardTask, reports: multiprocessing.queues.Queue) -> None:
-    """A worker process: run one shard with the ordinary runner; report (name, None) or
-    (name, (error type, message)) — plain strings, whatever the error holds."""
+def _run_part(worker: Callable[[Any], Any], task: Any, reports: multiprocessing.queues.Queue) -> None:
+    """A worker process: run one shard (`worker(task)`, e.g. the ordinary runner); report
+    (name, None) or (name, (error type, message)) — plain strings, whatever the error holds."""
     _die_with_parent()
     try:
-        run_shard(task)
+        worker(task)
     except BaseException as exc:  # sent to the driver, which raises it
         reports.put((task.shard, (type(exc).__name__, str(exc))))
     else:
         reports.put((task.shard, None))
+
+
+def _what(trace: str) -> str:
+    """What a shard's items are, for its error messages."""
+    return "executions" if trace == EXECUTIONS_FILE else "branches"
 
 
 def _error(name: str, report: tuple[str, str]) -> BaseException:

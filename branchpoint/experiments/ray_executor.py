@@ -22,12 +22,12 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from branchpoint.checkpoints.postgres import is_postgres_url
 from branchpoint.errors import InputError
@@ -36,7 +36,9 @@ from branchpoint.experiments.runner import PlannedExecution, RunSummary
 from branchpoint.experiments.shards import SHARDS_DIR, ShardResult, ShardTask, run_shard, shard_name
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.work_driver import Shard, ShardOutcome
-from branchpoint.traces import ExecutionRecord
+from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord
+
+W = TypeVar("W")
 
 #: The Ray release this module is tested with (the `ray` extra of pyproject.toml pins it).
 RAY_REQUIREMENT = "ray==2.60.0"
@@ -138,42 +140,79 @@ def run_experiment_ray(
     require_ray()
     if concurrency < 1:
         raise InputError(f"--concurrency must be at least 1, got {concurrency}")
+    check_ray_checkpoints(checkpoints)
+
+    def backend(job: RunJob) -> RayBackend[PlannedExecution]:
+        def task_of(shard: Shard[PlannedExecution], each: int) -> ShardTask:
+            ids = [p.execution_id for p in shard.items]
+            return ShardTask.of(job.spec, job.store.run_dir, shard.name, ids, job.checkpoints, each, job.invocation)
+
+        return RayBackend(
+            job.store.run_dir / SHARDS_DIR,
+            concurrency,
+            address,
+            num_cpus,
+            key=shard_name,
+            where=lambda p: condition_label(p.condition),
+            task_of=task_of,
+            worker=run_shard,
+        )
+
+    return run_sharded(spec, run_dir, backend, progress=progress, checkpoints=checkpoints)
+
+
+def check_ray_checkpoints(checkpoints: str | None) -> None:
+    """`--checkpoints` with `--executor ray`: a PostgreSQL URL or nothing (one SQLite file per shard)."""
     if checkpoints is not None and not is_postgres_url(checkpoints):
         raise InputError(
             "--checkpoints with --executor ray: expected a postgresql:// URL (one SQLite file cannot "
             "take several processes' savers; leave it out for one SQLite file per shard)"
         )
-    return run_sharded(
-        spec,
-        run_dir,
-        lambda job: RayBackend(job, concurrency, address, num_cpus),
-        progress=progress,
-        checkpoints=checkpoints,
-    )
 
 
-class RayBackend:
-    """Each condition's missing executions one Ray task (`run_shard`); its future is the task's."""
+class RayBackend(Generic[W]):
+    """The missing work cut into shards by `key` (a run: one per condition, `shards.shard_name`),
+    each one Ray task running `worker(task)` into `root/<key>`; its future is the task's.
+
+    `task_of(shard, concurrency)` is the task a shard's Ray task gets; `where(item)` says what a
+    shard holds in its errors (its condition).
+    """
 
     in_place = False
 
-    def __init__(self, job: RunJob, concurrency: int, address: str | None, num_cpus: int | None) -> None:
-        self.job = job
+    def __init__(
+        self,
+        root: Path,
+        concurrency: int,
+        address: str | None,
+        num_cpus: int | None,
+        *,
+        key: Callable[[W], str],
+        where: Callable[[W], str],
+        task_of: Callable[[Shard[W], int], Any],
+        worker: Callable[[Any], ShardResult],
+        trace: str = EXECUTIONS_FILE,
+    ) -> None:
+        self.root = root
         self.concurrency = concurrency
         self.address = address
         self.num_cpus = num_cpus
+        self.key = key
+        self.where = where
+        self.task_of = task_of
+        self.worker = worker
+        self.trace = trace
         self.description = "ray"
         self._refs: list[Any] = []
 
-    def shards(self, todo: list[PlannedExecution]) -> list[Shard[PlannedExecution]]:
-        """One shard per condition, named by `shard_name` (the same folder on every run)."""
-        by_name: dict[str, list[PlannedExecution]] = {}
-        for p in todo:
-            by_name.setdefault(shard_name(p), []).append(p)
+    def shards(self, todo: list[W]) -> list[Shard[W]]:
+        """One shard per key (the same folder on every run)."""
+        by_name: dict[str, list[W]] = {}
+        for item in todo:
+            by_name.setdefault(self.key(item), []).append(item)
         self.description = f"ray, {len(by_name)} shards"
-        root = self.job.store.run_dir / SHARDS_DIR
         return [
-            Shard(name, items, where=_condition(items[0].condition), folder=root / name)
+            Shard(name, items, where=self.where(items[0]), folder=self.root / name, trace=self.trace)
             for name, items in by_name.items()
         ]
 
@@ -181,18 +220,13 @@ class RayBackend:
         """The Ray session the tasks run in (joined, or started and stopped here)."""
         return ray_session(self.address, self.num_cpus)
 
-    def submit_all(self, shards: list[Shard[PlannedExecution]]) -> dict[Future[ShardOutcome], Shard[PlannedExecution]]:
-        """One Ray task per shard (spread over the nodes), each with `concurrency` executions at once."""
+    def submit_all(self, shards: list[Shard[W]]) -> dict[Future[ShardOutcome], Shard[W]]:
+        """One Ray task per shard (spread over the nodes), each with `concurrency` items at once."""
         ray = require_ray()
-        remote = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(run_shard)
-        out: dict[Future[ShardOutcome], Shard[PlannedExecution]] = {}
+        remote = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(self.worker)
+        out: dict[Future[ShardOutcome], Shard[W]] = {}
         for shard in shards:
-            ids = [p.execution_id for p in shard.items]
-            job = self.job
-            task = ShardTask.of(
-                job.spec, job.store.run_dir, shard.name, ids, job.checkpoints, self.concurrency, job.invocation
-            )
-            ref = remote.remote(task)
+            ref = remote.remote(self.task_of(shard, self.concurrency))
             self._refs.append(ref)
             out[_outcome(ref.future())] = shard
         return out
@@ -204,7 +238,8 @@ class RayBackend:
             ray.cancel(ref)
 
 
-def _condition(condition: dict[str, Any]) -> str:
+def condition_label(condition: dict[str, Any]) -> str:
+    """A shard's condition in an error message: `condition {...}`, or `condition base`."""
     return f"condition {json.dumps(condition, default=str) if condition else 'base'}"
 
 
@@ -228,6 +263,8 @@ def _outcome(task: Future[ShardResult]) -> Future[ShardOutcome]:
 __all__ = [
     "RAY_REQUIREMENT",
     "RayBackend",
+    "check_ray_checkpoints",
+    "condition_label",
     "ray_session",
     "require_ray",
     "run_experiment_ray",

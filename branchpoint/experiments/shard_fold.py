@@ -115,14 +115,22 @@ class ShardMerger:
 
     A record is appended unless its execution already has a final record in the run, or the very
     same record (an `incomplete` one folded before) is already there.
+
+    `file` is the trace file shards write and the run receives (`forks.jsonl` for a fork study's
+    shards), `root` the run folder's folder of those shards (`fork_shards` for a fork study's):
+    a run's and a fork study's shards are never folded into each other's file.
     """
 
-    def __init__(self, store: RunStore, checkpoints: str | None) -> None:
+    def __init__(
+        self, store: RunStore, checkpoints: str | None, file: str = EXECUTIONS_FILE, root: str = SHARDS_DIR
+    ) -> None:
         self.store = store
+        self.file = file
+        self.root = root
         self.merge_checkpoints = checkpoints is None  # PostgreSQL: every shard saved into it already
         self._seen: set[str] = set()
         self._finished: set[str] = set()
-        for rec in store.records():
+        for rec in store.records(file):
             self._note(rec)
         self._ready: set[str] = set()
 
@@ -144,7 +152,7 @@ class ShardMerger:
             digest = hashlib.sha256(dump_record(rec).encode()).hexdigest()
             if rec.execution_id in self._finished or digest in self._seen:
                 continue
-            self.store.append(rec)
+            self.store.append(rec, self.file)
             self._note(rec)
             added.append(rec)
         return added
@@ -184,16 +192,16 @@ class ShardMerger:
     def shard_dirs(self) -> list[Path]:
         """The shard folders present in the run folder (leftovers of an interrupted removal are
         removed here: their content was folded before they were renamed)."""
-        root = self.store.run_dir / SHARDS_DIR
+        root = self.store.run_dir / self.root
         if root.is_dir():
             for leftover in root.glob(".folded-*"):
                 shutil.rmtree(leftover, ignore_errors=True)
-        return self.shard_dirs_of(self.store)
+        return self.shard_dirs_of(self.store, self.root)
 
     @staticmethod
-    def shard_dirs_of(store: RunStore) -> list[Path]:
-        """The shard folders present in a run folder (read-only; half-removed ones left out)."""
-        root = store.run_dir / SHARDS_DIR
+    def shard_dirs_of(store: RunStore, folder: str = SHARDS_DIR) -> list[Path]:
+        """The shard folders present in a run folder's `folder` (read-only; half-removed ones left out)."""
+        root = store.run_dir / folder
         return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
 
     def remove(self, shard_dir: Path) -> None:
@@ -219,7 +227,7 @@ class ShardMerger:
             found = self.merge_databases(shard_dir)
             added = self.merge_records(records)
             if shard_dir.is_dir():
-                added += self.merge_records(complete_records(shard_dir / EXECUTIONS_FILE))
+                added += self.merge_records(complete_records(shard_dir / self.file))
         except (OSError, sqlite3.Error, TraceError) as exc:
             raise ShardFoldError(
                 f"shard {shard_dir.name}: folding {shard_dir} into the run failed ({exc}); the shard "

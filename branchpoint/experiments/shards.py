@@ -27,6 +27,8 @@ from branchpoint.traces import dump_record
 
 #: The folder of the run directory that holds one run folder per shard.
 SHARDS_DIR = "shards"
+#: The folder of the run directory that holds one folder per shard of a fork study (`fork_shards`).
+FORK_SHARDS_DIR = "fork_shards"
 #: Set on a worker machine to point its workers at that machine's model server.
 MODEL_URL_ENV = "BRANCHPOINT_MODEL_BASE_URL"
 
@@ -103,7 +105,7 @@ class ShardResult:
 
 
 @contextmanager
-def _working_directory(path: str) -> Iterator[None]:
+def working_directory(path: str) -> Iterator[None]:
     """Run in the driver's folder where this machine has it, so relative spec paths resolve."""
     before = os.getcwd()
     if os.path.isdir(path):
@@ -120,7 +122,7 @@ def run_shard(task: ShardTask) -> ShardResult:
     The shard's own store skips what it already finished; its records for the given ids are
     all returned, so a driver that cannot see this machine's files still receives them.
     """
-    with _working_directory(task.cwd):
+    with working_directory(task.cwd):
         spec = node_model_spec(ExperimentSpec.model_validate(task.spec))
         shard_dir = Path(task.run_dir) / SHARDS_DIR / task.shard
         summary = run_experiment(

@@ -40,12 +40,14 @@ class Shard(Generic[W]):
     `folder` is the shard's own run folder when it writes one (folded when it is done, watched
     for progress meanwhile); None when it writes into the run folder itself. `where` says what
     the shard holds in an error message (e.g. its condition); None: errors are not renamed.
+    `trace` is the trace file in its folder that progress counts (`forks.jsonl` for a fork shard).
     """
 
     name: str
     items: list[W]
     where: str | None = None
     folder: Path | None = None
+    trace: str = EXECUTIONS_FILE
 
 
 @dataclass
@@ -174,7 +176,7 @@ def drive(
                 watcher = ShardProgress()
                 for shard in watched:
                     assert shard.folder is not None
-                    watcher.watch(shard.name, shard.folder / EXECUTIONS_FILE)
+                    watcher.watch(shard.name, shard.folder / shard.trace)
                 while futures:
                     done, _ = wait(list(futures), timeout=0.5, return_when=FIRST_COMPLETED)
                     for future in done:
@@ -184,7 +186,7 @@ def drive(
                         except BaseException as exc:
                             raise named_error(shard, exc) from None
                         if shard.folder is not None:
-                            watcher.forget(shard.name, shard.folder / EXECUTIONS_FILE)
+                            watcher.forget(shard.name, shard.folder / shard.trace)
                         if fold is not None and shard.folder is not None:
                             tally(summary, (r.status for r in fold(shard, outcome)))
                         else:
