@@ -193,6 +193,11 @@ def policy_paths(spec: ExperimentSpec) -> list[Path]:
     return [spec.source_dir] if spec.source_dir is not None else []
 
 
+def _source_key(name: str, source: SourceSpec) -> str:
+    """A source's identity within a run: its name and its whole spec."""
+    return json.dumps([name, source.model_dump()], sort_keys=True)
+
+
 class SourcePool:
     """Opens each retrieval source once per run (indexes are cached on disk by corpus hash).
 
@@ -224,9 +229,8 @@ class SourcePool:
                 if isinstance(source, InterventionSourceSpec):
                     self._intervention(name, source, spec.retrieval.sources, cached=False)
                     continue
-                key = json.dumps([name, source.model_dump()], sort_keys=True)
                 with self._lock:
-                    self._opened(key, name, source)
+                    self._opened(_source_key(name, source), name, source)
 
     def check_oracles(self, spec: ExperimentSpec, questions: Iterable[Any]) -> None:
         """Every planned question an `oracle` source will be asked about has gold passages: one
@@ -274,9 +278,7 @@ class SourcePool:
             base = self.get(base_name, base_spec)
         elif reads_base:
             with self._lock:
-                base = self._opened(
-                    json.dumps([base_name, base_spec.model_dump()], sort_keys=True), base_name, base_spec
-                )
+                base = self._opened(_source_key(base_name, base_spec), base_name, base_spec)
         params = source_params(base) if base is not None else ""
         with self._lock:
             if key not in self._raw:
@@ -300,19 +302,21 @@ class SourcePool:
             if self._cache_path is None:
                 return bound
             with self._lock:
-                if self._cache is None:
-                    self._cache = RetrievalCache(self._cache_path)
-                return CachedSource(bound, self._cache, bound.cache_params)
-        key = json.dumps([name, source.model_dump()], sort_keys=True)
+                return CachedSource(bound, self._run_cache(self._cache_path), bound.cache_params)
+        key = _source_key(name, source)
         with self._lock:
             if key not in self._open:
                 opened = self._opened(key, name, source)
                 if self._cache_path is not None:
-                    if self._cache is None:
-                        self._cache = RetrievalCache(self._cache_path)
-                    opened = CachedSource(opened, self._cache, source_params(opened))
+                    opened = CachedSource(opened, self._run_cache(self._cache_path), source_params(opened))
                 self._open[key] = opened
             return self._open[key]
+
+    def _run_cache(self, path: Path) -> RetrievalCache:
+        """The run's retrieval cache, its database opened on first use (lock held)."""
+        if self._cache is None:
+            self._cache = RetrievalCache(path)
+        return self._cache
 
     def close(self) -> None:
         """Close the retrieval cache's database and the sources that hold connections."""
