@@ -17,28 +17,16 @@ from branchpoint.evaluation.value.derived_markdown import (
     source_supported_markdown,
     supervision_markdown,
 )
+from branchpoint.evaluation.value.md_format import fmt as _f
+from branchpoint.evaluation.value.md_format import table as _table
 from branchpoint.evaluation.value.seed_markdown import seed_markdown
 from branchpoint.evaluation.value.value_file import Difference, Estimate, FactorialCell, ValueReport, as_value
-
-
-def _f(x: Any, digits: int = 4) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, str):
-        return x
-    return f"{float(x):.{digits}f}"
 
 
 def _ci(x: Any, interval: Any, digits: int = 4) -> str:
     if not interval or interval[0] is None:
         return _f(x, digits)
     return f"{_f(x, digits)} [{_f(interval[0], digits)}, {_f(interval[1], digits)}]"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
-    return lines + [""]
 
 
 def value_markdown(report: ValueReport | dict[str, Any]) -> str:

@@ -9,26 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from branchpoint.evaluation.value.md_format import fmt as _f
+from branchpoint.evaluation.value.md_format import table as _table
 from branchpoint.evaluation.value.value_file import ValueReport
 
 FOCAL_PRICE = "0.005"  # the study's focal token valuation
-
-
-def _f(x: Any, digits: int = 4, scale: float = 1.0) -> str:
-    if x is None or isinstance(x, str):
-        return "—" if x is None else x
-    return f"{scale * float(x):.{digits}f}"
 
 
 def _ci(x: Any, interval: Any, digits: int = 4, scale: float = 1.0) -> str:
     if not interval or interval[0] is None or interval[1] is None:
         return _f(x, digits, scale)
     return f"{_f(x, digits, scale)} [{_f(interval[0], digits, scale)}, {_f(interval[1], digits, scale)}]"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return lines + ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows] + [""]
 
 
 def focal_price(keys: list[str]) -> str | None:
