@@ -15,6 +15,7 @@ from typing import Any
 from branchpoint.errors import InputError
 from branchpoint.evaluation.agreement import agreement_json, judge_agreement
 from branchpoint.evaluation.fork_settings import ForkSettingsChoice, choose
+from branchpoint.evaluation.frontier import spec_sweep
 from branchpoint.evaluation.gold_lists import gold_list_warnings
 from branchpoint.evaluation.judges import BatchJudge, judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, metrics_json
@@ -152,7 +153,7 @@ def evaluate(
         records = judge_records(records, other)
     judged = judge_records(records, judge)
     judge_name = judge if isinstance(judge, str) else judge.name
-    metrics = compute_metrics(judged, judge_name, cfg, minimal_search=minimal)
+    metrics = compute_metrics(judged, judge_name, cfg, minimal_search=minimal, sweep=spec_sweep(traces.parent))
     if elsewhere:
         metrics["over_search"]["reason"] = elsewhere
     if fork_summary["fingerprints"]:

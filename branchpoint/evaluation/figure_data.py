@@ -133,6 +133,46 @@ def data_marginal_roi(metrics: MetricsReport) -> tuple[list[str], Rows]:
     return header, rows
 
 
+def data_effort_cap_frontier(metrics: MetricsReport) -> tuple[list[str], Rows]:
+    """The numbers of the effort × cap frontier figure, one row per grid and condition."""
+    header = [
+        "model",
+        "other",
+        "effort",
+        "cap",
+        "condition",
+        "n",
+        "overall_accuracy",
+        "overall_accuracy_ci_low",
+        "overall_accuracy_ci_high",
+        "tpc",
+        "tpc_ci_low",
+        "tpc_ci_high",
+        "on_frontier",
+        "frontier_probability",
+    ]
+    rows: Rows = []
+    fr = metrics.effort_cap_frontier
+    for grid in fr.series if fr is not None else []:
+        other = condition_label(grid.other) if grid.other else ""
+        for p in grid.points:
+            rows.append(
+                [
+                    grid.model,
+                    other,
+                    p.effort,
+                    p.cap,
+                    p.condition,
+                    p.n,
+                    *_ci(p, "overall_accuracy"),
+                    *_ci(p, "tpc"),
+                    p.on_frontier,
+                    p.frontier_probability,
+                ]
+            )
+    return header, rows
+
+
 def data_judge_agreement(metrics: MetricsReport) -> tuple[list[str], Rows]:
     """The numbers of the judge-agreement heatmap, one row per judged pair and kind."""
     from branchpoint.evaluation.agreement_figure import agreement_rows
@@ -149,4 +189,5 @@ FIGURE_DATA: dict[str, Callable[[MetricsReport], tuple[list[str], Rows]]] = {
     "multi_turn": data_multi_turn,
     "marginal_roi": data_marginal_roi,
     "judge_agreement": data_judge_agreement,
+    "effort_cap_frontier": data_effort_cap_frontier,
 }

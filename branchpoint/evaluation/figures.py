@@ -34,6 +34,7 @@ FIGURES: dict[str, str] = {
     "evidence_balance": "evidence_balance.png",
     "multi_turn": "multi_turn.png",
     "judge_agreement": "judge_agreement.png",
+    "effort_cap_frontier": "effort_cap_frontier.png",
 }
 
 
@@ -418,6 +419,91 @@ def plot_multi_turn(metrics: MetricsReport | dict[str, Any], path: Path) -> Path
     return _save(fig, path)
 
 
+#: One colour per reasoning effort, light to dark in the spec's order (cycled past five).
+EFFORT_COLORS = ("#9ecae1", "#4292c6", "#08519c", "#fd8d3c", "#a63603")
+
+
+def plot_effort_cap_frontier(metrics: MetricsReport | dict[str, Any], path: Path) -> Path | None:
+    """Overall accuracy against TPC for every (effort, cap) condition: one line per effort in the
+    spec's order through its caps (each point labelled with its cap), 95% intervals both ways,
+    the Pareto frontier ringed and joined; "(simulated model)" in the title for a sim run."""
+    fr = as_metrics(metrics).effort_cap_frontier
+    if fr is None or not fr.available or not fr.series:
+        return None
+    cols = min(2, len(fr.series))
+    rows = math.ceil(len(fr.series) / cols)
+    fig = Figure(figsize=(6.4 * cols, 4.6 * rows))
+    for k, grid in enumerate(fr.series):
+        ax = fig.add_subplot(rows, cols, k + 1)
+        infinite: list[str] = []
+        handles: list[Any] = []
+        for i, effort in enumerate(grid.effort_order):
+            pts = sorted((p for p in grid.points if p.effort == effort), key=lambda p: float(p.cap))
+            drawn = [p for p in pts if _finite(p.tpc) is not None]
+            infinite += [f"{effort}/cap {p.cap}" for p in pts if p.tpc is not None and math.isinf(float(p.tpc))]
+            xs = [_finite(p.tpc) or 0.0 for p in drawn]
+            ys = [_pct(p.overall_accuracy) for p in drawn]
+            xerr: Sequence[Sequence[float]] = list(zip(*(_err(*_stat(p, "tpc")) for p in drawn))) or ([], [])
+            yerr: Sequence[Sequence[float]] = list(
+                zip(*(_err(*_stat(p, "overall_accuracy"), 100.0) for p in drawn))
+            ) or ([], [])
+            color = EFFORT_COLORS[i % len(EFFORT_COLORS)]
+            handles.append(
+                ax.errorbar(
+                    xs,
+                    ys,
+                    xerr=xerr,
+                    yerr=yerr,
+                    fmt="o-",
+                    color=color,
+                    capsize=2,
+                    markersize=5,
+                    label=f"effort = {effort}",
+                )
+            )
+            for p, x, y in zip(drawn, xs, ys):
+                ax.annotate(f"cap {p.cap}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=color)
+        front = sorted(
+            (p for p in grid.points if p.on_frontier and _finite(p.tpc) is not None),
+            key=lambda p: _finite(p.tpc) or 0.0,
+        )
+        if front:
+            fx, fy = [_finite(p.tpc) or 0.0 for p in front], [_pct(p.overall_accuracy) for p in front]
+            ax.plot(fx, fy, "--", color="#222222", linewidth=1.0, zorder=1)
+            (ring,) = ax.plot(
+                fx,
+                fy,
+                "o",
+                markersize=12,
+                markerfacecolor="none",
+                markeredgecolor="#222222",
+                label="Pareto frontier (max accuracy, min TPC)",
+            )
+            handles.append(ring)
+        if infinite:
+            ax.text(
+                0.5,
+                -0.2,
+                "not drawn, TPC = ∞ (nothing correct): " + ", ".join(infinite[:8]),
+                transform=ax.transAxes,
+                ha="center",
+                va="top",
+                fontsize=7,
+                color="#de2d26",
+            )
+        ax.set_xlabel("TPC (tokens per correct answer, g + λ·x + μ·|S|)")
+        ax.set_ylabel("overall accuracy (%)")
+        ax.set_ylim(0, 105)
+        ax.grid(alpha=0.3)
+        other = short(condition_label(grid.other), 60) if grid.other else ""
+        ax.set_title(f"{grid.model}: {other}" if other else grid.model, fontsize=9)
+        ax.margins(x=0.12)
+        ax.legend(handles=handles, fontsize=7, loc="best")  # efforts in the spec's order, then the frontier
+    title = "Accuracy vs TPC over reasoning effort × search cap (95% CI)"
+    fig.suptitle(f"{title} (simulated model)" if fr.simulated else title)
+    return _save(fig, path)
+
+
 def _plot_judge_agreement(metrics: MetricsReport, path: Path) -> Path | None:
     from branchpoint.evaluation.agreement_figure import plot_judge_agreement
 
@@ -432,6 +518,7 @@ PLOTTERS: dict[str, Callable[[MetricsReport, Path], Path | None]] = {
     "evidence_balance": plot_evidence_balance,
     "multi_turn": plot_multi_turn,
     "judge_agreement": _plot_judge_agreement,
+    "effort_cap_frontier": plot_effort_cap_frontier,
 }
 
 

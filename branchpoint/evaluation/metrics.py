@@ -23,11 +23,12 @@ views (search effect, search-cap sweep and ROI, over-search, multi-turn, reasoni
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.bootstrap import QuestionBootstrap
+from branchpoint.evaluation.frontier import effort_cap_frontier
 from branchpoint.evaluation.metrics_file import MetricsReport, metrics_file_text
 from branchpoint.evaluation.studies import (
     ConditionSet,
@@ -143,6 +144,7 @@ class _Cells:
         self.questions: dict[str, list[str]] = {label: [] for label in self.conditions}
         for (label, _), cell_rows in rows.items():
             self.questions.setdefault(label, []).extend(q for q, _ in cell_rows)
+        self.rows = rows
         self.cells = {
             cell: cell_sums(cell_rows, self.questions[cell[0]], self.boot, *excluded[cell])
             for cell, cell_rows in rows.items()
@@ -152,6 +154,13 @@ class _Cells:
         out = Sums.empty(self.boot.n_resamples)
         for cell in cells:
             out = out + self.cells[cell]
+        return out
+
+    def condition_rows(self) -> dict[str, list[tuple[str, Any]]]:
+        """Each condition's scored (question id, row) pairs, over all its categories."""
+        out: dict[str, list[tuple[str, Any]]] = {label: [] for label in self.conditions}
+        for (label, _), cell_rows in self.rows.items():
+            out[label].extend(cell_rows)
         return out
 
     def condition(self, label: str) -> Sums:
@@ -203,13 +212,16 @@ def compute_metrics(
     cfg: MetricsConfig = MetricsConfig(),
     *,
     minimal_search: list[dict[str, Any]] | None = None,
+    sweep: Mapping[str, Sequence[Any]] | None = None,
 ) -> dict[str, Any]:
     """All over-searching metrics of judged records: overall, by category, by condition, and the
     cross-condition views.
 
     `tpc` is a float and `math.inf` when nothing is correct (`metrics_json` writes it as the
     string "inf"); accuracies and means are None when their set is empty. `minimal_search` are
-    the rows of minimal_search.jsonl (None: the over-search section says there is no data).
+    the rows of minimal_search.jsonl (None: the over-search section says there is no data);
+    `sweep` the spec's sweep axes with their values in the spec's order (`frontier.spec_sweep`:
+    the effort × cap frontier orders efforts by it).
     """
     rows = latest_records(records)
     cells = _Cells(rows, judge_name, cfg)
@@ -251,6 +263,15 @@ def compute_metrics(
         "evidence_balance": _evidence_section(cells, labels, overall, cfg),
         "multi_turn": multi_turn(cs, cfg),
         "reasoning_effort": reasoning_effort(cs, cfg),
+        "effort_cap_frontier": effort_cap_frontier(
+            cells.conditions,
+            cells.condition_rows(),
+            cells.boot,
+            cfg,
+            sweep=sweep,
+            model_of=cs.model,
+            simulated=any(getattr(r, "model_provider", None) == "sim" for r in rows),
+        ),
         "tpc_sensitivity": tpc_sensitivity(per_condition, cfg),
     }
 

@@ -284,6 +284,82 @@ class ReasoningEffort(Availability):
     rows: list[EffortRow] = Field(default_factory=list)
 
 
+class _FrontierHead(FileModel):
+    effort: str
+    cap: Num
+    condition: str | None = None
+
+
+class FrontierPoint(Stats, _FrontierHead):
+    """One condition of an effort × cap grid: its metrics, whether it is Pareto-optimal
+    (accuracy up, TPC down) and the share of bootstrap replicates in which it is."""
+
+    on_frontier: bool = False
+    frontier_probability: Num | None = None
+
+
+class _FrontierStepValues(FileModel):
+    from_condition: str | None = None
+    to_condition: str | None = None
+    added_cost_per_query: Num | None = None
+    added_cost_per_query_ci: Interval = None
+    roi_undefined: str | None = None
+    overall_accuracy_change: Num | None = None
+    overall_accuracy_change_ci: Interval = None
+    overall_accuracy_per_1k_tokens: Num | None = None
+    overall_accuracy_per_1k_tokens_ci: Interval = None
+    answer_accuracy_per_1k_tokens: Num | None = None
+    answer_accuracy_per_1k_tokens_ci: Interval = None
+    abstention_accuracy_per_1k_tokens: Num | None = None
+    abstention_accuracy_per_1k_tokens_ci: Interval = None
+
+
+class _CapStepHead(FileModel):
+    effort: str
+    from_cap: Num
+    to_cap: Num
+
+
+class FrontierCapStep(_FrontierStepValues, _CapStepHead):
+    """Marginal ROI of one step up the search cap at one reasoning effort (paired by question)."""
+
+
+class _EffortStepHead(FileModel):
+    cap: Num
+    from_effort: str
+    to_effort: str
+
+
+class FrontierEffortStep(_FrontierStepValues, _EffortStepHead):
+    """Marginal ROI of one step up the reasoning effort (spec order) at one search cap."""
+
+
+class FrontierGrid(FileModel):
+    """One effort × cap grid (conditions alike in every other key): points, frontier, ROI."""
+
+    effort_key: str
+    cap_key: str
+    other: dict[str, Any] | None = None
+    model: str
+    effort_order: list[str] = Field(default_factory=list)
+    effort_order_source: str | None = None
+    n_questions: int | None = None
+    points: list[FrontierPoint] = Field(default_factory=list)
+    frontier: list[str] = Field(default_factory=list, description="Pareto-optimal condition labels, by TPC.")
+    cap_roi: list[FrontierCapStep] = Field(default_factory=list)
+    effort_roi: list[FrontierEffortStep] = Field(default_factory=list)
+
+
+class EffortCapFrontier(Availability):
+    """The reasoning-effort × search-cap frontier of every grid (`evaluation.frontier`)."""
+
+    accuracy: str | None = None
+    simulated: bool = False
+    roi_min_added_cost: Num | None = None
+    pairing: str | None = None
+    series: list[FrontierGrid] = Field(default_factory=list)
+
+
 class Bootstrap(FileModel):
     resamples: int = 0
     seed: int = 0
@@ -329,6 +405,11 @@ class MetricsReport(Stats, _Head):
     )
     reasoning_effort: ReasoningEffort | None = Field(
         None, description="Metrics by reasoning effort, where it was swept."
+    )
+    effort_cap_frontier: EffortCapFrontier | None = Field(
+        None,
+        description="Reasoning effort x search cap: the accuracy / TPC Pareto frontier with its bootstrap "
+        "probability, and marginal ROI along each axis, paired by question (`evaluation.frontier`).",
     )
     tpc_sensitivity: dict[str, Any] | None = Field(
         None,

@@ -246,6 +246,7 @@ def markdown_report(
     parts += sections.evidence_section(m_all, figures)
     parts += sections.multi_turn_section(m_all, figures)
     parts += sections.effort_section(m_all)
+    parts += sections.frontier_section(m_all, figures)
     parts += sections.tpc_sensitivity_section(m_all)
     parts += sections.agreement_section(m_all, figures)
     for label, m in m_all.by_condition.items():

@@ -1,12 +1,13 @@
 """The sections of report.md after its main tables, one function each, from a `MetricsReport`:
 cost channels and latency, TPC by outcome, search vs no search, the search-cap sweep and its
-marginal ROI, over-search, evidence balance, multi-turn, reasoning effort, judge agreement, the
+marginal ROI, over-search, evidence balance, multi-turn, reasoning effort, the effort × cap
+frontier, judge agreement, the
 identical-conditions warning and the links into the viewer. Each returns markdown lines.
 """
 
 from __future__ import annotations
 
-from branchpoint.evaluation.metrics_file import Change, MetricsReport, RoiStep
+from branchpoint.evaluation.metrics_file import Change, FrontierCapStep, FrontierEffortStep, MetricsReport, RoiStep
 from branchpoint.evaluation.report_format import (
     GROUP_NAMES,
     OUTCOME_NAMES,
@@ -160,7 +161,7 @@ def search_effect_section(metrics: MetricsReport, figures: Figures) -> list[str]
     return lines
 
 
-def _roi(step: RoiStep, metric: str) -> str:
+def _roi(step: RoiStep | FrontierCapStep | FrontierEffortStep, metric: str) -> str:
     key = f"{metric}_per_1k_tokens"
     value = getattr(step, key)
     if value is None:
@@ -367,6 +368,81 @@ def effort_section(metrics: MetricsReport) -> list[str]:
     ]
     header = ("model", "effort", "n", "Answer Acc", "Abst. Acc", "TPC", "searches", "output tok", "reasoning tok")
     return lines + [md_table(header, rows), ""]
+
+
+def _frontier_roi(step: FrontierCapStep | FrontierEffortStep) -> list[str]:
+    return [
+        fmt_num_ci(step, "added_cost_per_query", 0),
+        fmt_pct_ci(step, "overall_accuracy_change"),
+        _roi(step, "overall_accuracy"),
+        _roi(step, "answer_accuracy"),
+        _roi(step, "abstention_accuracy"),
+    ]
+
+
+def frontier_section(metrics: MetricsReport, figures: Figures) -> list[str]:
+    """The effort × search-cap grid: points, the Pareto frontier, marginal ROI along each axis."""
+    fr = metrics.effort_cap_frontier
+    lines = ["## Reasoning effort × search cap: frontier and marginal ROI", ""]
+    if fr is None or not fr.available:
+        return lines + [_no_data(fr.reason if fr else None, "no effort × search-cap sweep"), ""]
+    roi_head = ("added cost / query", "Δ overall acc (pp)", "overall pp / 1k", "answer pp / 1k", "abstention pp / 1k")
+    for grid in fr.series:
+        other = condition_label(grid.other) if grid.other else "—"
+        order = " → ".join(grid.effort_order)
+        lines += [
+            f"### {grid.model} (`{other}`)",
+            "",
+            f"Efforts in the {grid.effort_order_source} order ({order}); {grid.n_questions} questions, one "
+            "question draw per bootstrap replicate shared by every condition (paired). On the frontier: no other "
+            "condition is at least as accurate (overall) at no more TPC and better in one. P(frontier) = share "
+            "of replicates in which the condition is on it.",
+            "",
+        ]
+        rows = [
+            [
+                p.effort,
+                str(p.cap),
+                str(p.n),
+                fmt_pct_ci(p, "overall_accuracy"),
+                fmt_pct_ci(p, "answer_accuracy"),
+                fmt_pct_ci(p, "abstention_accuracy"),
+                fmt_num_ci(p, "tpc", 0),
+                "yes" if p.on_frontier else "",
+                "—" if p.frontier_probability is None else f"{float(p.frontier_probability):.2f}",
+            ]
+            for p in grid.points
+        ]
+        header = ("effort", "cap", "n", "Overall Acc", "Answer Acc", "Abst. Acc", "TPC", "frontier", "P(frontier)")
+        lines += [md_table(header, rows), ""]
+        cap_rows = [[s.effort, f"{s.from_cap} → {s.to_cap}", *_frontier_roi(s)] for s in grid.cap_roi]
+        effort_rows = [[str(s.cap), f"{s.from_effort} → {s.to_effort}", *_frontier_roi(s)] for s in grid.effort_roi]
+        note = (
+            "Marginal ROI (study Appendix A.2): accuracy change in percentage points per 1,000 tokens of added "
+            f"cost per query, paired by question; undefined (—) where the mean cost moves by less than "
+            f"{fr.roi_min_added_cost:g} tokens."
+            if fr.roi_min_added_cost is not None
+            else "Marginal ROI: accuracy points per 1,000 tokens of added cost per query."
+        )
+        lines += [note, ""]
+        if cap_rows:
+            lines += [
+                "Along the search cap, at each effort:",
+                "",
+                md_table(("effort", "caps", *roi_head), cap_rows),
+                "",
+            ]
+        if effort_rows:
+            lines += [
+                "Along the reasoning effort, at each cap:",
+                "",
+                md_table(("cap", "efforts", *roi_head), effort_rows),
+                "",
+            ]
+    lines += figure_lines(
+        figures, "effort_cap_frontier", "Accuracy vs TPC over effort × search cap", "no effort × cap grid"
+    )
+    return lines
 
 
 def agreement_section(metrics: MetricsReport, figures: Figures = None) -> list[str]:

@@ -1,7 +1,8 @@
 """A synthetic run directory with every kind of study in it (for report and CLI tests).
 
 Two models; m1 with and without search and a search-cap sweep (1, 2, 4), plus multi-turn
-conditions; m2 with reasoning efforts (low / medium / high) with search and low without. Labels
+conditions; m2 with reasoning efforts (low / medium / high) with search and low without; m3 an
+effort × search-cap grid (low / high × 1 / 3). Labels
 come from a pretend judge "human" (evidence labels included), so the `given` judge can score it;
 a minimal_search.jsonl sits beside the traces.
 """
@@ -30,6 +31,11 @@ def conditions() -> list[dict[str, Any]]:
     ]
     out += [{"model.name": "m2", "agent.search": True, "model.reasoning_effort": e} for e in ("low", "medium", "high")]
     out += [{"model.name": "m2", "agent.search": False, "model.reasoning_effort": "low"}]
+    out += [
+        {"model.name": "m3", "agent.search": True, "model.reasoning_effort": e, "agent.search_cap": c}
+        for e in ("low", "high")
+        for c in (1, 3)
+    ]
     return out
 
 
