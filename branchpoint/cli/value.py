@@ -101,6 +101,12 @@ def value(
         help="same_questions (histories ran the target's questions), disjoint (other, development questions: "
         "moments per stratum and boundary kind) or auto.",
     ),
+    decision_need: str = typer.Option(
+        "gain",
+        "--decision-need",
+        help="When search is needed at a state, for the decision quality of the run's own searches: gain "
+        "(Ȳ_S − Ȳ_T > 0) or think_fails (Ȳ_T < 0.5).",
+    ),
     fork_settings: str | None = typer.Option(None, "--fork-settings", help=FORK_SETTINGS_HELP),
     mix_fork_settings: bool = typer.Option(False, "--mix-fork-settings", help=MIX_FORK_SETTINGS_HELP),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
@@ -127,7 +133,7 @@ def value(
     from branchpoint.cli.study_options import given_settings
     from branchpoint.errors import InputError
     from branchpoint.evaluation.value import ValueConfig
-    from branchpoint.evaluation.value.tables import factorial_table, forecaster_table, utility_table
+    from branchpoint.evaluation.value.tables import decision_line, factorial_table, forecaster_table, utility_table
     from branchpoint.experiments.study_settings import value_settings
     from branchpoint.experiments.value_study import import_forecaster_modules, run_value_study
     from branchpoint.registry import settings_from_args
@@ -177,6 +183,7 @@ def value(
                 str(supervision_history) if supervision_history is not None else None,
             ),
             "supervision_budgets": ("supervision_budgets", list(sup_budgets)),
+            "decision_need": ("decision_need", decision_need),
             "fork_settings": ("fork_settings", fork_settings),
             "mix_fork_settings": ("mix_fork_settings", mix_fork_settings),
         },
@@ -206,6 +213,7 @@ def value(
     console.print(forecaster_table(report))
     console.print(utility_table(report))
     console.print(factorial_table(report))
+    console.print(decision_line(report), soft_wrap=True, highlight=False)
     for warning in report.get("warnings", []):
         console.print(f"[yellow]warning[/]: {warning}", soft_wrap=True)
     for name, meta in report["forecasters"].items():

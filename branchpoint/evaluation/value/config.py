@@ -52,6 +52,11 @@ class ValueConfig(BaseModel):
     three_pair_design: Literal["auto", "same_questions", "disjoint"] = Field(
         "auto", description="three-pair histories on the target's questions, or on disjoint dev questions"
     )
+    decision_need: Literal["gain", "think_fails"] = Field(
+        "gain",
+        description="when search is needed at a state, for decision quality (decisions.py): gain = Ȳ_S − Ȳ_T > 0, "
+        "think_fails = Ȳ_T < 0.5",
+    )
     encoder: str = "minilm-onnx"
     forecasters: dict[str, dict[str, Any]] = Field(default_factory=dict, description="settings per forecaster name")
     calibrators: dict[str, dict[str, Any]] = Field(default_factory=dict, description="settings per calibration map")

@@ -2,7 +2,8 @@
 
 `value_markdown(report)` gives markdown tables: forecasters (Brier and its split, gain risk,
 R²_Δ), the level split, router utility per price, the zero-price oracle range, the decision
-factorial, scoring objectives, audit bounds and learning curves, each with its interval
+factorial, the decision quality of the actor's own searches, scoring objectives, audit bounds
+and learning curves, each with its interval
 where value.json has one, the three-action study and the three-pair composition. It reads the
 `ValueReport` model. `branchpoint report RUN_DIR` appends it when RUN_DIR has value.json.
 """
@@ -49,6 +50,7 @@ def value_markdown(report: ValueReport | dict[str, Any]) -> str:
     out += _level_split(r)
     out += _utility(r)
     out += _factorial(r)
+    out += _decisions(r)
     out += accounting_markdown(r)
     out += prior_share_markdown(r)
     out += _objectives(r)
@@ -64,6 +66,42 @@ def value_markdown(report: ValueReport | dict[str, Any]) -> str:
 
 def _est(e: Estimate | None, digits: int = 4) -> str:
     return "—" if e is None else _ci(e.value, e.interval, digits)
+
+
+def _decisions(report: ValueReport) -> list[str]:
+    """The parents' own search decisions against need (`decisions`): decision-F1, over- and
+    under-search rates, pooled and per step."""
+    block = report.decision_quality
+    if block is None:
+        return []
+    out = ["### Decision quality: searched vs needed", ""]
+    if not block.available or block.all is None:
+        return out + [f"No data: {block.reason or 'no decision to score'}.", ""]
+    left_out = ", ".join(f"{k} {v}" for k, v in sorted(block.excluded.items())) or "none"
+    out += [
+        f"Need: {block.need}. Decision: whether the parent execution searched at that step (0 = its "
+        f"first decision, at `initial`; k = after k searches). {block.n_states} test states; left out: "
+        f"{left_out}. Over-search rate = searched where not needed / not needed; under-search rate = "
+        "answered where needed / needed.",
+        "",
+    ]
+    rows = []
+    for name, d in [("all steps", block.all), *((f"step {k}", v) for k, v in block.by_step.items())]:
+        rows.append(
+            [
+                name,
+                str(d.n),
+                str(d.n_needed),
+                str(d.n_searched),
+                _est(d.precision, 3),
+                _est(d.recall, 3),
+                _est(d.f1, 3),
+                _est(d.over_search_rate, 3),
+                _est(d.under_search_rate, 3),
+            ]
+        )
+    header = ["decisions", "n", "needed", "searched", "precision", "recall", "F1", "over-search", "under-search"]
+    return out + _table(header, rows)
 
 
 def _three_action(report: ValueReport) -> list[str]:

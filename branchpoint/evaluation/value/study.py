@@ -5,7 +5,8 @@ component (`outcomes.dev_split`) → forecasts: every registered forecaster, eac
 file, the LLM forecaster when a client is given, and each calibration map applied to the raw
 ones (files, LLM) → per-state scores on the test rows → stratum-balanced means → bootstrap
 intervals over support components → routers' utility at each price (`scoring`) → the further
-analyses (`analyses`) → value.json, written through `value_file.ValueReport`.
+analyses (`analyses`) and the parents' own decisions against each state's need
+(`decisions`) → value.json, written through `value_file.ValueReport`.
 
 Every number in value.json is computed on the test rows (all rows when there is no dev split),
 so fitted and unfitted forecasters are compared on the same states.
@@ -36,6 +37,7 @@ from branchpoint.evaluation.value.analyses import (
 )
 from branchpoint.evaluation.value.audit_sample import read_audit_sample, source_supported_section
 from branchpoint.evaluation.value.config import ValueConfig
+from branchpoint.evaluation.value.decisions import decision_quality
 from branchpoint.evaluation.value.dev_view import DevView
 from branchpoint.evaluation.value.forecasters import (
     Forecast,
@@ -326,6 +328,15 @@ def value_study(
     if composed is not None:
         scores["three_pair_composition"] = three_pair_section(scores, [Path(h) for h in three_pair or ()], composed)
     scores["scoring_objectives"] = compare_objectives(states, dev, forks_path, config)
+    scores["decision_quality"] = decision_quality(
+        states,
+        parents,
+        ~dev if dev.any() else np.ones(len(states), dtype=bool),
+        rule=config.decision_need,
+        resamples=config.resamples,
+        seed=config.seed,
+        level=config.level,
+    )
     if config.audit_judges:
         scores["audit_bounds"] = audit_bounds(states, dev, fcs, forks_path, config, sample)
     if sample is not None and sample.supported:

@@ -106,3 +106,20 @@ def factorial_table(report: ValueReport | dict[str, Any]) -> Table:
             *[_with_interval(c[k].difference, c[k].interval) for k in ("cost_added_to_gain", "gain_added_to_cost")],
         )
     return table
+
+
+def decision_line(report: ValueReport | dict[str, Any]) -> str:
+    """One line for the terminal: decision-F1 of the run's own searches against need, and its
+    over- and under-search rates (all steps), or why there is none."""
+    block = as_value(report).decision_quality
+    if block is None:
+        return "decision quality: not computed"
+    if not block.available or block.all is None:
+        return f"decision quality: {block.reason}"
+    d = block.all
+    return (
+        f"decision quality ({d.n} decisions, need: {block.need_rule}): F1 "
+        f"{_with_interval(d.f1.value, d.f1.interval)}, over-search rate "
+        f"{_with_interval(d.over_search_rate.value, d.over_search_rate.interval)}, under-search rate "
+        f"{_with_interval(d.under_search_rate.value, d.under_search_rate.interval)}"
+    )

@@ -342,6 +342,38 @@ class SourceSupported(FileModel):
     warnings: list[str] = Field(default_factory=list)
 
 
+class DecisionScores(FileModel):
+    """The actor's search decisions against need on a set of states: the confusion counts and
+    each score with its interval (`decisions`)."""
+
+    n: int = 0
+    n_needed: int = 0
+    n_searched: int = 0
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+    tn: int = 0
+    precision: Estimate = Field(default_factory=Estimate)
+    recall: Estimate = Field(default_factory=Estimate)
+    f1: Estimate = Field(default_factory=Estimate)
+    over_search_rate: Estimate = Field(default_factory=Estimate)
+    under_search_rate: Estimate = Field(default_factory=Estimate)
+
+
+class DecisionQuality(FileModel):
+    """Decision-F1 of the parents' search / no-search decisions against each state's need, and
+    over- / under-search rates, pooled and per step (decision index k: 0 at `initial`)."""
+
+    available: bool = False
+    reason: str | None = None
+    need_rule: str | None = None
+    need: str | None = None
+    excluded: dict[str, int] = Field(default_factory=dict)
+    n_states: int | None = None
+    all: DecisionScores | None = None
+    by_step: dict[str, DecisionScores] = Field(default_factory=dict)
+
+
 class ValueReport(FileModel):
     """value.json, written by `branchpoint value`: search-value scores of a fork study."""
 
@@ -380,6 +412,9 @@ class ValueReport(FileModel):
     intervals: Intervals = Field(default_factory=Intervals)
     warnings: list[str] = Field(default_factory=list)
     scoring_objectives: Objectives | None = None
+    decision_quality: DecisionQuality | None = Field(
+        None, description="The parents' search decisions against need: decision-F1, over- / under-search rates."
+    )
     audit_bounds: AuditBounds | None = None
     source_supported: SourceSupported | None = None
     three_action: ThreeAction | None = None
