@@ -17,7 +17,7 @@ Intervals: every statistic `x` has a sibling `x_ci: [lo, hi]` (None when `x` is 
 bootstrap is off), a percentile interval over question resamples within each condition (see
 `bootstrap`). The definitions of cost, outcomes and latency are in `tally`; the cross-condition
 views (search effect, search-cap sweep and ROI, over-search, multi-turn, reasoning effort) in
-`studies`.
+`studies`, the reasoning-effort × search-cap frontier in `frontier`.
 """
 
 from __future__ import annotations
