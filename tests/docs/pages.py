@@ -12,10 +12,19 @@ its reason:
 - ids only a real run has (a checkpoint id, an execution id prefix) are filled in from the run;
 - `--no-progress` where a command takes it;
 - the entries of `ABRIDGED` (a full validation is hours of CPU);
-- commands in `NOT_RUN` are not run, each for the reason given there.
+- commands in `NOT_RUN` are not run, each for the reason given there;
+- a command whose output the page shows as `Error: ...` must fail with that error (numbers,
+  digests and `…` cuts aside: the page's outputs come from its own data);
+- `retrieval serve` runs in the background on a free port (the page's port is mapped to it for
+  the page's later `curl`, which is sent with httpx and must answer the keys the page shows);
+- the sentence-transformers models of `HUB_ENCODERS` (hub or local-folder models the reader
+  has) are the embedded MiniLM encoder, with the page's own settings (no model hub here);
+- a spec in `AS_WRITTEN` runs on its own model (one that needs no server), not on the simulator.
 
 Runs that a page uses but another page makes (`runs/quickstart`, `runs/fork-study`, ...) and
-files the reader is assumed to have (`my_forecasts.jsonl`) are made first by `PREREQUISITES`.
+files the reader is assumed to have (`my_forecasts.jsonl`; the FlashRAG files of
+tests/docs/page_files.py; a spec a page shows in a yaml block starting `# NAME`) are made first,
+by `PREREQUISITES` and `FILES`.
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from tests.conftest import REPO
+from tests.docs.page_files import FLASHRAG_FILES, write_shown_file
+from tests.docs.page_servers import PageServers
 from tests.docs.shell import branchpoint_args, logical_lines, shell_blocks, split_commands
 from tests.evaluation.fake_openai import chat_body
 
@@ -57,6 +68,20 @@ NOT_RUN: list[tuple[str, str]] = [
 #: run folders they make, and the commands reading those) where it is not.
 NEEDS_SHARED_DATA = (r"\.\./shared/data", r"experiments/corpora\.yaml")
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+#: Sentence-transformers models the pages name (from the hub, or a folder the reader has) -> the
+#: embedded encoder the page's command runs with here; the page's settings (`--retrieval-method`,
+#: prefixes, pooling) are kept, so each command's path (FlashRAG settings, the index checks) runs.
+HUB_ENCODERS = {
+    "st:intfloat/e5-base-v2": "minilm-onnx",
+    "st:/models/e5-base-v2": "minilm-onnx",
+    "st:BAAI/bge-base-en-v1.5": "minilm-onnx",
+}
+
+#: Specs a page runs on their own model, with why (no `SIM_MODEL` added).
+AS_WRITTEN = {
+    "langchain.yaml": "its model is LangChain's own fake chat model (GenericFakeChatModel), which needs no server",
+}
 
 #: (pattern, arguments added, why).
 ABRIDGED: list[tuple[str, list[str], str]] = [
@@ -94,6 +119,14 @@ class DocCommand:
     page: str
     line: int
     words: tuple[str, ...]
+    #: What the page shows the command printed (a console block's lines under its prompt).
+    shown: str = ""
+
+    @property
+    def shown_error(self) -> str | None:
+        """The error the page shows the command ending with, if it shows one."""
+        first = self.shown.splitlines()[0] if self.shown else ""
+        return first if first.lower().startswith("error:") else None
 
     @property
     def text(self) -> str:
@@ -110,10 +143,48 @@ def page_commands(page: str) -> list[DocCommand]:
     for start, lang, body in shell_blocks(path.read_text(encoding="utf-8")):
         if lang not in RUN_LANGUAGES:
             continue
+        outputs = console_outputs(start, body) if lang == "console" else {}
         for line in logical_lines(path, start, lang, body):
-            for words in split_commands(line.text):
-                found.append(DocCommand(page, line.line, tuple(words)))
+            commands = split_commands(line.text)
+            for words in commands:
+                shown = outputs.get(line.line, "") if len(commands) == 1 else ""
+                found.append(DocCommand(page, line.line, tuple(words), shown))
     return found
+
+
+def console_outputs(start: int, body: str) -> dict[int, str]:
+    """A console block's output lines under each prompted command, by the command's first line."""
+    outputs: dict[int, list[str]] = {}
+    current, continuing = None, False
+    for offset, raw in enumerate(body.splitlines()):
+        line = raw.rstrip()
+        if continuing:
+            continuing = line.endswith("\\")
+        elif line.lstrip().startswith("$ "):
+            current, continuing = start + offset, line.endswith("\\")
+            outputs[current] = []
+        elif current is not None:
+            outputs[current].append(line)
+    return {at: "\n".join(lines).strip() for at, lines in outputs.items()}
+
+
+def _loose(text: str) -> str:
+    """Text compared without what differs between the page's data and the test's: numbers,
+    digests, whitespace (a terminal's wrapping)."""
+    text = re.sub(r"\b[0-9a-f]{8,}\b", "#", text)
+    text = re.sub(r"\d+(\.\d+)?", "#", text)
+    return re.sub(r"\s+", "", text)
+
+
+def shows_error(shown: str, output: str) -> bool:
+    """Whether `output` holds the error `shown` (each part between the page's `…` cuts, in order)."""
+    at = 0
+    for part in filter(None, (_loose(p) for p in shown.split("…"))):
+        found = _loose(output).find(part, at)
+        if found < 0:
+            return False
+        at = found + len(part)
+    return True
 
 
 def not_run_reason(cmd: DocCommand) -> str | None:
@@ -146,6 +217,7 @@ class Workspace:
     root: Path
     judge_url: str
     ran: list[str] = field(default_factory=list)
+    servers: PageServers | None = None
     #: Commands left out for want of `../shared/data`, and the run folders they would have made.
     left_out: list[str] = field(default_factory=list)
     missing_runs: set[str] = field(default_factory=set)
@@ -158,17 +230,30 @@ class Workspace:
             (root / name).symlink_to(REPO / name)
         if SHARED_DATA.is_dir() and not (tmp / "shared").exists():
             (tmp / "shared").symlink_to(SHARED_DATA.parent)  # `../shared/data` as from the repository root
-        return cls(root, judge_url)
+        return cls(root, judge_url, servers=PageServers(root))
+
+    def close(self) -> None:
+        """Stop what the page left serving."""
+        if self.servers is not None:
+            self.servers.stop()
 
     # -- running ---------------------------------------------------------------------------
-    def invoke(self, args: list[str], where: str = "") -> str:
-        """Run `branchpoint ARGS` in-process; fail with the command and its output unless it exits 0."""
+    def invoke(self, args: list[str], where: str = "", error: str | None = None) -> str:
+        """Run `branchpoint ARGS` in-process; fail with the command and its output unless it exits
+        0 (or, given the page's `error`, unless it fails with that error)."""
         from branchpoint.cli import app
 
         if args and args[0] in WITH_PROGRESS:
             args = [*args, "--no-progress"]
         result = CliRunner().invoke(app, args, catch_exceptions=True)
         self.ran.append(shlex.join(args))
+        if error is not None:
+            if result.exit_code == 0 or not shows_error(error, result.output):
+                raise AssertionError(
+                    f"{where}: branchpoint {shlex.join(args)} exited {result.exit_code}; the page shows it "
+                    f"failing with\n{error}\nbut it printed\n{result.output}"
+                )
+            return result.output
         if result.exit_code != 0:
             detail = result.output
             if result.exception is not None and not isinstance(result.exception, SystemExit):
@@ -182,6 +267,8 @@ class Workspace:
         """Run one page command with the changes the module docstring lists (None: left out for
         want of the shared data)."""
         args = branchpoint_args(list(cmd.words))
+        if args is None and cmd.words[0] == "curl" and self.servers is not None:
+            return self.servers.curl(list(cmd.words), cmd.shown, cmd.where())
         if args is None:
             raise AssertionError(f"{cmd.where()}: not a branchpoint command and not in NOT_RUN: {cmd.text}")
         if not SHARED_DATA.is_dir() and self.needs_shared_data(cmd, args):
@@ -193,13 +280,26 @@ class Workspace:
         for name, maker in FILES.items():
             if name in args:
                 maker(self)
-        args = [self.fill(a) for a in args]
-        if args[0] in ("run", "quickstart"):
+        for name, flashrag in FLASHRAG_FILES.items():
+            if name in args:
+                flashrag(self.root)
+        for name in AS_WRITTEN:
+            if name in args and not (self.root / name).exists():
+                write_shown_file(REPO / "docs" / f"{cmd.page}.md", name, self.root)
+        args = [HUB_ENCODERS.get(a, self.fill(a)) for a in args]
+        if args[0] in ("run", "quickstart") and not any(a in AS_WRITTEN for a in args):
             args += SIM_MODEL
         for pattern, extra, _why in ABRIDGED:
             if re.search(pattern, cmd.text):
                 args += extra
-        return self.invoke(args, cmd.where())
+        if args[:2] == ["retrieval", "serve"] and self.servers is not None:
+            if cmd.shown_error is None:
+                return self.servers.serve(args, cmd.where())
+            output = self.servers.refused(args, cmd.where())  # a subprocess: one that serves is stopped
+            if not shows_error(cmd.shown_error, output):
+                raise AssertionError(f"{cmd.where()}: the page shows\n{cmd.shown_error}\nbut it printed\n{output}")
+            return output
+        return self.invoke(args, cmd.where(), cmd.shown_error)
 
     def needs_shared_data(self, cmd: DocCommand, args: list[str]) -> bool:
         if any(re.search(p, cmd.text) for p in NEEDS_SHARED_DATA):

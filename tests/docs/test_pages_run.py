@@ -31,6 +31,7 @@ PAGES = [
     ("search-value", (pytest.mark.integration,)),
     ("validate", (pytest.mark.integration,)),
     ("recipes", (pytest.mark.integration,)),
+    ("coming-from", (pytest.mark.integration,)),
 ]
 
 
@@ -41,7 +42,10 @@ def workspace(tmp_path, isolated_cache, monkeypatch):
         judge.responder = judge_reply
         ws = Workspace.make(tmp_path, judge.base_url)
         monkeypatch.chdir(ws.root)
-        yield ws
+        try:
+            yield ws
+        finally:
+            ws.close()
 
 
 @pytest.mark.parametrize("page", [pytest.param(p, marks=m, id=p) for p, m in PAGES])
