@@ -156,6 +156,18 @@ def test_float_rounding_of_a_difference_that_is_zero_by_construction_is_no_bias(
     assert all(c.passed for c in checks), checks
 
 
+def test_float_rounding_that_leans_one_way_is_no_bias_but_a_small_real_bias_is() -> None:
+    # the canary's Brier is ¼ exactly; over 40 studies its errors were -7e-17 ± 1.2e-17 (SE): t ≈ 6
+    rng = np.random.default_rng(0)
+    leaning = -7e-17 + rng.normal(0, 7e-17, 40)
+    _, checks = aggregate([StudyComparison(rows={"canary": row(0.25 + e, 0.25, 0.0)}) for e in leaning])
+    bias = [c for c in checks if c.what == "unbiased"]
+    assert bias and all(c.passed for c in bias) and "float rounding" in bias[0].detail, bias
+    real = 1e-3 + rng.normal(0, 1e-4, 40)
+    _, checks = aggregate([StudyComparison(rows={"canary": row(0.25 + e, 0.25, 0.0)}) for e in real])
+    assert not [c for c in checks if c.what == "unbiased"][0].passed
+
+
 def test_each_family_of_tests_holds_its_level_over_the_run() -> None:
     """Sixty quantities over 3 studies: one with 1/3 covered (P = 0.007 at 95%, a failure when
     each test stood at 0.01 alone) passes the coverage family's Holm step-down; 0/3 covered
