@@ -86,4 +86,4 @@ def plot_judge_agreement(metrics: MetricsReport | dict[str, Any], path: Path) ->
     if image is not None:
         fig.colorbar(image, ax=fig.axes, shrink=0.8, label="agreement")
     fig.suptitle("Judge agreement (share of shared items with equal labels)", fontsize=10)
-    return _save(fig, path)
+    return _save(fig, path, as_metrics(metrics).simulated)

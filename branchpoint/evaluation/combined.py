@@ -16,7 +16,10 @@ from branchpoint.errors import InputError
 from branchpoint.evaluation.metrics_file import MetricsReport, read_metrics
 from branchpoint.evaluation.report import (
     COLUMNS,
+    SIMULATED_NOTE,
     condition_row,
+    is_simulated,
+    mark_simulated_tables,
     seed_study_table,
     tpc_caption,
     write_report,
@@ -75,13 +78,20 @@ def write_combined_report(
     out = Path(out_dir)
     names = run_names(run_dirs)
     runs = {name: read_metrics(Path(d)) for name, d in zip(names, run_dirs)}
+    folders = {name: Path(d) if Path(d).is_dir() else Path(d).parent for name, d in zip(names, run_dirs)}
+    simulated = [name for name, m in runs.items() if m.simulated or is_simulated(folders[name])]
     figures: dict[str, Path | None] = {}
-    parts = [f"# {title or 'branchpoint report: ' + ', '.join(names)}", ""]
+    heading = title or "branchpoint report: " + ", ".join(names)
+    if simulated and SIMULATED_NOTE not in heading:
+        heading += f" {SIMULATED_NOTE}"
+    parts = [f"# {heading}", ""]
+    if simulated and len(simulated) < len(runs):
+        parts += [f"Runs of the simulated model: {', '.join(f'`{n}`' for n in simulated)}.", ""]
     for name, metrics in runs.items():
         warning = identical_section(metrics)
         if warning:
             parts += [f"Run `{name}`:", "", *warning]
-    merged = combined_metrics(runs)
+    merged = combined_metrics(runs).model_copy(update={"simulated": bool(simulated)})
     parts += [
         tpc_caption(merged),
         "",
@@ -113,5 +123,6 @@ def write_combined_report(
         rows += [(f"{name}: {label}", p) for label, p in folder_provenance(folder, runs[name].provenance, value)]
     parts += ["", *provenance_section(rows, "branchpoint runs show RUN_DIR")]
     path = out / REPORT_FILE
-    path.write_text("\n".join([*parts, ""]), encoding="utf-8")
+    text = "\n".join([*parts, ""])
+    path.write_text(mark_simulated_tables(text) if simulated else text, encoding="utf-8")
     return path, figures

@@ -66,8 +66,33 @@ def _pct(value: Any) -> float:
     return math.nan if v is None else 100.0 * v
 
 
-def _save(fig: Figure, path: Path) -> Path:
-    """Write the figure as PNG at `path` and as SVG beside it."""
+#: What every figure of a simulated model's run says (in its title).
+SIMULATED_NOTE = "(simulated model)"
+
+
+def mark_simulated(fig: Figure) -> None:
+    """Put "(simulated model)" in the figure's title: its suptitle, else its one axes' title,
+    else a line under the figure (a reader of a pasted figure sees where the numbers came from)."""
+    title = fig.get_suptitle()
+    if title:
+        for text in fig.texts:  # the suptitle's Text: set in place, keeping its size and place
+            if SIMULATED_NOTE not in title and text.get_text() == title:
+                text.set_text(f"{title} {SIMULATED_NOTE}")
+                break
+        return
+    if len(fig.axes) == 1 and fig.axes[0].get_title():
+        ax = fig.axes[0]
+        if SIMULATED_NOTE not in ax.get_title():
+            ax.title.set_text(f"{ax.get_title()} {SIMULATED_NOTE}")
+        return
+    fig.text(0.99, 0.0, SIMULATED_NOTE, ha="right", va="top", fontsize=8, style="italic")
+
+
+def _save(fig: Figure, path: Path, simulated: bool = False) -> Path:
+    """Write the figure as PNG at `path` and as SVG beside it ("(simulated model)" in its title
+    when `simulated`)."""
+    if simulated:
+        mark_simulated(fig)
     FigureCanvasAgg(fig)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
@@ -117,7 +142,7 @@ def plot_accuracy_search(metrics: MetricsReport | dict[str, Any], path: Path) ->
         return None
     conds = m_all.by_condition
     if len(pairs) > 6:  # many pairs: one row each, readable at 20 conditions or more
-        return _accuracy_rows(pairs, conds, path)
+        return _accuracy_rows(pairs, conds, path, m_all.simulated)
     fig = Figure(figsize=(max(5.0, 2.2 * len(pairs) + 1.5), 3.8))
     ax = fig.add_subplot()
     width = 0.2
@@ -144,10 +169,10 @@ def plot_accuracy_search(metrics: MetricsReport | dict[str, Any], path: Path) ->
     ax.set_ylim(0, 105)
     ax.set_title("Accuracy with vs without search (95% CI)")
     ax.legend(fontsize=7, ncols=2, loc="upper center", bbox_to_anchor=(0.5, -0.18))
-    return _save(fig, path)
+    return _save(fig, path, m_all.simulated)
 
 
-def _accuracy_rows(pairs: list[SearchEffect], conds: dict[str, Any], path: Path) -> Path:
+def _accuracy_rows(pairs: list[SearchEffect], conds: dict[str, Any], path: Path, simulated: bool = False) -> Path:
     """Accuracy with vs without search as a dot plot: one row per pair, answer and abstention
     accuracy without (open marker) and with search (filled), each with its interval."""
     fig = Figure(figsize=(7.5, 1.4 + 0.45 * len(pairs)))
@@ -186,78 +211,78 @@ def _accuracy_rows(pairs: list[SearchEffect], conds: dict[str, Any], path: Path)
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=7, ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     ax.set_title("Accuracy with vs without search (95% CI)", fontsize=9, pad=22)
-    return _save(fig, path)
+    return _save(fig, path, simulated)
+
+
+#: Line colours of the search-cap figure's series (efforts in the spec's order; cycled).
+SERIES_COLORS = ("#08519c", "#e6550d", "#31a354", "#756bb1", "#636363", "#9ecae1", "#fdae6b")
+
+
+def _series_label(sweep: Any) -> str:
+    """A sweep's full label: its model, and every other setting (never cut)."""
+    other = condition_label({section_key(k): v for k, v in (sweep.other or {}).items()})
+    return f"{sweep.model}: {other}" if other else str(sweep.model)
 
 
 def plot_tpc_search_cap(metrics: MetricsReport | dict[str, Any], path: Path) -> Path | None:
-    """TPC against the search cap (left axis), answer and abstention accuracy (right axis)."""
-    sweeps = as_metrics(metrics).search_cap_sweep or []
+    """TPC, answer accuracy and abstention accuracy against the search cap: three panels with a
+    shared cap axis, one line per series (per reasoning effort in the spec's order, or per other
+    setting), full labels in one legend under the panels; TPC = ∞ is a marked point at the top."""
+    m_all = as_metrics(metrics)
+    sweeps = m_all.search_cap_sweep or []
     if not sweeps:
         return None
-    cols = min(3, len(sweeps))
-    rows = math.ceil(len(sweeps) / cols)
-    fig = Figure(figsize=(4.6 * cols, 3.4 * rows))
-    for k, sweep in enumerate(sweeps):
-        ax = fig.add_subplot(rows, cols, k + 1)
-        caps = [p.cap for p in sweep.points]
-        tpcs = [_finite(p.tpc) for p in sweep.points]
-        ax.plot(caps, [math.nan if t is None else t for t in tpcs], "o-", color="#444444", label="TPC")
-        infinite = [c for c, p in zip(caps, sweep.points) if p.tpc is not None and math.isinf(p.tpc)]
-        if infinite:  # nothing correct: TPC = ∞, drawn as a marked point at the top edge
-            finite = [t for t in tpcs if t is not None]
-            top = max(finite) * 1.15 if finite else 1.0
+    fig = Figure(figsize=(12.0, 3.9 + 0.22 * len(sweeps)))
+    axes = fig.subplots(1, 3, sharex=True)
+    panels = (
+        ("tpc", "TPC (tokens per correct)", 1.0),
+        ("answer_accuracy", "answer accuracy (%)", 100.0),
+        ("abstention_accuracy", "abstention accuracy (%)", 100.0),
+    )
+    infinite_at: list[str] = []
+    for ax, (metric, ylabel, scale) in zip(axes, panels):
+        finite_top = 0.0
+        for k, sweep in enumerate(sweeps):
+            caps = [p.cap for p in sweep.points]
+            values = [_finite(getattr(p, metric)) for p in sweep.points]
+            ys = [math.nan if v is None else v * scale for v in values]
+            finite_top = max([finite_top, *(y for y in ys if not math.isnan(y))])
+            errs = list(zip(*(_err(*_stat(p, metric), scale) for p in sweep.points)))
+            color = SERIES_COLORS[k % len(SERIES_COLORS)]
+            ax.errorbar(caps, ys, yerr=errs, marker="o", capsize=2, color=color, label=_series_label(sweep))
+            if metric == "tpc":
+                inf = [p.cap for p in sweep.points if p.tpc is not None and math.isinf(float(p.tpc))]
+                infinite_at += [f"{_series_label(sweep)} at cap {c}" for c in inf]
+                ax.plot(inf, [math.nan] * len(inf))  # placed below, once the top is known
+        if metric == "tpc" and infinite_at:
+            top = (finite_top or 1.0) * 1.15
             ax.set_ylim(0, top * 1.05)
-            ax.plot(
-                infinite,
-                [top] * len(infinite),
-                "^",
-                color="#de2d26",
-                markersize=8,
-                clip_on=False,
-                label="TPC = ∞ (nothing correct)",
-            )
-            caps_text = (
-                ", ".join(str(c) for c in infinite)
-                if len(infinite) <= 8
-                else f"{len(infinite)} caps ({infinite[0]}–{infinite[-1]})"
-            )
-            ax.text(
-                0.5,
-                -0.26,
-                f"▲ at the top edge: TPC = ∞ (nothing correct) at {caps_text if len(infinite) > 8 else 'cap ' + caps_text}",
-                transform=ax.transAxes,
-                ha="center",
-                va="top",
-                fontsize=7,
-                color="#de2d26",
-            )
-        _integer_ticks(ax)
-        lo = [_finite((p.tpc_ci or [None, None])[0]) for p in sweep.points]
-        hi = [_finite((p.tpc_ci or [None, None])[1]) for p in sweep.points]
-        ax.fill_between(
-            caps,
-            [math.nan if v is None else v for v in lo],
-            [math.nan if v is None else v for v in hi],
-            color="#444444",
-            alpha=0.15,
-        )
+            for k, sweep in enumerate(sweeps):
+                inf = [p.cap for p in sweep.points if p.tpc is not None and math.isinf(float(p.tpc))]
+                ax.plot(
+                    inf, [top] * len(inf), "^", color=SERIES_COLORS[k % len(SERIES_COLORS)], markersize=8, clip_on=False
+                )
+        if scale == 100.0:
+            ax.set_ylim(0, 105)
         ax.set_xlabel("search cap")
-        ax.set_ylabel("TPC (tokens per correct)")
-        acc = ax.twinx()
-        for metric, color, name in (
-            ("answer_accuracy", "#3182bd", "answer acc"),
-            ("abstention_accuracy", "#e6550d", "abstention acc"),
-        ):
-            acc.plot(caps, [_pct(getattr(p, metric)) for p in sweep.points], "s--", color=color, label=name)
-        acc.set_ylabel("accuracy (%)")
-        acc.set_ylim(0, 105)
-        other = short(condition_label(sweep.other), 60) if sweep.other else ""
-        ax.set_title(f"{sweep.model}: {other}" if other else sweep.model, fontsize=9)
-        lines = ax.get_legend_handles_labels()
-        more = acc.get_legend_handles_labels()
-        ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="best")
-    fig.suptitle("TPC and accuracy across the search-cap sweep")
-    return _save(fig, path)
+        ax.set_ylabel(ylabel)
+        _integer_ticks(ax)
+        ax.grid(alpha=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, -0.02), ncols=1, fontsize=8, frameon=False)
+    fig.subplots_adjust(bottom=0.2 + 0.05 * len(sweeps), wspace=0.3)
+    if infinite_at:
+        fig.text(
+            0.5,
+            1.0,
+            "▲ at the top edge: TPC = ∞ (nothing correct): " + "; ".join(infinite_at),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            color="#de2d26",
+        )
+    fig.suptitle("TPC and accuracy across the search-cap sweep (95% CI)", y=1.06 if infinite_at else 1.0)
+    return _save(fig, path, m_all.simulated)
 
 
 def plot_marginal_roi(metrics: MetricsReport | dict[str, Any], path: Path) -> Path | None:
@@ -296,18 +321,19 @@ def plot_marginal_roi(metrics: MetricsReport | dict[str, Any], path: Path) -> Pa
         ax.set_title(f"{sweep.model}: {other}" if other else sweep.model, fontsize=9)
         ax.legend(fontsize=7, loc="best")
     fig.suptitle("Marginal ROI of raising the search cap (x: undefined, cost barely moved)")
-    return _save(fig, path)
+    return _save(fig, path, as_metrics(metrics).simulated)
 
 
 def plot_tpc_outcome(metrics: MetricsReport | dict[str, Any], path: Path) -> Path | None:
     """Mean cost per execution of each outcome, grouped by condition."""
+    simulated = as_metrics(metrics).simulated
     conds = as_metrics(metrics).by_condition
     if not conds or not any(m.tpc_by_outcome is not None for m in conds.values()):
         return None
     labels = list(conds)
     colors = ("#31a354", "#de2d26", "#3182bd", "#fd8d3c")
     if len(labels) > 6:  # many conditions: one row each, readable at 20 or more
-        return _tpc_outcome_rows(conds, labels, colors, path)
+        return _tpc_outcome_rows(conds, labels, colors, path, simulated)
     fig = Figure(figsize=(max(5.0, 1.1 * len(labels) + 2.0), 3.8))
     ax = fig.add_subplot()
     width = 0.8 / len(OUTCOME_NAMES)
@@ -329,10 +355,12 @@ def plot_tpc_outcome(metrics: MetricsReport | dict[str, Any], path: Path) -> Pat
     ax.set_ylabel("cost per execution (tokens)")
     ax.set_title("Cost by outcome (g + λ·x + μ·|S| per execution, 95% CI)")
     ax.legend(fontsize=7)
-    return _save(fig, path)
+    return _save(fig, path, simulated)
 
 
-def _tpc_outcome_rows(conds: dict[str, Any], labels: list[str], colors: tuple[str, ...], path: Path) -> Path:
+def _tpc_outcome_rows(
+    conds: dict[str, Any], labels: list[str], colors: tuple[str, ...], path: Path, simulated: bool = False
+) -> Path:
     """Cost by outcome as a dot plot: conditions as rows (in their natural order), one marker per
     outcome with its interval, so the figure stays a page wide however many conditions."""
     lines = max(label.count(",") + 1 for label in labels)  # one line per setting: never cut off
@@ -360,7 +388,7 @@ def _tpc_outcome_rows(conds: dict[str, Any], labels: list[str], colors: tuple[st
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=7, ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     ax.set_title("Cost by outcome (g + λ·x + μ·|S| per execution, 95% CI)", fontsize=9, pad=22)
-    return _save(fig, path)
+    return _save(fig, path, simulated)
 
 
 def plot_evidence_balance(metrics: MetricsReport | dict[str, Any], path: Path) -> Path | None:
@@ -390,7 +418,7 @@ def plot_evidence_balance(metrics: MetricsReport | dict[str, Any], path: Path) -
     share = _finite(ev.negative_share)
     note = "" if share is None else f"; negative documents: {100 * share:.1f}%"
     ax.set_title(f"Abstention by evidence balance (unanswerable questions{note})", fontsize=9)
-    return _save(fig, path)
+    return _save(fig, path, as_metrics(metrics).simulated)
 
 
 def plot_multi_turn(metrics: MetricsReport | dict[str, Any], path: Path) -> Path | None:
@@ -416,7 +444,7 @@ def plot_multi_turn(metrics: MetricsReport | dict[str, Any], path: Path) -> Path
         ax.set_title(title)
         ax.legend(fontsize=7, title="context", title_fontsize=7)
     fig.suptitle("Multi-turn: accuracy by conversation history")
-    return _save(fig, path)
+    return _save(fig, path, as_metrics(metrics).simulated)
 
 
 #: One colour per reasoning effort, light to dark in the spec's order (cycled past five).
@@ -500,8 +528,8 @@ def plot_effort_cap_frontier(metrics: MetricsReport | dict[str, Any], path: Path
         ax.margins(x=0.12)
         ax.legend(handles=handles, fontsize=7, loc="best")  # efforts in the spec's order, then the frontier
     title = "Accuracy vs TPC over reasoning effort × search cap (95% CI)"
-    fig.suptitle(f"{title} (simulated model)" if fr.simulated else title)
-    return _save(fig, path)
+    fig.suptitle(title)
+    return _save(fig, path, fr.simulated or as_metrics(metrics).simulated)
 
 
 def _plot_judge_agreement(metrics: MetricsReport, path: Path) -> Path | None:

@@ -45,7 +45,6 @@ import numpy as np
 from branchpoint.evaluation.bootstrap import QuestionBootstrap
 from branchpoint.evaluation.studies import (
     _ACCURACIES,
-    EFFORT_ORDER,
     ROI_MIN_ADDED_COST,
     _as_number,
     _difference,
@@ -53,6 +52,7 @@ from branchpoint.evaluation.studies import (
     _stat,
     _stats,
     _truthy,
+    effort_order,
     find_key,
 )
 from branchpoint.evaluation.tally import MetricsConfig, Sums, cell_sums, set_stat
@@ -82,19 +82,6 @@ def spec_sweep(folder: Path) -> dict[str, list[Any]]:
     except (yaml.YAMLError, AttributeError):
         return {}
     return {str(k): list(v) for k, v in sweep.items() if isinstance(v, list)} if isinstance(sweep, dict) else {}
-
-
-def effort_order(values: Sequence[str], spec_values: Sequence[Any] | None) -> tuple[list[str], str]:
-    """`values` (the efforts present) in the spec's order, then the built-in order, then as
-    given; and where the order came from ("spec" or "built-in")."""
-    present = list(dict.fromkeys(values))
-    from_spec = [str(v) for v in spec_values or [] if str(v) in present]
-    builtin = {e: i for i, e in enumerate(EFFORT_ORDER)}
-    rest = sorted(
-        (v for v in present if v not in from_spec),
-        key=lambda v: (builtin.get(v.lower(), len(builtin)), present.index(v)),
-    )
-    return list(dict.fromkeys(from_spec)) + rest, ("spec" if from_spec else "built-in")
 
 
 def pareto_mask(accuracy: np.ndarray, tpc: np.ndarray) -> np.ndarray:

@@ -229,8 +229,10 @@ def compute_metrics(
     per_condition = {label: cells.condition(label) for label in labels}
     overall = cells.total(cells.cells)
     cs = ConditionSet(cells.conditions, per_condition, cells.run_ids)
+    simulated = any(getattr(r, "model_provider", None) == "sim" for r in rows)
     return {
         "judge": judge_name,
+        "simulated": simulated,
         "lam": cfg.lam,
         "mu": cfg.mu,
         "bootstrap": {
@@ -251,7 +253,7 @@ def compute_metrics(
             for label in labels
         },
         "search_effect": search_effect(cs, cfg),
-        "search_cap_sweep": search_cap_sweep(cs, cfg),
+        "search_cap_sweep": search_cap_sweep(cs, cfg, sweep),
         "over_search": over_search(
             minimal_search,
             cells.questions,
@@ -262,7 +264,7 @@ def compute_metrics(
         ),
         "evidence_balance": _evidence_section(cells, labels, overall, cfg),
         "multi_turn": multi_turn(cs, cfg),
-        "reasoning_effort": reasoning_effort(cs, cfg),
+        "reasoning_effort": reasoning_effort(cs, cfg, sweep),
         "effort_cap_frontier": effort_cap_frontier(
             cells.conditions,
             cells.condition_rows(),
@@ -270,7 +272,7 @@ def compute_metrics(
             cfg,
             sweep=sweep,
             model_of=cs.model,
-            simulated=any(getattr(r, "model_provider", None) == "sim" for r in rows),
+            simulated=simulated,
         ),
         "tpc_sensitivity": tpc_sensitivity(per_condition, cfg),
     }

@@ -274,6 +274,7 @@ class _EffortHead(FileModel):
     condition: str | None = None
     model: str
     other: dict[str, Any] | None = None
+    search_cap: Num | None = None
 
 
 class EffortRow(Stats, _EffortHead):
@@ -372,6 +373,7 @@ class _Head(FileModel):
     judge: str = Field(description="The judge whose labels were scored (rule, llm, given, ...).")
     lam: Num = Field(description="TPC weight of input tokens (lambda).")
     mu: Num = Field(description="TPC cost of one search call in tokens (mu).")
+    simulated: bool = Field(False, description="The records came from the simulated model (figures and tables say so).")
     bootstrap: Bootstrap = Field(
         default_factory=Bootstrap, description="Resamples, seed, confidence and unit of every interval."
     )

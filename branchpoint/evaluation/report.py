@@ -260,6 +260,10 @@ def markdown_report(
     return "\n".join(parts)
 
 
+#: What a simulated model's tables and figures say (`figures.SIMULATED_NOTE`).
+SIMULATED_NOTE = "(simulated model)"
+
+
 def is_simulated(run_dir: Path) -> bool:
     """True when a run's records came from the simulated model: its spec names provider `sim`, or
     a record says `model_provider: sim` (see `branchpoint.experiments.runner.simulated_marker`)."""
@@ -284,6 +288,19 @@ def is_simulated(run_dir: Path) -> bool:
             except (json.JSONDecodeError, AttributeError):
                 pass
     return False
+
+
+def mark_simulated_tables(text: str) -> str:
+    """A report's markdown with "(simulated model)" on the heading of every section that holds a
+    table, so a table copied out of a sim run's report still says where its numbers came from."""
+    lines = text.split("\n")
+    heads = [i for i, line in enumerate(lines) if line.startswith("## ")]
+    for k, i in enumerate(heads):
+        end = heads[k + 1] if k + 1 < len(heads) else len(lines)
+        has_table = any(line.startswith("|") for line in lines[i + 1 : end])
+        if has_table and SIMULATED_NOTE not in lines[i]:
+            lines[i] = f"{lines[i]} {SIMULATED_NOTE}"
+    return "\n".join(lines)
 
 
 def write_report(
@@ -318,15 +335,19 @@ def write_report(
         )
         return report, figures
     metrics = read_metrics(run_dir)
+    if not metrics.simulated and is_simulated(source.parent):  # metrics.json of an older evaluate
+        metrics = metrics.model_copy(update={"simulated": True})
     figures = write_figures(metrics, out / FIGURES_DIR)
     relative = {k: (os.path.relpath(p, out) if p is not None else None) for k, p in figures.items()}
-    if is_simulated(source.parent) and "simulated model" not in name:
+    if metrics.simulated and "simulated model" not in name:
         name = f"{name} (simulated model)"
     export = out / VIEWER_DIR / "index.html"
     viewer = os.path.relpath(export, out) if export.is_file() else None
     text = markdown_report(metrics, name, relative, viewer)
     if value is not None:
-        text += "\n" + value_markdown(value) + "\n" + _value_figures(value, out, figures)
+        text += "\n" + value_markdown(value) + "\n" + _value_figures(value, out, figures, metrics.simulated)
+    if metrics.simulated:
+        text = mark_simulated_tables(text)
     text += settings_markdown({"evaluate (metrics.json)": metrics.settings, "value (value.json)": _settings_of(value)})
     report.write_text(text + _provenance_text(source.parent, metrics, value), encoding="utf-8")
     return report, figures
@@ -365,21 +386,21 @@ def _provenance_text(folder: Path, metrics: MetricsReport | None, value: ValueRe
     return "\n" + "\n".join(provenance_section([("report.md", collect("report")), *rows], hint))
 
 
-def _value_figures(value: ValueReport, out: Path, figures: dict[str, Path | None]) -> str:
+def _value_figures(value: ValueReport, out: Path, figures: dict[str, Path | None], simulated: bool = False) -> str:
     """The figures drawn from value.json (learning curves, when `value --learning-curves` ran;
     the per-stratum panels and the SD of gains' bootstrap distribution, when value.json has them),
     added to `figures` and linked from the report ("" when there are none)."""
     from branchpoint.evaluation.value.curve_figure import plot_learning_curves
     from branchpoint.evaluation.value.seed_figures import plot_gain_sd, plot_strata_panels
 
-    path = plot_learning_curves(value, out / FIGURES_DIR / "learning_curves.png")
+    path = plot_learning_curves(value, out / FIGURES_DIR / "learning_curves.png", simulated)
     figures["learning_curves"] = path
     text = "" if path is None else f"\n![Learning curves]({os.path.relpath(path, out)})\n"
     for key, title, plot in (
         ("strata_panels", "Per-stratum panels", plot_strata_panels),
         ("gain_sd", "SD of gains: bootstrap distribution", plot_gain_sd),
     ):
-        drawn = plot(value, out / FIGURES_DIR / f"{key}.png")
+        drawn = plot(value, out / FIGURES_DIR / f"{key}.png", simulated)
         figures[key] = drawn
         if drawn is not None:
             text += f"\n![{title}]({os.path.relpath(drawn, out)})\n"

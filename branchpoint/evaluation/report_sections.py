@@ -352,10 +352,12 @@ def effort_section(metrics: MetricsReport) -> list[str]:
     lines = ["## Reasoning effort", ""]
     if re_ is None or not re_.available:
         return lines + [_no_data(re_.reason if re_ else None, "no reasoning_effort key in the conditions"), ""]
+    capped = any(r.search_cap is not None for r in re_.rows)
     rows = [
         [
             r.model,
             r.effort,
+            *([_cap_text(r.search_cap)] if capped else []),
             str(r.n),
             fmt_pct_ci(r, "answer_accuracy"),
             fmt_pct_ci(r, "abstention_accuracy"),
@@ -366,8 +368,25 @@ def effort_section(metrics: MetricsReport) -> list[str]:
         ]
         for r in re_.rows
     ]
-    header = ("model", "effort", "n", "Answer Acc", "Abst. Acc", "TPC", "searches", "output tok", "reasoning tok")
+    header = (
+        "model",
+        "effort",
+        *(("search cap",) if capped else ()),
+        "n",
+        "Answer Acc",
+        "Abst. Acc",
+        "TPC",
+        "searches",
+        "output tok",
+        "reasoning tok",
+    )
     return lines + [md_table(header, rows), ""]
+
+
+def _cap_text(cap: float | None) -> str:
+    if cap is None:
+        return "–"
+    return str(int(cap)) if float(cap).is_integer() else f"{cap:g}"
 
 
 def _frontier_roi(step: FrontierCapStep | FrontierEffortStep) -> list[str]:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -191,8 +192,41 @@ def search_effect(cs: ConditionSet, cfg: MetricsConfig) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------------
 
 
-def search_cap_sweep(cs: ConditionSet, cfg: MetricsConfig) -> list[dict[str, Any]]:
-    """One series per setting of the other keys with ≥ 2 caps: points by cap and marginal ROI."""
+def effort_order(values: Sequence[str], spec_values: Sequence[Any] | None) -> tuple[list[str], str]:
+    """`values` (the efforts present) in the spec's order, then the built-in order, then as
+    given; and where the order came from ("spec" or "built-in")."""
+    present = list(dict.fromkeys(values))
+    from_spec = [str(v) for v in spec_values or [] if str(v) in present]
+    builtin = {e: i for i, e in enumerate(EFFORT_ORDER)}
+    rest = sorted(
+        (v for v in present if v not in from_spec),
+        key=lambda v: (builtin.get(v.lower(), len(builtin)), present.index(v)),
+    )
+    return list(dict.fromkeys(from_spec)) + rest, ("spec" if from_spec else "built-in")
+
+
+def _effort_rank(conditions: Sequence[dict[str, Any]], sweep: Mapping[str, Sequence[Any]] | None) -> dict[str, int]:
+    """Each reasoning effort present in `conditions` -> its place in the spec's sweep order
+    (then the built-in order): figures and tables list efforts as the spec does."""
+    efforts, spec_values = [], None
+    for cond in conditions:
+        for key in sorted(k for k in cond if "reasoning_effort" in k):
+            efforts.append(str(cond[key]))
+            spec_values = spec_values or (sweep or {}).get(key)
+    order, _ = effort_order(efforts, spec_values)
+    return {e: i for i, e in enumerate(order)}
+
+
+def _effort_of(condition: dict[str, Any]) -> str | None:
+    keys = sorted(k for k in condition if "reasoning_effort" in k)
+    return str(condition[keys[0]]) if keys else None
+
+
+def search_cap_sweep(
+    cs: ConditionSet, cfg: MetricsConfig, sweep: Mapping[str, Sequence[Any]] | None = None
+) -> list[dict[str, Any]]:
+    """One series per setting of the other keys with ≥ 2 caps: points by cap and marginal ROI;
+    series that differ in reasoning effort come in the spec's order of efforts (`sweep`)."""
     groups: dict[tuple[str, str], list[tuple[float, str]]] = {}
     for label, cond in cs.conditions.items():
         cap_key = find_key(cond, "search_cap")
@@ -205,7 +239,16 @@ def search_cap_sweep(cs: ConditionSet, cfg: MetricsConfig) -> list[dict[str, Any
         if cap is not None:
             groups.setdefault((cap_key, _key(_rest(cond, cap_key))), []).append((cap, label))
     series = []
-    for (cap_key, rest_json), members in sorted(groups.items()):
+    rank = _effort_rank([json.loads(rest) for _, rest in groups], sweep)
+
+    def in_spec_order(item: tuple[tuple[str, str], Any]) -> tuple[Any, ...]:
+        (cap_key, rest_json), _ = item
+        rest = json.loads(rest_json)
+        effort = _effort_of(rest)
+        others = _key({k: v for k, v in rest.items() if "reasoning_effort" not in k})
+        return (cap_key, others, rank.get(effort, len(rank)) if effort is not None else -1, rest_json)
+
+    for (cap_key, rest_json), members in sorted(groups.items(), key=in_spec_order):
         if len({c for c, _ in members}) < 2:
             continue
         members.sort()
@@ -305,8 +348,11 @@ def multi_turn(cs: ConditionSet, cfg: MetricsConfig) -> dict[str, Any]:
     return {"available": True, "series": series}
 
 
-def reasoning_effort(cs: ConditionSet, cfg: MetricsConfig) -> dict[str, Any]:
-    """One row per condition with a reasoning-effort key, grouped by the other keys."""
+def reasoning_effort(
+    cs: ConditionSet, cfg: MetricsConfig, sweep: Mapping[str, Sequence[Any]] | None = None
+) -> dict[str, Any]:
+    """One row per condition with a reasoning-effort key, grouped by the other keys, efforts in
+    the spec's order (`sweep`), each with its search cap where the condition has one."""
     rows: list[dict[str, Any]] = []
     for label, cond in cs.conditions.items():
         keys = sorted(k for k in cond if "reasoning_effort" in k)
@@ -320,12 +366,21 @@ def reasoning_effort(cs: ConditionSet, cfg: MetricsConfig) -> dict[str, Any]:
             "model": cs.model(label),
             "other": _rest(cond, keys[0]),
         }
+        cap_key = find_key(cond, "search_cap")
+        if cap_key is not None:
+            row["search_cap"] = _as_number(cond[cap_key])
         row.update(_stats(cs.sums[label], tuple(_RATIOS), cfg))
         rows.append(row)
     if not rows:
         return {"available": False, "reason": "no condition has a reasoning_effort key"}
-    order = {e: i for i, e in enumerate(EFFORT_ORDER)}
-    rows.sort(key=lambda r: (_key(r["other"]), order.get(r["effort"].lower(), len(order)), r["effort"]))
+    order = _effort_rank([cs.conditions[r["condition"]] for r in rows], sweep)
+
+    def in_spec_order(r: dict[str, Any]) -> tuple[Any, ...]:
+        rest = {k: v for k, v in r["other"].items() if k != find_key(r["other"], "search_cap")}
+        cap = r.get("search_cap")
+        return (_key(rest), order.get(r["effort"], len(order)), -1 if cap is None else cap, r["effort"])
+
+    rows.sort(key=in_spec_order)
     return {"available": True, "rows": rows}
 
 

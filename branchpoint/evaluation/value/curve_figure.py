@@ -27,7 +27,7 @@ def data_learning_curves(value: ValueReport | dict[str, Any]) -> tuple[list[str]
     return header, rows
 
 
-def plot_learning_curves(value: ValueReport | dict[str, Any], path: Path) -> Path | None:
+def plot_learning_curves(value: ValueReport | dict[str, Any], path: Path, simulated: bool = False) -> Path | None:
     """Gain R²_Δ and Brier against the number of training questions, one line per feature family
     with the band over the nested training draws (search-value study, the matched-configuration
     learning curves of its Figure 4); PNG + SVG, data as CSV beside them."""
@@ -57,6 +57,6 @@ def plot_learning_curves(value: ValueReport | dict[str, Any], path: Path) -> Pat
             ax.axhline(0.0, color="#999999", linewidth=0.8)
         ax.legend(fontsize=7, loc="best")
     fig.suptitle("Learning curves: forecasters fitted on nested training sizes (bands: over training draws)")
-    _save(fig, path)
+    _save(fig, path, simulated)
     write_csv(path.with_suffix(".csv"), header, rows)
     return path

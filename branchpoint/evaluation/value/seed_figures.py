@@ -34,7 +34,7 @@ def data_strata_panels(value: ValueReport | dict[str, Any]) -> tuple[list[str], 
     return ["panel", "entry", "stratum", "value", "low", "high"], rows
 
 
-def plot_strata_panels(value: ValueReport | dict[str, Any], path: Path) -> Path | None:
+def plot_strata_panels(value: ValueReport | dict[str, Any], path: Path, simulated: bool = False) -> Path | None:
     """One panel per quantity (router utility at the focal price; Brier minus the task prior),
     strata on the x axis, one marker per router / forecaster with its interval."""
     header, rows = data_strata_panels(value)
@@ -71,12 +71,12 @@ def plot_strata_panels(value: ValueReport | dict[str, Any], path: Path) -> Path 
         )
         ax.legend(fontsize=6, loc="best")
     fig.suptitle("Per-stratum panels (95% support-component intervals)")
-    _save(fig, path)
+    _save(fig, path, simulated)
     write_csv(path.with_suffix(".csv"), header, rows)
     return path
 
 
-def plot_gain_sd(value: ValueReport | dict[str, Any], path: Path) -> Path | None:
+def plot_gain_sd(value: ValueReport | dict[str, Any], path: Path, simulated: bool = False) -> Path | None:
     """Histogram of the bootstrap SD of gains, with the estimate and its interval marked."""
     g = as_value(value).gain_spread
     dist = g.sd_distribution if g is not None else None
@@ -97,7 +97,7 @@ def plot_gain_sd(value: ValueReport | dict[str, Any], path: Path) -> Path | None
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
     fig.suptitle("Sampling distribution of the SD of gains (support-component bootstrap)", fontsize=9)
-    _save(fig, path)
+    _save(fig, path, simulated)
     rows = [[edges[i], edges[i + 1], counts[i]] for i in range(len(counts))]
     write_csv(path.with_suffix(".csv"), ["low", "high", "resamples"], rows)
     return path
