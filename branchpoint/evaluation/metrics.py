@@ -1,5 +1,6 @@
 """Over-searching metrics: accuracies, Tokens Per Correctness (TPC), cost channels, outcomes,
-latency, evidence balance, cross-condition views, each with a bootstrap 95 % interval.
+latency, evidence balance, cross-condition views, metrics of repeated epochs, each with a
+bootstrap 95 % interval.
 
 Metrics read judged records (see `judges.judge_records`) and the labels of one judge:
 
@@ -28,6 +29,7 @@ from typing import Any
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.bootstrap import QuestionBootstrap
+from branchpoint.evaluation.epochs import epoch_metrics
 from branchpoint.evaluation.metrics_file import MetricsReport, metrics_file_text
 from branchpoint.evaluation.studies import (
     ConditionSet,
@@ -210,6 +212,9 @@ def compute_metrics(
     `tpc` is a float and `math.inf` when nothing is correct (`metrics_json` writes it as the
     string "inf"); accuracies and means are None when their set is empty. `minimal_search` are
     the rows of minimal_search.jsonl (None: the over-search section says there is no data).
+    Every metric pools all epochs of a question (`run.epochs`: each epoch one execution, the
+    question resampled with all of them); with more than one epoch, `epochs` adds pass@k, pass^k,
+    flip rate and decision reliability (`evaluation.epochs`).
     """
     rows = latest_records(records)
     cells = _Cells(rows, judge_name, cfg)
@@ -217,7 +222,7 @@ def compute_metrics(
     per_condition = {label: cells.condition(label) for label in labels}
     overall = cells.total(cells.cells)
     cs = ConditionSet(cells.conditions, per_condition, cells.run_ids)
-    return {
+    out = {
         "judge": judge_name,
         "lam": cfg.lam,
         "mu": cfg.mu,
@@ -253,6 +258,10 @@ def compute_metrics(
         "reasoning_effort": reasoning_effort(cs, cfg),
         "tpc_sensitivity": tpc_sensitivity(per_condition, cfg),
     }
+    epochs = epoch_metrics(rows, judge_name, cells.questions, cells.boot, cfg, labels)
+    if epochs is not None:  # some question ran more than once under a condition (`run.epochs`)
+        out["epochs"] = epochs
+    return out
 
 
 def _no_search_rows(records: Sequence[ExecutionRecord], judge: str) -> list[dict[str, Any]]:
