@@ -1,5 +1,6 @@
 """Over-searching metrics: accuracies, Tokens Per Correctness (TPC), cost channels, outcomes,
-latency, evidence balance, cross-condition views, each with a bootstrap 95 % interval.
+latency, evidence balance, cross-condition views, metrics of repeated epochs, each with a
+bootstrap 95 % interval.
 
 Metrics read judged records (see `judges.judge_records`) and the labels of one judge:
 
@@ -28,6 +29,7 @@ from typing import Any
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.bootstrap import QuestionBootstrap
+from branchpoint.evaluation.epochs import epoch_metrics
 from branchpoint.evaluation.frontier import effort_cap_frontier
 from branchpoint.evaluation.metrics_file import MetricsReport, metrics_file_text
 from branchpoint.evaluation.studies import (
@@ -222,6 +224,9 @@ def compute_metrics(
     the rows of minimal_search.jsonl (None: the over-search section says there is no data);
     `sweep` the spec's sweep axes with their values in the spec's order (`frontier.spec_sweep`:
     the effort × cap frontier orders efforts by it).
+    Every metric pools all epochs of a question (`run.epochs`: each epoch one execution, the
+    question resampled with all of them); with more than one epoch, `epochs` adds pass@k, pass^k,
+    flip rate and decision reliability (`evaluation.epochs`).
     """
     rows = latest_records(records)
     cells = _Cells(rows, judge_name, cfg)
@@ -230,7 +235,7 @@ def compute_metrics(
     overall = cells.total(cells.cells)
     cs = ConditionSet(cells.conditions, per_condition, cells.run_ids)
     simulated = any(getattr(r, "model_provider", None) == "sim" for r in rows)
-    return {
+    out = {
         "judge": judge_name,
         "simulated": simulated,
         "lam": cfg.lam,
@@ -276,6 +281,10 @@ def compute_metrics(
         ),
         "tpc_sensitivity": tpc_sensitivity(per_condition, cfg),
     }
+    epochs = epoch_metrics(rows, judge_name, cells.questions, cells.boot, cfg, labels)
+    if epochs is not None:  # some question ran more than once under a condition (`run.epochs`)
+        out["epochs"] = epochs
+    return out
 
 
 def _no_search_rows(records: Sequence[ExecutionRecord], judge: str) -> list[dict[str, Any]]:

@@ -361,6 +361,59 @@ class EffortCapFrontier(Availability):
     series: list[FrontierGrid] = Field(default_factory=list)
 
 
+class PassAtK(FileModel):
+    """pass@k and pass^k at one k, over the questions with at least k epochs."""
+
+    k: int
+    n_questions: int = 0
+    pass_at_k: Num | None = Field(None, description="Mean of 1 - C(n-c,k)/C(n,k) (Chen et al. 2021).")
+    pass_at_k_ci: Interval = None
+    pass_hat_k: Num | None = Field(None, description="pass^k: mean of C(c,k)/C(n,k) (tau-bench).")
+    pass_hat_k_ci: Interval = None
+
+
+class Reliability(FileModel):
+    """ICC(1) of one decision across epochs (questions as groups), with its ANOVA's mean squares."""
+
+    n_questions: int = 0
+    n_executions: int = 0
+    mean: Num | None = None
+    ms_between: Num | None = None
+    ms_within: Num | None = None
+    icc: Num | None = Field(None, description="One-way random-effects ICC(1); None when undefined.")
+    icc_ci: Interval = None
+
+
+class EpochSummary(FileModel):
+    """The epoch metrics of one condition or one of its categories (`evaluation.epochs`)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    n_questions: int = 0
+    n_executions: int = 0
+    epochs_min: int = 0
+    epochs_max: int = 0
+    pass_: list[PassAtK] = Field(default_factory=list, alias="pass")
+    n_questions_repeated: int = 0
+    flip_rate: Num | None = Field(None, description="Share of questions whose correctness differs across epochs.")
+    flip_rate_ci: Interval = None
+    reliability: dict[str, Reliability] = Field(default_factory=dict)
+
+
+class EpochCondition(EpochSummary):
+    """One condition's epoch metrics and the same per category."""
+
+    by_category: dict[str, EpochSummary] = Field(default_factory=dict)
+
+
+class Epochs(FileModel):
+    """Metrics of repeated executions (`run.epochs` > 1), per condition."""
+
+    epochs: int = Field(description="The most epochs of any question under any condition.")
+    decisions: list[str] = Field(default_factory=list)
+    by_condition: dict[str, EpochCondition] = Field(default_factory=dict)
+
+
 class Bootstrap(FileModel):
     resamples: int = 0
     seed: int = 0
@@ -417,6 +470,11 @@ class MetricsReport(Stats, _Head):
         None,
         description="TPC per condition over a grid of (lam, mu), with the conditions' rank and Kendall's tau "
         "against the order at the run's own (lam, mu) (`evaluation.tpc_sensitivity`).",
+    )
+    epochs: Epochs | None = Field(
+        None,
+        description="pass@k, pass^k, flip rate and ICC(1) of the decisions per condition and category, where a "
+        "question ran more than once under a condition (`run.epochs`; `evaluation.epochs`).",
     )
     identical_conditions: list[dict[str, Any]] | None = Field(
         None, description="Sweep conditions that sent identical requests."

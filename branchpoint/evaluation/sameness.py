@@ -26,22 +26,22 @@ def identical_conditions(records: Iterable[ExecutionRecord]) -> list[dict[str, A
 
     Only the run's own executions count (no fork branches, no replays); the last record of an
     execution wins. A condition is compared only when each of its executions has a fingerprint,
-    and two conditions only when they cover the same questions. Each group is
-    `{"conditions": [labels], "axes": {axis: [values]}, "fixed": {axis: value}, "questions": n}`:
-    `axes` are the settings that differ within the group (what changed nothing), `fixed` the ones
-    they share.
+    and two conditions only when they cover the same questions and epochs (`repeat`), compared
+    epoch by epoch. Each group is `{"conditions": [labels], "axes": {axis: [values]}, "fixed":
+    {axis: value}, "questions": n}`: `axes` are the settings that differ within the group (what
+    changed nothing), `fixed` the ones they share.
     """
     latest: dict[str, ExecutionRecord] = {}
     for r in records:
         if r.parent is None and r.kind is None and r.status != "incomplete":
             latest[r.execution_id] = r
-    by_label: dict[str, dict[str, str | None]] = {}
+    by_label: dict[str, dict[tuple[str, int], str | None]] = {}
     conditions: dict[str, dict[str, Any]] = {}
     for r in latest.values():
         label = condition_label(r.condition)
         conditions[label] = r.condition
-        by_label.setdefault(label, {})[r.question_id] = r.request_fingerprint
-    groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
+        by_label.setdefault(label, {})[(r.question_id, r.repeat)] = r.request_fingerprint  # epoch by epoch
+    groups: dict[tuple[tuple[tuple[str, int], str], ...], list[str]] = {}
     for label, prints in by_label.items():
         if not prints or any(p is None for p in prints.values()):
             continue
@@ -62,7 +62,7 @@ def identical_conditions(records: Iterable[ExecutionRecord]) -> list[dict[str, A
                 axes[name] = distinct
             else:
                 fixed[name] = distinct[0]
-        out.append({"conditions": labels, "axes": axes, "fixed": fixed, "questions": len(key)})
+        out.append({"conditions": labels, "axes": axes, "fixed": fixed, "questions": len({q for (q, _), _ in key})})
     out.sort(key=lambda g: g["conditions"])
     return out
 

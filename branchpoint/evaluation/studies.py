@@ -27,6 +27,10 @@ reasoning effort is any key containing `reasoning_effort`.
   of the per-model figures (the study's "70.5 % on average" over six models).
 - *Multi-turn*: curves of accuracy by `multi_turn.preceding`, one per `multi_turn.context`
   (answerable / mixed / unanswerable) and setting of the other keys; only when the keys exist.
+
+Every view reads a condition's sums over all its executions, so with `run.epochs` > 1 each epoch
+counts as one execution (pooled per question) and the bootstrap draws a question with all its
+epochs (question-clustered intervals); epochs are never conditions (they share the label).
 """
 
 from __future__ import annotations

@@ -63,13 +63,21 @@ ModelOpener = Callable[[ExperimentSpec, Path], Any]
 
 @dataclass
 class PlannedExecution:
-    """One execution to run: its condition, the spec resolved for it, the question and its id."""
+    """One execution to run: its condition, the spec resolved for it, the question, its id and
+    its epoch (`run.epochs`: recorded as the record's `repeat`)."""
 
     condition: dict[str, Any]
     spec: ExperimentSpec
     question: Question
     execution_id: str
     history: list[dict[str, str]] = field(default_factory=list)
+    epoch: int = 0
+
+    @property
+    def seed(self) -> int | None:
+        """The request seed this execution sends: `model.seed` for epoch 0, a seed of its own for
+        each later epoch (`RunSpec.seed_of`)."""
+        return self.spec.run.seed_of(self.spec.model.seed, self.epoch)
 
 
 @dataclass
@@ -161,11 +169,18 @@ def history_pool(spec: ExperimentSpec) -> list[Question]:
 
 
 def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[PlannedExecution]:
-    """Every condition x question, each with its deterministic execution id."""
+    """Every condition x epoch x question, each with its deterministic execution id.
+
+    Epoch e of a question is `execution_id(run, condition, question, repeat=e)`: epoch 0 keeps
+    the id of a run without epochs, so raising `run.epochs` adds executions and redoes none.
+    Within a condition the epochs come one after another (epoch 0 of every question first), so
+    an interrupted run has whole epochs recorded.
+    """
     plan = []
     pool: list[Question] | None = None
     for condition, resolved in expand_conditions(spec):
         resolve_policy(resolved.agent.policy, policy_paths(spec))  # unknown policy: fail before any work
+        spec.run.check(resolved.model.temperature, "spec", condition)  # epochs that would be copies
         if resolved.retrieval.default not in resolved.retrieval.sources:
             raise InputError(
                 f"retrieval.default: unknown source {resolved.retrieval.default!r} "
@@ -178,12 +193,14 @@ def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[Pla
         key = {**condition, "_settings": condition_fingerprint(resolved)}
         if resolved.multi_turn and resolved.multi_turn.preceding and pool is None:
             pool = history_pool(spec)
-        for question in questions:
-            eid = execution_id(spec.name, key, question.id)
-            history = (
-                history_for(question, pool or questions, resolved.multi_turn, spec.seed) if resolved.multi_turn else []
-            )
-            plan.append(PlannedExecution(condition, resolved, question, eid, history))
+        histories = [
+            history_for(question, pool or questions, resolved.multi_turn, spec.seed) if resolved.multi_turn else []
+            for question in questions
+        ]
+        for epoch in range(spec.run.epochs):
+            for question, history in zip(questions, histories, strict=True):
+                eid = execution_id(spec.name, key, question.id, repeat=epoch)
+                plan.append(PlannedExecution(condition, resolved, question, eid, history, epoch))
     return plan
 
 
@@ -398,6 +415,7 @@ def identity_fields(planned: PlannedExecution, run_id: str) -> dict[str, Any]:
         gold_answers=q.gold_answers,
         stratum=q.stratum,
         support_group=q.support_group,
+        repeat=planned.epoch,
         **({"history": planned.history} if planned.history else {}),
         **simulated_marker(planned.spec),
     )
@@ -691,7 +709,7 @@ def _run_todo(
             async def one(planned: PlannedExecution, client: ModelClient) -> ExecutionRecord:
                 # A client view per execution (the scripted model's list replies restart per
                 # execution), and the execution named in any request log.
-                ctx = agent_context(planned.spec, client.with_seed(planned.spec.model.seed), pool, planned.question)
+                ctx = agent_context(planned.spec, client.with_seed(planned.seed), pool, planned.question)
                 current_execution.set(planned.execution_id)
                 rec = await run_one(graphs[planned.spec.agent.policy], ctx, planned, spec.name, clear=False)
                 rec.request_fingerprint = fingerprints.pop(planned.execution_id)

@@ -77,7 +77,9 @@ def _check_plan(spec: Any, executions: dict[str, _Entry], report: Verification) 
             how = f"only incomplete ({entry.incomplete} records)" if entry else "not recorded"
             cond = json.dumps(p.condition, sort_keys=True, default=str) if p.condition else "{}"
             report.problem(
-                "missing", f"execution {p.execution_id[:12]}", f"question {p.question.id} under {cond}: {how}"
+                "missing",
+                f"execution {p.execution_id[:12]}",
+                f"question {p.question.id}{f' epoch {p.epoch}' if p.epoch else ''} under {cond}: {how}",
             )
     report.counts["missing"] = missing
     unplanned = sorted(_finished(executions) - planned)

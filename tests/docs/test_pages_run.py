@@ -24,6 +24,7 @@ from tests.evaluation.fake_openai import fake_openai
 PAGES = [
     ("quickstart", ()),
     ("specs", ()),
+    ("conditions", ()),
     ("evaluation", ()),
     ("reliability", ()),
     ("trace-contract", ()),

@@ -7,6 +7,7 @@ several of its settings at once (e.g. `model: [{name: a, base_url: …}, {name: 
 keys and wrong types are errors naming the field.
 
 The package by job: `sections` (the pydantic models), `fork` (the fork plan section),
+`run` (the run section: epochs),
 `loading` (YAML, overrides, the checks before any work), `describe` (error messages),
 `conditions` (sweep expansion, condition fingerprints), `identity` (what a run folder belongs
 to). Source kinds live with retrieval (`branchpoint.retrieval.sources`).
@@ -32,6 +33,7 @@ from branchpoint.experiments.spec.loading import (
     check_policies,
     load_spec,
 )
+from branchpoint.experiments.spec.run import MAX_EPOCHS, RunSpec
 from branchpoint.experiments.spec.sections import (
     MAX_SEARCH_CAP,
     AgentSpec,
@@ -52,6 +54,7 @@ from branchpoint.retrieval.sources import (
 __all__ = [
     "FORK_TEMPERATURE",
     "FORK_TOP_P",
+    "MAX_EPOCHS",
     "MAX_SEARCH_CAP",
     "PACKAGED_MODEL_NAME",
     "AgentSpec",
@@ -63,6 +66,7 @@ __all__ = [
     "MultiTurnSpec",
     "QuestionsSpec",
     "RetrievalSpec",
+    "RunSpec",
     "SampleSpec",
     "SearchR1SourceSpec",
     "SourceSpec",

@@ -46,6 +46,11 @@ def expand_conditions(spec: ExperimentSpec, source: str = "spec") -> list[tuple[
     for axis in axes:
         if axis.startswith("sweep") or not spec.sweep[axis]:
             raise InputError(f'{source}: field "sweep.{axis}": expected a non-empty list of values')
+        if axis == "run" or axis.startswith("run."):
+            raise InputError(
+                f'{source}: field "sweep.{axis}": the run section is not a sweep axis (epochs are draws of every '
+                "condition, not conditions); set run.epochs itself"
+            )
     base = spec.drop_inherited_questions(spec.model_dump(exclude={"sweep", "fork"}))
     out = []
     for values in itertools.product(*(spec.sweep[a] for a in axes)):

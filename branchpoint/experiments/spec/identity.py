@@ -13,10 +13,12 @@ from branchpoint.experiments.spec.sections import ExperimentSpec
 
 #: Settings that do not change what a run folder's executions are: where and how the model is
 #: reached, how the run is scored, its description and the folder it was read from (its paths
-#: are resolved), a fork study's plan, the value scoring and `questions.limit` (a prefix of the
-#: same selection, e.g. `run --limit`).
+#: are resolved), a fork study's plan, the value scoring, `questions.limit` (a prefix of the
+#: same selection, e.g. `run --limit`) and `run` (more epochs add executions, like more sweep
+#: values; epoch e keeps its id whatever the number of epochs).
 _NOT_OUTCOME = (
     "description",
+    "run",
     "base_dir",
     "evaluation",
     "fork",

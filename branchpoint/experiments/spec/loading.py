@@ -117,6 +117,7 @@ def load_spec(
     conditions = expand_conditions(spec, source=str(path))  # check the sweep axes now, before any work
     for condition, resolved in conditions:
         check_model_identity(resolved, str(path), condition)
+        spec.run.check(resolved.model.temperature, str(path), condition)  # epochs that would be copies
     check_judges(spec, source=str(path), search_paths=[spec._source_dir])
     if check_policy:
         check_policies(

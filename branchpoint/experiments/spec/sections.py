@@ -1,4 +1,4 @@
-"""The spec's sections: questions, model, agent, retrieval, evaluation, multi-turn, and the whole
+"""The spec's sections: questions, model, agent, retrieval, evaluation, multi-turn, run, and the whole
 `ExperimentSpec` (unknown keys and wrong types are errors naming the field)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_serializer
 
 from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.experiments.spec.fork import ForkPlan
+from branchpoint.experiments.spec.run import RunSpec
 from branchpoint.models.spec import ModelSpec
 from branchpoint.retrieval.sources import DenseSourceSpec, SourceField, SourceSpec
 from branchpoint.spec_paths import SpecPath
@@ -172,6 +173,10 @@ class ExperimentSpec(_Strict):
     retrieval: RetrievalSpec = Field(default_factory=RetrievalSpec)
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
     multi_turn: MultiTurnSpec | None = None
+    run: RunSpec = Field(
+        default_factory=RunSpec,
+        description="How often each question runs under each condition (`epochs`): draws, not conditions.",
+    )
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
     fork: ForkPlan | None = Field(
         None, description="A fork study `branchpoint run` does after the run; `branchpoint fork` starts from it."
@@ -181,6 +186,15 @@ class ExperimentSpec(_Strict):
     )
 
     _source_dir: Path | None = PrivateAttr(None)
+
+    @model_serializer(mode="wrap")
+    def _dump_run_if_set(self, handler: Any) -> Any:
+        """`run` is dumped only when set otherwise than its defaults (one epoch): a spec that
+        leaves it keeps the dump (its run folder's spec.yaml, its fingerprints) it had before."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("run") == RunSpec().model_dump():
+            del data["run"]
+        return data
 
     @model_validator(mode="after")
     def _sim_knows_the_run_questions(self) -> ExperimentSpec:
