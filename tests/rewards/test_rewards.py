@@ -98,6 +98,9 @@ def test_verl_compute_score_as_the_naive_manager_calls_it():
     }
     assert verl_score(fn, unanswerable, "<answer>I don't know: it cannot be known.</answer>") == 1.0
     assert verl_score(fn, unanswerable, "<answer>42</answer>") == 0.0
+    # answerability given in extra_info wins over the default (gold answers present: answerable)
+    flagged = {"data_source": "d", "reward_model": {"ground_truth": GOLD}, "extra_info": {"answerable": False}}
+    assert verl_score(fn, flagged, "<answer>I don't know: it cannot be known.</answer>") == 1.0
     assert verl_rewards_module.compute_score.__name__ == "compute_score"
 
 
