@@ -19,8 +19,8 @@ from tests.docs.pages import (
 )
 from tests.evaluation.fake_openai import fake_openai
 
-#: The user pages whose commands run: (page, marks). The search-value, forking, recipes and
-#: validation pages run whole studies (minutes on 2 cores).
+#: The user pages whose commands run: (page, marks). The search-value, forking, training, recipes
+#: and validation pages run whole studies (minutes on 2 cores).
 PAGES = [
     ("quickstart", ()),
     ("specs", ()),
@@ -28,6 +28,7 @@ PAGES = [
     ("evaluation", ()),
     ("reliability", ()),
     ("trace-contract", ()),
+    ("training", (pytest.mark.integration,)),
     ("forking", (pytest.mark.integration,)),
     ("search-value", (pytest.mark.integration,)),
     ("validate", (pytest.mark.integration,)),
