@@ -61,7 +61,9 @@ ROLLOUT_FORMATS = ("searchr1", "verl")
 @friendly_errors
 def import_rollouts(
     files: list[Path] = typer.Argument(..., help="Rollout dumps (JSON lines), one or more; in training order."),
-    fmt: str = typer.Option(..., "--format", help="searchr1 (Search-R1's tagged sequences) or verl (rollout dumps, agent-loop outputs)."),
+    fmt: str = typer.Option(
+        ..., "--format", help="searchr1 (Search-R1's tagged sequences) or verl (rollout dumps, agent-loop outputs)."
+    ),
     out: Path = typer.Option(..., "--out", help="The traces file to write (JSON lines, one record per rollout)."),
     step: list[int] = typer.Option(
         [],
@@ -105,3 +107,24 @@ def import_rollouts(
         files, fmt, out, steps=list(step) or None, tokenizer=tokenizer, run_id=run_id, correct_at=correct_at, spec=spec
     )
     console.print(summary, soft_wrap=True, highlight=False)
+
+
+@import_app.command("examples")
+@friendly_errors
+def import_examples(
+    folder: Path = typer.Argument(..., help="Where to write the example rollout dumps (made if missing)."),
+) -> None:
+    """Write the example rollout dumps that ship with branchpoint (Search-R1 at steps 10, 50, 100; verl's
+    rollout dumps at steps 10 and 100, its agent-loop outputs at step 100, and their tokenizer).
+
+    Example: branchpoint import examples rollouts && branchpoint import rollouts rollouts/searchr1_step10.jsonl --format searchr1 --out traces.jsonl
+    """
+    from importlib.resources import files
+
+    written = []
+    for item in sorted(files("branchpoint").joinpath("data", "rollouts").iterdir(), key=lambda p: p.name):
+        if item.name.endswith((".jsonl", ".json", ".yaml")):
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / item.name).write_bytes(item.read_bytes())
+            written.append(item.name)
+    console.print(f"wrote {len(written)} files to {folder}: {', '.join(written)}", soft_wrap=True, highlight=False)

@@ -124,7 +124,9 @@ def load_tokenizer(path: str | Path) -> tuple[Callable[[str], list[int]], Callab
     p = Path(path)
     file = p / "tokenizer.json" if p.is_dir() else p
     if not file.is_file():
-        raise InputError(f"--tokenizer {path}: no tokenizer.json there (expected the file, or a model folder holding it)")
+        raise InputError(
+            f"--tokenizer {path}: no tokenizer.json there (expected the file, or a model folder holding it)"
+        )
     try:
         from tokenizers import Tokenizer
     except ImportError:

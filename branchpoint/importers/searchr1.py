@@ -153,7 +153,9 @@ def parse_searchr1(obj: dict[str, Any], where: str, step: int | None) -> ParsedR
             f"(verl's rollout dump); the line has {', '.join(sorted(obj)) or 'no fields'}"
         )
     reward_model = obj.get("reward_model")
-    truth = reward_model.get("ground_truth") if isinstance(reward_model, dict) else obj.get("gts", obj.get("ground_truth"))
+    truth = (
+        reward_model.get("ground_truth") if isinstance(reward_model, dict) else obj.get("gts", obj.get("ground_truth"))
+    )
     return ParsedRollout(
         prompt=prompt,
         question=question_of(prompt, where),

@@ -215,8 +215,10 @@ def parse_agent_loop(obj: dict[str, Any], where: str, step: int | None, counter:
         step=step_of({**extra_fields, **obj}, step, where),
         question_key=None,
         prompt_tokens=len(prompt_ids),
-        extra={"num_turns": obj.get("num_turns"), "wall_s": float(metrics.get("generate_sequences") or 0.0)
-               + float(metrics.get("tool_calls") or 0.0)},
+        extra={
+            "num_turns": obj.get("num_turns"),
+            "wall_s": float(metrics.get("generate_sequences") or 0.0) + float(metrics.get("tool_calls") or 0.0),
+        },
     )
 
 

@@ -27,6 +27,7 @@ PAGES = [
     ("evaluation", ()),
     ("reliability", ()),
     ("trace-contract", ()),
+    ("training-rollouts", ()),
     ("forking", (pytest.mark.integration,)),
     ("search-value", (pytest.mark.integration,)),
     ("validate", (pytest.mark.integration,)),

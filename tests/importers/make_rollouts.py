@@ -209,7 +209,9 @@ def train_tokenizer(texts: list[str]):  # type: ignore[no-untyped-def]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=600, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator(texts, trainer)
     return tok
 
@@ -244,9 +246,7 @@ def write(out: Path = OUT) -> list[Path]:
     files: dict[str, list[dict]] = {}
     for step, plans in PLANS.items():
         files[f"searchr1_step{step}.jsonl"] = [
-            searchr1_line(step, i, q, g, keys, p)
-            for (i, q, g, keys), group in zip(QUESTIONS, plans)
-            for p in group
+            searchr1_line(step, i, q, g, keys, p) for (i, q, g, keys), group in zip(QUESTIONS, plans) for p in group
         ]
     for step in (10, 100):
         files[f"verl_step{step}.jsonl"] = [
