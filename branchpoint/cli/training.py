@@ -54,13 +54,13 @@ def training_boundary_command(
     write_files_atomically({out / BOUNDARY_FILE: report_json(report)})
     figure = write_training_figure(report, out / FIGURES_DIR)
 
-    def cell(value: object, ci: object, pct: bool) -> str:
+    def cell(value: float | None, ci: list[float] | None, pct: bool) -> str:
         if value is None:
             return "–"
-        v = float(value)  # type: ignore[arg-type]
+        v = float(value)
         text = f"{100 * v:.1f}" if pct else ("inf" if v == float("inf") else f"{v:.0f}")
         if ci:
-            lo, hi = (float(c) for c in ci)  # type: ignore[union-attr]
+            lo, hi = (float(c) for c in ci)
             text += f" [{100 * lo:.1f}, {100 * hi:.1f}]" if pct else f" [{lo:.0f}, {hi:.0f}]"
         return text
 

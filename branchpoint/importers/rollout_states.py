@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from langchain_core.runnables import RunnableConfig
 
 from branchpoint.errors import InputError
 from branchpoint.importers.rollouts import ParsedRollout, Turn
@@ -174,7 +175,7 @@ def write_forkable_run(
                 else execution_id(run_spec.name, {}, record.question_id, repeat=record.repeat)
             )
             turns, why = rebuilt_turns(parsed)
-            config: dict[str, Any] = {"configurable": {"thread_id": eid, "checkpoint_ns": ""}}
+            config: RunnableConfig = {"configurable": {"thread_id": eid, "checkpoint_ns": ""}}
             updates = _states(parsed, turns, source)
             updates[0]["question_id"] = record.question_id
             for update in updates:

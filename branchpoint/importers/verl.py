@@ -202,10 +202,10 @@ def parse_agent_loop(obj: dict[str, Any], where: str, step: int | None, counter:
             turns[-1].observation = text
             if turns[-1].action == "search":
                 turns[-1].docs = tool_results(text, len(turns[-1].queries))
-    extra_fields = obj.get("extra_fields") if isinstance(obj.get("extra_fields"), dict) else {}
+    extra_fields: dict[str, Any] = obj["extra_fields"] if isinstance(obj.get("extra_fields"), dict) else {}
     truth = obj.get("gts", extra_fields.get("gts"))
     score = obj.get("reward_score", obj.get("score"))
-    metrics = obj.get("metrics") if isinstance(obj.get("metrics"), dict) else {}
+    metrics: dict[str, Any] = obj["metrics"] if isinstance(obj.get("metrics"), dict) else {}
     return ParsedRollout(
         prompt=prompt,
         question=str(obj.get("question") or question_of(prompt)),
