@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "validate",
     "builder",
     "imports",
+    "training",
     "exports",
     "schema",
     "retrieval",
