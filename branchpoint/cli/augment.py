@@ -40,6 +40,12 @@ def augment(
         3, "--report-k", min=0, help="Rank report over the top-k (0: no report, no index build)."
     ),
     encoder: str = typer.Option("minilm-onnx", "--encoder", help="Encoder of the index the rank report builds."),
+    no_fact_check: bool = typer.Option(
+        False,
+        "--no-fact-check",
+        help="Skip the model call that checks each document against its question's gold answers or note "
+        "(documents contradicting them are dropped).",
+    ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Add synthetic negative evidence to a corpus: for each unanswerable question, N ~100-word
@@ -90,6 +96,7 @@ def augment(
                 max_tokens=max_tokens,
                 concurrency=concurrency,
                 progress=not no_progress,
+                fact_check=not no_fact_check,
             )
     except TransportError as exc:
         raise ModelServerError(
@@ -103,6 +110,11 @@ def augment(
         f"{st.output_tokens} output tokens",
         soft_wrap=True,
     )
+    checked = f"{st.fact_checked} checked against their question's known facts"
+    if st.fact_check_unclear:
+        checked += f" ({st.fact_check_unclear} unclear verdicts, kept)"
+    dropped = [f"{len(ids)} {why} ({', '.join(ids)})" for why, ids in st.dropped.items()]
+    console.print(f"{checked}; dropped: {'; '.join(dropped) if dropped else 'none'}", soft_wrap=True)
     console.print(
         f"wrote {result.corpus_path} ({result.corpus_passages} + {len(result.docs)} passages) and "
         f"{result.generated_path}",

@@ -234,6 +234,7 @@ def test_augment_command_with_a_scripted_model(tmp_path, monkeypatch, facts):
     )
     assert result.exit_code == 0, result.output
     assert "2 unanswerable questions × 2 angles" in result.output and "4 generated" in result.output
+    assert "4 checked against their question's known facts (4 unclear verdicts, kept); dropped: none" in result.output
     assert "Rank distribution" in result.output
     passages = load_corpus(out / "corpus.jsonl")
     assert len(passages) == 3 + 4 and all(p.doc_id.startswith("neg-demo-u") for p in passages[3:])
@@ -243,3 +244,58 @@ def test_augment_command_with_a_scripted_model(tmp_path, monkeypatch, facts):
         app, ["augment", "--questions", "demo", "--corpus", str(corpus), "--out", str(out), "--provider", "nonsense"]
     )
     assert bad.exit_code == 2 and "provider" in bad.output
+
+
+# --- checks: no copy of the prompt's example, no contradiction of the known facts ------------
+
+
+@dataclass
+class NotedQ:
+    id: str
+    question: str
+    note: str | None = None
+    gold_answers: tuple[str, ...] = ()
+    answerable: bool = False
+
+
+def test_a_copy_of_the_prompts_example_is_retried_then_dropped():
+    from branchpoint.retrieval.negative_evidence.checks import COPIES_EXAMPLE, copied_share
+    from branchpoint.retrieval.negative_evidence.prompts import EXAMPLE_TEXTS
+
+    copy = "Title: Attendance at the event\n" + EXAMPLE_TEXTS[0]
+    assert copied_share(EXAMPLE_TEXTS[0]) == 1.0 and copied_share(BODY) < 0.05
+    calls = []
+
+    def responder(prompt: str) -> str:
+        calls.append(prompt)
+        return copy
+
+    docs, stats = generate_negative_docs(
+        ScriptedModel(responder=responder), QUESTIONS[:1], n=1, style="completion", fact_check=False
+    )
+    assert docs == [] and len(calls) == 2  # the copy, the retry's copy
+    assert stats.dropped == {COPIES_EXAMPLE: [negative_doc_id("u1", 0)]} and stats.skipped == 0
+
+
+def test_a_document_contradicting_its_questions_known_facts_is_dropped():
+    from branchpoint.retrieval.negative_evidence.checks import CONTRADICTS_FACTS
+
+    questions = [
+        NotedQ("fp", "Why is Sydney the capital of Australia?", note="Sydney is not the capital; Canberra is."),
+        NotedQ("au", "How many people lived in Atlantis?", note="Atlantis is a legend."),
+        NotedQ("none", "What will the price of gold be on 1 March 2031?"),  # nothing known: no check
+    ]
+    checks = []
+
+    def responder(prompt: str) -> str:
+        if "Known facts" in prompt:
+            checks.append(prompt)
+            return "CONTRADICTS" if "Sydney" in prompt else "CONSISTENT"
+        return good_reply(prompt)
+
+    docs, stats = generate_negative_docs(ScriptedModel(responder=responder), questions, n=1)
+    assert [d.question_id for d in docs] == ["au", "none"]
+    assert stats.dropped == {CONTRADICTS_FACTS: [negative_doc_id("fp", 0)]}
+    assert stats.fact_checked == 2 and len(checks) == 2 and "Canberra is." in checks[0]
+    kept, unchecked = generate_negative_docs(ScriptedModel(responder=responder), questions, n=1, fact_check=False)
+    assert len(kept) == 3 and unchecked.fact_checked == 0 and unchecked.dropped == {}

@@ -106,6 +106,7 @@ def augment(
     max_tokens: int = 256,
     concurrency: int = 1,
     progress: bool = False,
+    fact_check: bool = True,
 ) -> AugmentResult:
     """Generate documents for `questions` and write OUT/generated.jsonl and OUT/corpus.jsonl.
 
@@ -138,6 +139,7 @@ def augment(
             existing=kept,
             on_doc=save,
             progress=progress,
+            fact_check=fact_check,
         )
     _write_jsonl(generated_path, (d.row() for d in docs))  # in (question, angle) order
     corpus_path = write_augmented_corpus(out_dir, passages, docs)

@@ -1,5 +1,7 @@
 """Generating negative-evidence documents: one model call per (question, angle), one retry with a
-format reminder when the reply does not parse, documents reused from an earlier run."""
+format reminder when the reply does not parse or copies the prompt's example, a fact-check call
+where the question's file says what is true (a document contradicting it is dropped), documents
+reused from an earlier run."""
 
 from __future__ import annotations
 
@@ -11,6 +13,15 @@ from typing import Any, Literal
 
 from branchpoint.errors import InputError
 from branchpoint.models.call import ModelClient
+from branchpoint.retrieval.negative_evidence.checks import (
+    CONTRADICTS_FACTS,
+    COPIES_EXAMPLE,
+    check_messages,
+    check_prompt,
+    copies_example,
+    known_facts,
+    parse_verdict,
+)
 from branchpoint.retrieval.negative_evidence.documents import (
     ANGLES,
     NegativeDoc,
@@ -40,6 +51,11 @@ class GenerationStats:
     input_tokens: int = 0
     output_tokens: int = 0
     skipped_ids: list[str] = field(default_factory=list)
+    #: Documents dropped by a check (`checks`), by reason: their ids.
+    dropped: dict[str, list[str]] = field(default_factory=dict)
+    fact_checked: int = 0
+    #: Fact checks whose reply said neither CONTRADICTS nor CONSISTENT (the document is kept).
+    fact_check_unclear: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -51,12 +67,42 @@ class _Outcome:
     calls: int
     input_tokens: int
     output_tokens: int
+    dropped: str | None = None  # the check that dropped the document
+    checked: bool = False
+    unclear: bool = False
+
+
+def _fact_check(
+    client: ModelClient, question: QuestionLike, doc: NegativeDoc, style: Literal["chat", "completion"], out: _Outcome
+) -> bool | None:
+    """Whether the document contradicts the question's known facts (None: nothing known, or an
+    unclear verdict); the call's cost is added to `out`."""
+    facts = known_facts(question)
+    if not facts:
+        return None
+    if style == "chat":
+        call = client.chat(check_messages(question.question, facts, doc.title, doc.text), max_tokens=8)
+    else:
+        call = client.complete(check_prompt(question.question, facts, doc.title, doc.text), max_tokens=8)
+    out.calls += 1
+    out.input_tokens += call.usage.input_tokens
+    out.output_tokens += call.usage.output_tokens
+    out.checked = True
+    verdict = parse_verdict(call.text)
+    out.unclear = verdict is None
+    return verdict
 
 
 def _generate_one(
-    client: ModelClient, question: QuestionLike, angle_index: int, style: Literal["chat", "completion"], max_tokens: int
+    client: ModelClient,
+    question: QuestionLike,
+    angle_index: int,
+    style: Literal["chat", "completion"],
+    max_tokens: int,
+    fact_check: bool = True,
 ) -> _Outcome:
-    """One document: a call, and one retry with a format reminder if the reply does not parse."""
+    """One document: a call, and one retry with a format reminder if the reply does not parse or
+    copies the prompt's example; then, with `fact_check`, the check against the known facts."""
     angle = ANGLES[angle_index]
     outcome = _Outcome(None, 0, 0, 0)
     for retry in (False, True):
@@ -74,8 +120,13 @@ def _generate_one(
         outcome.input_tokens += call.usage.input_tokens
         outcome.output_tokens += call.usage.output_tokens
         parsed = parse_generated(reply)
+        if parsed is not None and copies_example(parsed[1]):
+            outcome.dropped = COPIES_EXAMPLE
+            log.info("reply for %s, angle %d copies the prompt's example", question.id, angle_index)
+            continue
         if parsed is not None:
             title, text = parsed
+            outcome.dropped = None
             outcome.doc = NegativeDoc(
                 doc_id=negative_doc_id(question.id, angle_index),
                 question_id=question.id,
@@ -85,6 +136,8 @@ def _generate_one(
                 title=title,
                 text=text,
             )
+            if fact_check and _fact_check(client, question, outcome.doc, style, outcome):
+                outcome.doc, outcome.dropped = None, CONTRADICTS_FACTS
             return outcome
         log.info(
             "unusable reply for %s, angle %d%s: %r",
@@ -115,11 +168,14 @@ def generate_negative_docs(
     existing: Mapping[str, NegativeDoc] | None = None,
     on_doc: Callable[[NegativeDoc], None] | None = None,
     progress: bool = False,
+    fact_check: bool = True,
 ) -> tuple[list[NegativeDoc], GenerationStats]:
     """Documents for each question from each of the first `n` angles, in (question, angle) order.
 
     `existing` documents (by id, same question text) are reused without a model call; `on_doc`
-    is called, in order, with each newly generated one (to save it as it comes).
+    is called, in order, with each newly generated one (to save it as it comes). A document
+    copying the prompt's example, or (with `fact_check`) contradicting its question's known
+    facts, is dropped and counted in `stats.dropped` by reason.
     """
     if not 1 <= n <= len(ANGLES):
         raise InputError(f"n: documents per question must be between 1 and {len(ANGLES)}, got {n}")
@@ -141,7 +197,7 @@ def generate_negative_docs(
     todo = [s for s in slots if isinstance(s, tuple)]
 
     def work(item: tuple[QuestionLike, int]) -> _Outcome:
-        return _generate_one(client, item[0], item[1], style, max_tokens)
+        return _generate_one(client, item[0], item[1], style, max_tokens, fact_check)
 
     made: dict[str, NegativeDoc] = {}
     pool = ThreadPoolExecutor(max_workers=concurrency)
@@ -155,7 +211,12 @@ def generate_negative_docs(
             stats.model_calls += out.calls
             stats.input_tokens += out.input_tokens
             stats.output_tokens += out.output_tokens
-            stats.retried += int(out.calls > 1)
+            stats.retried += int(out.calls - int(out.checked) > 1)
+            stats.fact_checked += int(out.checked)
+            stats.fact_check_unclear += int(out.unclear)
+            if out.doc is None and out.dropped is not None:
+                stats.dropped.setdefault(out.dropped, []).append(negative_doc_id(q.id, a))
+                continue
             if out.doc is None:
                 stats.skipped += 1
                 stats.skipped_ids.append(negative_doc_id(q.id, a))

@@ -51,6 +51,10 @@ audience cannot be determined from the historical record.
 """
 
 
+#: The example entries the prompts show (a generated document must not copy them: `checks`).
+EXAMPLE_TEXTS: tuple[str, ...] = (_COMPLETION_HEADER.split("Title: ", 1)[1].split("\n", 1)[1],)
+
+
 _COMPLETION_ITEM = "\nQuestion: {question}\nAngle: {angle}\nTitle:"
 
 
