@@ -158,7 +158,11 @@ class Step(_Open):
     query: str | None = None
     source: str | None = None
     retrieved: list[RetrievedDoc] = Field(default_factory=list)
-    cache_hit: bool | None = None
+    cache_hit: bool | None = Field(
+        None,
+        description="Whether a cache answered the step's call: a search step's the retrieval cache, a model "
+        "step's the response cache (--cache; unset when no response cache was asked).",
+    )
     finish_reason: str | None = None
     raw: str | None = Field(None, description="A model step's reply as returned (`text` holds the parsed action text).")
 

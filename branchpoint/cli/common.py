@@ -7,14 +7,14 @@ import functools
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from branchpoint.diskspace import is_no_space, no_space
-from branchpoint.errors import BranchpointError
+from branchpoint.errors import BranchpointError, InputError
 from branchpoint.provenance import command_scope
 from branchpoint.redact import redact
 from branchpoint.traces import TraceError
@@ -131,7 +131,20 @@ def print_summary(summary: Any) -> None:
         f"{summary.ran} run ({statuses}) in {summary.wall_s:.1f} s",
         soft_wrap=True,
     )
+    print_cache_line(summary)
     print_identical(_run_identical(summary.run_dir))
+
+
+def print_cache_line(summary: Any) -> None:
+    """One line on the response cache (`--cache`): the model calls it answered, of those it was
+    asked; nothing when no cache was asked."""
+    counts = getattr(summary, "response_cache", None) or {}
+    hits, misses = counts.get("hits", 0), counts.get("misses", 0)
+    if hits or misses:
+        console.print(
+            f"response cache: {hits} of {hits + misses} model calls answered from the cache, {misses} sent",
+            soft_wrap=True,
+        )
 
 
 def _run_identical(run_dir: Path) -> list[dict[str, Any]]:
@@ -148,6 +161,24 @@ def print_identical(groups: list[dict[str, Any]]) -> None:
 
     for line in identical_warnings(groups):
         err_console.print(f"[bold red]warning:[/] [bold]{escape(line)}[/]", soft_wrap=True)
+
+
+CACHE_HELP = (
+    "Response cache: DIR/responses.sqlite (shared by runs, forks and processes) answers every model request "
+    "sent before (the body as sent, seed included, and the server's fingerprint); default off "
+    "(or the spec's model.response_cache)."
+)
+NO_CACHE_HELP = "No response cache, even where the run's spec names one (model.response_cache)."
+
+
+def cache_override(cache: Path | None, no_cache: bool) -> str | Literal[False] | None:
+    """What `--cache DIR` / `--no-cache` ask of the spec's `model.response_cache`: the folder
+    (absolute), False (off), or None (as the spec has it)."""
+    if cache is not None and no_cache:
+        raise InputError("--cache and --no-cache: give one of them")
+    if no_cache:
+        return False
+    return None if cache is None else str(Path(cache).expanduser().resolve())
 
 
 SET_HELP = (

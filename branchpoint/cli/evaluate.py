@@ -85,6 +85,13 @@ def evaluate(
     ),
     fork_settings: str | None = typer.Option(None, "--fork-settings", help=FORK_SETTINGS_HELP),
     mix_fork_settings: bool = typer.Option(False, "--mix-fork-settings", help=MIX_FORK_SETTINGS_HELP),
+    cache: Path | None = typer.Option(
+        None,
+        "--cache",
+        help="--judge llm: response cache DIR/responses.sqlite, shared across runs: a judge request sent before "
+        "(the body as sent and the server's fingerprint) is answered from it. Default off (or the judge "
+        "settings' model.response_cache).",
+    ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Judge traces and write metrics.json (and judged.jsonl); prints the comparison table.
@@ -137,7 +144,11 @@ def evaluate(
     judge_obj = build_judge(
         v["judge"],
         v["judge_settings"],
-        JudgeRun(judge_cache_path(path, judge_cache), progress=not no_progress),
+        JudgeRun(
+            judge_cache_path(path, judge_cache),
+            progress=not no_progress,
+            response_cache=None if cache is None else str(cache.expanduser().resolve()),
+        ),
         settings.search_paths,
     )
     cfg = MetricsConfig(lam=v["lam"], mu=v["mu"], bootstrap=v["bootstrap"], seed=v["bootstrap_seed"])
@@ -160,7 +171,9 @@ def evaluate(
     if st is not None:
         console.print(
             f"judge {judge_obj.name}: {st.items} items, {st.cached} from the cache, {st.calls} model calls "
-            f"({st.input_tokens} input / {st.output_tokens} output tokens), {st.unparseable} unparseable",
+            f"({st.input_tokens} input / {st.output_tokens} output tokens"
+            + (f"; {st.response_cache_hits} answered by the response cache" if st.response_cache_hits else "")
+            + f"), {st.unparseable} unparseable",
             soft_wrap=True,
         )
     if metrics.get("n_unparseable"):

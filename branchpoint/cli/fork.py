@@ -9,11 +9,15 @@ from typing import Any
 import typer
 
 from branchpoint.cli.common import (
+    CACHE_HELP,
+    NO_CACHE_HELP,
     app,
+    cache_override,
     console,
     csv_list,
     exit_if_incomplete,
     friendly_errors,
+    print_cache_line,
     sample_counts,
 )
 from branchpoint.traces import FORKS_FILE, REPLAYS_FILE
@@ -114,6 +118,8 @@ def fork(
         help="A,U: fork only the executions of a balanced seeded sample of A answerable and U "
         "unanswerable questions of the run.",
     ),
+    cache: Path | None = typer.Option(None, "--cache", help=CACHE_HELP),
+    no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Fork saved states into THINK / SEARCH / STOP / SWITCH continuations (RUN_DIR/forks.jsonl).
@@ -164,6 +170,7 @@ def fork(
         executor=executor,
         ray_address=ray_address,
         processes=processes,
+        response_cache=cache_override(cache, no_cache),
     )
     record_fork_settings(run_dir, "fork", plan, settings, summary)
     console.print(settings.describe(), soft_wrap=True, highlight=False)
@@ -178,6 +185,7 @@ def print_fork_summary(summary: Any, file: str = FORKS_FILE, what: str = "branch
         f"{summary.skipped_done} already recorded, {summary.ran} run ({statuses}) in {summary.wall_s:.1f} s",
         soft_wrap=True,
     )
+    print_cache_line(summary)
     if summary.planned and summary.skipped_done == summary.planned:
         console.print(
             f"nothing drawn: all {summary.planned} planned {what} are recorded already, drawn with --seed "
@@ -226,6 +234,8 @@ def replay(
         help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
     ),
     log_requests: bool = typer.Option(False, "--log-requests", help=LOG_REQUESTS_HELP),
+    cache: Path | None = typer.Option(None, "--cache", help=CACHE_HELP),
+    no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Replay an execution from a saved state: no forced action, the policy decides again.
@@ -251,7 +261,13 @@ def replay(
     )
     plan, settings = fork_plan_from_options(run_dir, given, [], replay=True)
     summary = replay_run(
-        run_dir, execution, plan, progress=not no_progress, checkpoints=checkpoints, log_requests=log_requests
+        run_dir,
+        execution,
+        plan,
+        progress=not no_progress,
+        checkpoints=checkpoints,
+        log_requests=log_requests,
+        response_cache=cache_override(cache, no_cache),
     )
     record_fork_settings(run_dir, "replay", plan, settings, summary)
     console.print(settings.describe(), soft_wrap=True, highlight=False)

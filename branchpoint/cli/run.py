@@ -7,9 +7,12 @@ from pathlib import Path
 import typer
 
 from branchpoint.cli.common import (
+    CACHE_HELP,
+    NO_CACHE_HELP,
     SAMPLE_HELP,
     SET_HELP,
     app,
+    cache_override,
     exit_if_incomplete,
     friendly_errors,
     load_spec_with,
@@ -60,6 +63,8 @@ def run(
         help="Append every request body sent to the model to RUN_DIR/requests.jsonl (the HTTP body as sent, "
         "LangChain models' included; a model with no HTTP client: its call).",
     ),
+    cache: Path | None = typer.Option(None, "--cache", help=CACHE_HELP),
+    no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Run every missing execution of a spec; rerunning a finished spec makes no model call.
@@ -75,10 +80,14 @@ def run(
     Example: branchpoint run experiments/search_cap_sweep.yaml --executor ray --ray-address auto --concurrency 32
 
     Example: branchpoint run experiments/vllm_qwen3.yaml --concurrency 128 --processes 4
+
+    Example: branchpoint run experiments/quickstart.yaml --out runs/again --cache ~/.cache/branchpoint/responses
     """
     from branchpoint.experiments.driver import run_spec
 
-    loaded = load_spec_with(spec, set_, sample, limit)  # a quick look at a big study: --limit / --sample
+    response_cache = cache_override(cache, no_cache)
+    # a quick look at a big study: --limit / --sample; the response cache is written into the run's spec
+    loaded = load_spec_with(spec, set_, sample, limit).with_response_cache(response_cache)
     run_dir = out or Path("runs") / loaded.name
     summary = run_spec(
         loaded,
@@ -108,6 +117,7 @@ def run(
             executor=executor,
             ray_address=ray_address,
             processes=processes,
+            response_cache=response_cache,
         )
         record_fork_settings(run_dir, "run", loaded.fork, fork_settings(run_dir, {}), fork_summary)
         print_fork_summary(fork_summary)
@@ -120,5 +130,6 @@ def run(
     resume += [
         *(["--executor", executor] if executor != "local" else []),
         *(["--processes", str(processes)] if processes > 1 else []),
+        *(["--cache", str(response_cache)] if response_cache else ["--no-cache"] if no_cache else []),
     ]
     exit_if_incomplete(incomplete, "executions", resume, checkpoints)

@@ -105,10 +105,12 @@ class BatchJudge(Protocol):
 @dataclass(frozen=True)
 class JudgeRun:
     """What a judge factory gets besides its settings: where its judgment cache lives (None: in
-    memory only) and whether to show progress."""
+    memory only), whether to show progress, and the response cache its model calls go through
+    (`--cache DIR`, shared across runs; None: the settings' own `model.response_cache`, if any)."""
 
     cache_path: Path | None = None
     progress: bool = False
+    response_cache: str | None = None
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ Judgments are cached by (prompt version, model name, inputs) in a `JudgeCache`; 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -77,6 +78,8 @@ class JudgeStats:
     unparseable: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    #: Model calls the response cache answered (`--cache`): no request sent.
+    response_cache_hits: int = 0
 
 
 @dataclass
@@ -128,6 +131,7 @@ class LLMJudge:
         self.prompts = {**DEFAULT_PROMPTS, **(prompts or {})}
         self.progress = progress
         self.stats = JudgeStats()
+        self._lock = threading.Lock()  # `ask` runs on the pool's threads
 
     # -- planning ---------------------------------------------------------------------------
 
@@ -172,13 +176,17 @@ class LLMJudge:
     # -- asking -----------------------------------------------------------------------------
 
     def ask(self, prompt: JudgePrompt, inputs: dict[str, Any]) -> tuple[str, str | None, int, int, int]:
-        """(label, raw reply, calls, input tokens, output tokens); label UNPARSEABLE after retries."""
+        """(label, raw reply, calls, input tokens, output tokens); label UNPARSEABLE after retries.
+        Calls the response cache answered are counted in `stats.response_cache_hits`."""
         first = {"role": "user", "content": prompt.render(inputs)}
         messages: list[dict[str, Any]] = [first]
         calls = tokens_in = tokens_out = 0
         text: str | None = None
         for _ in range(self.retries + 1):
             call = self.client.chat(messages, max_tokens=self.max_tokens)
+            if call.cache_hit:
+                with self._lock:
+                    self.stats.response_cache_hits += 1
             calls += 1
             tokens_in += call.usage.input_tokens
             tokens_out += call.usage.output_tokens
@@ -270,6 +278,11 @@ class JudgeModelSpec(BaseModel):
     base_url: str = Field(min_length=1, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
     api_key_env: str | None = Field(None, description="Environment variable holding the API key.")
     timeout_s: float = Field(120.0, gt=0)
+    response_cache: str | None = Field(
+        None,
+        description="A folder whose responses.sqlite answers every judge request sent before (shared across "
+        "runs; `evaluate --cache DIR` sets it). Default: off.",
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -331,6 +344,7 @@ def build_llm_judge(
         seed=0,
         max_tokens=settings.max_tokens,
         timeout_s=m.timeout_s,
+        response_cache=run.response_cache or m.response_cache,
     )
     cache = JudgeCache(str(run.cache_path)) if run.cache_path is not None else None
     return LLMJudge(

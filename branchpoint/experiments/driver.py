@@ -93,7 +93,7 @@ def in_process(
                 lock=job.lock,
                 invocation_id=job.invocation,
             )
-            return ShardOutcome(ran=done.ran, statuses=dict(done.statuses))
+            return ShardOutcome(ran=done.ran, statuses=dict(done.statuses), response_cache=dict(done.response_cache))
 
         return InProcess(run)
 

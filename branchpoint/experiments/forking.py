@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from rich.progress import (
@@ -84,7 +84,7 @@ from branchpoint.experiments.shard_fold import ShardMerger
 from branchpoint.experiments.shards import FORK_SHARDS_DIR
 from branchpoint.experiments.spec import ExperimentSpec, ForkPlan, load_spec
 from branchpoint.experiments.store import RunStore, run_lock
-from branchpoint.experiments.tallies import tally
+from branchpoint.experiments.tallies import tally_records
 from branchpoint.experiments.work_driver import InProcess, ShardOutcome, drive, missing
 from branchpoint.models import ModelClient, TransportError
 from branchpoint.models.request_log import current_execution
@@ -116,6 +116,8 @@ class ForkSummary:
     minimal: list[dict[str, Any]] = field(default_factory=list)
     seed: int = 0  # the plan's seed base (the draws a rerun with it finds recorded)
     repeats: int = 0
+    #: Model calls the response cache answered (`hits`) or sent (`misses`); empty without one.
+    response_cache: dict[str, int] = field(default_factory=dict)
 
     @property
     def over_search_pct(self) -> float | None:
@@ -287,7 +289,7 @@ def _run_tasks(
         bar_task = bar.add_task(label, total=len(tasks))
 
         def count(rec: ExecutionRecord) -> None:  # on the loop, after the writer stored it
-            tally(summary, [rec.status])
+            tally_records(summary, [rec])
             bar.update(bar_task, advance=1)
 
         @contextmanager
@@ -370,7 +372,9 @@ def minimal_searches(
     return out
 
 
-def _open_run(run_dir: str | Path, checkpoints: str | None) -> tuple[RunStore, ExperimentSpec]:
+def _open_run(
+    run_dir: str | Path, checkpoints: str | None, response_cache: str | Literal[False] | None = None
+) -> tuple[RunStore, ExperimentSpec]:
     store = RunStore(run_dir)
     if not (store.run_dir / SPEC_FILE).is_file() or not store.executions_path.is_file():
         raise InputError(f"{store.run_dir}: not a run directory (expected {SPEC_FILE} and {EXECUTIONS_FILE})")
@@ -378,7 +382,7 @@ def _open_run(run_dir: str | Path, checkpoints: str | None) -> tuple[RunStore, E
     store.check_saved_states(checkpoints, (EXECUTIONS_FILE, FORKS_FILE))
     if checkpoints is None and not store.checkpoints_path.is_file():
         raise InputError(f"{store.checkpoints_path}: not found (the run has no checkpoints to fork)")
-    spec = load_spec(store.run_dir / SPEC_FILE, recorded=True)
+    spec = load_spec(store.run_dir / SPEC_FILE, recorded=True).with_response_cache(response_cache)
     for resolved in condition_specs(spec).values():  # the models branches call: before any write
         resolved.model.check_ready()
     return store, spec
@@ -423,7 +427,7 @@ def _run_here(
         _run_tasks(
             part, store, saver, plan, ran, model_opener, progress, label, out_file=out_file, log_requests=log_requests
         )
-        return ShardOutcome(ran=ran.ran, statuses=ran.statuses)
+        return ShardOutcome(ran=ran.ran, statuses=ran.statuses, response_cache=ran.response_cache)
 
     with reporting_no_space(store.run_dir):  # a checkpoint, cache or record write on a full disk
         drive(todo, InProcess(run_here), summary, progress=progress, label=label)
@@ -440,6 +444,7 @@ def fork_run(
     executor: str = "local",
     ray_address: str | None = None,
     processes: int = 1,
+    response_cache: str | Literal[False] | None = None,
 ) -> ForkSummary:
     """Run a fork study on a run directory (and, with `minimal_search`, the minimal-search study).
 
@@ -448,13 +453,14 @@ def fork_run(
     this process, over `processes` local processes, or as Ray tasks (`executor="ray"`), as for
     `branchpoint run` (see `fork_shards`): the same branches, seeds and records either way. Shard
     folders a killed sharded study left (`RUN_DIR/fork_shards/*`) are folded first, whatever
-    executor runs now.
+    executor runs now. `response_cache` (`--cache DIR`, False: `--no-cache`) overrides the run
+    spec's `model.response_cache`.
     """
     plan.check()
     check_executor_options(executor, ray_address, processes, log_requests)
     sharded = executor == "ray" or processes > 1
     started = time.perf_counter()
-    store, spec = _open_run(run_dir, checkpoints)
+    store, spec = _open_run(run_dir, checkpoints, response_cache)
     if sharded:
         from branchpoint.experiments.fork_shards import check_fork_executor
 
@@ -503,17 +509,19 @@ def replay_run(
     model_opener: ModelOpener = default_model_opener,
     checkpoints: str | None = None,
     log_requests: bool = False,
+    response_cache: str | Literal[False] | None = None,
 ) -> ForkSummary:
     """Replay one execution (or branch) from a saved state: the policy decides again, with no
     directive, `plan.repeats` times, each on its own new thread, recorded in RUN_DIR/replays.jsonl
     (kind `replay`, `parent` = the saved state). The original thread is never written to.
 
     The saved state is `plan.checkpoints[0]` (an id or unique prefix) or, by default, the
-    execution's `initial` boundary. Reruns skip replays already recorded.
+    execution's `initial` boundary. Reruns skip replays already recorded. `response_cache` as
+    for `fork_run`.
     """
     plan.check()
     started = time.perf_counter()
-    store, spec = _open_run(run_dir, checkpoints)
+    store, spec = _open_run(run_dir, checkpoints, response_cache)
     parents = parent_records(store, [execution])
     summary = ForkSummary(run_dir=store.run_dir, seed=plan.seed, repeats=plan.repeats)
     with ExitStack() as stack:

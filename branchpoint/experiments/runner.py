@@ -36,7 +36,7 @@ from branchpoint.experiments.invocations import begin_invocation
 from branchpoint.experiments.multiturn import history_for
 from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
 from branchpoint.experiments.store import RunLock, RunStore, run_lock
-from branchpoint.experiments.tallies import tally
+from branchpoint.experiments.tallies import tally_records
 from branchpoint.models import ModelClient, TransportError, open_model
 from branchpoint.models.request_fingerprint import RequestFingerprints, RequestSinks
 from branchpoint.models.request_log import RequestLog, current_execution
@@ -90,6 +90,8 @@ class RunSummary:
     ran: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
+    #: Model calls the response cache answered (`hits`) or sent (`misses`); empty without one.
+    response_cache: dict[str, int] = field(default_factory=dict)
 
 
 def missing_work(
@@ -685,7 +687,7 @@ def _run_todo(
     graphs: dict[str, Any] = {}
 
     def count(rec: ExecutionRecord) -> None:  # on the loop, once the writer has appended it
-        tally(summary, [rec.status])
+        tally_records(summary, [rec])
         elapsed = time.perf_counter() - started
         bar.update(task, advance=1, rate=f"{summary.ran / max(elapsed, 1e-9) * 60:.1f}/min")
 

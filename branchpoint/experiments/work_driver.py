@@ -27,7 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from branchpoint.errors import BranchpointError
 from branchpoint.experiments.runner import progress_bar
 from branchpoint.experiments.shards import ShardProgress
-from branchpoint.experiments.tallies import Tally, tally
+from branchpoint.experiments.tallies import Tally, tally_cache, tally_records
 from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord, TraceError
 
 W = TypeVar("W")
@@ -60,6 +60,8 @@ class ShardOutcome:
     node: str = ""
     ran: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
+    #: The response cache's hits and misses over what it ran (`tallies.cache_outcomes`).
+    response_cache: dict[str, int] = field(default_factory=dict)
 
 
 class Backend(Protocol[W]):
@@ -188,11 +190,12 @@ def drive(
                         if shard.folder is not None:
                             watcher.forget(shard.name, shard.folder / shard.trace)
                         if fold is not None and shard.folder is not None:
-                            tally(summary, (r.status for r in fold(shard, outcome)))
+                            tally_records(summary, fold(shard, outcome))
                         else:
                             summary.ran += outcome.ran
                             for status, n in outcome.statuses.items():
                                 summary.statuses[status] = summary.statuses.get(status, 0) + n
+                            tally_cache(summary, outcome.response_cache)
                     if watched:
                         running = watcher.poll()
                         elapsed = time.perf_counter() - started

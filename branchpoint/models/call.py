@@ -21,7 +21,8 @@ class TransportError(RuntimeError):
 
 @dataclass
 class ModelCall:
-    """What one model call returned, with its cost: usage as reported, latency, finish reason."""
+    """What one model call returned, with its cost: usage as reported, latency, finish reason,
+    and whether the response cache answered it."""
 
     text: str
     usage: Usage
@@ -29,6 +30,9 @@ class ModelCall:
     finish_reason: str | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     reasoning: str | None = None
+    #: True when the response cache answered the call (no request sent), False when it looked
+    #: and sent it; None when no cache was asked (off, or a request sampled without a seed).
+    cache_hit: bool | None = None
 
 
 class BlockingModelClient(Protocol):

@@ -55,9 +55,10 @@ from branchpoint.models.langchain_http import (
     add_logging_hooks,
     sends_through,
 )
-from branchpoint.models.openai_compat import is_transport_fault
+from branchpoint.models.openai_compat import cache_binding, is_transport_fault
 from branchpoint.models.reasoning import estimate_tokens, merge_body, reasoning_fields
 from branchpoint.models.replies import check_chat_message, redacted_call
+from branchpoint.models.response_cache import observe_cache
 from branchpoint.models.sent_sampling import SAMPLING_FIELDS
 from branchpoint.models.spec import ModelSpec
 from branchpoint.traces import Usage
@@ -138,11 +139,12 @@ def build_chat_model(spec: ModelSpec) -> tuple[Any, LoggingClients | None, bool]
     options = dict(spec.options)
     clients: dict[str, Any] = {}
     made: LoggingClients | None = None
+    cache = cache_binding(spec, None, [])
     if "http_client" in options or "http_async_client" in options:
         add_logging_hooks(options)
         clients = {k: options[k] for k in ("http_client", "http_async_client") if k in options}
     elif _accepts_http_clients(factory):
-        made = LoggingClients()
+        made = LoggingClients(cache=cache)
         clients = made.kwargs()
     try:
         try:
@@ -158,7 +160,14 @@ def build_chat_model(spec: ModelSpec) -> tuple[Any, LoggingClients | None, bool]
         raise InputError(
             f"model.factory {spec.factory!r} returned {type(model).__name__}, not a LangChain BaseChatModel"
         )
-    return model, made, bool(clients) and sends_through(model, clients)
+    logs_http = bool(clients) and sends_through(model, clients)
+    if cache is not None and (made is None or not logs_http):
+        raise InputError(
+            f"model.response_cache: {type(model).__name__} from {spec.factory} does not send through HTTP clients "
+            "branchpoint gives it (http_client / http_async_client, not given in model.options), so the response "
+            "cache cannot see its requests; remove response_cache (--cache) for this model"
+        )
+    return model, made, logs_http
 
 
 def _has_setting(model: Any, name: str) -> bool:
@@ -371,7 +380,7 @@ class LangChainChatClient:
         return own
 
     @staticmethod
-    def _call(message: Any, latency: float, *, tool_calls: bool) -> ModelCall:
+    def _call(message: Any, latency: float, *, tool_calls: bool, cache_hit: bool | None = None) -> ModelCall:
         reasoning = reasoning_text(message)
         meta = getattr(message, "response_metadata", None) or {}
         finish = meta.get("finish_reason") or (meta.get("stop_reason") if tool_calls else None)
@@ -383,6 +392,7 @@ class LangChainChatClient:
             finish_reason=finish,
             tool_calls=calls if tool_calls else [],
             reasoning=reasoning,
+            cache_hit=cache_hit,
         )
         return redacted_call(call)
 
@@ -397,8 +407,9 @@ class LangChainChatClient:
         """One chat call; `tools` bound with `bind_tools`."""
         runnable, kwargs = self._chat_request(messages, tools, max_tokens, stop)
         start = time.perf_counter()
-        message = self._invoke(runnable, messages, **kwargs)
-        return self._call(message, time.perf_counter() - start, tool_calls=True)
+        with observe_cache() as lookup:
+            message = self._invoke(runnable, messages, **kwargs)
+        return self._call(message, time.perf_counter() - start, tool_calls=True, cache_hit=lookup.hit)
 
     async def achat(
         self,
@@ -411,8 +422,9 @@ class LangChainChatClient:
         """`chat` awaited on the running loop (`ainvoke`)."""
         runnable, kwargs = self._chat_request(messages, tools, max_tokens, stop)
         start = time.perf_counter()
-        message = await self._ainvoke(runnable, messages, **kwargs)
-        return self._call(message, time.perf_counter() - start, tool_calls=True)
+        with observe_cache() as lookup:
+            message = await self._ainvoke(runnable, messages, **kwargs)
+        return self._call(message, time.perf_counter() - start, tool_calls=True, cache_hit=lookup.hit)
 
     def _complete_request(
         self, prompt: str, stop: list[str] | None, grammar: str | None, max_tokens: int | None
@@ -431,8 +443,9 @@ class LangChainChatClient:
         """A completion-style prompt sent as one user message (no grammar: chat models take none)."""
         messages, kwargs = self._complete_request(prompt, stop, grammar, max_tokens)
         start = time.perf_counter()
-        message = self._invoke(self.model, messages, **kwargs)
-        return self._call(message, time.perf_counter() - start, tool_calls=False)
+        with observe_cache() as lookup:
+            message = self._invoke(self.model, messages, **kwargs)
+        return self._call(message, time.perf_counter() - start, tool_calls=False, cache_hit=lookup.hit)
 
     async def acomplete(
         self, prompt: str, *, stop: list[str] | None = None, grammar: str | None = None, max_tokens: int | None = None
@@ -440,5 +453,6 @@ class LangChainChatClient:
         """`complete` awaited on the running loop (`ainvoke`)."""
         messages, kwargs = self._complete_request(prompt, stop, grammar, max_tokens)
         start = time.perf_counter()
-        message = await self._ainvoke(self.model, messages, **kwargs)
-        return self._call(message, time.perf_counter() - start, tool_calls=False)
+        with observe_cache() as lookup:
+            message = await self._ainvoke(self.model, messages, **kwargs)
+        return self._call(message, time.perf_counter() - start, tool_calls=False, cache_hit=lookup.hit)

@@ -32,7 +32,8 @@ from typing import Any
 import httpx2
 import openai
 
-from branchpoint.models.openai_compat import tls_context
+from branchpoint.models.openai_compat import async_transport, sync_transport, tls_context
+from branchpoint.models.response_cache import CacheBinding
 
 #: The request sink (`write(endpoint, body)`) of the LangChain call sending in this thread / task.
 active_sink: ContextVar[Any] = ContextVar("branchpoint_langchain_request_sink", default=None)
@@ -100,16 +101,20 @@ class PerLoopTransport(httpx2.AsyncBaseTransport):
 @dataclass
 class LoggingClients:
     """`http_client` and `http_async_client` (the `openai` package's httpx clients, over the
-    shared TLS context) whose request hooks log the body sent."""
+    shared TLS context) whose request hooks log the body sent, and whose transports answer from
+    the response cache `cache` when one is given (`response_cache`)."""
 
     transport: PerLoopTransport = field(default_factory=PerLoopTransport)
     sync: Any = None
     async_: Any = None
+    cache: CacheBinding | None = None
 
     def __post_init__(self) -> None:
-        self.sync = openai.DefaultHttpxClient(verify=tls_context(), event_hooks={"request": [log_sent_body]})
+        self.sync = openai.DefaultHttpxClient(
+            verify=tls_context(), event_hooks={"request": [log_sent_body]}, **sync_transport(self.cache)
+        )
         self.async_ = openai.DefaultAsyncHttpxClient(
-            transport=self.transport, event_hooks={"request": [alog_sent_body]}
+            event_hooks={"request": [alog_sent_body]}, **async_transport(self.cache, self.transport)
         )
 
     def kwargs(self) -> dict[str, Any]:

@@ -45,6 +45,7 @@ import httpx
 import httpx2
 import openai
 from langchain_openai import OpenAI
+from openai._constants import DEFAULT_CONNECTION_LIMITS
 from tenacity import (
     AsyncRetrying,
     RetryError,
@@ -65,6 +66,13 @@ from branchpoint.models.replies import (
     redacted_call,
 )
 from branchpoint.models.request_log import RequestLog
+from branchpoint.models.response_cache import (
+    AsyncCachingTransport,
+    CacheBinding,
+    CachingTransport,
+    ResponseCache,
+    observe_cache,
+)
 from branchpoint.models.server_kind import detect_server_kind, explain_refusal, structured_output_fields
 from branchpoint.models.spec import ModelSpec
 from branchpoint.redact import redact
@@ -98,6 +106,33 @@ def tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+def sync_transport(cache: CacheBinding | None) -> dict[str, Any]:
+    """The `transport` keyword of a blocking HTTP client: one that answers from `cache` (none
+    without a cache: httpx's default)."""
+    if cache is None:
+        return {}
+    inner = httpx2.HTTPTransport(verify=tls_context(), limits=DEFAULT_CONNECTION_LIMITS)
+    return {"transport": CachingTransport(inner, cache)}
+
+
+def async_transport(cache: CacheBinding | None, inner: Any = None) -> dict[str, Any]:
+    """The `transport` keyword of an async HTTP client answering from `cache` (over `inner`,
+    default a new connection pool); none without a cache."""
+    if cache is None:
+        return {} if inner is None else {"transport": inner}
+    inner = inner or httpx2.AsyncHTTPTransport(verify=tls_context(), limits=DEFAULT_CONNECTION_LIMITS)
+    return {"transport": AsyncCachingTransport(inner, cache)}
+
+
+def cache_binding(spec: ModelSpec, base_url: str | None, secrets: list[str]) -> CacheBinding | None:
+    """The response cache the spec names (`model.response_cache`) bound to this model, or None."""
+    if not spec.response_cache:
+        return None
+    from branchpoint.models.model_identity import model_fingerprint
+
+    return CacheBinding(ResponseCache(spec.response_cache), lambda: model_fingerprint(spec, base_url), secrets)
+
+
 def resolve_api_key(spec: ModelSpec) -> str:
     """The API key from the environment variable the spec names; keys never live in specs."""
     return spec.api_key() or NO_KEY
@@ -120,9 +155,12 @@ class LoopClients:
     that opened them: `asyncio.run` per run makes a new loop, and a blocking policy that awaits a
     helper runs it on its worker thread's own loop). Forgotten with their loop."""
 
-    def __init__(self, base_url: str, api_key: str, timeout_s: float, log_hook: Any) -> None:
+    def __init__(
+        self, base_url: str, api_key: str, timeout_s: float, log_hook: Any, cache: CacheBinding | None = None
+    ) -> None:
         self._params = dict(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
         self._hooks = {"request": [log_hook]} if log_hook is not None else {}
+        self._cache = cache
         self._lock = threading.Lock()
         self._by_loop: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, tuple[openai.DefaultAsyncHttpxClient, openai.AsyncOpenAI]
@@ -134,7 +172,9 @@ class LoopClients:
         with self._lock:
             clients = self._by_loop.get(loop)
             if clients is None:
-                http = openai.DefaultAsyncHttpxClient(verify=tls_context(), event_hooks=self._hooks)
+                http = openai.DefaultAsyncHttpxClient(
+                    verify=tls_context(), event_hooks=self._hooks, **async_transport(self._cache)
+                )
                 clients = self._by_loop[loop] = (http, openai.AsyncOpenAI(**self._params, http_client=http))  # type: ignore[arg-type]
         return loop, clients[0], clients[1]
 
@@ -158,6 +198,7 @@ class OpenAICompatibleClient:
         request_log: RequestLog | None = None,
         _http_clients: tuple[openai.DefaultHttpxClient, openai.DefaultAsyncHttpxClient] | None = None,
         _loop_clients: LoopClients | None = None,
+        _cache: CacheBinding | None = None,
     ) -> None:
         self.spec = spec
         self.name = spec.name
@@ -167,17 +208,19 @@ class OpenAICompatibleClient:
             raise InputError("model.base_url: required for provider 'openai' (e.g. http://127.0.0.1:8000/v1)")
         key = resolve_api_key(spec)
         self._api_key = key
+        #: The response cache (`model.response_cache`), shared by every copy of this client.
+        self._cache = _cache or cache_binding(spec, self.base_url, [key])
         if _http_clients is None:
             # HTTP clients over one shared TLS context (building one loads the CA bundle); their
-            # request hook logs into `request_log`.
+            # request hook logs into `request_log`; their transport answers from the cache.
             hooks = {"request": [self._log_request]} if request_log is not None else {}
             _http_clients = (
-                openai.DefaultHttpxClient(verify=tls_context(), event_hooks=hooks),
-                openai.DefaultAsyncHttpxClient(verify=tls_context()),
+                openai.DefaultHttpxClient(verify=tls_context(), event_hooks=hooks, **sync_transport(self._cache)),
+                openai.DefaultAsyncHttpxClient(verify=tls_context(), **async_transport(self._cache)),
             )
         self._http_clients = _http_clients
         hook = self._alog_request if request_log is not None else None
-        self._loop_clients = _loop_clients or LoopClients(self.base_url, key, spec.timeout_s, hook)
+        self._loop_clients = _loop_clients or LoopClients(self.base_url, key, spec.timeout_s, hook, self._cache)
         self._acompletion: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, OpenAI] = weakref.WeakKeyDictionary()
         common: dict[str, Any] = dict(
             model=spec.name,
@@ -237,6 +280,7 @@ class OpenAICompatibleClient:
             request_log=self.request_log,
             _http_clients=self._http_clients,
             _loop_clients=self._loop_clients,
+            _cache=self._cache,
         )
         clone._server_kind = self._server_kind  # detected once per server, not per seed
         return clone
@@ -244,7 +288,11 @@ class OpenAICompatibleClient:
     def with_request_log(self, request_log: RequestLog | None) -> OpenAICompatibleClient:
         """The same client, logging every chat / completion request body to `request_log`."""
         clone = OpenAICompatibleClient(
-            self.spec, base_url=self.base_url, token_counter=self.token_counter, request_log=request_log
+            self.spec,
+            base_url=self.base_url,
+            token_counter=self.token_counter,
+            request_log=request_log,
+            _cache=self._cache,
         )
         clone._server_kind = self._server_kind
         return clone
@@ -361,11 +409,13 @@ class OpenAICompatibleClient:
             extra["seed"] = self.spec.seed
         return {"max_tokens": max_tokens or self.spec.max_tokens, "extra_body": {**self.spec.extra_body, **extra}}
 
-    def _completion_call(self, result: Any, latency: float) -> ModelCall:
+    def _completion_call(self, result: Any, latency: float, cache_hit: bool | None = None) -> ModelCall:
         gen = result.generations[0][0]
         info = gen.generation_info or {}
         usage = _usage_from_openai((result.llm_output or {}).get("token_usage"))
-        call = ModelCall(text=gen.text, usage=usage, latency_s=latency, finish_reason=info.get("finish_reason"))
+        call = ModelCall(
+            text=gen.text, usage=usage, latency_s=latency, finish_reason=info.get("finish_reason"), cache_hit=cache_hit
+        )
         return redacted_call(call, [self._api_key])
 
     def complete(
@@ -383,8 +433,9 @@ class OpenAICompatibleClient:
             return self._completion.generate([prompt], stop=stop, **kwargs)
 
         start = time.perf_counter()
-        result = self._with_retries(call)
-        return self._completion_call(result, time.perf_counter() - start)
+        with observe_cache() as lookup:
+            result = self._with_retries(call)
+        return self._completion_call(result, time.perf_counter() - start, lookup.hit)
 
     async def acomplete(
         self,
@@ -404,8 +455,9 @@ class OpenAICompatibleClient:
             return await model.agenerate([prompt], stop=stop, **kwargs)
 
         start = time.perf_counter()
-        result = await self._awith_retries(call)
-        return self._completion_call(result, time.perf_counter() - start)
+        with observe_cache() as lookup:
+            result = await self._awith_retries(call)
+        return self._completion_call(result, time.perf_counter() - start, lookup.hit)
 
     def _chat_request(
         self,
@@ -450,7 +502,7 @@ class OpenAICompatibleClient:
             fields.update(continue_final_message=True, add_generation_prompt=False)
         return fields
 
-    def _chat_call(self, raw: dict[str, Any], latency: float) -> ModelCall:
+    def _chat_call(self, raw: dict[str, Any], latency: float, cache_hit: bool | None = None) -> ModelCall:
         choice = (raw.get("choices") or [{}])[0]
         msg = choice.get("message") or {}
         reasoning = msg.get("reasoning") or msg.get("reasoning_content")
@@ -461,6 +513,7 @@ class OpenAICompatibleClient:
             finish_reason=choice.get("finish_reason"),
             tool_calls=_tool_calls(msg.get("tool_calls")),
             reasoning=reasoning or None,
+            cache_hit=cache_hit,
         )
         return redacted_call(call, [self._api_key])
 
@@ -475,8 +528,9 @@ class OpenAICompatibleClient:
         """Chat completion on `/v1/chat/completions`, optionally offering function tools."""
         request = self._chat_request(messages, tools, max_tokens, stop)
         start = time.perf_counter()
-        raw = self._with_retries(lambda: check_chat(self._openai.chat.completions.create(**request)))
-        return self._chat_call(raw, time.perf_counter() - start)
+        with observe_cache() as lookup:
+            raw = self._with_retries(lambda: check_chat(self._openai.chat.completions.create(**request)))
+        return self._chat_call(raw, time.perf_counter() - start, lookup.hit)
 
     async def achat(
         self,
@@ -496,11 +550,12 @@ class OpenAICompatibleClient:
         async def call() -> dict[str, Any]:
             return check_chat(await client.chat.completions.create(**request))
 
-        raw = await self._awith_retries(call)
+        with observe_cache() as lookup:
+            raw = await self._awith_retries(call)
         latency = time.perf_counter() - start
         if _counts_reasoning(raw):  # counting reasoning tokens asks the server: blocking, off the loop
-            return await asyncio.to_thread(self._chat_call, raw, latency)
-        return self._chat_call(raw, latency)
+            return await asyncio.to_thread(self._chat_call, raw, latency, lookup.hit)
+        return self._chat_call(raw, latency, lookup.hit)
 
 
 def _continues_assistant(messages: list[dict[str, Any]]) -> bool:

@@ -47,7 +47,13 @@ class EmbeddedServerSpec(BaseModel):
 
 #: Fields added after runs were recorded: left out of dumps while at their defaults, so condition
 #: fingerprints (and so execution ids) of earlier specs do not change.
-_MODEL_FIELDS_DUMPED_IF_SET: dict[str, Any] = {"server_kind": "auto", "factory": None, "options": {}, "top_p": None}
+_MODEL_FIELDS_DUMPED_IF_SET: dict[str, Any] = {
+    "server_kind": "auto",
+    "factory": None,
+    "options": {},
+    "top_p": None,
+    "response_cache": None,
+}
 
 
 def _without_defaults(data: Any, defaults: dict[str, Any]) -> Any:
@@ -188,6 +194,12 @@ class ModelSpec(BaseModel):
     sim: SimServerSpec = Field(default_factory=SimServerSpec, description="For provider `sim`.")
     script: list[str] | None = Field(
         None, description="For provider `scripted`: replies returned in order (tests, demos)."
+    )
+    response_cache: Annotated[str | None, PathSetting()] = Field(
+        None,
+        description="A folder whose responses.sqlite answers every request sent before to this model (the "
+        "body as sent, seed included, and the server's fingerprint); `--cache DIR` sets it. Default: off. "
+        "Not part of any execution id.",
     )
 
     @field_validator("base_url")

@@ -66,12 +66,17 @@ def expand_conditions(spec: ExperimentSpec, source: str = "spec") -> list[tuple[
     return out
 
 
+#: Model settings that say where and how the model is reached, not what it answers: no execution
+#: id or run identity holds them (`response_cache` answers what the server answered).
+MODEL_REACH = ("base_url", "api_key_env", "timeout_s", "retries", "server", "max_connections", "response_cache")
+
+
 def condition_fingerprint(spec: ExperimentSpec) -> str:
     """A hash of every setting that can change an execution's outcome (not timeouts, URLs, ports)."""
     # where and how the model is reached does not change what it answers; the simulator's
     # settings matter only to it (and leave other ids unchanged), and not where its question file
     # lies (the questions are in the ids) or how fast it answers
-    reach = {"base_url", "api_key_env", "timeout_s", "retries", "server", "max_connections"}
+    reach = set(MODEL_REACH)
     sim_only = {"questions", "latency_scale", "host", "port", "startup_timeout_s"}
     model = spec.model.model_dump(
         exclude={**dict.fromkeys(reach, True), "sim": sim_only if spec.model.provider == "sim" else True}

@@ -9,13 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from branchpoint.errors import InputError
+from branchpoint.experiments.spec.conditions import MODEL_REACH
 from branchpoint.experiments.spec.sections import ExperimentSpec
 
 #: Settings that do not change what a run folder's executions are: where and how the model is
-#: reached, how the run is scored, its description and the folder it was read from (its paths
-#: are resolved), a fork study's plan, the value scoring, `questions.limit` (a prefix of the
-#: same selection, e.g. `run --limit`) and `run` (more epochs add executions, like more sweep
-#: values; epoch e keeps its id whatever the number of epochs).
+#: reached (the response cache included: it answers as the server did), how the run is scored,
+#: its description and the folder it was read from (its paths are resolved), a fork study's plan,
+#: the value scoring, `questions.limit` (a prefix of the same selection, e.g. `run --limit`) and
+#: `run` (more epochs add executions, like more sweep values; epoch e keeps its id whatever the
+#: number of epochs).
 _NOT_OUTCOME = (
     "description",
     "run",
@@ -25,7 +27,7 @@ _NOT_OUTCOME = (
     "value",
     "sweep",
     "questions.limit",
-    *(f"model.{name}" for name in ("base_url", "api_key_env", "timeout_s", "retries", "server", "max_connections")),
+    *(f"model.{name}" for name in MODEL_REACH),
 )
 
 

@@ -208,6 +208,14 @@ class ExperimentSpec(_Strict):
             self.__dict__["model"] = model
         return self
 
+    def with_response_cache(self, folder: str | Literal[False] | None) -> ExperimentSpec:
+        """This spec with `model.response_cache` set to `folder` (`--cache DIR`; False: off,
+        `--no-cache`; None: as the spec has it). It changes no execution id (`MODEL_REACH`)."""
+        if folder is None:
+            return self
+        model = self.model.model_copy(update={"response_cache": folder or None})
+        return self.model_copy(update={"model": model})
+
     def drop_inherited_questions(self, data: dict[str, Any]) -> dict[str, Any]:
         """`data` (a dump of this spec) without an inherited `model.sim.questions`, so that a
         spec validated from it (paths resolved, a sweep value set) takes its own questions.path."""

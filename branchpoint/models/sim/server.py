@@ -327,6 +327,8 @@ def create_app(state: SimState) -> Starlette:
                 {
                     "profile": state.profile.name,
                     "questions": len(state.bank),
+                    "questions_path": state.questions_path,
+                    "seed": state.seed,
                     "requests": dict(state.counts),
                     "sampling": {k: v for k, v in state.sampling_seen.items()},
                     "unknown_questions": dict(state.unknown_questions.most_common(20)),
