@@ -509,7 +509,7 @@ function requestsDiffHTML(va, vb) {
     const d = diffLines(qa[k] ? requestText(qa[k]) : "", qb[k] ? requestText(qb[k]) : "");
     const changed = d.filter((e) => e[0] !== "=").length;
     html.push(`<details class="diff" data-request="${k}"${changed ? " open" : ""}><summary>request ${k + 1}: ${changed ? `${changed} lines differ` : "identical"}</summary><pre class="json">` +
-      d.map(([t, line]) => t === "=" ? `<span class="same">  ${esc(line)}</span>` : `<span class="${t === "-" ? "del" : "add"}">${t} ${esc(line)}</span>`).join("\n") + `</pre></details>`);
+      d.map(([t, line]) => t === "=" ? `<span class="same">  ${esc(line)}</span>` : `<span class="${t === "-" ? "del" : "add"}">${t} ${esc(line)}</span>`).join("") + `</pre></details>`);
   }
   return html.join("");
 }
@@ -563,9 +563,9 @@ function treeHTML(t) {
     html.push(`<table><tr><th>action</th><th>success rate</th><th>repeats (answer · outcome)</th></tr>`);
     for (const [action, a] of Object.entries(s.actions)) {
       html.push(`<tr data-action="${esc(action)}"><td>${actionBadge(a.action || action)}${a.fork_settings ? ` <span class="muted">${esc(a.fork_settings)}</span>` : ""}${action === s.t_action ? " <span class='muted'>T</span>" : action === s.s_action ? " <span class='muted'>S</span>" : ""}</td><td>${rateHTML(a)}</td><td>` +
-        branchesHTML(a.branches, state.expanded.has(s.checkpoint_id + "\u0000" + action) ? a.branches.length : BRANCHES_SHOWN) +
-        (a.branches.length > BRANCHES_SHOWN && !state.expanded.has(s.checkpoint_id + "\u0000" + action)
-          ? `<button type="button" data-more="${esc(s.checkpoint_id + "\u0000" + action)}">show all ${a.branches.length} repeats</button>` : "") + `</td></tr>`);
+        branchesHTML(a.branches, state.expanded.has(s.checkpoint_id + "|" + action) ? a.branches.length : BRANCHES_SHOWN) +
+        (a.branches.length > BRANCHES_SHOWN && !state.expanded.has(s.checkpoint_id + "|" + action)
+          ? `<button type="button" data-more="${esc(s.checkpoint_id + "|" + action)}">show all ${a.branches.length} repeats</button>` : "") + `</td></tr>`);
     }
     html.push(`</table></div>`);
   }
@@ -576,7 +576,7 @@ function treeHTML(t) {
 async function renderTree(id, again) {
   if (!again) { main().innerHTML = `<p class="muted">loading the fork tree…</p>`; state.expanded = new Set(); }
   let t;
-  try { t = await api.tree(id); main().innerHTML = treeHTML(t); }
+  try { t = again && state.tree && state.tree.row.id === id ? state.tree : await api.tree(id); state.tree = t; main().innerHTML = treeHTML(t); }
   catch (e) { main().innerHTML = `<p><a href="#/">← executions</a></p><div class="errors">${esc(e.message)}</div>`; return; }
   main().querySelectorAll("button[data-more]").forEach((b) => { b.onclick = () => { state.expanded.add(b.dataset.more); renderTree(id, true); }; });
   const picked = new Set();
