@@ -19,10 +19,12 @@ from branchpoint.traces import Step
 
 def model_step(kind: str, call: ModelCall, action: str | None, text: str | None) -> Step:
     """The step of one model call: `text` is the parsed action text where the call gave one,
-    `raw` what the model returned, `reasoning` the reasoning text (kept beside the contract's
-    fields), `cache_hit` whether the response cache answered it (set only when a cache was asked,
-    so the steps of a run without one are as before)."""
+    `raw` what the model returned, `reasoning` the reasoning text and `tool_calls` the tool calls
+    it returned (kept beside the contract's fields; the viewer shows them as the reply),
+    `cache_hit` whether the response cache answered it (set only when a cache was asked, so the
+    steps of a run without one are as before)."""
     fields: dict[str, Any] = {
+        **({"tool_calls": call.tool_calls} if call.tool_calls else {}),
         "kind": kind,
         "action": action,
         "text": text,

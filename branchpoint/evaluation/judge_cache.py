@@ -3,8 +3,9 @@
 One SQLite file (default `RUN_DIR/judge_cache.sqlite`, or beside the trace file), one row per
 judgment, keyed by a hash of (prompt version, judge model name, the exact inputs shown to the
 judge). Changing a prompt means a new prompt version, hence new keys: old rows are never reused
-for a different prompt. Only parsed labels are stored; an unparseable output is asked again on
-the next evaluation.
+for a different prompt. Only parsed labels are stored, with the judge's raw reply and, for a
+reasoning model, its reasoning text (a `reasoning` column, added to older caches when opened);
+an unparseable output is asked again on the next evaluation.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ CREATE TABLE IF NOT EXISTS judgments (
     model TEXT NOT NULL,
     label TEXT NOT NULL,
     raw TEXT,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    reasoning TEXT
 )
 """
 
@@ -62,6 +64,9 @@ class JudgeCache:
             if self.path is not None:
                 db.execute("PRAGMA journal_mode=WAL")
             db.execute(_SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(judgments)")}
+            if "reasoning" not in columns:  # a cache written before reasoning texts were kept
+                db.execute("ALTER TABLE judgments ADD COLUMN reasoning TEXT")
             db.commit()
             db.execute("SELECT COUNT(*) FROM judgments").fetchone()
         except sqlite3.DatabaseError as exc:  # not a database, or pages SQLite cannot read
@@ -73,14 +78,24 @@ class JudgeCache:
         return db
 
     def get(self, key: str) -> tuple[str, str | None] | None:
-        row = self._connect().execute("SELECT label, raw FROM judgments WHERE key = ?", (key,)).fetchone()
-        return (row[0], row[1]) if row else None
+        """(label, raw reply) by key, None when not cached."""
+        entry = self.get_entry(key)
+        return entry[:2] if entry else None
 
-    def put(self, key: str, prompt_version: str, model: str, label: str, raw: str | None) -> None:
+    def get_entry(self, key: str) -> tuple[str, str | None, str | None] | None:
+        """(label, raw reply, reasoning text) by key, None when not cached."""
+        row = self._connect().execute("SELECT label, raw, reasoning FROM judgments WHERE key = ?", (key,)).fetchone()
+        return (row[0], row[1], row[2]) if row else None
+
+    def put(
+        self, key: str, prompt_version: str, model: str, label: str, raw: str | None, reasoning: str | None = None
+    ) -> None:
+        """Store a judgment's label, the judge's raw reply and its reasoning text (if any)."""
         db = self._connect()
         db.execute(
-            "INSERT OR REPLACE INTO judgments VALUES (?, ?, ?, ?, ?, ?)",
-            (key, prompt_version, model, label, raw, time.time()),
+            "INSERT OR REPLACE INTO judgments (key, prompt_version, model, label, raw, created_at, reasoning) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (key, prompt_version, model, label, raw, time.time(), reasoning),
         )
         db.commit()
 

@@ -87,7 +87,7 @@ class _Item:
     prompt: JudgePrompt
     inputs: dict[str, Any]
     key: str
-    result: tuple[str, str | None] | None = None
+    result: tuple[str, str | None, str | None] | None = None  # (label, raw reply, reasoning)
 
 
 @dataclass
@@ -175,13 +175,16 @@ class LLMJudge:
 
     # -- asking -----------------------------------------------------------------------------
 
-    def ask(self, prompt: JudgePrompt, inputs: dict[str, Any]) -> tuple[str, str | None, int, int, int]:
-        """(label, raw reply, calls, input tokens, output tokens); label UNPARSEABLE after retries.
-        Calls the response cache answered are counted in `stats.response_cache_hits`."""
+    def ask(self, prompt: JudgePrompt, inputs: dict[str, Any]) -> tuple[str, str | None, str | None, int, int, int]:
+        """(label, raw reply, reasoning text, calls, input tokens, output tokens) of the last
+        call; label UNPARSEABLE after retries. The reasoning is what a reasoning model's server
+        returned beside the reply (None when it returned none). Calls the response cache
+        answered are counted in `stats.response_cache_hits`."""
         first = {"role": "user", "content": prompt.render(inputs)}
         messages: list[dict[str, Any]] = [first]
         calls = tokens_in = tokens_out = 0
         text: str | None = None
+        reasoning: str | None = None
         for _ in range(self.retries + 1):
             call = self.client.chat(messages, max_tokens=self.max_tokens)
             if call.cache_hit:
@@ -190,16 +193,16 @@ class LLMJudge:
             calls += 1
             tokens_in += call.usage.input_tokens
             tokens_out += call.usage.output_tokens
-            text = call.text
+            text, reasoning = call.text, call.reasoning
             label = parse_label(text, prompt.labels)
             if label is not None:
-                return label, text, calls, tokens_in, tokens_out
+                return label, text, reasoning, calls, tokens_in, tokens_out
             messages = [
                 first,
                 {"role": "assistant", "content": text or ""},
                 {"role": "user", "content": RETRY_MESSAGE.format(labels=", ".join(prompt.labels))},
             ]
-        return UNPARSEABLE, text, calls, tokens_in, tokens_out
+        return UNPARSEABLE, text, reasoning, calls, tokens_in, tokens_out
 
     def _run(self, items: list[_Item]) -> None:
         if not items:
@@ -216,13 +219,13 @@ class LLMJudge:
                 futures = {pool.submit(self.ask, item.prompt, item.inputs): item for item in items}
                 for future in as_completed(futures):
                     item = futures[future]
-                    label, raw, calls, tin, tout = future.result()
-                    item.result = (label, raw)
+                    label, raw, reasoning, calls, tin, tout = future.result()
+                    item.result = (label, raw, reasoning)
                     self.stats.calls += calls
                     self.stats.input_tokens += tin
                     self.stats.output_tokens += tout
                     if label != UNPARSEABLE:  # cached as we go: an interrupted run resumes
-                        self.cache.put(item.key, item.prompt.version, self.model, label, raw)
+                        self.cache.put(item.key, item.prompt.version, self.model, label, raw, reasoning)
                     if progress is not None:
                         progress.update(task, advance=1)
         finally:
@@ -237,7 +240,7 @@ class LLMJudge:
         plans = [self._plan(r, items) for r in records]
         missing = []
         for item in items.values():
-            item.result = self.cache.get(item.key)
+            item.result = self.cache.get_entry(item.key)
             if item.result is None:
                 missing.append(item)
         self.stats.items += len(items)
@@ -248,17 +251,20 @@ class LLMJudge:
             judgments = []
             for slot in plan:
                 raw: str | None
+                reasoning: str | None = None
                 if slot.fixed is not None:
                     (label, raw), version = slot.fixed, None
                 else:
                     assert slot.key is not None  # a slot not fixed by the trace has an item
                     item = items[slot.key]
                     assert item.result is not None
-                    (label, raw), version = item.result, item.prompt.version
+                    (label, raw, reasoning), version = item.result, item.prompt.version
                     self.stats.unparseable += label == UNPARSEABLE
                 extra: dict[str, Any] = {"model": self.model, "prompt_version": version}
                 if slot.doc_id is not None:
                     extra["doc_id"] = slot.doc_id
+                if reasoning:
+                    extra["reasoning"] = reasoning
                 judgments.append(Judgment(judge=self.name, kind=slot.kind, label=label, raw=raw, **extra))
             out.append(judgments)
         return out

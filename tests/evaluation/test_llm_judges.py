@@ -3,6 +3,8 @@ the judgment cache, and one pass through the real OpenAI-compatible client over 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from branchpoint.evaluation import (
@@ -250,3 +252,25 @@ def test_answerable_documents_get_the_answerable_evidence_prompt():
     ]
     evidence_prompt = next(p for p in prompts if "Document:" in p)
     assert "cannot be answered" not in evidence_prompt and "LABEL: NEGATIVE" in evidence_prompt
+
+
+def test_the_cache_keeps_the_judges_reasoning_and_opens_an_older_cache(tmp_path: Path) -> None:
+    """A reasoning model's reasoning text is cached beside the raw reply (the viewer shows both);
+    a cache written before that column existed gains it when opened, its rows kept."""
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE judgments (key TEXT PRIMARY KEY, prompt_version TEXT NOT NULL, model TEXT NOT NULL, "
+        "label TEXT NOT NULL, raw TEXT, created_at REAL NOT NULL)"
+    )
+    db.execute("INSERT INTO judgments VALUES ('old', 'v1', 'm', 'CORRECT', 'LABEL: CORRECT', 0)")
+    db.commit()
+    db.close()
+    with JudgeCache(path) as cache:
+        assert cache.get_entry("old") == ("CORRECT", "LABEL: CORRECT", None)
+        cache.put("new", "v1", "m", "INCORRECT", "LABEL: INCORRECT", "It names another city.")
+    with JudgeCache(path) as cache:
+        assert cache.get_entry("new") == ("INCORRECT", "LABEL: INCORRECT", "It names another city.")
+        assert cache.get("new") == ("INCORRECT", "LABEL: INCORRECT")

@@ -41,6 +41,10 @@ def _script(key: str, data: Any) -> str:
 def export_run(state: ViewerState, out: Path) -> dict[str, int]:
     """Write the page and every view of the run (index built in full) into `out`; returns counts."""
     index: RunIndex = state.index
+    if len(state.runs) > 1:
+        raise InputError(
+            "--export writes one run: give one run directory (several are shown together by the server only)"
+        )
     out = Path(out)
     if out.resolve() == index.run_dir.resolve():
         raise InputError(f"--export {out}: choose a folder other than the run directory")
@@ -61,6 +65,7 @@ def export_run(state: ViewerState, out: Path) -> dict[str, int]:
     (out / "index.html").write_text(page_html("static", "data/"), encoding="utf-8")
     summary = index.summary()
     summary["forecast_problems"] = state.forecasts()[1]
+    summary["run"] = 0
     (out / "data" / "run.js").write_text(_script("run", json_safe(summary)), encoding="utf-8")
     (out / "data" / "rows.js").write_text(_script("rows", json_safe(index.rows(0))), encoding="utf-8")
     forecasts = state.forecasts()[0]

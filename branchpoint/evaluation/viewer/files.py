@@ -71,10 +71,15 @@ def check_run_dir(run_dir: Path) -> Path:
     return run_dir
 
 
-def iter_lines(path: Path) -> Iterator[tuple[int, int, bytes | None, str | None]]:
-    """(line number, byte offset, bytes, error) for each line; an over-long line gives its error."""
+def iter_lines(
+    path: Path, start: int = 0, first_line: int = 1, whole_only: bool = False
+) -> Iterator[tuple[int, int, bytes | None, str | None]]:
+    """(line number, byte offset, bytes, error) for each line from byte `start` (line number
+    `first_line`); an over-long line gives its error. `whole_only`: stop before a last line
+    without its newline (a line still being written by a running run)."""
     too_long: list[int] = []
     with path.open("rb") as fh:
+        fh.seek(start)
         lines = iter_raw_lines(fh, path, MAX_LINE_BYTES, on_too_long=too_long.append)
         while True:
             try:
@@ -82,10 +87,12 @@ def iter_lines(path: Path) -> Iterator[tuple[int, int, bytes | None, str | None]
             except StopIteration:
                 break
             while too_long:
-                yield too_long.pop(0), -1, None, f"longer than {MAX_LINE_BYTES} bytes"
-            yield lineno, fh.tell() - len(raw), raw, None
+                yield too_long.pop(0) + first_line - 1, -1, None, f"longer than {MAX_LINE_BYTES} bytes"
+            if whole_only and not raw.endswith(b"\n"):
+                return
+            yield lineno + first_line - 1, fh.tell() - len(raw), raw, None
         while too_long:
-            yield too_long.pop(0), -1, None, f"longer than {MAX_LINE_BYTES} bytes"
+            yield too_long.pop(0) + first_line - 1, -1, None, f"longer than {MAX_LINE_BYTES} bytes"
 
 
 def read_record_at(path: Path, offset: int, lineno: int, passages: PassageResolver | None = None) -> ExecutionRecord:

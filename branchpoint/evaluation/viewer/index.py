@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,7 @@ from branchpoint.evaluation.viewer.files import (
     read_json_object,
     read_record_at,
 )
+from branchpoint.evaluation.viewer.requests import RequestIndex
 from branchpoint.evaluation.viewer.rows import (
     COLUMNS,
     DEFAULT_JUDGE,
@@ -59,6 +61,7 @@ from branchpoint.traces import (
     METRICS_FILE,
     PASSAGES_FILE,
     REPLAYS_FILE,
+    REQUESTS_FILE,
     VALUE_FILE,
     ExecutionRecord,
     PassageResolver,
@@ -108,9 +111,16 @@ class RunIndex:
     _thread: threading.Thread | None = None
     _rule_cache: dict[tuple[Any, ...], list[Any]] = field(default_factory=dict)
     passages: PassageResolver = field(init=False)
+    #: file -> (byte offset, line number) after the last whole line read: where `refresh` goes on
+    read_to: dict[str, tuple[int, int]] = field(default_factory=dict)
+    _refresh_lock: threading.Lock = field(default_factory=threading.Lock)
+    _refreshed_at: float = 0.0
+
+    requests: RequestIndex = field(init=False)
 
     def __post_init__(self) -> None:
         self.passages = PassageResolver(self.run_dir / PASSAGES_FILE)  # read on the first reference
+        self.requests = RequestIndex(self.run_dir)  # requests.jsonl, indexed on the first open
 
     _failure: str | None = None
 
@@ -138,15 +148,22 @@ class RunIndex:
             return JUDGED_FILE
         return EXECUTIONS_FILE if execs.is_file() else None
 
-    def _scan(self, file: str, model: type[BaseModel]) -> Iterator[tuple[int, int, Any]]:
-        """(line, offset, validated object) for each readable line; errors are recorded."""
+    def _scan(
+        self, file: str, model: type[BaseModel], start: tuple[int, int] = (0, 1), whole_only: bool = False
+    ) -> Iterator[tuple[int, int, Any]]:
+        """(line, offset, validated object) for each readable line from `start` (byte offset,
+        line number; `whole_only`: not a last line without its newline); errors are recorded,
+        and where the whole lines end (`read_to`, where `refresh` goes on)."""
         path = self.path(file)
         if not path.is_file():
             return
-        for lineno, offset, raw, problem in iter_lines(path):
+        for lineno, offset, raw, problem in iter_lines(path, start[0], start[1], whole_only=whole_only):
             if raw is None:
                 self._error(file, lineno, problem or "unreadable")
                 continue
+            if raw.endswith(b"\n"):
+                with self.lock:
+                    self.read_to[file] = (offset + len(raw), lineno + 1)
             try:
                 obj = parse_json_line(raw, path, lineno)
             except TraceError as exc:
@@ -290,10 +307,37 @@ class RunIndex:
 
     # ---- answers -----------------------------------------------------------------------------
 
-    def rows(self, since: int = 0) -> dict[str, Any]:
-        """Rows from position `since` on (lists in COLUMNS order), with progress and errors."""
+    def refresh(self, every_s: float = 0.5) -> int:
+        """Read the whole lines appended to the trace files since they were read (a running run
+        or fork study); at most once per `every_s`, and only once the index is done. Returns the
+        number of records added or replaced."""
+        if not self.progress.done or self._failure is not None:
+            return 0
+        now = time.monotonic()
+        if now - self._refreshed_at < every_s or not self._refresh_lock.acquire(blocking=False):
+            return 0
+        try:
+            self._refreshed_at = now
+            n = 0
+            for file in (EXECUTIONS_FILE, FORKS_FILE, REPLAYS_FILE):
+                path = self.path(file)
+                start = self.read_to.get(file, (0, 1))
+                if not path.is_file() or path.stat().st_size <= start[0]:
+                    continue
+                with self.lock:  # a line read while it was being written is read again now
+                    self.errors = [e for e in self.errors if e.file != file or e.line < start[1]]
+                for lineno, offset, rec in self._scan(file, ExecutionRecord, start, whole_only=True):
+                    self._put(rec, file, lineno, offset)
+                    n += 1
+            return n
+        finally:
+            self._refresh_lock.release()
+
+    def rows(self, since: int = 0, limit: int | None = None) -> dict[str, Any]:
+        """Rows from position `since` on, at most `limit` of them (lists in COLUMNS order), with
+        progress and errors."""
         with self.lock:
-            ids = self.order[since:]
+            ids = self.order[since:] if limit is None else self.order[since : since + limit]
             rows = [[self.entries[i].row[c] for c in COLUMNS] for i in ids]
             return {
                 "columns": list(COLUMNS),
@@ -334,7 +378,7 @@ class RunIndex:
         """What the page's header shows: the folder, files, judge, weights, headline metrics."""
         files = {
             name: os.path.getsize(self.path(name))
-            for name in (*TRACE_FILES, METRICS_FILE, VALUE_FILE)
+            for name in (*TRACE_FILES, METRICS_FILE, VALUE_FILE, REQUESTS_FILE)
             if self.path(name).is_file()
         }
         m = self.metrics or {}

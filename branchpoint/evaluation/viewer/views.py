@@ -22,10 +22,12 @@ from branchpoint.evaluation.tally import cost_channels
 from branchpoint.evaluation.value.outcomes import Roles
 from branchpoint.evaluation.value.rewards import get_reward
 from branchpoint.evaluation.viewer.index import RunIndex
+from branchpoint.evaluation.viewer.requests import attach_requests
 from branchpoint.evaluation.viewer.rows import outcome_of
 from branchpoint.traces import (
     BOUNDARY_INITIAL,
     BOUNDARY_PENDING,
+    REQUESTS_FILE,
     ExecutionRecord,
     TraceError,
     after_search_boundary,
@@ -180,8 +182,19 @@ def lineage(index: RunIndex, record: ExecutionRecord) -> list[dict[str, Any]]:
     return list(reversed(chain))
 
 
+def _requests(index: RunIndex, record: ExecutionRecord) -> tuple[list[dict[str, Any]], str, str | None]:
+    """(requests, source, problem): the execution's lines of requests.jsonl, else none with why."""
+    logged = index.requests.requests_of(record.execution_id) if index.requests.available() else []
+    if logged:
+        return logged, REQUESTS_FILE, None
+    if index.requests.available():
+        return [], "", f"no requests of this execution in {REQUESTS_FILE} (it ran without --log-requests)"
+    return [], "", f"no {REQUESTS_FILE} in the run (run or fork with --log-requests to see the requests as sent)"
+
+
 def execution_view(index: RunIndex, execution_id: str) -> dict[str, Any]:
-    """One execution: its record, timeline (steps with checkpoint marks), judgments and cost."""
+    """One execution: its record, timeline (steps with checkpoint marks, each model step with its
+    request as sent and reply as received), judgments with the judges' raw output, and cost."""
     entry = index.entry(execution_id)
     if entry is None:
         raise KeyError(execution_id)
@@ -199,6 +212,8 @@ def execution_view(index: RunIndex, execution_id: str) -> dict[str, Any]:
         for doc in data.get("retrieved", []):
             doc["evidence"] = evidence.get(doc["doc_id"], [])
         steps.append(data)
+    requests, source, problem = _requests(index, record)
+    unplaced, requests_note = attach_requests(record, steps, requests, source)
     gen, inp, search = cost_channels(record.output_tokens, record.input_tokens, record.search_calls, index.cfg)
     body = record.model_dump(mode="json", exclude={"steps", "judgments"})
     outcome, decided_by = outcome_of(record, index.judge or "rule")
@@ -221,6 +236,9 @@ def execution_view(index: RunIndex, execution_id: str) -> dict[str, Any]:
         },
         "lineage": lineage(index, record),
         "branches": len(children),
+        "requests_source": source,
+        "requests_note": requests_note or problem,
+        "unplaced_requests": unplaced,
     }
 
 
@@ -362,6 +380,24 @@ def _fork_tags(index: RunIndex, children: list[dict[str, Any]]) -> dict[int, tup
     return out
 
 
+def repeat_labels(branches: list[dict[str, Any]]) -> list[str]:
+    """A label per branch of one action at one state, unique within the group: `#r` (its repeat)
+    where r is unique; where studies were pooled and several branches share r, `#r·fp` with their
+    fork-settings fingerprint when that tells them apart, else `#r·k` (k = 1, 2, … in order)."""
+    by_repeat: dict[int, list[int]] = {}
+    for i, b in enumerate(branches):
+        by_repeat.setdefault(b["repeat"], []).append(i)
+    labels = [f"#{b['repeat']}" for b in branches]
+    for repeat, group in by_repeat.items():
+        if len(group) < 2:
+            continue
+        prints = [(branches[i].get("fork") or "")[:6] for i in group]
+        distinct = all(prints) and len(set(prints)) == len(prints)
+        for k, i in enumerate(group):
+            labels[i] = f"#{repeat}·{prints[k] if distinct else k + 1}"
+    return labels
+
+
 def tree_view(
     index: RunIndex, execution_id: str, forecasts: dict[tuple[str, str], list[dict[str, Any]]]
 ) -> dict[str, Any]:
@@ -392,6 +428,7 @@ def tree_view(
             {
                 "id": row["id"],
                 "repeat": row["repeat"],
+                "fork": row.get("fork"),
                 "answer": row["answer"],
                 "outcome": row["outcome"],
                 "reward": y,
@@ -410,7 +447,9 @@ def tree_view(
     for cid, state in states.items():
         t_action, s_action = roles.of(collapse_search_count(state["boundary"] or ""))
         for a in state["actions"].values():
-            a["branches"].sort(key=lambda b: b["repeat"])
+            a["branches"].sort(key=lambda b: (b["repeat"], b["fork"] or "", b["id"]))
+            for b, label in zip(a["branches"], repeat_labels(a["branches"])):
+                b["label"] = label
             a["rate"] = a["successes"] / a["n"] if a["n"] else None
             a["interval"] = wilson_interval(a["successes"], a["n"])
         p_t = (state["actions"].get(t_action) or {}).get("rate")

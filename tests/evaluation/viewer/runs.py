@@ -347,3 +347,45 @@ def view_process(run_dir: Path, *args: str) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def write_logged_run(run_dir: Path, name: str = "logged", questions: int = 4) -> list[ExecutionRecord]:
+    """A real run with its requests as sent: the known-truth simulated model (a real HTTP server
+    in vLLM's wire format), the `native` policy over BM25 on the demo corpus, `--log-requests`,
+    search cap 2, passages clipped to 12 words (`evidence_words`), then judged by an `LLMJudge`
+    whose scripted model replies with reasoning text (as a reasoning model's server does);
+    judged.jsonl holds its labels, raw outputs and reasoning."""
+    from branchpoint.evaluation.llm_judges import LLMJudge
+    from branchpoint.experiments.runner import run_experiment
+    from branchpoint.experiments.spec import AgentSpec, BM25SourceSpec, ExperimentSpec, QuestionsSpec, RetrievalSpec
+    from branchpoint.models import ModelSpec
+    from branchpoint.models.scripted import ScriptedModel
+    from branchpoint.models.spec import SimServerSpec
+    from branchpoint.traces import JUDGED_FILE, read_records
+
+    spec = ExperimentSpec(
+        name=name,
+        questions=QuestionsSpec(limit=questions),
+        model=ModelSpec(
+            provider="sim",
+            name="branchpoint-sim-instruct",
+            style="chat",
+            temperature=0.6,
+            seed=1,
+            max_tokens=256,
+            sim=SimServerSpec(latency_scale=0.0),
+        ),
+        agent=AgentSpec(policy="native", search_cap=2, evidence_words=12),
+        retrieval=RetrievalSpec(default="bm", sources={"bm": BM25SourceSpec()}),
+    )
+    run_experiment(spec, run_dir, progress=False, log_requests=True)
+    records = read_records(run_dir / EXECUTIONS_FILE)
+
+    def responder(prompt: str) -> dict[str, Any]:
+        label = "CORRECT" if "Gold answers" in prompt else "ABSTAINED"
+        return {"text": f"It matches.\nLABEL: {label}", "reasoning": f"Weighing the response: {label} fits best."}
+
+    judge = LLMJudge(ScriptedModel(responder=responder, name="judge-model"), name="llm", evidence=False)
+    judged = judge_records(records, judge)
+    _write_jsonl(run_dir / JUDGED_FILE, judged)
+    return records

@@ -19,7 +19,7 @@ import pytest
 from branchpoint.evaluation.viewer import RunIndex, ViewerState
 from branchpoint.evaluation.viewer.export import export_run
 from branchpoint.evaluation.viewer.server import running
-from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, read_records
+from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, dump_record, read_records
 
 SHOTS = os.environ.get("BRANCHPOINT_VIEWER_SCREENSHOTS")
 
@@ -169,3 +169,57 @@ def test_broken_lines_are_error_rows_and_the_rest_is_shown(page: Any, study_run:
         page.select_option("select[name=kind]", "fork")
         assert page.inner_text("#bp-count").startswith(f"{len(lines) - 1} of")
         _shot(page, "errors")
+
+
+def test_two_runs_requests_replies_judge_outputs_diff_and_live(
+    page: Any, logged_run: Path, study_run: Path, tmp_path: Path
+) -> None:
+    """One server over two runs: the conditions × runs grid and the run filter; one execution's
+    requests as sent, replies and the LLM judge's output; two executions' requests diffed; and
+    a record appended to a run while the page is open appears without a reload."""
+    run = tmp_path / "logged"
+    shutil.copytree(logged_run, run)
+    logged = read_records(run / EXECUTIONS_FILE)
+    state = ViewerState(RunIndex.open(run), more=[RunIndex.open(study_run)]).start()
+    with running(state) as url:
+        _table(page, url)
+        study = read_records(study_run / EXECUTIONS_FILE)
+        assert page.inner_text("#bp-count") == f"{len(logged) + len(study)} of {len(logged) + len(study)} executions"
+        grid = page.inner_text("#bp-grid")
+        assert "logged" in grid and "study" in grid and f"n {len(logged)}" in grid
+        _shot(page, "runs")
+        page.select_option("select[name=run]", "1")
+        assert page.inner_text("#bp-count").startswith(f"{len(study)} of")
+        page.click("#bp-clear")
+        searched = [r for r in logged if r.search_calls >= 1][:2]
+        page.goto(f"{url.split('?')[0]}#/execution/{searched[0].execution_id}")
+        page.wait_for_selector(".step details.request")
+        for d in page.locator(".step details.request, .step details.reply").all():
+            d.evaluate("el => el.open = true")
+        text = page.inner_text("main")
+        assert "request as sent" in text and "requests.jsonl line" in text and "tools offered: search" in text
+        assert "temperature 0.6" in text and "reply as received" in text and "finish tool_calls" in text
+        assert page.locator(".request .msg.role-tool").count() >= 1
+        outputs = page.inner_text(".judge-output")
+        assert "raw output" in outputs and "It matches." in outputs and "Weighing the response" in outputs
+        page.locator(".step details.request").nth(1).scroll_into_view_if_needed()
+        _shot(page, "request")
+        page.locator(".judge-output").first.scroll_into_view_if_needed()
+        _shot(page, "judge")
+        a, b = searched[0].execution_id, searched[1].execution_id
+        page.goto(f"{url.split('?')[0]}#/compare/{a}/{b}")
+        page.wait_for_selector("details.diff")
+        assert "lines differ" in page.inner_text("details.diff >> nth=0")
+        assert page.locator("details.diff .del").count() and page.locator("details.diff .add").count()
+        page.locator("details.diff").first.scroll_into_view_if_needed()
+        _shot(page, "diff")
+        page.goto(url)
+        page.wait_for_function("state.done")
+        late = logged[0].model_copy(update={"execution_id": "late-1", "question": "A late question?"})
+        with (run / EXECUTIONS_FILE).open("a") as fh:
+            fh.write(dump_record(late) + "\n")
+        page.wait_for_function(
+            f"document.querySelector('#bp-count').textContent.startsWith('{len(logged) + len(study) + 1} of')",
+            timeout=10_000,
+        )
+        assert "A late question?" in page.inner_text("#bp-table")

@@ -7,12 +7,15 @@
 
 const CONFIG = JSON.parse(document.getElementById("bp-config").textContent);
 const PAGE = 100;
+const ROWS_PER_REQUEST = 2000;  // the rows API is paged: the first rows draw before the rest arrive
+const LIVE_POLL_MS = 1500;      // once indexed, the page keeps asking for rows a running run appends
+const BRANCHES_SHOWN = 40;      // per action in a fork tree; the rest behind "show all"
 const OUTCOME_NAMES = {
   correct_answer: "correct answer", wrong_answer: "wrong answer", correct_abstention: "correct abstention",
   failed_abstention: "failed abstention", incomplete: "incomplete", unparseable: "unparseable",
 };
-const state = { run: null, columns: [], rows: [], done: false, version: -1, errors: [], phase: "", sort: { key: null, dir: 1 },
-                page: 0, selected: new Set(), cache: {} };
+const state = { run: null, runs: [], perRun: [], columns: [], rows: [], runOf: {}, done: false, errors: [], phase: "",
+                sort: { key: null, dir: 1 }, page: 0, selected: new Set(), cache: {}, expanded: new Set() };
 
 // ---------------------------------------------------------------------------------------------
 // Data access: one function per kind of data, the same for the server and a static export.
@@ -51,12 +54,13 @@ async function fromShard(folder, id) {
 }
 
 const api = {
-  run: () => CONFIG.mode === "static" ? loadScript(CONFIG.data + "run.js").then(() => state.cache.run) : getJSON("api/run"),
-  rows: (since) => CONFIG.mode === "static" ? loadScript(CONFIG.data + "rows.js").then(() => state.cache.rows)
-                                            : getJSON("api/rows?since=" + since),
-  execution: (id) => CONFIG.mode === "static" ? fromShard("x", id) : getJSON("api/execution/" + encodeURIComponent(id)),
-  tree: (id) => CONFIG.mode === "static" ? fromShard("t", id) : getJSON("api/tree/" + encodeURIComponent(id)),
+  runs: () => CONFIG.mode === "static" ? loadScript(CONFIG.data + "run.js").then(() => ({ runs: [state.cache.run] })) : getJSON("api/runs"),
+  rows: (k, since) => CONFIG.mode === "static" ? loadScript(CONFIG.data + "rows.js").then(() => state.cache.rows)
+                                               : getJSON(`api/rows?run=${k}&since=${since}&limit=${ROWS_PER_REQUEST}`),
+  execution: (id) => CONFIG.mode === "static" ? fromShard("x", id) : getJSON(`api/execution/${encodeURIComponent(id)}?run=${runOf(id)}`),
+  tree: (id) => CONFIG.mode === "static" ? fromShard("t", id) : getJSON(`api/tree/${encodeURIComponent(id)}?run=${runOf(id)}`),
 };
+function runOf(id) { return state.runOf[id] || 0; }
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -74,7 +78,9 @@ function pct(v) { return v === null || v === undefined ? "–" : (100 * v).toFix
 function outcomeBadge(o) { return `<span class="badge o-${esc(o)}">${esc(OUTCOME_NAMES[o] || o)}</span>`; }
 function actionBadge(a) { return a ? `<span class="badge a-${esc(a)}">${esc(a)}</span>` : ""; }
 function short(id) { return esc(String(id || "").slice(0, 12)); }
-function row(r) { const o = {}; state.columns.forEach((c, i) => { o[c] = r[i]; }); return o; }
+function row(r, k) { const o = { run: k }; state.columns.forEach((c, i) => { o[c] = r[i]; }); return o; }
+function runName(k) { const r = state.runs[k]; return r ? r.name : String(k); }
+function multi() { return state.runs.length > 1; }
 function main() { return document.getElementById("bp-main"); }
 
 // ---------------------------------------------------------------------------------------------
@@ -85,12 +91,19 @@ function renderHeader() {
   const run = state.run;
   if (!run) return;
   const m = run.metrics;
-  let text = `<b>${esc(run.name)}</b> <span class="muted">${esc(run.run_dir)}</span> · judge <b>${esc(run.judge)}</b>` +
-             ` · TPC cost = g + ${run.lam}·x + ${run.mu}·|S|`;
-  if (m) text += ` · answer acc. ${pct(m.answer_accuracy)} · abstention acc. ${pct(m.abstention_accuracy)} · TPC ${num(m.tpc, 0)}`;
+  let text;
+  if (multi()) {
+    text = `<b>${state.runs.length} runs</b> ` + state.runs.map((r, k) => `<span class="badge" data-run-name="${k}">${esc(r.name)}</span>`).join(" ") +
+           ` · judge <b>${[...new Set(state.runs.map((r) => r.judge))].map(esc).join(", ")}</b>`;
+  } else {
+    text = `<b>${esc(run.name)}</b> <span class="muted">${esc(run.run_dir)}</span> · judge <b>${esc(run.judge)}</b>` +
+           ` · TPC cost = g + ${run.lam}·x + ${run.mu}·|S|`;
+    if (m) text += ` · answer acc. ${pct(m.answer_accuracy)} · abstention acc. ${pct(m.abstention_accuracy)} · TPC ${num(m.tpc, 0)}`;
+  }
   document.getElementById("bp-run").innerHTML = text;
   const p = document.getElementById("bp-progress");
-  p.textContent = state.done ? `${state.rows.length.toLocaleString()} records` : `${state.rows.length.toLocaleString()} records so far; ${state.phase}…`;
+  const live = state.done && CONFIG.mode !== "static" ? " · live: new records appear as they are written" : "";
+  p.textContent = state.done ? `${state.rows.length.toLocaleString()} records${live}` : `${state.rows.length.toLocaleString()} records so far; ${state.phase}…`;
   const box = document.getElementById("bp-errors");
   const forecastProblems = (run.forecast_problems || []).map((m) => `<div>forecasts: ${esc(m)}</div>`).join("");
   if (forecastProblems && !state.errors.length) { box.hidden = false; box.innerHTML = forecastProblems; return; }
@@ -103,32 +116,57 @@ function renderHeader() {
   } else box.hidden = true;
 }
 
-async function loadRows() {
+function mergeRows() {
+  state.rows = state.perRun.flatMap((p) => p.rows);
+  state.runOf = {};
+  for (const r of state.rows) if (!(r.id in state.runOf)) state.runOf[r.id] = r.run;
+  state.done = state.perRun.every((p) => p.done);
+  state.phase = state.perRun.map((p) => p.phase).filter((x) => x !== "done").join("; ");
+  state.errors = state.perRun.flatMap((p, k) => p.errors.map((e) => multi() ? { ...e, file: `${runName(k)}/${e.file}` } : e));
+}
+
+/* One run's rows: paged while the index fills, then (server mode) polled for what a running run appends. */
+async function loadRun(k) {
+  const mine = state.perRun[k];
   for (;;) {
-    const since = state.rows.length;
-    const data = await api.rows(since);
+    const data = await api.rows(k, mine.rows.length);
     state.columns = data.columns;
-    if (data.version !== state.version && since > 0 && CONFIG.mode !== "static") {
-      state.version = data.version; state.rows = [];  // rows changed: reload them all
-      const all = await api.rows(0);
-      state.rows = all.rows; Object.assign(data, all);
+    if (data.version !== mine.version && mine.rows.length > 0 && CONFIG.mode !== "static") {
+      const all = [];  // rows changed: read them all again (in pages), then swap them in
+      let page = data;
+      for (let since = 0; ; since += page.rows.length) {
+        page = await api.rows(k, since);
+        all.push(...page.rows.map((r) => row(r, k)));
+        if (page.rows.length < ROWS_PER_REQUEST) break;
+      }
+      Object.assign(data, page);
+      mine.rows = all;
     } else {
-      state.version = data.version;
-      state.rows = CONFIG.mode === "static" ? data.rows : state.rows.concat(data.rows);
+      const fresh = data.rows.map((r) => row(r, k));
+      mine.rows = CONFIG.mode === "static" ? fresh : mine.rows.concat(fresh);
     }
-    state.done = data.done; state.phase = data.phase; state.errors = data.errors;
+    mine.version = data.version; mine.done = data.done; mine.phase = data.phase; mine.errors = data.errors;
+    mergeRows();
     renderHeader();
-    if (currentView() === "table") renderTable();
-    if (state.done || CONFIG.mode === "static") return;
-    await new Promise((r) => setTimeout(r, data.rows.length ? 250 : 50));
+    if (currentView() === "table" && (data.rows.length || !mine.drawn || !mine.shownDone)) {
+      mine.drawn = true; mine.shownDone = data.done; renderTable();
+    }
+    if (CONFIG.mode === "static") return;
+    if (data.rows.length >= ROWS_PER_REQUEST) continue;  // more pages ready now
+    await new Promise((r) => setTimeout(r, data.done ? LIVE_POLL_MS : data.rows.length ? 250 : 50));
   }
+}
+
+function loadRows() {
+  state.perRun = state.runs.map(() => ({ rows: [], version: -1, done: false, phase: "starting", errors: [], drawn: false }));
+  return Promise.all(state.runs.map((_, k) => loadRun(k)));
 }
 
 // ---------------------------------------------------------------------------------------------
 // The executions table
 // ---------------------------------------------------------------------------------------------
 
-const FILTERS = ["q", "kind", "condition", "category", "answerable", "outcome", "label", "status", "smin", "smax", "cmin", "cmax"];
+const FILTERS = ["q", "run", "kind", "condition", "category", "answerable", "outcome", "label", "status", "smin", "smax", "cmin", "cmax"];
 const TABLE_COLUMNS = [
   ["question", "question"], ["condition", "condition"], ["category", "category"], ["outcome", "outcome"],
   ["labels", "judge labels"], ["evidence", "evidence"], ["searches", "searches", true], ["cost", "TPC cost", true],
@@ -164,6 +202,7 @@ function setFilters(f) {
 }
 
 function matches(r, f) {
+  if (f.run !== "" && String(r.run) !== f.run) return false;
   if (f.kind && r.kind !== f.kind) return false;
   if (f.condition && r.condition !== f.condition) return false;
   if (f.category && r.category !== f.category) return false;
@@ -187,9 +226,29 @@ function options(name, values, current, labels) {
     values.map((v) => `<option value="${esc(v)}"${String(v) === current ? " selected" : ""}>${esc((labels && labels[v]) || v)}</option>`).join("") + `</select>`;
 }
 
+/* Conditions × runs: per cell the records that pass the filters, their outcomes and costs. */
+function gridHTML(rows) {
+  const conds = [...new Set(rows.map((r) => r.condition))].sort();
+  if (!multi() && conds.length < 2) return "";
+  const runs = [...new Set(rows.map((r) => r.run))].sort((a, b) => a - b);
+  const cell = (rs) => {
+    const scored = rs.filter((r) => r.outcome !== "incomplete" && r.outcome !== "unparseable");
+    if (!rs.length) return `<td class="muted">–</td>`;
+    const ok = scored.filter((r) => r.outcome === "correct_answer" || r.outcome === "correct_abstention").length;
+    const mean = (k) => rs.reduce((a, r) => a + (+r[k] || 0), 0) / rs.length;
+    return `<td class="num" data-n="${rs.length}">n ${rs.length} · correct ${scored.length ? pct(ok / scored.length) : "–"} · ` +
+      `${num(mean("searches"), 2)} searches · cost ${num(mean("cost"), 0)}</td>`;
+  };
+  const by = {};
+  for (const r of rows) (by[r.condition + "\u0000" + r.run] = by[r.condition + "\u0000" + r.run] || []).push(r);
+  return `<h3>Conditions${multi() ? " × runs" : ""} <span class="muted">(the records that pass the filters)</span></h3>` +
+    `<table id="bp-grid" class="grid"><tr><th>condition</th>${runs.map((k) => `<th>${esc(runName(k))}</th>`).join("")}</tr>` +
+    conds.map((c) => `<tr><td><code>${esc(c)}</code></td>${runs.map((k) => cell(by[c + "\u0000" + k] || [])).join("")}</tr>`).join("") + `</table>`;
+}
+
 function renderTable() {
   const f = filters();
-  const all = state.rows.map(row);
+  const all = state.rows;
   const uniq = (k) => [...new Set(all.map((r) => r[k]).filter((v) => v !== null && v !== ""))].sort();
   const labels = [...new Set(all.flatMap((r) => r.labels))].sort();
   let rows = all.filter((r) => matches(r, f));
@@ -210,6 +269,7 @@ function renderTable() {
   html.push(`<label>question text<input class="search" name="q" value="${esc(f.q)}" placeholder="search questions, ids…"></label>`);
   html.push(`<label>records<select name="kind">${[["execution", "executions"], ["fork", "fork branches"], ["replay", "replays"], ["", "all"]]
     .map(([v, t]) => `<option value="${v}"${f.kind === v ? " selected" : ""}>${t}</option>`).join("")}</select></label>`);
+  if (multi()) html.push(`<label>run${options("run", state.runs.map((_, k) => String(k)), f.run, Object.fromEntries(state.runs.map((r, k) => [k, r.name])))}</label>`);
   html.push(`<label>condition${options("condition", uniq("condition"), f.condition)}</label>`);
   html.push(`<label>category${options("category", uniq("category"), f.category)}</label>`);
   html.push(`<label>answerable${options("answerable", ["true", "false"], f.answerable, { true: "answerable", false: "unanswerable" })}</label>`);
@@ -225,7 +285,8 @@ function renderTable() {
   html.push(`<button type="button" data-page="${page - 1}"${page <= 0 ? " disabled" : ""}>‹ prev</button> page ${page + 1} / ${pages}`);
   html.push(`<button type="button" data-page="${page + 1}"${page >= pages - 1 ? " disabled" : ""}>next ›</button>`);
   html.push(`<button type="button" id="bp-compare"${state.selected.size === 2 ? "" : " disabled"}>compare the 2 ticked side by side</button></div>`);
-  html.push(`<table id="bp-table"><thead><tr><th></th>`);
+  html.push(gridHTML(rows));
+  html.push(`<table id="bp-table"><thead><tr><th></th>${multi() ? `<th class="sortable" data-sort="run">run</th>` : ""}`);
   for (const [k, t, isNum] of TABLE_COLUMNS) {
     const cls = ["sortable", isNum ? "num" : "", f.sort === k ? (f.dir > 0 ? "sorted-asc" : "sorted-desc") : ""].join(" ");
     html.push(`<th class="${cls}" data-sort="${k}">${t}</th>`);
@@ -233,6 +294,7 @@ function renderTable() {
   html.push(`</tr></thead><tbody>`);
   for (const r of shown) {
     html.push(`<tr class="clickable" data-id="${esc(r.id)}"><td><input type="checkbox" data-pick="${esc(r.id)}"${state.selected.has(r.id) ? " checked" : ""}></td>` +
+      (multi() ? `<td><span class="badge">${esc(runName(r.run))}</span></td>` : "") +
       `<td>${esc(r.question)} <span class="muted">${esc(r.question_id)}</span></td><td><code>${esc(r.condition)}</code></td>` +
       `<td>${esc(r.category)}</td><td>${r.status !== "ok" && r.status !== "incomplete" ? `<span class="badge">${esc(r.status)}</span> ` : ""}${outcomeBadge(r.outcome)}</td>` +
       `<td>${r.labels.map((l) => `<span class="badge">${esc(l)}</span>`).join(" ")}` +
@@ -241,7 +303,7 @@ function renderTable() {
       `<td class="num">${num(r.output_tokens)}</td><td class="num">${num(r.wall_s, 2)}</td>` +
       `<td>${actionBadge(r.branch)}${r.boundary ? ` <span class="muted">@${esc(r.boundary)} #${r.repeat}</span>` : ""}</td><td class="num">${r.checkpoints}</td></tr>`);
   }
-  if (!shown.length) html.push(`<tr><td colspan="${TABLE_COLUMNS.length + 1}" class="muted">${state.done ? "no record matches these filters" : "loading…"}</td></tr>`);
+  if (!shown.length) html.push(`<tr><td colspan="${TABLE_COLUMNS.length + 1 + (multi() ? 1 : 0)}" class="muted">${state.done ? "no record matches these filters" : "loading…"}</td></tr>`);
   html.push(`</tbody></table>`);
   const focus = document.activeElement && document.activeElement.name;
   main().innerHTML = html.join("");
@@ -298,8 +360,44 @@ function stepHTML(s) {
   if (s.raw && s.raw !== s.text) out.push(`<details><summary>raw reply</summary><div class="reasoning">${esc(s.raw)}</div></details>`);
   const reasoning = s.reasoning || s.reasoning_content;
   if (reasoning) out.push(`<details><summary>reasoning</summary><div class="reasoning">${esc(reasoning)}</div></details>`);
+  if (s.request) out.push(requestHTML(s.request));
+  if (s.reply) out.push(replyHTML(s.reply));
   out.push(`</div>`);
   return out.join("");
+}
+
+function contentText(c) {
+  if (c === null || c === undefined) return "";
+  if (typeof c === "string") return c;
+  return JSON.stringify(c, null, 1);  // content parts (lists of {type, text})
+}
+
+/* A request as sent: messages (or the prompt), the tools offered, and every other field (sampling, limits). */
+function requestHTML(q) {
+  const parts = [];
+  if (q.messages) {
+    parts.push(q.messages.map((m, i) => `<div class="msg role-${esc(m.role)}" data-msg="${i}"><span class="badge">${esc(m.role)}</span>` +
+      `${m.tool_call_id ? ` <code>${esc(m.tool_call_id)}</code>` : ""}<div class="text">${esc(contentText(m.content))}</div>` +
+      `${m.tool_calls ? `<pre class="json">${esc(JSON.stringify(m.tool_calls, null, 1))}</pre>` : ""}</div>`).join(""));
+  }
+  if (q.prompt !== undefined && q.prompt !== null) parts.push(`<div class="msg"><span class="badge">prompt</span><div class="text">${esc(contentText(q.prompt))}</div></div>`);
+  if (q.tools) parts.push(`<div>tools offered: ${q.tools.map((t) => `<code>${esc((t.function || t).name || "?")}</code>`).join(" ")}` +
+    ` <details><summary>schemas</summary><pre class="json">${esc(JSON.stringify(q.tools, null, 1))}</pre></details></div>`);
+  else parts.push(`<div class="muted">no tools offered</div>`);
+  const settings = Object.entries(q.settings || {});
+  parts.push(`<div class="settings">${q.model ? `model <code>${esc(q.model)}</code> · ` : ""}` +
+    (settings.length ? settings.map(([k, v]) => `${esc(k)} <code>${esc(typeof v === "object" ? JSON.stringify(v) : v)}</code>`).join(" · ") : "no sampling fields") + `</div>`);
+  const where = q.line ? `${esc(q.source)} line ${q.line}` : esc(q.source || "");
+  return `<details class="request"><summary>request as sent <span class="muted">(${esc(q.endpoint || "")}; ${where})</span></summary>${parts.join("")}</details>`;
+}
+
+/* A reply as received: content, reasoning, tool calls, finish reason. */
+function replyHTML(r) {
+  const parts = [`<div class="text">${r.content ? esc(r.content) : `<span class="muted">(no content)</span>`}</div>`];
+  if (r.tool_calls && r.tool_calls.length) parts.push(`<div>tool calls</div><pre class="json">${esc(JSON.stringify(r.tool_calls, null, 1))}</pre>`);
+  if (r.reasoning) parts.push(`<div>reasoning</div><div class="reasoning">${esc(r.reasoning)}</div>`);
+  parts.push(`<div class="muted">finish ${esc(r.finish_reason || "?")}</div>`);
+  return `<details class="reply"><summary>reply as received</summary>${parts.join("")}</details>`;
 }
 
 function ckptHTML(m, treeId) {
@@ -334,6 +432,13 @@ function executionHTML(v, compact) {
     const head = `<tr><th>judge</th><th>kind</th><th>label</th><th>document</th><th>raw</th></tr>`;
     const evidence = v.judgments.filter((j) => j.kind === "evidence");
     html.push(`<h3>Judge labels</h3><table>${head}${v.judgments.filter((j) => j.kind !== "evidence").map(line).join("")}</table>`);
+    const outputs = v.judgments.filter((j) => (j.raw || j.reasoning) && j.kind !== "evidence");
+    if (outputs.length) {
+      html.push(`<h3>Judge outputs</h3>` + outputs.map((j) => `<div class="judge-output" data-judge="${esc(j.judge)}"><b>${esc(j.judge)}</b> ${esc(j.kind)} ` +
+        `<span class="badge">${esc(j.label)}</span>${j.model ? ` <span class="muted">model ${esc(j.model)}${j.prompt_version ? ", prompt " + esc(j.prompt_version) : ""}</span>` : ""}` +
+        `<div>raw output</div><div class="reasoning raw-output">${esc(j.raw || "")}</div>` +
+        (j.reasoning ? `<div>reasoning</div><div class="reasoning judge-reasoning">${esc(j.reasoning)}</div>` : "") + `</div>`).join(""));
+    }
     if (evidence.length) {
       html.push(`<details><summary>${evidence.length} evidence labels (also on the passages below)</summary><table>${head}${evidence.map(line).join("")}</table></details>`);
     }
@@ -351,6 +456,8 @@ function executionHTML(v, compact) {
   if (unplaced.length) {
     html.push(`<h3>Checkpoints</h3>${v.checkpoint_note ? `<p class="muted">${esc(v.checkpoint_note)}</p>` : ""}` + unplaced.map((m) => ckptHTML(m, r.execution_id)).join(""));
   }
+  if (v.requests_note) html.push(`<p class="muted" data-requests-note>${esc(v.requests_note)}</p>`);
+  if ((v.unplaced_requests || []).length) html.push(`<h3>Requests</h3>` + v.unplaced_requests.map(requestHTML).join(""));
   return html.join("");
 }
 
@@ -365,8 +472,46 @@ async function renderCompare(a, b) {
   try {
     const [va, vb] = await Promise.all([api.execution(a), api.execution(b)]);
     main().innerHTML = `<p><a href="#/">← executions</a></p><h2>Side by side</h2><div class="side"><div id="bp-left">${executionHTML(va, true)}</div>` +
-      `<div id="bp-right">${executionHTML(vb, true)}</div></div>`;
+      `<div id="bp-right">${executionHTML(vb, true)}</div></div>` + requestsDiffHTML(va, vb);
   } catch (e) { main().innerHTML = `<div class="errors">${esc(e.message)}</div>`; }
+}
+
+function requestsOf(v) {
+  if (v.error) return [];
+  return (v.steps || []).filter((s) => s.request).map((s) => s.request).concat(v.unplaced_requests || []);
+}
+
+/* Line diff (longest common subsequence) of two texts: [["=", line] | ["-", line] | ["+", line]]. */
+function diffLines(a, b) {
+  const x = a.split("\n"), y = b.split("\n"), n = x.length, m = y.length;
+  const L = Array.from({ length: n + 1 }, () => new Int32Array(m + 1));
+  for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--) L[i][j] = x[i] === y[j] ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+  const out = [];
+  let i = 0, j = 0;
+  while (i < n && j < m) {
+    if (x[i] === y[j]) { out.push(["=", x[i]]); i++; j++; }
+    else if (L[i + 1][j] >= L[i][j + 1]) out.push(["-", x[i++]]);
+    else out.push(["+", y[j++]]);
+  }
+  while (i < n) out.push(["-", x[i++]]);
+  while (j < m) out.push(["+", y[j++]]);
+  return out;
+}
+
+function requestText(q) { return JSON.stringify(q.body, null, 1); }
+
+/* The two executions' requests, k-th against k-th, as a line diff of their bodies as sent. */
+function requestsDiffHTML(va, vb) {
+  const qa = requestsOf(va), qb = requestsOf(vb);
+  if (!qa.length && !qb.length) return `<h3>Requests diffed</h3><p class="muted">neither execution has its requests (run with --log-requests)</p>`;
+  const html = [`<h3>Requests diffed <span class="muted">(left − / right +, request k against request k)</span></h3>`];
+  for (let k = 0; k < Math.max(qa.length, qb.length); k++) {
+    const d = diffLines(qa[k] ? requestText(qa[k]) : "", qb[k] ? requestText(qb[k]) : "");
+    const changed = d.filter((e) => e[0] !== "=").length;
+    html.push(`<details class="diff" data-request="${k}"${changed ? " open" : ""}><summary>request ${k + 1}: ${changed ? `${changed} lines differ` : "identical"}</summary><pre class="json">` +
+      d.map(([t, line]) => t === "=" ? `<span class="same">  ${esc(line)}</span>` : `<span class="${t === "-" ? "del" : "add"}">${t} ${esc(line)}</span>`).join("") + `</pre></details>`);
+  }
+  return html.join("");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -380,6 +525,12 @@ function rateHTML(a) {
     `<span class="ci" style="left:${ci[0] * 80}px;width:${(ci[1] - ci[0]) * 80}px"></span></span>` : "";
   return `<span class="rate">${a.rate === null ? "–" : a.rate.toFixed(2)}</span> ${box} ` +
     `<span class="muted">${ci ? `95% [${ci[0].toFixed(2)}, ${ci[1].toFixed(2)}]` : ""} n=${a.n}${a.incomplete ? ` (+${a.incomplete} incomplete)` : ""}</span>`;
+}
+
+function branchesHTML(branches, limit) {
+  return branches.slice(0, limit).map((b) => `<div><input type="checkbox" data-pick="${esc(b.id)}"> <a href="#/execution/${encodeURIComponent(b.id)}" data-branch="${esc(b.id)}">${esc(b.label || "#" + b.repeat)}</a> ` +
+    `${esc(b.answer || "(no answer)")} ${outcomeBadge(b.outcome)} <span class="muted">${b.searches} searches · ${num(b.tokens)} tok</span>` +
+    `${b.has_branches ? ` · <a href="#/tree/${encodeURIComponent(b.id)}">its own forks</a>` : ""}</div>`).join("");
 }
 
 function treeHTML(t) {
@@ -412,9 +563,9 @@ function treeHTML(t) {
     html.push(`<table><tr><th>action</th><th>success rate</th><th>repeats (answer · outcome)</th></tr>`);
     for (const [action, a] of Object.entries(s.actions)) {
       html.push(`<tr data-action="${esc(action)}"><td>${actionBadge(a.action || action)}${a.fork_settings ? ` <span class="muted">${esc(a.fork_settings)}</span>` : ""}${action === s.t_action ? " <span class='muted'>T</span>" : action === s.s_action ? " <span class='muted'>S</span>" : ""}</td><td>${rateHTML(a)}</td><td>` +
-        a.branches.map((b) => `<div><input type="checkbox" data-pick="${esc(b.id)}"> <a href="#/execution/${encodeURIComponent(b.id)}" data-branch="${esc(b.id)}">#${b.repeat}</a> ` +
-          `${esc(b.answer || "(no answer)")} ${outcomeBadge(b.outcome)} <span class="muted">${b.searches} searches · ${num(b.tokens)} tok</span>` +
-          `${b.has_branches ? ` · <a href="#/tree/${encodeURIComponent(b.id)}">its own forks</a>` : ""}</div>`).join("") + `</td></tr>`);
+        branchesHTML(a.branches, state.expanded.has(s.checkpoint_id + "|" + action) ? a.branches.length : BRANCHES_SHOWN) +
+        (a.branches.length > BRANCHES_SHOWN && !state.expanded.has(s.checkpoint_id + "|" + action)
+          ? `<button type="button" data-more="${esc(s.checkpoint_id + "|" + action)}">show all ${a.branches.length} repeats</button>` : "") + `</td></tr>`);
     }
     html.push(`</table></div>`);
   }
@@ -422,10 +573,12 @@ function treeHTML(t) {
   return html.join("");
 }
 
-async function renderTree(id) {
-  main().innerHTML = `<p class="muted">loading the fork tree…</p>`;
-  try { main().innerHTML = treeHTML(await api.tree(id)); }
+async function renderTree(id, again) {
+  if (!again) { main().innerHTML = `<p class="muted">loading the fork tree…</p>`; state.expanded = new Set(); }
+  let t;
+  try { t = again && state.tree && state.tree.row.id === id ? state.tree : await api.tree(id); state.tree = t; main().innerHTML = treeHTML(t); }
   catch (e) { main().innerHTML = `<p><a href="#/">← executions</a></p><div class="errors">${esc(e.message)}</div>`; return; }
+  main().querySelectorAll("button[data-more]").forEach((b) => { b.onclick = () => { state.expanded.add(b.dataset.more); renderTree(id, true); }; });
   const picked = new Set();
   const button = document.getElementById("bp-compare-branches");
   main().querySelectorAll("input[data-pick]").forEach((cb) => {
@@ -452,9 +605,10 @@ function route() {
 window.addEventListener("hashchange", route);
 (async function start() {
   try {
-    const rows = loadRows();  // the first rows are asked for at once, beside the header's data
-    state.run = await api.run();
-    state.columns = state.columns.length ? state.columns : state.run.columns;
+    state.runs = (await api.runs()).runs;
+    state.run = state.runs[0];
+    state.columns = state.run.columns;
+    const rows = loadRows();  // every run's rows at once
     renderHeader();
     route();
     await rows;
