@@ -45,6 +45,7 @@ from branchpoint.evaluation.tally import (
     OUTCOMES,
     MetricsConfig,
     Sums,
+    budget_summary,
     category_key,
     cell_sums,
     condition_label,
@@ -252,6 +253,21 @@ def compute_metrics(
         "multi_turn": multi_turn(cs, cfg),
         "reasoning_effort": reasoning_effort(cs, cfg),
         "tpc_sensitivity": tpc_sensitivity(per_condition, cfg),
+        "budgets": _budget_section(per_condition, overall, cfg),
+    }
+
+
+def _budget_section(per_condition: dict[str, Sums], overall: Sums, cfg: MetricsConfig) -> dict[str, Any]:
+    """The use of each per-execution budget (search cap, token budget), overall and by condition
+    (`tally.budget_summary`); unavailable when no record states its budgets (foreign traces,
+    runs recorded before records carried a `budget` block)."""
+    total = budget_summary(overall, cfg)
+    if all(v is None for v in total.values()):
+        return {"available": False, "reason": "no record states its budgets (no `budget` block)"}
+    return {
+        "available": True,
+        **total,
+        "by_condition": {label: budget_summary(sums, cfg) for label, sums in per_condition.items()},
     }
 
 

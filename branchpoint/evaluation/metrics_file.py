@@ -335,6 +335,12 @@ class MetricsReport(Stats, _Head):
         description="TPC per condition over a grid of (lam, mu), with the conditions' rank and Kendall's tau "
         "against the order at the run's own (lam, mu) (`evaluation.tpc_sensitivity`).",
     )
+    budgets: dict[str, Any] | None = Field(
+        None,
+        description="Use of each per-execution budget (search cap, token budget): n, mean limit, mean used, "
+        "use share (Σ used / Σ limit), share that reached it, share whose answer it forced; overall and "
+        "by_condition; {available: false} without `budget` blocks in the records.",
+    )
     identical_conditions: list[dict[str, Any]] | None = Field(
         None, description="Sweep conditions that sent identical requests."
     )
