@@ -9,11 +9,12 @@ from branchpoint.agents.policies import (
     resolve_policy,
 )
 from branchpoint.agents.protocols import Decision
-from branchpoint.agents.state import AgentContext, AgentState, initial_state
+from branchpoint.agents.state import AgentContext, AgentState, Budget, initial_state
 
 __all__ = [
     "AgentContext",
     "AgentState",
+    "Budget",
     "Decision",
     "Policy",
     "apply_decision",

@@ -18,6 +18,7 @@ pool.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,8 +27,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from branchpoint.agents.budget import may_search
-from branchpoint.agents.policies import Policy, forced_answer_steps
+from branchpoint.agents.budget import counted, forced_reason, may_search, must_answer
+from branchpoint.agents.policies import Policy, coroutine_function, forced_answer_steps, in_executor
 from branchpoint.agents.state import AgentContext, AgentState
 from branchpoint.agents.steps import as_state, search_step
 from branchpoint.agents.transcript import search_entry
@@ -44,9 +45,12 @@ async def search_node(state: AgentState, runtime: Runtime[AgentContext]) -> dict
     result = await ctx.search.arun(pending["text"], source=state.get("source"))
     docs = [d.model_dump() for d in result.docs]
     k = state.get("searches", 0) + 1
+    entry: dict[str, Any] = dict(search_entry(state, result.query, result.source, len(docs)))
+    if "generated_tokens" in state:  # for the disclosure of the tokens left after this search
+        entry["generated_tokens"] = int(state["generated_tokens"])
     return {
         "steps": [as_state(search_step(result))],  # appended (see `AgentState`)
-        "transcript": [search_entry(state, result.query, result.source, len(docs))],
+        "transcript": [entry],
         "evidence": docs,
         "searches": k,
         "pending": None,
@@ -54,24 +58,58 @@ async def search_node(state: AgentState, runtime: Runtime[AgentContext]) -> dict
     }
 
 
+def _takes_runtime(fn: Any) -> bool:
+    """Whether a decide node takes (state, runtime) rather than (state) alone."""
+    try:
+        inspect.signature(fn).bind(None, None)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def make_decide_node(policy: Policy) -> Any:
+    """The `decide` node for a policy: its node (awaited, or a plain one run in the loop's thread
+    pool, as LangGraph runs one), its update counted against the token budget (`counted`)."""
+    node = coroutine_function(policy.node)
+    takes_runtime = _takes_runtime(policy.node)
+
+    async def decide(state: AgentState, runtime: Runtime[AgentContext]) -> Any:
+        args: tuple[Any, ...] = (state, runtime) if takes_runtime else (state,)
+        if node is not None:
+            update = await node(*args)
+        else:
+            update = await in_executor(policy.node, *args)
+        return counted(state, update, runtime.context)
+
+    decide.__doc__ = getattr(policy.node, "__doc__", None)
+    return decide
+
+
 def make_answer_node(policy: Policy) -> Any:
-    """The `answer` node for a policy: finalise, forcing a last answer when a search was refused."""
+    """The `answer` node for a policy: finalise, forcing a last answer when a search was refused,
+    the search cap or the token budget is reached, or a fork directive says so; each forced step
+    records why (`forced_by`, see `agents.budget.forced_reason`)."""
 
     async def answer(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
         pending: Mapping[str, Any] = state.get("pending") or {}
         if pending.get("action") == "answer":
             return {"final_answer": pending["text"], "pending": None, "boundary": None}
+        reason = forced_reason(state, runtime.context)
         decision = await policy.aforce_answer(state, runtime.context)
-        steps = forced_answer_steps(decision)
+        steps = [{**step, "forced_by": reason} for step in forced_answer_steps(decision)]
         ok = decision.status == "ok"
-        return {
-            "steps": steps,
-            **({"transcript": decision.transcript} if decision.transcript else {}),
-            "final_answer": decision.text if ok else None,
-            "status": decision.status,
-            "pending": None,
-            "boundary": None,
-        }
+        return counted(
+            state,
+            {
+                "steps": steps,
+                **({"transcript": decision.transcript} if decision.transcript else {}),
+                "final_answer": decision.text if ok else None,
+                "status": decision.status,
+                "pending": None,
+                "boundary": None,
+            },
+            runtime.context,
+        )
 
     return answer
 
@@ -80,11 +118,14 @@ def make_answer_node(policy: Policy) -> Any:
 ANSWER_NOW = ("THINK", "STOP")
 
 
-def route_start(state: AgentState) -> str:
+def route_start(state: AgentState, ctx: AgentContext | None = None) -> str:
     """Where an execution starts: `decide` for a new one; for a fork seeded from a checkpoint,
-    `answer` when its directive is THINK / STOP, `search` when a query is pending (SAME, SWITCH)."""
+    `answer` when its directive is THINK / STOP, `search` when a query is pending (SAME, SWITCH);
+    `answer` when the state's token budget is already spent."""
     directive: Mapping[str, Any] = state.get("directive") or {}
     if directive.get("action") in ANSWER_NOW:
+        return "answer"
+    if ctx is not None and must_answer(state, ctx):
         return "answer"
     pending: Mapping[str, Any] = state.get("pending") or {}
     if state.get("boundary") == BOUNDARY_PENDING and pending.get("action") == "search":
@@ -104,7 +145,8 @@ def route_after_decide(state: AgentState) -> str:
 
 
 def route_after_search(state: AgentState, runtime: Runtime[AgentContext]) -> str:
-    """Back to `decide` while the budget allows another search; else to `answer` (forced)."""
+    """Back to `decide` while the search cap allows another search and the token budget is not
+    spent; else to `answer` (forced)."""
     return "decide" if may_search(state, runtime.context) else "answer"
 
 
@@ -113,8 +155,8 @@ def route_after_search(state: AgentState, runtime: Runtime[AgentContext]) -> str
 # 0.3 ms of CPU each; BENCHMARKS.md, "CPU per model call"); these run on the loop.
 
 
-async def _route_start(state: AgentState) -> str:
-    return route_start(state)
+async def _route_start(state: AgentState, runtime: Runtime[AgentContext]) -> str:
+    return route_start(state, runtime.context)
 
 
 async def _route_after_decide(state: AgentState) -> str:
@@ -131,7 +173,7 @@ def build_graph(
     """Compile the agent graph for a policy, checkpointed after every node when a saver is given."""
     builder: StateGraph[AgentState, AgentContext, AgentState, AgentState]
     builder = StateGraph(AgentState, context_schema=AgentContext)
-    builder.add_node("decide", policy.node)
+    builder.add_node("decide", make_decide_node(policy))
     builder.add_node("search", search_node)
     builder.add_node("answer", make_answer_node(policy))
     builder.add_conditional_edges(START, _route_start, ["decide", "search", "answer"])

@@ -324,7 +324,12 @@ async def fewshot_decision(
     """
     offered = allow_search if offered is None else offered
     prompt = prompts.fewshot_prompt(
-        state["question"], state.get("evidence", []), offered, ctx.evidence_words, state.get("history")
+        state["question"],
+        state.get("evidence", []),
+        offered,
+        ctx.evidence_words,
+        state.get("history"),
+        prompts.fewshot_budget_line(state, offered),
     )
     limit = ctx.max_tokens if allow_search else ctx.answer_max_tokens
     calls = []

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from branchpoint.agents import transcript  # the state fields prompts are built from
+from branchpoint.agents import disclosure, transcript  # the state fields prompts are built from
 from branchpoint.agents.protocols import JSON_DECISION_PREFIX
 
 FEWSHOT_HEADER = (
@@ -96,11 +96,20 @@ def evidence_lines(evidence: list[dict[str, Any]], words: int) -> list[str]:
     return lines
 
 
-def _block(question: str, evidence: list[str], with_evidence: bool) -> str:
+def _block(question: str, evidence: list[str], with_evidence: bool, budget: str | None = None) -> str:
     out = f"Question: {question}\n"
     if with_evidence:
         out += "Evidence: " + (" ".join(evidence) if evidence else "(none)") + "\n"
+    if budget:
+        out += f"Budget: {budget}\n"
     return out + "Decision: "
+
+
+def fewshot_budget_line(state: Mapping[str, Any], offered: bool) -> str | None:
+    """The `Budget:` line of the few-shot prompt's current block (see `agents.disclosure`): the
+    limits (`start`), and under `every_step` the budget left at this state; None when hidden."""
+    parts = [disclosure.start_text(state, search=offered), disclosure.current_left_text(state, search=offered)]
+    return " ".join(p for p in parts if p) or None
 
 
 def fewshot_prompt(
@@ -109,11 +118,13 @@ def fewshot_prompt(
     allow_search: bool,
     evidence_words: int,
     history: list[dict[str, str]] | None = None,
+    budget: str | None = None,
 ) -> str:
     """A completion prompt ending in JSON_DECISION_PREFIX, so the model writes the decision.
 
     Earlier turns of a multi-turn conversation (`history`) come right before the question, as
-    answered blocks.
+    answered blocks. `budget` is the disclosed budget (`fewshot_budget_line`), a `Budget:` line
+    of the question's own block (the examples have none).
     """
     header = FEWSHOT_HEADER if allow_search else FEWSHOT_NO_SEARCH_HEADER
     examples = FEWSHOT_EXAMPLES if allow_search else FEWSHOT_NO_SEARCH_EXAMPLES
@@ -126,7 +137,7 @@ def fewshot_prompt(
         parts.append(f"Question: {turn['question']}\nDecision: {decision}\n\n")
     # Evidence in hand is always shown, also where search is no longer offered (a forced answer
     # in the no-search prompt): an answer "from the evidence you have" must see it.
-    parts.append(_block(question, evidence_lines(evidence, evidence_words), allow_search or bool(evidence)))
+    parts.append(_block(question, evidence_lines(evidence, evidence_words), allow_search or bool(evidence), budget))
     return "".join(parts) + JSON_DECISION_PREFIX
 
 
@@ -209,14 +220,16 @@ def chat_messages(
     reasoning text of earlier turns is kept in the transcript but not resent (vLLM's reasoning
     parsers and chat templates drop it from earlier turns).
     """
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt(tools=tools, allow_search=allow_search, variant=variant)}
-    ]
+    system = system_prompt(tools=tools, allow_search=allow_search, variant=variant)
+    limits = disclosure.start_text(state, search=allow_search)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system + (f"\n\n{limits}" if limits else "")}]
     for turn in state.get("history") or []:
         messages += [{"role": "user", "content": turn["question"]}, {"role": "assistant", "content": turn["answer"]}]
     messages.append({"role": "user", "content": state["question"]})
-    for entry, docs in transcript.searches(state):
+    for i, (entry, docs) in enumerate(transcript.searches(state)):
         model = entry.get("turn") or {}
+        left = disclosure.entry_left_text(state, i, entry)
+        after = f"\n\n{left}" if left else ""
         if tools:
             call_id = model.get("call_id") or "call_0"
             messages.append(
@@ -232,13 +245,15 @@ def chat_messages(
                     ],
                 }
             )
-            messages.append({"role": "tool", "tool_call_id": call_id, "content": format_docs(docs, evidence_words)})
+            messages.append(
+                {"role": "tool", "tool_call_id": call_id, "content": format_docs(docs, evidence_words) + after}
+            )
         else:
             messages.append({"role": "assistant", "content": tagged_search_turn(model.get("content"), entry["query"])})
             messages.append(
                 {
                     "role": "user",
-                    "content": f"<information>{format_docs(docs, evidence_words)}</information>",
+                    "content": f"<information>{format_docs(docs, evidence_words)}</information>{after}",
                 }
             )
     return messages
@@ -302,15 +317,21 @@ def searchr1_messages(state: Mapping[str, Any], *, forced: bool = False) -> list
     Search-R1 concatenates responses and observations into one sequence. The client asks the
     server to continue that message (vLLM's `continue_final_message`; llama.cpp continues a final
     assistant message by itself), so the model sees what Search-R1's model sees: the chat template
-    applied to the prompt, then the sequence. A forced answer ends the sequence with `<answer>`."""
+    applied to the prompt, then the sequence. A forced answer ends the sequence with `<answer>`.
+    A disclosed budget (`agents.disclosure`) is a line after the prompt's question (the prompt
+    itself is kept word for word); under `every_step` the budget left follows each
+    `<information>` block of the sequence."""
     messages: list[dict[str, Any]] = []
     for turn in state.get("history") or []:
         messages += [{"role": "user", "content": turn["question"]}, {"role": "assistant", "content": turn["answer"]}]
-    messages.append({"role": "user", "content": SEARCHR1_PROMPT.format(question=searchr1_question(state["question"]))})
-    sequence = "".join(
-        tagged_search_turn((entry.get("turn") or {}).get("content"), entry["query"]) + searchr1_information(docs)
-        for entry, docs in transcript.searches(state)
-    )
+    prompt = SEARCHR1_PROMPT.format(question=searchr1_question(state["question"]))
+    limits = disclosure.start_text(state, search=True)
+    messages.append({"role": "user", "content": prompt + (f"{limits}\n" if limits else "")})
+    sequence = ""
+    for i, (entry, docs) in enumerate(transcript.searches(state)):
+        left = disclosure.entry_left_text(state, i, entry)
+        sequence += tagged_search_turn((entry.get("turn") or {}).get("content"), entry["query"])
+        sequence += searchr1_information(docs) + (f"{left}\n\n" if left else "")
     if forced:
         sequence += SEARCHR1_ANSWER_OPEN
     if sequence:

@@ -54,6 +54,17 @@ class Directive(TypedDict):
     source: NotRequired[str]
 
 
+class Budget(TypedDict):
+    """What the model is told of its budgets (the `budget` channel, set in the initial state when
+    the spec discloses a budget or sets a token budget; see `branchpoint.agents.disclosure`): the
+    disclosure mode, the execution's search cap and its token budget. A fork branch inherits it, so
+    it is told what its parent was told (not the branch's own search budget)."""
+
+    disclosure: str
+    search_cap: int
+    token_budget: int | None
+
+
 def append_items(current: list[Any], writes: Sequence[list[Any]]) -> list[Any]:
     """The `steps` / `evidence` reducer: append each write's items, in order (batching-invariant,
     as `DeltaChannel` requires)."""
@@ -76,16 +87,32 @@ class AgentState(TypedDict, total=False):
     final_answer: str | None
     directive: Directive | None
     history: list[dict[str, str]]
+    #: Disclosed budgets (absent: nothing disclosed, no token budget; see `Budget`).
+    budget: Budget | None
+    #: Generated tokens so far on this execution's path (written only under a token budget).
+    generated_tokens: int
 
 
 def initial_state(
-    question_id: str, question: str, source: str, history: list[dict[str, str]] | None = None
+    question_id: str,
+    question: str,
+    source: str,
+    history: list[dict[str, str]] | None = None,
+    budget: Budget | None = None,
 ) -> AgentState:
     """The state before the first decision (the `initial` boundary).
 
     `history` holds earlier turns of a multi-turn conversation: [{"question", "answer"}, ...].
+    `budget` (see `Budget`) is stored only when given, and `generated_tokens` only under a token
+    budget, so states of specs that use neither are what they were before these channels.
     """
+    extra: dict[str, Any] = {}
+    if budget is not None:
+        extra["budget"] = budget
+        if budget.get("token_budget") is not None:
+            extra["generated_tokens"] = 0
     return AgentState(
+        **extra,  # type: ignore[typeddict-item]
         question_id=question_id,
         question=question,
         history=list(history or []),
@@ -122,6 +149,8 @@ class AgentContext:
     options: dict[str, Any] = field(default_factory=dict)
     #: How the tagged policy sends its transcript: `chat` or `searchr1` (`prompts.TAGGED_PROTOCOLS`).
     protocol: str = "chat"
+    #: Most generated tokens per execution (None: no token budget; see `agents.budget`).
+    token_budget: int | None = None
 
     @property
     def offers_search(self) -> bool:

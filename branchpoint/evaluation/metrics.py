@@ -48,6 +48,7 @@ from branchpoint.evaluation.tally import (
     OUTCOMES,
     MetricsConfig,
     Sums,
+    budget_summary,
     category_key,
     cell_sums,
     condition_label,
@@ -280,11 +281,26 @@ def compute_metrics(
             simulated=simulated,
         ),
         "tpc_sensitivity": tpc_sensitivity(per_condition, cfg),
+        "budgets": _budget_section(per_condition, overall, cfg),
     }
     epochs = epoch_metrics(rows, judge_name, cells.questions, cells.boot, cfg, labels)
     if epochs is not None:  # some question ran more than once under a condition (`run.epochs`)
         out["epochs"] = epochs
     return out
+
+
+def _budget_section(per_condition: dict[str, Sums], overall: Sums, cfg: MetricsConfig) -> dict[str, Any]:
+    """The use of each per-execution budget (search cap, token budget), overall and by condition
+    (`tally.budget_summary`); unavailable when no record states its budgets (foreign traces,
+    runs recorded before records carried a `budget` block)."""
+    total = budget_summary(overall, cfg)
+    if all(v is None for v in total.values()):
+        return {"available": False, "reason": "no record states its budgets (no `budget` block)"}
+    return {
+        "available": True,
+        **total,
+        "by_condition": {label: budget_summary(sums, cfg) for label, sums in per_condition.items()},
+    }
 
 
 def _no_search_rows(records: Sequence[ExecutionRecord], judge: str) -> list[dict[str, Any]]:

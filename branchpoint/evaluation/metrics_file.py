@@ -476,6 +476,12 @@ class MetricsReport(Stats, _Head):
         description="pass@k, pass^k, flip rate and ICC(1) of the decisions per condition and category, where a "
         "question ran more than once under a condition (`run.epochs`; `evaluation.epochs`).",
     )
+    budgets: dict[str, Any] | None = Field(
+        None,
+        description="Use of each per-execution budget (search cap, token budget): n, mean limit, mean used, "
+        "use share (Σ used / Σ limit), share that reached it, share whose answer it forced; overall and "
+        "by_condition; {available: false} without `budget` blocks in the records.",
+    )
     identical_conditions: list[dict[str, Any]] | None = Field(
         None, description="Sweep conditions that sent identical requests."
     )

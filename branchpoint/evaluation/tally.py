@@ -197,6 +197,16 @@ def tpc_value(total_cost: float, n_correct: float) -> float:
 # Rows and sums
 # --------------------------------------------------------------------------------------------
 
+#: The per-execution budgets a record's `budget` block reports (`agents.budget.budget_block`):
+#: the search cap and the token budget, each with its limit field and its use field.
+BUDGETS: dict[str, tuple[str, str]] = {
+    "search_cap": ("search_cap", "searches"),
+    "token_budget": ("token_budget", "tokens"),
+}
+#: Per budget: executions that had it, the limit and the use (summed), executions that reached
+#: it (use ≥ limit), executions whose answer it forced (`forced_by`).
+BUDGET_QUANTITIES: tuple[str, ...] = ("n", "limit", "used", "hit", "forced")
+
 COLUMNS: tuple[str, ...] = (
     "n",
     "answerable",
@@ -227,6 +237,7 @@ COLUMNS: tuple[str, ...] = (
     "ev_ans_unparseable",
     *(f"ev_{g}" for g in EVIDENCE_GROUPS),
     *(f"ev_{g}_abstained" for g in EVIDENCE_GROUPS),
+    *(f"{b}_{q}" for b in BUDGETS for q in BUDGET_QUANTITIES),
 )
 _INDEX = {name: i for i, name in enumerate(COLUMNS)}
 
@@ -302,7 +313,29 @@ def record_row(record: ExecutionRecord, judge: str, cfg: MetricsConfig) -> np.nd
         put("ev_ans_positive", pos)
         put("ev_ans_negative", neg)
         put("ev_ans_unparseable", bad)
+    for name, value in budget_row(record).items():
+        put(name, value)
     return row
+
+
+def budget_row(record: ExecutionRecord) -> dict[str, float]:
+    """The budget quantities of one record from its `budget` block (none without one, or for a
+    budget it did not have): per budget `n` = 1, `limit`, `used`, `hit` (used ≥ limit) and
+    `forced` (its answer forced by that budget)."""
+    block = (record.model_extra or {}).get("budget")
+    out: dict[str, float] = {}
+    if not isinstance(block, dict):
+        return out
+    for name, (limit_key, used_key) in BUDGETS.items():
+        limit, used = block.get(limit_key), block.get(used_key)
+        if not isinstance(limit, (int, float)) or limit <= 0 or not isinstance(used, (int, float)):
+            continue
+        out[f"{name}_n"] = 1
+        out[f"{name}_limit"] = float(limit)
+        out[f"{name}_used"] = float(used)
+        out[f"{name}_hit"] = float(used >= limit)
+        out[f"{name}_forced"] = float(block.get("forced_by") == name)
+    return out
 
 
 class Sums:
@@ -413,6 +446,27 @@ def summary(s: Sums, cfg: MetricsConfig) -> dict[str, Any]:
     set_stat(out, "mean_model_latency_s", *s.ratio("model_latency_s", "has_model_steps"), cfg)
     set_stat(out, "mean_model_call_latency_s", *s.ratio("model_latency_s", "model_calls"), cfg)
     set_stat(out, "mean_search_latency_s", *s.ratio("search_latency_s", "n"), cfg)
+    return out
+
+
+def budget_summary(s: Sums, cfg: MetricsConfig) -> dict[str, Any]:
+    """How much of each per-execution budget was used (`agent.search_cap`, `agent.token_budget`),
+    over the executions whose record states that budget (its `budget` block), TPC-style: ratios
+    of sums, each with its interval. Per budget: `n`, `mean_limit`, `mean_used` (Σ used / n),
+    `use_share` (Σ used / Σ limit), `hit_share` (share with used ≥ limit), `forced_share` (share
+    whose answer that budget forced); None for a budget no execution had."""
+    out: dict[str, Any] = {}
+    for name in BUDGETS:
+        n = s.count(f"{name}_n")
+        if n == 0:
+            out[name] = None
+            continue
+        entry: dict[str, Any] = {"n": n, "mean_limit": s.total(f"{name}_limit") / n}
+        set_stat(entry, "mean_used", *s.ratio(f"{name}_used", f"{name}_n"), cfg)
+        set_stat(entry, "use_share", *s.ratio(f"{name}_used", f"{name}_limit"), cfg)
+        set_stat(entry, "hit_share", *s.ratio(f"{name}_hit", f"{name}_n"), cfg)
+        set_stat(entry, "forced_share", *s.ratio(f"{name}_forced", f"{name}_n"), cfg)
+        out[name] = entry
     return out
 
 

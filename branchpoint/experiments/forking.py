@@ -197,7 +197,7 @@ async def run_branch(
     except TransportError as exc:
         return incomplete_record(identity, time.perf_counter() - start, str(exc))
     wall = time.perf_counter() - start
-    record = record_from_state(final, identity, wall, ids, searches_before=int(values.get("searches", 0)))
+    record = record_from_state(final, identity, wall, ids, searches_before=int(values.get("searches", 0)), ctx=ctx)
     extra = record.model_dump()
     extra["prefix"] = _prefix(parent, values)
     extra["directive"] = state["directive"]

@@ -21,11 +21,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from branchpoint.agents import (
     AgentContext,
+    Budget,
     build_graph,
     initial_state,
     recursion_limit,
     resolve_policy,
 )
+from branchpoint.agents.budget import budget_block
 from branchpoint.checkpoints.store import adelete_threads, open_async_checkpointer
 from branchpoint.datasets import balanced_sample, load_questions
 from branchpoint.datasets.questions import Question
@@ -437,11 +439,14 @@ def record_from_state(
     wall_s: float,
     checkpoint_ids: list[str] | None,
     searches_before: int = 0,
+    ctx: AgentContext | None = None,
 ) -> ExecutionRecord:
     """The trace record of a finished execution, from the graph's final state.
 
     `searches_before` is the number of searches already in the state it started from (non-zero
-    for forks), so the record counts only its own search calls.
+    for forks), so the record counts only its own search calls. With the execution's context
+    `ctx`, the record carries its `budget` block (`agents.budget.budget_block`: the limits, what
+    the path used of them, and why its answer was forced).
     """
     steps = [Step.model_validate(s) for s in values.get("steps", [])]
     usages = [s.usage for s in steps if s.usage is not None]
@@ -456,6 +461,7 @@ def record_from_state(
         reasoning_tokens=sum(u.reasoning_tokens or 0 for u in usages),
         wall_s=wall_s,
         checkpoint_ids=checkpoint_ids,
+        **({"budget": budget_block(values, ctx)} if ctx is not None else {}),
     )
 
 
@@ -490,14 +496,16 @@ async def run_one(
         "configurable": {"thread_id": planned.execution_id},
         "recursion_limit": recursion_limit(spec.agent.search_cap),
     }
-    state = initial_state(planned.question.id, planned.question.question, spec.retrieval.default, planned.history)
+    state = initial_state(
+        planned.question.id, planned.question.question, spec.retrieval.default, planned.history, disclosed_budget(spec)
+    )
     start = time.perf_counter()
     try:
         values, ids = await stream_recording(graph, state, config, ctx)
     except TransportError as exc:
         return incomplete_record(identity_fields(planned, run_id), time.perf_counter() - start, str(exc))
     wall = time.perf_counter() - start
-    return record_from_state(values, identity_fields(planned, run_id), wall, ids)
+    return record_from_state(values, identity_fields(planned, run_id), wall, ids, ctx=ctx)
 
 
 def agent_context(spec: ExperimentSpec, client: ModelClient, pool: SourcePool, question: Any = None) -> AgentContext:
@@ -514,7 +522,18 @@ def agent_context(spec: ExperimentSpec, client: ModelClient, pool: SourcePool, q
         malformed_retries=agent.malformed_retries,
         prompt=agent.prompt,
         protocol=agent.protocol,
+        token_budget=agent.token_budget,
     )
+
+
+def disclosed_budget(spec: ExperimentSpec) -> Budget | None:
+    """The initial state's `budget` channel for a condition's spec: the disclosure mode, the
+    search cap and the token budget; None when nothing is disclosed and no token budget is set
+    (so states and requests of such specs are as they were before the channel existed)."""
+    agent = spec.agent
+    if agent.budget_disclosure == "hidden" and agent.token_budget is None:
+        return None
+    return Budget(disclosure=agent.budget_disclosure, search_cap=agent.search_cap, token_budget=agent.token_budget)
 
 
 def with_request_log(

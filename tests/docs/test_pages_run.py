@@ -23,6 +23,7 @@ from tests.evaluation.fake_openai import fake_openai
 #: and validation pages run whole studies (minutes on 2 cores).
 PAGES = [
     ("quickstart", ()),
+    ("agents", ()),
     ("specs", ()),
     ("conditions", ()),
     ("evaluation", ()),

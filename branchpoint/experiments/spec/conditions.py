@@ -15,6 +15,18 @@ from branchpoint.experiments.spec.paths import resolve_condition_paths
 from branchpoint.experiments.spec.sections import ExperimentSpec
 
 
+def _left_out_field(keys: list[str]) -> bool:
+    """Whether `keys` names a setting a dump leaves out at its default (e.g. `agent.protocol`,
+    `agent.budget_disclosure`: see `AgentSpec._dump_new_fields_if_set`), so it may be swept too."""
+    model: Any = ExperimentSpec
+    for key in keys:
+        fields = getattr(model, "model_fields", None)
+        if not fields or key not in fields:
+            return False
+        model = fields[key].annotation
+    return True
+
+
 def set_sweep_value(data: dict[str, Any], dotted: str, value: Any, source: str) -> None:
     """Apply one sweep axis value to raw spec data (a mapping merges into a section)."""
     keys = dotted.split(".")
@@ -26,7 +38,7 @@ def set_sweep_value(data: dict[str, Any], dotted: str, value: Any, source: str) 
                 f'{source}: field "sweep.{dotted}": {key!r} is not a section of the spec{did_you_mean(key, sections)}'
             )
         node = node[key]
-    if not isinstance(node, dict) or keys[-1] not in node:
+    if not isinstance(node, dict) or (keys[-1] not in node and not _left_out_field(keys)):
         hint = did_you_mean(keys[-1], node) if isinstance(node, dict) else ""
         raise InputError(f'{source}: field "sweep.{dotted}": no such setting {keys[-1]!r}{hint}')
     if isinstance(value, dict) and isinstance(node[keys[-1]], dict):

@@ -87,6 +87,19 @@ class AgentSpec(_Strict):
         "turn) or `searchr1` (Search-R1's own prompt and rollout: one sequence with each search's "
         "`<information>` block inline, continued by the server).",
     )
+    budget_disclosure: Literal["hidden", "start", "every_step"] = Field(
+        "hidden",
+        description="What the model is told of its budgets: `hidden` (nothing), `start` (the search cap, and the "
+        "token budget if set, once in the prompt), `every_step` (that, and after every search how many "
+        "searches, and tokens, are left). See docs/agents.md, Budget disclosure and token budget.",
+    )
+    token_budget: int | None = Field(
+        None,
+        ge=1,
+        description="Most generated tokens per execution (completion tokens of every model call, reasoning "
+        "included, as the server counts them); checked before each decision: once reached, the answer is "
+        "forced as at the search cap (recorded as forced_by: token_budget). null: no token budget.",
+    )
 
     @model_validator(mode="after")
     def _searchr1_is_the_tagged_policy(self) -> AgentSpec:
@@ -105,12 +118,19 @@ class AgentSpec(_Strict):
 
     @model_serializer(mode="wrap")
     def _dump_new_fields_if_set(self, handler: Any) -> Any:
-        """`protocol` is dumped only when set otherwise than `chat`: condition fingerprints (and
-        so execution ids) of earlier specs do not change."""
+        """`protocol`, `budget_disclosure` and `token_budget` are dumped only when set otherwise
+        than their defaults: condition fingerprints (and so execution ids) of earlier specs do not
+        change."""
         data = handler(self)
-        if isinstance(data, dict) and data.get("protocol") == "chat":
-            del data["protocol"]
+        if isinstance(data, dict):
+            for name, default in _NEW_FIELD_DEFAULTS.items():
+                if name in data and data[name] == default:
+                    del data[name]
         return data
+
+
+#: Agent fields added after runs were recorded, with the default a dump leaves out.
+_NEW_FIELD_DEFAULTS: dict[str, Any] = {"protocol": "chat", "budget_disclosure": "hidden", "token_budget": None}
 
 
 class MultiTurnSpec(_Strict):

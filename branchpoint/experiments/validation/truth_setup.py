@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from branchpoint.errors import InputError
 from branchpoint.experiments.runner import SourcePool
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.store import RunStore
@@ -34,6 +35,8 @@ def agent_model(spec: ExperimentSpec, profile: Profile, style: Style) -> AgentMo
         malformed_retries=spec.agent.malformed_retries,
         evidence_words=spec.agent.evidence_words,
         offers_search=spec.agent.search,
+        disclosure=spec.agent.budget_disclosure,
+        shown_cap=spec.agent.search_cap,
     )
 
 
@@ -45,7 +48,11 @@ def truth_model(
     own code against every reply the simulator can give (so a policy that overrides the model
     gets its own truth). A chat `module:function` policy is taken to follow the model."""
     agent = agent_model(spec, profile, style)
+    if spec.agent.token_budget is not None:
+        raise InputError("agent.token_budget: the simulator's truth does not model a token budget; leave it unset")
     if settings.policy not in POLICY_STYLES and style == "completion":
+        if agent.disclosure != "hidden":
+            raise InputError("agent.budget_disclosure: the truth of a module:function policy covers `hidden` only")
         from branchpoint.agents import resolve_policy
 
         return PolicyTruth(profile, bank, resolve_policy(settings.policy), agent, search)

@@ -7,6 +7,7 @@ What it reads from a request (`observe`, in `branchpoint.models.sim.observe`):
 - the passages shown (chat: `Doc i(Title: t) text` lines in tool results or `<information>`;
   completion: the `[i] "Title" text` items of the last `Evidence:` line), distinct by
   (title, text);
+- the searches left that the request discloses (`observe.disclosed_left`; None when hidden);
 - whether it may search (chat: a `search` tool offered, or the tagged-text system prompt with
   `<search>`; completion: the search header of the few-shot prompt, and a grammar that allows
   `search`), whether output is constrained (a grammar or structured output: never malformed),
@@ -24,7 +25,9 @@ functions of (question, these features, effort) only, which is what makes the tr
 - answer: answerable → correct with 1 − (1 − prior_q)(1 − lift·gold); the rest abstains with
   σ(a_ans + n_neg·w_neg + n_pos·w_pos), else one of four wrong answers (equally likely).
   Unanswerable → abstains with σ(a_category + n_neg·w_neg + n_pos·w_pos), else a wrong answer.
-- search (when allowed): σ(base + effort + unanswerable + gold·gold_shown + n·per_passage).
+- search (when allowed): σ(base + effort + unanswerable + gold·gold_shown + n·per_passage
+  [+ scarcity / left where the request discloses `left` searches left: `agent.budget_disclosure`'s
+  countdown, or the cap its `start` text states; nothing when the budget is hidden]).
 - query: the question itself with `direct_query`, else the last shown passage's title followed
   by the question (with no passage shown: the question followed by "facts").
 
@@ -282,13 +285,18 @@ def is_success(question: Question | None, answer: str | None) -> bool:
     return answer == abstain_text(question)
 
 
-def search_prob(profile: Profile, question: Question | None, f: Features, effort: str) -> float:
-    """P(SEARCH) at temperature 1 when searching is allowed."""
+def search_prob(
+    profile: Profile, question: Question | None, f: Features, effort: str, searches_left: int | None = None
+) -> float:
+    """P(SEARCH) at temperature 1 when searching is allowed; `searches_left` is the number of
+    searches the request says are left (None: no budget disclosed), adding `scarcity / left`."""
     s = profile.search
     unanswerable = question is not None and not question.answerable
     logit = (
         s.base + s.effort.get(effort, 0.0) + s.unanswerable * unanswerable + s.gold_shown * f.gold + s.per_passage * f.n
     )
+    if searches_left is not None and searches_left > 0:
+        logit += s.scarcity / searches_left
     return sigmoid(logit)
 
 
@@ -466,7 +474,7 @@ def generate(
         abstains = answer == abstain_text(obs.question)
         return Reply("text", f"ABSTAIN: {answer}" if abstains else "ANSWERABLE", reasoning, n_reason)
     if obs.can_search:
-        p = search_prob(profile, obs.question, f, obs.effort)
+        p = search_prob(profile, obs.question, f, obs.effort, obs.searches_left)
         decision = (
             "search" if obs.tool_required else draw(rng, reshape({"search": p, "answer": 1 - p}, temperature, top_p))
         )

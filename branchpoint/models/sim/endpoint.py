@@ -55,6 +55,9 @@ def truth_endpoint(profile: Profile, bank: QuestionBank, spec_path: str) -> Call
             malformed_retries=spec.agent.malformed_retries,
             evidence_words=int(body.get("evidence_words", spec.agent.evidence_words)),
             offers_search=spec.agent.search,
+            # what the state was told of its budget (a branch: its parent's), else the spec's
+            disclosure=str((state.get("budget") or {}).get("disclosure", spec.agent.budget_disclosure)),
+            shown_cap=int((state.get("budget") or {}).get("search_cap", spec.agent.search_cap)),
         )
         truth = TruthModel(profile, bank, agent, search)
         values = {}

@@ -6,10 +6,12 @@ shown (`Doc i(Title: t) text` lines in tool results, `<information>` turns, or t
 `<information>` blocks of a final assistant sequence, the `searchr1` protocol's), whether it may
 search (a `search` tool offered, the tagged-text system prompt with `<search>`, or Search-R1's
 prompt, unless the sequence ends with an opened `<answer>`: its forced answer), structured output as vLLM reads it (`structured_of`), the thinking-token
-budget, and the reasoning effort (`reasoning_effort`;
+budget, the searches left it discloses (`disclosed_left`: `agent.budget_disclosure`'s text), and the
+reasoning effort (`reasoning_effort`;
 `chat_template_kwargs.enable_thinking`; else the profile's default). From a few-shot completion
 request (`observe_completion`): the last `Question:` block, the `[i] "Title" text` items of its
-`Evidence:` line, and whether the search header and grammar allow `search`. The distributions of
+`Evidence:` line, its `Budget:` line (the searches left), and whether the search header and grammar
+allow `search`. The distributions of
 the reply are in `behaviour`.
 """
 
@@ -51,6 +53,22 @@ class Observation:
     #: The request continues an assistant sequence that ends with an opened `<answer>` (the
     #: `searchr1` protocol's forced answer): the reply is the answer and `</answer>`.
     continues_answer: bool = False
+    #: The searches left that the request discloses (`disclosed_left`; None: no budget disclosed).
+    searches_left: int | None = None
+
+
+def disclosed_left(texts: list[str]) -> int | None:
+    """The searches left a request discloses (`agents.disclosure`): the last countdown
+    ("Searches left: L of N.") in its texts, else the cap a `start` text states ("You may search
+    at most N times"), else None."""
+    from branchpoint.agents.disclosure import LEFT_PATTERN, START_PATTERN
+
+    for pattern in (LEFT_PATTERN, START_PATTERN):
+        found = [m for text in texts for m in pattern.findall(text)]
+        if found:
+            last = found[-1]
+            return int(last[0] if isinstance(last, tuple) else last)
+    return None
 
 
 def _content(message: Mapping[str, Any]) -> str:
@@ -119,7 +137,8 @@ def searchr1_question(text: str) -> str | None:
     head, _, tail = prompts.SEARCHR1_PROMPT.partition("{question}")
     if not text.startswith(head):
         return None
-    return text[len(head) :].removesuffix(tail).strip()
+    # the question's line (a disclosed budget is a line after it)
+    return text[len(head) :].removesuffix(tail).partition("\n")[0].strip()
 
 
 def information_passages(text: str) -> list[Passage]:
@@ -146,8 +165,8 @@ def observe_chat(profile: Profile, bank: QuestionBank, body: Mapping[str, Any]) 
         if m.get("role") == "tool":
             passages += chat_passages(text)
         elif m.get("role") == "user":
-            if text.startswith("<information>"):
-                passages += chat_passages(text.removeprefix("<information>").removesuffix("</information>"))
+            if text.startswith("<information>"):  # a disclosed countdown may follow the block
+                passages += chat_passages(text.removeprefix("<information>").partition("</information>")[0])
             elif searchr1_question(text) is not None:
                 candidates.append(searchr1_question(text) or "")
             elif text.strip() not in instructions:
@@ -187,6 +206,7 @@ def observe_chat(profile: Profile, bank: QuestionBank, body: Mapping[str, Any]) 
         or (isinstance(tool_choice, dict) and (tool_choice.get("function") or {}).get("name") == "search"),
         thinking_budget=vllm_rules.thinking_budget(body),
         continues_answer=continues_answer,
+        searches_left=disclosed_left([_content(m) for m in messages]) if can_search else None,
     )
 
 
@@ -198,10 +218,12 @@ def observe_completion(profile: Profile, bank: QuestionBank, body: Mapping[str, 
         prompt = prompt[0] if prompt and isinstance(prompt[0], str) else ""
     block = prompt.rsplit("Question: ", 1)[-1] if "Question: " in prompt else ""
     question_text, _, rest = block.partition("\n")
-    evidence_line = ""
+    evidence_line = budget_line = ""
     for line in rest.split("\n"):
         if line.startswith("Evidence: "):
             evidence_line = line.removeprefix("Evidence: ")
+        elif line.startswith("Budget: "):
+            budget_line = line.removeprefix("Budget: ")
     structured = structured_of(body)
     grammar = (structured or {}).get("grammar")
     offered = prompt.startswith(prompts.FEWSHOT_HEADER)
@@ -215,4 +237,5 @@ def observe_completion(profile: Profile, bank: QuestionBank, body: Mapping[str, 
         constrained=structured is not None,
         effort="none",
         structured=structured,
+        searches_left=disclosed_left([budget_line]) if can_search else None,
     )

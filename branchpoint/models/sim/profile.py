@@ -79,6 +79,12 @@ class Search(_Strict):
     unanswerable: float = Field(0.0, description="Added on unanswerable questions.")
     gold_shown: float = Field(-3.0, description="Added when a gold-bearing passage is shown.")
     per_passage: float = Field(-0.6, description="Added per distinct passage shown.")
+    scarcity: float = Field(
+        -1.0,
+        description="Added to the logit, divided by the searches left, when the request discloses how many are "
+        "left (`agent.budget_disclosure`: the countdown of `every_step`, else the cap stated by `start`): told one "
+        "search is left, the logit falls by 1; told ten, by 0.1. Nothing is added when no budget is disclosed.",
+    )
     direct_query: float = Field(
         0.7,
         ge=0,

@@ -17,6 +17,10 @@ passages in hand. The agent graph it mirrors (`branchpoint.agents.graph`):
 - the forced answer is one call without search (chat: its failure probability; `constrained`:
   grammar calls only).
 
+Budget disclosure (`AgentModel.disclosure`) enters only through the searches left the simulator
+is told (`AgentModel.searches_left`); a token budget (`agent.token_budget`) is not modelled: the
+truth is that of executions without one.
+
 Continuations at a state x with k searches and budget b: THINK / STOP = the forced answer from
 x's passages; SEARCH = `decide` with cap k + b (at a pending query: run it first on x's source,
 SWITCH: on the other source); `natural` = `decide` from the initial state with the run's cap.
@@ -77,6 +81,20 @@ class AgentModel:
     evidence_words: int = 60
     offers_search: bool = True  # the spec offers the search tool (agent.search)
     thinking_budget: int | None = None  # the chat calls' thinking_token_budget (None: none sent)
+    #: `agent.budget_disclosure` and the run's search cap it discloses (the simulator reads the
+    #: searches left: `behaviour.search_prob`); under a disclosure the completion prompt carries a
+    #: `Budget:` line the cost model does not build, so costs are then not modelled (NaN).
+    disclosure: str = "hidden"
+    shown_cap: int | None = None
+
+    def searches_left(self, k: int, cap: int) -> int | None:
+        """The searches left the prompt discloses with k searches done (None: hidden): the
+        disclosed cap minus k under `every_step`, the cap itself under `start` (which states only
+        the cap); the disclosed cap is the run's, also in a fork branch with its own budget."""
+        if self.disclosure == "hidden":
+            return None
+        shown = self.shown_cap if self.shown_cap is not None else cap
+        return shown - k if self.disclosure == "every_step" else shown
 
     @property
     def chat_effort(self) -> str:
@@ -112,7 +130,7 @@ class TruthModel:
 
     def __post_init__(self) -> None:
         a = self.agent
-        if a.style == "completion":
+        if a.style == "completion" and a.disclosure == "hidden":
             self._costs = CompletionCosts(
                 self.profile,
                 a.temperature,
@@ -187,7 +205,7 @@ class TruthModel:
         """True when a search adds no passage and the policy's next prompt is then the same as
         this one: the few-shot completion prompt shows only the passages (chat transcripts grow
         with every search, so their next request differs and draws afresh)."""
-        if self.agent.style != "completion":
+        if self.agent.style != "completion" or self.agent.disclosure == "every_step":  # its countdown changes
             return False
         return tuple(distinct([*passages, *self.retrieved(query, source)])) == passages
 
@@ -229,7 +247,7 @@ class TruthModel:
         ps = 0.0
         if can_search:
             f = features(question, passages)
-            p_search = search_prob(self.profile, question, f, a.chat_effort)
+            p_search = search_prob(self.profile, question, f, a.chat_effort, a.searches_left(k, cap))
             ps = reshape({"search": p_search, "answer": 1.0 - p_search}, a.temperature, a.top_p).get("search", 0.0)
         # given a usable reply: P(success), E[searches], E[input / output tokens after the calls]
         p = (1.0 - ps) * answer
