@@ -20,19 +20,21 @@ from branchpoint.traces import Step
 def model_step(kind: str, call: ModelCall, action: str | None, text: str | None) -> Step:
     """The step of one model call: `text` is the parsed action text where the call gave one,
     `raw` what the model returned, `reasoning` the reasoning text (kept beside the contract's
-    fields)."""
-    return Step.model_validate(
-        {
-            "kind": kind,
-            "action": action,
-            "text": text,
-            "raw": call.text,
-            "usage": call.usage.model_dump(),
-            "latency_s": call.latency_s,
-            "finish_reason": call.finish_reason,
-            "reasoning": call.reasoning,
-        }
-    )
+    fields), `logprobs` the decision record of a reply that came with log probabilities
+    (`agents.decision_logprobs`)."""
+    fields: dict[str, Any] = {
+        "kind": kind,
+        "action": action,
+        "text": text,
+        "raw": call.text,
+        "usage": call.usage.model_dump(),
+        "latency_s": call.latency_s,
+        "finish_reason": call.finish_reason,
+        "reasoning": call.reasoning,
+    }
+    if call.decision_logprobs is not None:  # set only where the reply had log probabilities
+        fields["logprobs"] = call.decision_logprobs
+    return Step.model_validate(fields)
 
 
 def search_step(result: SearchResult) -> Step:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from branchpoint.models.logprobs import TokenLogprob
 from branchpoint.traces import Usage
 
 
@@ -21,7 +22,12 @@ class TransportError(RuntimeError):
 
 @dataclass
 class ModelCall:
-    """What one model call returned, with its cost: usage as reported, latency, finish reason."""
+    """What one model call returned, with its cost: usage as reported, latency, finish reason.
+
+    `logprobs`: the generated tokens with their log probabilities, when the request asked for
+    them (`model.logprobs`) and the server returned them; a policy reads its decision from them
+    into `decision_logprobs` (the compact record its decide step keeps, see
+    `branchpoint.agents.decision_logprobs`); the token list itself is not stored."""
 
     text: str
     usage: Usage
@@ -29,6 +35,8 @@ class ModelCall:
     finish_reason: str | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     reasoning: str | None = None
+    logprobs: list[TokenLogprob] | None = None
+    decision_logprobs: dict[str, Any] | None = None
 
 
 class BlockingModelClient(Protocol):

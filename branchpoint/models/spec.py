@@ -47,7 +47,13 @@ class EmbeddedServerSpec(BaseModel):
 
 #: Fields added after runs were recorded: left out of dumps while at their defaults, so condition
 #: fingerprints (and so execution ids) of earlier specs do not change.
-_MODEL_FIELDS_DUMPED_IF_SET: dict[str, Any] = {"server_kind": "auto", "factory": None, "options": {}, "top_p": None}
+_MODEL_FIELDS_DUMPED_IF_SET: dict[str, Any] = {
+    "server_kind": "auto",
+    "factory": None,
+    "options": {},
+    "top_p": None,
+    "logprobs": None,
+}
 
 
 def _without_defaults(data: Any, defaults: dict[str, Any]) -> Any:
@@ -144,6 +150,14 @@ class ModelSpec(BaseModel):
     )
     seed: int | None = 0
     max_tokens: int = Field(48, ge=1, description="Completion-token limit per model call.")
+    logprobs: int | None = Field(
+        None,
+        ge=0,
+        le=20,
+        description="Top log probabilities per generated token to ask for (chat: logprobs: true, top_logprobs: N; "
+        "completions: logprobs: N); decide steps then record the decision token's (see docs/search-value.md). "
+        "None asks for none.",
+    )
     timeout_s: float = Field(60.0, gt=0)
     retries: int = Field(3, ge=0, description="Retries of a call after a transport fault.")
     max_connections: int | None = Field(

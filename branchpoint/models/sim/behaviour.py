@@ -71,6 +71,9 @@ ABSTAIN_TEXT: dict[str | None, str] = {
 
 REFINED_SUFFIX = "facts"
 
+#: Request fields that ask for token log probabilities: left out of the draws' seed.
+LOGPROB_FIELDS: tuple[str, ...] = ("logprobs", "top_logprobs")
+
 #: What a malformed reply says (no protocol parses it).
 MALFORMED_TEXT = "Let me think about how to"
 
@@ -400,14 +403,16 @@ def call_failure_prob(
 
 
 def request_rng(body: Mapping[str, Any], fallback: np.random.Generator) -> np.random.Generator:
-    """A generator seeded by the request body (its seed included): the same request, the same draws.
+    """A generator seeded by the request body (its seed included): the same request, the same draws
+    (whether or not it asks for log probabilities).
 
-    Without a seed at temperature > 0 the server's own generator is used (not reproducible).
+        Without a seed at temperature > 0 the server's own generator is used (not reproducible).
     """
     temperature = float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0)
     if body.get("seed") is None and temperature > 0:
         return np.random.default_rng(fallback.integers(2**63))
-    material = {k: v for k, v in body.items() if k not in ("stream", "stream_options", "user")}
+    # what asks for log probabilities changes nothing that is drawn (`sim.logprobs`), as in vLLM
+    material = {k: v for k, v in body.items() if k not in ("stream", "stream_options", "user", *LOGPROB_FIELDS)}
     digest = hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).digest()
     return np.random.default_rng(int.from_bytes(digest[:16]))
 
