@@ -88,7 +88,8 @@ def read_completion_logprobs(raw: Any) -> list[TokenLogprob] | None:
     tokens, lps = raw.get("tokens"), raw.get("token_logprobs")
     if not isinstance(tokens, list) or not isinstance(lps, list):
         return None
-    tops = raw.get("top_logprobs") if isinstance(raw.get("top_logprobs"), list) else []
+    given = raw.get("top_logprobs")
+    tops: list[Any] = given if isinstance(given, list) else []
     out = []
     for i, (token, value) in enumerate(zip(tokens, lps)):
         lp = _number(value)

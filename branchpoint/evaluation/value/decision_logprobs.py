@@ -31,6 +31,7 @@ unavailable (skipped, with the reason) when fewer than 2 dev states have them.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -119,7 +120,8 @@ def logprob_forecaster(states: DevView, dev: np.ndarray) -> Forecast:
     pick = fit_rows[states.dev_rows]  # the fitting rows among the dev states, in their order
     d = states.dev_states
     base = _dev_means(states, dev)
-    out, info = [], {"rows_without_logprobs": int((~has).sum()), "fitted_on": int(fit_rows.sum())}
+    out: list[np.ndarray] = []
+    info: dict[str, Any] = {"rows_without_logprobs": int((~has).sum()), "fitted_on": int(fit_rows.sum())}
     for k, (name, role) in enumerate((("think", d.think), ("search", d.search))):
         alpha, beta = logistic_fit(z[fit_rows], role.mean_y[pick], role.m[pick])
         q = 1.0 / (1.0 + np.exp(-(alpha + beta * z)))
