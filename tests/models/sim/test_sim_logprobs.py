@@ -3,16 +3,19 @@ decision probabilities, and nothing else about a reply changes."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
 from branchpoint.agents import prompts
 from branchpoint.agents.decision_logprobs import decision_record
 from branchpoint.models.logprobs import read_chat_logprobs, read_completion_logprobs
-from branchpoint.models.sim.behaviour import features, search_prob
+from branchpoint.models.sim.behaviour import features, request_rng, search_prob
 from branchpoint.models.sim.logprobs import sim_tokens
 from branchpoint.models.sim.server import build_state, create_app
 from branchpoint.tools.search import SEARCH_TOOL_SCHEMA
@@ -86,7 +89,7 @@ def test_asking_for_logprobs_changes_nothing_else(sim, chat: bool) -> None:
             asked = post(client, "/v1/chat/completions", chat_body(state, seed=seed, logprobs=True, top_logprobs=3))
         else:
             body = {"model": state.served_name, "prompt": prompts.fewshot_prompt(QUESTION, [], True, 60, None)}
-            body.update(temperature=1.0, seed=seed, stop=["\n"])
+            body.update(temperature=1.0, seed=seed, stop=["\n"], logprobs=None)  # as langchain-openai sends
             plain = post(client, "/v1/completions", body)
             asked = post(client, "/v1/completions", {**body, "logprobs": 3})
         assert plain["choices"][0]["logprobs"] is None and asked["choices"][0]["logprobs"] is not None
@@ -98,6 +101,17 @@ def test_asking_for_logprobs_changes_nothing_else(sim, chat: bool) -> None:
         if chat:  # tool-call ids are drawn too: equal, since the draws are
             assert plain_choice["message"] == asked_choice["message"]
         assert plain == asked
+
+
+@pytest.mark.parametrize("extra", [{}, {"logprobs": None}, {"logprobs": False}])
+def test_a_request_that_asks_for_none_is_drawn_as_before_the_setting_existed(extra: dict[str, Any]) -> None:
+    """The draws' seed is the body's hash (stream fields left out) exactly as it was: a null
+    `logprobs` (langchain-openai sends one on every completion) stays in it."""
+    body = {"model": "m", "prompt": "p", "temperature": 1.0, "seed": 4, "stream": False, **extra}
+    material = {k: v for k, v in body.items() if k != "stream"}
+    digest = hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).digest()
+    expected = np.random.default_rng(int.from_bytes(digest[:16])).random(3)
+    assert np.array_equal(request_rng(body, np.random.default_rng(0)).random(3), expected)
 
 
 def test_logprobs_asked_for_wrongly_are_refused_as_vllm_does(sim) -> None:
