@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
 SCHEMA_VERSION = 1
 
@@ -145,6 +145,30 @@ class RetrievedDoc(_Open):
     source: str | None = None
 
 
+class TokenAlternative(_Open):
+    """One alternative token at a position, with its log probability (natural log)."""
+
+    token: str
+    logprob: float
+
+
+class DecisionLogprobs(_Open):
+    """What a decide step's reply said about searching, where the server returned log
+    probabilities (`model.logprobs`): the token where it chose between searching and answering,
+    the top alternatives there, and their probability mass per action (lower bounds: only the
+    top N are seen). See `branchpoint.agents.decision_logprobs` and docs/search-value.md."""
+
+    protocol: str | None = Field(None, description="constrained, tagged or native: how the decision token was found")
+    position: int | None = Field(None, description="index of the decision token among the reply's tokens")
+    token: str | None = Field(None, description="the decision token the reply has")
+    logprob: float | None = Field(None, description="its log probability (natural log; -9999 for -inf)")
+    top: list[TokenAlternative] = Field(default_factory=list, description="the top alternatives at the decision")
+    p_search: float | None = Field(None, description="probability mass of the alternatives that open a search")
+    p_answer: float | None = Field(None, description="probability mass of the alternatives that open an answer")
+    top_mass: float | None = Field(None, description="probability mass of all the alternatives seen")
+    entropy: float | None = Field(None, description="entropy in bits of the alternatives, renormalised")
+
+
 class Step(_Open):
     """One step of an execution: a model decision, a search call, or the final answer."""
 
@@ -165,6 +189,19 @@ class Step(_Open):
     )
     finish_reason: str | None = None
     raw: str | None = Field(None, description="A model step's reply as returned (`text` holds the parsed action text).")
+    logprobs: DecisionLogprobs | None = Field(
+        None,
+        description="A decide step's decision token and its alternatives, where the server returned log probabilities.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _dump_logprobs_if_set(self, handler: Any) -> Any:
+        """`logprobs` is written only when a step has them: traces written without them keep the
+        bytes they had before the field existed."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("logprobs") is None:
+            data.pop("logprobs", None)
+        return data
 
 
 class Judgment(_Open):

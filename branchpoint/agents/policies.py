@@ -35,6 +35,7 @@ from langgraph.runtime import Runtime
 
 from branchpoint.agents import prompts
 from branchpoint.agents.budget import may_search
+from branchpoint.agents.decision_logprobs import with_decision_logprobs
 from branchpoint.agents.protocols import (
     TAGGED_STOPS,
     Decision,
@@ -334,7 +335,8 @@ async def fewshot_decision(
     limit = ctx.max_tokens if allow_search else ctx.answer_max_tokens
     calls = []
     if allow_search or not offered:
-        calls.append(await acomplete(ctx.model, prompt, stop=["\n"], max_tokens=limit))
+        call = await acomplete(ctx.model, prompt, stop=["\n"], max_tokens=limit)
+        calls.append(with_decision_logprobs(call, "constrained"))
         parsed = parse_json_decision(calls[-1].text, allow_search)
     else:
         parsed = None
@@ -342,7 +344,8 @@ async def fewshot_decision(
         if parsed:
             break
         grammar = decision_grammar(allow_search)
-        calls.append(await acomplete(ctx.model, prompt, stop=["\n"], grammar=grammar, max_tokens=limit))
+        call = await acomplete(ctx.model, prompt, stop=["\n"], grammar=grammar, max_tokens=limit)
+        calls.append(with_decision_logprobs(call, "constrained"))
         parsed = parse_json_decision(calls[-1].text, allow_search)
     if not parsed:
         return Decision.failed(calls)
@@ -448,15 +451,14 @@ async def _chat_decision(state: AgentState, ctx: AgentContext, *, tools: bool, a
         )
     for _ in range(1 + ctx.malformed_retries):
         if tools:
-            calls.append(
-                await achat(
-                    ctx.model, messages, tools=[SEARCH_TOOL_SCHEMA] if allow_search else None, max_tokens=ctx.max_tokens
-                )
+            call = await achat(
+                ctx.model, messages, tools=[SEARCH_TOOL_SCHEMA] if allow_search else None, max_tokens=ctx.max_tokens
             )
+            calls.append(with_decision_logprobs(call, "native"))
             parsed = parse_tool_call(calls[-1], allow_search)
             complete = calls[-1].finish_reason != "length"
         else:
-            calls.append(await tagged_call(ctx, messages, ctx.max_tokens))
+            calls.append(with_decision_logprobs(await tagged_call(ctx, messages, ctx.max_tokens), "tagged"))
             parsed = parse_tagged(calls[-1].text, allow_search)
             complete = True  # a closed tag is a whole decision, even if the model wrote on to max_tokens
         if parsed and complete:

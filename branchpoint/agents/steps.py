@@ -22,7 +22,8 @@ def model_step(kind: str, call: ModelCall, action: str | None, text: str | None)
     `raw` what the model returned, `reasoning` the reasoning text and `tool_calls` the tool calls
     it returned (kept beside the contract's fields; the viewer shows them as the reply),
     `cache_hit` whether the response cache answered it (set only when a cache was asked, so the
-    steps of a run without one are as before)."""
+    steps of a run without one are as before), `logprobs` the decision record of a reply that
+    came with log probabilities (`agents.decision_logprobs`)."""
     fields: dict[str, Any] = {
         **({"tool_calls": call.tool_calls} if call.tool_calls else {}),
         "kind": kind,
@@ -36,6 +37,8 @@ def model_step(kind: str, call: ModelCall, action: str | None, text: str | None)
     }
     if call.cache_hit is not None:
         fields["cache_hit"] = call.cache_hit
+    if call.decision_logprobs is not None:  # set only where the reply had log probabilities
+        fields["logprobs"] = call.decision_logprobs
     return Step.model_validate(fields)
 
 

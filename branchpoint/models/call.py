@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from branchpoint.models.logprobs import TokenLogprob
 from branchpoint.traces import Usage
 
 
@@ -22,7 +23,12 @@ class TransportError(RuntimeError):
 @dataclass
 class ModelCall:
     """What one model call returned, with its cost: usage as reported, latency, finish reason,
-    and whether the response cache answered it."""
+    and whether the response cache answered it.
+
+    `logprobs`: the generated tokens with their log probabilities, when the request asked for
+    them (`model.logprobs`) and the server returned them; a policy reads its decision from them
+    into `decision_logprobs` (the compact record its decide step keeps, see
+    `branchpoint.agents.decision_logprobs`); the token list itself is not stored."""
 
     text: str
     usage: Usage
@@ -33,6 +39,8 @@ class ModelCall:
     #: True when the response cache answered the call (no request sent), False when it looked
     #: and sent it; None when no cache was asked (off, or a request sampled without a seed).
     cache_hit: bool | None = None
+    logprobs: list[TokenLogprob] | None = None
+    decision_logprobs: dict[str, Any] | None = None
 
 
 class BlockingModelClient(Protocol):

@@ -57,6 +57,7 @@ from tenacity import (
 
 from branchpoint.errors import InputError, ModelServerError
 from branchpoint.models.call import ModelCall, TransportError
+from branchpoint.models.logprobs import read_chat_logprobs, read_completion_logprobs, request_fields
 from branchpoint.models.reasoning import ServerTokenCounter, merge_body, reasoning_fields
 from branchpoint.models.replies import (
     AsyncCheckedCompletions,
@@ -407,14 +408,21 @@ class OpenAICompatibleClient:
             extra.update(structured_output_fields(self.server_kind(), grammar))
         if self.spec.seed is not None:
             extra["seed"] = self.spec.seed
-        return {"max_tokens": max_tokens or self.spec.max_tokens, "extra_body": {**self.spec.extra_body, **extra}}
+        kwargs = {"max_tokens": max_tokens or self.spec.max_tokens, "extra_body": {**self.spec.extra_body, **extra}}
+        # `logprobs` is a field of langchain-openai's completion model: a keyword, not extra_body
+        return {**kwargs, **request_fields(self.spec.logprobs, chat=False)}
 
     def _completion_call(self, result: Any, latency: float, cache_hit: bool | None = None) -> ModelCall:
         gen = result.generations[0][0]
         info = gen.generation_info or {}
         usage = _usage_from_openai((result.llm_output or {}).get("token_usage"))
         call = ModelCall(
-            text=gen.text, usage=usage, latency_s=latency, finish_reason=info.get("finish_reason"), cache_hit=cache_hit
+            text=gen.text,
+            usage=usage,
+            latency_s=latency,
+            finish_reason=info.get("finish_reason"),
+            logprobs=read_completion_logprobs(info.get("logprobs")) if self.spec.logprobs is not None else None,
+            cache_hit=cache_hit,
         )
         return redacted_call(call, [self._api_key])
 
@@ -481,6 +489,7 @@ class OpenAICompatibleClient:
             request["tools"] = tools
         if stop:
             request["stop"] = stop
+        request.update(request_fields(self.spec.logprobs, chat=True))
         request["extra_body"] = merge_body(self._sequence_fields(messages, stop), self._chat_body(limit))
         return request
 
@@ -514,6 +523,7 @@ class OpenAICompatibleClient:
             tool_calls=_tool_calls(msg.get("tool_calls")),
             reasoning=reasoning or None,
             cache_hit=cache_hit,
+            logprobs=read_chat_logprobs(choice.get("logprobs")) if self.spec.logprobs is not None else None,
         )
         return redacted_call(call, [self._api_key])
 

@@ -53,6 +53,7 @@ _MODEL_FIELDS_DUMPED_IF_SET: dict[str, Any] = {
     "options": {},
     "top_p": None,
     "response_cache": None,
+    "logprobs": None,
 }
 
 
@@ -150,6 +151,14 @@ class ModelSpec(BaseModel):
     )
     seed: int | None = 0
     max_tokens: int = Field(48, ge=1, description="Completion-token limit per model call.")
+    logprobs: int | None = Field(
+        None,
+        ge=0,
+        le=20,
+        description="Top log probabilities per generated token to ask for (chat: logprobs: true, top_logprobs: N; "
+        "completions: logprobs: N); decide steps then record the decision token's (see docs/search-value.md). "
+        "None asks for none.",
+    )
     timeout_s: float = Field(60.0, gt=0)
     retries: int = Field(3, ge=0, description="Retries of a call after a transport fault.")
     max_connections: int | None = Field(

@@ -6,7 +6,9 @@ support components (`ridge_cv`). Registered here (imported by `study`):
 
 Forecasters (`@forecaster`, fitted on dev rows; settings `RidgeSettings`: the penalty grid and
 the number of grouped folds, e.g. `--forecaster-arg metadata_ridge.folds=3`):
-- `public_prefix_ridge`: ridge on the public-prefix features (`features.PREFIX_FEATURES`).
+- `public_prefix_ridge`: ridge on the public-prefix features (`features.PREFIX_FEATURES`), and
+  the decision log-probability features where the parents' decide steps recorded them
+  (`decision_logprobs.DECISION_FEATURES`; also in the `public_prefix` and `residual` maps).
 - `metadata_ridge`: ridge on evaluator-side metadata (one-hot stratum and boundary kind).
 - `minilm_ridge`: ridge head on frozen MiniLM embeddings of the question and public history
   (needs the study's text features: `branchpoint value --text-head`).
@@ -30,6 +32,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
 
+from branchpoint.evaluation.value.decision_logprobs import prefix_inputs
 from branchpoint.evaluation.value.dev_view import DevView
 from branchpoint.evaluation.value.features import metadata_features
 from branchpoint.evaluation.value.forecasters import (
@@ -137,6 +140,12 @@ def _feature(states: DevView, name: str, flag: str) -> np.ndarray:
     return states.features[name]
 
 
+def _prefix(states: DevView) -> np.ndarray:
+    """The public-prefix features, with the decision log-probability features where the states
+    have them (`decision_logprobs.prefix_inputs`)."""
+    return prefix_inputs(states, _feature(states, "public_prefix", "computed by `branchpoint value`"))
+
+
 class RidgeSettings(BaseModel):
     """Settings of the ridge forecasters: the penalty grid and the grouped folds that choose from
     it (defaults: the search-value study's {0.01, 0.1, 1, 10, 100} and four folds)."""
@@ -170,7 +179,7 @@ def public_prefix_ridge(states: DevView, dev: np.ndarray, settings: RidgeSetting
     lexical evidence gap, query and document novelty (search-value study, Appendix B). With a
     raw forecast, the `public_prefix` map adds both of its probabilities."""
     _need_dev(dev, "public_prefix_ridge")
-    return ridge_forecast(_feature(states, "public_prefix", "computed by `branchpoint value`"), states, dev, settings)
+    return ridge_forecast(_prefix(states), states, dev, settings)
 
 
 @forecaster("metadata_ridge", fitted=True, settings=RidgeSettings)
@@ -205,7 +214,7 @@ def public_prefix_calibration(raw: Forecast, states: DevView, dev: np.ndarray, s
     public-prefix features (search-value study, Appendix B: "Public-prefix features include
     both probabilities, …")."""
     _need_dev(dev, "public_prefix")
-    x = np.concatenate([_raw_inputs(raw), _feature(states, "public_prefix", "computed by `branchpoint value`")], axis=1)
+    x = np.concatenate([_raw_inputs(raw), _prefix(states)], axis=1)
     return ridge_forecast(x, states, dev)
 
 
@@ -300,7 +309,7 @@ def residual_calibration(raw: Forecast, states: DevView, dev: np.ndarray, seed: 
     (a constant shift when that predicts held-out residuals best); clipped to [0, 1]."""
     _need_dev(dev, "residual")
     base = ridge_calibration(raw, states, dev, seed=seed)
-    x = _feature(states, "public_prefix", "computed by `branchpoint value`")
+    x = _prefix(states)
     resid = states.targets() - np.stack([base.q_think, base.q_search], axis=1)
     adj, info = ridge_cv(x, resid, dev, states.component, mean_guard=True)
     return Forecast(

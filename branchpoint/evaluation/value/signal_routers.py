@@ -22,7 +22,9 @@ that searches less). Signals:
 - `novelty:query`, `novelty:document`: the public-prefix query novelty (1 − Jaccard of the
   last query with the earlier ones) and document novelty (share of new document ids in the
   last search), both 0 before two searches (`features.PREFIX_FEATURES`);
-- `evidence_gap`: the share of question terms absent from the retrieved text.
+- `evidence_gap`: the share of question terms absent from the retrieved text;
+- `logprob:p_search`, `logprob:entropy`: the agent's own search share and entropy at its
+  decision token, where decide steps recorded log probabilities (`decision_logprobs`).
 
 The chosen action is scored like every router (`routers.route`: its mean utility Ū_a over the
 repeats), so these rows sit beside `threshold:NAME` in `utility.by_price`.
@@ -35,6 +37,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from branchpoint.evaluation.value.decision_logprobs import DECISION_FEATURES
+from branchpoint.evaluation.value.decision_logprobs import FEATURE as DECISION_FEATURE
 from branchpoint.evaluation.value.features import PREFIX_FEATURES
 from branchpoint.evaluation.value.forecasters import Forecast
 from branchpoint.evaluation.value.outcomes import StateTable
@@ -50,7 +54,16 @@ PREFIX_SIGNALS: dict[str, str] = {
     "evidence_gap": "evidence_gap",
 }
 
+#: decision log-probability signals by router name → column of `decision_logprobs.DECISION_FEATURES`
+#: (only where the parents' decide steps recorded log probabilities)
+DECISION_SIGNALS: dict[str, str] = {
+    "logprob:p_search": "p_search_share",
+    "logprob:entropy": "decision_entropy",
+}
+
 SIGNAL_TEXT: dict[str, str] = {
+    "logprob:p_search": "the agent's own P(search) / (P(search) + P(answer)) at its decision token",
+    "logprob:entropy": "entropy in bits of the alternatives at the agent's decision token",
     "confidence": "1 − q_T of the raw forecast (doubt that answering now succeeds)",
     "entropy": "binary entropy H(q_T) in bits of the raw forecast",
     "novelty:query": "query novelty: 1 − Jaccard(last query, earlier queries); 0 before two searches",
@@ -106,6 +119,10 @@ def signals(
     if prefix is not None:
         for router, column in PREFIX_SIGNALS.items():
             out[router] = (router, np.asarray(prefix[:, PREFIX_FEATURES.index(column)], dtype=float))
+    decisions = states.features.get(DECISION_FEATURE)
+    if decisions is not None:
+        for router, column in DECISION_SIGNALS.items():
+            out[router] = (router, np.asarray(decisions[:, DECISION_FEATURES.index(column)], dtype=float))
     return out
 
 

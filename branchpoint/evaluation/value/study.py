@@ -22,6 +22,7 @@ import numpy as np
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.value import (
+    decision_logprobs,  # registers the `logprob` forecaster
     fitted,  # noqa: F401  (registers the fitted forecasters and maps)
     heads,  # registers the forest and fine-tuned heads
 )
@@ -222,13 +223,17 @@ def attach_features(
     text_encoder: TextEncoder | None = None,
 ) -> None:
     """Attach the public per-state features the fitted forecasters read: "public_prefix" always
-    (`features.prefix_features`), "minilm" (frozen embeddings of `features.state_texts`) when
+    (`features.prefix_features`), "decision_logprobs" where the parents' decide steps have log
+    probabilities (`decision_logprobs.decision_features`), "minilm" (frozen embeddings of `features.state_texts`) when
     `config.text_head`. The encoder is passed in (`text_encoder`: texts → (n, d) array; the CLI
     passes the packaged MiniLM ONNX encoder's `encode`), since the evaluation never imports the
     retrieval package."""
     from branchpoint.evaluation.value.features import prefix_features, state_texts
 
     states.features["public_prefix"] = prefix_features(states, parents)
+    decisions = decision_logprobs.decision_features(states, parents)
+    if decisions is not None:  # only where decide steps recorded log probabilities
+        states.features[decision_logprobs.FEATURE] = decisions
     if config.text_head:
         if text_encoder is None:
             raise InputError(

@@ -74,6 +74,9 @@ ABSTAIN_TEXT: dict[str | None, str] = {
 
 REFINED_SUFFIX = "facts"
 
+#: Request fields that ask for token log probabilities: left out of the draws' seed.
+LOGPROB_FIELDS: tuple[str, ...] = ("logprobs", "top_logprobs")
+
 #: What a malformed reply says (no protocol parses it).
 MALFORMED_TEXT = "Let me think about how to"
 
@@ -407,15 +410,37 @@ def call_failure_prob(
 # --------------------------------------------------------------------------------------------
 
 
-def request_rng(body: Mapping[str, Any], fallback: np.random.Generator) -> np.random.Generator:
-    """A generator seeded by the request body (its seed included): the same request, the same draws.
+_LEFT_OUT = object()
 
-    Without a seed at temperature > 0 the server's own generator is used (not reproducible).
+
+def _not_asking_logprobs(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The log-probability fields of `body` as the same request asking for none sends them, so
+    that asking changes nothing drawn (as in vLLM): a chat request's `logprobs: true` and
+    `top_logprobs` are left out (chat clients send neither), a completion's `logprobs: N` reads
+    as `logprobs: null` (what OpenAI's completion clients, langchain-openai's among them, send)."""
+    out: dict[str, Any] = {}
+    for k in LOGPROB_FIELDS:
+        v = body.get(k)
+        if v is None or v is False:
+            continue  # asks for nothing: kept as sent
+        completion = k == "logprobs" and isinstance(v, int) and not isinstance(v, bool)
+        out[k] = None if completion else _LEFT_OUT
+    return out
+
+
+def request_rng(body: Mapping[str, Any], fallback: np.random.Generator) -> np.random.Generator:
+    """A generator seeded by the request body (its seed included): the same request, the same draws
+    (whether or not it asks for log probabilities).
+
+        Without a seed at temperature > 0 the server's own generator is used (not reproducible).
     """
     temperature = float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0)
     if body.get("seed") is None and temperature > 0:
         return np.random.default_rng(fallback.integers(2**63))
     material = {k: v for k, v in body.items() if k not in ("stream", "stream_options", "user")}
+    material.update(_not_asking_logprobs(body))
+    for k in [k for k, v in material.items() if v is _LEFT_OUT]:
+        del material[k]
     digest = hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).digest()
     return np.random.default_rng(int.from_bytes(digest[:16]))
 

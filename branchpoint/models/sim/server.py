@@ -48,6 +48,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from branchpoint.errors import InputError
+from branchpoint.models.sim import logprobs as sim_logprobs
 from branchpoint.models.sim import vllm_rules
 from branchpoint.models.sim.behaviour import (
     QuestionBank,
@@ -138,6 +139,12 @@ class SimState:
             await asyncio.sleep(delay)
 
 
+def _logprobs_refusal(body: Mapping[str, Any], *, chat: bool) -> Response | None:
+    """vLLM's 400 for log probabilities asked for wrongly (`sim.logprobs.refusal_message`)."""
+    found = sim_logprobs.refusal_message(body, chat=chat)
+    return None if found is None else error(400, found[0], param=found[1])
+
+
 def create_app(state: SimState) -> Starlette:
     """The ASGI app of the simulated server."""
 
@@ -187,7 +194,7 @@ def create_app(state: SimState) -> Starlette:
             return body
         if not isinstance(body.get("messages"), list) or not body["messages"]:
             return error(400, "messages: expected a non-empty list", param="messages")
-        refused = vllm_rules.refusal(body, state.flags, chat=True)
+        refused = vllm_rules.refusal(body, state.flags, chat=True) or _logprobs_refusal(body, chat=True)
         if refused is not None:
             return refused
         obs = observe_chat(state.profile, state.bank, body)
@@ -237,7 +244,9 @@ def create_app(state: SimState) -> Starlette:
                     {
                         "index": 0,
                         "message": out.message,
-                        "logprobs": None,
+                        "logprobs": None
+                        if (n := sim_logprobs.requested(body, chat=True)) is None
+                        else sim_logprobs.chat_logprobs(state.profile, obs, out.message, n),
                         "finish_reason": out.finish,
                         "stop_reason": out.stop_reason,
                         "token_ids": None,
@@ -258,7 +267,7 @@ def create_app(state: SimState) -> Starlette:
             return body
         if not isinstance(body.get("prompt"), (str, list)):
             return error(400, "prompt: expected a string", param="prompt")
-        refused = vllm_rules.refusal(body, state.flags, chat=False)
+        refused = vllm_rules.refusal(body, state.flags, chat=False) or _logprobs_refusal(body, chat=False)
         if refused is not None:
             return refused
         obs = observe_completion(state.profile, state.bank, body)
@@ -281,7 +290,9 @@ def create_app(state: SimState) -> Starlette:
         choice = {
             "index": 0,
             "text": text,
-            "logprobs": None,
+            "logprobs": None
+            if (n := sim_logprobs.requested(body, chat=False)) is None
+            else sim_logprobs.completion_logprobs(state.profile, obs, text, n, len(prompt)),
             "finish_reason": finish,
             "stop_reason": stop_reason,
             "token_ids": None,
