@@ -106,7 +106,7 @@ def fork(
         [],
         "--set",
         help="Override a fork-plan setting: KEY=VALUE with a YAML value (search_budget=2, "
-        "boundaries='[initial]'); repeatable, applied after the other options.",
+        "boundaries='\\[initial]'); repeatable, applied after the other options.",
     ),
     sample: str | None = typer.Option(
         None,
