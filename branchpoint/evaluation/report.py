@@ -157,6 +157,11 @@ def comparison_table(metrics: MetricsReport | dict[str, Any]) -> Table:
         for label in group["conditions"]:  # rows that sent identical requests, marked ≡k
             if label in labels:
                 labels[label] += f" ≡{k}"
+    if m_all.identical_conditions:
+        table.caption = (
+            "≡k: rows with the same k sent identical requests to the model (their difference is label or "
+            f"sampling only).\n{table.caption}"
+        )
     for label, m in m_all.by_condition.items():
         tpc = m.tpc
         table.add_row(
