@@ -110,7 +110,7 @@ def fork(
         [],
         "--set",
         help="Override a fork-plan setting: KEY=VALUE with a YAML value (search_budget=2, "
-        "boundaries='[initial]'); repeatable, applied after the other options.",
+        "boundaries='\\[initial]'); repeatable, applied after the other options.",
     ),
     sample: str | None = typer.Option(
         None,
@@ -297,9 +297,6 @@ def checkpoints_ls(
 
     Example: branchpoint fork runs/quickstart --checkpoint CHECKPOINT_ID --repeats 8
     """
-    from rich.table import Table
-
-    from branchpoint.evaluation.tally import condition_label
     from branchpoint.experiments.states import saved_states
 
     rows = saved_states(run_dir, execution, checkpoints, branches=branches)
@@ -320,43 +317,78 @@ def checkpoints_ls(
                 )
             )
         return
-    columns = [
-        "execution",
-        "question",
-        "outcome",
-        "boundary",
-        "searches",
-        "pending query",
-        "tokens in/out",
-        "checkpoint",
-    ]
-    if wide:
-        columns.insert(2, "condition")
-    if branches:
-        columns.insert(1, "branch")
-    table = Table(*columns)
-    for row in rows:
-        b = row.boundary
-        cells = [
-            row.execution_id if wide else row.execution_id[:12],
-            _clip(row.question, 60 if wide else 40),
-            row.outcome,
-            b.boundary,
-            str(b.searches),
-            b.pending_query or "",
-            f"{b.input_tokens}/{b.output_tokens}",
-            b.checkpoint_id if wide else b.checkpoint_id[-12:],
-        ]
-        if wide:
-            cells.insert(2, condition_label(row.condition))
-        if branches:
-            cells.insert(1, row.branch or "")
-        table.add_row(*cells)
+    table = _wide_states_table(rows, branches) if wide else _states_table(rows, branches)
     console.print(table)
     if not wide and rows:
         console.print(
             "ids shortened; --wide or --json for full ids (fork/replay --checkpoint take an id or its shown end)"
         )
+
+
+def _states_table(rows: list[Any], branches: bool) -> Any:
+    """`checkpoints ls`: one row per saved state, ids shortened to 12 characters."""
+    from rich.table import Table
+
+    table = Table()
+    for header in ("execution", *(["branch"] if branches else []), "question", "outcome", "boundary", "searches"):
+        table.add_column(header, no_wrap=header not in ("question", "branch"))
+    table.add_column("pending query")
+    for header in ("tokens in/out", "checkpoint"):  # a checkpoint's shown end is what --checkpoint takes
+        table.add_column(header, no_wrap=True)
+    for row in rows:
+        b = row.boundary
+        table.add_row(
+            row.execution_id[:12],
+            *([row.branch or ""] if branches else []),
+            _clip(row.question, 40),
+            row.outcome,
+            b.boundary,
+            str(b.searches),
+            b.pending_query or "",
+            f"{b.input_tokens}/{b.output_tokens}",
+            b.checkpoint_id[-12:],
+        )
+    return table
+
+
+#: `checkpoints ls --wide`: the width of its first column (a checkpoint id, whole).
+_IDS_WIDTH = 36
+
+
+def _wide_states_table(rows: list[Any], branches: bool) -> Any:
+    """`checkpoints ls --wide`: full ids, the question and the pending query stacked in a first
+    column that never wraps an id (so 120 columns show every id whole), then the condition and
+    the state's counts."""
+    import textwrap
+
+    from rich import box
+    from rich.table import Table
+
+    from branchpoint.evaluation.tally import condition_label
+
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("execution / checkpoint / question", no_wrap=True, min_width=_IDS_WIDTH)
+    if branches:
+        table.add_column("branch", no_wrap=True)
+    table.add_column("condition", overflow="fold")
+    for header in ("outcome", "boundary", "searches", "tokens in/out"):
+        table.add_column(header, no_wrap=True)
+    for row in rows:
+        b = row.boundary
+        width = max(_IDS_WIDTH, len(row.execution_id), len(b.checkpoint_id))
+        text = [row.execution_id, b.checkpoint_id, textwrap.fill(_clip(row.question, 80), width)]
+        if b.pending_query:
+            text.append(textwrap.fill(f"pending: {_clip(b.pending_query, 80)}", width))
+        table.add_row(
+            "\n".join(text),
+            *([row.branch or ""] if branches else []),
+            condition_label(row.condition),
+            row.outcome,
+            b.boundary,
+            str(b.searches),
+            f"{b.input_tokens}/{b.output_tokens}",
+        )
+    return table
 
 
 def _clip(text: str, n: int) -> str:

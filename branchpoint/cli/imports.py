@@ -33,7 +33,7 @@ def import_inspect(
         help="The scorer whose scores become the judgments (required when the log has several; the error lists them).",
     ),
 ) -> None:
-    """Turn an inspect_ai eval log into branchpoint traces (needs pip install 'branchpoint[inspect]').
+    """Turn an inspect_ai eval log into branchpoint traces (needs pip install 'branchpoint\\[inspect]').
 
     Model calls of the scorers (an LLM grader such as model_graded_qa: the events inside a
     scorer's span) are not agent steps: they count in no step or token total. The import's

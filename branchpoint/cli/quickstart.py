@@ -18,10 +18,23 @@ from branchpoint.cli.common import (
 from branchpoint.traces import FIGURES_DIR, METRICS_FILE
 
 
+def packaged_quickstart_spec() -> Path:
+    """The quickstart spec shipped in the package (identical to experiments/quickstart.yaml, which
+    users copy), so `branchpoint quickstart` needs no checkout."""
+    from importlib.resources import files
+
+    return Path(str(files("branchpoint") / "data" / "specs" / "quickstart.yaml"))
+
+
 @app.command()
 @friendly_errors
 def quickstart(
-    spec: Path = typer.Option(Path("experiments/quickstart.yaml"), "--spec", help="The quickstart spec."),
+    spec: Path | None = typer.Option(
+        None,
+        "--spec",
+        help="The quickstart spec (default: the packaged copy of experiments/quickstart.yaml, so the command "
+        "runs from any folder).",
+    ),
     out: Path = typer.Option(Path("runs/quickstart"), "--out", help="Run directory."),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     sample: str | None = typer.Option(None, "--sample", help=SAMPLE_HELP),
@@ -40,7 +53,7 @@ def quickstart(
     from branchpoint.evaluation.report import write_report
     from branchpoint.experiments.runner import run_experiment
 
-    loaded = load_spec_with(spec, set_, sample, limit)
+    loaded = load_spec_with(spec or packaged_quickstart_spec(), set_, sample, limit)
     summary = run_experiment(loaded, out, progress=not no_progress)
     print_summary(summary)
     cfg = MetricsConfig(lam=loaded.evaluation.lam, mu=loaded.evaluation.mu)

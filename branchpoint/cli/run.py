@@ -43,7 +43,10 @@ def run(
         help="postgresql:// URL of a shared checkpoint store (default: RUN_DIR/checkpoints.sqlite).",
     ),
     executor: str = typer.Option(
-        "local", "--executor", help="local (threads in this process) or ray (one Ray task per sweep condition)."
+        "local",
+        "--executor",
+        help="local (one asyncio event loop in this process, or one per --processes) or ray (one Ray task per "
+        "sweep condition).",
     ),
     ray_address: str | None = typer.Option(
         None,

@@ -204,9 +204,34 @@ class LLMJudge:
             ]
         return UNPARSEABLE, text, reasoning, calls, tokens_in, tokens_out
 
+    def _check_reachable(self) -> None:
+        """Fail at once, in one line, when the judge's server cannot be reached at all: one quick
+        request finds a refused or timed-out connection before any judging, where every call would
+        otherwise spend its transport retries on it."""
+        base_url = getattr(self.client, "base_url", None)
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            return  # not an HTTP client (a scripted one in tests)
+        import httpx
+
+        from branchpoint.errors import ModelServerError
+        from branchpoint.models.openai_compat import tls_context
+
+        try:
+            httpx.get(f"{base_url.rstrip('/')}/models", timeout=5.0, verify=tls_context())
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise ModelServerError(
+                f"LLM judge server {base_url}: cannot connect ({exc or type(exc).__name__}); check that the "
+                "server is running and listening there (e.g. `branchpoint models serve vllm --model NAME --port "
+                "PORT`) and that --judge-base-url (or the spec's evaluation.judge.model.base_url) is its URL"
+            ) from None
+
     def _run(self, items: list[_Item]) -> None:
         if not items:
             return
+        from branchpoint.errors import ModelServerError
+        from branchpoint.models.call import TransportError
+
+        self._check_reachable()
         progress = None
         if self.progress:
             from rich.progress import Progress
@@ -219,7 +244,14 @@ class LLMJudge:
                 futures = {pool.submit(self.ask, item.prompt, item.inputs): item for item in items}
                 for future in as_completed(futures):
                     item = futures[future]
-                    label, raw, reasoning, calls, tin, tout = future.result()
+                    try:
+                        label, raw, reasoning, calls, tin, tout = future.result()
+                    except TransportError as exc:  # the server went away mid-run: one line, not a traceback
+                        for pending in futures:
+                            pending.cancel()  # those not started yet
+                        raise ModelServerError(
+                            f"LLM judge: {exc}; judgments made so far are cached: run the command again to go on"
+                        ) from None
                     item.result = (label, raw, reasoning)
                     self.stats.calls += calls
                     self.stats.input_tokens += tin

@@ -146,8 +146,11 @@ def comparison_table(metrics: MetricsReport | dict[str, Any]) -> Table:
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
-    for i, col in enumerate(_SHORT_COLUMNS):
-        table.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
+    # the condition (a fork study's labels are long) folds onto more lines; the numbers never wrap,
+    # so a narrow terminal shows every one of them
+    table.add_column(_SHORT_COLUMNS[0], justify="left", overflow="fold", ratio=1)
+    for col in _SHORT_COLUMNS[1:]:
+        table.add_column(col, justify="right", no_wrap=True)
     labels = {label: short_label(label) for label in m_all.by_condition}
     if len(set(labels.values())) < len(labels):  # shortening made two conditions look alike
         labels = {label: label for label in labels}
@@ -155,6 +158,11 @@ def comparison_table(metrics: MetricsReport | dict[str, Any]) -> Table:
         for label in group["conditions"]:  # rows that sent identical requests, marked ≡k
             if label in labels:
                 labels[label] += f" ≡{k}"
+    if m_all.identical_conditions:
+        table.caption = (
+            "≡k: rows with the same k sent identical requests to the model (their difference is label or "
+            f"sampling only).\n{table.caption}"
+        )
     for label, m in m_all.by_condition.items():
         tpc = m.tpc
         table.add_row(

@@ -165,7 +165,7 @@ def test_float_rounding_that_leans_one_way_is_no_bias_but_a_small_real_bias_is()
     assert bias and all(c.passed for c in bias) and "float rounding" in bias[0].detail, bias
     real = 1e-3 + rng.normal(0, 1e-4, 40)
     _, checks = aggregate([StudyComparison(rows={"canary": row(0.25 + e, 0.25, 0.0)}) for e in real])
-    assert not [c for c in checks if c.what == "unbiased"][0].passed
+    assert not next(c for c in checks if c.what == "unbiased").passed
 
 
 def test_each_family_of_tests_holds_its_level_over_the_run() -> None:

@@ -29,16 +29,11 @@ def forecaster_table(report: ValueReport | dict[str, Any]) -> Table:
     r = as_value(report)
     iv = r.intervals
     level = round(100 * iv.level)
-    table = Table(
-        "forecaster",
-        f"Brier [{level}% CI]",
-        "level",
-        "¼ gain",
-        "variance",
-        f"gain risk L [{level}% CI]",
-        f"R²_Δ [{level}% CI]",
-        title=f"forecasters on {r.states.test} test states",
-    )
+    table = Table(title=f"forecasters on {r.states.test} test states")
+    table.add_column("forecaster", no_wrap=True)  # whole names: shortened ones can look alike
+    for header in (f"Brier [{level}% CI]", "level", "¼ gain", "variance", f"gain risk L [{level}% CI]"):
+        table.add_column(header, overflow="fold")  # an interval wraps at its spaces, no number is cut
+    table.add_column(f"R²_Δ [{level}% CI]", overflow="fold")
     for name, parts in r.brier.items():
         table.add_row(
             name,
@@ -64,7 +59,10 @@ def utility_table(report: ValueReport | dict[str, Any]) -> Table:
         return Table("router", title="utility per state: none scored")
     by_price = util.by_price
     prices = list(by_price)
-    table = Table("router", *[f"λ={p}" for p in prices], title="utility per state (U = Y − λ·T/1000)")
+    table = Table(title="utility per state (U = Y − λ·T/1000)")
+    table.add_column("router", no_wrap=True)
+    for p in prices:
+        table.add_column(f"λ={p}", overflow="fold")
     routers = list(dict.fromkeys(r for p in prices for r in by_price[p]))
     for router in routers:
         table.add_row(router, *[_fmt(by_price[p][router].utility if router in by_price[p] else None) for p in prices])
@@ -86,15 +84,10 @@ def factorial_table(report: ValueReport | dict[str, Any]) -> Table:
     """The decision factorial: utility over the best constant per price (selection draws free)."""
     factorial = as_value(report).decision_factorial
     fac = factorial.by_price if factorial is not None else {}
-    table = Table(
-        "λ",
-        "gain only",
-        "cost only",
-        "gain + cost",
-        "cost added to gain",
-        "gain added to cost",
-        title="decision factorial: utility over the best constant (selection draws free)",
-    )
+    table = Table(title="decision factorial: utility over the best constant (selection draws free)")
+    table.add_column("λ", no_wrap=True)
+    for header in ("gain only", "cost only", "gain + cost", "cost added to gain", "gain added to cost"):
+        table.add_column(header, overflow="fold")
     for pk, entry in fac.items():
         cells, c = entry.over_best_constant, entry.contrasts
         table.add_row(

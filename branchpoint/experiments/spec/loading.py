@@ -24,8 +24,9 @@ def apply_overrides(data: dict[str, Any], overrides: typing.Sequence[str], sourc
 
     `KEY` is a dotted path into the spec (`agent.search_cap=3`, `questions.sample={answerable: 4}`;
     a mapping merges into a section), or `sweep.AXIS` for a sweep axis
-    (`sweep.agent.search_cap=[0, 1, 2]`; `sweep.AXIS=null` removes the axis). Setting a swept
-    setting directly is refused: the sweep would override it.
+    (`sweep.agent.search_cap=[0, 1, 2]`; `sweep.AXIS=null` removes the axis; `sweep={}` is
+    refused, as it would change nothing). Setting a swept setting directly is refused: the sweep
+    would override it.
     """
     out = json.loads(json.dumps(data, default=str))
     for item in overrides:
@@ -46,6 +47,12 @@ def apply_overrides(data: dict[str, Any], overrides: typing.Sequence[str], sourc
                 raise InputError(f"{where}: a sweep axis takes a non-empty list, e.g. --set {key}=[1, 2]")
             sweep[axis] = value
             continue
+        if key == "sweep" and not value:  # a mapping merges into the sweep: {} (or null) would change nothing
+            axes = " ".join(f"--set sweep.{axis}=null" for axis in out.get("sweep") or {}) or "none to remove"
+            raise InputError(
+                f"{where}: a mapping merges into the sweep, so this would change nothing; remove its axes one by "
+                f"one ({axes}) or set one, e.g. --set 'sweep.agent.search=[true]'"
+            )
         if key in (out.get("sweep") or {}):
             raise InputError(
                 f"{where}: {key} is a sweep axis of this spec (the sweep would override it); "
