@@ -224,6 +224,8 @@ class LLMJudge:
                 "server is running and listening there (e.g. `branchpoint models serve vllm --model NAME --port "
                 "PORT`) and that --judge-base-url (or the spec's evaluation.judge.model.base_url) is its URL"
             ) from None
+        except httpx.HTTPError:
+            return  # it answered, or broke off an answer: reachable; the judging calls say the rest
 
     def _run(self, items: list[_Item]) -> None:
         if not items:

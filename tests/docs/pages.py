@@ -196,7 +196,10 @@ def not_run_reason(cmd: DocCommand) -> str | None:
 
 
 def judge_reply(path: str, body: dict) -> tuple[int, dict]:
-    """The loopback LLM judge: a label of the kind each judge prompt asks for, from the response."""
+    """The loopback LLM judge: a label of the kind each judge prompt asks for, from the response
+    (and the model list a client reads from `/models`, as from vLLM)."""
+    if path.rstrip("/").endswith("/models"):
+        return 200, {"object": "list", "data": [{"id": "Qwen/Qwen3-8B", "object": "model"}]}
     prompt = body["messages"][-1]["content"]
     response = prompt.split("Response:")[-1].lower()
     if "Gold answers" in prompt:
