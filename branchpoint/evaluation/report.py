@@ -21,6 +21,7 @@ from rich.table import Table
 
 from branchpoint.evaluation import report_sections as sections
 from branchpoint.evaluation.metrics_file import MetricsReport, Summary, as_metrics, read_metrics
+from branchpoint.evaluation.report_budgets import budgets_section
 from branchpoint.evaluation.report_epochs import epochs_section
 from branchpoint.evaluation.report_format import (
     fmt_accuracy,
@@ -257,6 +258,7 @@ def markdown_report(
     parts += sections.effort_section(m_all)
     parts += sections.frontier_section(m_all, figures)
     parts += epochs_section(m_all)
+    parts += budgets_section(m_all)
     parts += sections.tpc_sensitivity_section(m_all)
     parts += sections.agreement_section(m_all, figures)
     for label, m in m_all.by_condition.items():

@@ -302,3 +302,50 @@ def test_both_fields_are_sweepable():
         for d in ("hidden", "every_step")
         for t in (None, 50)
     ]
+
+
+def test_the_report_has_a_budgets_table_with_the_hand_checked_figures():
+    from branchpoint.evaluation.metrics_file import as_metrics
+    from branchpoint.evaluation.report_budgets import budgets_section
+
+    records = [
+        _record(
+            0, True, {"search_cap": 3, "searches": 3, "token_budget": 200, "tokens": 150, "forced_by": "search_cap"}
+        ),
+        _record(
+            1, False, {"search_cap": 3, "searches": 1, "token_budget": 200, "tokens": 260, "forced_by": "token_budget"}
+        ),
+        _record(2, True, {"search_cap": 3, "searches": 2, "token_budget": 200, "tokens": 40, "forced_by": None}),
+    ]
+    lines = "\n".join(budgets_section(as_metrics(compute_metrics(records, "given", MetricsConfig(bootstrap=0)))))
+    rows = [line for line in lines.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    assert [c[1:] for c in cells] == [
+        ["search cap (searches)", "3", "3.0", "2.00", "66.7", "33.3", "33.3"],
+        ["token budget (generated tokens)", "3", "200.0", "150.00", "75.0", "33.3", "33.3"],
+    ]
+    assert (
+        budgets_section(
+            as_metrics(
+                compute_metrics(
+                    records[:0]
+                    or [
+                        _record(
+                            3,
+                            True,
+                            {
+                                "search_cap": None,
+                                "searches": 0,
+                                "token_budget": None,
+                                "tokens": None,
+                                "forced_by": None,
+                            },
+                        )
+                    ],
+                    "given",
+                    MetricsConfig(bootstrap=0),
+                )
+            )
+        )
+        == []
+    )
