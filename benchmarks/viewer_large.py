@@ -102,9 +102,7 @@ def main() -> None:
                 page.close()
             browser.close()
     print(f"table, first page drawn:        best {min(first):.2f} s (all: {', '.join(f'{x:.2f}' for x in first)})")
-    print(
-        f"table, all {rows} rows loaded: best {min(full):.2f} s (all: {', '.join(f'{x:.2f}' for x in full)})"
-    )
+    print(f"table, all {rows} rows loaded: best {min(full):.2f} s (all: {', '.join(f'{x:.2f}' for x in full)})")
     print(
         f"fork tree of {n_branches} branches drawn: best {min(tree):.2f} s (all: {', '.join(f'{x:.2f}' for x in tree)}); "
         f"its API answer alone {api_s:.2f} s"
