@@ -215,8 +215,10 @@ def _record(i: int, correct: bool, budget: dict | None, out: int = 100) -> Execu
     )
 
 
-def test_budget_accounting_on_a_hand_checked_case():
-    records = [
+def _hand_checked() -> list:
+    """Three executions with both budgets (searches 3, 1, 2 of 3; tokens 150, 260, 40 of 200) and
+    one without any."""
+    return [
         _record(
             0, True, {"search_cap": 3, "searches": 3, "token_budget": 200, "tokens": 150, "forced_by": "search_cap"}
         ),
@@ -226,6 +228,10 @@ def test_budget_accounting_on_a_hand_checked_case():
         _record(2, True, {"search_cap": 3, "searches": 2, "token_budget": 200, "tokens": 40, "forced_by": None}),
         _record(3, True, {"search_cap": None, "searches": 0, "token_budget": None, "tokens": None, "forced_by": None}),
     ]
+
+
+def test_budget_accounting_on_a_hand_checked_case():
+    records = _hand_checked()
     m = compute_metrics(records, "given", MetricsConfig(bootstrap=0))
     budgets = m["budgets"]
     assert budgets["available"]
@@ -308,15 +314,7 @@ def test_the_report_has_a_budgets_table_with_the_hand_checked_figures():
     from branchpoint.evaluation.metrics_file import as_metrics
     from branchpoint.evaluation.report_budgets import budgets_section
 
-    records = [
-        _record(
-            0, True, {"search_cap": 3, "searches": 3, "token_budget": 200, "tokens": 150, "forced_by": "search_cap"}
-        ),
-        _record(
-            1, False, {"search_cap": 3, "searches": 1, "token_budget": 200, "tokens": 260, "forced_by": "token_budget"}
-        ),
-        _record(2, True, {"search_cap": 3, "searches": 2, "token_budget": 200, "tokens": 40, "forced_by": None}),
-    ]
+    records = _hand_checked()[:3]
     lines = "\n".join(budgets_section(as_metrics(compute_metrics(records, "given", MetricsConfig(bootstrap=0)))))
     rows = [line for line in lines.splitlines() if line.startswith("| ") and "---" not in line][1:]
     cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
