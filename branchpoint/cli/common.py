@@ -163,6 +163,29 @@ def print_identical(groups: list[dict[str, Any]]) -> None:
         err_console.print(f"[bold red]warning:[/] [bold]{escape(line)}[/]", soft_wrap=True)
 
 
+def warn_identical_before(spec: Any, strict: bool = False) -> None:
+    """Before a sweep runs: say loudly which of its conditions would send the model identical
+    requests (`experiments.prerun`: built and fingerprinted without calling the model); with
+    `strict`, refuse the run instead (InputError, nothing written). A spec without a sweep is
+    not probed."""
+    if len(spec.sweep) == 0:
+        return
+    from branchpoint.evaluation.sameness import before_run_warnings
+    from branchpoint.experiments.prerun import probe_conditions
+
+    lines = before_run_warnings(probe_conditions(spec).groups)
+    if strict and lines:
+        raise InputError("--strict-conditions: " + "\n".join(lines))
+    for line in lines:
+        err_console.print(f"[bold red]warning:[/] [bold]{escape(line)}[/]", soft_wrap=True)
+
+
+STRICT_CONDITIONS_HELP = (
+    "Refuse a sweep whose conditions would send the model identical requests (found before the run from the "
+    "first requests of a few questions); default: a warning."
+)
+
+
 CACHE_HELP = (
     "Response cache: DIR/responses.sqlite (shared by runs, forks and processes) answers every model request "
     "sent before (the body as sent, seed included, and the server's fingerprint); default off "

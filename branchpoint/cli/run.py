@@ -11,12 +11,14 @@ from branchpoint.cli.common import (
     NO_CACHE_HELP,
     SAMPLE_HELP,
     SET_HELP,
+    STRICT_CONDITIONS_HELP,
     app,
     cache_override,
     exit_if_incomplete,
     friendly_errors,
     load_spec_with,
     print_summary,
+    warn_identical_before,
 )
 
 
@@ -69,6 +71,7 @@ def run(
     cache: Path | None = typer.Option(None, "--cache", help=CACHE_HELP),
     no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+    strict_conditions: bool = typer.Option(False, "--strict-conditions", help=STRICT_CONDITIONS_HELP),
 ) -> None:
     """Run every missing execution of a spec; rerunning a finished spec makes no model call.
 
@@ -92,6 +95,7 @@ def run(
     # a quick look at a big study: --limit / --sample; the response cache is written into the run's spec
     loaded = load_spec_with(spec, set_, sample, limit).with_response_cache(response_cache)
     run_dir = out or Path("runs") / loaded.name
+    warn_identical_before(loaded, strict=strict_conditions)  # from the first requests, before anything runs
     summary = run_spec(
         loaded,
         run_dir,

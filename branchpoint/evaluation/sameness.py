@@ -18,6 +18,7 @@ from branchpoint.traces import ExecutionRecord
 
 
 def _value(value: Any) -> str:
+    """A setting's value as the warnings print it: text as it is, anything else as JSON."""
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
 
@@ -50,21 +51,29 @@ def identical_conditions(records: Iterable[ExecutionRecord]) -> list[dict[str, A
     for key, labels in groups.items():
         if len(labels) < 2:
             continue
-        labels.sort(key=lambda lab: natural_condition_key(conditions[lab]))
-        conds = [conditions[lab] for lab in labels]
-        names = sorted({k for c in conds for k in c})
-        axes: dict[str, list[Any]] = {}
-        fixed: dict[str, Any] = {}
-        for name in names:
-            values = [c.get(name) for c in conds]
-            distinct = list({_value(v): v for v in values}.values())
-            if len(distinct) > 1:
-                axes[name] = distinct
-            else:
-                fixed[name] = distinct[0]
-        out.append({"conditions": labels, "axes": axes, "fixed": fixed, "questions": len({q for (q, _), _ in key})})
+        out.append({**describe_group(labels, conditions), "questions": len({q for (q, _), _ in key})})
     out.sort(key=lambda g: g["conditions"])
     return out
+
+
+def describe_group(labels: list[str], conditions: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A group of conditions (by label; `conditions` maps each label to its condition) as
+    `{"conditions": [labels in natural order], "axes": {axis: [values]}, "fixed": {axis: value}}`:
+    `axes` are the settings that differ within the group, `fixed` the ones its conditions share.
+    The after-run check here and the pre-run probe (`experiments.prerun`) word groups alike."""
+    labels = sorted(labels, key=lambda lab: natural_condition_key(conditions[lab]))
+    conds = [conditions[lab] for lab in labels]
+    names = sorted({k for c in conds for k in c})
+    axes: dict[str, list[Any]] = {}
+    fixed: dict[str, Any] = {}
+    for name in names:
+        values = [c.get(name) for c in conds]
+        distinct = list({_value(v): v for v in values}.values())
+        if len(distinct) > 1:
+            axes[name] = distinct
+        else:
+            fixed[name] = distinct[0]
+    return {"conditions": labels, "axes": axes, "fixed": fixed}
 
 
 def identical_warnings(groups: list[dict[str, Any]]) -> list[str]:
@@ -78,5 +87,26 @@ def identical_warnings(groups: list[dict[str, Any]]) -> list[str]:
             f"IDENTICAL CONDITIONS: {axes}{f' (with {fixed})' if fixed else ''} sent identical requests to the "
             f"model for all {g['questions']} questions; this axis changed nothing the model received, so "
             "their rows differ only by label (or by sampling)"
+        )
+    return lines
+
+
+def before_run_warnings(groups: list[dict[str, Any]]) -> list[str]:
+    """One block per group the pre-run probe found (`experiments.prerun`), naming the settings
+    that differ and what they do not reach, e.g. "agent.prompt = fewshot, plain (with
+    agent.search_cap=1) would send the model identical requests ... with agent.policy=constrained"."""
+    lines = []
+    for g in groups:
+        axes = "; ".join(f"{axis} = {', '.join(_value(v) for v in values)}" for axis, values in g["axes"].items())
+        fixed = ",".join(f"{k}={_value(v)}" for k, v in g["fixed"].items())
+        context = ", ".join(f"{k}={_value(v)}" for k, v in g.get("context", {}).items())
+        names = " and ".join(g["axes"])
+        lines.append(
+            f"IDENTICAL CONDITIONS (before the run): {axes}{f' (with {fixed})' if fixed else ''} would send the "
+            f"model identical requests: for the first {g['questions']} questions their first requests and "
+            f"forced answers are the same, and no other setting that acts later differs; {names} "
+            f"{'does' if len(g['axes']) == 1 else 'do'} not reach the model{f' with {context}' if context else ''}. "
+            f"The {len(g['conditions'])} conditions would differ only by label (or by sampling): "
+            f"{'; '.join(g['conditions'])}"
         )
     return lines

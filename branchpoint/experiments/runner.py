@@ -15,12 +15,13 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from branchpoint.agents import (
     AgentContext,
+    AgentState,
     Budget,
     build_graph,
     initial_state,
@@ -496,9 +497,7 @@ async def run_one(
         "configurable": {"thread_id": planned.execution_id},
         "recursion_limit": recursion_limit(spec.agent.search_cap),
     }
-    state = initial_state(
-        planned.question.id, planned.question.question, spec.retrieval.default, planned.history, disclosed_budget(spec)
-    )
+    state = first_state(planned)
     start = time.perf_counter()
     try:
         values, ids = await stream_recording(graph, state, config, ctx)
@@ -508,7 +507,23 @@ async def run_one(
     return record_from_state(values, identity_fields(planned, run_id), wall, ids, ctx=ctx)
 
 
-def agent_context(spec: ExperimentSpec, client: ModelClient, pool: SourcePool, question: Any = None) -> AgentContext:
+def first_state(planned: PlannedExecution) -> AgentState:
+    """The state a planned execution starts from (its question, the default source, its earlier
+    turns and its disclosed budget); the pre-run probe (`experiments.prerun`) starts from it too."""
+    spec, q = planned.spec, planned.question
+    return initial_state(q.id, q.question, spec.retrieval.default, planned.history, disclosed_budget(spec))
+
+
+class SearchTools(Protocol):
+    """Where an execution's search tool comes from: the run's `SourcePool`, or the pre-run
+    probe's sources that search nothing (`experiments.prerun`)."""
+
+    def search_tool(self, spec: ExperimentSpec, question: Any = None) -> SearchTool | None:
+        """The search tool for a condition, or None when search is not offered."""
+        ...
+
+
+def agent_context(spec: ExperimentSpec, client: ModelClient, pool: SearchTools, question: Any = None) -> AgentContext:
     """The run-time context of one execution under a condition's spec (`question`: the one it
     answers, for retrieval interventions)."""
     agent = spec.agent
