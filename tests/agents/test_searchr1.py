@@ -194,3 +194,15 @@ def test_a_search_that_ran_on_to_max_tokens_still_counts(keyword_source):
         context=ctx,
     )
     assert out["status"] == "ok" and out["searches"] == 1 and out["final_answer"] == "Canberra"
+
+
+def test_searchr1_without_search_is_refused_with_the_reason():
+    # Search-R1's prompt offers search word for word: a no-search condition under it would still
+    # tell the model it may search, so the spec names the no-search policy instead
+    from pydantic import ValidationError
+
+    from branchpoint.experiments.spec.sections import AgentSpec
+
+    with pytest.raises(ValidationError, match="agent.policy: no_search"):
+        AgentSpec(policy="tagged", protocol="searchr1", search=False)
+    assert AgentSpec(policy="tagged", protocol="searchr1").search

@@ -95,18 +95,18 @@ def test_sim_probe_equals_what_every_policy_sends(tmp_path, isolated_cache):
     assert [g["conditions"] for g in after] == [g["conditions"] for g in probe.groups]
 
 
-def test_sim_probe_of_the_searchr1_protocol_with_and_without_search(tmp_path, isolated_cache):
+def test_sim_probe_of_the_searchr1_protocol_across_search_caps(tmp_path, isolated_cache):
     # tagged under searchr1 continues the assistant's sequence (vLLM's continue_final_message and
-    # include_stop_str_in_output, fields that follow the server kind). Its prompt is the same with
-    # and without search, but with search the model's <search> runs one: not reported
+    # include_stop_str_in_output, fields that follow the server kind). Its first request is the same
+    # for both caps, but the cap acts only after a search: not reported
     spec_path = tmp_path / "spec.yaml"
-    sweep = {"agent.protocol": ["chat", "searchr1"], "agent.search": [True, False]}
+    sweep = {"agent.protocol": ["chat", "searchr1"], "agent.search_cap": [1, 2]}
     spec_path.write_text(yaml.safe_dump(sim_spec(sweep, policy="tagged")))
     spec = load_spec(spec_path)
     probe = probe_conditions(spec)
     first = {label: tuple(v) for label, v in probe.first.items()}
-    assert first["agent.protocol=searchr1,agent.search=false"] == first["agent.protocol=searchr1,agent.search=true"]
-    assert len(set(first.values())) == 3 and probe.groups == []
+    assert first["agent.protocol=searchr1,agent.search_cap=1"] == first["agent.protocol=searchr1,agent.search_cap=2"]
+    assert len(set(first.values())) == 2 and probe.groups == []
     run_dir = tmp_path / "run"
     run_experiment(spec, run_dir, progress=False, log_requests=True)
     assert_probe_matches_run(probe, run_dir)

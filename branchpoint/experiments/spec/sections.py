@@ -114,6 +114,12 @@ class AgentSpec(_Strict):
                     f"protocol searchr1 sends Search-R1's own prompt, so agent.prompt {self.prompt!r} does not "
                     "apply; leave agent.prompt unset"
                 )
+            if not self.search:
+                raise ValueError(
+                    "protocol searchr1 sends Search-R1's prompt word for word, and that prompt offers search, so "
+                    "agent.search: false would tell the model it may search; for a no-search condition use "
+                    "agent.policy: no_search (or agent.protocol: chat)"
+                )
         return self
 
     @model_serializer(mode="wrap")
