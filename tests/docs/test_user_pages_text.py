@@ -14,9 +14,10 @@ from tests.docs.pages import RUN_LANGUAGES
 from tests.docs.shell import shell_blocks
 from tests.docs.test_pages_run import PAGES
 
-#: The user pages: README.md and the manual's pages (the generated reference included).
+#: The user pages: README.md, the manual's pages and BENCHMARKS.md (the performance page includes it).
 USER_PAGES = [
     REPO / "README.md",
+    REPO / "BENCHMARKS.md",
     *sorted((REPO / "docs").glob("*.md")),
     *sorted((REPO / "docs").glob("reference/*.md")),
 ]
@@ -55,6 +56,20 @@ def forbidden_in(text: str) -> list[tuple[int, str, str]]:
 def test_no_internal_issue_numbers_or_shared_paths(page: Path):
     found = forbidden_in(page.read_text(encoding="utf-8"))
     assert not found, "\n".join(f"{page.relative_to(REPO)}:{n}: {m!r} is {what}" for n, m, what in found)
+
+
+def test_the_generated_references_hold_none_either():
+    """The command reference (every command's help) and the spec reference (every field's
+    description), as the docs hook generates them."""
+    from tests.docs.hook import load_hook
+
+    hook = load_hook()
+    for name, text in [
+        ("command reference", hook.cli_markdown(hook.command_tree())),
+        ("spec reference", hook.spec_markdown(hook.spec_schema())),
+    ]:
+        found = forbidden_in(text)
+        assert not found, "\n".join(f"{name} line {n}: {m!r} is {what}" for n, m, what in found)
 
 
 def test_the_scan_finds_what_it_is_meant_to():
