@@ -53,8 +53,8 @@ def builder(
     Both files may be in any question format (auto-detected); only the unanswerable questions of
     --unanswerable and the answerable ones of --answerable are used.
 
-    Example: branchpoint builder --unanswerable ../shared/data/unanswerable/coconot_eval.jsonl
-    --answerable ../shared/data/answerable/nq_open_dev.jsonl --per-category 30 --out bench.jsonl
+    Example: branchpoint builder --unanswerable data/unanswerable/coconot_eval.jsonl
+    --answerable data/answerable/nq_open_dev.jsonl --per-category 30 --out bench.jsonl
 
     Example: branchpoint builder --unanswerable SelfAware.json:AU --unanswerable FalseQA/test.csv
     --unanswerable freshqa.csv --split TEST --answerable nq_open_dev.jsonl --min-similarity 0.5 --out bench.jsonl

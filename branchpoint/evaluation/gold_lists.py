@@ -20,7 +20,7 @@ A list of five or more gold answers looks like an alias dump when it shows at le
 
 One signal alone is common in honest lists (Natural Questions' multi-answer lists name unrelated
 things; "the courts" / "The courts"); two together fired on 6 of the 3,610 NQ-open dev questions
-in ../shared/data, lists that a person would want to look at anyway.
+(`nq_open_dev.jsonl` of docs/data.md), lists that a person would want to look at anyway.
 """
 
 from __future__ import annotations

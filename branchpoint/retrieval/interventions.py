@@ -1,6 +1,6 @@
 """Retrieval interventions: what an agent is shown, changed on purpose, over a base source.
 
-The five kinds (spec kinds `empty`, `random`, `noisy`, `shuffled`, `oracle`; see
+The six kinds (spec kinds `empty`, `random`, `noisy`, `shuffled`, `oracle`, `withheld`; see
 `retrieval.sources.interventions`) each turn the base source's top-k list for a query into
 another list:
 
@@ -13,7 +13,11 @@ another list:
   passages (`Question.support`), else the corpus passages that contain a gold answer (folded:
   lower case, punctuation dropped, on word boundaries) — then the base list without them, cut
   to k. A question with neither is refused (`OracleRefused`); an unanswerable question (no gold
-  answers, no support) gets the base list unchanged.
+  answers, no support) gets the base list unchanged;
+- `withheld`: the base list with the question's gold passages taken out — its supporting
+  passage ids and every passage holding a gold answer (folded as for `oracle`) — refilled from
+  further down the base's ranking, so an answerable question is unanswerable *given the corpus*
+  (the MuSiQue-Full construction). An unanswerable question gets the base list unchanged.
 
 Every draw is a function of (seed, question id, query, kind, k) alone — a numpy Generator seeded
 from their SHA-256 — so a rerun and every fork branch of an execution see the same evidence
@@ -38,11 +42,14 @@ from branchpoint.retrieval.corpus import Passage
 from branchpoint.retrieval.source import RetrievalSource
 from branchpoint.traces import RetrievedDoc
 
-KINDS: tuple[str, ...] = ("empty", "random", "noisy", "shuffled", "oracle")
+KINDS: tuple[str, ...] = ("empty", "random", "noisy", "shuffled", "oracle", "withheld")
 #: Score given to a passage the intervention put in (random draws, gold passages not retrieved).
 INSERTED_SCORE = 0.0
 #: Corpora up to this many passages draw from a full permutation; larger ones by rejection.
 SMALL_CORPUS = 100_000
+#: How far down the base's ranking `withheld` reads to refill a list (fewer than k passages when
+#: this many all hold the answer).
+WITHHELD_DEPTH = 4096
 
 
 class OracleRefused(InputError):
@@ -73,9 +80,9 @@ def fold(text: str) -> str:
     return " " + " ".join(re.sub(r"[^\w\s]", " ", text).split()) + " "
 
 
-def holds_answer(passage: Passage, gold_answers: Sequence[str]) -> bool:
+def holds_answer(passage: Passage | RetrievedDoc, gold_answers: Sequence[str]) -> bool:
     """Whether a gold answer (that folds to something) occurs in the passage's title or text."""
-    padded = fold(f"{passage.title} {passage.text}")
+    padded = fold(f"{passage.title or ''} {passage.text}")
     return any(g.strip() and fold(g) in padded for g in gold_answers if fold(g).strip())
 
 
@@ -102,7 +109,7 @@ class InterventionSource:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise InputError(f'source "{self.name}": unknown intervention {self.kind!r} (known: {", ".join(KINDS)})')
-        if self.kind in ("noisy", "shuffled", "oracle") and self.base is None:
+        if self.kind in ("noisy", "shuffled", "oracle", "withheld") and self.base is None:
             raise InputError(f'source "{self.name}": kind {self.kind} needs a base source')
         if self.kind in ("random", "noisy", "oracle") and not self.passages:
             raise InputError(f'source "{self.name}": kind {self.kind} needs a corpus with passages')
@@ -126,6 +133,8 @@ class InterventionSource:
         """The intervened top-k list for `query` under `ctx`."""
         if self.kind == "empty":
             return []
+        if self.kind == "withheld":
+            return self._withheld(query, k, ctx)
         rng = np.random.default_rng(draw_seed(ctx.seed, ctx.question_id, query, self.kind, k))
         if self.kind == "random":
             return [_doc(self._passage(i), self.name) for i in self._draw(rng, k, exclude=set())]
@@ -213,6 +222,23 @@ class InterventionSource:
         chosen = {d.doc_id for d in out}
         out += [d for d in base if d.doc_id not in chosen]
         return out[:k]
+
+    def _withheld(self, query: str, k: int, ctx: SearchContext) -> list[RetrievedDoc]:
+        """The base's top k without the question's gold passages: the base is asked for more
+        (k plus the gold passages it returned, doubling) until k remain or its ranking ends."""
+        support = set(ctx.support)
+
+        def gold(d: RetrievedDoc) -> bool:
+            return d.doc_id in support or holds_answer(d, ctx.gold_answers)
+
+        depth = k
+        while True:
+            listed = self._base(query, depth)
+            kept = [d for d in listed if not gold(d)]
+            if len(kept) >= k or len(listed) < depth or depth >= WITHHELD_DEPTH:
+                break
+            depth = min(WITHHELD_DEPTH, max(2 * depth, k + len(listed) - len(kept)))
+        return [d.model_copy(update={"source": self.name}) for d in kept[:k]]
 
 
 @dataclass

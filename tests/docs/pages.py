@@ -24,7 +24,9 @@ its reason:
 Runs that a page uses but another page makes (`runs/quickstart`, `runs/fork-study`, ...) and
 files the reader is assumed to have (`my_forecasts.jsonl`; the FlashRAG files of
 tests/docs/page_files.py; a spec a page shows in a yaml block starting `# NAME`) are made first,
-by `PREREQUISITES` and `FILES`.
+by `PREREQUISITES` and `FILES`. The public files of docs/data.md are the reader's `data/` folder:
+a link to the developers' copy, and the commands reading them are left out where there is none
+(`NEEDS_SHARED_DATA`).
 """
 
 from __future__ import annotations
@@ -63,11 +65,14 @@ NOT_RUN: list[tuple[str, str]] = [
     ),
 ]
 
-#: Commands that read the public data sets in `../shared/data` (or a spec that does): run where
-#: that folder is beside the repository, as on the developers' machines, and left out (with the
-#: run folders they make, and the commands reading those) where it is not.
-NEEDS_SHARED_DATA = (r"\.\./shared/data", r"experiments/corpora\.yaml")
+#: Commands that read the public files of docs/data.md, which the pages place in `data/` in the
+#: working directory: run where the developers' copy of those files is (`../shared/data` beside
+#: the repository, linked as the workspace's `data/`), and left out (with the run folders they
+#: make, and the commands reading those) where it is not.
+NEEDS_SHARED_DATA = (r"(?<![\w./-])data/",)
 SHARED_DATA = REPO.parent / "shared" / "data"
+if not SHARED_DATA.is_dir():  # a worktree beside the main checkout: the development layout
+    SHARED_DATA = Path("/work/shared/data")
 
 #: Sentence-transformers models the pages name (from the hub, or a folder the reader has) -> the
 #: embedded encoder the page's command runs with here; the page's settings (`--retrieval-method`,
@@ -221,7 +226,7 @@ class Workspace:
     judge_url: str
     ran: list[str] = field(default_factory=list)
     servers: PageServers | None = None
-    #: Commands left out for want of `../shared/data`, and the run folders they would have made.
+    #: Commands left out for want of the public data, and the run folders they would have made.
     left_out: list[str] = field(default_factory=list)
     missing_runs: set[str] = field(default_factory=set)
 
@@ -231,8 +236,8 @@ class Workspace:
         root.mkdir()
         for name in ("experiments", "tests"):
             (root / name).symlink_to(REPO / name)
-        if SHARED_DATA.is_dir() and not (tmp / "shared").exists():
-            (tmp / "shared").symlink_to(SHARED_DATA.parent)  # `../shared/data` as from the repository root
+        if SHARED_DATA.is_dir():
+            (root / "data").symlink_to(SHARED_DATA)  # the reader's `data/` folder of docs/data.md
         return cls(root, judge_url, servers=PageServers(root))
 
     def close(self) -> None:

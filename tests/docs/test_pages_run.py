@@ -20,7 +20,8 @@ from tests.docs.pages import (
 from tests.evaluation.fake_openai import fake_openai
 
 #: The user pages whose commands run: (page, marks). The search-value, forking, training, recipes
-#: and validation pages run whole studies (minutes on 2 cores).
+#: and validation pages run whole studies (minutes on 2 cores); the question-sets page's builder
+#: embeds 4,611 public questions (about a minute), where the public data is present.
 PAGES = [
     ("quickstart", ()),
     ("agents", ()),
@@ -29,6 +30,7 @@ PAGES = [
     ("evaluation", ()),
     ("reliability", ()),
     ("trace-contract", ()),
+    ("questions", (pytest.mark.integration,)),
     ("training", (pytest.mark.integration,)),
     ("forking", (pytest.mark.integration,)),
     ("search-value", (pytest.mark.integration,)),

@@ -1,6 +1,7 @@
 """A sweep over retrieval interventions runs and evaluates on the simulated model, and the
 simulated answers respond: the oracle's gold passages raise answer accuracy over random
-passages, and an empty source shows no passage, answering as with no evidence."""
+passages, an empty source shows no passage, answering as with no evidence, and a withheld one
+shows no gold passage, answering as without one."""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ retrieval:
     noisy: {kind: noisy, base: bm, p: 0.34}
     shuffled: {kind: shuffled, base: bm}
     oracle: {kind: oracle, base: bm}
+    withheld: {kind: withheld, base: bm}
 """
-KINDS = ["bm", "empty", "random", "noisy", "shuffled", "oracle"]
+KINDS = ["bm", "empty", "random", "noisy", "shuffled", "oracle", "withheld"]
 
 
 @pytest.fixture(scope="module")
@@ -57,12 +59,18 @@ def test_sweep_over_kinds_runs_and_evaluates(swept):
 
 
 def test_each_kind_shapes_what_the_agent_was_shown(swept):
+    from branchpoint.retrieval.interventions import holds_answer
+    from branchpoint.traces import RetrievedDoc
+
     support = {q.id: q.support for q in load_questions("demo")}
     searches: dict[str, list] = {k: [] for k in KINDS}
     for r in records(swept):
         for s in r["steps"]:
             if s["kind"] == "search":
                 searches[r["condition"]["retrieval.default"]].append((r, [d["doc_id"] for d in s["retrieved"]]))
+                if r["condition"]["retrieval.default"] == "withheld" and r["answerable"]:
+                    shown = [RetrievedDoc.model_validate(d) for d in s["retrieved"]]
+                    assert not any(holds_answer(d, r["gold_answers"]) for d in shown), r["question_id"]
     assert searches["empty"] and all(docs == [] for _, docs in searches["empty"])
     answerable = [(r, docs) for r, docs in searches["oracle"] if r["answerable"]]
     assert answerable and all(docs[0] == support[r["question_id"]][0] for r, docs in answerable)
@@ -75,6 +83,7 @@ def test_simulated_answers_respond_to_the_evidence(swept):
     # the sim's instruct profile: P(correct) 0.3 without a gold passage, raised by one shown
     assert acc["oracle"] - acc["random"] >= 0.2  # (bm already finds the gold on the demo corpus)
     assert acc["empty"] <= 0.5 and acc["oracle"] - acc["empty"] >= 0.3
+    assert acc["bm"] - acc["withheld"] >= 0.2  # bm shows the gold, withheld never
 
 
 def test_an_oracle_without_gold_passages_is_refused_before_anything_is_written(tmp_path):

@@ -1,4 +1,4 @@
-"""Retrieval interventions (`empty`, `random`, `noisy`, `shuffled`, `oracle`) over a real BM25
+"""Retrieval interventions (`empty`, `random`, `noisy`, `shuffled`, `oracle`, `withheld`) over a real BM25
 source on the demo corpus: each kind's effect on the result list, checked by hand; draws keyed
 by (seed, question, query); the retrieval cache keyed on the intervention and the question."""
 
@@ -17,6 +17,7 @@ from branchpoint.retrieval.sources import (
     OracleSourceSpec,
     RandomSourceSpec,
     ShuffledSourceSpec,
+    WithheldSourceSpec,
 )
 
 QUERY = "What is the capital of Australia?"
@@ -109,6 +110,40 @@ def test_oracle_refuses_a_question_without_gold_passages(bm, demo):
     with pytest.raises(OracleRefused, match=r'"o" \(oracle\): question demo-a01 has no gold passage') as exc:
         src.bind(ctx(lost)).search(QUERY, 3)
     assert "\n" not in str(exc.value)
+
+
+def test_withheld_drops_the_gold_passages_and_refills_from_further_down(bm, demo):
+    src = WithheldSourceSpec(base="bm").open_over("w", bm)
+    q = demo["demo-a01"]  # Canberra; support demo-001; Melbourne's passage also names Canberra
+    base = bm.search(QUERY, 8)
+    assert ids(base)[:4] == ["demo-002", "demo-001", "demo-058", "demo-062"] and "demo-003" in ids(base)
+    out = src.bind(ctx(q)).search(QUERY, 3)
+    assert ids(out) == ["demo-002", "demo-058", "demo-062"]  # Sydney stays: on topic, no answer
+    assert [d.score for d in out] == [base[0].score, base[2].score, base[3].score]
+    assert all(d.source == "w" for d in out)
+    deeper = src.bind(ctx(q)).search(QUERY, 6)
+    assert ids(deeper) == [i for i in ids(base) if i not in ("demo-001", "demo-003")][:6]
+    # a support id is withheld even when its passage does not hold the answer
+    sydney = q.model_copy(update={"support": ["demo-002"]})
+    assert ids(src.bind(ctx(sydney)).search(QUERY, 2)) == ["demo-058", "demo-062"]
+    # unanswerable (no gold, no support): the base list as it is
+    assert ids(src.bind(ctx(demo["demo-u01"])).search(QUERY, 3)) == ids(base)[:3]
+
+
+def test_withheld_leaves_no_answerable_demo_question_its_answer():
+    from branchpoint.retrieval.sources import DenseSourceSpec
+
+    dense = DenseSourceSpec(corpus="demo", encoder="minilm-onnx").open("d")
+    src = WithheldSourceSpec(base="d").open_over("w", dense)
+    answered = 0
+    for q in load_questions("demo"):
+        if not q.answerable:
+            continue
+        answered += any(holds_answer(d, q.gold_answers) for d in dense.search(q.question, 3))
+        out = src.bind(ctx(q)).search(q.question, 3)
+        assert len(out) == 3, q.id  # a dense ranking always has more passages to refill from
+        assert not any(holds_answer(d, q.gold_answers) or d.doc_id in q.support for d in out), q.id
+    assert answered >= 45  # the clean source does show most of them their answer
 
 
 def spec_with(sources: dict, default: str, seed: int = 0) -> ExperimentSpec:

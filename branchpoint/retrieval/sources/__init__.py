@@ -1,8 +1,9 @@
 """Retrieval source kinds: one pydantic class per kind, registered by name, each opening itself.
 
 `dense` (the default), `bm25` and `searchr1` are built in, and the retrieval interventions
-`empty`, `random`, `noisy`, `shuffled` and `oracle` over any of them (`sources.interventions`); a plug-in (or a spec naming
-`package.module:Class`) adds another with one module: a `SourceSpec` subclass with
+`empty`, `random`, `noisy`, `shuffled`, `oracle` and `withheld` over any of them
+(`sources.interventions`); a plug-in (or a spec naming `package.module:Class`) adds another
+with one module: a `SourceSpec` subclass with
 `kind: Literal["name"]`, its fields and `open`, decorated with `@source("name")`. A spec's
 `retrieval.sources` values are `SourceField`s: validated by the class of their `kind`.
 """
@@ -24,6 +25,7 @@ from branchpoint.retrieval.sources.interventions import (
     OracleSourceSpec,
     RandomSourceSpec,
     ShuffledSourceSpec,
+    WithheldSourceSpec,
 )
 from branchpoint.retrieval.sources.searchr1 import SearchR1SourceSpec
 
@@ -41,6 +43,7 @@ __all__ = [
     "ShuffledSourceSpec",
     "SourceField",
     "SourceSpec",
+    "WithheldSourceSpec",
     "source",
     "source_class",
 ]

@@ -1,4 +1,4 @@
-"""Source kinds `empty`, `random`, `noisy`, `shuffled`, `oracle`: retrieval interventions
+"""Source kinds `empty`, `random`, `noisy`, `shuffled`, `oracle`, `withheld`: retrieval interventions
 (`branchpoint.retrieval.interventions` says what each does to a result list).
 
 Each wraps a base source: `base: NAME`, another source of the same spec's `retrieval.sources`
@@ -6,7 +6,7 @@ Each wraps a base source: `base: NAME`, another source of the same spec's `retri
 demo corpus). Random passages and gold passages come from `corpus` when it is set, else from
 the base's own corpus (a dense or bm25 base; a `searchr1` base needs `corpus`). `noisy` takes
 `p`, the share of each list replaced. They are swept like any source, e.g.
-`sweep: {retrieval.default: [clean, empty, random, noisy, shuffled, oracle]}`.
+`sweep: {retrieval.default: [clean, empty, random, noisy, shuffled, oracle, withheld]}`.
 """
 
 from __future__ import annotations
@@ -162,3 +162,13 @@ class OracleSourceSpec(InterventionSourceSpec):
     kind: Literal["oracle"] = "oracle"
     needs_base: ClassVar[bool] = True
     needs_corpus: ClassVar[bool] = True
+
+
+@source("withheld")
+class WithheldSourceSpec(InterventionSourceSpec):
+    """The base's list without the question's gold passages (its supporting passage ids and the
+    passages holding a gold answer), refilled from further down the base's ranking: answerable
+    questions become unanswerable given the corpus. Unanswerable questions get the base's list."""
+
+    kind: Literal["withheld"] = "withheld"
+    needs_base: ClassVar[bool] = True
