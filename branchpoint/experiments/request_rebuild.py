@@ -48,11 +48,12 @@ from branchpoint.checkpoints.boundaries import original_path
 from branchpoint.checkpoints.values import thread_states
 from branchpoint.errors import InputError
 from branchpoint.experiments.branch_planning import base_condition, condition_key, condition_specs
+from branchpoint.experiments.execution import run_blocking_core
 from branchpoint.experiments.runner import SourcePool, agent_context, policy_paths
 from branchpoint.experiments.spec import ExperimentSpec, load_spec
 from branchpoint.models.openai_compat import OpenAICompatibleClient
 from branchpoint.models.request_fingerprint import canonical_request
-from branchpoint.models.request_log import current_execution, read_requests
+from branchpoint.models.request_log import RequestLog, current_execution, read_requests
 from branchpoint.models.scripted import ScriptedModel
 from branchpoint.models.spec import ModelSpec
 from branchpoint.provenance import read_invocations
@@ -122,7 +123,7 @@ def _usage(step: Step) -> dict[str, Any]:
     usage = step.usage
     assert usage is not None  # a model step
     reasoning = usage.reasoning_tokens
-    if step.reasoning and not reasoning:
+    if step.model_dump().get("reasoning") and not reasoning:
         reasoning = max(1, usage.output_tokens)  # reported, so the client asks no server to count
     return {
         "prompt_tokens": usage.input_tokens,
@@ -289,7 +290,7 @@ def replay_client(spec: ModelSpec, book: ReplyBook, sink: RebuiltSink, server_ki
     if spec.provider in ("openai", "sim", "embedded"):
         quiet = spec.model_copy(update={"api_key_env": None, "response_cache": None, "server_kind": server_kind})
         return OpenAICompatibleClient(
-            quiet, base_url=REBUILD_URL, transport=ReplayTransport(book, spec.name), request_log=sink
+            quiet, base_url=REBUILD_URL, transport=ReplayTransport(book, spec.name), request_log=cast(RequestLog, sink)
         )
     raise InputError(
         f"model.provider {spec.provider!r}: its requests cannot be rebuilt from the checkpoints "
@@ -336,7 +337,11 @@ def _search_cap(first: dict[str, Any], spec: ExperimentSpec, record: ExecutionRe
     if record.parent is None or not directive:
         return spec.agent.search_cap
     searches = int(first.get("searches", 0))
-    return searches + int(directive.get("search_budget", 0)) if directive.get("action") in ("SEARCH", "SWITCH") else searches
+    return (
+        searches + int(directive.get("search_budget", 0))
+        if directive.get("action") in ("SEARCH", "SWITCH")
+        else searches
+    )
 
 
 def _sampling(record: ExecutionRecord) -> dict[str, Any]:
@@ -353,7 +358,7 @@ async def _rebuild_one(
 ) -> None:
     """Run the model nodes of one execution at each of its saved states, in order."""
     # the state the graph started from (the input checkpoint holds its input as a pending write)
-    first = next((s.values for s in snapshots if (s.metadata or {}).get("source") != "input"), {})
+    first: dict[str, Any] = next((s.values for s in snapshots if (s.metadata or {}).get("source") != "input"), {})
     ctx = agent_context(spec, client.with_sampling(**_sampling(record)), cast(SourcePool, NoSearchPool()), record)
     ctx.search_cap = _search_cap(first, spec, record)
     current_execution.set(record.execution_id)
@@ -380,8 +385,6 @@ def rebuild_requests(
     `executions`: id prefixes to rebuild (default all); `include_logged`: rebuild those whose
     requests are in requests.jsonl too; `server_kind`: the server kind the run's client sent for,
     where the run's records cannot say (see `server_kind_of`)."""
-    from branchpoint.agents.policies import run_blocking
-
     run_dir = Path(run_dir)
     if not (run_dir / SPEC_FILE).is_file() or not (run_dir / EXECUTIONS_FILE).is_file():
         raise InputError(f"{run_dir}: not a run directory (expected {SPEC_FILE} and {EXECUTIONS_FILE})")
@@ -390,9 +393,11 @@ def rebuild_requests(
         raise InputError(f"{run_dir / CHECKPOINTS_FILE}: not found (the run has no checkpoints to rebuild from)")
     spec = load_spec(run_dir / SPEC_FILE, recorded=True)
     specs = condition_specs(spec)
-    logged = {str(r.get("execution_id")) for r in read_requests(run_dir / REQUESTS_FILE)} if (
-        run_dir / REQUESTS_FILE
-    ).is_file() else set()
+    logged = (
+        {str(r.get("execution_id")) for r in read_requests(run_dir / REQUESTS_FILE)}
+        if (run_dir / REQUESTS_FILE).is_file()
+        else set()
+    )
     summary = RebuildSummary(out=out or run_dir / REBUILT_REQUESTS_FILE)
     records = _latest_records(run_dir)
     if executions:
@@ -439,7 +444,8 @@ def rebuild_requests(
             )
             start = len(sink.lines)
             try:
-                run_blocking(_rebuild_one(record, resolved, clients[model_key], snapshots, nodes[policy]))
+                client, at = clients[model_key], nodes[policy]
+                run_blocking_core(lambda: _rebuild_one(record, resolved, client, snapshots, at))
                 if replies.position != len(replies.steps):
                     raise RebuildError(
                         f"the rebuild made {replies.position} model calls, the record has {len(replies.steps)}"

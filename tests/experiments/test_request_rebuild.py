@@ -67,7 +67,7 @@ def sim_spec(name: str, sweep: dict[str, list[Any]], policy: str = "native", pro
 
 
 def scripted_spec() -> ExperimentSpec:
-    script = ['not json at all', 'search", "text": "capital city"}', 'answer", "text": "Canberra"}']
+    script = ["not json at all", 'search", "text": "capital city"}', 'answer", "text": "Canberra"}']
     return ExperimentSpec(
         name="scripted",
         questions=QuestionsSpec(limit=2),
@@ -114,9 +114,7 @@ def assert_same_requests(logged: Path, bare: Path) -> dict[str, list[str]]:
     """Every execution's and branch's rebuilt requests equal the logged ones, one by one."""
     names_sent, names_rebuilt = branch_names(logged), branch_names(bare)
     sent = {names_sent.get(k, k): v for k, v in by_execution(read_requests(logged / REQUESTS_FILE)).items()}
-    rebuilt = {
-        names_rebuilt.get(k, k): v for k, v in by_execution(read_requests(bare / REBUILT_REQUESTS_FILE)).items()
-    }
+    rebuilt = {names_rebuilt.get(k, k): v for k, v in by_execution(read_requests(bare / REBUILT_REQUESTS_FILE)).items()}
     assert sent and set(rebuilt) == set(sent)
     for eid, bodies in sent.items():
         assert len(rebuilt[eid]) == len(bodies), eid

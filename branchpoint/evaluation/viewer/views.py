@@ -196,7 +196,11 @@ def _requests(index: RunIndex, record: ExecutionRecord) -> tuple[list[dict[str, 
     hint = f"`branchpoint requests rebuild {index.run_dir}` rebuilds them from the checkpoints"
     if index.requests.available():
         return [], "", f"no requests of this execution in {REQUESTS_FILE} (it ran without --log-requests; {hint})"
-    return [], "", f"no {REQUESTS_FILE} in the run (run or fork with --log-requests to see the requests as sent; {hint})"
+    return (
+        [],
+        "",
+        f"no {REQUESTS_FILE} in the run (run or fork with --log-requests to see the requests as sent; {hint})",
+    )
 
 
 def execution_view(index: RunIndex, execution_id: str) -> dict[str, Any]:
