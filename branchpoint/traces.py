@@ -44,6 +44,8 @@ JUDGE_CACHE_FILE = "judge_cache.sqlite"
 QUARANTINE_FILE = "quarantine.jsonl"
 #: Every request body sent to the model (`--log-requests`).
 REQUESTS_FILE = "requests.jsonl"
+#: Requests rebuilt from a run's checkpoints (`branchpoint requests rebuild`), in the same format.
+REBUILT_REQUESTS_FILE = "requests.rebuilt.jsonl"
 #: One line per `fork` / `replay` invocation: the plan it ran and where each setting came from.
 FORK_SETTINGS_FILE = "fork_settings.jsonl"
 #: What `evaluate`, the minimal-search study, `value` and `report` write beside the traces.

@@ -31,12 +31,19 @@ def view(
         "--no-token",
         help="Serve without the per-start token in the URL (any local program can then read the run).",
     ),
+    rebuild_requests: bool = typer.Option(
+        False,
+        "--rebuild-requests",
+        help="First rebuild the requests of executions without requests.jsonl lines from the checkpoints "
+        "(as `branchpoint requests rebuild`).",
+    ),
 ) -> None:
     """Look at runs: executions table, timelines with each model call's request and reply,
     judge outputs, fork trees (127.0.0.1 only).
 
     Reads the traces only (never the checkpoint database); the requests as sent come from
-    RUN/requests.jsonl (`run` / `fork` with --log-requests). Several runs are shown in one table,
+    RUN/requests.jsonl (`run` / `fork` with --log-requests), else from RUN/requests.rebuilt.jsonl
+    (`branchpoint requests rebuild`, or --rebuild-requests here), labelled as rebuilt. Several runs are shown in one table,
     with a run filter and their conditions side by side. While a run is still writing, the page
     adds its new records as they land. The URL it prints carries a random token made at each
     start (as Jupyter's does); requests without it, and requests whose Host is not a loopback
@@ -59,6 +66,12 @@ def view(
     if export is not None and len(run_dirs) > 1:
         raise InputError(f"--export writes one run; {len(run_dirs)} were given (the server shows several together)")
     indexes = [RunIndex.open(run_dir, judge=judge) for run_dir in run_dirs]
+    if rebuild_requests:
+        from branchpoint.cli.request_logs import print_rebuild
+        from branchpoint.experiments.request_rebuild import rebuild_requests as rebuild
+
+        for run_dir in run_dirs:
+            print_rebuild(rebuild(run_dir))
     state = ViewerState(indexes[0], list(forecasts), more=indexes[1:])
     if export is not None:
         counts = export_run(state, export)

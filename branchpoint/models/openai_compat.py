@@ -107,12 +107,12 @@ def tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def sync_transport(cache: CacheBinding | None) -> dict[str, Any]:
-    """The `transport` keyword of a blocking HTTP client: one that answers from `cache` (none
-    without a cache: httpx's default)."""
+def sync_transport(cache: CacheBinding | None, inner: Any = None) -> dict[str, Any]:
+    """The `transport` keyword of a blocking HTTP client: one that answers from `cache` (over
+    `inner`, default a new connection pool); without a cache, `inner` or httpx's default."""
     if cache is None:
-        return {}
-    inner = httpx2.HTTPTransport(verify=tls_context(), limits=DEFAULT_CONNECTION_LIMITS)
+        return {} if inner is None else {"transport": inner}
+    inner = inner or httpx2.HTTPTransport(verify=tls_context(), limits=DEFAULT_CONNECTION_LIMITS)
     return {"transport": CachingTransport(inner, cache)}
 
 
@@ -157,11 +157,18 @@ class LoopClients:
     helper runs it on its worker thread's own loop). Forgotten with their loop."""
 
     def __init__(
-        self, base_url: str, api_key: str, timeout_s: float, log_hook: Any, cache: CacheBinding | None = None
+        self,
+        base_url: str,
+        api_key: str,
+        timeout_s: float,
+        log_hook: Any,
+        cache: CacheBinding | None = None,
+        transport: Any = None,
     ) -> None:
         self._params = dict(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
         self._hooks = {"request": [log_hook]} if log_hook is not None else {}
         self._cache = cache
+        self._transport = transport
         self._lock = threading.Lock()
         self._by_loop: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, tuple[openai.DefaultAsyncHttpxClient, openai.AsyncOpenAI]
@@ -174,7 +181,7 @@ class LoopClients:
             clients = self._by_loop.get(loop)
             if clients is None:
                 http = openai.DefaultAsyncHttpxClient(
-                    verify=tls_context(), event_hooks=self._hooks, **async_transport(self._cache)
+                    verify=tls_context(), event_hooks=self._hooks, **async_transport(self._cache, self._transport)
                 )
                 clients = self._by_loop[loop] = (http, openai.AsyncOpenAI(**self._params, http_client=http))  # type: ignore[arg-type]
         return loop, clients[0], clients[1]
@@ -188,7 +195,12 @@ class LoopClients:
 
 
 class OpenAICompatibleClient:
-    """A `ModelClient` for any OpenAI-compatible server, configured from a `ModelSpec`."""
+    """A `ModelClient` for any OpenAI-compatible server, configured from a `ModelSpec`.
+
+    `transport` (an httpx2 transport with both `handle_request` and `handle_async_request`)
+    answers the HTTP requests instead of the network: rebuilding a run's requests from its
+    checkpoints (`experiments.request_rebuild`) replays the recorded replies through it, so the
+    bodies are built, and logged, by this client's own code."""
 
     def __init__(
         self,
@@ -197,6 +209,7 @@ class OpenAICompatibleClient:
         *,
         token_counter: ServerTokenCounter | None = None,
         request_log: RequestLog | None = None,
+        transport: Any = None,
         _http_clients: tuple[openai.DefaultHttpxClient, openai.DefaultAsyncHttpxClient] | None = None,
         _loop_clients: LoopClients | None = None,
         _cache: CacheBinding | None = None,
@@ -204,6 +217,7 @@ class OpenAICompatibleClient:
         self.spec = spec
         self.name = spec.name
         self.request_log = request_log
+        self._transport = transport
         self.base_url = base_url or spec.base_url
         if not self.base_url:
             raise InputError("model.base_url: required for provider 'openai' (e.g. http://127.0.0.1:8000/v1)")
@@ -216,12 +230,16 @@ class OpenAICompatibleClient:
             # request hook logs into `request_log`; their transport answers from the cache.
             hooks = {"request": [self._log_request]} if request_log is not None else {}
             _http_clients = (
-                openai.DefaultHttpxClient(verify=tls_context(), event_hooks=hooks, **sync_transport(self._cache)),
-                openai.DefaultAsyncHttpxClient(verify=tls_context(), **async_transport(self._cache)),
+                openai.DefaultHttpxClient(
+                    verify=tls_context(), event_hooks=hooks, **sync_transport(self._cache, transport)
+                ),
+                openai.DefaultAsyncHttpxClient(verify=tls_context(), **async_transport(self._cache, transport)),
             )
         self._http_clients = _http_clients
         hook = self._alog_request if request_log is not None else None
-        self._loop_clients = _loop_clients or LoopClients(self.base_url, key, spec.timeout_s, hook, self._cache)
+        self._loop_clients = _loop_clients or LoopClients(
+            self.base_url, key, spec.timeout_s, hook, self._cache, transport
+        )
         self._acompletion: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, OpenAI] = weakref.WeakKeyDictionary()
         common: dict[str, Any] = dict(
             model=spec.name,
@@ -279,6 +297,7 @@ class OpenAICompatibleClient:
             base_url=self.base_url,
             token_counter=self.token_counter,
             request_log=self.request_log,
+            transport=self._transport,
             _http_clients=self._http_clients,
             _loop_clients=self._loop_clients,
             _cache=self._cache,
@@ -293,6 +312,7 @@ class OpenAICompatibleClient:
             base_url=self.base_url,
             token_counter=self.token_counter,
             request_log=request_log,
+            transport=self._transport,
             _cache=self._cache,
         )
         clone._server_kind = self._server_kind

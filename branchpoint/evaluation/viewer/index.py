@@ -60,6 +60,7 @@ from branchpoint.traces import (
     JUDGED_FILE,
     METRICS_FILE,
     PASSAGES_FILE,
+    REBUILT_REQUESTS_FILE,
     REPLAYS_FILE,
     REQUESTS_FILE,
     VALUE_FILE,
@@ -117,10 +118,12 @@ class RunIndex:
     _refreshed_at: float = 0.0
 
     requests: RequestIndex = field(init=False)
+    rebuilt_requests: RequestIndex = field(init=False)
 
     def __post_init__(self) -> None:
         self.passages = PassageResolver(self.run_dir / PASSAGES_FILE)  # read on the first reference
         self.requests = RequestIndex(self.run_dir)  # requests.jsonl, indexed on the first open
+        self.rebuilt_requests = RequestIndex(self.run_dir, REBUILT_REQUESTS_FILE)  # `requests rebuild`
 
     _failure: str | None = None
 

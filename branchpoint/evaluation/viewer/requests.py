@@ -8,6 +8,11 @@ request per call, in the same order, so the k-th request of an execution is the 
 When the counts differ (a run logged only in part, a foreign trace) the requests are shown apart,
 unplaced. Lines are read again from their byte offsets when an execution is opened, so a long
 log is scanned once and held as offsets only; lines appended later (a running run) are added.
+
+`requests.rebuilt.jsonl` (`branchpoint requests rebuild`) has the same lines, each with a
+`rebuilt` field ({"from": "checkpoint", "checkpoint_id", "node", "verified"}): the requests built
+again from the run's checkpoints by the run's own code. It is read the same way, for executions
+that have no lines in requests.jsonl, and its requests are labelled as rebuilt.
 """
 
 from __future__ import annotations
@@ -57,16 +62,18 @@ def step_reply(step: Step) -> dict[str, Any]:
 
 @dataclass
 class RequestIndex:
-    """Byte offsets of each execution's lines in RUN_DIR/requests.jsonl, read on first use."""
+    """Byte offsets of each execution's lines in RUN_DIR/requests.jsonl (or `file`, e.g.
+    requests.rebuilt.jsonl), read on first use."""
 
     run_dir: Path
+    file: str = REQUESTS_FILE
     offsets: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # id -> [(offset, line)]
     read_to: tuple[int, int] = (0, 1)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def path(self) -> Path:
-        return self.run_dir / REQUESTS_FILE
+        return self.run_dir / self.file
 
     def available(self) -> bool:
         return self.path.is_file()
@@ -87,7 +94,8 @@ class RequestIndex:
                 self.offsets.setdefault(str(obj["execution_id"]), []).append((offset, lineno))
 
     def requests_of(self, execution_id: str) -> list[dict[str, Any]]:
-        """The logged requests of one execution, in order: {line, time, endpoint, body}."""
+        """The logged requests of one execution, in order: {line, time, endpoint, body}, and
+        `rebuilt` for a rebuilt line."""
         with self.lock:
             self._update()
             where = list(self.offsets.get(execution_id, []))
@@ -102,6 +110,7 @@ class RequestIndex:
                         "time": obj.get("time"),
                         "endpoint": obj.get("endpoint"),
                         "body": obj.get("body"),
+                        **({"rebuilt": obj["rebuilt"]} if obj.get("rebuilt") else {}),
                     }
                 )
         return out

@@ -27,6 +27,7 @@ from branchpoint.evaluation.viewer.rows import outcome_of
 from branchpoint.traces import (
     BOUNDARY_INITIAL,
     BOUNDARY_PENDING,
+    REBUILT_REQUESTS_FILE,
     REQUESTS_FILE,
     ExecutionRecord,
     TraceError,
@@ -183,13 +184,23 @@ def lineage(index: RunIndex, record: ExecutionRecord) -> list[dict[str, Any]]:
 
 
 def _requests(index: RunIndex, record: ExecutionRecord) -> tuple[list[dict[str, Any]], str, str | None]:
-    """(requests, source, problem): the execution's lines of requests.jsonl, else none with why."""
+    """(requests, source, problem): the execution's lines of requests.jsonl, else those rebuilt
+    from its checkpoints (requests.rebuilt.jsonl), else none with why."""
     logged = index.requests.requests_of(record.execution_id) if index.requests.available() else []
     if logged:
         return logged, REQUESTS_FILE, None
+    rebuilt = index.rebuilt_requests
+    found = rebuilt.requests_of(record.execution_id) if rebuilt.available() else []
+    if found:
+        return found, REBUILT_REQUESTS_FILE, None
+    hint = f"`branchpoint requests rebuild {index.run_dir}` rebuilds them from the checkpoints"
     if index.requests.available():
-        return [], "", f"no requests of this execution in {REQUESTS_FILE} (it ran without --log-requests)"
-    return [], "", f"no {REQUESTS_FILE} in the run (run or fork with --log-requests to see the requests as sent)"
+        return [], "", f"no requests of this execution in {REQUESTS_FILE} (it ran without --log-requests; {hint})"
+    return (
+        [],
+        "",
+        f"no {REQUESTS_FILE} in the run (run or fork with --log-requests to see the requests as sent; {hint})",
+    )
 
 
 def execution_view(index: RunIndex, execution_id: str) -> dict[str, Any]:

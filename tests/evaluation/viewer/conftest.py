@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.evaluation.viewer.runs import write_fork_study, write_logged_run
+from tests.evaluation.viewer.runs import write_fork_study, write_logged_run, write_rebuilt_run
 
 
 @pytest.fixture(scope="session")
@@ -21,4 +21,13 @@ def logged_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real run on the simulated model with requests.jsonl and an LLM judge's outputs."""
     run = tmp_path_factory.mktemp("viewer-logged") / "logged"
     write_logged_run(run)
+    return run
+
+
+@pytest.fixture(scope="session")
+def rebuilt_run(tmp_path_factory: pytest.TempPathFactory, logged_run: Path) -> Path:
+    """The logged run's spec run again without --log-requests, its requests rebuilt from the
+    checkpoints (requests.rebuilt.jsonl)."""
+    run = tmp_path_factory.mktemp("viewer-rebuilt") / "logged"
+    write_rebuilt_run(run, logged_run)
     return run

@@ -349,6 +349,19 @@ def view_process(run_dir: Path, *args: str) -> Iterator[str]:
         proc.wait(10)
 
 
+def write_rebuilt_run(run_dir: Path, logged: Path) -> None:
+    """`write_logged_run`'s spec run again without --log-requests into `run_dir`, its requests
+    then rebuilt from its checkpoints (`branchpoint requests rebuild`) into requests.rebuilt.jsonl."""
+    from branchpoint.experiments.request_rebuild import rebuild_requests
+    from branchpoint.experiments.runner import run_experiment
+    from branchpoint.experiments.spec import load_spec
+    from branchpoint.traces import SPEC_FILE
+
+    run_experiment(load_spec(logged / SPEC_FILE, recorded=True), run_dir, progress=False)
+    summary = rebuild_requests(run_dir)
+    assert summary.failed == {} and summary.verified == summary.executions > 0
+
+
 def write_logged_run(run_dir: Path, name: str = "logged", questions: int = 4) -> list[ExecutionRecord]:
     """A real run with its requests as sent: the known-truth simulated model (a real HTTP server
     in vLLM's wire format), the `native` policy over BM25 on the demo corpus, `--log-requests`,

@@ -223,3 +223,25 @@ def test_two_runs_requests_replies_judge_outputs_diff_and_live(
             timeout=10_000,
         )
         assert "A late question?" in page.inner_text("#bp-table")
+
+
+def test_requests_rebuilt_from_checkpoints_are_labelled_rebuilt(page: Any, rebuilt_run: Path) -> None:
+    """A run made without --log-requests, its requests rebuilt (`branchpoint requests rebuild`):
+    each model step unfolds into its request, labelled as rebuilt from its checkpoint and as
+    matching the fingerprint of what was sent, beside the reply as received."""
+    searched = next(r for r in read_records(rebuilt_run / EXECUTIONS_FILE) if r.search_calls >= 1)
+    with running(ViewerState(RunIndex.open(rebuilt_run)).start()) as url:
+        _table(page, url)  # the token's cookie, then the execution
+        page.goto(f"{url.split('?')[0]}#/execution/{searched.execution_id}")
+        page.wait_for_selector(".step details.request.rebuilt")
+        for d in page.locator(".step details.request, .step details.reply").all():
+            d.evaluate("el => el.open = true")
+        requests = page.locator(".step details.request")
+        assert requests.count() == page.locator(".step details.request.rebuilt").count() >= 2
+        text = page.inner_text("main")
+        assert "rebuilt from checkpoint" in text and "requests.rebuilt.jsonl line" in text
+        assert "matches the fingerprint recorded from what was sent" in text and "request as sent" not in text
+        assert "tools offered: search" in text and "reply as received" in text
+        assert page.locator(".request .msg.role-tool").count() >= 1
+        requests.nth(1).scroll_into_view_if_needed()
+        _shot(page, "request-rebuilt")

@@ -14,7 +14,14 @@ from starlette.testclient import TestClient
 from branchpoint.evaluation.viewer import RunIndex, ViewerState, create_app
 from branchpoint.evaluation.viewer.views import repeat_labels, tree_view
 from branchpoint.models.request_log import read_requests
-from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, REQUESTS_FILE, dump_record, read_records
+from branchpoint.traces import (
+    EXECUTIONS_FILE,
+    FORKS_FILE,
+    REBUILT_REQUESTS_FILE,
+    REQUESTS_FILE,
+    dump_record,
+    read_records,
+)
 
 
 def _client(*runs: Path) -> TestClient:
@@ -43,6 +50,29 @@ def test_each_model_step_has_its_request_as_sent_and_its_reply(logged_run: Path)
     # the evidence as sent: clipped to evidence_words (12), not the stored passage
     assert passage["text"].split()[:12] == tool["content"].split(") ", 1)[1].split()[:12]
     assert len(passage["text"].split()) > 12 and passage["text"] not in tool["content"]
+
+
+def test_requests_rebuilt_from_checkpoints_are_placed_on_their_steps_and_marked(
+    rebuilt_run: Path, logged_run: Path, tmp_path: Path
+) -> None:
+    """A run without requests.jsonl shows the requests rebuilt from its checkpoints, marked as
+    rebuilt, and they are the logged twin run's requests; without the rebuilt file, the note
+    says how to make it."""
+    client = _client(rebuilt_run)
+    sent = read_requests(logged_run / REQUESTS_FILE)
+    searched = next(r for r in read_records(rebuilt_run / EXECUTIONS_FILE) if r.search_calls >= 1)
+    view = client.get(f"/api/execution/{searched.execution_id}").json()
+    model_steps = [s for s in view["steps"] if s["kind"] != "search"]
+    mine = [q["body"] for q in sent if q["execution_id"] == searched.execution_id]
+    assert view["requests_note"] is None and [s["request"]["body"] for s in model_steps] == mine
+    for step in model_steps:
+        assert step["request"]["source"] == REBUILT_REQUESTS_FILE
+        assert step["request"]["rebuilt"]["from"] == "checkpoint" and step["request"]["rebuilt"]["verified"] is True
+    bare = tmp_path / "bare"
+    shutil.copytree(rebuilt_run, bare)
+    (bare / REBUILT_REQUESTS_FILE).unlink()
+    note = _client(bare).get(f"/api/execution/{searched.execution_id}").json()["requests_note"]
+    assert "--log-requests" in note and f"branchpoint requests rebuild {bare}" in note
 
 
 def test_requests_that_do_not_match_the_steps_are_listed_apart(logged_run: Path, tmp_path: Path) -> None:

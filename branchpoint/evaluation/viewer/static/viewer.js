@@ -388,7 +388,14 @@ function requestHTML(q) {
   parts.push(`<div class="settings">${q.model ? `model <code>${esc(q.model)}</code> · ` : ""}` +
     (settings.length ? settings.map(([k, v]) => `${esc(k)} <code>${esc(typeof v === "object" ? JSON.stringify(v) : v)}</code>`).join(" · ") : "no sampling fields") + `</div>`);
   const where = q.line ? `${esc(q.source)} line ${q.line}` : esc(q.source || "");
-  return `<details class="request"><summary>request as sent <span class="muted">(${esc(q.endpoint || "")}; ${where})</span></summary>${parts.join("")}</details>`;
+  const rb = q.rebuilt;
+  if (rb) {
+    const check = rb.verified === true ? "matches the fingerprint recorded from what was sent"
+      : rb.verified === false ? "does NOT match the fingerprint recorded from what was sent" : "no recorded fingerprint to check it against";
+    parts.unshift(`<div class="rebuilt-note muted">rebuilt from checkpoint <code>${esc(rb.checkpoint_id || "")}</code> (${esc(rb.node || "")} node) by the run's own code; ${check}</div>`);
+  }
+  const title = rb ? `<span class="badge rebuilt">rebuilt from checkpoint</span> request` : "request as sent";
+  return `<details class="request${rb ? " rebuilt" : ""}"><summary>${title} <span class="muted">(${esc(q.endpoint || "")}; ${where})</span></summary>${parts.join("")}</details>`;
 }
 
 /* A reply as received: content, reasoning, tool calls, finish reason. */
