@@ -163,6 +163,44 @@ def _stratum_dropped(original: Callable[[np.ndarray], np.ndarray]) -> Callable[[
     return balanced_weights
 
 
+def _plug_in_pass_at_k(original: Callable[[int, int, int], float]) -> Callable[[int, int, int], float]:
+    def pass_at_k(n: int, c: int, k: int) -> float:
+        return 1.0 - (1.0 - c / n) ** k
+
+    return pass_at_k
+
+
+def _first_epoch_dropped(original: Callable[..., Any]) -> Callable[..., Any]:
+    def epoch_groups(records: Any, judge: str) -> Any:
+        return original([r for r in records if r.repeat != 0], judge)
+
+    return epoch_groups
+
+
+def _ties_needed(original: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    def needed(states: Any, rule: str = "gain") -> np.ndarray:
+        return np.asarray(states.dbar >= 0, dtype=bool) if rule == "gain" else original(states, rule)
+
+    return needed
+
+
+def _backwards_step(original: Callable[..., Any]) -> Callable[..., Any]:
+    def _step(a: Any, b: Any, cfg: Any) -> Any:
+        return original(b, a, cfg)
+
+    return _step
+
+
+def _cap_reached_above(original: Callable[[Any], dict[str, float]]) -> Callable[[Any], dict[str, float]]:
+    def budget_row(record: Any) -> dict[str, float]:
+        out = original(record)
+        if "search_cap_hit" in out:
+            out["search_cap_hit"] = float(out["search_cap_used"] > out["search_cap_limit"])
+        return out
+
+    return budget_row
+
+
 OUTCOMES = "branchpoint.evaluation.value.outcomes"
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -229,6 +267,46 @@ MUTANTS: tuple[Mutant, ...] = (
         "branchpoint.evaluation.value.scores:balanced_weights",
         "evaluate",
         _stratum_dropped,
+    ),
+    Mutant(
+        "pass@k plug-in",
+        "pass@k (`epochs.pass_at_k`) is the plug-in 1 − (1 − c/n)^k instead of the unbiased "
+        "1 − C(n − c, k)/C(n, k): low wherever a question's epochs disagree",
+        "branchpoint.evaluation.epochs:pass_at_k",
+        "evaluate",
+        _plug_in_pass_at_k,
+    ),
+    Mutant(
+        "epoch 0 dropped",
+        "the epoch reader (`epochs.epoch_groups`) numbers epochs from 1 and loses epoch 0 (repeat 0) of "
+        "every question: each question has one epoch fewer",
+        "branchpoint.evaluation.epochs:epoch_groups",
+        "evaluate",
+        _first_epoch_dropped,
+    ),
+    Mutant(
+        "ties counted as a need",
+        "decision quality's need (`decisions.needed`) is Δ̄ ≥ 0 instead of Δ̄ > 0: a state where "
+        "SEARCH and THINK do equally well counts as needing search",
+        "branchpoint.evaluation.value.decisions:needed",
+        "evaluate",
+        _ties_needed,
+    ),
+    Mutant(
+        "frontier steps taken backwards",
+        "each step of the frontier's marginal ROI (`frontier._step`) goes from the larger cap (or "
+        "effort) to the smaller: its accuracy change and added cost change sign",
+        "branchpoint.evaluation.frontier:_step",
+        "evaluate",
+        _backwards_step,
+    ),
+    Mutant(
+        "search cap reached only above it",
+        "the budget accounting (`tally.budget_row`) counts an execution as reaching its search cap "
+        "when it made more searches than the cap, not as many (which no execution does)",
+        "branchpoint.evaluation.tally:budget_row",
+        "evaluate",
+        _cap_reached_above,
     ),
 )
 
