@@ -7,7 +7,9 @@ boundary with every legal action and m repeats → metrics → value, through th
 checks, and `validate` writes DIR/validation.json and says which checks failed. With
 `mutants`, every study is also evaluated with each planted bug of `mutants.MUTANTS` (one
 pipeline function replaced at a time), and validation.json's `mutants` table says which checks
-caught each one: a mutant no check catches fails the validation. `findings` checks the
+caught each one: a mutant no check catches fails the validation. Each study also runs a sweep
+run (`sweep`: epochs over an effort × search-cap grid, no fork) whose epochs, frontier and
+budget estimates `sweep_compare` checks beside the study's own. `findings` checks the
 over-searching study's qualitative findings on the simulator with branchpoint's own metrics.
 """
 

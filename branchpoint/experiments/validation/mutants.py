@@ -177,11 +177,11 @@ def _first_epoch_dropped(original: Callable[..., Any]) -> Callable[..., Any]:
     return epoch_groups
 
 
-def _ties_needed(original: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
-    def needed(states: Any, rule: str = "gain") -> np.ndarray:
-        return np.asarray(states.dbar >= 0, dtype=bool) if rule == "gain" else original(states, rule)
+def _decision_one_late(original: Callable[..., str]) -> Callable[..., str]:
+    def parent_decision(parent: Any, step: int) -> str:
+        return original(parent, step + 1)
 
-    return needed
+    return parent_decision
 
 
 def _backwards_step(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -191,11 +191,12 @@ def _backwards_step(original: Callable[..., Any]) -> Callable[..., Any]:
     return _step
 
 
-def _cap_reached_above(original: Callable[[Any], dict[str, float]]) -> Callable[[Any], dict[str, float]]:
+def _cap_one_higher(original: Callable[[Any], dict[str, float]]) -> Callable[[Any], dict[str, float]]:
     def budget_row(record: Any) -> dict[str, float]:
         out = original(record)
-        if "search_cap_hit" in out:
-            out["search_cap_hit"] = float(out["search_cap_used"] > out["search_cap_limit"])
+        if "search_cap_limit" in out:
+            out["search_cap_limit"] += 1.0
+            out["search_cap_hit"] = float(out["search_cap_used"] >= out["search_cap_limit"])
         return out
 
     return budget_row
@@ -285,12 +286,13 @@ MUTANTS: tuple[Mutant, ...] = (
         _first_epoch_dropped,
     ),
     Mutant(
-        "ties counted as a need",
-        "decision quality's need (`decisions.needed`) is Δ̄ ≥ 0 instead of Δ̄ > 0: a state where "
-        "SEARCH and THINK do equally well counts as needing search",
-        "branchpoint.evaluation.value.decisions:needed",
+        "decisions read one search late",
+        "decision quality reads the parent's decision at step k from its step k + 1 "
+        "(`decisions.parent_decision`): at `initial`, an execution that searched once reads as one that "
+        "answered (or was forced)",
+        "branchpoint.evaluation.value.decisions:parent_decision",
         "evaluate",
-        _ties_needed,
+        _decision_one_late,
     ),
     Mutant(
         "frontier steps taken backwards",
@@ -301,12 +303,12 @@ MUTANTS: tuple[Mutant, ...] = (
         _backwards_step,
     ),
     Mutant(
-        "search cap reached only above it",
-        "the budget accounting (`tally.budget_row`) counts an execution as reaching its search cap "
-        "when it made more searches than the cap, not as many (which no execution does)",
+        "search cap counted one higher",
+        "the budget accounting (`tally.budget_row`) reads each execution's search cap one higher than "
+        "it was: no execution reaches it, and the use share is low",
         "branchpoint.evaluation.tally:budget_row",
         "evaluate",
-        _cap_reached_above,
+        _cap_one_higher,
     ),
 )
 

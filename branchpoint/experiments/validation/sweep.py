@@ -2,8 +2,8 @@
 the estimates a single run has none of (epochs, the 2-D frontier, budget use).
 
 Beside its fork study every study runs one more ordinary run (`run_sweep`): the study's
-questions and agent, `run.epochs: EPOCHS`, swept over `model.reasoning_effort` ∈ EFFORTS and
-`agent.search_cap` ∈ CAPS, with no fork. Its metrics.json (`sweep_metrics`, evaluated again
+questions and agent, `run.epochs: EPOCHS`, swept over `model.reasoning_effort` ∈ EFFORTS (the first only on the
+completion endpoint: `efforts`) and `agent.search_cap` ∈ CAPS, with no fork. Its metrics.json (`sweep_metrics`, evaluated again
 with every evaluation mutant) holds `epochs`, `effort_cap_frontier` and `budgets`; its truth
 (`sweep_truth`) is, per condition, the truth model of that condition's agent (its effort and
 cap) for every question of the run: P(success), expected searches and tokens, and the search
@@ -30,7 +30,7 @@ from branchpoint.models.sim.run_truth import epochs_by_condition
 from branchpoint.models.sim.truth import POLICY_STYLES, Style, Value
 from branchpoint.traces import read_records
 
-#: The grid and the epochs of the sweep run: 2 × 2 conditions, 3 epochs each (pass@k, pass^k for
+#: The grid and the epochs of the sweep run: 2 × 2 conditions (1 × 2 on the completion endpoint), 3 epochs each (pass@k, pass^k for
 #: k ≤ 3, a flip rate over 3 epochs), over the study's run questions.
 EFFORTS: tuple[str, ...] = ("low", "high")
 CAPS: tuple[int, ...] = (1, 3)
@@ -60,6 +60,12 @@ class SweepTruth:
     costs_modelled: bool
 
 
+def efforts(settings: StudySettings) -> tuple[str, ...]:
+    """The efforts swept: both on chat protocols; on the completion endpoint, where the simulator
+    ignores the reasoning effort and a second effort would resend the same requests, the first."""
+    return EFFORTS if settings.chat else EFFORTS[:1]
+
+
 def sweep_spec(settings: StudySettings, seed: int, served_name: str) -> ExperimentSpec:
     """The study's spec with epochs and the effort × cap sweep, and a model seed of its own (its
     requests are never the fork study's)."""
@@ -68,7 +74,7 @@ def sweep_spec(settings: StudySettings, seed: int, served_name: str) -> Experime
         update={
             "name": f"{spec.name}-sweep",
             "model": spec.model.model_copy(update={"seed": (spec.model.seed or 0) + 7}),
-            "sweep": {EFFORT_KEY: list(EFFORTS), CAP_KEY: list(CAPS)},
+            "sweep": {EFFORT_KEY: list(efforts(settings)), CAP_KEY: list(CAPS)},
             "run": RunSpec(epochs=EPOCHS),
         }
     )
