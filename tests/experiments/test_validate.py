@@ -59,6 +59,17 @@ def check_report(report: dict, policy: str) -> None:
         ]
     elif policy != "no_search":
         assert "not modelled" in na["U(0.02) always SEARCH"]["reason"]
+    # the sweep run (epochs × effort × cap) of every study, and decision quality at initial
+    names += ["pass@2 [low, cap 1]", "pass^3 [low, cap 3]", "flip rate [low, cap 3]", "frontier accuracy [low, cap 1]"]
+    names += ["cap step accuracy change [low, cap 1→3]"]
+    if report["policy_style"] == "completion":  # one effort: the simulator ignores it on completions
+        names += ["frontier TPC [low, cap 3]", "cap step added cost [low, cap 1→3]"]
+        assert not any("[high," in name for name in report["quantities"])
+    else:
+        names += ["pass^3 [high, cap 3]", "effort step accuracy change [cap 3, low→high]"]
+        assert "not modelled" in na["frontier TPC [low, cap 3]"]["reason"]
+    if report["policy_style"] != "no_search" and report["policy"] in ("constrained", "native", "tagged"):
+        names += ["decision at initial: F1", "budget reached share [low, cap 1]", "budget use share [high, cap 3]"]
     for name in names:
         assert name in report["quantities"], name
     if policy != "no_search":  # the minimal-search study runs: compared, or skipped where no correct execution searched

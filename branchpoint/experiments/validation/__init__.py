@@ -7,7 +7,9 @@ boundary with every legal action and m repeats → metrics → value, through th
 checks, and `validate` writes DIR/validation.json and says which checks failed. With
 `mutants`, every study is also evaluated with each planted bug of `mutants.MUTANTS` (one
 pipeline function replaced at a time), and validation.json's `mutants` table says which checks
-caught each one: a mutant no check catches fails the validation. `findings` checks the
+caught each one: a mutant no check catches fails the validation. Each study also runs a sweep
+run (`sweep`: epochs over an effort × search-cap grid, no fork) whose epochs, frontier and
+budget estimates `sweep_compare` checks beside the study's own. `findings` checks the
 over-searching study's qualitative findings on the simulator with branchpoint's own metrics.
 """
 
@@ -39,6 +41,7 @@ from branchpoint.experiments.validation.study import (
     run_and_fork,
     stratified_questions,
 )
+from branchpoint.experiments.validation.sweep import run_sweep, sweep_dir, sweep_truth
 from branchpoint.experiments.validation.truth_setup import truth_of
 from branchpoint.models.sim.truth import POLICY_STYLES, Style
 from branchpoint.provenance import collect, dump_block
@@ -114,12 +117,15 @@ def _mutant_study(
     study already run, or its run and fork afresh (then evaluated, and its truth taken, as usual)."""
     if m.stage == "evaluate":
         with m.planted():
-            return evaluate(settings, seed, run_dir, base.truth, out=run_dir / "mutants" / slug(m.name))
+            return evaluate(
+                settings, seed, run_dir, base.truth, out=run_dir / "mutants" / slug(m.name), sweep=base.sweep
+            )
     mdir = run_dir.parent / f"{run_dir.name}-{slug(m.name)}"
     shutil.rmtree(mdir, ignore_errors=True)
     with m.planted():
         spec = run_and_fork(settings, seed, mdir, base_url=server.base_url, served_name=server.served_name)
-    return evaluate(settings, seed, mdir, truth_of(settings, spec, mdir, style=style))
+    # the sweep run does not fork: the study's own is evaluated beside the mutant's fork study
+    return evaluate(settings, seed, mdir, truth_of(settings, spec, mdir, style=style), sweep=base.sweep)
 
 
 def mutants_report(mutants: list[Mutant], studies: dict[str, list[StudyComparison]]) -> list[dict[str, Any]]:
@@ -208,7 +214,11 @@ def validate(
                 style = style_from_stats(server.base_url)
                 shutil.rmtree(out / "probe", ignore_errors=True)
             spec = run_and_fork(settings, s, run_dir, base_url=server.base_url, served_name=prof.served_name)
-            r = evaluate(settings, s, run_dir, truth_of(settings, spec, run_dir, style=style))
+            swept = sweep_dir(run_dir)
+            shutil.rmtree(swept, ignore_errors=True)
+            sweep_spec = run_sweep(settings, s, swept, base_url=server.base_url, served_name=prof.served_name)
+            sweep = sweep_truth(settings, sweep_spec, swept, style=style)
+            r = evaluate(settings, s, run_dir, truth_of(settings, spec, run_dir, style=style), sweep=sweep)
             compared = compare_study(r)
             per_study.append(compared)
             for m in planted:

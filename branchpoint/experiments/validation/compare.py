@@ -285,6 +285,12 @@ def compare_study(r: StudyResult, level: float = 0.95) -> StudyComparison:
             c.rows["mean Δ"] = mean
     else:
         c.not_applicable["mean Δ"] = "no state has both actions (the design offers no search: forks plan THINK only)"
+    from branchpoint.experiments.validation.sweep_compare import sweep_rows
+
+    rows, na, missing = sweep_rows(r.sweep, r.sweep_metrics, r.truth, r.value, level)
+    c.rows.update(rows)
+    c.not_applicable.update(na)
+    c.missing.update(missing)
     c.rows.update(_branch_rows(r, level))
     if (fit := _executions_fit(r)) is not None:
         c.rows["goodness of fit: executions"] = fit

@@ -163,6 +163,45 @@ def _stratum_dropped(original: Callable[[np.ndarray], np.ndarray]) -> Callable[[
     return balanced_weights
 
 
+def _plug_in_pass_at_k(original: Callable[[int, int, int], float]) -> Callable[[int, int, int], float]:
+    def pass_at_k(n: int, c: int, k: int) -> float:
+        return 1.0 - (1.0 - c / n) ** k
+
+    return pass_at_k
+
+
+def _first_epoch_dropped(original: Callable[..., Any]) -> Callable[..., Any]:
+    def epoch_groups(records: Any, judge: str) -> Any:
+        return original([r for r in records if r.repeat != 0], judge)
+
+    return epoch_groups
+
+
+def _decision_one_late(original: Callable[..., str]) -> Callable[..., str]:
+    def parent_decision(parent: Any, step: int) -> str:
+        return original(parent, step + 1)
+
+    return parent_decision
+
+
+def _backwards_step(original: Callable[..., Any]) -> Callable[..., Any]:
+    def _step(a: Any, b: Any, cfg: Any) -> Any:
+        return original(b, a, cfg)
+
+    return _step
+
+
+def _cap_one_higher(original: Callable[[Any], dict[str, float]]) -> Callable[[Any], dict[str, float]]:
+    def budget_row(record: Any) -> dict[str, float]:
+        out = original(record)
+        if "search_cap_limit" in out:
+            out["search_cap_limit"] += 1.0
+            out["search_cap_hit"] = float(out["search_cap_used"] >= out["search_cap_limit"])
+        return out
+
+    return budget_row
+
+
 OUTCOMES = "branchpoint.evaluation.value.outcomes"
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -229,6 +268,47 @@ MUTANTS: tuple[Mutant, ...] = (
         "branchpoint.evaluation.value.scores:balanced_weights",
         "evaluate",
         _stratum_dropped,
+    ),
+    Mutant(
+        "pass@k plug-in",
+        "pass@k (`epochs.pass_at_k`) is the plug-in 1 − (1 − c/n)^k instead of the unbiased "
+        "1 − C(n − c, k)/C(n, k): low wherever a question's epochs disagree",
+        "branchpoint.evaluation.epochs:pass_at_k",
+        "evaluate",
+        _plug_in_pass_at_k,
+    ),
+    Mutant(
+        "epoch 0 dropped",
+        "the epoch reader (`epochs.epoch_groups`) numbers epochs from 1 and loses epoch 0 (repeat 0) of "
+        "every question: each question has one epoch fewer",
+        "branchpoint.evaluation.epochs:epoch_groups",
+        "evaluate",
+        _first_epoch_dropped,
+    ),
+    Mutant(
+        "decisions read one search late",
+        "decision quality reads the parent's decision at step k from its step k + 1 "
+        "(`decisions.parent_decision`): at `initial`, an execution that searched once reads as one that "
+        "answered (or was forced)",
+        "branchpoint.evaluation.value.decisions:parent_decision",
+        "evaluate",
+        _decision_one_late,
+    ),
+    Mutant(
+        "frontier steps taken backwards",
+        "each step of the frontier's marginal ROI (`frontier._step`) goes from the larger cap (or "
+        "effort) to the smaller: its accuracy change and added cost change sign",
+        "branchpoint.evaluation.frontier:_step",
+        "evaluate",
+        _backwards_step,
+    ),
+    Mutant(
+        "search cap counted one higher",
+        "the budget accounting (`tally.budget_row`) reads each execution's search cap one higher than "
+        "it was: no execution reaches it, and the use share is low",
+        "branchpoint.evaluation.tally:budget_row",
+        "evaluate",
+        _cap_one_higher,
     ),
 )
 

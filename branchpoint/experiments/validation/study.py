@@ -234,6 +234,9 @@ class StudyResult:
     statuses: dict[str, int] = field(default_factory=dict)
     #: question id -> the rule judge's verdict on the run's own execution of it
     run_verdicts: dict[str, bool] = field(default_factory=dict)
+    #: the sweep run (epochs, effort × cap frontier, budgets): its truth and its metrics.json
+    sweep: Any = None
+    sweep_metrics: dict[str, Any] | None = None
 
     @property
     def questions(self) -> list[Question]:
@@ -256,10 +259,11 @@ def truth_forecasts(states: StateTable, truth: StudyTruth) -> dict[str, Forecast
 
 
 def evaluate(
-    settings: StudySettings, seed: int, run_dir: Path, truth: StudyTruth, *, out: Path | None = None
+    settings: StudySettings, seed: int, run_dir: Path, truth: StudyTruth, *, out: Path | None = None, sweep: Any = None
 ) -> StudyResult:
     """metrics.json and value.json of a forked study (into `out`, default the run folder) and
-    the estimates read back, beside `truth`."""
+    the estimates read back, beside `truth`; with `sweep` (`sweep.SweepTruth`), the sweep run's
+    metrics too."""
     out = Path(out or run_dir)
     out.mkdir(parents=True, exist_ok=True)
     records = read_records(RunStore(run_dir).executions_path)
@@ -302,7 +306,12 @@ def evaluate(
     run_verdicts = {
         r.question_id: is_correct(r, "rule") for r in judged if r.parent is None and r.status != "incomplete"
     }
-    return StudyResult(seed, Path(run_dir), value, metrics, states, truth, verdicts, statuses, run_verdicts)
+    result = StudyResult(seed, Path(run_dir), value, metrics, states, truth, verdicts, statuses, run_verdicts)
+    if sweep is not None:
+        from branchpoint.experiments.validation.sweep import sweep_metrics
+
+        result.sweep, result.sweep_metrics = sweep, sweep_metrics(settings, seed, sweep)
+    return result
 
 
 def run_study(

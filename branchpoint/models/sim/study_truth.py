@@ -12,7 +12,8 @@ SEARCH, STOP vs SEARCH at a pending query); success is the simulated world's own
 pipeline's state table, role labels, strata or judge cannot move the truth it is checked
 against. Estimates are joined to it by state key.
 
-It also holds the exact expectation of the minimal-search study's k* (over-searching study,
+It also holds, per question, the probabilities of the run's first decision (search, or a usable
+answer: the decision-quality truth at `initial`), and the exact expectation of the minimal-search study's k* (over-searching study,
 Appendix A.1): for a correct execution with k searches, k* is the smallest t < k whose THINK
 branches from the state after t searches are correct in at least half of their m repeats, else
 k. Each truncation point passes independently with P(Binomial(m, p_THINK) ≥ m/2)
@@ -134,6 +135,9 @@ class StudyTruth:
     questions: dict[str, Question]  # the run's questions by id
     minimal: list[tuple[int, float]]  # per correct forked execution that searched: (k, E[k*])
     costs_modelled: bool = False
+    #: question id -> (P(the run's execution first decides to search), P(it first answers, with a
+    #: usable reply)); empty where the truth model does not give it (a user's policy)
+    decisions: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def scored(self) -> list[StateTruth]:
         return [s for s in self.states if s.scored]
@@ -275,4 +279,6 @@ def study_truth(
             minimal.append((k, expected_min_searches(k, passes)))
     run_questions = {str(r["question_id"]): bank[str(r["question_id"])] for r in executions}
     natural = {qid: truth.natural(q, search_cap, source) for qid, q in sorted(run_questions.items())}
-    return StudyTruth(states, natural, run_questions, minimal, costs_modelled)
+    first = getattr(truth, "first_decision", None)
+    decisions = {qid: first(q, search_cap) for qid, q in sorted(run_questions.items())} if first else {}
+    return StudyTruth(states, natural, run_questions, minimal, costs_modelled, decisions)

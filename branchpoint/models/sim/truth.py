@@ -125,6 +125,7 @@ class TruthModel:
     agent: AgentModel
     search: SearchFn
     _memo: dict[Any, Value] = field(default_factory=dict, repr=False)
+    _counts_memo: dict[Any, dict[int, float]] = field(default_factory=dict, repr=False)
     _docs: dict[tuple[str, str], list[Passage]] = field(default_factory=dict, repr=False)
     _costs: CompletionCosts | None = field(default=None, init=False, repr=False)
 
@@ -238,24 +239,17 @@ class TruthModel:
         key = ("decide", question.id, frozenset(passages), passages[-1:], k, cap, source)
         if key in self._memo:
             return self._memo[key]
-        a = self.agent
         cc = self._call_cost(question, passages, forced=False)
         ok = cc.ok
         answers = self.answers(question, passages)
         answer = self.answer_success(question, passages)
-        can_search = a.style != "no_search" and a.offers_search and k < cap
-        ps = 0.0
-        if can_search:
-            f = features(question, passages)
-            p_search = search_prob(self.profile, question, f, a.chat_effort, a.searches_left(k, cap))
-            ps = reshape({"search": p_search, "answer": 1.0 - p_search}, a.temperature, a.top_p).get("search", 0.0)
+        ps = self.search_choice(question, passages, k, cap)
         # given a usable reply: P(success), E[searches], E[input / output tokens after the calls]
         p = (1.0 - ps) * answer
         searches = 0.0
         t_in, t_out = 0.0, (1.0 - ps) * self._answer_tokens(answers)
         if ps > 0:
-            queries = reshape(query_probs(self.profile, question.question, list(passages)), a.temperature, a.top_p)
-            for query, pq in queries.items():
+            for query, pq in self.queries(question, passages).items():
                 w = ps * pq
                 reply = self._reply_tokens("search", query)
                 if self.replays_futile_search(passages, query, source):
@@ -281,6 +275,54 @@ class TruthModel:
         )
         self._memo[key] = value
         return value
+
+    def search_choice(self, question: Question, passages: tuple[Passage, ...], k: int, cap: int) -> float:
+        """P(a usable decision with k searches done under cap `cap` is to search)."""
+        a = self.agent
+        if a.style == "no_search" or not a.offers_search or k >= cap:
+            return 0.0
+        f = features(question, passages)
+        p_search = search_prob(self.profile, question, f, a.chat_effort, a.searches_left(k, cap))
+        return reshape({"search": p_search, "answer": 1.0 - p_search}, a.temperature, a.top_p).get("search", 0.0)
+
+    def queries(self, question: Question, passages: tuple[Passage, ...]) -> dict[str, float]:
+        """The query a search decision writes → its probability."""
+        a = self.agent
+        return reshape(query_probs(self.profile, question.question, list(passages)), a.temperature, a.top_p)
+
+    def first_decision(self, question: Question, search_cap: int) -> tuple[float, float]:
+        """(P(the first decision of an execution is to search), P(it is to answer, with a usable
+        reply)): the rest, 1 minus both, is a failed first call (no decision recorded)."""
+        ok = self._call_cost(question, (), forced=False).ok
+        ps = self.search_choice(question, (), 0, search_cap)
+        return ok * ps, ok * (1.0 - ps)
+
+    def search_counts(self, question: Question, search_cap: int, source: str) -> dict[int, float]:
+        """The distribution of a whole execution's search count, k → P(k searches), k = 0 … cap:
+        the recursion of `decide` over the same draws (a failed decision ends the execution with
+        the searches made; a futile search is repeated until the cap)."""
+        return self._counts(question, (), 0, search_cap, source)
+
+    def _counts(
+        self, question: Question, passages: tuple[Passage, ...], k: int, cap: int, source: str
+    ) -> dict[int, float]:
+        key = ("counts", question.id, frozenset(passages), passages[-1:], k, cap, source)
+        if key in self._counts_memo:
+            return self._counts_memo[key]
+        ok = self._call_cost(question, passages, forced=False).ok
+        ps = self.search_choice(question, passages, k, cap)
+        out: dict[int, float] = {k: (1.0 - ok) + ok * (1.0 - ps)}
+        if ps > 0:
+            for query, pq in self.queries(question, passages).items():
+                w = ok * ps * pq
+                if self.replays_futile_search(passages, query, source) or k + 1 >= cap:
+                    out[cap] = out.get(cap, 0.0) + w
+                    continue
+                new = tuple(distinct([*passages, *self.retrieved(query, source)]))
+                for n, pn in self._counts(question, new, k + 1, cap, source).items():
+                    out[n] = out.get(n, 0.0) + w * pn
+        self._counts_memo[key] = out
+        return out
 
     def after_search(
         self, question: Question, passages: tuple[Passage, ...], query: str, k: int, cap: int, source: str
