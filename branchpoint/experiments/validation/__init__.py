@@ -216,7 +216,9 @@ def validate(
             spec = run_and_fork(settings, s, run_dir, base_url=server.base_url, served_name=prof.served_name)
             swept = sweep_dir(run_dir)
             shutil.rmtree(swept, ignore_errors=True)
-            sweep_spec = run_sweep(settings, s, swept, base_url=server.base_url, served_name=prof.served_name)
+            sweep_spec = run_sweep(
+                settings, s, swept, base_url=server.base_url, served_name=prof.served_name, style=style
+            )
             sweep = sweep_truth(settings, sweep_spec, swept, style=style)
             r = evaluate(settings, s, run_dir, truth_of(settings, spec, run_dir, style=style), sweep=sweep)
             compared = compare_study(r)

@@ -60,13 +60,15 @@ class SweepTruth:
     costs_modelled: bool
 
 
-def efforts(settings: StudySettings) -> tuple[str, ...]:
+def efforts(settings: StudySettings, style: str | None = None) -> tuple[str, ...]:
     """The efforts swept: both on chat protocols; on the completion endpoint, where the simulator
-    ignores the reasoning effort and a second effort would resend the same requests, the first."""
-    return EFFORTS if settings.chat else EFFORTS[:1]
+    ignores the reasoning effort and a second effort would resend the same requests, the first.
+    `style`: the policy's protocol where it is known only from a first run (a user policy)."""
+    chat = settings.chat if style is None else style != "completion"
+    return EFFORTS if chat else EFFORTS[:1]
 
 
-def sweep_spec(settings: StudySettings, seed: int, served_name: str) -> ExperimentSpec:
+def sweep_spec(settings: StudySettings, seed: int, served_name: str, style: str | None = None) -> ExperimentSpec:
     """The study's spec with epochs and the effort × cap sweep, and a model seed of its own (its
     requests are never the fork study's)."""
     spec = study_spec(settings, seed, served_name)
@@ -74,7 +76,7 @@ def sweep_spec(settings: StudySettings, seed: int, served_name: str) -> Experime
         update={
             "name": f"{spec.name}-sweep",
             "model": spec.model.model_copy(update={"seed": (spec.model.seed or 0) + 7}),
-            "sweep": {EFFORT_KEY: list(efforts(settings)), CAP_KEY: list(CAPS)},
+            "sweep": {EFFORT_KEY: list(efforts(settings, style)), CAP_KEY: list(CAPS)},
             "run": RunSpec(epochs=EPOCHS),
         }
     )
@@ -85,9 +87,11 @@ def sweep_dir(run_dir: Path) -> Path:
     return run_dir.parent / f"{run_dir.name}-sweep"
 
 
-def run_sweep(settings: StudySettings, seed: int, out: Path, *, base_url: str, served_name: str) -> ExperimentSpec:
+def run_sweep(
+    settings: StudySettings, seed: int, out: Path, *, base_url: str, served_name: str, style: str | None = None
+) -> ExperimentSpec:
     """Run the sweep into `out` on the shared simulated server; returns its spec."""
-    spec = sweep_spec(settings, seed, served_name)
+    spec = sweep_spec(settings, seed, served_name, style)
     run_experiment(
         spec, out, progress=False, model_opener=shared_server_opener(base_url), concurrency=settings.concurrency
     )
