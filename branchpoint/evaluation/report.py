@@ -278,7 +278,7 @@ SIMULATED_NOTE = "(simulated model)"
 
 def is_simulated(run_dir: Path) -> bool:
     """True when a run's records came from the simulated model: its spec names provider `sim`, or
-    a record says `model_provider: sim` (see `branchpoint.experiments.runner.simulated_marker`)."""
+    a record says `model_provider: sim` (see `branchpoint.experiments.execution_records.simulated_marker`)."""
     import yaml
 
     spec = run_dir / SPEC_FILE

@@ -68,20 +68,18 @@ from branchpoint.experiments.branch_planning import (
 )
 from branchpoint.experiments.driver import check_executor_options
 from branchpoint.experiments.execution import execute, run_blocking_core, stream_recording
+from branchpoint.experiments.execution_records import incomplete_record, record_from_state, simulated_marker
 from branchpoint.experiments.invocations import begin_invocation
 from branchpoint.experiments.runner import (
     ModelOpener,
-    SourcePool,
     agent_context,
     clear_thread,
     default_model_opener,
-    incomplete_record,
-    record_from_state,
-    simulated_marker,
     with_request_log,
 )
 from branchpoint.experiments.shard_fold import ShardMerger
 from branchpoint.experiments.shards import FORK_SHARDS_DIR
+from branchpoint.experiments.source_pool import SourcePool
 from branchpoint.experiments.spec import ExperimentSpec, ForkPlan, load_spec
 from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.experiments.tallies import tally_records
