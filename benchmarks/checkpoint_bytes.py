@@ -29,7 +29,8 @@ from branchpoint.agents import build_graph, resolve_policy
 from branchpoint.checkpoints import sqlite_checkpointer
 from branchpoint.checkpoints.values import checkpoint_values
 from branchpoint.datasets.questions import Question
-from branchpoint.experiments.runner import PlannedExecution, run_one
+from branchpoint.experiments.planning import PlannedExecution
+from branchpoint.experiments.runner import run_one
 from branchpoint.experiments.spec import ExperimentSpec
 
 

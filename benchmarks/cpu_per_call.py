@@ -58,13 +58,9 @@ from branchpoint.checkpoints import open_checkpointer
 from branchpoint.checkpoints.serde import safe_serde
 from branchpoint.experiments import load_spec, run_experiment
 from branchpoint.experiments.execution import run_bounded, stream_recording
-from branchpoint.experiments.runner import (
-    PlannedExecution,
-    SourcePool,
-    agent_context,
-    plan_executions,
-    select_questions,
-)
+from branchpoint.experiments.planning import PlannedExecution, plan_executions, select_questions
+from branchpoint.experiments.runner import agent_context
+from branchpoint.experiments.source_pool import SourcePool
 from branchpoint.models.openai_compat import OpenAICompatibleClient
 from branchpoint.models.spec import ModelSpec
 

@@ -37,7 +37,8 @@ from branchpoint.agents import AgentContext, build_graph, initial_state, recursi
 from branchpoint.agents.graph import make_answer_node, route_after_decide, route_after_search, search_node
 from branchpoint.checkpoints import sqlite_checkpointer
 from branchpoint.datasets.questions import Question
-from branchpoint.experiments.runner import PlannedExecution, run_one
+from branchpoint.experiments.planning import PlannedExecution
+from branchpoint.experiments.runner import run_one
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.store import RunStore
 from branchpoint.models import ScriptedModel

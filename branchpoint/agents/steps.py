@@ -4,7 +4,7 @@ A node builds a `Step` (the trace contract's own model, so a step has one defini
 `as_state(step)` into the state's `steps` channel: the fields it set, as plain data, because a
 checkpoint stores plain data only (no class named in a checkpoint is imported on load; see
 `branchpoint.checkpoints.serde`). The runner validates them back into `Step`s for the record
-(`experiments.runner.record_from_state`), so the trace is the same whichever form a node wrote.
+(`experiments.execution_records.record_from_state`), so the trace is the same whichever form a node wrote.
 """
 
 from __future__ import annotations

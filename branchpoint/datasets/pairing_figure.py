@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from branchpoint.datasets.builder import BuildResult, word_count
-from branchpoint.evaluation.figures import _save, write_csv
+from branchpoint.evaluation.figure_common import save_figure, write_csv
 
 
 def write_pairing_figure(result: BuildResult, path: str | Path) -> Path:
@@ -62,7 +62,7 @@ def write_pairing_figure(result: BuildResult, path: str | Path) -> Path:
         ax.legend(fontsize=7)
     per_cat = ", ".join(f"{c} {n}" for c, n in result.per_category.items())
     fig.suptitle(f"Pairing report: {len(pairs)} pairs ({per_cat})", fontsize=10, y=1.04)
-    _save(fig, path)
+    save_figure(fig, path)
     n = len(pairs)
     rows = [
         [

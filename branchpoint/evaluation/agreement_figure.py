@@ -57,7 +57,7 @@ def agreement_rows(metrics: MetricsReport) -> tuple[list[str], list[list[Any]]]:
 
 def plot_judge_agreement(metrics: MetricsReport | dict[str, Any], path: Path) -> Path | None:
     """One heatmap panel per kind with a judged pair; None (nothing written) with fewer than two judges."""
-    from branchpoint.evaluation.figures import _save
+    from branchpoint.evaluation.figure_common import save_figure
 
     agreed = as_metrics(metrics).judge_agreement or {}
     pairs = [p for p in agreed.get("pairs") or [] if p.get("agreement") is not None]
@@ -86,4 +86,4 @@ def plot_judge_agreement(metrics: MetricsReport | dict[str, Any], path: Path) ->
     if image is not None:
         fig.colorbar(image, ax=fig.axes, shrink=0.8, label="agreement")
     fig.suptitle("Judge agreement (share of shared items with equal labels)", fontsize=10)
-    return _save(fig, path, as_metrics(metrics).simulated)
+    return save_figure(fig, path, as_metrics(metrics).simulated)

@@ -70,8 +70,9 @@ def write_combined_report(
 ) -> tuple[Path, dict[str, Path | None]]:
     """Write DIR/report.md over several runs, each run's own report under DIR/<run>/, and the
     combined cost-by-outcome figure; returns the report's path and the figures written."""
+    from branchpoint.evaluation.figure_common import write_csv
     from branchpoint.evaluation.figure_data import FIGURE_DATA
-    from branchpoint.evaluation.figures import FIGURES, plot_tpc_outcome, write_csv
+    from branchpoint.evaluation.figures import FIGURES, plot_tpc_outcome
 
     if len(run_dirs) < 2:
         raise InputError("report: a combined report needs two or more run directories")

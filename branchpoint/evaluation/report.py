@@ -5,7 +5,8 @@ All accept the model, or a metrics dict as `compute_metrics` returns it (validat
 model first). The main table follows the seed study's layout (rows = conditions, columns =
 answer accuracy, abstention accuracy per category AU / FP / UC, TPC) so results can be set side
 by side; every number carries its bootstrap 95 % interval in brackets. The sections after the
-main tables are in `report_sections`, number formats in `report_format`.
+main tables are in `report_sections`, `report_sweep_sections` and `report_robustness_sections`,
+number formats in `report_format`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from branchpoint.evaluation import report_robustness_sections as robustness
 from branchpoint.evaluation import report_sections as sections
+from branchpoint.evaluation import report_sweep_sections as sweeps
 from branchpoint.evaluation.metrics_file import MetricsReport, Summary, as_metrics, read_metrics
 from branchpoint.evaluation.report_budgets import budgets_section
 from branchpoint.evaluation.report_epochs import epochs_section
@@ -251,16 +254,16 @@ def markdown_report(
         if viewer:
             parts += sections.viewer_section(m_all, viewer)
     parts += sections.search_effect_section(m_all, figures)
-    parts += sections.sweep_section(m_all, figures)
+    parts += sweeps.sweep_section(m_all, figures)
     parts += sections.over_search_section(m_all)
     parts += sections.evidence_section(m_all, figures)
     parts += sections.multi_turn_section(m_all, figures)
-    parts += sections.effort_section(m_all)
-    parts += sections.frontier_section(m_all, figures)
+    parts += sweeps.effort_section(m_all)
+    parts += sweeps.frontier_section(m_all, figures)
     parts += epochs_section(m_all)
     parts += budgets_section(m_all)
-    parts += sections.tpc_sensitivity_section(m_all)
-    parts += sections.agreement_section(m_all, figures)
+    parts += robustness.tpc_sensitivity_section(m_all)
+    parts += robustness.agreement_section(m_all, figures)
     for label, m in m_all.by_condition.items():
         parts += [f"## `{label}` by category", ""]
         cat_rows = [_category_row(k, c) for k, c in m.by_category.items()]
@@ -272,13 +275,13 @@ def markdown_report(
     return "\n".join(parts)
 
 
-#: What a simulated model's tables and figures say (`figures.SIMULATED_NOTE`).
+#: What a simulated model's tables and figures say (`figure_common.SIMULATED_NOTE`).
 SIMULATED_NOTE = "(simulated model)"
 
 
 def is_simulated(run_dir: Path) -> bool:
     """True when a run's records came from the simulated model: its spec names provider `sim`, or
-    a record says `model_provider: sim` (see `branchpoint.experiments.runner.simulated_marker`)."""
+    a record says `model_provider: sim` (see `branchpoint.experiments.execution_records.simulated_marker`)."""
     import yaml
 
     spec = run_dir / SPEC_FILE

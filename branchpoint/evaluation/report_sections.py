@@ -1,13 +1,13 @@
 """The sections of report.md after its main tables, one function each, from a `MetricsReport`:
-cost channels and latency, TPC by outcome, search vs no search, the search-cap sweep and its
-marginal ROI, over-search, evidence balance, multi-turn, reasoning effort, the effort × cap
-frontier, judge agreement, the
-identical-conditions warning and the links into the viewer. Each returns markdown lines.
+cost channels and latency, TPC by outcome, search vs no search, over-search, evidence balance,
+multi-turn, the identical-conditions warning and the links into the viewer. Each returns markdown
+lines. The sweep sections (search cap, reasoning effort, their frontier) are in
+`report_sweep_sections`; judge agreement and TPC sensitivity in `report_robustness_sections`.
 """
 
 from __future__ import annotations
 
-from branchpoint.evaluation.metrics_file import Change, FrontierCapStep, FrontierEffortStep, MetricsReport, RoiStep
+from branchpoint.evaluation.metrics_file import Change, MetricsReport
 from branchpoint.evaluation.report_format import (
     GROUP_NAMES,
     OUTCOME_NAMES,
@@ -31,7 +31,8 @@ def figure_lines(figures: Figures, key: str, caption: str, missing: str) -> list
     return [f"_Figure skipped: {missing}._", ""]
 
 
-def _no_data(reason: str | None, default: str) -> str:
+def no_data(reason: str | None, default: str) -> str:
+    """The line a section shows when it has nothing to show: `reason`, else `default`."""
     return f"No data: {reason or default}."
 
 
@@ -127,7 +128,7 @@ def search_effect_section(metrics: MetricsReport, figures: Figures) -> list[str]
     pairs = metrics.search_effect
     lines = ["## With vs without search", ""]
     if not pairs:
-        lines += [_no_data(None, "no two conditions differ only in agent.search (or search_cap 0 vs > 0)"), ""]
+        lines += [no_data(None, "no two conditions differ only in agent.search (or search_cap 0 vs > 0)"), ""]
     else:
         header = (
             "model",
@@ -161,71 +162,11 @@ def search_effect_section(metrics: MetricsReport, figures: Figures) -> list[str]
     return lines
 
 
-def _roi(step: RoiStep | FrontierCapStep | FrontierEffortStep, metric: str) -> str:
-    key = f"{metric}_per_1k_tokens"
-    value = getattr(step, key)
-    if value is None:
-        return "—"
-    return f"{100 * float(value):+.2f}{fmt_interval(getattr(step, key + '_ci'), 100.0, 2)}"
-
-
-def sweep_section(metrics: MetricsReport, figures: Figures) -> list[str]:
-    sweeps = metrics.search_cap_sweep
-    lines = ["## Search-cap sweep and marginal ROI", ""]
-    if not sweeps:
-        lines += [_no_data(None, "no conditions differ only in agent.search_cap"), ""]
-    for sweep in sweeps or []:
-        other = condition_label(sweep.other) if sweep.other else "—"
-        lines += [f"### {sweep.model} (`{other}`)", ""]
-        rows = [
-            [
-                str(p.cap),
-                str(p.n),
-                fmt_pct_ci(p, "answer_accuracy"),
-                fmt_pct_ci(p, "abstention_accuracy"),
-                fmt_num_ci(p, "tpc", 0),
-                fmt_num_ci(p, "mean_search_calls", 2),
-            ]
-            for p in sweep.points
-        ]
-        lines += [md_table(("cap", "n", "Answer Acc", "Abst. Acc", "TPC", "mean searches"), rows), ""]
-        n_at = {p.cap: p.n for p in sweep.points}
-        roi = [
-            [
-                f"{r.from_cap} → {r.to_cap}",
-                f"{n_at.get(r.from_cap, '—')} / {n_at.get(r.to_cap, '—')}",
-                fmt_num_ci(r, "added_cost_per_query", 0),
-                _roi(r, "overall_accuracy"),
-                _roi(r, "answer_accuracy"),
-                _roi(r, "abstention_accuracy"),
-            ]
-            for r in sweep.marginal_roi
-        ]
-        threshold = sweep.roi_min_added_cost
-        note = (
-            f" ROI is undefined (—) where the mean cost per query moves by less than {threshold:g} tokens."
-            if threshold is not None
-            else ""
-        )
-        lines += [
-            "Marginal ROI (study Appendix A.2): accuracy change in percentage points per 1,000 tokens "
-            "of added cost per query." + note,
-            "",
-            md_table(
-                ("caps", "n", "added cost / query", "overall pp / 1k", "answer pp / 1k", "abstention pp / 1k"), roi
-            ),
-            "",
-        ]
-    lines += figure_lines(figures, "tpc_search_cap", "TPC vs search cap", "no search-cap sweep")
-    lines += figure_lines(figures, "marginal_roi", "Marginal ROI per search-cap step", "no search-cap sweep")
-    return lines
-
-
 def over_search_section(metrics: MetricsReport) -> list[str]:
     ov = metrics.over_search
     lines = ["## Over-search", ""]
     if ov is None or not ov.available:
-        return lines + [_no_data(ov.reason if ov else None, "no minimal_search.jsonl"), ""]
+        return lines + [no_data(ov.reason if ov else None, "no minimal_search.jsonl"), ""]
     entries = [*ov.by_condition.items(), ("all", ov)]
     rows = [
         [
@@ -284,7 +225,7 @@ def evidence_section(metrics: MetricsReport, figures: Figures) -> list[str]:
     ev = metrics.evidence_balance
     lines = ["## Evidence balance", ""]
     if ev is None or not ev.available:
-        lines += [_no_data(ev.reason if ev else None, "no evidence judgments"), ""]
+        lines += [no_data(ev.reason if ev else None, "no evidence judgments"), ""]
     else:
         header = ("condition", "n", "negative docs (unanswerable)", "negative docs (answerable)", *GROUP_NAMES.values())
         rows = []
@@ -325,7 +266,7 @@ def multi_turn_section(metrics: MetricsReport, figures: Figures) -> list[str]:
     mt = metrics.multi_turn
     lines = ["## Multi-turn", ""]
     if mt is None or not mt.available:
-        lines += [_no_data(mt.reason if mt else None, "no multi_turn.preceding key in the conditions"), ""]
+        lines += [no_data(mt.reason if mt else None, "no multi_turn.preceding key in the conditions"), ""]
     else:
         rows = []
         for series in mt.series:
@@ -344,198 +285,6 @@ def multi_turn_section(metrics: MetricsReport, figures: Figures) -> list[str]:
                 )
         lines += [md_table(("context", "other", "preceding turns", "n", "Answer Acc", "Abst. Acc", "TPC"), rows), ""]
     lines += figure_lines(figures, "multi_turn", "Multi-turn curves", "no multi-turn conditions")
-    return lines
-
-
-def effort_section(metrics: MetricsReport) -> list[str]:
-    re_ = metrics.reasoning_effort
-    lines = ["## Reasoning effort", ""]
-    if re_ is None or not re_.available:
-        return lines + [_no_data(re_.reason if re_ else None, "no reasoning_effort key in the conditions"), ""]
-    capped = any(r.search_cap is not None for r in re_.rows)
-    rows = [
-        [
-            r.model,
-            r.effort,
-            *([_cap_text(r.search_cap)] if capped else []),
-            str(r.n),
-            fmt_pct_ci(r, "answer_accuracy"),
-            fmt_pct_ci(r, "abstention_accuracy"),
-            fmt_num_ci(r, "tpc", 0),
-            fmt_num_ci(r, "mean_search_calls", 2),
-            fmt_num_ci(r, "mean_output_tokens", 0),
-            fmt_num_ci(r, "mean_reasoning_tokens", 0),
-        ]
-        for r in re_.rows
-    ]
-    header = (
-        "model",
-        "effort",
-        *(("search cap",) if capped else ()),
-        "n",
-        "Answer Acc",
-        "Abst. Acc",
-        "TPC",
-        "searches",
-        "output tok",
-        "reasoning tok",
-    )
-    return lines + [md_table(header, rows), ""]
-
-
-def _cap_text(cap: float | None) -> str:
-    if cap is None:
-        return "–"
-    return str(int(cap)) if float(cap).is_integer() else f"{cap:g}"
-
-
-def _frontier_roi(step: FrontierCapStep | FrontierEffortStep) -> list[str]:
-    return [
-        fmt_num_ci(step, "added_cost_per_query", 0),
-        fmt_pct_ci(step, "overall_accuracy_change"),
-        _roi(step, "overall_accuracy"),
-        _roi(step, "answer_accuracy"),
-        _roi(step, "abstention_accuracy"),
-    ]
-
-
-def frontier_section(metrics: MetricsReport, figures: Figures) -> list[str]:
-    """The effort × search-cap grid: points, the Pareto frontier, marginal ROI along each axis."""
-    fr = metrics.effort_cap_frontier
-    lines = ["## Reasoning effort × search cap: frontier and marginal ROI", ""]
-    if fr is None or not fr.available:
-        return lines + [_no_data(fr.reason if fr else None, "no effort × search-cap sweep"), ""]
-    roi_head = ("added cost / query", "Δ overall acc (pp)", "overall pp / 1k", "answer pp / 1k", "abstention pp / 1k")
-    for grid in fr.series:
-        other = condition_label(grid.other) if grid.other else "—"
-        order = " → ".join(grid.effort_order)
-        lines += [
-            f"### {grid.model} (`{other}`)",
-            "",
-            f"Efforts in the {grid.effort_order_source} order ({order}); {grid.n_questions} questions, one "
-            "question draw per bootstrap replicate shared by every condition (paired). On the frontier: no other "
-            "condition is at least as accurate (overall) at no more TPC and better in one. P(frontier) = share "
-            "of replicates in which the condition is on it.",
-            "",
-        ]
-        rows = [
-            [
-                p.effort,
-                str(p.cap),
-                str(p.n),
-                fmt_pct_ci(p, "overall_accuracy"),
-                fmt_pct_ci(p, "answer_accuracy"),
-                fmt_pct_ci(p, "abstention_accuracy"),
-                fmt_num_ci(p, "tpc", 0),
-                "yes" if p.on_frontier else "",
-                "—" if p.frontier_probability is None else f"{float(p.frontier_probability):.2f}",
-            ]
-            for p in grid.points
-        ]
-        header = ("effort", "cap", "n", "Overall Acc", "Answer Acc", "Abst. Acc", "TPC", "frontier", "P(frontier)")
-        lines += [md_table(header, rows), ""]
-        cap_rows = [[s.effort, f"{s.from_cap} → {s.to_cap}", *_frontier_roi(s)] for s in grid.cap_roi]
-        effort_rows = [[str(s.cap), f"{s.from_effort} → {s.to_effort}", *_frontier_roi(s)] for s in grid.effort_roi]
-        note = (
-            "Marginal ROI (study Appendix A.2): accuracy change in percentage points per 1,000 tokens of added "
-            f"cost per query, paired by question; undefined (—) where the mean cost moves by less than "
-            f"{fr.roi_min_added_cost:g} tokens."
-            if fr.roi_min_added_cost is not None
-            else "Marginal ROI: accuracy points per 1,000 tokens of added cost per query."
-        )
-        lines += [note, ""]
-        if cap_rows:
-            lines += [
-                "Along the search cap, at each effort:",
-                "",
-                md_table(("effort", "caps", *roi_head), cap_rows),
-                "",
-            ]
-        if effort_rows:
-            lines += [
-                "Along the reasoning effort, at each cap:",
-                "",
-                md_table(("cap", "efforts", *roi_head), effort_rows),
-                "",
-            ]
-    lines += figure_lines(
-        figures, "effort_cap_frontier", "Accuracy vs TPC over effort × search cap", "no effort × cap grid"
-    )
-    return lines
-
-
-def agreement_section(metrics: MetricsReport, figures: Figures = None) -> list[str]:
-    from branchpoint.evaluation.agreement import agreement_markdown
-
-    agreement = metrics.judge_agreement
-    lines = ["## Judge agreement", ""]
-    if not agreement:
-        return lines + [
-            "No data: only one judge has labelled these traces (run `branchpoint evaluate` with another `--judge`).",
-            "",
-        ]
-    return lines + [
-        "Pairwise agreement and Cohen's κ on the items both judges labelled (`decisive` = the label "
-        "that decides correctness). The seed study reports 89.4% / 92.3% between LLM judges and 84% "
-        "with humans.",
-        "",
-        agreement_markdown(agreement),
-        "",
-        *figure_lines(figures, "judge_agreement", "Judge agreement heatmap", "fewer than two judges"),
-    ]
-
-
-def _n_of(metrics: MetricsReport, label: str) -> str:
-    m = metrics.by_condition.get(label)
-    return "—" if m is None else str(m.n)
-
-
-def tpc_sensitivity_section(metrics: MetricsReport) -> list[str]:
-    """TPC per condition with λ varied (μ at the run's value) and with μ varied (λ at the run's
-    value), and how often the conditions' order by TPC is the one at the run's (λ, μ) over the
-    whole grid (`evaluation.tpc_sensitivity`; the full grid is in metrics.json)."""
-    from branchpoint.evaluation.report_format import fmt_tpc
-
-    sens = metrics.tpc_sensitivity
-    lines = ["## TPC-coefficient sensitivity", ""]
-    if not sens or not sens.get("available"):
-        return lines + [_no_data((sens or {}).get("reason"), "not computed (older metrics.json)"), ""]
-    base = sens["base"]
-    points = {(p["lam"], p["mu"]): p for p in sens["points"]}
-    labels = list(sens["by_condition"])
-
-    def table(axis: str, values: list[float]) -> str:
-        cols = [points[(v, base["mu"]) if axis == "lam" else (base["lam"], v)] for v in values]
-        sym = "λ" if axis == "lam" else "μ"
-        header = ("condition", "n", *(f"{sym} = {v:g}" for v in values))
-        rows = [
-            [label, _n_of(metrics, label), *(fmt_tpc(c["by_condition"][label]["tpc"]) for c in cols)]
-            for label in labels
-        ]
-        return md_table(header, rows)
-
-    taus = [p for p in sens["points"] if p["kendall_tau"] is not None]
-    worst = min(taus, key=lambda p: p["kendall_tau"]) if taus else None
-    lines += [
-        f"TPC recomputed with the coefficients varied (seed 000, Appendix B.2); the run's own are "
-        f"λ = {base['lam']:g}, μ = {base['mu']:g}. The conditions' order by TPC is the run's own at "
-        f"{sens['n_same_order']} of {sens['n_points']} grid points"
-        + (
-            f"; the lowest Kendall τ against it is {worst['kendall_tau']:.2f} "
-            f"(λ = {worst['lam']:g}, μ = {worst['mu']:g})."
-            if worst
-            else "."
-        ),
-        "",
-        f"TPC with λ varied (μ = {base['mu']:g}):",
-        "",
-        table("lam", sens["lams"]),
-        "",
-        f"TPC with μ varied (λ = {base['lam']:g}):",
-        "",
-        table("mu", sens["mus"]),
-        "",
-    ]
     return lines
 
 

@@ -1,7 +1,7 @@
 """The figure of the boundary over training: three panels against the training step.
 
 Answerable without search (%), redundant-search share (%) and TPC, each with its bootstrap
-interval as error bars; PNG and SVG (`figures._save`) with the numbers as CSV beside them.
+interval as error bars; PNG and SVG (`figure_common.save_figure`) with the numbers as CSV beside them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from branchpoint.evaluation.figures import _err, _pct, _save, write_csv
+from branchpoint.evaluation.figure_common import error_bar, pct, save_figure, write_csv
 
 FIGURE_FILE = "training_boundary.png"
 PANELS = (
@@ -26,7 +26,7 @@ PANELS = (
 def _value(v: Any, scale: float) -> float:
     if v is None:
         return math.nan
-    return _pct(v) if scale == 100.0 else (float(v) if math.isfinite(float(v)) else math.nan)
+    return pct(v) if scale == 100.0 else (float(v) if math.isfinite(float(v)) else math.nan)
 
 
 def write_training_figure(report: dict[str, Any], folder: Path) -> Path | None:
@@ -39,7 +39,7 @@ def write_training_figure(report: dict[str, Any], folder: Path) -> Path | None:
     for i, (key, title, scale) in enumerate(PANELS):
         ax = fig.add_subplot(1, 3, i + 1)
         y = [_value(s[key], scale) for s in steps]
-        errs = [_err(s[key], s.get(f"{key}_ci"), scale) for s in steps]
+        errs = [error_bar(s[key], s.get(f"{key}_ci"), scale) for s in steps]
         ax.errorbar(x, y, yerr=[[e[0] for e in errs], [e[1] for e in errs]], marker="o", capsize=3, color=f"C{i}")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("training step")
@@ -49,7 +49,7 @@ def write_training_figure(report: dict[str, Any], folder: Path) -> Path | None:
     fig.suptitle(
         f"The search boundary over training (judge {report['judge']}; 95% intervals over questions)", fontsize=10
     )
-    path = _save(fig, folder / FIGURE_FILE)
+    path = save_figure(fig, folder / FIGURE_FILE)
     header = ["step", "questions", "rollouts"]
     for key, _, _ in PANELS:
         header += [key, f"{key}_lo", f"{key}_hi"]

@@ -20,19 +20,9 @@ from typing import Any
 
 from branchpoint.errors import InputError
 from branchpoint.experiments.invocations import begin_invocation
-from branchpoint.experiments.runner import (
-    ModelOpener,
-    PlannedExecution,
-    RunSummary,
-    check_models,
-    check_run_dir,
-    check_sources,
-    default_model_opener,
-    missing_work,
-    plan_executions,
-    run_planned,
-    select_questions,
-)
+from branchpoint.experiments.planning import PlannedExecution, plan_executions, select_questions
+from branchpoint.experiments.run_checks import check_models, check_run_dir, check_sources
+from branchpoint.experiments.runner import ModelOpener, RunSummary, default_model_opener, missing_work, run_planned
 from branchpoint.experiments.shard_fold import ShardMerger
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.store import RunLock, RunStore, run_lock

@@ -1,7 +1,7 @@
 """The in-process execution core: many executions (or fork branches) on one event loop.
 
-Used by the runner (`runner._run_todo`) and by the fork engine (`forking._run_tasks`), so both
-run work the same way:
+Used by the runner (`runner._run_todo`) and by the fork engine
+(`branch_execution.run_branch_tasks`), so both run work the same way:
 
 - items are grouped by model setting; each group's model client is opened once (`open_client`),
   wrapped in a per-server connection limit (`limit_connections`: an `asyncio.Semaphore`), and its

@@ -6,8 +6,8 @@ folder's lock, records the invocation, and deals the missing branches into shard
 into N local processes, or one Ray task per branch condition (its action and fork settings,
 `fork_shard_name`). A shard gets its branches as data (parent record, saved state, action,
 repeat, condition, the resolved spec of its condition, the fork plan), so it plans nothing and
-draws exactly what a local study draws; it runs them with the fork engine (`forking._run_tasks`)
-into its own folder `RUN_DIR/fork_shards/<shard>/` (`forks.jsonl`, `checkpoints.sqlite` with
+draws exactly what a local study draws; it runs them with the fork engine
+(`branch_execution.run_branch_tasks`) into its own folder `RUN_DIR/fork_shards/<shard>/` (`forks.jsonl`, `checkpoints.sqlite` with
 the branches' threads, `retrieval_cache.sqlite` seeded from the run's), reading the parents'
 saved states from the run's checkpoint store. The driver folds each finished shard into the run
 folder exactly once (`shard_fold.ShardMerger` on `forks.jsonl`): checkpoint rows, cache rows,
@@ -30,6 +30,7 @@ from branchpoint.checkpoints.boundaries import BoundaryInfo
 from branchpoint.checkpoints.postgres import is_postgres_url
 from branchpoint.diskspace import reporting_no_space
 from branchpoint.errors import InputError
+from branchpoint.experiments.branch_execution import run_branch_tasks
 from branchpoint.experiments.branch_planning import BranchTask, base_condition, condition_key, condition_specs
 from branchpoint.experiments.driver import folder_of, warn_unseen
 from branchpoint.experiments.process_executor import ProcessBackend, check_shared_model
@@ -201,13 +202,11 @@ def run_fork_shard(task: ForkShardTask) -> ShardResult:
 
 def _run_branches(todo: list[BranchTask], task: ForkShardTask, store: RunStore, plan: ForkPlan, summary: Any) -> None:
     """Open the shard's checkpoint store and the run's (for the parents) and run the branches."""
-    from branchpoint.experiments.forking import _run_tasks
-
     label = f"fork shard {task.shard}"
     with reporting_no_space(store.run_dir):
         if task.checkpoints is not None and is_postgres_url(task.checkpoints):
             with open_checkpointer(task.checkpoints) as saver:  # parents and branches: one database
-                _run_tasks(
+                run_branch_tasks(
                     todo, store, saver, plan, summary, default_model_opener, False, label, out_file=task.out_file
                 )
             return
@@ -222,7 +221,7 @@ def _run_branches(todo: list[BranchTask], task: ForkShardTask, store: RunStore, 
             open_checkpointer(run_db) as parents,
             open_checkpointer(store.run_dir / CHECKPOINTS_FILE) as saver,
         ):
-            _run_tasks(
+            run_branch_tasks(
                 todo,
                 store,
                 saver,

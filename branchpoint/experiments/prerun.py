@@ -38,14 +38,8 @@ from langchain_core.runnables import RunnableConfig
 from branchpoint.agents import AgentContext, build_graph, recursion_limit, resolve_policy
 from branchpoint.evaluation.sameness import describe_group
 from branchpoint.evaluation.tally import condition_label
-from branchpoint.experiments.runner import (
-    PlannedExecution,
-    agent_context,
-    first_state,
-    plan_executions,
-    policy_paths,
-    select_questions,
-)
+from branchpoint.experiments.planning import PlannedExecution, plan_executions, policy_paths, select_questions
+from branchpoint.experiments.runner import agent_context, first_state
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.models import ModelClient, ScriptedModel
 from branchpoint.models.model_identity import EMBEDDED_REACH, SIM_REACH

@@ -31,7 +31,8 @@ from typing import Any, Generic, TypeVar
 
 from branchpoint.errors import BranchpointError, InputError
 from branchpoint.experiments.driver import RunJob, run_sharded
-from branchpoint.experiments.runner import PlannedExecution, RunSummary
+from branchpoint.experiments.planning import PlannedExecution
+from branchpoint.experiments.runner import RunSummary
 from branchpoint.experiments.shards import SHARDS_DIR, ShardTask, run_shard
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.work_driver import Shard, ShardOutcome

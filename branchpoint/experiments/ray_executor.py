@@ -32,7 +32,8 @@ from typing import Any, Generic, TypeVar
 from branchpoint.checkpoints.postgres import is_postgres_url
 from branchpoint.errors import InputError
 from branchpoint.experiments.driver import RunJob, run_sharded
-from branchpoint.experiments.runner import PlannedExecution, RunSummary
+from branchpoint.experiments.planning import PlannedExecution
+from branchpoint.experiments.runner import RunSummary
 from branchpoint.experiments.shards import SHARDS_DIR, ShardResult, ShardTask, run_shard, shard_name
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.work_driver import Shard, ShardOutcome

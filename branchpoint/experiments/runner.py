@@ -8,10 +8,8 @@ as wrong) and redone on the next run.
 
 from __future__ import annotations
 
-import json
-import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,59 +26,27 @@ from branchpoint.agents import (
     recursion_limit,
     resolve_policy,
 )
-from branchpoint.agents.budget import budget_block
 from branchpoint.checkpoints.store import adelete_threads, open_async_checkpointer
-from branchpoint.datasets import balanced_sample, load_questions
-from branchpoint.datasets.questions import Question
 from branchpoint.diskspace import reporting_no_space
 from branchpoint.errors import InputError
 from branchpoint.experiments.execution import execute, run_blocking_core, stream_recording
+from branchpoint.experiments.execution_records import identity_fields, incomplete_record, record_from_state
 from branchpoint.experiments.invocations import begin_invocation
-from branchpoint.experiments.multiturn import history_for
-from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_fingerprint, expand_conditions
+from branchpoint.experiments.planning import PlannedExecution, plan_executions, policy_paths, select_questions
+from branchpoint.experiments.run_checks import check_models, check_run_dir
+from branchpoint.experiments.source_pool import SourcePool
+from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.store import RunLock, RunStore, run_lock
 from branchpoint.experiments.tallies import tally_records
 from branchpoint.models import ModelClient, TransportError, open_model
 from branchpoint.models.request_fingerprint import RequestFingerprints, RequestSinks
 from branchpoint.models.request_log import RequestLog, current_execution
 from branchpoint.models.sent_sampling import SentSampling
-from branchpoint.models.sim.question_set import refuse_unknown_questions
-from branchpoint.retrieval import RetrievalSource
-from branchpoint.retrieval.cache import CachedSource, RetrievalCache, source_params
-from branchpoint.retrieval.interventions import InterventionSource, OracleRefused, SearchContext, context_of
-from branchpoint.retrieval.sources.interventions import InterventionSourceSpec
 from branchpoint.tools import SearchTool
-from branchpoint.traces import (
-    EXECUTIONS_FILE,
-    REQUESTS_FILE,
-    RETRIEVAL_CACHE_FILE,
-    SPEC_FILE,
-    ExecutionRecord,
-    Step,
-    execution_id,
-)
+from branchpoint.traces import EXECUTIONS_FILE, REQUESTS_FILE, RETRIEVAL_CACHE_FILE, ExecutionRecord
 
 #: Opens a model client for a spec; tests pass one that yields a scripted model.
 ModelOpener = Callable[[ExperimentSpec, Path], Any]
-
-
-@dataclass
-class PlannedExecution:
-    """One execution to run: its condition, the spec resolved for it, the question, its id and
-    its epoch (`run.epochs`: recorded as the record's `repeat`)."""
-
-    condition: dict[str, Any]
-    spec: ExperimentSpec
-    question: Question
-    execution_id: str
-    history: list[dict[str, str]] = field(default_factory=list)
-    epoch: int = 0
-
-    @property
-    def seed(self) -> int | None:
-        """The request seed this execution sends: `model.seed` for epoch 0, a seed of its own for
-        each later epoch (`RunSpec.seed_of`)."""
-        return self.spec.run.seed_of(self.spec.model.seed, self.epoch)
 
 
 @dataclass
@@ -122,353 +88,6 @@ def progress_bar(progress: bool) -> Progress:
         disable=not progress,
         transient=False,
     )
-
-
-def select_questions(spec: ExperimentSpec) -> list[Question]:
-    """The spec's questions: loaded, filtered, sampled (balanced and seeded) if asked, and cut to
-    `limit` keeping the selection's answerable / unanswerable balance (`limit_balanced`)."""
-    q = spec.questions
-    questions = load_questions(q.path, q.format, limit=None, categories=q.categories, split=q.split)
-    if q.sample:
-        questions = balanced_sample(questions, q.sample.answerable, q.sample.unanswerable, seed=spec.seed)
-    if q.limit:
-        questions = limit_balanced(questions, q.limit)
-    if not questions:
-        raise InputError("questions: the selection is empty (check path, categories and sample)")
-    return questions
-
-
-def limit_balanced(questions: list[Question], n: int) -> list[Question]:
-    """At most `n` questions, in input order, keeping the answerable / unanswerable shares.
-
-    `round(n * answerable share)` answerable questions (at least one of each kind when `n >= 2`
-    and both are present) and the rest unanswerable, those taken round-robin over their
-    categories (AU, FP, UC, none) so that no category is left out while another has several; a
-    kind that runs out is filled in by the other.
-    """
-    if n >= len(questions):
-        return list(questions)
-    answerable = [q for q in questions if q.answerable]
-    unanswerable = [q for q in questions if not q.answerable]
-    k = round(n * len(answerable) / len(questions))
-    if answerable and unanswerable and n >= 2:
-        k = min(max(k, 1), n - 1)
-    k = min(max(k, n - len(unanswerable)), len(answerable))
-    by_category: dict[str | None, list[Question]] = {}
-    for q in unanswerable:
-        by_category.setdefault(q.category, []).append(q)
-    picked_u: list[Question] = []
-    queues = [list(v) for v in by_category.values()]
-    while len(picked_u) < n - k and any(queues):
-        for queue_ in queues:
-            if queue_ and len(picked_u) < n - k:
-                picked_u.append(queue_.pop(0))
-    keep = {id(q) for q in answerable[:k]} | {id(q) for q in picked_u}
-    return [q for q in questions if id(q) in keep]
-
-
-def history_pool(spec: ExperimentSpec) -> list[Question]:
-    """Where multi-turn earlier turns are drawn from: the whole question file (not the selection:
-    a `--limit` or a sample must not starve the histories)."""
-    return load_questions(spec.questions.path, spec.questions.format, split=spec.questions.split)
-
-
-def plan_executions(spec: ExperimentSpec, questions: list[Question]) -> list[PlannedExecution]:
-    """Every condition x epoch x question, each with its deterministic execution id.
-
-    Epoch e of a question is `execution_id(run, condition, question, repeat=e)`: epoch 0 keeps
-    the id of a run without epochs, so raising `run.epochs` adds executions and redoes none.
-    Within a condition the epochs come one after another (epoch 0 of every question first), so
-    an interrupted run has whole epochs recorded.
-    """
-    plan = []
-    pool: list[Question] | None = None
-    for condition, resolved in expand_conditions(spec):
-        resolve_policy(resolved.agent.policy, policy_paths(spec))  # unknown policy: fail before any work
-        spec.run.check(resolved.model.temperature, "spec", condition)  # epochs that would be copies
-        if resolved.retrieval.default not in resolved.retrieval.sources:
-            raise InputError(
-                f"retrieval.default: unknown source {resolved.retrieval.default!r} "
-                f"(known: {', '.join(sorted(resolved.retrieval.sources))})"
-            )
-        for name, source in resolved.retrieval.sources.items():
-            source.check(name)
-            if isinstance(source, InterventionSourceSpec):
-                source.check_base(name, dict(resolved.retrieval.sources))
-        key = {**condition, "_settings": condition_fingerprint(resolved)}
-        if resolved.multi_turn and resolved.multi_turn.preceding and pool is None:
-            pool = history_pool(spec)
-        histories = [
-            history_for(question, pool or questions, resolved.multi_turn, spec.seed) if resolved.multi_turn else []
-            for question in questions
-        ]
-        for epoch in range(spec.run.epochs):
-            for question, history in zip(questions, histories, strict=True):
-                eid = execution_id(spec.name, key, question.id, repeat=epoch)
-                plan.append(PlannedExecution(condition, resolved, question, eid, history, epoch))
-    return plan
-
-
-def policy_paths(spec: ExperimentSpec) -> list[Path]:
-    """Where a `module:function` policy is imported from besides the working directory: the
-    folder of the spec file it was loaded from, when known."""
-    return [spec.source_dir] if spec.source_dir is not None else []
-
-
-def _source_key(name: str, source: SourceSpec) -> str:
-    """A source's identity within a run: its name and its whole spec."""
-    return json.dumps([name, source.model_dump()], sort_keys=True)
-
-
-class SourcePool:
-    """Opens each retrieval source once per run (indexes are cached on disk by corpus hash).
-
-    With `cache_path`, every source goes through the run's persistent retrieval cache, so
-    repeated executions (forks, reruns) get exactly the same evidence for the same query. The
-    cache file is opened on first use: `prepare` opens (and so validates) a spec's sources
-    without writing anything into the run folder.
-    """
-
-    def __init__(self, progress: bool, cache_path: Path | None = None) -> None:
-        self._raw: dict[str, RetrievalSource] = {}
-        self._open: dict[str, RetrievalSource] = {}
-        self._progress = progress
-        self._lock = threading.Lock()
-        self._cache_path = cache_path
-        self._cache: RetrievalCache | None = None
-
-    def _opened(self, key: str, name: str, source: SourceSpec) -> RetrievalSource:
-        """The source itself (no cache), opened (and if needed built) the first time; lock held."""
-        if key not in self._raw:
-            self._raw[key] = source.open(name, progress=self._progress)
-        return self._raw[key]
-
-    def prepare(self, spec: ExperimentSpec) -> None:
-        """Open every source a condition searches (a corpus that does not parse, a stale index:
-        InputError now, before the run folder is written)."""
-        if spec.agent.search:
-            for name, source in spec.retrieval.sources.items():
-                if isinstance(source, InterventionSourceSpec):
-                    self._intervention(name, source, spec.retrieval.sources, cached=False)
-                    continue
-                with self._lock:
-                    self._opened(_source_key(name, source), name, source)
-
-    def check_oracles(self, spec: ExperimentSpec, questions: Iterable[Any]) -> None:
-        """Every planned question an `oracle` source will be asked about has gold passages: one
-        InputError naming the questions without, before the run folder is written (not at the
-        first search, after other executions were recorded)."""
-        if not spec.agent.search:
-            return
-        questions = list(questions)
-        for name, source in spec.retrieval.sources.items():
-            if not isinstance(source, InterventionSourceSpec) or source.kind != "oracle":
-                continue
-            opened = self._intervention(name, source, spec.retrieval.sources, cached=False)
-            missing = []
-            for question in questions:
-                try:
-                    opened.gold_positions(context_of(question, spec.seed))
-                except OracleRefused:
-                    missing.append(str(getattr(question, "id", question)))
-            if missing:
-                shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-                raise InputError(
-                    f"retrieval.sources.{name} (oracle): {len(missing)} answerable question(s) have no gold passage "
-                    f"(no supporting passage id in the corpus, no passage holding a gold answer): {shown}"
-                )
-
-    def _intervention(
-        self, name: str, spec: InterventionSourceSpec, sources: Mapping[str, SourceSpec], *, cached: bool = True
-    ) -> InterventionSource:
-        """An intervention source, opened once per run over its base (itself through `get`, so
-        the base's results are cached and shared by every question). `cached=False` (`prepare`,
-        `check_oracles`: checks before the run folder is written) opens the base without the run's
-        retrieval cache, whose database file would be the folder's first write."""
-        spec.check_base(name, dict(sources))
-        base_spec = sources[spec.base] if spec.base is not None else spec.default_base()
-        base_name = spec.base or f"{name}.base"
-        key = json.dumps([name, spec.model_dump(), base_spec.model_dump(), cached], sort_keys=True)
-        with self._lock:
-            if key in self._raw:
-                opened = self._raw[key]
-                assert isinstance(opened, InterventionSource)
-                return opened
-        reads_base = spec.needs_base or (spec.needs_corpus and spec.corpus is None and spec.base is not None)
-        base: RetrievalSource | None = None
-        if reads_base and cached:
-            base = self.get(base_name, base_spec)
-        elif reads_base:
-            with self._lock:
-                base = self._opened(_source_key(base_name, base_spec), base_name, base_spec)
-        params = source_params(base) if base is not None else ""
-        with self._lock:
-            if key not in self._raw:
-                self._raw[key] = spec.open_over(name, base, params)
-            opened = self._raw[key]
-        assert isinstance(opened, InterventionSource)
-        return opened
-
-    def get(
-        self,
-        name: str,
-        source: SourceSpec,
-        sources: Mapping[str, SourceSpec] | None = None,
-        context: SearchContext | None = None,
-    ) -> RetrievalSource:
-        """The source for `name` (through the run's retrieval cache, if any). An intervention
-        (`sources.interventions`) is bound to `context` (the run's seed and the question), its
-        cache key naming both; `sources` are the spec's others, where its `base` is found."""
-        if isinstance(source, InterventionSourceSpec):
-            bound = self._intervention(name, source, sources or {}).bind(context or SearchContext())
-            if self._cache_path is None:
-                return bound
-            with self._lock:
-                return CachedSource(bound, self._run_cache(self._cache_path), bound.cache_params)
-        key = _source_key(name, source)
-        with self._lock:
-            if key not in self._open:
-                opened = self._opened(key, name, source)
-                if self._cache_path is not None:
-                    opened = CachedSource(opened, self._run_cache(self._cache_path), source_params(opened))
-                self._open[key] = opened
-            return self._open[key]
-
-    def _run_cache(self, path: Path) -> RetrievalCache:
-        """The run's retrieval cache, its database opened on first use (lock held)."""
-        if self._cache is None:
-            self._cache = RetrievalCache(path)
-        return self._cache
-
-    def close(self) -> None:
-        """Close the retrieval cache's database and the sources that hold connections."""
-        for opened in self._raw.values():
-            close = getattr(opened, "close", None)
-            if callable(close):
-                close()
-        if self._cache is not None:
-            self._cache.close()
-
-    def search_tool(self, spec: ExperimentSpec, question: Any = None) -> SearchTool | None:
-        """The search tool for a condition, or None when search is not offered. `question` (a
-        `Question`, or a record's question fields) is what retrieval interventions key their
-        draws on, with the run's seed (`retrieval.interventions.context_of`)."""
-        if not spec.agent.search:
-            return None
-        context = context_of(question, spec.seed)
-        named = spec.retrieval.sources
-        sources = {name: self.get(name, s, named, context) for name, s in named.items()}
-        return SearchTool(sources, spec.retrieval.default, top_k=spec.agent.top_k)
-
-
-def check_run_dir(store: RunStore, spec: ExperimentSpec, checkpoints: str | None) -> None:
-    """Everything about the run folder that can refuse a run, read-only (before the first write):
-    it holds no other spec's run (`check_same_run`), its files are files, its databases are
-    readable, and its checkpoints are there if its records list any (`check_saved_states`)."""
-    from branchpoint.dbfiles import CACHE_HINT, CHECKPOINTS_HINT, check_run_files, probe
-    from branchpoint.experiments.spec import check_same_run, load_spec
-
-    recorded = store.run_dir / SPEC_FILE
-    if recorded.is_file():
-        check_same_run(load_spec(recorded, check_policy=False, recorded=True), spec, store.run_dir)
-    check_run_files(store.run_dir)
-    if checkpoints is None:
-        probe(store.checkpoints_path, "checkpoint database", CHECKPOINTS_HINT, ("checkpoints", "writes"))
-    probe(store.run_dir / RETRIEVAL_CACHE_FILE, "retrieval cache", CACHE_HINT, ("retrieval_cache",))
-    store.check_saved_states(checkpoints)
-
-
-def check_models(planned: Iterable[PlannedExecution]) -> None:
-    """Each condition's model can be opened as far as the spec says (a `base_url` for provider
-    openai, the API key's variable set: `ModelSpec.check_ready`), and a simulated model knows
-    every planned question: refused before anything is written."""
-    planned = list(planned)
-    for spec in {id(p.spec): p.spec for p in planned}.values():
-        spec.model.check_ready()
-    refuse_unknown_questions((p.spec.model, p.question) for p in planned)  # a simulated model's, by id
-
-
-def check_sources(todo: Iterable[PlannedExecution]) -> None:
-    """Read every corpus the planned executions search, and check every saved index directory
-    against it, and every FlashRAG index file (memory-mapped, not loaded), without loading an
-    encoder or building anything (the check of the executors whose workers open the sources
-    themselves): a corpus that is not JSON, not UTF-8 or empty, an index of another corpus, kind
-    or build parameters, or a damaged index file, is an InputError before the run folder is
-    written."""
-    seen: set[str] = set()
-    for spec in {id(p.spec): p.spec for p in todo}.values():  # one spec object per condition
-        if not spec.agent.search:
-            continue
-        for source in spec.retrieval.sources.values():
-            key = source.model_dump_json()
-            if key not in seen:
-                seen.add(key)
-                source.check_data()
-
-
-def identity_fields(planned: PlannedExecution, run_id: str) -> dict[str, Any]:
-    """The fields that say which execution a record is: ids, condition and the question."""
-    q = planned.question
-    return dict(
-        execution_id=planned.execution_id,
-        run_id=run_id,
-        condition=planned.condition,
-        question_id=q.id,
-        question=q.question,
-        answerable=q.answerable,
-        category=q.category,
-        gold_answers=q.gold_answers,
-        stratum=q.stratum,
-        support_group=q.support_group,
-        repeat=planned.epoch,
-        **({"history": planned.history} if planned.history else {}),
-        **simulated_marker(planned.spec),
-    )
-
-
-def simulated_marker(spec: ExperimentSpec) -> dict[str, str]:
-    """`{"model_provider": "sim"}` for records made with the simulated model (provider `sim`, or a
-    served name `branchpoint-sim-*` behind provider `openai`), so every report can say so; else {}."""
-    if spec.model.provider == "sim" or spec.model.name.startswith("branchpoint-sim"):
-        return {"model_provider": "sim"}
-    return {}
-
-
-def record_from_state(
-    values: dict[str, Any],
-    identity: dict[str, Any],
-    wall_s: float,
-    checkpoint_ids: list[str] | None,
-    searches_before: int = 0,
-    ctx: AgentContext | None = None,
-) -> ExecutionRecord:
-    """The trace record of a finished execution, from the graph's final state.
-
-    `searches_before` is the number of searches already in the state it started from (non-zero
-    for forks), so the record counts only its own search calls. With the execution's context
-    `ctx`, the record carries its `budget` block (`agents.budget.budget_block`: the limits, what
-    the path used of them, and why its answer was forced).
-    """
-    steps = [Step.model_validate(s) for s in values.get("steps", [])]
-    usages = [s.usage for s in steps if s.usage is not None]
-    return ExecutionRecord(
-        **identity,
-        status=values.get("status", "ok"),
-        final_answer=values.get("final_answer"),
-        steps=steps,
-        search_calls=int(values.get("searches", 0)) - searches_before,
-        input_tokens=sum(u.input_tokens for u in usages),
-        output_tokens=sum(u.output_tokens for u in usages),
-        reasoning_tokens=sum(u.reasoning_tokens or 0 for u in usages),
-        wall_s=wall_s,
-        checkpoint_ids=checkpoint_ids,
-        **({"budget": budget_block(values, ctx)} if ctx is not None else {}),
-    )
-
-
-def incomplete_record(identity: dict[str, Any], wall_s: float, error: str) -> ExecutionRecord:
-    """A record for an execution cut short by a transport fault: redone on the next run."""
-    return ExecutionRecord(**identity, status="incomplete", wall_s=wall_s, error=error)
 
 
 async def clear_thread(saver: Any, thread_id: str) -> None:

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from branchpoint.experiments.runner import PlannedExecution, run_experiment
+from branchpoint.experiments.planning import PlannedExecution
+from branchpoint.experiments.runner import run_experiment
 from branchpoint.experiments.spec import ExperimentSpec, condition_fingerprint
 from branchpoint.experiments.store import RunStore
 from branchpoint.traces import dump_record

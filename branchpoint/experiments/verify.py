@@ -60,7 +60,7 @@ DAMAGE_KINDS = ("schema", "checksum", "torn_tail")
 
 
 def _check_plan(spec: Any, executions: dict[str, _Entry], report: Verification) -> None:
-    from branchpoint.experiments.runner import plan_executions, select_questions
+    from branchpoint.experiments.planning import plan_executions, select_questions
 
     try:
         plan = plan_executions(spec, select_questions(spec))

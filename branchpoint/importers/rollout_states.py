@@ -119,7 +119,7 @@ def write_forkable_run(
     run id and checkpoint ids set; the caller writes them to `out`) and a note to print."""
     from branchpoint.checkpoints import list_boundaries, open_checkpointer
     from branchpoint.checkpoints.values import state_reader
-    from branchpoint.experiments.runner import plan_executions, select_questions
+    from branchpoint.experiments.planning import plan_executions, select_questions
     from branchpoint.experiments.spec import load_spec
 
     if out.name != EXECUTIONS_FILE:

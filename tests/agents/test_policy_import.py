@@ -10,7 +10,7 @@ import yaml
 from branchpoint.agents import resolve_policy
 from branchpoint.errors import InputError
 from branchpoint.experiments import load_spec
-from branchpoint.experiments.runner import policy_paths
+from branchpoint.experiments.planning import policy_paths
 
 MODULE = """
 from branchpoint.agents import Decision, apply_decision

@@ -9,10 +9,10 @@ import re
 
 from branchpoint.evaluation import compute_metrics, metrics_json
 from branchpoint.evaluation.combined import write_combined_report
-from branchpoint.evaluation.figures import _series_label, plot_tpc_search_cap
 from branchpoint.evaluation.metrics_file import as_metrics
 from branchpoint.evaluation.report import write_report
-from branchpoint.evaluation.report_sections import effort_section
+from branchpoint.evaluation.report_sweep_sections import effort_section
+from branchpoint.evaluation.sweep_figures import plot_tpc_search_cap, series_label
 from branchpoint.traces import ExecutionRecord
 from tests.evaluation.test_frontier import CAP, EFFORT, FAST, grid_records
 
@@ -34,7 +34,7 @@ def test_the_cap_figure_shares_its_axes_with_full_labels_in_spec_order(tmp_path)
     extra = {"retrieval.sources.wiki.chunk_words": 100, "agent.prompt": "abstention"}
     m = as_metrics(compute_metrics(grid_records(extra=extra), "human", FAST, sweep=SWEEP))
     svg = plot_tpc_search_cap(m, tmp_path / "cap.png").with_suffix(".svg").read_text(encoding="utf-8")
-    labels = [_series_label(s) for s in m.search_cap_sweep]
+    labels = [series_label(s) for s in m.search_cap_sweep]
     assert all("wiki.chunk_words=100" in label and "agent.prompt=abstention" in label for label in labels)
     assert [svg.index(label) for label in labels] == sorted(svg.index(label) for label in labels)  # spec order
     assert "…" not in svg

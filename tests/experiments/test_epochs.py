@@ -11,8 +11,8 @@ import yaml
 
 from branchpoint.errors import InputError
 from branchpoint.experiments import load_spec, run_experiment
+from branchpoint.experiments.planning import plan_executions, select_questions
 from branchpoint.experiments.process_executor import run_experiment_processes
-from branchpoint.experiments.runner import plan_executions, select_questions
 from branchpoint.experiments.spec import ExperimentSpec, RunSpec, condition_fingerprint, spec_fingerprint
 from branchpoint.traces import execution_id, read_records
 

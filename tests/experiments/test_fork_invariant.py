@@ -31,7 +31,8 @@ from branchpoint.checkpoints.values import checkpoint_values
 from branchpoint.experiments import RunStore, load_spec, run_experiment
 from branchpoint.experiments.branch_planning import fork_records
 from branchpoint.experiments.forking import ForkPlan, fork_run
-from branchpoint.experiments.runner import SourcePool, agent_context
+from branchpoint.experiments.runner import agent_context
+from branchpoint.experiments.source_pool import SourcePool
 from branchpoint.models import open_model
 from tests.servers.agent_server import agent_server
 

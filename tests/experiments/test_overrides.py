@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from branchpoint.cli import app
 from branchpoint.errors import InputError
-from branchpoint.experiments.runner import limit_balanced, select_questions
+from branchpoint.experiments.planning import limit_balanced, select_questions
 from branchpoint.experiments.spec import apply_overrides, expand_conditions, load_spec
 from branchpoint.traces import read_records
 

@@ -13,12 +13,12 @@ from typer.testing import CliRunner
 from branchpoint.cli import app
 from branchpoint.errors import InputError
 from branchpoint.experiments import RunStore, load_spec, run_experiment
+from branchpoint.experiments.planning import plan_executions, select_questions
 from branchpoint.experiments.process_executor import (
     SHARD_PREFIX,
     deal,
     run_experiment_processes,
 )
-from branchpoint.experiments.runner import plan_executions, select_questions
 from branchpoint.experiments.shards import SHARDS_DIR, ShardTask, run_shard
 from branchpoint.experiments.states import saved_states
 from branchpoint.traces import read_records

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from branchpoint.cli import app
 from branchpoint.errors import InputError
 from branchpoint.experiments import ExperimentSpec, RunStore, load_spec, run_experiment
+from branchpoint.experiments.planning import plan_executions, select_questions
 from branchpoint.experiments.ray_executor import ray_session, run_experiment_ray
-from branchpoint.experiments.runner import plan_executions, select_questions
 from branchpoint.experiments.shards import SHARDS_DIR, ShardTask, run_shard, shard_name
 from branchpoint.experiments.states import saved_states
 from branchpoint.experiments.verify import verify_run

@@ -13,7 +13,8 @@ from branchpoint.cli import app
 from branchpoint.experiments import RunStore, load_spec, run_experiment
 from branchpoint.experiments.branch_planning import parent_records, plan_study
 from branchpoint.experiments.forking import ForkPlan, replay_run
-from branchpoint.experiments.runner import SourcePool, agent_context
+from branchpoint.experiments.runner import agent_context
+from branchpoint.experiments.source_pool import SourcePool
 from branchpoint.experiments.states import saved_states
 from branchpoint.experiments.verify import verify_run
 from branchpoint.models import ScriptedModel

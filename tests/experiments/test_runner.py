@@ -162,7 +162,7 @@ def test_multi_turn_sweep_carries_history_into_records(tmp_path, write_spec, iso
             assert all(h["answer"] and "know" not in h["answer"] for h in history)
         assert all(h["question"] != r.question for h in history)
     again = load_spec(write_spec({"multi_turn": {"preceding": 2, "context": "mixed"}, "sweep": {}}))
-    from branchpoint.experiments.runner import plan_executions, select_questions
+    from branchpoint.experiments.planning import plan_executions, select_questions
 
     first = plan_executions(again, select_questions(again))
     second = plan_executions(again, select_questions(again))

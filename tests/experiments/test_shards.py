@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from branchpoint.experiments import load_spec
-from branchpoint.experiments.runner import plan_executions, select_questions
+from branchpoint.experiments.planning import plan_executions, select_questions
 from branchpoint.experiments.shards import MODEL_URL_ENV, node_model_spec, shard_name
 
 SPEC = {

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from branchpoint.errors import InputError
-from branchpoint.experiments.runner import plan_executions, select_questions
+from branchpoint.experiments.planning import plan_executions, select_questions
 from branchpoint.experiments.spec import load_spec
 from tests.conftest import REPO
 

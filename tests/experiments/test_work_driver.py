@@ -15,7 +15,8 @@ import yaml
 from branchpoint.errors import InputError
 from branchpoint.experiments import RunStore, load_spec, run_experiment
 from branchpoint.experiments.driver import run_spec
-from branchpoint.experiments.runner import RunSummary, plan_executions, select_questions
+from branchpoint.experiments.planning import plan_executions, select_questions
+from branchpoint.experiments.runner import RunSummary
 from branchpoint.experiments.shard_fold import ShardFoldError
 from branchpoint.experiments.shards import SHARDS_DIR, ShardTask, run_shard
 from branchpoint.experiments.states import saved_states

@@ -8,7 +8,7 @@ import pytest
 
 from branchpoint.datasets import load_questions
 from branchpoint.errors import InputError
-from branchpoint.experiments.runner import SourcePool
+from branchpoint.experiments.source_pool import SourcePool
 from branchpoint.experiments.spec import BM25SourceSpec, ExperimentSpec, RetrievalSpec
 from branchpoint.retrieval.interventions import OracleRefused, SearchContext, context_of, holds_answer
 from branchpoint.retrieval.sources import (

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from branchpoint.errors import InputError
-from branchpoint.experiments.runner import SourcePool
+from branchpoint.experiments.source_pool import SourcePool
 from branchpoint.experiments.spec import (
     BM25SourceSpec,
     DenseSourceSpec,

@@ -10,7 +10,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from branchpoint.evaluation.figures import _finite, _save, write_csv
+from branchpoint.evaluation.figure_common import finite, save_figure, write_csv
 from branchpoint.evaluation.value.value_file import ValueReport, as_value
 
 
@@ -42,10 +42,10 @@ def plot_learning_curves(value: ValueReport | dict[str, Any], path: Path, simula
         for fam in families:
             pts = sorted((r for r in rows if r[0] == fam), key=lambda r: r[1])
             xs = [r[1] for r in pts]
-            ys = [_finite(r[col]) for r in pts]
+            ys = [finite(r[col]) for r in pts]
             line = ax.plot(xs, [math.nan if y is None else y for y in ys], marker="o", label=fam)[0]
-            los = [v for r in pts if (v := _finite(r[lo])) is not None]
-            his = [v for r in pts if (v := _finite(r[hi])) is not None]
+            los = [v for r in pts if (v := finite(r[lo])) is not None]
+            his = [v for r in pts if (v := finite(r[hi])) is not None]
             if len(los) == len(his) == len(pts):
                 ax.fill_between(xs, los, his, color=line.get_color(), alpha=0.15, linewidth=0)
         ax.set_xlabel("training questions")
@@ -57,6 +57,6 @@ def plot_learning_curves(value: ValueReport | dict[str, Any], path: Path, simula
             ax.axhline(0.0, color="#999999", linewidth=0.8)
         ax.legend(fontsize=7, loc="best")
     fig.suptitle("Learning curves: forecasters fitted on nested training sizes (bands: over training draws)")
-    _save(fig, path, simulated)
+    save_figure(fig, path, simulated)
     write_csv(path.with_suffix(".csv"), header, rows)
     return path

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from branchpoint.evaluation.figures import _finite, _save, write_csv
+from branchpoint.evaluation.figure_common import finite, save_figure, write_csv
 from branchpoint.evaluation.value.seed_markdown import focal_price
 from branchpoint.evaluation.value.value_file import ValueReport, as_value
 
@@ -52,12 +52,12 @@ def plot_strata_panels(value: ValueReport | dict[str, Any], path: Path, simulate
             xs, ys, lo, hi = [], [], [], []
             for i, s in enumerate(strata):
                 r = next((r for r in mine if r[1] == name and r[2] == s), None)
-                v = _finite(r[3]) if r else None
+                v = finite(r[3]) if r else None
                 if v is None:
                     continue
                 xs.append(i - 0.4 + width * (j + 0.5))
                 ys.append(v)
-                a, b = _finite(r[4]) if r else None, _finite(r[5]) if r else None
+                a, b = finite(r[4]) if r else None, finite(r[5]) if r else None
                 lo.append(v - a if a is not None else 0.0)
                 hi.append(b - v if b is not None else 0.0)
             ax.errorbar(xs, ys, yerr=np.array([lo, hi]), fmt="o", markersize=3, capsize=2, label=name)
@@ -71,7 +71,7 @@ def plot_strata_panels(value: ValueReport | dict[str, Any], path: Path, simulate
         )
         ax.legend(fontsize=6, loc="best")
     fig.suptitle("Per-stratum panels (95% support-component intervals)")
-    _save(fig, path, simulated)
+    save_figure(fig, path, simulated)
     write_csv(path.with_suffix(".csv"), header, rows)
     return path
 
@@ -87,17 +87,17 @@ def plot_gain_sd(value: ValueReport | dict[str, Any], path: Path, simulated: boo
     fig = Figure(figsize=(5.2, 3.4))
     ax = fig.add_subplot(1, 1, 1)
     ax.stairs(counts, [100 * e for e in edges], fill=True, alpha=0.5)
-    if (sd := _finite(g.gain_sd.value)) is not None:
+    if (sd := finite(g.gain_sd.value)) is not None:
         ax.axvline(100 * sd, color="black", linewidth=1.2, label=f"SD of gains {100 * sd:.1f}")
     for end in g.gain_sd.interval or []:
-        if (e := _finite(end)) is not None:
+        if (e := finite(end)) is not None:
             ax.axvline(100 * e, color="black", linestyle="--", linewidth=0.8)
     ax.set_xlabel("SD of gains √V_Δ (points)")
     ax.set_ylabel("resamples")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
     fig.suptitle("Sampling distribution of the SD of gains (support-component bootstrap)", fontsize=9)
-    _save(fig, path, simulated)
+    save_figure(fig, path, simulated)
     rows = [[edges[i], edges[i + 1], counts[i]] for i in range(len(counts))]
     write_csv(path.with_suffix(".csv"), ["low", "high", "resamples"], rows)
     return path
