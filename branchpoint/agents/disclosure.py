@@ -35,7 +35,7 @@ START_PATTERN = re.compile(r"You may search at most (\d+) times")
 
 def budget_of(state: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The state's disclosed budget, or None when its mode is `hidden` (or none is stored)."""
-    budget = state.get("budget")
+    budget: Mapping[str, Any] | None = state.get("budget")
     if not budget or budget.get("disclosure", "hidden") == "hidden":
         return None
     return budget

@@ -98,7 +98,7 @@ def make_answer_node(policy: Policy) -> Any:
         decision = await policy.aforce_answer(state, runtime.context)
         steps = [{**step, "forced_by": reason} for step in forced_answer_steps(decision)]
         ok = decision.status == "ok"
-        return counted(
+        update: dict[str, Any] = counted(
             state,
             {
                 "steps": steps,
@@ -110,6 +110,7 @@ def make_answer_node(policy: Policy) -> Any:
             },
             runtime.context,
         )
+        return update
 
     return answer
 
@@ -168,7 +169,7 @@ async def _route_after_search(state: AgentState, runtime: Runtime[AgentContext])
 
 
 def build_graph(
-    policy: Policy, checkpointer: BaseCheckpointSaver | None = None
+    policy: Policy, checkpointer: BaseCheckpointSaver[str] | None = None
 ) -> CompiledStateGraph[AgentState, AgentContext, AgentState, AgentState]:
     """Compile the agent graph for a policy, checkpointed after every node when a saver is given."""
     builder: StateGraph[AgentState, AgentContext, AgentState, AgentState]

@@ -206,7 +206,7 @@ def own_protocol_force_answer(decide: DecideNode) -> ForceAnswer:
             return Decision("answer", "", [], status=status, steps=steps, transcript=transcript)
         answer = decided_answer(update)
         if answer is None:
-            fallback = await chat_force_answer(state, ctx)
+            fallback: Decision = await chat_force_answer(state, ctx)
             steps += decision_steps("forced_answer", fallback)
             return dataclasses.replace(fallback, calls=[], steps=steps, transcript=transcript)
         return Decision("answer", answer, [], steps=steps, transcript=transcript)
@@ -355,7 +355,8 @@ async def fewshot_decision(
 @blocking_or_awaitable
 async def fewshot_force_answer(state: AgentState, ctx: AgentContext) -> Decision:
     """Forced final answer for completion-style policies: the same prompt, answer-only grammar."""
-    return await fewshot_decision(state, ctx, allow_search=False, offered=ctx.search is not None)
+    decision: Decision = await fewshot_decision(state, ctx, allow_search=False, offered=ctx.search is not None)
+    return decision
 
 
 @policy("constrained", force_answer=fewshot_force_answer)
@@ -438,7 +439,7 @@ async def _chat_decision(state: AgentState, ctx: AgentContext, *, tools: bool, a
     calls: list[ModelCall] = []
     transcript: list[dict[str, Any]] = []
     if ctx.prompt == "self_eval" and not state.get("transcript"):  # the first decision of the execution
-        verdict = await self_evaluation(state, ctx)
+        verdict: Decision = await self_evaluation(state, ctx)
         if verdict.text:
             return verdict
         calls += verdict.calls

@@ -106,13 +106,13 @@ def initial_state(
     `budget` (see `Budget`) is stored only when given, and `generated_tokens` only under a token
     budget, so states of specs that use neither are what they were before these channels.
     """
-    extra: dict[str, Any] = {}
+    extra = AgentState()
     if budget is not None:
         extra["budget"] = budget
         if budget.get("token_budget") is not None:
             extra["generated_tokens"] = 0
     return AgentState(
-        **extra,  # type: ignore[typeddict-item]
+        **extra,
         question_id=question_id,
         question=question,
         history=list(history or []),

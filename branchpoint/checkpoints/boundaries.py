@@ -64,7 +64,7 @@ def original_path(snapshots: list[StateSnapshot]) -> list[StateSnapshot]:
     return path
 
 
-def list_boundaries(saver: BaseCheckpointSaver, thread_id: str, reader: Any = None) -> list[BoundaryInfo]:
+def list_boundaries(saver: BaseCheckpointSaver[str], thread_id: str, reader: Any = None) -> list[BoundaryInfo]:
     """Checkpoints of `thread_id` at legal boundaries on its original path (see
     `original_path`), oldest first (the saver lists newest first).
 

@@ -124,7 +124,7 @@ def sqlite_checkpointer(path: str | Path) -> Iterator[SqliteSaver]:
 
 
 @contextmanager
-def open_checkpointer(target: str | Path, *, pool_size: int = 8) -> Iterator[BaseCheckpointSaver]:
+def open_checkpointer(target: str | Path, *, pool_size: int = 8) -> Iterator[BaseCheckpointSaver[str]]:
     """The checkpointer for `target`: a `postgresql://` (or `postgres://`) URL opens a pooled
     `PostgresSaver`; else a `.sqlite` file path (anything else: InputError, see `check_target`).
     Share the one saver for the whole run."""
@@ -138,7 +138,7 @@ def open_checkpointer(target: str | Path, *, pool_size: int = 8) -> Iterator[Bas
 
 
 @asynccontextmanager
-async def open_async_checkpointer(target: str | Path, *, pool_size: int = 8) -> AsyncIterator[BaseCheckpointSaver]:
+async def open_async_checkpointer(target: str | Path, *, pool_size: int = 8) -> AsyncIterator[BaseCheckpointSaver[str]]:
     """The checkpointer for `target` for graphs run on the current event loop: an
     `AsyncPostgresSaver` for a PostgreSQL URL, else the SQLite file's `SqliteCheckpointer`."""
     check_target(target, "checkpoint store")
@@ -150,7 +150,7 @@ async def open_async_checkpointer(target: str | Path, *, pool_size: int = 8) -> 
             yield sqlite_saver
 
 
-async def adelete_threads(saver: BaseCheckpointSaver | None, thread_ids: list[str], chunk: int = 500) -> None:
+async def adelete_threads(saver: BaseCheckpointSaver[str] | None, thread_ids: list[str], chunk: int = 500) -> None:
     """`delete_threads` for a saver used from the event loop (an async PostgreSQL saver deletes
     through its own interface; SQLite in one transaction per chunk, as `delete_threads`)."""
     if saver is None or not thread_ids:
@@ -162,7 +162,7 @@ async def adelete_threads(saver: BaseCheckpointSaver | None, thread_ids: list[st
         await saver.adelete_thread(thread_id)
 
 
-def delete_threads(saver: BaseCheckpointSaver | None, thread_ids: list[str], chunk: int = 500) -> None:
+def delete_threads(saver: BaseCheckpointSaver[str] | None, thread_ids: list[str], chunk: int = 500) -> None:
     """Delete every checkpoint and write of these threads: with a SQLite saver, one transaction
     per `chunk` ids instead of one commit per thread (the runner clears a whole run at start)."""
     if saver is None or not thread_ids:

@@ -22,8 +22,9 @@ from branchpoint.agents.state import AgentState
 from branchpoint.errors import InputError
 
 
-def state_reader(saver: BaseCheckpointSaver) -> CompiledStateGraph:
+def state_reader(saver: BaseCheckpointSaver[str]) -> CompiledStateGraph[AgentState, None, AgentState, AgentState]:
     """A graph over `AgentState` on `saver`, used only to read states (it runs nothing)."""
+    builder: StateGraph[AgentState, None, AgentState, AgentState]
     builder = StateGraph(AgentState)
     builder.add_node("read_only", lambda state: {})
     builder.add_edge(START, "read_only")
@@ -38,7 +39,7 @@ def _config(thread_id: str, checkpoint_id: str | None = None) -> RunnableConfig:
 
 
 def checkpoint_values(
-    saver: BaseCheckpointSaver,
+    saver: BaseCheckpointSaver[str],
     thread_id: str,
     checkpoint_id: str,
     reader: CompiledStateGraph[Any, Any, Any, Any] | None = None,
@@ -56,7 +57,7 @@ def checkpoint_values(
 
 
 async def acheckpoint_values(
-    saver: BaseCheckpointSaver,
+    saver: BaseCheckpointSaver[str],
     thread_id: str,
     checkpoint_id: str,
     reader: CompiledStateGraph[Any, Any, Any, Any] | None = None,
@@ -70,7 +71,7 @@ async def acheckpoint_values(
 
 
 def thread_states(
-    saver: BaseCheckpointSaver, thread_id: str, reader: CompiledStateGraph[Any, Any, Any, Any] | None = None
+    saver: BaseCheckpointSaver[str], thread_id: str, reader: CompiledStateGraph[Any, Any, Any, Any] | None = None
 ) -> Iterator[StateSnapshot]:
     """Every checkpoint of a thread with its full state values, newest first (`reader`: as in
     `checkpoint_values`)."""

@@ -3,6 +3,8 @@ per invocation and per JSON output with its provenance (`experiments.run_overvie
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -40,7 +42,7 @@ def print_overview(overview: RunOverview, console: Console) -> None:
         console.print("no provenance recorded in this folder (its files were written before it was recorded)")
 
 
-def spec_table(spec: dict) -> Table:
+def spec_table(spec: dict[str, Any]) -> Table:
     """The recorded spec's summary as a two-column table."""
     table = Table("spec", "", title="Spec", show_header=False)
     model = spec.get("model") or {}

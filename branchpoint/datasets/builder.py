@@ -31,7 +31,7 @@ import random
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -126,7 +126,7 @@ def _unit_rows(vectors: Any, n: int, side: str) -> np.ndarray:
     if not np.isfinite(array).all():
         raise InputError(f"encoder returned non-finite values for the {side} questions")
     norms = np.linalg.norm(array, axis=1, keepdims=True)
-    return array / np.clip(norms, 1e-12, None)
+    return cast(np.ndarray, array / np.clip(norms, 1e-12, None))
 
 
 def _check_inputs(

@@ -103,4 +103,5 @@ def tsne_coordinates(result: BuildResult) -> np.ndarray | None:
     x = np.vstack([np.asarray([p.vectors[0] for p in pairs]), np.asarray([p.vectors[1] for p in pairs])])  # type: ignore[index]
     perplexity = float(min(30, max(2, (len(x) - 1) // 3)))
     seed = int(result.settings.get("seed") or 0)
-    return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed).fit_transform(x)
+    embedded: np.ndarray = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed).fit_transform(x)
+    return embedded

@@ -38,7 +38,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -95,7 +95,7 @@ def pareto_mask(accuracy: np.ndarray, tpc: np.ndarray) -> np.ndarray:
     c_i, c_j = cost[..., :, None], cost[..., None, :]
     with np.errstate(invalid="ignore"):
         dominates = (a_j >= a_i) & (c_j <= c_i) & ((a_j > a_i) | (c_j < c_i)) & defined[..., None, :]
-    return defined & ~dominates.any(axis=-1)
+    return cast(np.ndarray, defined & ~dominates.any(axis=-1))
 
 
 def _grids(conditions: Mapping[str, dict[str, Any]]) -> dict[tuple[str, str, str], list[tuple[str, float, str]]]:

@@ -121,7 +121,7 @@ def as_sent(record: ExecutionRecord, sampling: dict[str, Any] | None) -> Executi
 
 
 @asynccontextmanager
-async def async_saver(saver: BaseCheckpointSaver) -> AsyncIterator[BaseCheckpointSaver]:
+async def async_saver(saver: BaseCheckpointSaver[str]) -> AsyncIterator[BaseCheckpointSaver[str]]:
     """The study's saver for graphs on the event loop: an `AsyncPostgresSaver` on the database
     of a `PostgresSaver` (its pool's connection string); any other saver itself (the run's SQLite
     saver makes its async calls in the loop's thread, see `checkpoints.store`)."""

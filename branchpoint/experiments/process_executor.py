@@ -40,6 +40,9 @@ from branchpoint.processes import die_with_parent
 from branchpoint.traces import EXECUTIONS_FILE, TraceError
 
 W = TypeVar("W")
+#: What a worker process puts on the reports queue: (shard name, None) when its shard is done, or
+#: (shard name, (error type, message)) when it failed.
+Report = tuple[str, tuple[str, str] | None]
 
 #: Model providers whose server the processes can share.
 SHARED_PROVIDERS = ("openai", "scripted")
@@ -86,7 +89,7 @@ def run_experiment_processes(
     def check(plan: list[PlannedExecution]) -> None:
         check_shared_model(processes, {p.spec.model.provider for p in plan})
 
-    def backend(job: RunJob) -> ProcessBackend:
+    def backend(job: RunJob) -> ProcessBackend[PlannedExecution]:
         def task_of(shard: Shard[PlannedExecution], each: int) -> ShardTask:
             ids = [p.execution_id for p in shard.items]
             return ShardTask.of(job.spec, job.store.run_dir, shard.name, ids, job.checkpoints, each, job.invocation)
@@ -159,7 +162,7 @@ class ProcessBackend(Generic[W]):
         """Fork (or spawn) one process per shard, then start the thread that watches them."""
         each = -(-self.concurrency // len(shards))
         ctx = _context()
-        reports: multiprocessing.queues.Queue = ctx.Queue()
+        reports: multiprocessing.queues.Queue[Report] = ctx.Queue()
         futures: dict[str, Future[ShardOutcome]] = {}
         for shard in shards:
             task = self.task_of(shard, each)
@@ -173,7 +176,7 @@ class ProcessBackend(Generic[W]):
         threading.Thread(target=self._watch, args=(reports, futures), name="branchpoint-shards", daemon=True).start()
         return {futures[s.name]: s for s in shards}
 
-    def _watch(self, reports: multiprocessing.queues.Queue, futures: dict[str, Future[ShardOutcome]]) -> None:
+    def _watch(self, reports: multiprocessing.queues.Queue[Report], futures: dict[str, Future[ShardOutcome]]) -> None:
         """Set each shard's future from its report (its process joined first: its files are closed)."""
         waiting = set(futures)
         while waiting and not self._stopped.is_set():
@@ -201,7 +204,7 @@ class ProcessBackend(Generic[W]):
 _KNOWN_ERRORS: dict[str, type[BaseException]] = {e.__name__: e for e in (InputError, TraceError, BranchpointError)}
 
 
-def _run_part(worker: Callable[[Any], Any], task: Any, reports: multiprocessing.queues.Queue) -> None:
+def _run_part(worker: Callable[[Any], Any], task: Any, reports: multiprocessing.queues.Queue[Report]) -> None:
     """A worker process: run one shard (`worker(task)`, e.g. the ordinary runner); report
     (name, None) or (name, (error type, message)) — plain strings, whatever the error holds."""
     _die_with_parent()
@@ -226,10 +229,10 @@ def _error(name: str, report: tuple[str, str]) -> BaseException:
 
 
 def _reports(
-    reports: multiprocessing.queues.Queue, workers: dict[str, BaseProcess], waiting: set[str]
+    reports: multiprocessing.queues.Queue[Report], workers: dict[str, BaseProcess], waiting: set[str]
 ) -> list[tuple[str, Any]]:
     """The reports that arrive within half a second; a worker that died without one is an error."""
-    out = []
+    out: list[tuple[str, Any]] = []
     try:
         out.append(reports.get(timeout=0.5))
         while True:

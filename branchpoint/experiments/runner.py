@@ -194,7 +194,8 @@ def with_request_log(
     if not sinks:
         return client
     assert with_log is not None
-    return with_log(sinks[0] if len(sinks) == 1 else RequestSinks(sinks))
+    logged: ModelClient = with_log(sinks[0] if len(sinks) == 1 else RequestSinks(sinks))
+    return logged
 
 
 @contextmanager

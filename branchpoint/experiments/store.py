@@ -16,6 +16,7 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -117,7 +118,7 @@ class RunStore:
                 f"there (their checkpoint_ids; a run made with --checkpoints needs it again); {CHECKPOINTS_HINT}"
             )
 
-    def create(self, spec_data: dict) -> None:
+    def create(self, spec_data: dict[str, Any]) -> None:
         """Make the folder and write the resolved spec beside the traces (atomically)."""
         with reporting_no_space(self.run_dir / SPEC_FILE):
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -292,7 +293,7 @@ _IDENTITY_FIELDS = (
 )
 
 
-def _with_empty_texts(data: dict) -> list[dict]:
+def _with_empty_texts(data: dict[str, Any]) -> list[dict[str, Any]]:
     """The steps of a record dump whose passages refer to the store: `text` is "" beside `text_ref`
     (a reader that ignores references still sees valid documents)."""
     return [

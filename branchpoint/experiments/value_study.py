@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from branchpoint.errors import InputError
-from branchpoint.evaluation.value.study import ValueConfig, value_study
+from branchpoint.evaluation.value.config import ValueConfig
+from branchpoint.evaluation.value.study import value_study
 from branchpoint.registry import import_module_from
 
 TEXT_HEAD_ENCODER = "minilm-onnx"

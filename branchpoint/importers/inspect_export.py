@@ -87,16 +87,18 @@ def run_traces(run: Path) -> tuple[list[ExecutionRecord], dict[str, Any]]:
 
 
 def _model_name(record: ExecutionRecord, spec: dict[str, Any]) -> str:
-    if isinstance(record.condition.get("model"), str):
-        return record.condition["model"]
+    name = record.condition.get("model")
+    if isinstance(name, str):
+        return name
     found = spec.get("model")
     model: dict[str, Any] = found if isinstance(found, dict) else {}
     return f"{model.get('provider', 'embedded')}/{model.get('name', 'gemma-3-270m')}"
 
 
 def _task_name(record: ExecutionRecord, spec: dict[str, Any]) -> str:
-    if isinstance(record.condition.get("task"), str):
-        return record.condition["task"]
+    name = record.condition.get("task")
+    if isinstance(name, str):
+        return name
     return str(spec.get("name") or record.run_id)
 
 

@@ -96,8 +96,9 @@ def _usage(usage: Any) -> Usage | None:
 
 
 def _query(arguments: dict[str, Any]) -> str | None:
-    if isinstance(arguments.get("query"), str):
-        return arguments["query"]
+    query = arguments.get("query")
+    if isinstance(query, str):
+        return query
     return next((v for v in arguments.values() if isinstance(v, str)), None)
 
 

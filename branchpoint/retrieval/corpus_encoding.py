@@ -141,7 +141,7 @@ def _read_shard(path: Path, rows: int, dim: int) -> np.ndarray | None:
     if not path.is_file():
         return None
     try:
-        vectors = np.load(path, allow_pickle=False)
+        vectors: np.ndarray = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         log.warning("%s: unreadable shard, encoding it again (%s)", path, exc)
         return None

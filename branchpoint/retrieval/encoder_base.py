@@ -9,7 +9,7 @@ argument where the model allows it.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -39,13 +39,13 @@ class Encoder(Protocol):
 def encode_queries(encoder: Any, texts: list[str], batch_size: int = 32) -> np.ndarray:
     """Query vectors from any encoder; one with only `encode` (no prefixes) is used as it is."""
     method = getattr(encoder, "encode_queries", None) or encoder.encode
-    return method(texts, batch_size=batch_size)
+    return cast(np.ndarray, method(texts, batch_size=batch_size))
 
 
 def encode_passages(encoder: Any, texts: list[str], batch_size: int = 32) -> np.ndarray:
     """Passage vectors from any encoder; one with only `encode` (no prefixes) is used as it is."""
     method = getattr(encoder, "encode_passages", None) or encoder.encode
-    return method(texts, batch_size=batch_size)
+    return cast(np.ndarray, method(texts, batch_size=batch_size))
 
 
 def check_batch_size(batch_size: int) -> None:
@@ -57,7 +57,7 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
     """float32 rows scaled to unit L2 norm (zero rows stay zero)."""
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return (vectors / np.clip(norms, 1e-12, None)).astype(np.float32, copy=False)
+    return cast(np.ndarray, (vectors / np.clip(norms, 1e-12, None)).astype(np.float32, copy=False))
 
 
 class PrefixedEncoder:

@@ -51,7 +51,7 @@ def factory_string(index: Any) -> str | None:
     try:
         from faiss.contrib.factory_tools import reverse_index_factory
 
-        return str(reverse_index_factory(to_cpu(index)))
+        return str(reverse_index_factory(to_cpu(index)))  # type: ignore[no-untyped-call]  # faiss.contrib is unannotated
     except Exception:
         return None
 

@@ -20,7 +20,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from branchpoint.errors import InputError, StaleIndexError
 from branchpoint.retrieval.bm25 import BM25Index
@@ -60,7 +60,7 @@ class IndexSource:
     @property
     def cache_params(self) -> str:
         """Kind, corpus fingerprint, encoder, dimension and parameters: the cache key part."""
-        return self.index.manifest.cache_params()
+        return cast(str, self.index.manifest.cache_params())
 
     def _docs(self, hits: list[tuple[Passage, float]]) -> list[RetrievedDoc]:
         name = self.name
@@ -70,7 +70,7 @@ class IndexSource:
         ]
 
     def _hits(self, queries: list[str], k: int) -> list[list[tuple[Passage, float]]]:
-        return self.index.search(queries, k)
+        return cast(list[list[tuple[Passage, float]]], self.index.search(queries, k))
 
     def search(self, query: str, k: int) -> list[RetrievedDoc]:
         """Top-k passages for `query` as RetrievedDoc (text without the title line; source = name)."""
@@ -97,7 +97,9 @@ class DenseSource(IndexSource):
     def _hits(self, queries: list[str], k: int) -> list[list[tuple[Passage, float]]]:
         if not queries:
             return []
-        return self.index.search_vectors(encode_queries(self.encoder, queries), k)
+        return cast(
+            list[list[tuple[Passage, float]]], self.index.search_vectors(encode_queries(self.encoder, queries), k)
+        )
 
 
 class BM25Source(IndexSource):

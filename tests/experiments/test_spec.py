@@ -37,6 +37,21 @@ def test_unknown_key_is_refused(write_spec):
         load_spec(write_spec({"agent": {"serach_cap": 3}}))
 
 
+@pytest.mark.parametrize(
+    ("field", "model"),
+    [
+        ("extra_body", {"extra_body": {1: 2}}),
+        ("options", {"provider": "langchain", "factory": "pkg.mod:make", "options": {1: 2}}),
+    ],
+)
+def test_model_request_fields_and_factory_options_are_named_by_strings(write_spec, field, model):
+    """extra_body fields go into a JSON body and options are keyword arguments: keys are strings."""
+    with pytest.raises(
+        InputError, match=rf'spec.yaml: field "model.{field}.1.\[key\]": Input should be a valid string'
+    ):
+        load_spec(write_spec({"model": {"provider": "scripted", "script": ["x"], **model}}))
+
+
 def test_bad_sweep_axis(write_spec):
     with pytest.raises(InputError, match=r'field "sweep.agent.nope": no such setting'):
         load_spec(write_spec({"sweep": {"agent.nope": [1]}}))

@@ -27,7 +27,7 @@ Calibration maps (`@calibrator`, applied to every raw forecast: files, the LLM f
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
@@ -264,7 +264,7 @@ def beta_fit(q: np.ndarray, y: Sequence[np.ndarray], rows: np.ndarray) -> tuple[
 def beta_apply(q: np.ndarray, a: float, b: float, c: float) -> np.ndarray:
     """q' = 1 / (1 + exp(−(a ln q − b ln(1 − q) + c)))."""
     qc = np.clip(q, 1e-6, 1 - 1e-6)
-    return 1.0 / (1.0 + np.exp(-(a * np.log(qc) - b * np.log1p(-qc) + c)))
+    return cast(np.ndarray, 1.0 / (1.0 + np.exp(-(a * np.log(qc) - b * np.log1p(-qc) + c))))
 
 
 @calibrator("beta")

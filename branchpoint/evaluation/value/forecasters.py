@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from pydantic import BaseModel
@@ -312,7 +312,7 @@ def read_forecasts(path: Path, states: StateTable) -> Forecast:
 def _standardise(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
     mu = x[rows].mean(axis=0)
     sd = x[rows].std(axis=0)
-    return (x - mu) / np.where(sd > 0, sd, 1.0)
+    return cast(np.ndarray, (x - mu) / np.where(sd > 0, sd, 1.0))
 
 
 def ridge_fit_predict(x: np.ndarray, y: np.ndarray, train: np.ndarray, penalty: float) -> np.ndarray:
@@ -322,7 +322,7 @@ def ridge_fit_predict(x: np.ndarray, y: np.ndarray, train: np.ndarray, penalty: 
     zt, yt = z[train], y[train]
     y0 = yt.mean(axis=0)
     beta = np.linalg.solve(zt.T @ zt + penalty * np.eye(z.shape[1]), zt.T @ (yt - y0))
-    return np.clip(y0 + z @ beta, 0.0, 1.0)
+    return cast(np.ndarray, np.clip(y0 + z @ beta, 0.0, 1.0))
 
 
 def grouped_folds(groups: np.ndarray, k: int, seed: int) -> np.ndarray:
@@ -376,7 +376,7 @@ def affine_calibration(raw: Forecast, states: DevView, dev: np.ndarray, seed: in
 
 def _logit(q: np.ndarray) -> np.ndarray:
     q = np.clip(q, 1e-4, 1 - 1e-4)
-    return np.log(q / (1 - q))
+    return cast(np.ndarray, np.log(q / (1 - q)))
 
 
 def logistic_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, ridge: float = 1e-3, iters: int = 100) -> np.ndarray:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -221,7 +221,7 @@ class StateTable(PublicColumns):
     @property
     def dbar(self) -> np.ndarray:
         """Δ̄ = Ȳ_S − Ȳ_T per state."""
-        return self.search.mean_y - self.think.mean_y
+        return cast(np.ndarray, self.search.mean_y - self.think.mean_y)
 
     def subset(self, mask: np.ndarray) -> StateTable:
         """The rows where `mask` is true (counts kept)."""
@@ -230,7 +230,7 @@ class StateTable(PublicColumns):
     def rows(self, idx: np.ndarray) -> StateTable:
         """The rows `idx`, in that order (counts and excluded keys kept)."""
         idx = np.asarray(idx, dtype=int)
-        pick = lambda seq: [seq[i] for i in idx]
+        pick: Callable[[Sequence[Any]], list[Any]] = lambda seq: [seq[i] for i in idx]
         return StateTable(
             keys=pick(self.keys),
             question_id=pick(self.question_id),
@@ -253,9 +253,8 @@ class StateTable(PublicColumns):
 
 def _prefix_steps(record: ExecutionRecord) -> int | None:
     prefix = getattr(record, "prefix", None)
-    if isinstance(prefix, dict) and isinstance(prefix.get("steps"), int):
-        return prefix["steps"]
-    return None
+    steps = prefix.get("steps") if isinstance(prefix, dict) else None
+    return steps if isinstance(steps, int) else None
 
 
 def latest_records(records: Iterable[ExecutionRecord]) -> list[ExecutionRecord]:
@@ -357,7 +356,7 @@ def build_states(
         cols["s"].append(s_action)
         cols["prefix"].append(_prefix_steps(first))
         cols["budget"].append(int(budget) if isinstance(budget, int) else None)
-    outcomes_of = lambda r: RoleOutcomes(
+    outcomes_of: Callable[[str], RoleOutcomes] = lambda r: RoleOutcomes(
         roles_out[r]["y"], roles_out[r]["tok"], roles_out[r]["ans"], roles_out[r]["st"]
     )
     return StateTable(

@@ -104,7 +104,7 @@ def is_unknown_answer(text: str | None) -> bool:
         return False
     from branchpoint.evaluation import judges
 
-    families = {p.name: p.family for p in getattr(judges, "ABSTENTION_PATTERNS", ())}
+    families: dict[str, str] = {p.name: p.family for p in getattr(judges, "ABSTENTION_PATTERNS", ())}
     return families.get(name, "unknown" if "know" in name else "") == "unknown"
 
 

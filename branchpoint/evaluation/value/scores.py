@@ -19,7 +19,7 @@ per-stratum means, the same functional the bootstrap recomputes in each resample
 
 from __future__ import annotations
 
-from typing import NamedTuple, overload
+from typing import NamedTuple, cast, overload
 
 import numpy as np
 
@@ -28,12 +28,12 @@ from branchpoint.evaluation.value.outcomes import RoleOutcomes
 
 def unbiased_square(sum_y: np.ndarray, sum_y2: np.ndarray, m: np.ndarray) -> np.ndarray:
     """p̂² = Σ_{i≠j} Y_i Y_j / (m(m−1)) = ((ΣY)² − ΣY²) / (m(m−1)): unbiased for p² (m ≥ 2)."""
-    return (sum_y * sum_y - sum_y2) / (m * (m - 1))
+    return cast(np.ndarray, (sum_y * sum_y - sum_y2) / (m * (m - 1)))
 
 
 def unbiased_variance(sum_y: np.ndarray, sum_y2: np.ndarray, m: np.ndarray) -> np.ndarray:
     """s² = Σ(Y − Ȳ)² / (m − 1) = ΣY²/m − p̂²: unbiased for Var(Y) (m ≥ 2)."""
-    return sum_y2 / m - unbiased_square(sum_y, sum_y2, m)
+    return cast(np.ndarray, sum_y2 / m - unbiased_square(sum_y, sum_y2, m))
 
 
 def theta_hat(think: RoleOutcomes, search: RoleOutcomes) -> np.ndarray:
@@ -42,10 +42,11 @@ def theta_hat(think: RoleOutcomes, search: RoleOutcomes) -> np.ndarray:
     The Hoeffding U-statistic for Δ² = (p_S − p_T)²: unbiased because the T and S repeats are
     independent (E[Ȳ_S Ȳ_T] = p_S p_T) and each sum over distinct pairs is unbiased for p².
     """
-    return (
+    return cast(
+        np.ndarray,
         unbiased_square(search.sum_y, search.sum_y2, search.m)
         + unbiased_square(think.sum_y, think.sum_y2, think.m)
-        - 2.0 * search.mean_y * think.mean_y
+        - 2.0 * search.mean_y * think.mean_y,
     )
 
 
@@ -57,12 +58,12 @@ def brier(q_think: np.ndarray, q_search: np.ndarray, think: RoleOutcomes, search
     """
     err_t = q_think**2 - 2 * q_think * think.mean_y + think.sum_y2 / think.m
     err_s = q_search**2 - 2 * q_search * search.mean_y + search.sum_y2 / search.m
-    return 0.5 * (err_t + err_s)
+    return cast(np.ndarray, 0.5 * (err_t + err_s))
 
 
 def gain_risk(f: np.ndarray, dbar: np.ndarray, theta: np.ndarray) -> np.ndarray:
     """L = f² − 2f(Ȳ_S − Ȳ_T) + θ̂: unbiased for the squared gain error (f − Δ)² (f fixed given x)."""
-    return f * f - 2.0 * f * dbar + theta
+    return cast(np.ndarray, f * f - 2.0 * f * dbar + theta)
 
 
 def level_risk(level: np.ndarray, think: RoleOutcomes, search: RoleOutcomes) -> np.ndarray:
@@ -73,13 +74,18 @@ def level_risk(level: np.ndarray, think: RoleOutcomes, search: RoleOutcomes) -> 
         + unbiased_square(search.sum_y, search.sum_y2, search.m)
         + 2.0 * think.mean_y * search.mean_y
     )
-    return level * level - level * (think.mean_y + search.mean_y) + target_sq
+    return cast(np.ndarray, level * level - level * (think.mean_y + search.mean_y) + target_sq)
 
 
 def outcome_variance(think: RoleOutcomes, search: RoleOutcomes) -> np.ndarray:
     """V̂_x = ½[s_T² + s_S²]: unbiased for V_x = ½[Var(Y^T) + Var(Y^S)] (p(1−p) for 0/1 rewards)."""
-    return 0.5 * (
-        unbiased_variance(think.sum_y, think.sum_y2, think.m) + unbiased_variance(search.sum_y, search.sum_y2, search.m)
+    return cast(
+        np.ndarray,
+        0.5
+        * (
+            unbiased_variance(think.sum_y, think.sum_y2, think.m)
+            + unbiased_variance(search.sum_y, search.sum_y2, search.m)
+        ),
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -468,7 +468,7 @@ def _factorial(
         "gain_added_to_cost": ("query_gain_query_cost", "fixed_gain_query_cost"),
     }
     for pk in utility_meta:
-        col = lambda cell: f"U/{pk}/factorial:{cell}"
+        col: Callable[[str], str] = lambda cell: f"U/{pk}/factorial:{cell}"
         best = f"U/{pk}/best_constant"
         entry: dict[str, Any] = {"over_best_constant": {}, "contrasts": {}}
         for cell, _, _ in FACTORIAL_CELLS:
@@ -492,7 +492,7 @@ def _factorial(
                 "fixed_gain_fixed_cost",
             )
         )
-        inter = lambda src: src[qq] - src[qf] - src[fq] + src[ff]
+        inter: Callable[[Mapping[str, Any]], Any] = lambda src: src[qq] - src[qf] - src[fq] + src[ff]
         entry["contrasts"]["interaction"] = {
             "difference": num(inter(point)),
             "interval": interval(inter(boot)) if boot else None,

@@ -27,9 +27,9 @@ selection draws per action, scored on the rest, averaged over every split).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -73,7 +73,7 @@ def three_action_table(stop_same: StateTable, stop_switch: StateTable) -> ThreeA
 
 def outcome_error(q: tuple[np.ndarray, np.ndarray, np.ndarray], roles: tuple[RoleOutcomes, ...]) -> np.ndarray:
     """⅓ Σ_a mean_i (q_a − Y_i^a)² per state, mean_i (q − Y_i)² = q² − 2qȲ + ΣY²/m."""
-    return sum(qa * qa - 2 * qa * r.mean_y + r.sum_y2 / r.m for qa, r in zip(q, roles)) / 3.0
+    return cast(np.ndarray, sum(qa * qa - 2 * qa * r.mean_y + r.sum_y2 / r.m for qa, r in zip(q, roles)) / 3.0)
 
 
 def two_action_gain_loss(q: tuple[np.ndarray, np.ndarray, np.ndarray], roles: tuple[RoleOutcomes, ...]) -> np.ndarray:
@@ -90,7 +90,7 @@ def reference_forecasts(table: ThreeActions, dev: np.ndarray) -> dict[str, tuple
     n = len(table.states)
     strata = table.states.stratum
     means = [float(balanced_mean(r.mean_y[dev], strata[dev])) for r in table.roles()]
-    full = lambda v: np.full(n, v)
+    full: Callable[[float], np.ndarray] = lambda v: np.full(n, v)
     return {
         "action_means": (full(means[0]), full(means[1]), full(means[2])),
         "zero_gain": (full(means[0]), full(means[0]), full(means[0])),

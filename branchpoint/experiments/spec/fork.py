@@ -4,6 +4,7 @@ section, and what `branchpoint fork` builds from its options)."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import TypedDict
 
 from pydantic import BaseModel, Field
@@ -62,6 +63,7 @@ class ForkPlan(BaseModel):
         """Refuse unknown boundary kinds and actions, and copies posing as repeats, before any work.
 
         The message names the command's flags, or with `spec_file` the spec's `fork:` fields."""
+        name: Callable[[str], str]  # a field's name as the user wrote it (a flag, or the spec's key)
         if spec_file is None:
             where, name = "", lambda f: "--" + f.replace("_", "-")
             fix = "Sample (e.g. --temperature 0.6 --top-p 0.95, the default), use --repeats 1, or pass --allow-identical-repeats."

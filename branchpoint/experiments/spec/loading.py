@@ -28,7 +28,7 @@ def apply_overrides(data: dict[str, Any], overrides: typing.Sequence[str], sourc
     refused, as it would change nothing). Setting a swept setting directly is refused: the sweep
     would override it.
     """
-    out = json.loads(json.dumps(data, default=str))
+    out: dict[str, Any] = json.loads(json.dumps(data, default=str))
     for item in overrides:
         key, sep, raw = item.partition("=")
         key = key.strip()
