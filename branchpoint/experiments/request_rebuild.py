@@ -49,7 +49,9 @@ from branchpoint.checkpoints.values import thread_states
 from branchpoint.errors import InputError
 from branchpoint.experiments.branch_planning import base_condition, condition_key, condition_specs
 from branchpoint.experiments.execution import run_blocking_core
-from branchpoint.experiments.runner import SourcePool, agent_context, policy_paths
+from branchpoint.experiments.planning import policy_paths
+from branchpoint.experiments.runner import agent_context
+from branchpoint.experiments.source_pool import SourcePool
 from branchpoint.experiments.spec import ExperimentSpec, load_spec
 from branchpoint.models.openai_compat import OpenAICompatibleClient
 from branchpoint.models.request_fingerprint import canonical_request

@@ -78,8 +78,9 @@ def json_safe(value: Any) -> Any:
 
 def _start_searches(record: ExecutionRecord) -> int:
     prefix = getattr(record, "prefix", None)
-    if isinstance(prefix, dict) and isinstance(prefix.get("search_calls"), int):
-        return prefix["search_calls"]
+    calls = prefix.get("search_calls") if isinstance(prefix, dict) else None
+    if isinstance(calls, int):
+        return calls
     return search_count(record.parent.boundary if record.parent else "") or 0
 
 

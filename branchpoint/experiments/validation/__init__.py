@@ -68,7 +68,7 @@ def preset(quick: bool) -> tuple[ValidateConfig, dict[str, Any]]:
 def style_from_stats(base_url: str) -> Style:
     """The protocol a policy spoke, from the simulator's request counts (for `module:function`)."""
     root = base_url.removesuffix("/v1")
-    counts = httpx.get(f"{root}/v1/sim/stats", timeout=10).json().get("requests", {})
+    counts: dict[str, Any] = httpx.get(f"{root}/v1/sim/stats", timeout=10).json().get("requests", {})
     for proto, style in (("completion", "completion"), ("native", "native"), ("tagged", "tagged")):
         if counts.get(proto):
             return style  # type: ignore[return-value]
@@ -76,7 +76,8 @@ def style_from_stats(base_url: str) -> Style:
 
 
 def server_stats(base_url: str) -> dict[str, Any]:
-    return httpx.get(f"{base_url.removesuffix('/v1')}/v1/sim/stats", timeout=10).json()
+    stats: dict[str, Any] = httpx.get(f"{base_url.removesuffix('/v1')}/v1/sim/stats", timeout=10).json()
+    return stats
 
 
 def _sampling_check(stats: dict[str, Any], settings: StudySettings) -> Check:

@@ -20,7 +20,8 @@ from typing import Any
 from branchpoint.evaluation.judges import judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics
 from branchpoint.evaluation.tally import condition_label
-from branchpoint.experiments.runner import SourcePool, run_experiment
+from branchpoint.experiments.runner import run_experiment
+from branchpoint.experiments.source_pool import SourcePool
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.spec.run import RunSpec
 from branchpoint.experiments.store import RunStore

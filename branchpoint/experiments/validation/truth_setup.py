@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from branchpoint.errors import InputError
-from branchpoint.experiments.runner import SourcePool
+from branchpoint.experiments.source_pool import SourcePool
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.store import RunStore
 from branchpoint.experiments.validation.study import ALT_SOURCE, MAIN_SOURCE, StudySettings

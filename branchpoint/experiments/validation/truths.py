@@ -17,7 +17,7 @@ chose (with `--dev-split 0` chosen in-sample and read back from value.json).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from scipy import stats as sps
@@ -56,7 +56,7 @@ def bal(x: np.ndarray, r: StudyResult) -> float:
 
 
 def true_delta(r: StudyResult) -> np.ndarray:
-    return ps(r) - pt(r)
+    return cast(np.ndarray, ps(r) - pt(r))
 
 
 def has_states(r: StudyResult) -> None:
@@ -82,7 +82,8 @@ def utilities(r: StudyResult, price: float) -> tuple[np.ndarray, np.ndarray]:
 
 def _router_meta(r: StudyResult, pk: str, router: str) -> dict[str, Any]:
     """What value.json says a router chose at price key `pk` (KeyError: it says nothing)."""
-    return r.value["utility"]["by_price"][pk][router]
+    meta: dict[str, Any] = r.value["utility"]["by_price"][pk][router]
+    return meta
 
 
 def constant(r: StudyResult, price: float, action: str) -> float:

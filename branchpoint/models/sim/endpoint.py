@@ -23,7 +23,7 @@ from branchpoint.models.sim.truth import POLICY_STYLES, AgentModel, TruthModel
 
 def truth_endpoint(profile: Profile, bank: QuestionBank, spec_path: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """The handler behind /v1/sim/truth for a spec's retrieval and defaults."""
-    from branchpoint.experiments.runner import SourcePool
+    from branchpoint.experiments.source_pool import SourcePool
     from branchpoint.experiments.spec import load_spec
 
     spec = load_spec(spec_path)

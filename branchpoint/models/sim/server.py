@@ -37,7 +37,7 @@ import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -428,7 +428,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tool-call-parser", default="hermes", help="as vLLM's; 'none': no tool parser")
     ap.add_argument("--enable-auto-tool-choice", action=argparse.BooleanOptionalAction, default=True)
     args = ap.parse_args(argv)
-    named = lambda v: None if v in ("", "none") else v
+    named: Callable[[str], str | None] = lambda v: None if v in ("", "none") else v
     try:
         flags = ServerFlags(named(args.reasoning_parser), args.enable_auto_tool_choice, named(args.tool_call_parser))
     except InputError as exc:

@@ -50,7 +50,8 @@ def test_the_plug_in_pass_at_k_is_biased() -> None:
 def epochs_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, dict]:
     """A real run of the simulated server: 8 questions × 40 epochs at search cap 2 (constrained)."""
     from branchpoint.datasets import load_questions
-    from branchpoint.experiments.runner import SourcePool, run_experiment
+    from branchpoint.experiments.runner import run_experiment
+    from branchpoint.experiments.source_pool import SourcePool
     from branchpoint.experiments.spec import QuestionsSpec, SampleSpec
     from branchpoint.experiments.spec.run import RunSpec
     from branchpoint.experiments.validation.study import StudySettings, shared_server_opener, study_spec
