@@ -41,10 +41,10 @@ from branchpoint.experiments.spec import ExperimentSpec, SourceSpec, condition_f
 from branchpoint.experiments.store import RunLock, RunStore, run_lock
 from branchpoint.experiments.tallies import tally_records
 from branchpoint.models import ModelClient, TransportError, open_model
+from branchpoint.models.factory import check_planned_questions
 from branchpoint.models.request_fingerprint import RequestFingerprints, RequestSinks
 from branchpoint.models.request_log import RequestLog, current_execution
 from branchpoint.models.sent_sampling import SentSampling
-from branchpoint.models.sim.question_set import refuse_unknown_questions
 from branchpoint.retrieval import RetrievalSource
 from branchpoint.retrieval.cache import CachedSource, RetrievalCache, source_params
 from branchpoint.retrieval.interventions import InterventionSource, OracleRefused, SearchContext, context_of
@@ -385,7 +385,7 @@ def check_models(planned: Iterable[PlannedExecution]) -> None:
     planned = list(planned)
     for spec in {id(p.spec): p.spec for p in planned}.values():
         spec.model.check_ready()
-    refuse_unknown_questions((p.spec.model, p.question) for p in planned)  # a simulated model's, by id
+    check_planned_questions((p.spec.model, p.question) for p in planned)  # provider hooks (sim: by id)
 
 
 def check_sources(todo: Iterable[PlannedExecution]) -> None:
