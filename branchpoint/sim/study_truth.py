@@ -8,7 +8,7 @@ branches forked from it per action, and gives each action's exact success probab
 answerability come from the question bank; the T / S roles are the study's design (THINK vs
 SEARCH, STOP vs SEARCH at a pending query); success is the simulated world's own rule
 (`behaviour.is_success`, `matching`). It imports nothing from `branchpoint.evaluation` or
-`branchpoint.experiments` (a test checks it in a fresh interpreter), so a defect in the
+`branchpoint.experiments` (an import-linter contract in pyproject.toml), so a defect in the
 pipeline's state table, role labels, strata or judge cannot move the truth it is checked
 against. Estimates are joined to it by state key.
 
