@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: quickstart test test-fast install install-embedded docs lint typecheck check clean
+.PHONY: quickstart test test-fast install install-embedded docs lint imports typecheck check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,16 +43,22 @@ test-fast: $(VENV)/.deps
 docs: $(VENV)/.deps
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
 
-## Lint and format check (ruff), type check (mypy: strict flags on traces, registry and errors; see
-## pyproject.toml), and the strict docs build. CI runs this before `make test`.
+## Lint and format check (ruff), the import layers (lint-imports), type check (mypy: strict flags
+## on traces, registry and errors; see pyproject.toml), and the strict docs build. CI runs this
+## before `make test`.
 lint: $(VENV)/.deps
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+## The layers (import-linter contracts in pyproject.toml): which package may import which; every
+## import counts, those inside functions too.
+imports: $(VENV)/.deps
+	$(BIN)/lint-imports
+
 typecheck: $(VENV)/.deps
 	$(BIN)/python -m mypy
 
-check: lint typecheck docs
+check: lint imports typecheck docs
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache site

@@ -64,8 +64,8 @@ def server_process(latency: float):
 @contextmanager
 def sim_server(tokens_per_s: float, workdir: Path):
     """The simulated model in capacity mode, with a latency model like a GPU server's."""
-    from branchpoint.models.sim import SimServer
     from branchpoint.models.spec import SimServerSpec
+    from branchpoint.sim import SimServer
 
     profile = workdir / "capacity-profile.yaml"
     profile.write_text(

@@ -39,10 +39,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from branchpoint.experiments.validation import VALIDATION_FILE, validate
-from branchpoint.experiments.validation.checks import aggregate, not_applicable
-from branchpoint.experiments.validation.compare import StudyComparison
-from branchpoint.experiments.validation.dispersion import dispersion
+from branchpoint.validation import VALIDATION_FILE, validate
+from branchpoint.validation.checks import aggregate, not_applicable
+from branchpoint.validation.compare import StudyComparison
+from branchpoint.validation.dispersion import dispersion
 
 PRICED = re.compile(r"^(U|factorial)\((?P<price>[0-9.]+)\) (?P<rest>.*)$")
 

@@ -44,7 +44,7 @@ BUILTIN_MODULES: Final[dict[str, tuple[str, ...]]] = {
     "encoder": ("branchpoint.retrieval.encoder",),
     "index": ("branchpoint.retrieval.index_kinds",),
     "question_format": ("branchpoint.datasets",),
-    "provider": ("branchpoint.models.factory",),
+    "provider": ("branchpoint.models.factory", "branchpoint.sim.provider"),
     "reward": ("branchpoint.evaluation.value.rewards", "branchpoint.evaluation.value.objectives"),
     "forecaster": ("branchpoint.evaluation.value.forecasters", "branchpoint.evaluation.value.fitted"),
     "calibrator": ("branchpoint.evaluation.value.forecasters", "branchpoint.evaluation.value.fitted"),

@@ -55,6 +55,8 @@ AGREEMENT_FILE = "agreement.json"
 MINIMAL_SEARCH_FILE = "minimal_search.jsonl"
 VALUE_FILE = "value.json"
 REPORT_FILE = "report.md"
+#: What `branchpoint validate` writes into its output folder (`branchpoint.validation`).
+VALIDATION_FILE = "validation.json"
 FIGURES_DIR = "figures"
 VIEWER_DIR = "viewer"
 

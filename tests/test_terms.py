@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
 
 from branchpoint import traces
@@ -53,10 +50,3 @@ def test_every_boundary_kind_has_legal_actions_and_every_action_is_legal_somewhe
     assert {a for actions in LEGAL_ACTIONS.values() for a in actions} == set(ACTIONS)
     assert set(traces.Action.__args__) == set(ACTIONS)  # type: ignore[attr-defined]
     assert set(traces.BoundaryKind.__args__) == set(BOUNDARY_KINDS)  # type: ignore[attr-defined]
-
-
-def test_traces_imports_nothing_of_ours():
-    tree = ast.parse(Path(traces.__file__).read_text(encoding="utf-8"))
-    modules = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-    modules += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    assert not [m for m in modules if m.split(".")[0] == "branchpoint"]

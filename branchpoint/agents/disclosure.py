@@ -28,7 +28,7 @@ from typing import Any
 
 DISCLOSURES: tuple[str, ...] = ("hidden", "start", "every_step")
 
-#: What the simulated model reads back (`models.sim.observe`): the countdown and the cap stated.
+#: What the simulated model reads back (`sim.observe`): the countdown and the cap stated.
 LEFT_PATTERN = re.compile(r"Searches left: (\d+) of (\d+)\.")
 START_PATTERN = re.compile(r"You may search at most (\d+) times")
 

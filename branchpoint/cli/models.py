@@ -143,11 +143,11 @@ def models_serve_sim(
     """
     import yaml
 
-    from branchpoint.models.sim import SimServer
-    from branchpoint.models.sim.profile import load_profile
-    from branchpoint.models.sim.vllm_rules import ServerFlags
     from branchpoint.models.spec import SimServerSpec
     from branchpoint.models.vllm import serve_until_stopped
+    from branchpoint.sim import SimServer
+    from branchpoint.sim.profile import load_profile
+    from branchpoint.sim.vllm_rules import ServerFlags
 
     prof = load_profile(profile)  # a bad profile: one line, before anything starts
     name = served_model_name or prof.served_name

@@ -35,9 +35,9 @@ def validate(
     check). Example: branchpoint validate --quick --mutants --out val/
     """
     from branchpoint.errors import InputError
-    from branchpoint.experiments.validation import format_table, mutants_table
-    from branchpoint.experiments.validation import validate as run_validation
-    from branchpoint.experiments.validation.mutants import mutant_named
+    from branchpoint.validation import format_table, mutants_table
+    from branchpoint.validation import validate as run_validation
+    from branchpoint.validation.mutants import mutant_named
 
     if reasoning_effort not in (None, "low", "medium", "high"):
         raise InputError(f"--reasoning-effort: expected low, medium or high, got {reasoning_effort!r}")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from importlib.resources import files
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+# The demo data's paths live below `retrieval` (which opens the demo corpus); named here too.
+from branchpoint.demo_data import demo_corpus_path as demo_corpus_path
+from branchpoint.demo_data import demo_dir as demo_dir
+from branchpoint.demo_data import demo_questions_path as demo_questions_path
 
 #: Longest question text a set may hold: every model call of an execution quotes it, so a record
 #: grows several times over; longer ones are refused at load (the record would outgrow the trace
@@ -34,18 +37,3 @@ class Question(BaseModel):
     notes: list[str] = Field(
         default_factory=list, description="Every explanation a set gives (FalseQA's answer lists); note is the first."
     )
-
-
-def demo_dir() -> Path:
-    """The folder of the embedded demo data written by this project (questions and corpus)."""
-    return Path(str(files("branchpoint").joinpath("data", "demo")))
-
-
-def demo_questions_path() -> Path:
-    """The demo question set: answerable questions over the demo corpus and unanswerable ones."""
-    return demo_dir() / "questions.jsonl"
-
-
-def demo_corpus_path() -> Path:
-    """The demo corpus (FlashRAG jsonl) that answers the demo set's answerable questions."""
-    return demo_dir() / "corpus.jsonl"

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from branchpoint.experiments.planning import PlannedExecution
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.store import RunStore
-from branchpoint.models.sim.question_set import refuse_unknown_questions
+from branchpoint.models.factory import check_planned_questions
 from branchpoint.traces import RETRIEVAL_CACHE_FILE, SPEC_FILE
 
 
@@ -36,7 +36,7 @@ def check_models(planned: Iterable[PlannedExecution]) -> None:
     planned = list(planned)
     for spec in {id(p.spec): p.spec for p in planned}.values():
         spec.model.check_ready()
-    refuse_unknown_questions((p.spec.model, p.question) for p in planned)  # a simulated model's, by id
+    check_planned_questions((p.spec.model, p.question) for p in planned)  # provider hooks (sim: by id)
 
 
 def check_sources(todo: Iterable[PlannedExecution]) -> None:

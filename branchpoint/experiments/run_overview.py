@@ -17,7 +17,6 @@ from typing import Any
 import yaml
 
 from branchpoint.errors import InputError
-from branchpoint.experiments.validation import VALIDATION_FILE
 from branchpoint.provenance import InvocationRecord, Provenance, provenance_of, read_invocations
 from branchpoint.traces import (
     AGREEMENT_FILE,
@@ -27,6 +26,7 @@ from branchpoint.traces import (
     METRICS_FILE,
     REPLAYS_FILE,
     SPEC_FILE,
+    VALIDATION_FILE,
     VALUE_FILE,
     iter_raw_lines,
 )

@@ -1,13 +1,15 @@
 """Open the model a spec names: embedded llama.cpp, any OpenAI-compatible server, a LangChain
-chat model, the simulated model, or a script. Each provider is registered by name (kind
-`provider` of `branchpoint.registry`): a context manager `fn(spec, log_dir)` yielding a ready
-`ModelClient`."""
+chat model, or a script (the simulated model's provider `sim` is registered by `branchpoint.sim.provider`,
+above this layer). Each provider is registered by name (kind `provider` of `branchpoint.registry`): a
+context manager `fn(spec, log_dir)` yielding a ready `ModelClient`; its optional `check_questions`
+metadata is a hook a run calls on its planned `(ModelSpec, Question)` pairs before it writes anything."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from branchpoint.errors import InputError
 from branchpoint.models.call import ModelClient
@@ -17,6 +19,8 @@ from branchpoint.models.scripted import ScriptedModel
 from branchpoint.models.spec import ModelSpec
 from branchpoint.registry import REGISTRY
 
+Q = TypeVar("Q")
+
 
 @contextmanager
 def open_model(spec: ModelSpec, log_dir: Path | None = None) -> Iterator[ModelClient]:
@@ -25,6 +29,19 @@ def open_model(spec: ModelSpec, log_dir: Path | None = None) -> Iterator[ModelCl
     opener = REGISTRY.get("provider", spec.provider).obj
     with opener(spec, log_dir) as client:
         yield client
+
+
+def check_planned_questions(planned: Iterable[tuple[ModelSpec, Q]]) -> None:
+    """Hand each provider's planned `(model, question)` pairs to its `check_questions` hook
+    (registry metadata; provider `sim` refuses questions outside its question set), so that a run
+    is refused before it writes anything; providers without the hook are not checked."""
+    by_provider: dict[str, list[tuple[ModelSpec, Q]]] = {}
+    for model, question in planned:
+        by_provider.setdefault(model.provider, []).append((model, question))
+    for provider, pairs in by_provider.items():
+        hook = REGISTRY.get("provider", provider).meta.get("check_questions")
+        if hook is not None:
+            hook(pairs)
 
 
 @REGISTRY.register("provider", "scripted")
@@ -52,17 +69,6 @@ def langchain_provider(spec: ModelSpec, log_dir: Path | None = None) -> Iterator
     from branchpoint.models.langchain_chat import LangChainChatClient
 
     yield LangChainChatClient(spec)
-
-
-@REGISTRY.register("provider", "sim")
-@contextmanager
-def sim_provider(spec: ModelSpec, log_dir: Path | None = None) -> Iterator[ModelClient]:
-    """The simulated model server (started here, stopped on exit)."""
-    from branchpoint.models.sim import SimServer
-
-    log = log_dir / "sim-server.log" if log_dir else None
-    with SimServer(spec.sim, served_name=spec.name, log_path=log) as server:
-        yield OpenAICompatibleClient(spec, base_url=server.base_url)
 
 
 @REGISTRY.register("provider", "openai")

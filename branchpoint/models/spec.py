@@ -76,7 +76,7 @@ _SIM_FIELDS_DUMPED_IF_SET: dict[str, Any] = {
 
 
 class SimServerSpec(BaseModel):
-    """Settings of the simulated model server (provider `sim`; see `branchpoint.models.sim`)."""
+    """Settings of the simulated model server (provider `sim`; see `branchpoint.sim`)."""
 
     model_config = ConfigDict(extra="forbid")
 

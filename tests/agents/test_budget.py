@@ -18,9 +18,9 @@ from branchpoint.evaluation.tally import MetricsConfig
 from branchpoint.experiments.branch_planning import fork_records
 from branchpoint.experiments.forking import ForkPlan, fork_run
 from branchpoint.experiments.spec.sections import AgentSpec
-from branchpoint.models.sim.behaviour import QuestionBank, features, search_prob
-from branchpoint.models.sim.observe import observe_chat, observe_completion
-from branchpoint.models.sim.profile import BUILTIN_PROFILES
+from branchpoint.sim.behaviour import QuestionBank, features, search_prob
+from branchpoint.sim.observe import observe_chat, observe_completion
+from branchpoint.sim.profile import BUILTIN_PROFILES
 from branchpoint.traces import ExecutionRecord, Judgment
 
 #: A simulated model that searches until the cap (no passage talks it out of searching).
@@ -254,7 +254,7 @@ def test_the_simulator_reads_the_disclosed_budget_as_the_truth_assumes():
     """What the sim reads from a real prompt equals what the truth assumes (cap − k under
     every_step, the cap under start), and being told fewer searches are left lowers P(search)."""
     from branchpoint.datasets import load_questions
-    from branchpoint.models.sim.truth import AgentModel
+    from branchpoint.sim.truth import AgentModel
 
     profile = BUILTIN_PROFILES["instruct"]
     q = next(q for q in load_questions("demo") if q.answerable)

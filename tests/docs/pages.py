@@ -99,7 +99,7 @@ ABRIDGED: list[tuple[str, list[str], str]] = [
     (
         r"^branchpoint validate --quick --policy constrained ",
         ["--studies", "1"],
-        "tests/experiments/test_validate_mutants.py runs the quick constrained studies with every check",
+        "tests/validation/test_validate_mutants.py runs the quick constrained studies with every check",
     ),
     (
         r"^branchpoint augment .*--limit 2 --n 2",
@@ -111,7 +111,7 @@ ABRIDGED: list[tuple[str, list[str], str]] = [
     (
         r"^branchpoint validate --quick --mutants ",
         ["--studies", "1", "--mutant", "role labels swapped"],
-        "tests/experiments/test_validate_mutants.py plants every mutant in two quick studies and checks "
+        "tests/validation/test_validate_mutants.py plants every mutant in two quick studies and checks "
         "which check catches each",
     ),
 ]

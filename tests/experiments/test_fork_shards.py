@@ -31,9 +31,9 @@ from branchpoint.experiments.forking import ForkPlan, fork_run
 from branchpoint.experiments.shards import FORK_SHARDS_DIR
 from branchpoint.experiments.states import saved_states
 from branchpoint.experiments.verify import verify_run
-from branchpoint.models.sim import SimServer
 from branchpoint.models.spec import SimServerSpec
 from branchpoint.provenance import read_invocations
+from branchpoint.sim import SimServer
 from branchpoint.traces import FORKS_FILE
 
 PLAN = {"actions": ["THINK", "SEARCH", "STOP"], "repeats": 2, "search_budget": 1, "concurrency": 4}

@@ -22,8 +22,8 @@ from branchpoint.experiments import load_spec, run_experiment
 from branchpoint.experiments.branch_planning import fork_records
 from branchpoint.experiments.forking import ForkPlan, fork_run
 from branchpoint.experiments.store import RunStore
-from branchpoint.models.sim import SimServer
 from branchpoint.models.spec import SimServerSpec
+from branchpoint.sim import SimServer
 from branchpoint.traces import ExecutionRecord
 
 NAME = "branchpoint-sim-instruct"

@@ -2,7 +2,7 @@
 
 `careful` asks the model through branchpoint's few-shot prompt and follows its decision;
 `one_search` overrides it (one search at most). Both run on the completion endpoint, where the
-simulator's truth runs the policy's own code (`models.sim.policy_truth`). `careful` is written as
+simulator's truth runs the policy's own code (`sim.policy_truth`). `careful` is written as
 a coroutine that awaits the helper, `one_search` as a plain function that calls it: both kinds
 must keep working.
 """

@@ -36,7 +36,7 @@ class CorpusSourceSpec(SourceSpec):
         if self.corpus == "demo":
             if self.index is not None and Path(self.index).is_dir():
                 return None
-            from branchpoint.datasets.questions import demo_corpus_path
+            from branchpoint.demo_data import demo_corpus_path
 
             return demo_corpus_path()
         return Path(self.corpus)

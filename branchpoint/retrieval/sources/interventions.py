@@ -42,7 +42,7 @@ class InterventionSourceSpec(SourceSpec):
         if self.corpus is None:
             return None
         if self.corpus == "demo":
-            from branchpoint.datasets.questions import demo_corpus_path
+            from branchpoint.demo_data import demo_corpus_path
 
             return demo_corpus_path()
         return Path(self.corpus)
@@ -112,7 +112,7 @@ class InterventionSourceSpec(SourceSpec):
         if passages is not None:
             return passages
         if base is None:
-            from branchpoint.datasets.questions import demo_corpus_path
+            from branchpoint.demo_data import demo_corpus_path
 
             return open_corpus(demo_corpus_path(), "auto")
         raise InputError(
