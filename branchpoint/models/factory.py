@@ -5,8 +5,8 @@ chat model, the simulated model, or a script. Each provider is registered by nam
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from branchpoint.errors import InputError
@@ -16,13 +16,17 @@ from branchpoint.models.openai_compat import OpenAICompatibleClient
 from branchpoint.models.scripted import ScriptedModel
 from branchpoint.models.spec import ModelSpec
 from branchpoint.registry import REGISTRY
+from branchpoint.registry_kinds import Kind
+
+#: The typed handle of the registry kind: a provider opens a `ModelClient` for a model spec.
+PROVIDER: Kind[Callable[[ModelSpec, Path | None], AbstractContextManager[ModelClient]]] = Kind("provider")
 
 
 @contextmanager
 def open_model(spec: ModelSpec, log_dir: Path | None = None) -> Iterator[ModelClient]:
     """Yield a ready `ModelClient` from the spec's provider; an embedded server is started first
     and stopped on exit."""
-    opener = REGISTRY.get("provider", spec.provider).obj
+    opener = REGISTRY.get(PROVIDER, spec.provider).obj
     with opener(spec, log_dir) as client:
         yield client
 
