@@ -11,7 +11,14 @@ component registered with `settings=SomePydanticModel` takes settings (from a sp
 command line's `--…-arg KEY=VALUE`), validated by `check_settings` with errors naming the key
 and what it expects; one registered without takes none.
 
-This module imports nothing of branchpoint's beyond `errors`, so every layer may register here.
+Every kind has a contract (`registry_kinds.CONTRACTS`): what a component of it must be and the
+metadata fields it may carry. `add` checks both, and so does `get` for a `package.module:attr`
+it resolves, so a component that does not fit is refused with its name, kind and what is
+missing. `get(Kind[T](kind), name)` is an `Entry[T]` to the type checker; each kind's module
+declares its typed handle.
+
+This module imports nothing of branchpoint's beyond `errors` (and the contracts beside it), so
+every layer may register here.
 """
 
 from __future__ import annotations
@@ -25,13 +32,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Generic, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
 
 from branchpoint.errors import InputError, check_nesting
+from branchpoint.registry_kinds import CONTRACTS, Kind, KindContract, article
 
 T = TypeVar("T")
+C = TypeVar("C")
 
 #: The entry-point group third-party packages use to add components.
 PLUGIN_GROUP: Final = "branchpoint.plugins"
@@ -58,13 +67,13 @@ class RegistryError(InputError):
 
 
 @dataclass(frozen=True)
-class Entry:
+class Entry(Generic[C]):
     """One registered component: what it is, where it was registered, and its metadata (its
     settings model under `settings`, when it takes settings)."""
 
     kind: str
     name: str
-    obj: Any
+    obj: C
     origin: str
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -234,15 +243,19 @@ class Registry:
     their own to check the rules without touching it."""
 
     def __init__(
-        self, builtin_modules: dict[str, tuple[str, ...]] | None = None, plugin_group: str = PLUGIN_GROUP
+        self,
+        builtin_modules: dict[str, tuple[str, ...]] | None = None,
+        plugin_group: str = PLUGIN_GROUP,
+        contracts: Mapping[str, KindContract] = CONTRACTS,
     ) -> None:
         self._builtin_modules = dict(BUILTIN_MODULES if builtin_modules is None else builtin_modules)
+        self._contracts = dict(contracts)
         self._plugin_group = plugin_group
-        self._entries: dict[tuple[str, str], Entry] = {}
+        self._entries: dict[tuple[str, str], Entry[Any]] = {}
         self._loaded_kinds: set[str] = set()
         self._plugins_loaded = False
         # What `get` handed out, newest count last: the components a command used (provenance).
-        self._resolved: dict[tuple[str, str], tuple[int, Entry]] = {}
+        self._resolved: dict[tuple[str, str], tuple[int, Entry[Any]]] = {}
         self._resolutions = 0
 
     # -- registering -----------------------------------------------------------------------
@@ -250,14 +263,25 @@ class Registry:
         if kind not in self._builtin_modules:
             raise RegistryError(f'unknown component kind "{kind}" (known: {", ".join(self._builtin_modules)})')
 
-    def add(self, kind: str, name: str, obj: Any, *, origin: str | None = None, **meta: Any) -> Entry:
-        """Register `obj` as the `kind` called `name`. Registering the same definition again (a
-        module imported twice, or reloaded) replaces the entry; a different object under a taken
-        name is an error that names both places."""
+    def check_component(self, kind: str, name: str, obj: Any, meta: Mapping[str, Any], origin: str) -> None:
+        """RegistryError unless `obj` (with `meta`) fits the kind's contract, naming the
+        component, its kind, where it comes from and what is missing."""
+        contract = self._contracts.get(kind)
+        if contract is None:  # a kind of a test's own registry, without a contract
+            return
+        problem = contract.problem(obj, meta)
+        if problem is not None:
+            raise RegistryError(f'{kind} "{name}" ({origin}): {problem} ({article(kind)} {kind} is {contract.what})')
+
+    def add(self, kind: str, name: str, obj: Any, *, origin: str | None = None, **meta: Any) -> Entry[Any]:
+        """Register `obj` as the `kind` called `name`, checked against the kind's contract.
+        Registering the same definition again (a module imported twice, or reloaded) replaces
+        the entry; a different object under a taken name is an error that names both places."""
         self._check_kind(kind)
         if not name or ":" in name:
             raise RegistryError(f'{kind} name "{name}": names are non-empty and contain no ":"')
         entry = Entry(kind, name, obj, origin or _origin_of(obj), dict(meta))
+        self.check_component(kind, name, obj, entry.meta, entry.origin)
         old = self._entries.get((kind, name))
         if old is not None and not _same_definition(old.obj, obj):
             raise RegistryError(f'{kind} "{name}" is registered twice: by {old.origin} and by {entry.origin}')
@@ -314,16 +338,33 @@ class Registry:
         self._load(kind)
         return sorted(name for k, name in self._entries if k == kind)
 
-    def entries(self, kind: str, *, registration_order: bool = False) -> list[Entry]:
-        """Registered entries of a kind, in name order (or in the order they were registered)."""
+    @overload
+    def entries(self, kind: Kind[C], *, registration_order: bool = False) -> list[Entry[C]]: ...
+
+    @overload
+    def entries(self, kind: str, *, registration_order: bool = False) -> list[Entry[Any]]: ...
+
+    def entries(self, kind: str | Kind[Any], *, registration_order: bool = False) -> list[Entry[Any]]:
+        """Registered entries of a kind, in name order (or in the order they were registered);
+        `kind` as in `get`."""
+        kind = kind.name if isinstance(kind, Kind) else kind
         if registration_order:
             self._load(kind)
             return [e for (k, _), e in self._entries.items() if k == kind]
         return [self._entries[(kind, n)] for n in self.names(kind)]
 
-    def get(self, kind: str, name: str, search_paths: Sequence[str | Path] = ()) -> Entry:
+    @overload
+    def get(self, kind: Kind[C], name: str, search_paths: Sequence[str | Path] = ()) -> Entry[C]: ...
+
+    @overload
+    def get(self, kind: str, name: str, search_paths: Sequence[str | Path] = ()) -> Entry[Any]: ...
+
+    def get(self, kind: str | Kind[Any], name: str, search_paths: Sequence[str | Path] = ()) -> Entry[Any]:
         """The entry registered as `name`, or, for `package.module:attr`, the object it names
-        (its registered entry when importing it registered one). Unknown names list the known."""
+        (its registered entry when importing it registered one; else checked against the kind's
+        contract). Unknown names list the known. `kind` is a kind's name, or its typed handle
+        (`Kind[T]`), for an `Entry[T]`."""
+        kind = kind.name if isinstance(kind, Kind) else kind
         self._load(kind)
         found = self._entries.get((kind, name))
         if found is not None:
@@ -333,6 +374,7 @@ class Registry:
             for entry in self._entries.values():
                 if entry.kind == kind and entry.obj is obj:
                     return self.note_used(entry)
+            self.check_component(kind, name, obj, {}, name)
             return self.note_used(Entry(kind, name, obj, name))
         known = ", ".join(self.names(kind)) or "none"
         raise RegistryError(f'unknown {kind} "{name}" (known: {known}; or name your own as package.module:attr)')
@@ -346,7 +388,7 @@ class Registry:
         return validate_settings(entry.settings_model, settings, f'{kind} "{entry.name}"')
 
     # -- what was used (for provenance) --------------------------------------------------------
-    def note_used(self, entry: Entry) -> Entry:
+    def note_used(self, entry: Entry[C]) -> Entry[C]:
         """Count `entry` as used now (`get` does this for every entry it returns; a caller that
         uses entries it enumerated, as `value` scores every forecaster, calls it itself)."""
         self._resolutions += 1
@@ -357,7 +399,7 @@ class Registry:
         """A mark to pass to `used_since`: entries used after this call are newer than it."""
         return self._resolutions
 
-    def used_since(self, mark: int = 0) -> list[Entry]:
+    def used_since(self, mark: int = 0) -> list[Entry[Any]]:
         """The entries used (returned by `get`, or `note_used`) after `mark`, in order of last use."""
         newer = sorted((pair for pair in self._resolved.values() if pair[0] > mark), key=lambda pair: pair[0])
         return [entry for _, entry in newer]

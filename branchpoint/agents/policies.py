@@ -51,6 +51,7 @@ from branchpoint.agents.transcript import model_turn
 from branchpoint.errors import InputError
 from branchpoint.models.call import ModelCall, achat, acomplete
 from branchpoint.registry import REGISTRY
+from branchpoint.registry_kinds import Kind
 from branchpoint.tools.search import SEARCH_TOOL_SCHEMA
 from branchpoint.traces import BOUNDARY_PENDING
 
@@ -61,6 +62,9 @@ class DecideNode(Protocol):
 
     def __call__(self, state: AgentState, runtime: Runtime[AgentContext]) -> Any: ...
 
+
+#: The typed handle of the registry kind: `REGISTRY.get(POLICY, name).obj` is a `DecideNode`.
+POLICY: Kind[DecideNode] = Kind("policy")
 
 #: How a policy answers when it may not search: a coroutine function or a plain function.
 ForceAnswer = Callable[[AgentState, AgentContext], "Decision | Awaitable[Decision]"]
@@ -219,7 +223,7 @@ def resolve_policy(name: str, search_paths: Sequence[str | Path] = ()) -> Policy
     (imported with `search_paths` and the working directory on the import path); its forced
     answer is the one it was registered with, else its own protocol's."""
     try:
-        entry = REGISTRY.get("policy", name, search_paths)
+        entry = REGISTRY.get(POLICY, name, search_paths)
     except InputError as exc:
         raise InputError(f"agent.policy: {exc}") from None
     if not callable(entry.obj):

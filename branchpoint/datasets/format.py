@@ -29,6 +29,7 @@ from branchpoint.datasets.reading import (
     read_json_list,
 )
 from branchpoint.errors import InputError
+from branchpoint.registry_kinds import Kind
 
 KIND = "question_format"
 
@@ -109,6 +110,10 @@ class QuestionFormat:
     """The data set's own spelling of its name, for messages (e.g. "FreshQA")."""
 
 
+#: The typed handle of the registry kind: `registry.get(QUESTION_FORMAT, name).obj` is a `QuestionFormat`.
+QUESTION_FORMAT: Kind[QuestionFormat] = Kind(KIND)
+
+
 def register_format(fmt: QuestionFormat) -> QuestionFormat:
     """Register a question format by its name (a taken name is an error naming both places)."""
     parse = fmt.parse
@@ -127,7 +132,7 @@ def get_format(name: str) -> QuestionFormat:
     names (an unknown name lists the known ones)."""
     if ":" not in name and name not in format_names():
         raise InputError(f'unknown question format "{name}" (expected "auto" or one of {", ".join(format_names())})')
-    fmt = registry.get(KIND, name).obj
+    fmt = registry.get(QUESTION_FORMAT, name).obj
     if not isinstance(fmt, QuestionFormat):
         raise InputError(f'question format "{name}": expected a QuestionFormat, got {type(fmt).__name__}')
     return fmt
@@ -135,4 +140,4 @@ def get_format(name: str) -> QuestionFormat:
 
 def all_formats() -> list[QuestionFormat]:
     """Every registered question format, by name."""
-    return [entry.obj for entry in registry.entries(KIND)]
+    return [entry.obj for entry in registry.entries(QUESTION_FORMAT)]

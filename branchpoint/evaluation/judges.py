@@ -47,6 +47,7 @@ from branchpoint.evaluation.abstention_rules import (
 from branchpoint.evaluation.answer_normalization import contained_gold, normalize_answer
 from branchpoint.evaluation.gold_matching import GoldMatch, match_gold
 from branchpoint.registry import REGISTRY
+from branchpoint.registry_kinds import Kind
 from branchpoint.traces import (
     ExecutionRecord,
     Judgment,
@@ -81,6 +82,11 @@ ALL_LABELS_BY_KIND: dict[str, tuple[str, ...]] = {**LABELS_BY_KIND, "evidence": 
 
 # Statuses whose output is broken (unparseable action) or cut off (token limit).
 BROKEN_STATUSES: frozenset[str] = frozenset({"malformed", "length"})
+
+
+#: The typed handle of the registry kind: a judge function `record -> list[Judgment]`, or (one
+#: registered with settings) a factory `fn(settings, run) -> BatchJudge`.
+JUDGE: Kind[Callable[..., Any]] = Kind("judge")
 
 
 def judge(name: str, *, settings: type[BaseModel] | None = None) -> Callable[[Any], Any]:
@@ -146,7 +152,7 @@ def build_judge(
 ) -> BatchJudge:
     """The judge `name` (registered, or `package.module:attr`) built with its settings: what a
     spec's `evaluation: {judge: NAME, ...settings}` and `evaluate --judge NAME` both name."""
-    entry = REGISTRY.get("judge", name, search_paths)
+    entry = REGISTRY.get(JUDGE, name, search_paths)
     parsed = check_judge(name, settings, search_paths)
     if parsed is None:
         return FunctionJudge(entry.name, entry.obj)

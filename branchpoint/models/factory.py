@@ -6,8 +6,8 @@ metadata is a hook a run calls on its planned `(ModelSpec, Question)` pairs befo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -18,6 +18,10 @@ from branchpoint.models.openai_compat import OpenAICompatibleClient
 from branchpoint.models.scripted import ScriptedModel
 from branchpoint.models.spec import ModelSpec
 from branchpoint.registry import REGISTRY
+from branchpoint.registry_kinds import Kind
+
+#: The typed handle of the registry kind: a provider opens a `ModelClient` for a model spec.
+PROVIDER: Kind[Callable[[ModelSpec, Path | None], AbstractContextManager[ModelClient]]] = Kind("provider")
 
 Q = TypeVar("Q")
 
@@ -26,7 +30,7 @@ Q = TypeVar("Q")
 def open_model(spec: ModelSpec, log_dir: Path | None = None) -> Iterator[ModelClient]:
     """Yield a ready `ModelClient` from the spec's provider; an embedded server is started first
     and stopped on exit."""
-    opener = REGISTRY.get("provider", spec.provider).obj
+    opener = REGISTRY.get(PROVIDER, spec.provider).obj
     with opener(spec, log_dir) as client:
         yield client
 

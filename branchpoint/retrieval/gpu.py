@@ -20,9 +20,10 @@ def faiss_module() -> Any:
 def check_gpu(kind: str) -> None:
     """InputError unless the installed faiss can put a `kind` index on a GPU."""
     faiss = faiss_module()
-    if kind == "hnsw":
+    if kind in ("hnsw", "pq"):
         raise InputError(
-            "device gpu: faiss has no GPU HNSW index; use index kind flat or ivf on the GPU, or device cpu for hnsw"
+            f"device gpu: faiss has no GPU {kind.upper()} index; use index kind flat or ivf on the GPU, "
+            f"or device cpu for {kind}"
         )
     if not hasattr(faiss, "StandardGpuResources") or not hasattr(faiss, "index_cpu_to_gpu"):
         raise InputError(

@@ -1,4 +1,4 @@
-"""Dense FAISS indexes (exact, HNSW, IVF) over encoded passages, saved with a manifest.
+"""Dense FAISS indexes (exact, HNSW, IVF, PQ) over encoded passages, saved with a manifest.
 
 The kinds and their parameters are in `index_kinds`; the saved directory (index.faiss,
 passages.jsonl, manifest.json) in `manifest`; resumable corpus encoding in `corpus_encoding`;
@@ -27,7 +27,7 @@ from branchpoint.retrieval.corpus_store import (
 )
 from branchpoint.retrieval.encoder_base import Encoder, encode_queries, unit_rows
 from branchpoint.retrieval.gpu import check_gpu, faiss_module, on_gpu, to_cpu, to_gpu
-from branchpoint.retrieval.index_kinds import DENSE_KINDS, Hits, Params, resolve_params
+from branchpoint.retrieval.index_kinds import Hits, Params, dense_kind_names, index_kind, resolve_params
 from branchpoint.retrieval.manifest import (
     INDEX_FILE,
     MANIFEST_FILE,
@@ -56,26 +56,9 @@ def factory_string(index: Any) -> str | None:
         return None
 
 
-def _new_faiss_index(kind: str, dim: int, params: Params) -> Any:
-    faiss = faiss_module()
-    if kind == "flat":
-        return faiss.IndexFlatIP(dim)
-    if kind == "hnsw":
-        index = faiss.IndexHNSWFlat(dim, int(params["M"]), faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = int(params["efConstruction"])
-        return index
-    if kind == "ivf":
-        quantizer = faiss.IndexFlatIP(dim)
-        # faiss's Python wrapper keeps `quantizer` referenced by the index it is given to.
-        index = faiss.IndexIVFFlat(quantizer, dim, int(params["nlist"]), faiss.METRIC_INNER_PRODUCT)
-        if int(params["nlist"]) == 1:  # a tiny corpus: one cell, nothing to warn about
-            index.cp.min_points_per_centroid = 1
-        return index
-    raise InputError(f"unknown dense index kind {kind!r} (expected one of: {', '.join(DENSE_KINDS)})")
-
-
 def apply_search_params(index: Any, kind: str, params: Mapping[str, Any]) -> None:
-    """Set efSearch (hnsw) or nprobe (ivf) on a faiss index (CPU or GPU)."""
+    """Set efSearch (hnsw) or nprobe (ivf) on a faiss index (CPU or GPU); another kind's search
+    parameters (`IndexKind.search_params`) through faiss's parameter space."""
     faiss = faiss_module()
     if kind == "hnsw":
         index.hnsw.efSearch = int(params["efSearch"])
@@ -84,11 +67,15 @@ def apply_search_params(index: Any, kind: str, params: Mapping[str, Any]) -> Non
             faiss.GpuParameterSpace().set_index_parameter(index, "nprobe", int(params["nprobe"]))
         else:
             faiss.extract_index_ivf(index).nprobe = int(params["nprobe"])
+    elif index_kind(kind).search_params:
+        space = faiss.GpuParameterSpace() if on_gpu(index) else faiss.ParameterSpace()
+        for name in index_kind(kind).search_params:
+            space.set_index_parameter(index, name, params[name])
 
 
-def _ivf_training_sample(vectors: np.ndarray, nlist: int, seed: int = 0) -> np.ndarray:
+def _training_sample(vectors: np.ndarray, cells: int, seed: int = 0) -> np.ndarray:
     """All vectors, or a seeded sample of 256 per cell when there are more (faiss's own cap)."""
-    cap = 256 * nlist
+    cap = 256 * cells
     if len(vectors) <= cap:
         return vectors
     rows = np.random.default_rng(seed).choice(len(vectors), size=cap, replace=False)
@@ -104,6 +91,8 @@ def _describe_faiss(index: Any, where: str) -> tuple[str, Params]:
     faiss = faiss_module()
     if isinstance(index, faiss.IndexFlat):
         return "flat", {}
+    if isinstance(index, faiss.IndexPQ):
+        return "pq", {"M": int(index.pq.M), "nbits": int(index.pq.nbits)}
     if isinstance(index, faiss.IndexHNSW):
         return "hnsw", {
             "M": int(index.hnsw.nb_neighbors(1)),
@@ -118,12 +107,13 @@ def _describe_faiss(index: Any, where: str) -> tuple[str, Params]:
         return "ivf", {"nlist": int(ivf.nlist), "nprobe": int(ivf.nprobe)}
     raise InputError(
         f"{where}: faiss index type {type(index).__name__} is not supported "
-        "(expected a Flat, HNSW or IVF index, as FlashRAG builds)"
+        "(expected a Flat, HNSW, IVF or PQ index, as FlashRAG builds)"
     )
 
 
 class DenseIndex:
-    """Passages, their vectors in a faiss index (flat, hnsw or ivf), and the encoder that made them."""
+    """Passages, their vectors in a faiss index (flat, hnsw, ivf, pq or a plug-in dense kind), and
+    the encoder that made them."""
 
     def __init__(
         self, passages: Sequence[Passage], faiss_index: Any, encoder: Encoder, manifest: IndexManifest
@@ -136,7 +126,7 @@ class DenseIndex:
 
     @property
     def kind(self) -> str:
-        """flat, hnsw or ivf."""
+        """flat, hnsw, ivf, pq (or a plug-in dense kind)."""
         return self.manifest.kind
 
     @property
@@ -185,19 +175,19 @@ class DenseIndex:
         """Index already-encoded passage vectors (row i = passages[i]); `build` is recorded."""
         if not passages:
             raise InputError("cannot build an index over an empty corpus (no passages given)")
-        if kind not in DENSE_KINDS:
-            raise InputError(f"unknown dense index kind {kind!r} (expected one of: {', '.join(DENSE_KINDS)})")
+        spec = index_kind(kind, dense=True)
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if vectors.shape != (len(passages), encoder.dim):
             raise InputError(f"expected vectors of shape ({len(passages)}, {encoder.dim}), got {vectors.shape}")
         resolved = resolve_params(kind, params, len(passages))
-        index = _new_faiss_index(kind, encoder.dim, resolved)
+        assert spec.new_index is not None  # a dense kind
+        index = spec.new_index(encoder.dim, resolved)
         factory = factory_string(index)
         if device == "gpu":
             check_gpu(kind)
             index = to_gpu(index)
-        if kind == "ivf":
-            index.train(_ivf_training_sample(vectors, int(resolved["nlist"])))
+        if spec.train_cells is not None:
+            index.train(_training_sample(vectors, spec.train_cells(resolved)))
         index.add(vectors)
         apply_search_params(index, kind, resolved)
         manifest = new_manifest(
@@ -262,8 +252,10 @@ class DenseIndex:
         manifest = read_manifest(directory)
         where = directory / MANIFEST_FILE
         check_manifest(manifest, where, kind=kind, expected_fingerprint=expected_fingerprint, params=params)
-        if manifest.kind not in DENSE_KINDS:
-            raise StaleIndexError(f"{where}: a {manifest.kind} index, not a dense one (flat, hnsw, ivf)")
+        if manifest.kind not in dense_kind_names():
+            raise StaleIndexError(
+                f"{where}: a {manifest.kind} index, not a dense one ({', '.join(dense_kind_names())})"
+            )
         check_encoder(manifest, encoder, where)
         for name in (INDEX_FILE, PASSAGES_FILE):
             if not (directory / name).is_file():

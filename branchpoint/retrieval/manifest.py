@@ -27,11 +27,10 @@ from branchpoint.retrieval.corpus import Passage
 from branchpoint.retrieval.encoder_base import Encoder
 from branchpoint.retrieval.encoder_fingerprint import EncoderFingerprint, fingerprint_of_encoder
 from branchpoint.retrieval.index_kinds import (
-    DENSE_KINDS,
-    SEARCH_PARAMS,
-    IndexKind,
     Params,
     default_factory,
+    dense_kind_names,
+    index_kind,
     resolve_params,
 )
 from branchpoint.traces import describe_validation_error
@@ -60,7 +59,8 @@ class BuildSettings(BaseModel):
 class IndexManifest(BaseModel):
     """What an index was built from and how; checked before a saved index is reused."""
 
-    kind: IndexKind = "flat"
+    #: A registered index kind (`index_kinds`: flat, hnsw, ivf, pq, bm25, or a plug-in's).
+    kind: str = "flat"
     encoder: str | None = None
     dim: int | None = None
     n_passages: int
@@ -81,7 +81,11 @@ class IndexManifest(BaseModel):
 
     @model_validator(mode="after")
     def _dense_needs_encoder(self) -> IndexManifest:
-        if self.kind in DENSE_KINDS and (not self.encoder or not self.dim):
+        try:
+            index_kind(self.kind)
+        except InputError as exc:  # an unknown kind: the error lists the known ones
+            raise ValueError(str(exc)) from None
+        if self.kind in dense_kind_names() and (not self.encoder or not self.dim):
             raise ValueError(f"a {self.kind} index needs its encoder and dim")
         return self
 
@@ -185,7 +189,7 @@ def write_manifest(path: Path, manifest: IndexManifest) -> None:
 
 def with_search_params(manifest: IndexManifest, params: Mapping[str, Any] | None) -> IndexManifest:
     """The manifest with the search-time parameters of `params` (efSearch, nprobe) put in."""
-    searchable = SEARCH_PARAMS.get(manifest.kind, ())
+    searchable = index_kind(manifest.kind).search_params
     update = {k: v for k, v in (params or {}).items() if k in searchable}
     if not update:
         return manifest
@@ -216,7 +220,7 @@ def check_manifest(
             "rebuild the index"
         )
     if params:
-        searchable = SEARCH_PARAMS.get(manifest.kind, ())
+        searchable = index_kind(manifest.kind).search_params
         wanted = resolve_params(manifest.kind, params, manifest.n_passages)
         for name in params:
             if name in searchable:

@@ -29,7 +29,8 @@ from branchpoint.retrieval.corpus_store import fingerprint_of, open_corpus
 from branchpoint.retrieval.encoder import DEFAULT_ENCODER, get_encoder
 from branchpoint.retrieval.encoder_base import Encoder, encode_queries
 from branchpoint.retrieval.index import DenseIndex
-from branchpoint.retrieval.index_kinds import DENSE_KINDS, SEARCH_PARAMS
+from branchpoint.retrieval.index_kinds import dense_kind_names
+from branchpoint.retrieval.index_kinds import index_kind as kind_of_index
 from branchpoint.retrieval.manifest import check_encoder
 from branchpoint.traces import RetrievedDoc
 
@@ -136,7 +137,7 @@ def index_cache_path(
 
 
 def _build_params(kind: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
-    searchable = SEARCH_PARAMS.get(kind, ())
+    searchable = kind_of_index(kind).search_params
     return {k: v for k, v in (params or {}).items() if k not in searchable}
 
 
@@ -170,9 +171,9 @@ def open_dense_source(
       under `cache_dir` (default `default_index_cache_dir()`); a stale or damaged cached index is
       rebuilt.
     """
-    if index_kind is not None and index_kind not in DENSE_KINDS:
+    if index_kind is not None and index_kind not in dense_kind_names():
         raise InputError(
-            f'source "{name}": unknown index_kind {index_kind!r} (expected one of: {", ".join(DENSE_KINDS)})'
+            f'source "{name}": unknown index_kind {index_kind!r} (expected one of: {", ".join(dense_kind_names())})'
         )
     enc = get_encoder(encoder_name) if device == "cpu" else get_encoder(encoder_name, device=device)
     if index is not None:

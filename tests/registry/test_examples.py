@@ -35,8 +35,10 @@ from tests.graphs import invoke
 EXAMPLES = (
     "search_first_policy",
     "strict_llm_judge",
+    "token_f1_judge",
     "keyword_source",
     "evidence_count_forecaster",
+    "conformance_checks",
 )
 PASSAGES = {
     "d1": "Canberra is the capital of Australia.",
@@ -152,3 +154,8 @@ def test_the_extending_page_shows_each_example_file_as_it_is():
     page = (REPO / "docs" / "extending.md").read_text(encoding="utf-8")
     for name in EXAMPLES:
         assert f'--8<-- "tests/registry/examples/{name}.py"' in page, name
+
+
+def test_the_example_components_pass_the_conformance_kit(ex: SimpleNamespace) -> None:
+    """The page's conformance example, as a plug-in's own test runs it."""
+    ex.conformance_checks.test_my_components_conform()

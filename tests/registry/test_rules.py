@@ -11,8 +11,9 @@ from branchpoint.registry import KINDS, REGISTRY, Registry, RegistryError, plugi
 
 
 def small() -> Registry:
-    """A registry of the test's own (no built-in modules, no plug-in group that exists)."""
-    return Registry({"policy": (), "judge": ()}, plugin_group="branchpoint.test-no-such-group")
+    """A registry of the test's own (no built-in modules, no plug-in group that exists, no kind
+    contracts: these rules hold whatever a kind's components are; test_contracts checks those)."""
+    return Registry({"policy": (), "judge": ()}, plugin_group="branchpoint.test-no-such-group", contracts={})
 
 
 def node_a(state, runtime):  # two distinct definitions to register

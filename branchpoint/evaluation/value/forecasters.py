@@ -52,6 +52,7 @@ from branchpoint.evaluation.value.dev_view import DevView, OutcomesNotInView
 from branchpoint.evaluation.value.outcomes import StateTable
 from branchpoint.evaluation.value.scores import balanced_mean
 from branchpoint.registry import REGISTRY, validate_settings
+from branchpoint.registry_kinds import Kind
 from branchpoint.traces import TraceError, iter_json_lines
 
 RIDGE_PENALTIES: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0, 100.0)
@@ -87,6 +88,9 @@ class Forecast:
 
 ForecasterFn = Callable[..., "Forecast | tuple[np.ndarray, np.ndarray]"]  # fn(states: DevView, dev[, settings])
 CalibratorFn = Callable[..., Forecast]  # fn(raw: Forecast, states: DevView, dev, seed: int = 0) -> Forecast
+#: The typed handles of the registry kinds: `REGISTRY.get(FORECASTER, name).obj` is a `ForecasterFn`.
+FORECASTER: Kind[ForecasterFn] = Kind("forecaster")
+CALIBRATOR: Kind[CalibratorFn] = Kind("calibrator")
 
 
 @dataclass(frozen=True)
@@ -123,7 +127,7 @@ def registered_forecasters() -> list[Registered]:
         Registered(
             e.name, e.obj, bool(e.meta.get("fitted", False)), bool(e.meta.get("calibrate", False)), e.settings_model
         )
-        for e in (REGISTRY.note_used(entry) for entry in REGISTRY.entries("forecaster"))
+        for e in (REGISTRY.note_used(entry) for entry in REGISTRY.entries(FORECASTER))
     ]
 
 
@@ -158,7 +162,7 @@ def calibrator(name: str, *, settings: type[BaseModel] | None = None) -> Callabl
 
 def calibrators() -> dict[str, CalibratorFn]:
     """Registered calibration maps by name, in registration order (each counts as used)."""
-    return {e.name: REGISTRY.note_used(e).obj for e in REGISTRY.entries("calibrator", registration_order=True)}
+    return {e.name: REGISTRY.note_used(e).obj for e in REGISTRY.entries(CALIBRATOR, registration_order=True)}
 
 
 def run_calibrator(
@@ -167,7 +171,7 @@ def run_calibrator(
     """Apply the calibration map `name` to a raw forecast on the development view (with its
     validated settings when it declares them); one that reaches for test outcomes is an
     InputError naming it."""
-    entry = REGISTRY.get("calibrator", name)
+    entry = REGISTRY.get(CALIBRATOR, name)
     parsed = validate_settings(entry.settings_model, settings, f'calibration map "{name}"')
     try:
         if parsed is None:

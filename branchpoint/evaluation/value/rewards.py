@@ -21,9 +21,12 @@ import numpy as np
 from branchpoint.evaluation.judges import detect_abstention, judge_records, normalize_answer
 from branchpoint.evaluation.metrics import is_correct
 from branchpoint.registry import REGISTRY
+from branchpoint.registry_kinds import Kind
 from branchpoint.traces import ExecutionRecord
 
 RewardFn = Callable[[Sequence[ExecutionRecord], str], np.ndarray]
+#: The typed handle of the registry kind: `REGISTRY.get(REWARD, name).obj` is a `RewardFn`.
+REWARD: Kind[RewardFn] = Kind("reward")
 
 
 # --------------------------------------------------------------------------------------------
@@ -43,8 +46,7 @@ def reward(name: str) -> Callable[[RewardFn], RewardFn]:
 def get_reward(name: str) -> RewardFn:
     """The reward registered as `name` (or `package.module:function`); InputError listing the
     known names otherwise."""
-    fn: RewardFn = REGISTRY.get("reward", name).obj
-    return fn
+    return REGISTRY.get(REWARD, name).obj
 
 
 @dataclass

@@ -19,21 +19,34 @@ and search rate; value.json reports their stratum-balanced means on the test row
   worth, it is not a deployable router. `split_rule` is the general form (fixed or
   query-specific gain × fixed or query-specific cost: the decision factorial).
 - `oracle`: per state the action with the higher Ū (plug-in, optimistic with few repeats).
+
+Registered routers (kind `router` of `branchpoint.registry`, `@router("name")`, so a plug-in
+adds one) are routing rules: `fn(states: DevView, dev, price) -> P(SEARCH) per state`. They see
+the development view, as forecasters do (public columns of every state, outcomes of the rows
+they may choose on only), and `value` scores each on the test rows like the others
+(`registered_routes`): Ū = p·Ū_S + (1 − p)·Ū_T per state. The built-in `always_think` and
+`always_search` are such rules; the rules above that read the scored states' own draws
+(consistency, sample_informed, split_rule, oracle) or a forecast (threshold) are scored by
+`value` directly.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple, Protocol
 
 import numpy as np
 
+from branchpoint.errors import InputError
 from branchpoint.evaluation.judges import normalize_answer
+from branchpoint.evaluation.value.dev_view import DevView, OutcomesNotInView
 from branchpoint.evaluation.value.outcomes import RoleOutcomes, StateTable
 from branchpoint.evaluation.value.rewards import is_unknown_answer
 from branchpoint.evaluation.value.scores import balanced_mean, utility
-from branchpoint.registry import REGISTRY
+from branchpoint.registry import REGISTRY, RegistryError
+from branchpoint.registry_kinds import Kind
 
 TAU_GRID: tuple[float, ...] = (-0.2, -0.1, -0.05, 0.0, 0.05, 0.1, 0.2)
 
@@ -352,6 +365,83 @@ def oracle(states: StateTable, price: float) -> Routed:
     return route(u_s > u_t, states, price)
 
 
-# The routers by name (kind `router` of `branchpoint.registry`), for listing and for plug-ins.
-for _router in (constant, best_constant, threshold, consistency, sample_informed, split_rule, oracle):
-    REGISTRY.add("router", _router.__name__, _router)
+class Router(Protocol):
+    """A routing rule (kind `router`): the probability of choosing SEARCH at every state (an
+    array of shape (n,), booleans or numbers in [0, 1]), from the development view `states`
+    (outcomes of the `dev` rows only), at token price `price`."""
+
+    def __call__(self, states: DevView, dev: np.ndarray, price: float) -> np.ndarray: ...
+
+
+#: The typed handle of the registry kind: `REGISTRY.get(ROUTER, name).obj` is a `Router`.
+ROUTER: Final = Kind[Router]("router")
+#: Names `value` gives the routers it scores directly: a registered router may not take one.
+DIRECT_ROUTERS: frozenset[str] = frozenset(
+    {"best_constant", "consistency", "sample_informed", "oracle", "evidence_gap"}
+)
+
+
+def router(name: str) -> Callable[[Router], Router]:
+    """Register a routing rule `fn(states, dev, price) -> P(SEARCH) per state` under `name`."""
+    if name in DIRECT_ROUTERS:
+        raise RegistryError(f'router "{name}": the name of a router value scores itself; choose another')
+    return REGISTRY.register("router", name)
+
+
+def route_share(p_search: np.ndarray, states: StateTable, price: float) -> Routed:
+    """The router that picks S with probability `p_search` at each state, T otherwise:
+    Ū = p·Ū_S + (1 − p)·Ū_T, its tokens likewise."""
+    u_t, u_s = action_utilities(states, price)
+    p = np.asarray(p_search, dtype=float)
+    return Routed(
+        utility=p * u_s + (1.0 - p) * u_t,
+        tokens=p * states.search.mean_tokens + (1.0 - p) * states.think.mean_tokens,
+        search=p,
+    )
+
+
+def run_router(name: str, fn: Router, view: DevView, price: float) -> np.ndarray:
+    """A routing rule's P(SEARCH) over every row of `view`, checked: one number in [0, 1] per
+    state; one that reaches for outcomes outside the view is an InputError naming it."""
+    try:
+        out = fn(view, view.dev, price)
+    except OutcomesNotInView as exc:
+        raise InputError(f'router "{name}": {exc}') from None
+    p = np.asarray(out, dtype=float)
+    if p.shape != (len(view),):
+        raise InputError(f'router "{name}": returned shape {p.shape}, expected ({len(view)},) (P(SEARCH) per state)')
+    if not np.all(np.isfinite(p)) or np.any((p < 0) | (p > 1)):
+        raise InputError(f'router "{name}": P(SEARCH) must be numbers in [0, 1]')
+    return p
+
+
+def registered_routes(
+    states: StateTable, test: np.ndarray, choose_on: np.ndarray, price: float, chosen_on: str
+) -> dict[str, Routed]:
+    """Every registered router (built-in and plug-in, in registration order; each counts as
+    used) at one price, on the test rows: it sees the development view of the rows it may
+    choose on (`choose_on`: the dev rows, or the scored rows in-sample when there are none)."""
+    view = DevView.of(states, choose_on)
+    tt = states.subset(test)
+    in_sample = bool(np.array_equal(choose_on, test))
+    out: dict[str, Routed] = {}
+    for entry in REGISTRY.entries(ROUTER, registration_order=True):
+        if entry.name in DIRECT_ROUTERS:
+            raise InputError(f'router "{entry.name}" ({entry.origin}): the name of a router value scores itself')
+        REGISTRY.note_used(entry)
+        routed = route_share(run_router(entry.name, entry.obj, view, price)[test], tt, price)
+        routed.info = {"chosen_on": chosen_on, "in_sample": in_sample}
+        out[entry.name] = routed
+    return out
+
+
+@router("always_think")
+def always_think(states: DevView, dev: np.ndarray, price: float) -> np.ndarray:
+    """Never SEARCH."""
+    return np.zeros(len(states))
+
+
+@router("always_search")
+def always_search(states: DevView, dev: np.ndarray, price: float) -> np.ndarray:
+    """Always SEARCH."""
+    return np.ones(len(states))

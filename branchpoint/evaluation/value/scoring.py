@@ -193,10 +193,7 @@ def state_columns(
     utility_meta: dict[str, dict[str, dict[str, Any]]] = {}
     for price in config.prices:
         pk = price_key(price)
-        routed: dict[str, routers.Routed] = {
-            "always_think": routers.constant("T", tt, price),
-            "always_search": routers.constant("S", tt, price),
-        }
+        routed = routers.registered_routes(states, test, choose_on, price, selection["rows"])
         if "consistency" not in skipped_routers:
             r = routers.consistency(tt, price)
             agree = r.info.pop("agreement_by_state")

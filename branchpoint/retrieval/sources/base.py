@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from branchpoint.registry import REGISTRY, RegistryError
+from branchpoint.registry_kinds import Kind
 
 if TYPE_CHECKING:
     from branchpoint.retrieval.source import RetrievalSource
@@ -91,6 +92,10 @@ class SourceSpec(BaseModel):
         return data
 
 
+#: The typed handle of the registry kind: `REGISTRY.get(SOURCE, name).obj` is a source kind's class.
+SOURCE: Kind[type[SourceSpec]] = Kind("source")
+
+
 def source(kind: str) -> Callable[[S], S]:
     """Register a `SourceSpec` subclass as the source kind `kind` (class decorator)."""
 
@@ -105,7 +110,7 @@ def source(kind: str) -> Callable[[S], S]:
 
 def source_class(kind: str) -> type[SourceSpec]:
     """The class of the source kind `kind` (registered, or `package.module:Class`)."""
-    cls = REGISTRY.get("source", kind).obj
+    cls = REGISTRY.get(SOURCE, kind).obj
     if not (isinstance(cls, type) and issubclass(cls, SourceSpec)):
         raise RegistryError(f'source "{kind}": {cls!r} is not a SourceSpec subclass')
     return cls
@@ -134,7 +139,7 @@ class _SchemaOfTheKinds:
     """JSON schema of a source: one of the registered kinds' schemas, discriminated by `kind`."""
 
     def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> Any:
-        kinds = [e.obj for e in REGISTRY.entries("source")]
+        kinds = [e.obj for e in REGISTRY.entries(SOURCE)]
         return {
             "oneOf": [handler(cls.__pydantic_core_schema__) for cls in kinds],
             "discriminator": {"propertyName": "kind"},

@@ -18,7 +18,7 @@ from branchpoint.retrieval.sources.corpus import CorpusSourceSpec
 @source("dense")
 class DenseSourceSpec(CorpusSourceSpec):
     """`corpus` (`demo` or a file) encoded with `encoder` into a FAISS index of `index_kind` flat
-    (exact, default), hnsw or ivf, built once and cached; or `index`: a directory `branchpoint
+    (exact, default), hnsw, ivf or pq, built once and cached; or `index`: a directory `branchpoint
     index build` wrote (then `corpus` is optional and, if given, must be the corpus it was built
     from), or a FlashRAG faiss index file with its `corpus` jsonl. `device: gpu` puts the faiss
     index on the GPU (faiss-gpu needed). Encoding: `retrieval_method` (FlashRAG's names: e5, bge,
@@ -29,7 +29,7 @@ class DenseSourceSpec(CorpusSourceSpec):
 
     kind: Literal["dense"] = "dense"
     encoder: str = DEFAULT_ENCODER
-    index_kind: Literal["flat", "hnsw", "ivf"] | None = None
+    index_kind: Literal["flat", "hnsw", "ivf", "pq"] | None = None
     device: Literal["cpu", "gpu"] = "cpu"
     retrieval_method: str | None = None
     encoder_settings: EncoderSettings | None = None
