@@ -168,14 +168,14 @@ def collect(
     default_command: str,
     *,
     model_servers: Iterable[ModelServer] = (),
-    components: Iterable[Entry] = (),
+    components: Iterable[Entry[Any]] = (),
 ) -> Provenance:
     """The provenance of an output made now by the current command (`current_scope`).
 
     `components` are entries the caller used beyond those the registry handed out in the
     command's scope (each is listed once)."""
     scope = current_scope(default_command)
-    used: dict[tuple[str, str], Entry] = {}
+    used: dict[tuple[str, str], Entry[Any]] = {}
     for entry in [*REGISTRY.used_since(scope.usage_mark), *components]:
         used.setdefault((entry.kind, entry.name), entry)
     revision, dirty = git_revision()
@@ -195,7 +195,7 @@ def collect(
     )
 
 
-def component_info(entry: Entry) -> ComponentInfo:
+def component_info(entry: Entry[Any]) -> ComponentInfo:
     """Kind, name, module, and the distribution (package, version) that holds the module; for a
     module of no distribution (a file beside the spec, the working directory), its path."""
     module = getattr(entry.obj, "__module__", None) or entry.origin.split(":", 1)[0] or None
