@@ -9,9 +9,20 @@ from pathlib import Path
 
 import pytest
 
+from branchpoint.registry import KINDS, REGISTRY
 from branchpoint.traces import RetrievedDoc
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def builtin_components_registered() -> None:
+    """Import every kind's built-in modules once, before any test: tests that register a component
+    for themselves swap in a copy of the registry's entries and put the original back, and a
+    built-in that registers on its first look-up inside such a test (provider `sim`, from
+    `branchpoint.sim.provider`) would otherwise be lost with the copy."""
+    for kind in KINDS:
+        REGISTRY.names(kind)
 
 
 def process_gone(pid: int) -> bool:
