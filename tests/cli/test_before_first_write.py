@@ -151,7 +151,10 @@ def test_forecasts_that_are_empty_or_deeply_nested_are_refused(tmp_path):
 
 def test_a_policy_that_is_not_a_decide_node_is_one_line(tmp_path):
     spec = write_spec(tmp_path, agent={"policy": "os:getcwd"})
-    refused(["run", str(spec), "--out", str(tmp_path / "run"), "--no-progress"], "a builtin_function_or_method, not a Python function")
+    refused(
+        ["run", str(spec), "--out", str(tmp_path / "run"), "--no-progress"],
+        "a builtin_function_or_method, not a Python function",
+    )
     assert not (tmp_path / "run").exists()
 
 
