@@ -28,7 +28,6 @@ from branchpoint.experiments.runner import run_experiment
 from branchpoint.experiments.spec import AgentSpec, BM25SourceSpec, ExperimentSpec, QuestionsSpec, RetrievalSpec
 from branchpoint.models import ModelSpec
 from branchpoint.models.request_log import read_requests
-from branchpoint.models.spec import SimServerSpec
 from branchpoint.traces import (
     EXECUTIONS_FILE,
     FORKS_FILE,
@@ -37,6 +36,7 @@ from branchpoint.traces import (
     SPEC_FILE,
     read_records,
 )
+from tests.sim.models import sim_instruct_model
 
 EVIDENCE_WORDS = 12
 #: Every built-in policy style and prompt variant: completion (constrained) and chat (native,
@@ -51,15 +51,7 @@ def sim_spec(name: str, sweep: dict[str, list[Any]], policy: str = "native", pro
     return ExperimentSpec(
         name=name,
         questions=QuestionsSpec(limit=3),
-        model=ModelSpec(
-            provider="sim",
-            name="branchpoint-sim-instruct",
-            style="chat",
-            temperature=0.6,
-            seed=1,
-            max_tokens=256,
-            sim=SimServerSpec(latency_scale=0.0),
-        ),
+        model=sim_instruct_model(),
         agent=AgentSpec(policy=policy, search_cap=2, evidence_words=EVIDENCE_WORDS, protocol=protocol),
         retrieval=RetrievalSpec(default="bm", sources={"bm": BM25SourceSpec()}),
         sweep=sweep,

@@ -12,6 +12,7 @@ from branchpoint.evaluation.report import is_simulated
 from branchpoint.experiments.spec import AgentSpec, BM25SourceSpec, ExperimentSpec, QuestionsSpec, RetrievalSpec
 from branchpoint.models import ModelSpec, open_model
 from branchpoint.models.spec import SimServerSpec
+from tests.sim.models import sim_instruct_model
 
 
 def test_provider_sim_starts_a_server_and_stops_it() -> None:
@@ -42,15 +43,7 @@ def test_records_and_reports_of_a_sim_run_are_labelled(tmp_path: Path) -> None:
     spec = ExperimentSpec(
         name="simlabel",
         questions=QuestionsSpec(limit=4),
-        model=ModelSpec(
-            provider="sim",
-            name="branchpoint-sim-instruct",
-            style="chat",
-            temperature=0.6,
-            seed=1,
-            max_tokens=256,
-            sim=SimServerSpec(latency_scale=0.0),
-        ),
+        model=sim_instruct_model(),
         agent=AgentSpec(policy="native", search_cap=1),
         retrieval=RetrievalSpec(default="bm", sources={"bm": BM25SourceSpec()}),
     )

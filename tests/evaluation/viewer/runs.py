@@ -34,6 +34,7 @@ from branchpoint.traces import (
     dump_record,
     execution_id,
 )
+from tests.sim.models import sim_instruct_model
 
 RUN_ID = "study"
 QUESTIONS: tuple[tuple[str, bool, str | None, list[str]], ...] = (
@@ -371,23 +372,13 @@ def write_logged_run(run_dir: Path, name: str = "logged", questions: int = 4) ->
     from branchpoint.evaluation.llm_judges import LLMJudge
     from branchpoint.experiments.runner import run_experiment
     from branchpoint.experiments.spec import AgentSpec, BM25SourceSpec, ExperimentSpec, QuestionsSpec, RetrievalSpec
-    from branchpoint.models import ModelSpec
     from branchpoint.models.scripted import ScriptedModel
-    from branchpoint.models.spec import SimServerSpec
     from branchpoint.traces import JUDGED_FILE, read_records
 
     spec = ExperimentSpec(
         name=name,
         questions=QuestionsSpec(limit=questions),
-        model=ModelSpec(
-            provider="sim",
-            name="branchpoint-sim-instruct",
-            style="chat",
-            temperature=0.6,
-            seed=1,
-            max_tokens=256,
-            sim=SimServerSpec(latency_scale=0.0),
-        ),
+        model=sim_instruct_model(),
         agent=AgentSpec(policy="native", search_cap=2, evidence_words=12),
         retrieval=RetrievalSpec(default="bm", sources={"bm": BM25SourceSpec()}),
     )
