@@ -15,6 +15,7 @@ from branchpoint.cli.common import (
     friendly_errors,
     print_identical,
 )
+from branchpoint.defaults import DEFAULT_JUDGE
 from branchpoint.traces import AGREEMENT_FILE, METRICS_FILE
 
 #: How many disagreeing executions (decisive label) the agreement printout lists.
@@ -28,7 +29,7 @@ def evaluate(
     ctx: typer.Context,
     path: Path = typer.Argument(..., help="A run directory or a .jsonl trace file (its spec.yaml is read first)."),
     judge: str = typer.Option(
-        "rule",
+        DEFAULT_JUDGE,
         "--judge",
         help="A registered judge: rule (offline default), given (labels in the traces), llm, llm-answer, a "
         "plug-in's, or package.module:attr. Default: the spec's evaluation.judge, else rule.",

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from branchpoint.cli.common import FORK_SETTINGS_HELP, MIX_FORK_SETTINGS_HELP, console, friendly_errors
+from branchpoint.defaults import DEFAULT_JUDGE
 
 export_app = typer.Typer(
     help="Write branchpoint traces in other frameworks' log formats, and step labels for training.\n\n"
@@ -51,7 +52,7 @@ def export_labels(
     out: Path = typer.Option(
         ..., "--out", help="FILE.parquet (or FILE.jsonl, or FILE): writes FILE.parquet, FILE.jsonl and FILE.meta.json."
     ),
-    judge: str = typer.Option("rule", "--judge", help="rule (offline default) or given (labels in the traces)."),
+    judge: str = typer.Option(DEFAULT_JUDGE, "--judge", help="rule (offline default) or given (labels in the traces)."),
     reward: str = typer.Option(
         "correct", "--reward", help="correct (0/1), set_f1 (collection answers), or a registered reward."
     ),

@@ -20,6 +20,7 @@ from branchpoint.cli.common import (
     print_cache_line,
     sample_counts,
 )
+from branchpoint.defaults import FORK_TEMPERATURE, FORK_TOP_P
 from branchpoint.traces import FORKS_FILE, REPLAYS_FILE
 
 checkpoints_app = typer.Typer(
@@ -80,8 +81,8 @@ def fork(
         False, "--minimal-search", help="Also find each correct execution's minimal searches (THINK forks)."
     ),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Branches run at once."),
-    temperature: float = typer.Option(0.6, "--temperature", min=0.0, help=TEMPERATURE_HELP),
-    top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0, help=TOP_P_HELP),
+    temperature: float = typer.Option(FORK_TEMPERATURE, "--temperature", min=0.0, help=TEMPERATURE_HELP),
+    top_p: float = typer.Option(FORK_TOP_P, "--top-p", min=0.0, max=1.0, help=TOP_P_HELP),
     seed: int = typer.Option(0, "--seed", help=SEED_HELP),
     allow_identical_repeats: bool = typer.Option(False, "--allow-identical-repeats", help=IDENTICAL_HELP),
     checkpoints: str | None = typer.Option(
@@ -223,8 +224,8 @@ def replay(
     ),
     repeats: int = typer.Option(1, "--repeats", min=1, help="Replays, each on its own new thread."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Replays run at once."),
-    temperature: float = typer.Option(0.6, "--temperature", min=0.0, help=TEMPERATURE_HELP),
-    top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0, help=TOP_P_HELP),
+    temperature: float = typer.Option(FORK_TEMPERATURE, "--temperature", min=0.0, help=TEMPERATURE_HELP),
+    top_p: float = typer.Option(FORK_TOP_P, "--top-p", min=0.0, max=1.0, help=TOP_P_HELP),
     seed: int = typer.Option(0, "--seed", help=SEED_HELP),
     allow_identical_repeats: bool = typer.Option(False, "--allow-identical-repeats", help=IDENTICAL_HELP),
     checkpoints: str | None = typer.Option(

@@ -15,6 +15,7 @@ from branchpoint.cli.common import (
     csv_list,
     friendly_errors,
 )
+from branchpoint.defaults import DEFAULT_JUDGE
 from branchpoint.traces import VALUE_FILE
 
 
@@ -39,7 +40,7 @@ def value(
         help="Token prices λ: U = Y − λ·T/1000.",
     ),
     out: Path | None = typer.Option(None, "--out", help="Output folder (default: beside forks.jsonl)."),
-    judge: str = typer.Option("rule", "--judge", help="rule (offline default) or given (labels in the traces)."),
+    judge: str = typer.Option(DEFAULT_JUDGE, "--judge", help="rule (offline default) or given (labels in the traces)."),
     reward: str = typer.Option(
         "correct", "--reward", help="correct (0/1), set_f1 (collection answers), containment or exact_match."
     ),

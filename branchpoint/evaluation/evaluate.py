@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from branchpoint.defaults import DEFAULT_JUDGE
 from branchpoint.errors import InputError
 from branchpoint.evaluation.agreement import agreement_json, judge_agreement
 from branchpoint.evaluation.fork_settings import ForkSettingsChoice, choose
@@ -108,7 +109,7 @@ def judge_servers(judge: str | BatchJudge) -> list[ModelServer]:
 
 def evaluate(
     path: Path,
-    judge: str | BatchJudge = "rule",
+    judge: str | BatchJudge = DEFAULT_JUDGE,
     out_dir: Path | None = None,
     cfg: MetricsConfig = MetricsConfig(),
     *,

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from branchpoint.defaults import DEFAULT_JUDGE
 from branchpoint.errors import InputError
 from branchpoint.evaluation.agreement import cohen_kappa
 from branchpoint.evaluation.judges import build_judge
@@ -171,7 +172,7 @@ def _score(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
     }
 
 
-def judge_agreement_with_labels(items: Iterable[LabelledResponse], judge: str = "rule") -> dict[str, Any]:
+def judge_agreement_with_labels(items: Iterable[LabelledResponse], judge: str = DEFAULT_JUDGE) -> dict[str, Any]:
     """Agreement and κ of a registered judge with the labels: abstention on all items and on
     the unanswerable ones, correctness on the answerable ones, plus the disagreeing item ids."""
     judge_obj = build_judge(judge)
@@ -236,4 +237,4 @@ if __name__ == "__main__":  # python -m branchpoint.evaluation.judge_labels LABE
         parts[f"heldout batch {batch}"] = [i for i in parts["heldout"] if i.batch == batch]
     for name, part in parts.items():
         print(f"\n{name} ({len(part)} responses)\n")
-        print(agreement_table(judge_agreement_with_labels(part, sys.argv[2] if len(sys.argv) > 2 else "rule")))
+        print(agreement_table(judge_agreement_with_labels(part, sys.argv[2] if len(sys.argv) > 2 else DEFAULT_JUDGE)))

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from branchpoint.defaults import DEFAULT_JUDGE, RULE_JUDGE
 from branchpoint.errors import InputError
 from branchpoint.evaluation.abstention_rules import (
     ABSTENTION_PATTERNS,
@@ -58,6 +59,8 @@ from branchpoint.traces import (
 # are re-exported from here as before.
 __all__ = [
     "ABSTENTION_PATTERNS",
+    "DEFAULT_JUDGE",
+    "RULE_JUDGE",
     "AbstentionPattern",
     "classify_abstention",
     "contained_gold",
@@ -243,7 +246,7 @@ def evidence_documents(record: ExecutionRecord) -> list[RetrievedDoc]:
     return retrieved_documents(record)
 
 
-@judge("rule")
+@judge(RULE_JUDGE)
 def rule_judge(record: ExecutionRecord) -> list[Judgment]:
     """Offline judge: gold matching for `answer`, the question-aware detector for `abstention`
     (`abstention_rules`), and a lexical cue detector for the `evidence` of every retrieved document
@@ -256,7 +259,9 @@ def _rule_evidence(record: ExecutionRecord) -> list[Judgment]:
     for doc in evidence_documents(record):
         cue = detect_negative_evidence(f"{doc.title or ''}\n{doc.text}")
         out.append(
-            Judgment(judge="rule", kind="evidence", label="NEGATIVE" if cue else "POSITIVE", raw=cue, doc_id=doc.doc_id)
+            Judgment(
+                judge=RULE_JUDGE, kind="evidence", label="NEGATIVE" if cue else "POSITIVE", raw=cue, doc_id=doc.doc_id
+            )
         )
     return out
 
@@ -281,16 +286,16 @@ def _rule_answer(record: ExecutionRecord) -> Judgment:
     abstaining; else INCORRECT."""
     answer = record.final_answer
     if record.status in BROKEN_STATUSES:
-        return Judgment(judge="rule", kind="answer", label="INCORRECT", raw=f"status={record.status}")
+        return Judgment(judge=RULE_JUDGE, kind="answer", label="INCORRECT", raw=f"status={record.status}")
     if _is_empty(answer):
-        return Judgment(judge="rule", kind="answer", label="NOT_ATTEMPTED", raw="empty")
+        return Judgment(judge=RULE_JUDGE, kind="answer", label="NOT_ATTEMPTED", raw="empty")
     match = match_gold(answer, record.gold_answers, record.question)
     if match is not None:
-        return Judgment(judge="rule", kind="answer", label="CORRECT", raw=_gold_raw(match))
+        return Judgment(judge=RULE_JUDGE, kind="answer", label="CORRECT", raw=_gold_raw(match))
     reason = _abstention_reason(record, gold_given=False)
     if reason is not None:
-        return Judgment(judge="rule", kind="answer", label="NOT_ATTEMPTED", raw=reason)
-    return Judgment(judge="rule", kind="answer", label="INCORRECT", raw=None)
+        return Judgment(judge=RULE_JUDGE, kind="answer", label="NOT_ATTEMPTED", raw=reason)
+    return Judgment(judge=RULE_JUDGE, kind="answer", label="INCORRECT", raw=None)
 
 
 def _rule_abstention(record: ExecutionRecord) -> Judgment:
@@ -299,15 +304,15 @@ def _rule_abstention(record: ExecutionRecord) -> Judgment:
     answer is given decide whether a negation corrects a premise or answers."""
     answer = record.final_answer
     if record.status in BROKEN_STATUSES:
-        return Judgment(judge="rule", kind="abstention", label="ANSWERED", raw=f"status={record.status}")
+        return Judgment(judge=RULE_JUDGE, kind="abstention", label="ANSWERED", raw=f"status={record.status}")
     if _is_empty(answer):
         label = "ABSTAINED" if record.status == "ok" else "ANSWERED"
-        return Judgment(judge="rule", kind="abstention", label=label, raw="empty")
+        return Judgment(judge=RULE_JUDGE, kind="abstention", label=label, raw="empty")
     gold_given = record.answerable and match_gold(answer, record.gold_answers, record.question) is not None
     reason = _abstention_reason(record, gold_given=gold_given)
     if reason is not None:
-        return Judgment(judge="rule", kind="abstention", label="ABSTAINED", raw=reason)
-    return Judgment(judge="rule", kind="abstention", label="ANSWERED", raw=None)
+        return Judgment(judge=RULE_JUDGE, kind="abstention", label="ABSTAINED", raw=reason)
+    return Judgment(judge=RULE_JUDGE, kind="abstention", label="ANSWERED", raw=None)
 
 
 def needed_kind(record: ExecutionRecord) -> str:

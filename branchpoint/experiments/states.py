@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from branchpoint.checkpoints.boundaries import BoundaryInfo, list_boundaries
 from branchpoint.checkpoints.store import open_checkpointer
 from branchpoint.checkpoints.values import state_reader
+from branchpoint.defaults import DEFAULT_JUDGE, RULE_JUDGE
 from branchpoint.errors import InputError
 from branchpoint.traces import (
     CHECKPOINTS_FILE,
@@ -41,7 +42,7 @@ class SavedState(BaseModel):
     boundary: BoundaryInfo
 
 
-def execution_outcome(record: ExecutionRecord, judge: str = "rule") -> str:
+def execution_outcome(record: ExecutionRecord, judge: str = DEFAULT_JUDGE) -> str:
     """correct / abstained / wrong (or incomplete) for one record, by `judge`'s labels in the
     record, or by the offline rule judge when the record has none of that judge."""
     from branchpoint.evaluation.judges import judge_records
@@ -50,7 +51,7 @@ def execution_outcome(record: ExecutionRecord, judge: str = "rule") -> str:
         return "incomplete"
     labels = {j.kind: j.label.strip().upper() for j in record.judgments if j.judge == judge}
     if not labels:
-        labels = {j.kind: j.label.strip().upper() for j in judge_records([record], "rule")[0].judgments}
+        labels = {j.kind: j.label.strip().upper() for j in judge_records([record], RULE_JUDGE)[0].judgments}
     if labels.get("abstention") == "ABSTAINED":
         return "abstained"
     return "correct" if labels.get("answer") == "CORRECT" else "wrong"
@@ -62,7 +63,7 @@ def saved_states(
     checkpoints: str | None = None,
     *,
     branches: bool = False,
-    judge: str = "rule",
+    judge: str = DEFAULT_JUDGE,
 ) -> list[SavedState]:
     """Every saved state at a legal boundary of a run's executions (and of its fork branches when
     `branches` is set, or when `execution` names a branch), oldest first per execution."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from branchpoint.defaults import DEFAULT_JUDGE
 from branchpoint.experiments.spec import ExperimentSpec, load_spec
 from branchpoint.redact import redact
 from branchpoint.registry import merge_settings
@@ -149,7 +150,7 @@ def evaluation_settings(
     spec, spec_file = read_run_spec(path)
     cfg = MetricsConfig()
     defaults = {
-        "judge": "rule",
+        "judge": DEFAULT_JUDGE,
         "judge_settings": {},
         "lam": cfg.lam,
         "mu": cfg.mu,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from branchpoint.defaults import DEFAULT_JUDGE
 from branchpoint.evaluation.value.rewards import correctness_reward
 from branchpoint.traces import ExecutionRecord
 
@@ -46,7 +47,9 @@ def _record(answer: str | None, q: Question, i: int) -> ExecutionRecord:
     )
 
 
-def outcome_scores(answers: Sequence[str | None], questions: Sequence[Question], judge: str = "rule") -> list[float]:
+def outcome_scores(
+    answers: Sequence[str | None], questions: Sequence[Question], judge: str = DEFAULT_JUDGE
+) -> list[float]:
     """The outcome reward of each answer (None: no answer) to its question under `judge` (a
     judge name that takes no settings: `rule`, the offline default, or a registered one)."""
     if len(answers) != len(questions):
@@ -57,6 +60,6 @@ def outcome_scores(answers: Sequence[str | None], questions: Sequence[Question],
     return [float(y) for y in correctness_reward(records, judge)]
 
 
-def outcome_score(answer: str | None, question: Question, judge: str = "rule") -> float:
+def outcome_score(answer: str | None, question: Question, judge: str = DEFAULT_JUDGE) -> float:
     """`outcome_scores` of one answer."""
     return outcome_scores([answer], [question], judge)[0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from branchpoint.defaults import DEFAULT_JUDGE
 from branchpoint.rewards.completions import Completion, final_answer, first_action
 from branchpoint.rewards.outcome import Question, outcome_scores
 from branchpoint.rewards.questions import question_of
@@ -42,7 +43,7 @@ def _questions(kwargs: dict[str, Any], n: int) -> list[Question]:
     return [question_of(list(g) if g is not None else [], e) for g, e in zip(gold, extras)]
 
 
-def outcome_reward_func(judge: str = "rule", only: str | None = None) -> RewardFunc:
+def outcome_reward_func(judge: str = DEFAULT_JUDGE, only: str | None = None) -> RewardFunc:
     """A TRL reward function of the outcome reward under `judge`; `only` = `answerable` or
     `unanswerable` scores those rows and returns None on the others (TRL logs each function
     under its name: `outcome_reward`, `answer_reward`, `abstention_reward`)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from branchpoint.defaults import DEFAULT_JUDGE
 from branchpoint.rewards.completions import final_answer, first_action
 from branchpoint.rewards.outcome import outcome_score
 from branchpoint.rewards.questions import question_of
@@ -25,7 +26,7 @@ def compute_score(
     solution_str: str,
     ground_truth: Any,
     extra_info: Mapping[str, Any] | None = None,
-    judge: str = "rule",
+    judge: str = DEFAULT_JUDGE,
     **kwargs: Any,
 ) -> float:
     """The outcome reward of a response (`outcome.outcome_score`): 1 for a correct answer to an

@@ -21,6 +21,7 @@ from typing import Any
 
 from branchpoint.datasets import load_questions
 from branchpoint.datasets.questions import demo_corpus_path
+from branchpoint.defaults import RULE_JUDGE
 from branchpoint.evaluation.judges import judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics
 from branchpoint.experiments.runner import run_experiment
@@ -92,8 +93,8 @@ def seed_findings(
             run(server.base_url)
     else:
         run(base_url)
-    records = judge_records(read_records(run_dir / EXECUTIONS_FILE), "rule")
-    m = compute_metrics(records, "rule", MetricsConfig(bootstrap=0))
+    records = judge_records(read_records(run_dir / EXECUTIONS_FILE), RULE_JUDGE)
+    m = compute_metrics(records, RULE_JUDGE, MetricsConfig(bootstrap=0))
     by = m["by_condition"]
     acc = {c: by[_label(c)]["answer_accuracy"] for c in CAPS}
     abst = {c: by[_label(c)]["abstention_accuracy"] for c in CAPS}

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from branchpoint.defaults import RULE_JUDGE
 from branchpoint.validation.canary import FORECASTER_VIEW
 
 Stage = Literal["fork", "evaluate"]
@@ -120,7 +121,7 @@ def _failed_search_kept(r: Any) -> bool:
     from branchpoint.evaluation.judges import judge_records
     from branchpoint.evaluation.metrics import is_correct
 
-    return is_correct(judge_records([r], "rule")[0], "rule")
+    return is_correct(judge_records([r], RULE_JUDGE)[0], RULE_JUDGE)
 
 
 def _one_draw(original: Any) -> property:

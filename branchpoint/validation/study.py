@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from branchpoint.datasets.questions import Question
+from branchpoint.defaults import FORK_TEMPERATURE, FORK_TOP_P, RULE_JUDGE
 from branchpoint.evaluation.judges import judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, is_correct
 from branchpoint.evaluation.studies import read_minimal_search
@@ -70,8 +71,8 @@ class StudySettings:
     search_cap: int = 3
     repeats: int = 4
     search_budget: int = 2
-    temperature: float = 0.6
-    top_p: float = 0.95
+    temperature: float = FORK_TEMPERATURE
+    top_p: float = FORK_TOP_P
     reasoning_effort: str | None = None
     resamples: int = 2000
     concurrency: int = 8
@@ -270,10 +271,10 @@ def evaluate(
     minimal_rows = (
         read_minimal_search(run_dir / MINIMAL_SEARCH_FILE) if (run_dir / MINIMAL_SEARCH_FILE).is_file() else None
     )
-    judged = judge_records(records, "rule")
+    judged = judge_records(records, RULE_JUDGE)
     metrics = compute_metrics(
         judged,
-        "rule",
+        RULE_JUDGE,
         MetricsConfig(bootstrap=settings.resamples, seed=seed),
         minimal_search=minimal_rows,
     )
@@ -295,16 +296,16 @@ def evaluate(
         else {}
     )
     verdicts: dict[tuple[str, str, str], list[bool]] = {}
-    for r in judge_records([b for b in branches if b.status != "incomplete"], "rule"):
+    for r in judge_records([b for b in branches if b.status != "incomplete"], RULE_JUDGE):
         assert r.parent is not None  # branch records only
         verdicts.setdefault((r.parent.execution_id, r.parent.checkpoint_id, r.branch or ""), []).append(
-            is_correct(r, "rule")
+            is_correct(r, RULE_JUDGE)
         )
     statuses: dict[str, int] = {}
     for r in [*records, *branches]:
         statuses[r.status] = statuses.get(r.status, 0) + 1
     run_verdicts = {
-        r.question_id: is_correct(r, "rule") for r in judged if r.parent is None and r.status != "incomplete"
+        r.question_id: is_correct(r, RULE_JUDGE) for r in judged if r.parent is None and r.status != "incomplete"
     }
     result = StudyResult(seed, Path(run_dir), value, metrics, states, truth, verdicts, statuses, run_verdicts)
     if sweep is not None:

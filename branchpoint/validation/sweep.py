@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from branchpoint.defaults import RULE_JUDGE
 from branchpoint.evaluation.judges import judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics
 from branchpoint.evaluation.tally import condition_label
@@ -140,6 +141,6 @@ def sweep_metrics(settings: StudySettings, seed: int, sweep: SweepTruth) -> dict
     from branchpoint.evaluation.frontier import spec_sweep
 
     records = read_records(RunStore(sweep.run_dir).executions_path)
-    judged = judge_records(records, "rule")
+    judged = judge_records(records, RULE_JUDGE)
     cfg = MetricsConfig(bootstrap=settings.resamples, seed=seed)
-    return compute_metrics(judged, "rule", cfg, sweep=spec_sweep(sweep.run_dir))
+    return compute_metrics(judged, RULE_JUDGE, cfg, sweep=spec_sweep(sweep.run_dir))

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from branchpoint.defaults import DEFAULT_JUDGE
 from branchpoint.evaluation.fork_settings import ForkSettingsChoice
 from branchpoint.evaluation.value import routers
 
@@ -26,7 +27,7 @@ class ValueConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    judge: str = "rule"
+    judge: str = DEFAULT_JUDGE
     reward: str = "correct"
     dev_split: float = Field(0.3, ge=0.0, lt=1.0, description="fraction of support components used to fit")
     seed: int = 0

@@ -36,6 +36,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from branchpoint.defaults import DEFAULT_JUDGE
 from branchpoint.errors import InputError
 from branchpoint.evaluation.value.rewards import JudgingCount, get_reward
 from branchpoint.traces import BOUNDARY_KINDS, BOUNDARY_PENDING, LEGAL_ACTIONS, ExecutionRecord, collapse_search_count
@@ -269,7 +270,7 @@ def build_states(
     records: Sequence[ExecutionRecord],
     *,
     reward_name: str = "correct",
-    judge: str = "rule",
+    judge: str = DEFAULT_JUDGE,
     roles: Roles = Roles(),
 ) -> StateTable:
     """Group forked records into states and compute each repeat's reward (see the module doc)."""

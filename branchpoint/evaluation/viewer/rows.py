@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from branchpoint.defaults import DEFAULT_JUDGE
 from branchpoint.errors import InputError
 from branchpoint.evaluation.fork_settings import fingerprint_of, settings_of
 from branchpoint.evaluation.judges import UNPARSEABLE, build_judge
@@ -24,7 +25,6 @@ from branchpoint.evaluation.tally import (
 )
 from branchpoint.traces import REPLAYS_FILE, ExecutionRecord
 
-DEFAULT_JUDGE = "rule"
 #: Outcomes a row can have: the evaluation's four, plus records it never scores.
 ROW_OUTCOMES: tuple[str, ...] = (
     "correct_answer",

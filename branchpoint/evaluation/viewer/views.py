@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from branchpoint.defaults import DEFAULT_JUDGE
 from branchpoint.errors import InputError
 from branchpoint.evaluation.fork_settings import ForkSettingsChoice, view_groups
 from branchpoint.evaluation.tally import cost_channels
@@ -228,7 +229,7 @@ def execution_view(index: RunIndex, execution_id: str) -> dict[str, Any]:
     unplaced, requests_note = attach_requests(record, steps, requests, source)
     gen, inp, search = cost_channels(record.output_tokens, record.input_tokens, record.search_calls, index.cfg)
     body = record.model_dump(mode="json", exclude={"steps", "judgments"})
-    outcome, decided_by = outcome_of(record, index.judge or "rule")
+    outcome, decided_by = outcome_of(record, index.judge or DEFAULT_JUDGE)
     return {
         "row": entry.row,
         "record": body,
@@ -355,7 +356,7 @@ def _rewards(index: RunIndex, rows: list[dict[str, Any]]) -> list[float | None]:
         ]
     records = [index.record(r["id"]) for r in rows]
     try:
-        values = list(get_reward(reward)(records, index.judge or "rule"))
+        values = list(get_reward(reward)(records, index.judge or DEFAULT_JUDGE))
     except InputError:
         return [None for _ in rows]
     return [None if r.status == "incomplete" else float(v) for r, v in zip(records, values)]

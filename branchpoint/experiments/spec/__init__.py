@@ -13,12 +13,13 @@ The package by job: `sections` (the pydantic models), `fork` (the fork plan sect
 to). Source kinds live with retrieval (`branchpoint.retrieval.sources`).
 """
 
+from branchpoint.defaults import FORK_TEMPERATURE, FORK_TOP_P
 from branchpoint.experiments.spec.conditions import (
     condition_fingerprint,
     expand_conditions,
 )
 from branchpoint.experiments.spec.describe import describe_spec_error, did_you_mean
-from branchpoint.experiments.spec.fork import FORK_TEMPERATURE, FORK_TOP_P, ForkPlan
+from branchpoint.experiments.spec.fork import ForkPlan
 from branchpoint.experiments.spec.identity import (
     check_same_run,
     identity_differences,

@@ -9,12 +9,9 @@ from typing import TypedDict
 
 from pydantic import BaseModel, Field
 
+from branchpoint.defaults import DEFAULT_JUDGE, FORK_TEMPERATURE, FORK_TOP_P
 from branchpoint.errors import InputError
 from branchpoint.traces import ACTIONS, BOUNDARY_KINDS
-
-#: The search-value study's actor sampling (its repeated executions are independent draws).
-FORK_TEMPERATURE = 0.6
-FORK_TOP_P = 0.95
 
 
 class Sampling(TypedDict):
@@ -50,7 +47,7 @@ class ForkPlan(BaseModel):
     )
     minimal_search: bool = False
     concurrency: int = Field(4, ge=1)
-    judge: str = "rule"
+    judge: str = DEFAULT_JUDGE
     temperature: float = Field(FORK_TEMPERATURE, ge=0.0, description="Sampling temperature of every branch.")
     top_p: float = Field(FORK_TOP_P, gt=0.0, le=1.0, description="Nucleus sampling of every branch.")
     seed: int = Field(0, description="Base of the per-branch seeds.")
