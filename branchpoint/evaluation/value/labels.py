@@ -5,7 +5,7 @@ the SEARCH role S, and the search gain Δ(x) = p_S(x) − p_T(x); §3.3: repeate
 action from the same checkpoint estimate them). Per state, from the m_T and m_S repeats:
 
 - p̂_T = Ȳ_T, p̂_S = Ȳ_S (rewards in [0, 1], `outcomes.build_states`), each with its Wilson
-  score interval (`viewer.views.wilson_interval`: the seeds give no per-state interval, theirs
+  score interval (`evaluation.wilson.wilson_interval`: the seeds give no per-state interval, theirs
   resample support components across states; Wilson keeps its coverage for a handful of repeats
   where the normal one collapses at 0 or 1);
 - Δ̂ = p̂_S − p̂_T with Newcombe's hybrid score interval for a difference of two independent
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.value.outcomes import StateTable
-from branchpoint.evaluation.viewer.views import wilson_interval
+from branchpoint.evaluation.wilson import wilson_interval
 
 LABELS = ("needed", "redundant", "missing", "not_needed")
 

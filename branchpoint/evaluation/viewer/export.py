@@ -18,7 +18,8 @@ from typing import Any
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.viewer.index import RunIndex
-from branchpoint.evaluation.viewer.server import STATIC, ViewerState, page_html
+from branchpoint.evaluation.viewer.page import STATIC, STATIC_FILES, page_html
+from branchpoint.evaluation.viewer.state import ViewerState
 from branchpoint.evaluation.viewer.views import execution_view, json_safe, tree_view
 
 SHARDS = 256
@@ -60,13 +61,10 @@ def export_run(state: ViewerState, out: Path) -> dict[str, int]:
     (out / "data" / "x").mkdir(parents=True)
     (out / "data" / "t").mkdir(parents=True)
     (out / "static").mkdir()
-    for name in ("viewer.js", "viewer.css"):
+    for name in STATIC_FILES:
         shutil.copyfile(STATIC / name, out / "static" / name)
     (out / "index.html").write_text(page_html("static", "data/"), encoding="utf-8")
-    summary = index.summary()
-    summary["forecast_problems"] = state.forecasts()[1]
-    summary["run"] = 0
-    (out / "data" / "run.js").write_text(_script("run", json_safe(summary)), encoding="utf-8")
+    (out / "data" / "run.js").write_text(_script("run", json_safe(state.summary(0))), encoding="utf-8")
     (out / "data" / "rows.js").write_text(_script("rows", json_safe(index.rows(0))), encoding="utf-8")
     forecasts = state.forecasts()[0]
     shards: dict[str, list[str]] = {}

@@ -1,14 +1,14 @@
 """The viewer's local server: one page and a small JSON API over a run's index, on 127.0.0.1.
 
-Routes: `/` (the page), `/static/viewer.js` and `/static/viewer.css`, and under `/api/`:
-`runs` (every run shown), `run` (folder, judge, weights, headline metrics and value scores),
-`rows?since=N&limit=M` (table rows from position N, at most M, with indexing progress and
-unreadable lines; lines a running run appended since the last call are read first),
+Routes: `/` (the page), `/static/viewer.js` and `/static/viewer.css` (`page`), and under `/api/`
+(`api`): `runs` (every run shown), `run` (folder, judge, weights, headline metrics and value
+scores), `rows?since=N&limit=M` (table rows from position N, at most M, with indexing progress
+and unreadable lines; lines a running run appended since the last call are read first),
 `execution/{id}` (one execution's timeline, each model step with its request and reply) and
 `tree/{id}` (its saved states and their branches); each takes `run=K` (default 0) when several
-runs are shown. It binds the
-loopback interface only: a run's traces hold questions, answers and passages. And since a page
-of any site can make the browser ask 127.0.0.1, it answers only requests whose `Host` is a
+runs are shown (`state.ViewerState`). `create_app` puts them together behind two guards. It binds
+the loopback interface only: a run's traces hold questions, answers and passages. And since a
+page of any site can make the browser ask 127.0.0.1, it answers only requests whose `Host` is a
 loopback name (DNS rebinding is refused) and, unless started without one, that carry its
 per-start token (`?token=` in the URL it prints, then a cookie; see `branchpoint.loopback`).
 """
@@ -16,158 +16,47 @@ per-start token (`?token=` in the URL it prints, then a cookie; see `branchpoint
 from __future__ import annotations
 
 import errno
-import json
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from branchpoint.errors import BranchpointError, InputError
-from branchpoint.evaluation.viewer.index import RunIndex
-from branchpoint.evaluation.viewer.views import execution_view, json_safe, state_forecasts, tree_view
+from branchpoint.errors import BranchpointError
+from branchpoint.evaluation.viewer import api, page
+from branchpoint.evaluation.viewer.state import ViewerState
 from branchpoint.loopback import LOOPBACK_NAMES, HostCheck, TokenCheck, new_token
 
-STATIC = Path(__file__).with_name("static")
 HOST = "127.0.0.1"
-_MEDIA = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
-
-
-def page_html(mode: str, data_prefix: str = "") -> str:
-    """The page template with its mode filled in: `server` (it asks /api/…) or `static` (it loads
-    data/*.js files an export wrote beside it)."""
-    config = json.dumps({"mode": mode, "data": data_prefix})
-    return (STATIC / "index.html").read_text(encoding="utf-8").replace("{{CONFIG}}", config)
-
-
-class ViewerState:
-    """The runs the API answers from (the first, `index`, and any `more` shown beside it), their
-    forecasts (forecasts files are read on first use)."""
-
-    def __init__(
-        self,
-        index: RunIndex,
-        extra_forecasts: list[Path] | None = None,
-        *,
-        more: list[RunIndex] | None = None,
-    ) -> None:
-        for path in extra_forecasts or []:
-            if not Path(path).is_file():
-                raise InputError(f"--forecasts {path}: file not found (expected a forecasts .jsonl, as for `value`)")
-        self.index = index
-        self.runs: list[RunIndex] = [index, *(more or [])]
-        self.extra = extra_forecasts or []
-        self._forecasts: dict[int, tuple[dict[tuple[str, str], list[dict[str, Any]]], list[str]]] = {}
-
-    def forecasts(self, run: int = 0) -> tuple[dict[tuple[str, str], list[dict[str, Any]]], list[str]]:
-        if run not in self._forecasts:
-            self._forecasts[run] = state_forecasts(self.runs[run], self.extra)
-        return self._forecasts[run]
-
-    def start(self) -> ViewerState:
-        """Start every run's index in the background."""
-        for index in self.runs:
-            if index._thread is None and not index.progress.done:
-                index.start()
-        return self
-
-
-def _json(data: Any, status: int = 200) -> JSONResponse:
-    return JSONResponse(json_safe(data), status_code=status, headers={"Cache-Control": "no-store"})
 
 
 def create_app(state: ViewerState, *, token: str | None = None) -> Starlette:
-    """The Starlette app of one run: loopback `Host` names only, and with `token`, only requests
-    that carry it (see the module docstring)."""
-
-    def pick(request: Request) -> tuple[int, RunIndex]:
-        """The run a request names (`?run=K`, default 0); ValueError when there is none such."""
-        raw = request.query_params.get("run", "0")
-        if not raw.isdigit() or int(raw) >= len(state.runs):
-            raise ValueError(f"run: expected 0 to {len(state.runs) - 1}")
-        return int(raw), state.runs[int(raw)]
-
-    async def home(request: Request) -> Response:
-        return HTMLResponse(page_html("server"))
-
-    async def static(request: Request) -> Response:
-        name = request.path_params["name"]
-        path = STATIC / name
-        if name not in ("viewer.js", "viewer.css") or not path.is_file():
-            return Response("not found", status_code=404)
-        return Response(path.read_bytes(), media_type=_MEDIA[path.suffix])
-
-    def summary(k: int) -> dict[str, Any]:
-        out = state.runs[k].summary()
-        out["forecast_problems"] = state.forecasts(k)[1]
-        out["run"] = k
-        return out
-
-    async def run(request: Request) -> Response:
-        try:
-            k, _ = pick(request)
-        except ValueError as exc:
-            return _json({"error": str(exc)}, 400)
-        return _json({**summary(k), "runs": len(state.runs)})
-
-    async def runs(request: Request) -> Response:
-        return _json({"runs": [summary(k) for k in range(len(state.runs))]})
-
-    async def rows(request: Request) -> Response:
-        try:
-            _, index = pick(request)
-            since = max(0, int(request.query_params.get("since", "0")))
-            limit = request.query_params.get("limit")
-            size = None if limit is None else max(1, int(limit))
-        except ValueError as exc:
-            return _json({"error": f"{exc}" if "run" in str(exc) else "since, limit: expected whole numbers"}, 400)
-        index.refresh()  # a running run: the lines written since the last look
-        return _json(index.rows(since, size))
-
-    async def execution(request: Request) -> Response:
-        try:
-            _, index = pick(request)
-        except ValueError as exc:
-            return _json({"error": str(exc)}, 400)
-        try:
-            return _json(execution_view(index, request.path_params["id"]))
-        except KeyError:
-            return _json({"error": f"no execution {request.path_params['id']} in {index.run_dir}"}, 404)
-
-    async def tree(request: Request) -> Response:
-        try:
-            k, index = pick(request)
-        except ValueError as exc:
-            return _json({"error": str(exc)}, 400)
-        try:
-            return _json(tree_view(index, request.path_params["id"], state.forecasts(k)[0]))
-        except KeyError:
-            return _json({"error": f"no execution {request.path_params['id']} in {index.run_dir}"}, 404)
-
-    return Starlette(
+    """The Starlette app of `state`'s runs: the page and API routes (`page`, `api`) behind the
+    guards, loopback `Host` names only and, with `token`, only requests that carry it (see the
+    module docstring). The handlers find `state` as `app.state.viewer`."""
+    app = Starlette(
         routes=[
-            Route("/", home),
-            Route("/index.html", home),
-            Route("/static/{name}", static),
-            Route("/api/run", run),
-            Route("/api/runs", runs),
-            Route("/api/rows", rows),
-            Route("/api/execution/{id}", execution),
-            Route("/api/tree/{id}", tree),
+            Route("/", page.home),
+            Route("/index.html", page.home),
+            Route("/static/{name}", page.static_file),
+            Route("/api/run", api.run_summary),
+            Route("/api/runs", api.run_list),
+            Route("/api/rows", api.rows),
+            Route("/api/execution/{id}", api.execution),
+            Route("/api/tree/{id}", api.fork_tree),
         ],
         middleware=[
             Middleware(HostCheck, allowed=LOOPBACK_NAMES),
             *([Middleware(TokenCheck, token=token)] if token else []),
         ],
     )
+    app.state.viewer = state
+    return app
 
 
 def bind(port: int) -> socket.socket:

@@ -14,8 +14,8 @@ from branchpoint.evaluation.viewer.views import (
     forecast_files,
     read_forecasts,
     tree_view,
-    wilson_interval,
 )
+from branchpoint.evaluation.wilson import wilson_interval
 from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, read_records
 
 
