@@ -25,7 +25,7 @@ The labelled set is JSON lines, one response per line, with the fields
 Agreement on *abstention* compares `label_abstained` with the judge's `abstention` label
 (ABSTAINED) on every item; agreement on *correctness* compares `label_correct` with the judge's
 `answer` label (CORRECT) on answerable items. κ is Cohen's κ (`agreement.cohen_kappa`).
-Agreement gets a Wilson 95% interval (`wilson_interval`), κ a percentile bootstrap 95%
+Agreement gets a Wilson 95% interval (`evaluation.wilson.wilson_interval`), κ a percentile bootstrap 95%
 interval over resampled items (`kappa_bootstrap_interval`, seeded, so reproducible).
 """
 
@@ -44,6 +44,7 @@ from branchpoint.defaults import DEFAULT_JUDGE
 from branchpoint.errors import InputError
 from branchpoint.evaluation.agreement import cohen_kappa
 from branchpoint.evaluation.judges import build_judge
+from branchpoint.evaluation.wilson import wilson_interval
 from branchpoint.traces import ExecutionRecord
 
 SPLITS: tuple[str, ...] = ("dev", "heldout")
@@ -111,21 +112,6 @@ def as_record(item: LabelledResponse) -> ExecutionRecord:
         gold_answers=item.gold_answers,
         final_answer=item.response,
     )
-
-
-def wilson_interval(k: int, n: int, z: float = 1.959964) -> list[float] | None:
-    """Wilson score interval of a proportion k / n (95 % by default); None when n = 0.
-
-    (p̂ + z²/2n ± z·sqrt(p̂(1 − p̂)/n + z²/4n²)) / (1 + z²/n), which stays inside [0, 1] and
-    behaves at p̂ near 1, where agreements live.
-    """
-    if n == 0:
-        return None
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return [max(0.0, centre - half), min(1.0, centre + half)]
 
 
 def kappa_bootstrap_interval(

@@ -19,8 +19,8 @@ from branchpoint.evaluation.judge_labels import (
     judge_agreement_with_labels,
     kappa_bootstrap_interval,
     read_labels,
-    wilson_interval,
 )
+from branchpoint.evaluation.wilson import wilson_interval
 
 LABELS = Path(__file__).parent / "data" / "judge_labels.jsonl"
 TARGET = 0.9
