@@ -50,19 +50,13 @@ from starlette.routing import Route
 from branchpoint.errors import InputError
 from branchpoint.sim import logprobs as sim_logprobs
 from branchpoint.sim import vllm_rules
-from branchpoint.sim.behaviour import (
-    QuestionBank,
-    completion_text,
-    count_tokens,
-    generate,
-    request_rng,
-    sampling,
-    token_ids,
-)
+from branchpoint.sim.behaviour import completion_text, generate, request_rng, sampling
 from branchpoint.sim.capacity import Scheduler
 from branchpoint.sim.observe import Observation, observe_chat, observe_completion
 from branchpoint.sim.profile import Profile
+from branchpoint.sim.question_set import QuestionBank
 from branchpoint.sim.streaming import chat_stream, completion_stream
+from branchpoint.sim.tokens import count_tokens, token_ids
 from branchpoint.sim.vllm_rules import ServerFlags, error
 from branchpoint.sim.wire_format import (
     FINGERPRINT,

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from branchpoint.sim import vllm_rules
-from branchpoint.sim.behaviour import Reply, count_tokens, reasoning_text, wrong_answers
+from branchpoint.sim.behaviour import Reply, wrong_answers
 from branchpoint.sim.profile import Profile
+from branchpoint.sim.tokens import count_tokens, reasoning_text
 
 if TYPE_CHECKING:
     from branchpoint.sim.observe import Observation

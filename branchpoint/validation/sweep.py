@@ -25,7 +25,7 @@ from branchpoint.experiments.source_pool import SourcePool
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.spec.run import RunSpec
 from branchpoint.experiments.store import RunStore
-from branchpoint.sim.behaviour import QuestionBank
+from branchpoint.sim.question_set import QuestionBank
 from branchpoint.sim.run_truth import epochs_by_condition
 from branchpoint.sim.truth import POLICY_STYLES, Style, Value
 from branchpoint.traces import read_records

@@ -15,7 +15,7 @@ from branchpoint.errors import InputError
 from branchpoint.experiments.source_pool import SourcePool
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.store import RunStore
-from branchpoint.sim.behaviour import QuestionBank
+from branchpoint.sim.question_set import QuestionBank
 from branchpoint.sim.policy_truth import PolicyTruth
 from branchpoint.sim.profile import Profile, load_profile
 from branchpoint.sim.study_truth import StudyTruth, study_truth
