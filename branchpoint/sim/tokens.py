@@ -18,7 +18,7 @@ VOCABULARY = 151_936
 #: Words used to spell out reasoning text: each one a single token for `count_tokens`.
 _REASONING_WORDS = [
     "the",
-    "question",
+    "query",
     "asks",
     "about",
     "this",
@@ -27,7 +27,7 @@ _REASONING_WORDS = [
     "check",
     "what",
     "the",
-    "passages",
+    "texts",
     "say",
     "and",
     "whether",
