@@ -22,7 +22,7 @@ from branchpoint.sim.behaviour import search_prob
 from branchpoint.sim.passages import features
 from branchpoint.sim.profile import load_profile
 from branchpoint.sim.server import build_state, create_app
-from branchpoint.validation.study import shared_server_opener
+from branchpoint.validation.study_setup import shared_server_opener
 
 
 @pytest.fixture(scope="module")
