@@ -37,11 +37,18 @@ from pathlib import Path
 from typing import Any
 
 from branchpoint.errors import BranchpointError, InputError
-from branchpoint.experiments.verify_records import Finding, Verification, _Entry, _finished, _scan, scan_passages
+from branchpoint.experiments.verify_records import (
+    Finding,
+    TraceEntry,
+    Verification,
+    finished_in,
+    scan_passages,
+    scan_trace,
+)
 from branchpoint.experiments.verify_stores import (
     UNREADABLE_STATE,
-    _check_checkpoints,
-    _check_retrieval_cache,
+    check_checkpoints,
+    check_retrieval_cache,
     read_only_checkpointer,
 )
 from branchpoint.traces import (
@@ -59,7 +66,7 @@ from branchpoint.traces import (
 DAMAGE_KINDS = ("schema", "checksum", "torn_tail")
 
 
-def _check_plan(spec: Any, executions: dict[str, _Entry], report: Verification) -> None:
+def _check_plan(spec: Any, executions: dict[str, TraceEntry], report: Verification) -> None:
     from branchpoint.experiments.planning import plan_executions, select_questions
 
     try:
@@ -82,7 +89,7 @@ def _check_plan(spec: Any, executions: dict[str, _Entry], report: Verification) 
                 f"question {p.question.id}{f' epoch {p.epoch}' if p.epoch else ''} under {cond}: {how}",
             )
     report.counts["missing"] = missing
-    unplanned = sorted(_finished(executions) - planned)
+    unplanned = sorted(finished_in(executions) - planned)
     for eid in unplanned:
         report.warn(
             "unplanned",
@@ -91,7 +98,7 @@ def _check_plan(spec: Any, executions: dict[str, _Entry], report: Verification) 
         )
 
 
-def _check_fork_plan(saver: Any, run_dir: Path, spec: Any, forks: dict[str, _Entry], report: Verification) -> None:
+def _check_fork_plan(saver: Any, run_dir: Path, spec: Any, forks: dict[str, TraceEntry], report: Verification) -> None:
     """With a `fork:` section in the spec, every branch that study plans must be recorded."""
     from branchpoint.experiments.branch_planning import parent_records, plan_study
     from branchpoint.experiments.store import RunStore
@@ -104,7 +111,7 @@ def _check_fork_plan(saver: Any, run_dir: Path, spec: Any, forks: dict[str, _Ent
     except (BranchpointError, TraceError) as exc:
         report.problem("plan", "spec.yaml fork", f"cannot plan the spec's fork study: {exc}")
         return
-    done = _finished(forks)
+    done = finished_in(forks)
     report.counts["fork_planned"] = len(tasks)
     for t in tasks:
         if t.execution_id not in done:
@@ -135,16 +142,16 @@ def verify_run(run_dir: str | Path, *, sample: int = 20, checkpoints: str | None
     spec = load_spec(run_dir / SPEC_FILE, check_policy=False, recorded=True)
     report = Verification(run_dir=run_dir)
     passages = scan_passages(run_dir / PASSAGES_FILE, report)
-    executions = _scan(run_dir / EXECUTIONS_FILE, spec.name, report, forks=False, passages=passages)
-    forks = _scan(run_dir / FORKS_FILE, spec.name, report, forks=True, passages=passages)
-    replays = _scan(run_dir / REPLAYS_FILE, spec.name, report, forks=True, passages=passages)
-    finished = _finished(executions)
-    finished_forks = _finished(forks)
+    executions = scan_trace(run_dir / EXECUTIONS_FILE, spec.name, report, forks=False, passages=passages)
+    forks = scan_trace(run_dir / FORKS_FILE, spec.name, report, forks=True, passages=passages)
+    replays = scan_trace(run_dir / REPLAYS_FILE, spec.name, report, forks=True, passages=passages)
+    finished = finished_in(executions)
+    finished_forks = finished_in(forks)
     report.counts.update(
         executions=len(finished),
         incomplete_only=sum(1 for e in executions.values() if not e.finished),
         forks=len(finished_forks),
-        replays=len(_finished(replays)),
+        replays=len(finished_in(replays)),
     )
     for name, entries in ((FORKS_FILE, forks), (REPLAYS_FILE, replays)):
         for eid, entry in entries.items():  # a branch's parent: an execution, or a branch (forks of forks)
@@ -165,7 +172,7 @@ def verify_run(run_dir: str | Path, *, sample: int = 20, checkpoints: str | None
     elif needs_checkpoints:
         try:
             with read_only_checkpointer(target) as saver:
-                _check_checkpoints(saver, executions, forks, sample, seed, report, replays)
+                check_checkpoints(saver, executions, forks, sample, seed, report, replays)
                 clean = not any(f.kind in DAMAGE_KINDS for f in report.problems)
                 if spec.fork is not None and clean:
                     _check_fork_plan(saver, run_dir, spec, forks, report)
@@ -173,7 +180,7 @@ def verify_run(run_dir: str | Path, *, sample: int = 20, checkpoints: str | None
             report.problem(
                 "checkpoints", str((checkpoints and "--checkpoints") or CHECKPOINTS_FILE), f"cannot read: {exc}"
             )
-    _check_retrieval_cache(run_dir / RETRIEVAL_CACHE_FILE, sample, report)
+    check_retrieval_cache(run_dir / RETRIEVAL_CACHE_FILE, sample, report)
     return report
 
 

@@ -1,9 +1,9 @@
 """What `runs verify` finds, and its scan of a run's trace files.
 
 `Finding` and `Verification` are the report (problems fail the check, warnings do not; the kinds
-are listed in `verify`'s docstring). `_scan` validates every line of `executions.jsonl`,
+are listed in `verify`'s docstring). `scan_trace` validates every line of `executions.jsonl`,
 `forks.jsonl` or `replays.jsonl` (`schema`, `checksum`, `torn_tail`, `duplicate`, `transport` and
-`orphan` problems) and keeps a small `_Entry` per execution id, not the records, so that large runs are
+`orphan` problems) and keeps a small `TraceEntry` per execution id, not the records, so that large runs are
 checked in bounded memory; `verify` and `verify_stores` check the entries against the spec's plan
 and the databases.
 """
@@ -85,7 +85,7 @@ class Verification:
 
 
 @dataclass
-class _Entry:
+class TraceEntry:
     """What the scan keeps of one execution id (not the record: runs can be large)."""
 
     finished: int = 0
@@ -141,11 +141,13 @@ def scan_passages(path: Path, report: Verification) -> PassageResolver:
     return PassageResolver(path, texts)
 
 
-def _scan(
+def scan_trace(
     path: Path, run_name: str, report: Verification, *, forks: bool, passages: PassageResolver | None = None
-) -> dict[str, _Entry]:
-    """Validate every line of a trace file and index its execution ids."""
-    entries: dict[str, _Entry] = {}
+) -> dict[str, TraceEntry]:
+    """Validate every line of a trace file (`executions.jsonl`, `forks.jsonl`, `replays.jsonl`:
+    `forks` for the two whose records have a parent) and index its execution ids, each problem
+    added to `report`; a missing file is an empty index."""
+    entries: dict[str, TraceEntry] = {}
     if not path.is_file():
         return entries
     lines = 0
@@ -171,7 +173,7 @@ def _scan(
             )
         if forks and rec.parent is None:
             report.problem("orphan", where, f"execution {eid[:12]}: a record in {FORKS_FILE} without a parent")
-        entry = entries.setdefault(eid, _Entry(line=lineno))
+        entry = entries.setdefault(eid, TraceEntry(line=lineno))
         if rec.status == "incomplete":
             if entry.finished:
                 report.problem(
@@ -197,5 +199,6 @@ def _scan(
     return entries
 
 
-def _finished(entries: dict[str, _Entry]) -> set[str]:
+def finished_in(entries: dict[str, TraceEntry]) -> set[str]:
+    """The execution ids of a scan that have a finished record."""
     return {eid for eid, e in entries.items() if e.finished}

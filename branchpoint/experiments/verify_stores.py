@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from branchpoint.errors import BranchpointError
-from branchpoint.experiments.verify_records import Verification, _Entry, _finished
+from branchpoint.experiments.verify_records import TraceEntry, Verification, finished_in
 from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, REPLAYS_FILE, RETRIEVAL_CACHE_FILE, RetrievedDoc
 
 
@@ -70,15 +70,18 @@ def _sample(ids: list[str], n: int, seed: int) -> list[str]:
     return ids if n <= 0 or n >= len(ids) else random.Random(seed).sample(ids, n)
 
 
-def _check_checkpoints(
+def check_checkpoints(
     saver: Any,
-    executions: dict[str, _Entry],
-    forks: dict[str, _Entry],
+    executions: dict[str, TraceEntry],
+    forks: dict[str, TraceEntry],
     sample: int,
     seed: int,
     report: Verification,
-    replays: dict[str, _Entry] | None = None,
+    replays: dict[str, TraceEntry] | None = None,
 ) -> None:
+    """The `checkpoints` problems of up to `sample` finished executions of each trace file (drawn
+    with `seed`; 0 or fewer: all): saved boundaries against the record's `checkpoint_ids`, a
+    thread started more than once, a fork's parent checkpoint gone, an unreadable state."""
     from branchpoint.checkpoints import list_boundaries
     from branchpoint.checkpoints.values import state_reader
 
@@ -92,7 +95,7 @@ def _check_checkpoints(
 
     checked = 0
     for name, entries in ((EXECUTIONS_FILE, executions), (FORKS_FILE, forks), (REPLAYS_FILE, replays or {})):
-        for eid in _sample(list(_finished(entries)), sample, seed):
+        for eid in _sample(list(finished_in(entries)), sample, seed):
             entry = entries[eid]
             where = f"{name} line {entry.line}"
             checked += 1
@@ -112,9 +115,15 @@ UNREADABLE_STATE = (NotImplementedError, ValueError, TypeError, KeyError, sqlite
 
 
 def _check_execution(
-    saver: Any, eid: str, entry: _Entry, where: str, parents: dict[str, _Entry], listed: Any, report: Verification
+    saver: Any,
+    eid: str,
+    entry: TraceEntry,
+    where: str,
+    parents: dict[str, TraceEntry],
+    listed: Any,
+    report: Verification,
 ) -> None:
-    """The checkpoint checks of one sampled execution (see `_check_checkpoints`); `parents`: the
+    """The checkpoint checks of one sampled execution (see `check_checkpoints`); `parents`: the
     executions and branches a record's parent may be (forks of forks)."""
     ids = listed(eid)
     if not ids and entry.checkpoint_ids is None and entry.parent is None:  # `initial` is always saved
@@ -152,7 +161,10 @@ def _check_execution(
         )
 
 
-def _check_retrieval_cache(path: Path, sample: int, report: Verification) -> None:
+def check_retrieval_cache(path: Path, sample: int, report: Verification) -> None:
+    """The retrieval cache at `path` opens (else a `retrieval_cache` problem) and its first
+    `sample` entries (0 or fewer: all) decode (else a warning each: the cache treats them as
+    misses); a missing cache is no problem."""
     from branchpoint.retrieval.cache import RetrievalCache
 
     if not path.is_file():

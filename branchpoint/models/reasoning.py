@@ -109,6 +109,13 @@ _PIECES = re.compile(rf"[{_CJK}]|[^\W\d_{_CJK}]+|\d|[^\w\s]|_")
 LETTERS_PER_TOKEN = 7
 
 
+def word_pieces(text: str) -> list[str]:
+    """The word pieces `estimate_tokens` counts, in order: each run of letters, digit, punctuation
+    mark, underscore and CJK character of `text` (whitespace dropped). The simulated server's
+    tokenizer (`branchpoint.sim.tokens`) is built on the same pieces so that its counts agree."""
+    return _PIECES.findall(text)
+
+
 def estimate_tokens(text: str) -> int:
     """An estimate of a text's token count for when no tokenizer is at hand (not a tokenizer).
 
@@ -117,7 +124,7 @@ def estimate_tokens(text: str) -> int:
     Against Gemma 3's tokenizer on English reasoning text it is within about 20%.
     """
     count = 0
-    for piece in _PIECES.findall(text):
+    for piece in word_pieces(text):
         count += math.ceil(len(piece) / LETTERS_PER_TOKEN) if piece[0].isalpha() and len(piece) > 1 else 1
     return count
 

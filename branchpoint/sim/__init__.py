@@ -3,7 +3,9 @@ format, whose behaviour is a documented, seeded stochastic function of what it i
 
 - `profile`: every behaviour parameter, and the built-in profiles (`instruct`,
   `over_searching`, `search_helps_little`).
-- `behaviour`: what it reads from a request and how it draws its reply.
+- `behaviour`: how it draws its reply from what it reads from a request (`observe`): the
+  passages shown (`passages`), the question looked up in its question set (`question_set`);
+  token counts from `tokens`.
 - `truth`: the exact success probability of every continuation from a saved state.
 - `server`: the HTTP server (`branchpoint models serve sim`); `SimServer` runs it as a child
   process for `model.provider: sim`.

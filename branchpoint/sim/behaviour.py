@@ -3,7 +3,7 @@
 What it reads from a request (`observe`, in `branchpoint.sim.observe`):
 - the question (the last user turn of a chat that is not search results or an instruction; the
   last `Question:` block of a few-shot completion prompt), looked up by its text in the question
-  set the server was given (`QuestionBank`): gold answers, answerability, category;
+  set the server was given (`question_set.QuestionBank`): gold answers, answerability, category;
 - the passages shown (chat: `Doc i(Title: t) text` lines in tool results or `<information>`;
   completion: the `[i] "Title" text` items of the last `Evidence:` line), distinct by
   (title, text);
@@ -14,12 +14,12 @@ What it reads from a request (`observe`, in `branchpoint.sim.observe`):
   and its reasoning effort (`reasoning_effort`; `chat_template_kwargs.enable_thinking`; else the
   profile's default; completions never reason).
 
-What it computes from them (`Features`): a gold-bearing passage is shown (a gold answer occurs in
-a shown passage's title or text, folded: `matching.holds_gold`), and the counts of negative
-passages (the simulated world's lexical cues of uncertainty, `matching.negative_cue`, which
-agree with the rule judge's evidence cues on the demo corpus) and positive ones (all other
-passages). The distributions (`decision_probs`, `query_probs`, `answer_probs`) are
-functions of (question, these features, effort) only, which is what makes the truth computable
+What it computes from them (`passages.Features`): a gold-bearing passage is shown (a gold answer
+occurs in a shown passage's title or text, folded: `matching.holds_gold`), and the counts of
+negative passages (the simulated world's lexical cues of uncertainty, `matching.negative_cue`,
+which agree with the rule judge's evidence cues on the demo corpus) and positive ones (all other
+passages). The distributions (`search_prob`, `query_probs`, `answer_probs`) are functions of
+(question, these features, effort) only, which is what makes the truth computable
 (`branchpoint.sim.truth`):
 
 - answer: answerable → correct with 1 − (1 − prior_q)(1 − lift·gold); the rest abstains with
@@ -37,9 +37,9 @@ top_p, renormalised) (`reshape`). Failures per call (none at temperature 0): mal
 `failures.malformed` unless constrained; cut off (`finish_reason: length`, no content) with
 `failures.length`, or when the reasoning drawn (uniform on the effort's [lo, hi]; the midpoint
 at temperature 0; capped by the request's `thinking_token_budget`) exceeds max_tokens −
-content_reserve. Random numbers come from a generator
-seeded by a hash of the request body (its `seed` included), so a request with a seed, or at
-temperature 0, always gets the same reply; without a seed, from the server's own generator.
+content_reserve. Random numbers come from a generator seeded by a hash of the request body (its
+`seed` included), so a request with a seed, or at temperature 0, always gets the same reply;
+without a seed, from the server's own generator.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -55,8 +55,10 @@ import numpy as np
 
 from branchpoint.agents.protocols import JSON_DECISION_PREFIX
 from branchpoint.datasets.questions import Question
-from branchpoint.sim.matching import holds_gold, negative_cue, same_answer
+from branchpoint.sim.matching import holds_gold, same_answer
+from branchpoint.sim.passages import Features, Passage, distinct, features
 from branchpoint.sim.profile import Profile
+from branchpoint.sim.tokens import reasoning_text
 
 if TYPE_CHECKING:
     from branchpoint.sim.observe import Observation
@@ -80,153 +82,10 @@ LOGPROB_FIELDS: tuple[str, ...] = ("logprobs", "top_logprobs")
 #: What a malformed reply says (no protocol parses it).
 MALFORMED_TEXT = "Let me think about how to"
 
-#: Words used to spell out reasoning text: each one a single token for `count_tokens`.
-_REASONING_WORDS = [
-    "the",
-    "question",
-    "asks",
-    "about",
-    "this",
-    "so",
-    "I",
-    "check",
-    "what",
-    "the",
-    "passages",
-    "say",
-    "and",
-    "whether",
-    "they",
-    "answer",
-    "it",
-    "or",
-    "if",
-    "I",
-    "need",
-    "to",
-    "search",
-    "again",
-    "before",
-    "I",
-    "give",
-    "a",
-    "short",
-    "answer",
-]
-
-
-def count_tokens(text: str) -> int:
-    """The simulator's tokenizer: word pieces (`branchpoint.models.reasoning.estimate_tokens`)."""
-    from branchpoint.models.reasoning import estimate_tokens
-
-    return estimate_tokens(text) if text else 0
-
-
-def token_ids(text: str) -> list[int]:
-    """Token ids for /tokenize: a stable hash of each word piece (vocabulary of 151,936)."""
-    from branchpoint.models.reasoning import _PIECES, LETTERS_PER_TOKEN
-
-    ids = []
-    for piece in _PIECES.findall(text):
-        parts = (
-            [piece[i : i + LETTERS_PER_TOKEN] for i in range(0, len(piece), LETTERS_PER_TOKEN)]
-            if (piece[0].isalpha() and len(piece) > 1)
-            else [piece]
-        )
-        ids += [int.from_bytes(hashlib.blake2b(p.encode(), digest_size=4).digest()) % 151_936 for p in parts]
-    return ids
-
-
-def reasoning_text(n: int) -> str:
-    """A reasoning text of exactly `n` tokens."""
-    words = [_REASONING_WORDS[i % len(_REASONING_WORDS)] for i in range(n)]
-    return " ".join(words)
-
 
 def sigmoid(x: float) -> float:
+    """The logistic function: a logit as a probability."""
     return 1.0 / (1.0 + math.exp(-x))
-
-
-# --------------------------------------------------------------------------------------------
-# The question set and the passages shown
-# --------------------------------------------------------------------------------------------
-
-
-def question_key(text: str) -> str:
-    """How questions are matched: whitespace collapsed, case folded."""
-    return " ".join(text.split()).casefold()
-
-
-class QuestionBank:
-    """The question set the server was given, looked up by question text."""
-
-    def __init__(self, questions: Iterable[Question]) -> None:
-        self.by_text: dict[str, Question] = {}
-        for q in questions:
-            self.by_text.setdefault(question_key(q.question), q)
-
-    def lookup(self, text: str) -> Question | None:
-        return self.by_text.get(question_key(text))
-
-    def __len__(self) -> int:
-        return len(self.by_text)
-
-
-@dataclass(frozen=True)
-class Passage:
-    """A passage as shown to the model: its title and (clipped) text."""
-
-    title: str
-    text: str
-
-
-def clip_words(text: str, words: int) -> str:
-    """The clipping the prompts apply (`branchpoint.agents.prompts`): first `words` words + ' ...'."""
-    parts = text.split()
-    return " ".join(parts[:words]) + (" ..." if len(parts) > words else "")
-
-
-def shown_passage(doc: Mapping[str, Any], evidence_words: int) -> Passage:
-    """How a retrieved document appears in a prompt that clips passages to `evidence_words`."""
-    return Passage(doc.get("title") or "", clip_words(doc.get("text") or "", evidence_words))
-
-
-def distinct(passages: Iterable[Passage]) -> list[Passage]:
-    seen: set[Passage] = set()
-    out = []
-    for p in passages:
-        if p not in seen:
-            seen.add(p)
-            out.append(p)
-    return out
-
-
-@dataclass(frozen=True)
-class Features:
-    """What the answer and search distributions depend on."""
-
-    gold: bool
-    n_pos: int
-    n_neg: int
-
-    @property
-    def n(self) -> int:
-        return self.n_pos + self.n_neg
-
-
-def features(question: Question | None, passages: Iterable[Passage]) -> Features:
-    """Gold-bearing shown?, and the numbers of positive and negative passages (distinct)."""
-    gold = False
-    n_pos = n_neg = 0
-    for p in distinct(passages):
-        both = f"{p.title}\n{p.text}"
-        if question is not None and question.gold_answers and holds_gold(both, question.gold_answers):
-            gold = True
-        if negative_cue(both):
-            n_neg += 1
-        else:
-            n_pos += 1
-    return Features(gold, n_pos, n_neg)
 
 
 # --------------------------------------------------------------------------------------------

@@ -29,15 +29,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from branchpoint.agents import prompts
-from branchpoint.sim.behaviour import (
-    MALFORMED_TEXT,
-    Passage,
-    Reply,
-    call_failure_parts,
-    completion_text,
-    count_tokens,
-)
+from branchpoint.sim.behaviour import MALFORMED_TEXT, Reply, call_failure_parts, completion_text
+from branchpoint.sim.passages import Passage
 from branchpoint.sim.profile import Profile
+from branchpoint.sim.tokens import count_tokens
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from branchpoint.sim.behaviour import QuestionBank
 from branchpoint.sim.profile import Profile
+from branchpoint.sim.question_set import QuestionBank
 from branchpoint.sim.truth import POLICY_STYLES, AgentModel, TruthModel
 
 

@@ -28,15 +28,8 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from branchpoint.sim.behaviour import (
-    Reply,
-    answer_probs,
-    completion_text,
-    features,
-    query_probs,
-    reshape,
-    search_prob,
-)
+from branchpoint.sim.behaviour import Reply, answer_probs, completion_text, query_probs, reshape, search_prob
+from branchpoint.sim.passages import features
 from branchpoint.sim.profile import Profile
 
 if TYPE_CHECKING:

@@ -24,8 +24,9 @@ from typing import Any, Literal
 
 from branchpoint.datasets.questions import Question
 from branchpoint.sim import vllm_rules
-from branchpoint.sim.behaviour import Passage, QuestionBank
+from branchpoint.sim.passages import Passage
 from branchpoint.sim.profile import Profile
+from branchpoint.sim.question_set import QuestionBank
 
 Protocol = Literal["completion", "native", "tagged", "plain"]
 

@@ -32,23 +32,20 @@ from branchpoint.models.call import ModelCall
 from branchpoint.models.server_kind import structured_output_fields
 from branchpoint.sim.behaviour import (
     MALFORMED_TEXT,
-    Passage,
-    QuestionBank,
     Reply,
     answer_probs,
     call_failure_parts,
     completion_text,
-    count_tokens,
-    distinct,
-    features,
     is_success,
     query_probs,
     reshape,
     search_prob,
-    shown_passage,
 )
 from branchpoint.sim.observe import observe_completion
+from branchpoint.sim.passages import Passage, distinct, features, shown_passage
 from branchpoint.sim.profile import Profile
+from branchpoint.sim.question_set import QuestionBank
+from branchpoint.sim.tokens import count_tokens
 from branchpoint.sim.truth import AgentModel, SearchFn, Value
 from branchpoint.sim.vllm_rules import apply_stop
 from branchpoint.traces import BOUNDARY_PENDING, Usage

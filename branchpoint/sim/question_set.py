@@ -1,9 +1,9 @@
-"""Whether the simulated model knows a run's questions, checked before a run starts.
+"""The question set the simulated model knows, and whether it knows a run's questions.
 
-The simulator looks a question up by its text (`behaviour.QuestionBank`); a question outside its
-question set has no behaviour and no truth. The server refuses such a request (HTTP 400), but a
-run is told before it starts, by question id, so that nothing is recorded for a run that could
-only fail.
+The simulator looks a question up by its text (`QuestionBank`: whitespace collapsed, case
+folded); a question outside its question set has no behaviour and no truth. The server refuses
+such a request (HTTP 400), but a run is told before it starts, by question id, so that nothing
+is recorded for a run that could only fail.
 """
 
 from __future__ import annotations
@@ -13,9 +13,30 @@ from collections.abc import Iterable
 from branchpoint.datasets.questions import Question
 from branchpoint.errors import InputError
 from branchpoint.models.spec import ModelSpec, SimServerSpec
-from branchpoint.sim.behaviour import QuestionBank
 
+#: How many unknown question ids an error names.
 SHOWN = 10
+
+
+def question_key(text: str) -> str:
+    """How questions are matched: whitespace collapsed, case folded."""
+    return " ".join(text.split()).casefold()
+
+
+class QuestionBank:
+    """The question set the server was given, looked up by question text."""
+
+    def __init__(self, questions: Iterable[Question]) -> None:
+        self.by_text: dict[str, Question] = {}
+        for q in questions:
+            self.by_text.setdefault(question_key(q.question), q)
+
+    def lookup(self, text: str) -> Question | None:
+        """The question whose text is `text` (matched by `question_key`), or None."""
+        return self.by_text.get(question_key(text))
+
+    def __len__(self) -> int:
+        return len(self.by_text)
 
 
 def unknown_question_ids(sim: SimServerSpec, questions: Iterable[Question]) -> list[str]:

@@ -50,29 +50,23 @@ from starlette.routing import Route
 from branchpoint.errors import InputError
 from branchpoint.sim import logprobs as sim_logprobs
 from branchpoint.sim import vllm_rules
-from branchpoint.sim.behaviour import (
-    QuestionBank,
-    completion_text,
-    count_tokens,
-    generate,
-    request_rng,
-    sampling,
-    token_ids,
-)
+from branchpoint.sim.behaviour import completion_text, generate, request_rng, sampling
 from branchpoint.sim.capacity import Scheduler
 from branchpoint.sim.observe import Observation, observe_chat, observe_completion
 from branchpoint.sim.profile import Profile
+from branchpoint.sim.question_set import QuestionBank
 from branchpoint.sim.streaming import chat_stream, completion_stream
+from branchpoint.sim.tokens import count_tokens, token_ids
 from branchpoint.sim.vllm_rules import ServerFlags, error
 from branchpoint.sim.wire_format import (
     FINGERPRINT,
     MAX_MODEL_LEN,
-    _chat_prompt_tokens,
-    _limit,
-    _usage,
     chat_message,
+    chat_prompt_tokens,
     finish_chat,
+    max_new_tokens,
     run_on_text,
+    usage_field,
 )
 
 
@@ -202,8 +196,8 @@ def create_app(state: SimState) -> Starlette:
         if (unknown := state.unknown(obs)) is not None:
             return unknown
         rng = request_rng(body, state.rng)
-        prompt_tokens = _chat_prompt_tokens(body)
-        limit = _limit(body, MAX_MODEL_LEN - prompt_tokens)
+        prompt_tokens = chat_prompt_tokens(body)
+        limit = max_new_tokens(body, MAX_MODEL_LEN - prompt_tokens)
         reply = generate(state.profile, obs, body, rng, limit)
         message, finish, content_tokens = chat_message(obs, reply, rng)
         out = finish_chat(
@@ -218,7 +212,7 @@ def create_app(state: SimState) -> Starlette:
         )
         completion = out.reasoning_tokens + out.content_tokens
         await state.wait(prompt_tokens, completion)
-        usage = _usage(prompt_tokens, completion, out.reasoning_tokens if state.flags.reasoning_parser else None)
+        usage = usage_field(prompt_tokens, completion, out.reasoning_tokens if state.flags.reasoning_parser else None)
         rid, created = f"chatcmpl-{secrets.token_hex(8)}", int(time.time())
         if body.get("stream"):
             include = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -277,7 +271,7 @@ def create_app(state: SimState) -> Starlette:
         rng = request_rng(body, state.rng)
         prompt = body["prompt"] if isinstance(body["prompt"], str) else str(body["prompt"][0])
         prompt_tokens = count_tokens(prompt)
-        limit = _limit(body, 16)
+        limit = max_new_tokens(body, 16)
         reply = generate(state.profile, obs, body, rng, limit)
         finish = "length" if reply.kind == "length" else "stop"
         text, stop_reason = vllm_rules.apply_stop(
@@ -285,7 +279,7 @@ def create_app(state: SimState) -> Starlette:
         )
         completion = count_tokens(text)
         await state.wait(prompt_tokens, completion)
-        usage = _usage(prompt_tokens, completion, None)
+        usage = usage_field(prompt_tokens, completion, None)
         rid, created = f"cmpl-{secrets.token_hex(8)}", int(time.time())
         choice = {
             "index": 0,

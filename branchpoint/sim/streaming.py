@@ -8,7 +8,14 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from branchpoint.sim.wire_format import FINGERPRINT, _pieces
+from branchpoint.sim.wire_format import FINGERPRINT
+
+#: Characters per streamed piece of reasoning, content or completion text.
+PIECE_CHARS = 16
+
+
+def _pieces(text: str) -> list[str]:
+    return [text[i : i + PIECE_CHARS] for i in range(0, len(text), PIECE_CHARS)]
 
 
 def _event(payload: dict[str, Any]) -> bytes:

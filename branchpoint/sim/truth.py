@@ -37,21 +37,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from branchpoint.datasets.questions import Question
-from branchpoint.sim.behaviour import (
-    Passage,
-    QuestionBank,
-    answer_probs,
-    call_failure_prob,
-    distinct,
-    features,
-    is_success,
-    query_probs,
-    reshape,
-    search_prob,
-    shown_passage,
-)
+from branchpoint.sim.behaviour import answer_probs, call_failure_prob, is_success, query_probs, reshape, search_prob
 from branchpoint.sim.costs import CallCost, CompletionCosts
+from branchpoint.sim.passages import Passage, distinct, features, shown_passage
 from branchpoint.sim.profile import Profile
+from branchpoint.sim.question_set import QuestionBank
 
 #: (query, source) -> the documents retrieved, as dicts with doc_id, title, text (top-k applied).
 SearchFn = Callable[[str, str], Sequence[Mapping[str, Any]]]

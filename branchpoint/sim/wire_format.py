@@ -3,8 +3,8 @@
 The shapes of one reply, field for field as vLLM writes them: error bodies, `usage` (with
 `completion_tokens_details.reasoning_tokens`), a chat reply's message (`message.reasoning`,
 `tool_calls` with `chatcmpl-tool-` ids, content under structured output) and its finish reason,
-prompt token counts, `stop` strings cut out of completions, and the pieces a streamed reply is
-sent in. They sit apart from the routes (`server`) so that the server holds only the app, its
+prompt token counts, and `stop` strings cut out of completions (a streamed reply's pieces are
+`streaming`'s). They sit apart from the routes (`server`) so that the server holds only the app, its
 state and its command line.
 """
 
@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from branchpoint.sim import vllm_rules
-from branchpoint.sim.behaviour import Reply, count_tokens, reasoning_text, wrong_answers
+from branchpoint.sim.behaviour import Reply, wrong_answers
 from branchpoint.sim.profile import Profile
+from branchpoint.sim.tokens import count_tokens, reasoning_text
 
 if TYPE_CHECKING:
     from branchpoint.sim.observe import Observation
@@ -28,14 +29,18 @@ MAX_MODEL_LEN = 32768
 FINGERPRINT = "branchpoint-sim"
 
 
-def _limit(body: Mapping[str, Any], default: int) -> int:
+def max_new_tokens(body: Mapping[str, Any], default: int) -> int:
+    """The most tokens a request lets the reply generate: `max_completion_tokens`, else
+    `max_tokens`, else `default` (what is left of the context, or vLLM's 16 for a completion)."""
     for key in ("max_completion_tokens", "max_tokens"):
         if body.get(key) is not None:
             return int(body[key])
     return default
 
 
-def _chat_prompt_tokens(body: Mapping[str, Any]) -> int:
+def chat_prompt_tokens(body: Mapping[str, Any]) -> int:
+    """The prompt tokens of a chat request (`usage.prompt_tokens`): each message's content and tool
+    calls, 4 tokens of chat template per message, the tools offered, and 2 to open the reply."""
     total = 0
     for m in body.get("messages") or []:
         content = m.get("content")
@@ -49,7 +54,9 @@ def _chat_prompt_tokens(body: Mapping[str, Any]) -> int:
     return total + 2
 
 
-def _usage(prompt: int, completion: int, reasoning: int | None) -> dict[str, Any]:
+def usage_field(prompt: int, completion: int, reasoning: int | None) -> dict[str, Any]:
+    """A reply's `usage`, as vLLM writes it; `completion_tokens_details.reasoning_tokens` only where
+    `reasoning` is counted (a server with a reasoning parser)."""
     usage: dict[str, Any] = {
         "prompt_tokens": prompt,
         "total_tokens": prompt + completion,
@@ -202,7 +209,3 @@ def finish_chat(
         think = f"<think>\n{message['reasoning']}\n</think>\n\n"
         message = {**message, "content": think + (message["content"] or ""), "reasoning": None}
     return ChatReply(message, finish, stop_reason, reply.reasoning_tokens, content_tokens)
-
-
-def _pieces(text: str, size: int = 16) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)]

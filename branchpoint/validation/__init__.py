@@ -37,13 +37,8 @@ from branchpoint.validation.dispersion import dispersion
 from branchpoint.validation.mutants import MUTANTS, Mutant, mutant_named
 from branchpoint.validation.quantities import QUANTITIES
 from branchpoint.validation.report import finite, format_table, json_default, mutants_table, state_rows
-from branchpoint.validation.study import (
-    StudyResult,
-    StudySettings,
-    evaluate,
-    run_and_fork,
-    stratified_questions,
-)
+from branchpoint.validation.study import StudyResult, evaluate, run_and_fork
+from branchpoint.validation.study_setup import StudySettings, shared_server_opener, stratified_questions, study_spec
 from branchpoint.validation.sweep import run_sweep, sweep_dir, sweep_truth
 from branchpoint.validation.truth_setup import truth_of
 
@@ -207,7 +202,6 @@ def validate(
             shutil.rmtree(run_dir, ignore_errors=True)
             if style is None:  # a module:function policy: learn its protocol from a first run
                 from branchpoint.experiments.runner import run_experiment
-                from branchpoint.validation.study import shared_server_opener, study_spec
 
                 probe = study_spec(replace(settings, answerable=1, unanswerable=1), s, prof.served_name)
                 run_experiment(probe, out / "probe", progress=False, model_opener=shared_server_opener(server.base_url))

@@ -27,7 +27,7 @@ import numpy as np
 from scipy import stats as sps
 
 from branchpoint.sim.study_truth import StateTruth
-from branchpoint.validation.quantities import QUANTITIES, Kind, _get
+from branchpoint.validation.quantities import QUANTITIES, Kind, at_path
 from branchpoint.validation.study import StudyResult
 from branchpoint.validation.truths import NotApplicable
 
@@ -41,7 +41,9 @@ def _num(x: Any) -> float | None:
     return None if math.isnan(x) else x
 
 
-def _covered(kind: Kind, truth: float, ci: list[float | None] | None, tol: float = 1e-9) -> bool | None:
+def covers(kind: Kind, truth: float, ci: list[float | None] | None, tol: float = 1e-9) -> bool | None:
+    """Whether an interval covers the truth, as a quantity of `kind` reads it: at or under its upper
+    end for `upper_bound`, between its ends otherwise (within `tol`); None without an interval."""
     if ci is None or ci[0] is None or ci[1] is None:
         return None
     lo, hi = float(ci[0]), float(ci[1])
@@ -258,8 +260,8 @@ def compare_study(r: StudyResult, level: float = 0.95) -> StudyComparison:
             c.missing[q.name] = str(exc).strip("'\"")
             continue
         try:
-            est = _num(_get(sources[q.source], q.estimate))
-            ci = _get(sources[q.source], q.interval) if q.interval else None
+            est = _num(at_path(sources[q.source], q.estimate))
+            ci = at_path(sources[q.source], q.interval) if q.interval else None
         except KeyError:
             c.missing[q.name] = f"{q.source}.json {q.estimate}" + (f" / {q.interval}" if q.interval else "")
             continue
@@ -271,7 +273,7 @@ def compare_study(r: StudyResult, level: float = 0.95) -> StudyComparison:
             "estimate": est,
             "truth": truth,
             "ci": ci,
-            "covered": _covered(q.kind, truth, ci),
+            "covered": covers(q.kind, truth, ci),
             "kind": q.kind,
         }
         if q.reported:

@@ -29,7 +29,7 @@ from branchpoint.experiments.spec import BM25SourceSpec, QuestionsSpec, Retrieva
 from branchpoint.sim.profile import Profile
 from branchpoint.traces import EXECUTIONS_FILE, read_records
 from branchpoint.validation.checks import Check
-from branchpoint.validation.study import MAIN_SOURCE, StudySettings, shared_server_opener, study_spec
+from branchpoint.validation.study_setup import MAIN_SOURCE, StudySettings, shared_server_opener, study_spec
 
 CAPS = (0, 1, 3, 6)
 

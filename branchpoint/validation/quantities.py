@@ -45,9 +45,10 @@ from branchpoint.validation.study import StudyResult
 Kind = Literal["two_sided", "upper_bound", "range", "plug_in", "chi2"]
 
 
-def _get(d: Any, path: str) -> Any:
-    """The value at a dotted path; a key may itself hold dots (price keys such as `0.001`): at
-    each level the longest run of parts that is a key wins."""
+def at_path(d: Any, path: str) -> Any:
+    """The value at a dotted path (a quantity's `estimate` or `interval` in value.json or
+    metrics.json); a key may itself hold dots (price keys such as `0.001`): at each level the
+    longest run of parts that is a key wins. KeyError naming `path` where nothing is there."""
     parts = path.split(".")
     while parts:
         if not isinstance(d, dict):

@@ -10,15 +10,13 @@ Three stages, each through the public APIs, so nothing in the pipeline knows it 
   rule judge's verdicts on every branch. The exact forecasters (`truth`, `truth_constant`)
   are the truth joined to the state table's rows by state key.
 
-`run_study` does all three. A planted bug (`mutants`) is applied around one stage: around
+`run_study` does all three, for the settings and spec of `study_setup`. A planted bug (`mutants`) is applied around one stage: around
 `evaluate` on a study already run and forked, or around `run_and_fork` for a bug in forking.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from branchpoint.datasets.questions import Question
-from branchpoint.defaults import FORK_TEMPERATURE, FORK_TOP_P, RULE_JUDGE
+from branchpoint.defaults import RULE_JUDGE
 from branchpoint.evaluation.judges import judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, is_correct
 from branchpoint.evaluation.studies import read_minimal_search
@@ -35,131 +33,14 @@ from branchpoint.evaluation.value.outcomes import StateTable, build_states
 from branchpoint.experiments.branch_planning import fork_records
 from branchpoint.experiments.forking import fork_run
 from branchpoint.experiments.runner import run_experiment
-from branchpoint.experiments.spec import (
-    AgentSpec,
-    BM25SourceSpec,
-    ExperimentSpec,
-    ForkPlan,
-    QuestionsSpec,
-    RetrievalSpec,
-    SampleSpec,
-)
+from branchpoint.experiments.spec import ExperimentSpec, ForkPlan
 from branchpoint.experiments.store import RunStore
-from branchpoint.models.openai_compat import OpenAICompatibleClient
-from branchpoint.models.spec import ModelSpec, SimServerSpec
 from branchpoint.provenance import collect, dump_block
 from branchpoint.sim.study_truth import StudyTruth
-from branchpoint.sim.truth import POLICY_STYLES
 from branchpoint.traces import METRICS_FILE, MINIMAL_SEARCH_FILE, SPEC_FILE, read_records
-
-#: The two retrieval sources of a validation study (BM25 over the demo corpus, two settings).
-MAIN_SOURCE, ALT_SOURCE = "main", "alt"
-#: The strata of a validation's questions (`stratified_questions`).
-STRATA = ("answerable", "unanswerable")
-
-
-@dataclass(frozen=True)
-class StudySettings:
-    """What every study of one validation shares (seeds differ between studies)."""
-
-    profile: str
-    policy: str
-    questions: str = "demo"
-    answerable: int = 8  # questions whose executions are forked
-    unanswerable: int = 8
-    run_factor: int = 3  # the run has this many times as many questions (metrics on all of them)
-    search_cap: int = 3
-    repeats: int = 4
-    search_budget: int = 2
-    temperature: float = FORK_TEMPERATURE
-    top_p: float = FORK_TOP_P
-    reasoning_effort: str | None = None
-    resamples: int = 2000
-    concurrency: int = 8
-    top_k: int = 2
-    #: Diagnostic: fork each action with its own model seed (the pipeline's forks give every action
-    #: of a repeat the same seed; see BENCHMARKS.md "Validation on the simulated model").
-    seed_per_action: bool = False
-    #: The fork plan's seed (`ForkPlan.seed`, the base of every branch's seed). Another value draws
-    #: every branch afresh on the same run, states and truth: a diagnostic that tells an error
-    #: of the truth for a study's states (it stays) from the chance of its draws (it does not).
-    fork_seed: int = 0
-
-    @property
-    def chat(self) -> bool:
-        return POLICY_STYLES.get(self.policy) != "completion"
-
-
-def stratified_questions(path: Path, questions: str = "demo") -> Path:
-    """A copy of the question set whose every question carries a stratum, `answerable` or
-    `unanswerable`, so that a study's stratum-balanced estimates have two strata to balance
-    (the demo set has none: one stratum would leave the balancing untested)."""
-    from branchpoint.datasets import load_questions
-
-    lines = [
-        json.dumps(q.model_copy(update={"stratum": STRATA[0] if q.answerable else STRATA[1]}).model_dump())
-        for q in load_questions(questions)
-    ]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def available(questions: str, answerable: bool) -> int:
-    """How many answerable (or unanswerable) questions the set has."""
-    from branchpoint.datasets import load_questions
-
-    return sum(q.answerable == answerable for q in load_questions(questions))
-
-
-def study_spec(settings: StudySettings, seed: int, served_name: str) -> ExperimentSpec:
-    """The experiment spec of one study (seeded questions sample, model seed, sampling)."""
-    chat = settings.chat
-    model = ModelSpec(
-        provider="sim",
-        name=served_name,
-        style="chat" if chat else "completion",
-        temperature=settings.temperature,
-        seed=seed * 1000,
-        max_tokens=1024 if chat else 48,
-        top_p=settings.top_p,
-        reasoning_effort=settings.reasoning_effort,
-        sim=SimServerSpec(profile=settings.profile, questions=settings.questions, latency_scale=0.0),
-    )
-    sources = {
-        MAIN_SOURCE: BM25SourceSpec(corpus="demo"),
-        ALT_SOURCE: BM25SourceSpec(corpus="demo", index_params={"k1": 0.6, "b": 0.3}),
-    }
-    return ExperimentSpec(
-        name=f"validate-{settings.profile}-{seed}",
-        seed=seed,
-        questions=QuestionsSpec(
-            path=settings.questions,
-            sample=SampleSpec(
-                answerable=min(settings.answerable * settings.run_factor, available(settings.questions, True)),
-                unanswerable=min(settings.unanswerable * settings.run_factor, available(settings.questions, False)),
-            ),
-        ),
-        model=model,
-        agent=AgentSpec(
-            policy=settings.policy,
-            search=True,
-            search_cap=settings.search_cap,
-            top_k=settings.top_k,
-            answer_max_tokens=1024 if chat else 48,
-        ),
-        retrieval=RetrievalSpec(default=MAIN_SOURCE, sources=sources),
-    )
-
-
-def shared_server_opener(base_url: str) -> Any:
-    """A model opener that talks to one already running simulated server (all studies share it)."""
-
-    @contextmanager
-    def opener(spec: ExperimentSpec, run_dir: Path) -> Iterator[OpenAICompatibleClient]:
-        yield OpenAICompatibleClient(spec.model, base_url=base_url)
-
-    return opener
+from branchpoint.validation.study_setup import ALT_SOURCE, StudySettings, shared_server_opener, study_spec
+from branchpoint.validation.sweep import SweepTruth, sweep_metrics
+from branchpoint.validation.truth_setup import truth_of
 
 
 def fork_per_action_seed(out: Path, plan: ForkPlan, spec: ExperimentSpec, opener: Any) -> None:
@@ -236,7 +117,7 @@ class StudyResult:
     #: question id -> the rule judge's verdict on the run's own execution of it
     run_verdicts: dict[str, bool] = field(default_factory=dict)
     #: the sweep run (epochs, effort × cap frontier, budgets): its truth and its metrics.json
-    sweep: Any = None
+    sweep: SweepTruth | None = None
     sweep_metrics: dict[str, Any] | None = None
 
     @property
@@ -260,10 +141,16 @@ def truth_forecasts(states: StateTable, truth: StudyTruth) -> dict[str, Forecast
 
 
 def evaluate(
-    settings: StudySettings, seed: int, run_dir: Path, truth: StudyTruth, *, out: Path | None = None, sweep: Any = None
+    settings: StudySettings,
+    seed: int,
+    run_dir: Path,
+    truth: StudyTruth,
+    *,
+    out: Path | None = None,
+    sweep: SweepTruth | None = None,
 ) -> StudyResult:
     """metrics.json and value.json of a forked study (into `out`, default the run folder) and
-    the estimates read back, beside `truth`; with `sweep` (`sweep.SweepTruth`), the sweep run's
+    the estimates read back, beside `truth`; with `sweep` (the sweep run's truth), the sweep run's
     metrics too."""
     out = Path(out or run_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -309,8 +196,6 @@ def evaluate(
     }
     result = StudyResult(seed, Path(run_dir), value, metrics, states, truth, verdicts, statuses, run_verdicts)
     if sweep is not None:
-        from branchpoint.validation.sweep import sweep_metrics
-
         result.sweep, result.sweep_metrics = sweep, sweep_metrics(settings, seed, sweep)
     return result
 
@@ -319,7 +204,5 @@ def run_study(
     settings: StudySettings, seed: int, out: Path, *, base_url: str, served_name: str, style: Any = None
 ) -> StudyResult:
     """Run, fork, evaluate and value one study into `out`, with its truth."""
-    from branchpoint.validation.truth_setup import truth_of
-
     spec = run_and_fork(settings, seed, out, base_url=base_url, served_name=served_name)
     return evaluate(settings, seed, out, truth_of(settings, spec, out, style=style))

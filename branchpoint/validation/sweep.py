@@ -26,11 +26,12 @@ from branchpoint.experiments.source_pool import SourcePool
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.spec.run import RunSpec
 from branchpoint.experiments.store import RunStore
-from branchpoint.sim.behaviour import QuestionBank
+from branchpoint.sim.question_set import QuestionBank
 from branchpoint.sim.run_truth import epochs_by_condition
 from branchpoint.sim.truth import POLICY_STYLES, Style, Value
 from branchpoint.traces import read_records
-from branchpoint.validation.study import MAIN_SOURCE, StudySettings, shared_server_opener, study_spec
+from branchpoint.validation.study_setup import MAIN_SOURCE, StudySettings, shared_server_opener, study_spec
+from branchpoint.validation.truth_setup import search_function, truth_model
 
 #: The grid and the epochs of the sweep run: 2 × 2 conditions (1 × 2 on the completion endpoint), 3 epochs each (pass@k, pass^k for
 #: k ≤ 3, a flip rate over 3 epochs), over the study's run questions.
@@ -106,7 +107,6 @@ def sweep_truth(
     """The truth of the sweep run in `run_dir` (see the module docstring)."""
     from branchpoint.datasets import load_questions
     from branchpoint.sim.profile import load_profile
-    from branchpoint.validation.truth_setup import search_function, truth_model
 
     profile = load_profile(settings.profile)
     questions = load_questions(settings.questions)

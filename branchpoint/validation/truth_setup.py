@@ -15,12 +15,12 @@ from branchpoint.errors import InputError
 from branchpoint.experiments.source_pool import SourcePool
 from branchpoint.experiments.spec import ExperimentSpec
 from branchpoint.experiments.store import RunStore
-from branchpoint.sim.behaviour import QuestionBank
 from branchpoint.sim.policy_truth import PolicyTruth
 from branchpoint.sim.profile import Profile, load_profile
+from branchpoint.sim.question_set import QuestionBank
 from branchpoint.sim.study_truth import StudyTruth, study_truth
 from branchpoint.sim.truth import POLICY_STYLES, AgentModel, Style, TruthModel
-from branchpoint.validation.study import ALT_SOURCE, MAIN_SOURCE, StudySettings
+from branchpoint.validation.study_setup import ALT_SOURCE, MAIN_SOURCE, StudySettings
 
 
 def agent_model(spec: ExperimentSpec, profile: Profile, style: Style) -> AgentModel:

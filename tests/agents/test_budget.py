@@ -18,9 +18,11 @@ from branchpoint.evaluation.tally import MetricsConfig
 from branchpoint.experiments.branch_planning import fork_records
 from branchpoint.experiments.forking import ForkPlan, fork_run
 from branchpoint.experiments.spec.sections import AgentSpec
-from branchpoint.sim.behaviour import QuestionBank, features, search_prob
+from branchpoint.sim.behaviour import search_prob
 from branchpoint.sim.observe import observe_chat, observe_completion
+from branchpoint.sim.passages import features
 from branchpoint.sim.profile import BUILTIN_PROFILES
+from branchpoint.sim.question_set import QuestionBank
 from branchpoint.traces import ExecutionRecord, Judgment
 
 #: A simulated model that searches until the cap (no passage talks it out of searching).

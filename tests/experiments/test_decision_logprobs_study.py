@@ -18,10 +18,11 @@ from branchpoint.datasets import load_questions
 from branchpoint.evaluation.value import ValueConfig, value_study
 from branchpoint.experiments import load_spec, run_experiment
 from branchpoint.experiments.forking import ForkPlan, fork_run
-from branchpoint.sim.behaviour import features, search_prob
+from branchpoint.sim.behaviour import search_prob
+from branchpoint.sim.passages import features
 from branchpoint.sim.profile import load_profile
 from branchpoint.sim.server import build_state, create_app
-from branchpoint.validation.study import shared_server_opener
+from branchpoint.validation.study_setup import shared_server_opener
 
 
 @pytest.fixture(scope="module")

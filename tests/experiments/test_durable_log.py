@@ -72,10 +72,10 @@ def test_each_line_carries_a_checksum_that_readers_check_and_drop(tmp_path):
 
 def verify_run_dir_less(folder: Path):
     """The line findings of `runs verify`'s trace scan (no spec needed)."""
-    from branchpoint.experiments.verify_records import Verification, _scan
+    from branchpoint.experiments.verify_records import Verification, scan_trace
 
     report = Verification(run_dir=folder)
-    _scan(folder / "executions.jsonl", "r", report, forks=False)
+    scan_trace(folder / "executions.jsonl", "r", report, forks=False)
     return report.problems
 
 

@@ -11,8 +11,10 @@ import pytest
 
 from branchpoint.datasets import load_questions
 from branchpoint.evaluation.judges import contained_gold, detect_negative_evidence, normalize_answer
-from branchpoint.sim.behaviour import QuestionBank, features, is_success, shown_passage
+from branchpoint.sim.behaviour import is_success
 from branchpoint.sim.matching import fold, holds_gold, negative_cue
+from branchpoint.sim.passages import features, shown_passage
+from branchpoint.sim.question_set import QuestionBank
 from branchpoint.validation.findings import augmented_corpus
 from branchpoint.validation.mutants import patched
 

@@ -56,9 +56,9 @@ def epochs_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, 
     from branchpoint.experiments.spec.run import RunSpec
     from branchpoint.models.spec import SimServerSpec
     from branchpoint.sim import SimServer
-    from branchpoint.sim.behaviour import QuestionBank
     from branchpoint.sim.profile import load_profile
-    from branchpoint.validation.study import StudySettings, shared_server_opener, study_spec
+    from branchpoint.sim.question_set import QuestionBank
+    from branchpoint.validation.study_setup import StudySettings, shared_server_opener, study_spec
     from branchpoint.validation.truth_setup import search_function, truth_model
 
     root = tmp_path_factory.mktemp("epochs-truth")

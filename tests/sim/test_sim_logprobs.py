@@ -15,8 +15,9 @@ from starlette.testclient import TestClient
 from branchpoint.agents import prompts
 from branchpoint.agents.decision_logprobs import decision_record
 from branchpoint.models.logprobs import read_chat_logprobs, read_completion_logprobs
-from branchpoint.sim.behaviour import features, request_rng, search_prob
+from branchpoint.sim.behaviour import request_rng, search_prob
 from branchpoint.sim.logprobs import sim_tokens
+from branchpoint.sim.passages import features
 from branchpoint.sim.server import build_state, create_app
 from branchpoint.tools.search import SEARCH_TOOL_SCHEMA
 

@@ -12,15 +12,10 @@ from branchpoint.agents import prompts
 from branchpoint.agents.protocols import decision_grammar, parse_json_decision
 from branchpoint.datasets import load_questions
 from branchpoint.errors import InputError
-from branchpoint.sim.behaviour import (
-    QuestionBank,
-    generate,
-    is_success,
-    request_rng,
-    reshape,
-)
+from branchpoint.sim.behaviour import generate, is_success, request_rng, reshape
 from branchpoint.sim.observe import observe_completion
 from branchpoint.sim.profile import load_profile
+from branchpoint.sim.question_set import QuestionBank
 from branchpoint.sim.truth import AgentModel, TruthModel
 
 QUESTIONS = load_questions("demo")

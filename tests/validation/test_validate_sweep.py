@@ -10,7 +10,7 @@ import pytest
 
 from branchpoint.sim.study_truth import StudyTruth
 from branchpoint.validation.mutants import mutant_named
-from branchpoint.validation.study import StudySettings, stratified_questions
+from branchpoint.validation.study_setup import StudySettings, stratified_questions
 from branchpoint.validation.sweep import CAPS, efforts, run_sweep, sweep_metrics, sweep_truth
 from branchpoint.validation.sweep_compare import sweep_rows
 

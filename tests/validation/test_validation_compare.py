@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from branchpoint.validation.checks import aggregate, pooled_z
-from branchpoint.validation.compare import StudyComparison, clustered_se
+from branchpoint.validation.compare import StudyComparison, clustered_se, covers
 from branchpoint.validation.quantities import QUANTITIES
 
 
@@ -15,10 +15,8 @@ def studies(rows: list[dict]) -> list[StudyComparison]:
 
 
 def row(est: float, truth: float, half: float, kind: str = "two_sided") -> dict:
-    from branchpoint.validation.compare import _covered
-
     ci = [est - half, est + half]
-    return {"estimate": est, "truth": truth, "ci": ci, "covered": _covered(kind, truth, ci), "kind": kind}  # type: ignore[arg-type]
+    return {"estimate": est, "truth": truth, "ci": ci, "covered": covers(kind, truth, ci), "kind": kind}  # type: ignore[arg-type]
 
 
 def test_an_unbiased_estimator_passes_and_a_biased_one_fails() -> None:
@@ -89,14 +87,14 @@ def test_every_quantity_names_where_its_estimate_is() -> None:
 
 
 def test_paths_may_hold_price_keys_with_dots() -> None:
-    from branchpoint.validation.quantities import _get
+    from branchpoint.validation.quantities import at_path
 
     d = {"utility": {"by_price": {"0": {"a": 1}, "0.005": {"a": {"utility": 2}}}}}
-    assert _get(d, "utility.by_price.0.005.a.utility") == 2 and _get(d, "utility.by_price.0.a") == 1
+    assert at_path(d, "utility.by_price.0.005.a.utility") == 2 and at_path(d, "utility.by_price.0.a") == 1
     import pytest
 
     with pytest.raises(KeyError):
-        _get(d, "utility.by_price.0.01.a")
+        at_path(d, "utility.by_price.0.01.a")
 
 
 def test_selection_draws_choose_search_by_hand() -> None:
