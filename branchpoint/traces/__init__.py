@@ -12,14 +12,14 @@ passage store) and `records` (reading and writing trace files). Import the names
 """
 
 from branchpoint.traces.boundaries import (
-    ACTIONS,
     BOUNDARY_AFTER_SEARCH,
     BOUNDARY_INITIAL,
     BOUNDARY_KINDS,
     BOUNDARY_PENDING,
+    FORK_ACTIONS,
     LEGAL_ACTIONS,
-    Action,
     BoundaryKind,
+    ForkAction,
     after_search_boundary,
     collapse_search_count,
     legal_boundary_kind,
@@ -92,8 +92,12 @@ from branchpoint.traces.schema import (
     execution_id,
 )
 
+#: Deprecated: the old names of `ForkAction` and `FORK_ACTIONS` (kept for code that imported them
+#: from here; not in `__all__`).
+Action = ForkAction
+ACTIONS = FORK_ACTIONS
+
 __all__ = [
-    "ACTIONS",
     "AGREEMENT_FILE",
     "BOUNDARY_AFTER_SEARCH",
     "BOUNDARY_INITIAL",
@@ -103,6 +107,7 @@ __all__ = [
     "EXECUTIONS_FILE",
     "FIGURES_DIR",
     "FORKS_FILE",
+    "FORK_ACTIONS",
     "FORK_SETTINGS_FILE",
     "INVOCATIONS_FILE",
     "JUDGED_FILE",
@@ -126,12 +131,12 @@ __all__ = [
     "VALIDATION_FILE",
     "VALUE_FILE",
     "VIEWER_DIR",
-    "Action",
     "BoundaryKind",
     "Category",
     "ChecksumError",
     "DecisionLogprobs",
     "ExecutionRecord",
+    "ForkAction",
     "Judgment",
     "JudgmentKind",
     "ParentRef",

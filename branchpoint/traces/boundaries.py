@@ -47,10 +47,11 @@ def collapse_search_count(boundary: str) -> str:
 #: The four actions a saved state can be forked into (a branch record's `branch`): THINK (answer
 #: now from the evidence in hand), SEARCH (search more, up to a budget; at a pending query: run
 #: it on the same source), STOP (cancel the pending query and answer), SWITCH (run the pending
-#: query on another source).
-Action = Literal["THINK", "SEARCH", "STOP", "SWITCH"]
-ACTIONS: tuple[str, ...] = ("THINK", "SEARCH", "STOP", "SWITCH")
-#: Which actions are legal at which boundary kind.
+#: query on another source). Not a policy's own decision (search or answer,
+#: `branchpoint.agents.protocols.DecisionKind`).
+ForkAction = Literal["THINK", "SEARCH", "STOP", "SWITCH"]
+FORK_ACTIONS: tuple[str, ...] = ("THINK", "SEARCH", "STOP", "SWITCH")
+#: Which fork actions are legal at which boundary kind.
 LEGAL_ACTIONS: dict[str, tuple[str, ...]] = {
     BOUNDARY_INITIAL: ("THINK", "SEARCH"),
     BOUNDARY_AFTER_SEARCH: ("THINK", "SEARCH"),

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-from branchpoint.traces.boundaries import Action
+from branchpoint.traces.boundaries import ForkAction
 
 SCHEMA_VERSION = 1
 
@@ -137,7 +137,7 @@ class ExecutionRecord(_Open):
     stratum: str | None = None
     support_group: str | None = None
     parent: ParentRef | None = None
-    branch: Action | None = None
+    branch: ForkAction | None = None
     repeat: int = 0
     kind: str | None = Field(None, description='"replay" for a replay (the policy decided again; `branch` is null).')
     sampling: dict[str, Any] | None = Field(

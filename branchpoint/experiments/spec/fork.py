@@ -10,7 +10,7 @@ from typing import TypedDict
 from pydantic import BaseModel, Field
 
 from branchpoint.errors import InputError
-from branchpoint.traces import ACTIONS, BOUNDARY_KINDS
+from branchpoint.traces import BOUNDARY_KINDS, FORK_ACTIONS
 
 #: The search-value study's actor sampling (its repeated executions are independent draws).
 FORK_TEMPERATURE = 0.6
@@ -79,8 +79,10 @@ class ForkPlan(BaseModel):
                     f"{where}{name('boundaries')}: unknown kind {kind!r} (expected {', '.join(BOUNDARY_KINDS)})"
                 )
         for action in self.actions:
-            if action not in ACTIONS:
-                raise InputError(f"{where}{name('actions')}: unknown action {action!r} (expected {', '.join(ACTIONS)})")
+            if action not in FORK_ACTIONS:
+                raise InputError(
+                    f"{where}{name('actions')}: unknown action {action!r} (expected {', '.join(FORK_ACTIONS)})"
+                )
         if self.repeats > 1 and self.temperature == 0 and not self.allow_identical_repeats:
             raise InputError(
                 f"{where}{name('repeats')} {self.repeats} at {name('temperature')} 0: repeats estimate success "
