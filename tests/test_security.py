@@ -209,7 +209,7 @@ def test_api_key_is_used_but_never_written_or_printed(tmp_path, monkeypatch, cap
 
 def test_missing_api_key_variable_is_named_not_guessed(tmp_path, monkeypatch):
     monkeypatch.delenv("BP_UNSET_KEY", raising=False)
-    from branchpoint.models.openai_compat import resolve_api_key
+    from branchpoint.models.openai_transport import resolve_api_key
     from branchpoint.models.spec import ModelSpec
 
     with pytest.raises(InputError, match="environment variable BP_UNSET_KEY is not set"):

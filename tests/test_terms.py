@@ -6,8 +6,8 @@ import pytest
 
 from branchpoint import traces
 from branchpoint.traces import (
-    ACTIONS,
     BOUNDARY_KINDS,
+    FORK_ACTIONS,
     LEGAL_ACTIONS,
     after_search_boundary,
     collapse_search_count,
@@ -47,6 +47,6 @@ def test_after_search_boundaries_round_trip():
 
 def test_every_boundary_kind_has_legal_actions_and_every_action_is_legal_somewhere():
     assert set(LEGAL_ACTIONS) == set(BOUNDARY_KINDS)
-    assert {a for actions in LEGAL_ACTIONS.values() for a in actions} == set(ACTIONS)
-    assert set(traces.Action.__args__) == set(ACTIONS)  # type: ignore[attr-defined]
+    assert {a for actions in LEGAL_ACTIONS.values() for a in actions} == set(FORK_ACTIONS)
+    assert set(traces.ForkAction.__args__) == set(FORK_ACTIONS)  # type: ignore[attr-defined]
     assert set(traces.BoundaryKind.__args__) == set(BOUNDARY_KINDS)  # type: ignore[attr-defined]

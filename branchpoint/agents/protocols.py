@@ -14,7 +14,10 @@ from typing import Any, Literal
 
 from branchpoint.models.call import ModelCall
 
-Action = Literal["search", "answer"]
+#: What a policy decides at a decide step: search (its query in the decision's text) or answer
+#: (its answer there). Written lowercase into a step's `action`; not a fork's forced continuation
+#: (`branchpoint.traces.ForkAction`: THINK, SEARCH, STOP, SWITCH).
+DecisionKind = Literal["search", "answer"]
 
 #: The completion prompt ends with this prefix, so the model continues the JSON object.
 JSON_DECISION_PREFIX = '{"action": "'
@@ -30,7 +33,7 @@ class Decision:
     own protocol); otherwise they are built from `calls`.
     """
 
-    action: Action
+    action: DecisionKind
     text: str
     calls: list[ModelCall] = field(default_factory=list)
     status: Literal["ok", "malformed", "length"] = "ok"
@@ -53,7 +56,7 @@ def decision_grammar(allow_search: bool) -> str:
     return f"root ::= {actions} " + r'", \"text\": \"" chars "\"}"' + "\n" + r'chars ::= [^"\\\n]{1,200}' + "\n"
 
 
-def parse_json_decision(completion: str, allow_search: bool = True) -> tuple[Action, str] | None:
+def parse_json_decision(completion: str, allow_search: bool = True) -> tuple[DecisionKind, str] | None:
     """Parse `{"action": ..., "text": ...}` continued after JSON_DECISION_PREFIX; None if invalid."""
     raw = JSON_DECISION_PREFIX + completion.strip()
     end = raw.find("}")
@@ -77,7 +80,7 @@ _TAG = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
 
 
-def parse_tagged(text: str, allow_search: bool = True) -> tuple[Action, str] | None:
+def parse_tagged(text: str, allow_search: bool = True) -> tuple[DecisionKind, str] | None:
     """First `<search>q</search>` or `<answer>a</answer>` outside `<think>`; None if neither."""
     visible = _THINK.sub("", text)
     for match in _TAG.finditer(visible):
@@ -112,7 +115,7 @@ def close_tagged_reply(text: str, finish_reason: str | None) -> str:
     return text
 
 
-def parse_tool_call(call: ModelCall, allow_search: bool = True) -> tuple[Action, str] | None:
+def parse_tool_call(call: ModelCall, allow_search: bool = True) -> tuple[DecisionKind, str] | None:
     """A `search` tool call becomes SEARCH(query); plain content without tool calls is ANSWER."""
     for tc in call.tool_calls:
         args: Any = tc.get("args") or {}

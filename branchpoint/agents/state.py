@@ -27,11 +27,11 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from langgraph.channels.delta import DeltaChannel
 
-from branchpoint.agents.protocols import Action as DecisionAction
+from branchpoint.agents.protocols import DecisionKind
 from branchpoint.agents.transcript import ModelTurn
 from branchpoint.models.call import BlockingModelClient, ModelClient
 from branchpoint.tools.search import SearchTool
-from branchpoint.traces import BOUNDARY_INITIAL, Action
+from branchpoint.traces import BOUNDARY_INITIAL, ForkAction
 
 
 class Pending(TypedDict):
@@ -39,7 +39,7 @@ class Pending(TypedDict):
     `search` (its query in `text`) or `answer` (its answer in `text`), with the model turn that
     decided it (`turn`, for the transcript; absent when the decision made no model call)."""
 
-    action: DecisionAction
+    action: DecisionKind
     text: str
     turn: NotRequired[ModelTurn]
 
@@ -49,7 +49,7 @@ class Directive(TypedDict):
     (THINK, SEARCH, STOP or SWITCH), for SEARCH / SWITCH the `search_budget` of further searches,
     for SWITCH the `source` it switched to (see `branchpoint.checkpoints.fork.branch_input`)."""
 
-    action: Action
+    action: ForkAction
     search_budget: NotRequired[int]
     source: NotRequired[str]
 

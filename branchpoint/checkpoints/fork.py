@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from branchpoint.agents.state import Directive
 from branchpoint.agents.transcript import SearchEntry, unknown_turn
 from branchpoint.errors import InputError
-from branchpoint.traces import ACTIONS, LEGAL_ACTIONS, Action, legal_boundary_kind
+from branchpoint.traces import FORK_ACTIONS, LEGAL_ACTIONS, ForkAction, legal_boundary_kind
 
 
 class IllegalActionError(InputError):
@@ -32,8 +32,8 @@ class IllegalActionError(InputError):
 
 def check_action(action: str, boundary: str, where: str = "") -> None:
     """Refuse an unknown action, or one that is illegal at this boundary, with a clear message."""
-    if action not in ACTIONS:
-        raise InputError(f"unknown fork action {action!r} (expected one of {', '.join(ACTIONS)})")
+    if action not in FORK_ACTIONS:
+        raise InputError(f"unknown fork action {action!r} (expected one of {', '.join(FORK_ACTIONS)})")
     kind = legal_boundary_kind(boundary)
     if kind is None:
         raise IllegalActionError(f"{where}{boundary!r} is not a legal action boundary")
@@ -90,7 +90,7 @@ def branch_input(
     state = {**values, "steps": [], "status": "ok", "final_answer": None}
     if "transcript" not in values:  # saved before states kept a transcript: rebuild it from the trace
         state["transcript"] = transcript_from_steps(values)
-    directive = Directive(action=cast(Action, action))  # an action check_action accepted
+    directive = Directive(action=cast(ForkAction, action))  # an action check_action accepted
     cap = searches
     if action == "STOP":
         state.update(pending=None, boundary=None)

@@ -311,7 +311,7 @@ def checkpoints_ls(
                         **b.model_dump(),
                         "question": row.question,
                         "condition": row.condition,
-                        "outcome": row.outcome,
+                        "outcome": row.verdict,  # the listing's key, as it has always been written
                         "branch": row.branch,
                         "parent_execution_id": row.parent_execution_id,
                     }
@@ -342,7 +342,7 @@ def _states_table(rows: list[Any], branches: bool) -> Any:
             row.execution_id[:12],
             *([row.branch or ""] if branches else []),
             _clip(row.question, 40),
-            row.outcome,
+            row.verdict,
             b.boundary,
             str(b.searches),
             b.pending_query or "",
@@ -384,7 +384,7 @@ def _wide_states_table(rows: list[Any], branches: bool) -> Any:
             "\n".join(text),
             *([row.branch or ""] if branches else []),
             condition_label(row.condition),
-            row.outcome,
+            row.verdict,
             b.boundary,
             str(b.searches),
             f"{b.input_tokens}/{b.output_tokens}",

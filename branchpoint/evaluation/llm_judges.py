@@ -214,7 +214,7 @@ class LLMJudge:
         import httpx
 
         from branchpoint.errors import ModelServerError
-        from branchpoint.models.openai_compat import tls_context
+        from branchpoint.models.openai_transport import tls_context
 
         try:
             httpx.get(f"{base_url.rstrip('/')}/models", timeout=5.0, verify=tls_context())

@@ -1,9 +1,15 @@
 """The saved states of a run, with what a researcher needs to choose which to fork or replay.
 
 `branchpoint checkpoints ls` lists, for each execution (and, on request, each fork branch), every
-checkpoint at a legal boundary with the execution's question, condition and outcome, and the
-searches and tokens spent by that state. Outcomes come from the judgments in the records when a
+checkpoint at a legal boundary with the execution's question, condition and verdict, and the
+searches and tokens spent by that state. Verdicts come from the judgments in the records when a
 judge's labels are there, else from the offline rule judge.
+
+A verdict is what the judge said of the response (correct / abstained / wrong), whether or not
+the question could be answered; it is not the evaluation's outcome (`evaluation.tally.outcome_of`:
+correct or wrong answer, correct or failed abstention, which counts an abstention on an
+answerable question as a wrong answer). The listing still heads its column, and its JSON key,
+`outcome`.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from branchpoint.checkpoints.boundaries import BoundaryInfo, list_boundaries
 from branchpoint.checkpoints.store import open_checkpointer
@@ -26,8 +32,8 @@ from branchpoint.traces import (
     read_records,
 )
 
-#: Outcome of an execution in the listing.
-OUTCOMES = ("correct", "abstained", "wrong", "incomplete")
+#: The verdicts an execution can have in the listing.
+VERDICTS = ("correct", "abstained", "wrong", "incomplete")
 
 
 class SavedState(BaseModel):
@@ -36,13 +42,13 @@ class SavedState(BaseModel):
     execution_id: str
     question: str
     condition: dict[str, Any]
-    outcome: str
+    verdict: str = Field(description="correct / abstained / wrong / incomplete (`execution_verdict`)")
     branch: str | None = None
     parent_execution_id: str | None = None
     boundary: BoundaryInfo
 
 
-def execution_outcome(record: ExecutionRecord, judge: str = DEFAULT_JUDGE) -> str:
+def execution_verdict(record: ExecutionRecord, judge: str = DEFAULT_JUDGE) -> str:
     """correct / abstained / wrong (or incomplete) for one record, by `judge`'s labels in the
     record, or by the offline rule judge when the record has none of that judge."""
     from branchpoint.evaluation.judges import judge_records
@@ -89,14 +95,14 @@ def saved_states(
     with open_checkpointer(checkpoints or db) as saver:
         reader = state_reader(saver)
         for eid, rec in latest.items():
-            outcome = execution_outcome(rec, judge)
+            verdict = execution_verdict(rec, judge)
             for b in list_boundaries(saver, eid, reader):
                 rows.append(
                     SavedState(
                         execution_id=eid,
                         question=rec.question,
                         condition=rec.condition,
-                        outcome=outcome,
+                        verdict=verdict,
                         branch=rec.branch or rec.kind,
                         boundary=b,
                         parent_execution_id=rec.parent.execution_id if rec.parent else None,

@@ -55,7 +55,7 @@ from branchpoint.models.langchain_http import (
     add_logging_hooks,
     sends_through,
 )
-from branchpoint.models.openai_compat import cache_binding, is_transport_fault
+from branchpoint.models.openai_transport import cache_binding, is_transport_fault
 from branchpoint.models.reasoning import estimate_tokens, merge_body, reasoning_fields
 from branchpoint.models.replies import check_chat_message, redacted_call
 from branchpoint.models.response_cache import observe_cache

@@ -32,7 +32,7 @@ from typing import Any
 import httpx2
 import openai
 
-from branchpoint.models.openai_compat import async_transport, sync_transport, tls_context
+from branchpoint.models.openai_transport import async_transport, sync_transport, tls_context
 from branchpoint.models.response_cache import CacheBinding
 
 #: The request sink (`write(endpoint, body)`) of the LangChain call sending in this thread / task.

@@ -26,16 +26,17 @@ request bodies (langchain-openai's `agenerate` for completions, `openai.AsyncOpe
 retried with tenacity's `AsyncRetrying`. The async HTTP client is opened per event loop (its
 pooled connections belong to the loop they were made on) and shared by every `with_sampling`
 copy of a client, as the blocking one is.
+
+This module is the client and its retries; the request bodies are built in `openai_requests`,
+the replies read (usage accounting included) in `openai_responses`, and the HTTP clients, TLS
+context, cache transports and retried faults are `openai_transport`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import json
-import ssl
-import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable
@@ -45,7 +46,6 @@ import httpx
 import httpx2
 import openai
 from langchain_openai import OpenAI
-from openai._constants import DEFAULT_CONNECTION_LIMITS
 from tenacity import (
     AsyncRetrying,
     RetryError,
@@ -57,141 +57,24 @@ from tenacity import (
 
 from branchpoint.errors import InputError, ModelServerError
 from branchpoint.models.call import ModelCall, TransportError
-from branchpoint.models.logprobs import read_chat_logprobs, read_completion_logprobs, request_fields
-from branchpoint.models.reasoning import ServerTokenCounter, merge_body, reasoning_fields
-from branchpoint.models.replies import (
-    AsyncCheckedCompletions,
-    CheckedCompletions,
-    MalformedReply,
-    check_chat,
-    redacted_call,
+from branchpoint.models.openai_requests import chat_request, completion_kwargs, needs_server_kind
+from branchpoint.models.openai_responses import chat_call, completion_call, counts_reasoning
+from branchpoint.models.openai_transport import (
+    LoopClients,
+    async_transport,
+    cache_binding,
+    is_transport_fault,
+    resolve_api_key,
+    sync_transport,
+    tls_context,
 )
+from branchpoint.models.reasoning import ServerTokenCounter
+from branchpoint.models.replies import AsyncCheckedCompletions, CheckedCompletions, check_chat
 from branchpoint.models.request_log import RequestLog
-from branchpoint.models.response_cache import (
-    AsyncCachingTransport,
-    CacheBinding,
-    CachingTransport,
-    ResponseCache,
-    observe_cache,
-)
+from branchpoint.models.response_cache import CacheBinding, observe_cache
 from branchpoint.models.server_kind import detect_server_kind, explain_refusal, structured_output_fields
 from branchpoint.models.spec import ModelSpec
 from branchpoint.redact import redact
-from branchpoint.traces import Usage
-
-#: Placeholder key for local servers that need none (llama.cpp, vLLM without --api-key).
-NO_KEY = "not-needed"
-
-
-#: httpx's transport faults, of both HTTP stacks: openai 3.x sends through `httpx2` (its
-#: exceptions are not `httpx`'s), LangChain integrations may still send through `httpx`.
-HTTP_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (httpx.TransportError, httpx2.TransportError)
-
-
-def is_transport_fault(exc: BaseException) -> bool:
-    """True for faults worth retrying: connection errors, timeouts, HTTP 429 and 5xx, a response
-    body cut off in transit (truncated JSON), and a 200 reply that is no completion
-    (`replies.MalformedReply`: no `choices`, a gateway's `{"error": ...}`)."""
-    if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, *HTTP_TRANSPORT_ERRORS)):
-        return True
-    if isinstance(exc, (json.JSONDecodeError, openai.APIResponseValidationError, MalformedReply)):
-        return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code == 429 or exc.status_code >= 500
-    return False
-
-
-@functools.cache
-def tls_context() -> ssl.SSLContext:
-    """One TLS context (httpx's default) for every client: building one loads the CA bundle (~0.1 s)."""
-    return httpx.create_ssl_context()
-
-
-def sync_transport(cache: CacheBinding | None, inner: Any = None) -> dict[str, Any]:
-    """The `transport` keyword of a blocking HTTP client: one that answers from `cache` (over
-    `inner`, default a new connection pool); without a cache, `inner` or httpx's default."""
-    if cache is None:
-        return {} if inner is None else {"transport": inner}
-    inner = inner or httpx2.HTTPTransport(verify=tls_context(), limits=DEFAULT_CONNECTION_LIMITS)
-    return {"transport": CachingTransport(inner, cache)}
-
-
-def async_transport(cache: CacheBinding | None, inner: Any = None) -> dict[str, Any]:
-    """The `transport` keyword of an async HTTP client answering from `cache` (over `inner`,
-    default a new connection pool); none without a cache."""
-    if cache is None:
-        return {} if inner is None else {"transport": inner}
-    inner = inner or httpx2.AsyncHTTPTransport(verify=tls_context(), limits=DEFAULT_CONNECTION_LIMITS)
-    return {"transport": AsyncCachingTransport(inner, cache)}
-
-
-def cache_binding(spec: ModelSpec, base_url: str | None, secrets: list[str]) -> CacheBinding | None:
-    """The response cache the spec names (`model.response_cache`) bound to this model, or None."""
-    if not spec.response_cache:
-        return None
-    from branchpoint.models.model_identity import model_fingerprint
-
-    return CacheBinding(ResponseCache(spec.response_cache), lambda: model_fingerprint(spec, base_url), secrets)
-
-
-def resolve_api_key(spec: ModelSpec) -> str:
-    """The API key from the environment variable the spec names; keys never live in specs."""
-    return spec.api_key() or NO_KEY
-
-
-def _usage_from_openai(token_usage: dict[str, Any] | None) -> Usage:
-    """Usage from an OpenAI-style `usage` dict (prompt/completion tokens, reasoning details)."""
-    token_usage = token_usage or {}
-    details = token_usage.get("completion_tokens_details") or {}
-    return Usage(
-        input_tokens=int(token_usage.get("prompt_tokens") or 0),
-        output_tokens=int(token_usage.get("completion_tokens") or 0),
-        reasoning_tokens=details.get("reasoning_tokens"),
-    )
-
-
-class LoopClients:
-    """The async side of one server's clients: per event loop, an `httpx2.AsyncClient` and an
-    `openai.AsyncOpenAI` over it, made on first use in that loop (connections belong to the loop
-    that opened them: `asyncio.run` per run makes a new loop, and a blocking policy that awaits a
-    helper runs it on its worker thread's own loop). Forgotten with their loop."""
-
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str,
-        timeout_s: float,
-        log_hook: Any,
-        cache: CacheBinding | None = None,
-        transport: Any = None,
-    ) -> None:
-        self._params = dict(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
-        self._hooks = {"request": [log_hook]} if log_hook is not None else {}
-        self._cache = cache
-        self._transport = transport
-        self._lock = threading.Lock()
-        self._by_loop: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, tuple[openai.DefaultAsyncHttpxClient, openai.AsyncOpenAI]
-        ] = weakref.WeakKeyDictionary()
-
-    def current(self) -> tuple[asyncio.AbstractEventLoop, openai.DefaultAsyncHttpxClient, openai.AsyncOpenAI]:
-        """The running loop and its HTTP and OpenAI clients (made now if this loop has none)."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            clients = self._by_loop.get(loop)
-            if clients is None:
-                http = openai.DefaultAsyncHttpxClient(
-                    verify=tls_context(), event_hooks=self._hooks, **async_transport(self._cache, self._transport)
-                )
-                clients = self._by_loop[loop] = (http, openai.AsyncOpenAI(**self._params, http_client=http))  # type: ignore[arg-type]
-        return loop, clients[0], clients[1]
-
-    async def aclose(self) -> None:
-        """Close the running loop's connections (the end of a run); a later call opens new ones."""
-        with self._lock:
-            clients = self._by_loop.pop(asyncio.get_running_loop(), None)
-        if clients is not None:
-            await clients[0].aclose()
 
 
 class OpenAICompatibleClient:
@@ -390,61 +273,19 @@ class OpenAICompatibleClient:
         await self._loop_clients.aclose()
         self._acompletion.pop(asyncio.get_running_loop(), None)
 
-    def _chat_body(self, max_tokens: int) -> dict[str, Any]:
-        # langchain-openai sends `max_completion_tokens`, which llama.cpp's server ignores:
-        # also send `max_tokens` so every server honours the limit. The spec's extra_body wins
-        # over the reasoning-effort fields (merged one level deep, e.g. chat_template_kwargs).
-        body = merge_body({"max_tokens": max_tokens}, reasoning_fields(self.spec))
-        return merge_body(body, self.spec.extra_body)
-
     def server_kind(self) -> str:
         """vllm, llamacpp or other: from the spec, else detected once from the server."""
         if self._server_kind is None:
             self._server_kind = detect_server_kind(self.base_url or "", timeout_s=min(self.spec.timeout_s, 10.0))
         return self._server_kind
 
-    def _chat_usage(self, token_usage: dict[str, Any] | None, reasoning: str | None) -> Usage:
-        """Usage as reported; reasoning tokens counted from the reasoning text when not reported
-        (absent, or 0 beside non-empty reasoning text, which some servers report)."""
-        reported = _usage_from_openai(token_usage)
-        fields: dict[str, Any] = {
-            "input_tokens": reported.input_tokens,
-            "output_tokens": reported.output_tokens,
-            "reasoning_tokens": reported.reasoning_tokens,
-        }
-        if not fields["reasoning_tokens"] and isinstance(reasoning, str) and reasoning:
-            counted = self.token_counter.count(reasoning)
-            # Reasoning is part of the output (vLLM counts it in completion_tokens): an estimate,
-            # or a re-tokenisation that differs, never exceeds what the server says it generated.
-            output = fields["output_tokens"]
-            fields["reasoning_tokens"] = min(counted.tokens, output) if output > 0 else counted.tokens
-            if counted.estimated:
-                fields["reasoning_tokens_estimated"] = True  # an extra field: Usage keeps extras
-        return Usage(**fields)
-
     def _completion_kwargs(self, grammar: str | None, max_tokens: int | None) -> dict[str, Any]:
-        extra: dict[str, Any] = {}
-        if grammar is not None:
-            extra.update(structured_output_fields(self.server_kind(), grammar))
-        if self.spec.seed is not None:
-            extra["seed"] = self.spec.seed
-        kwargs = {"max_tokens": max_tokens or self.spec.max_tokens, "extra_body": {**self.spec.extra_body, **extra}}
-        # `logprobs` is a field of langchain-openai's completion model: a keyword, not extra_body
-        return {**kwargs, **request_fields(self.spec.logprobs, chat=False)}
+        fields = structured_output_fields(self.server_kind(), grammar) if grammar is not None else {}
+        return completion_kwargs(self.spec, max_tokens, fields)
 
     def _completion_call(self, result: Any, latency: float, cache_hit: bool | None = None) -> ModelCall:
-        gen = result.generations[0][0]
-        info = gen.generation_info or {}
-        usage = _usage_from_openai((result.llm_output or {}).get("token_usage"))
-        call = ModelCall(
-            text=gen.text,
-            usage=usage,
-            latency_s=latency,
-            finish_reason=info.get("finish_reason"),
-            logprobs=read_completion_logprobs(info.get("logprobs")) if self.spec.logprobs is not None else None,
-            cache_hit=cache_hit,
-        )
-        return redacted_call(call, [self._api_key])
+        logprobs = self.spec.logprobs is not None
+        return completion_call(result, latency, cache_hit, logprobs=logprobs, secrets=[self._api_key])
 
     def complete(
         self,
@@ -494,58 +335,14 @@ class OpenAICompatibleClient:
         max_tokens: int | None,
         stop: list[str] | None = None,
     ) -> dict[str, Any]:
-        limit = max_tokens or self.spec.max_tokens
-        request: dict[str, Any] = {
-            "model": self.spec.name,
-            "messages": messages,
-            "temperature": self.spec.temperature,
-            "max_completion_tokens": limit,
-        }
-        if self.spec.seed is not None:
-            request["seed"] = self.spec.seed
-        if self.spec.top_p is not None:
-            request["top_p"] = self.spec.top_p
-        if tools:
-            request["tools"] = tools
-        if stop:
-            request["stop"] = stop
-        request.update(request_fields(self.spec.logprobs, chat=True))
-        request["extra_body"] = merge_body(self._sequence_fields(messages, stop), self._chat_body(limit))
-        return request
-
-    def _needs_server_kind(self, messages: list[dict[str, Any]], stop: list[str] | None) -> bool:
-        """Whether a chat request has fields only some servers read (see `_sequence_fields`)."""
-        return bool(stop) or _continues_assistant(messages)
-
-    def _sequence_fields(self, messages: list[dict[str, Any]], stop: list[str] | None) -> dict[str, Any]:
-        """vLLM's fields for a reply that continues one sequence (the tagged policy's): the stop
-        string kept in the output (`include_stop_str_in_output`), and a final assistant message
-        continued rather than closed (`continue_final_message`, with `add_generation_prompt`
-        off, which vLLM requires with it). llama.cpp continues a final assistant message by
-        itself (its assistant prefill) and, like OpenAI, leaves the stop string out: the policy
-        puts it back. Empty for every other request, so their bodies do not change."""
-        if not self._needs_server_kind(messages, stop) or self.server_kind() != "vllm":
-            return {}
-        fields: dict[str, Any] = {"include_stop_str_in_output": True} if stop else {}
-        if _continues_assistant(messages):
-            fields.update(continue_final_message=True, add_generation_prompt=False)
-        return fields
+        kind = self.server_kind() if needs_server_kind(messages, stop) else None
+        return chat_request(self.spec, messages, tools, max_tokens, stop, kind)
 
     def _chat_call(self, raw: dict[str, Any], latency: float, cache_hit: bool | None = None) -> ModelCall:
-        choice = (raw.get("choices") or [{}])[0]
-        msg = choice.get("message") or {}
-        reasoning = msg.get("reasoning") or msg.get("reasoning_content")
-        call = ModelCall(
-            text=msg.get("content") or "",
-            usage=self._chat_usage(raw.get("usage"), reasoning),
-            latency_s=latency,
-            finish_reason=choice.get("finish_reason"),
-            tool_calls=_tool_calls(msg.get("tool_calls")),
-            reasoning=reasoning or None,
-            cache_hit=cache_hit,
-            logprobs=read_chat_logprobs(choice.get("logprobs")) if self.spec.logprobs is not None else None,
+        logprobs = self.spec.logprobs is not None
+        return chat_call(
+            raw, latency, cache_hit, counter=self.token_counter, logprobs=logprobs, secrets=[self._api_key]
         )
-        return redacted_call(call, [self._api_key])
 
     def chat(
         self,
@@ -571,7 +368,7 @@ class OpenAICompatibleClient:
         stop: list[str] | None = None,
     ) -> ModelCall:
         """`chat` awaited on the running loop: the same request body (`openai.AsyncOpenAI`)."""
-        if self._server_kind is None and self._needs_server_kind(messages, stop):
+        if self._server_kind is None and needs_server_kind(messages, stop):
             await asyncio.to_thread(self.server_kind)  # detected once, off the loop
         request = self._chat_request(messages, tools, max_tokens, stop)
         _, _, client = self._loop_clients.current()
@@ -583,34 +380,6 @@ class OpenAICompatibleClient:
         with observe_cache() as lookup:
             raw = await self._awith_retries(call)
         latency = time.perf_counter() - start
-        if _counts_reasoning(raw):  # counting reasoning tokens asks the server: blocking, off the loop
+        if counts_reasoning(raw):  # counting reasoning tokens asks the server: blocking, off the loop
             return await asyncio.to_thread(self._chat_call, raw, latency, lookup.hit)
         return self._chat_call(raw, latency, lookup.hit)
-
-
-def _continues_assistant(messages: list[dict[str, Any]]) -> bool:
-    """Whether the last message is the assistant's, to be continued (the `searchr1` sequence)."""
-    return bool(messages) and messages[-1].get("role") == "assistant"
-
-
-def _counts_reasoning(raw: dict[str, Any]) -> bool:
-    """Whether `_chat_usage` will count reasoning tokens for this reply (reasoning text, none
-    or 0 reported)."""
-    msg = ((raw.get("choices") or [{}])[0]).get("message") or {}
-    details = (raw.get("usage") or {}).get("completion_tokens_details") or {}
-    return bool(msg.get("reasoning") or msg.get("reasoning_content")) and not details.get("reasoning_tokens")
-
-
-def _tool_calls(raw: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    """Function calls as {name, args, id}; calls whose arguments are not a JSON object are left out
-    (the policy then sees no call and retries or records the action as malformed)."""
-    calls = []
-    for call in raw or []:
-        function = call.get("function") or {}
-        try:
-            args = json.loads(function.get("arguments") or "{}")
-        except json.JSONDecodeError:
-            continue
-        if isinstance(args, dict) and function.get("name"):
-            calls.append({"name": function["name"], "args": args, "id": call.get("id")})
-    return calls

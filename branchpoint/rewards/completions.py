@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
-from branchpoint.agents.protocols import JSON_DECISION_PREFIX, parse_json_decision, parse_tagged
+from branchpoint.agents.protocols import JSON_DECISION_PREFIX, DecisionKind, parse_json_decision, parse_tagged
 
 Completion = str | Sequence[Mapping[str, Any]]
-FirstAction = Literal["search", "answer"]
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
@@ -52,7 +51,7 @@ def _content(message: Mapping[str, Any]) -> str:
     return content if isinstance(content, str) else ""
 
 
-def text_first_action(text: str) -> FirstAction | None:
+def text_first_action(text: str) -> DecisionKind | None:
     """The first decision a text completion makes: the first `<search>` / `<answer>` tag outside
     `<think>`, else a JSON decision's action, else `answer` for any other non-empty text."""
     tagged = parse_tagged(text)
@@ -84,7 +83,7 @@ def text_answer(text: str) -> str | None:
     return plain
 
 
-def first_action(completion: Completion) -> FirstAction | None:
+def first_action(completion: Completion) -> DecisionKind | None:
     """The first decision of a completion: text (`text_first_action`), or messages, whose first
     assistant turn searches when it calls a tool and is read as text otherwise."""
     if isinstance(completion, str):

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from branchpoint.rewards.completions import FirstAction
+from branchpoint.agents.protocols import DecisionKind
 
 StepMode = Literal["value", "label"]
 #: The label columns a step reward reads (columns of the exported labels).
@@ -34,7 +34,9 @@ def check_mode(mode: str) -> StepMode:
     return mode  # type: ignore[return-value]
 
 
-def step_score(action: FirstAction | None, labels: Mapping[str, Any], mode: str = "value", price: float = 0.0) -> float:
+def step_score(
+    action: DecisionKind | None, labels: Mapping[str, Any], mode: str = "value", price: float = 0.0
+) -> float:
     """The step reward of deciding `action` at a state with these `labels` (a row of the
     exported labels, or any mapping with LABEL_COLUMNS); see the module docstring."""
     mode = check_mode(mode)

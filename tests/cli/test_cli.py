@@ -52,6 +52,27 @@ def test_run_then_evaluate_then_checkpoints(tmp_path):
     assert "4 already recorded, 0 run" in result.output
 
 
+def test_checkpoints_ls_writes_each_executions_verdict_under_outcome(tmp_path):
+    """`checkpoints ls --json` keeps its `outcome` key, holding the judge's verdict on the response
+    (correct / abstained / wrong), not the evaluation's outcome: an abstention on an answerable
+    question is `abstained` there and a `wrong_answer` in the metrics."""
+    from branchpoint.evaluation.judges import judge_records
+    from branchpoint.evaluation.metrics import record_outcome
+    from branchpoint.traces import read_records
+
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", str(write(tmp_path, SCRIPTED)), "--out", str(out), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["checkpoints", "ls", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["execution_id"]: r for r in map(json.loads, result.output.splitlines())}
+    records = judge_records(read_records(out / "executions.jsonl"), "rule")
+    assert set(rows) == {r.execution_id for r in records}
+    for rec in records:
+        assert rows[rec.execution_id]["outcome"] == "abstained"  # every reply is "I don't know"
+        assert record_outcome(rec, "rule") == ("wrong_answer" if rec.answerable else "correct_abstention")
+
+
 def test_unknown_policy_is_one_clear_line_and_no_output(tmp_path):
     spec = write(tmp_path, {**SCRIPTED, "agent": {"policy": "clever"}})
     out = tmp_path / "run"

@@ -17,6 +17,7 @@ import pytest
 from tenacity import wait_none
 
 import branchpoint.models.openai_compat as oc
+import branchpoint.models.openai_transport as oc_transport
 import branchpoint.models.reasoning as oc_reasoning
 from branchpoint.errors import InputError, ModelServerError
 from branchpoint.models import ModelSpec, OpenAICompatibleClient, TransportError
@@ -429,7 +430,7 @@ def test_no_api_key_env_sends_placeholder(server: FakeServer, monkeypatch: pytes
     client_for(server).complete("p")
     (req,) = server.requests
     headers = {k.lower(): v for k, v in req.headers.items()}
-    assert headers["authorization"] == f"Bearer {oc.NO_KEY}"
+    assert headers["authorization"] == f"Bearer {oc_transport.NO_KEY}"
 
 
 def test_missing_base_url_is_an_input_error() -> None:
@@ -543,5 +544,5 @@ def test_transport_faults_of_both_http_stacks_are_retried() -> None:
     import httpx2
 
     for exc in (httpx2.ConnectError("refused"), httpx2.RemoteProtocolError("cut"), httpx.ReadTimeout("slow")):
-        assert oc.is_transport_fault(exc), exc
-    assert not oc.is_transport_fault(ValueError("a bug"))
+        assert oc_transport.is_transport_fault(exc), exc
+    assert not oc_transport.is_transport_fault(ValueError("a bug"))

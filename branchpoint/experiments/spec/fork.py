@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from branchpoint.defaults import DEFAULT_JUDGE, FORK_TEMPERATURE, FORK_TOP_P
 from branchpoint.errors import InputError
-from branchpoint.traces import ACTIONS, BOUNDARY_KINDS
+from branchpoint.traces import BOUNDARY_KINDS, FORK_ACTIONS
 
 
 class Sampling(TypedDict):
@@ -76,8 +76,10 @@ class ForkPlan(BaseModel):
                     f"{where}{name('boundaries')}: unknown kind {kind!r} (expected {', '.join(BOUNDARY_KINDS)})"
                 )
         for action in self.actions:
-            if action not in ACTIONS:
-                raise InputError(f"{where}{name('actions')}: unknown action {action!r} (expected {', '.join(ACTIONS)})")
+            if action not in FORK_ACTIONS:
+                raise InputError(
+                    f"{where}{name('actions')}: unknown action {action!r} (expected {', '.join(FORK_ACTIONS)})"
+                )
         if self.repeats > 1 and self.temperature == 0 and not self.allow_identical_repeats:
             raise InputError(
                 f"{where}{name('repeats')} {self.repeats} at {name('temperature')} 0: repeats estimate success "
