@@ -36,6 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from branchpoint.defaults import DEFAULT_JUDGE
 from branchpoint.evaluation.tally import MetricsConfig
 from branchpoint.evaluation.viewer.files import (
     TRACE_FILES,
@@ -48,7 +49,6 @@ from branchpoint.evaluation.viewer.files import (
 from branchpoint.evaluation.viewer.requests import RequestIndex
 from branchpoint.evaluation.viewer.rows import (
     COLUMNS,
-    DEFAULT_JUDGE,
     ROW_OUTCOMES,
     RowFields,
     table_row,
