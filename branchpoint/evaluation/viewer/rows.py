@@ -155,10 +155,10 @@ def _decide(rec: Any, judge: str) -> str | None:
     return "unparseable" if label == UNPARSEABLE else record_outcome(rec, judge)
 
 
-def outcome_of(rec: Any, judge: str, cache: dict[tuple[Any, ...], list[Any]] | None = None) -> tuple[str, str]:
-    """(outcome, who decided it) of a record: `incomplete` records are never scored; else the
-    evaluation's outcome under `judge`, or under the rule judge (computed here, "rule (viewer)")
-    when `judge` gave the record no deciding label."""
+def shown_outcome(rec: Any, judge: str, cache: dict[tuple[Any, ...], list[Any]] | None = None) -> tuple[str, str]:
+    """(the outcome the viewer shows, who decided it) of a record: `incomplete` records are never
+    scored; else the evaluation's outcome (`tally.outcome_of`) under `judge`, or under the rule
+    judge (computed here, "rule (viewer)") when `judge` gave the record no deciding label."""
     if rec.status == "incomplete":
         return "incomplete", ""
     outcome = _decide(rec, judge)
@@ -186,7 +186,7 @@ def table_row(
 ) -> dict[str, Any]:
     """The table row of a record (light or full): identity, outcome under `judge`, labels, cost
     (`cfg`'s weights); `cache` shares rule judgments between identical answers."""
-    outcome, decided_by = outcome_of(rec, judge, cache)
+    outcome, decided_by = shown_outcome(rec, judge, cache)
     parent = rec.parent
     kind = record_kind(rec, file)
     return {

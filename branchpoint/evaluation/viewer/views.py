@@ -24,7 +24,7 @@ from branchpoint.evaluation.value.outcomes import Roles
 from branchpoint.evaluation.value.rewards import get_reward
 from branchpoint.evaluation.viewer.index import RunIndex
 from branchpoint.evaluation.viewer.requests import attach_requests
-from branchpoint.evaluation.viewer.rows import outcome_of
+from branchpoint.evaluation.viewer.rows import shown_outcome
 from branchpoint.evaluation.wilson import wilson_interval
 from branchpoint.traces import (
     BOUNDARY_INITIAL,
@@ -210,7 +210,7 @@ def execution_view(index: RunIndex, execution_id: str) -> dict[str, Any]:
     unplaced, requests_note = attach_requests(record, steps, requests, source)
     gen, inp, search = cost_channels(record.output_tokens, record.input_tokens, record.search_calls, index.cfg)
     body = record.model_dump(mode="json", exclude={"steps", "judgments"})
-    outcome, decided_by = outcome_of(record, index.judge or DEFAULT_JUDGE)
+    outcome, decided_by = shown_outcome(record, index.judge or DEFAULT_JUDGE)
     return {
         "row": entry.row,
         "record": body,
