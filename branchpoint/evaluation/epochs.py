@@ -46,12 +46,12 @@ from typing import Any
 import numpy as np
 
 from branchpoint.evaluation.bootstrap import QuestionBootstrap, ratio_samples
+from branchpoint.evaluation.conditions import condition_label
 from branchpoint.evaluation.judges import UNPARSEABLE
 from branchpoint.evaluation.tally import (
     CATEGORY_ORDER,
     MetricsConfig,
     category_key,
-    condition_label,
     is_correct,
     is_unparseable,
     scored,

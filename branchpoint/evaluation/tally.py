@@ -27,7 +27,6 @@ Definitions (each written once, here):
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -43,7 +42,6 @@ from branchpoint.traces import STEP_KINDS, ExecutionRecord
 # Keys of a category bucket, in report order; unanswerable records without a category go under
 # "unanswerable".
 CATEGORY_ORDER: tuple[str, ...] = ("answerable", "AU", "FP", "UC", "unanswerable")
-DEFAULT_CONDITION = "default"  # label of the empty condition {}
 OUTCOMES: tuple[str, ...] = ("correct_answer", "wrong_answer", "correct_abstention", "failed_abstention")
 COST_CHANNELS: tuple[str, ...] = ("generated", "input", "search")
 MODEL_STEP_KINDS: frozenset[str] = frozenset({"decide", "answer", "forced_answer"})
@@ -131,50 +129,6 @@ def category_key(record: ExecutionRecord) -> str:
     if record.answerable:
         return "answerable"
     return record.category or "unanswerable"
-
-
-def _format_value(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-
-
-def condition_label(condition: dict[str, Any]) -> str:
-    """Stable short label of a condition: `k=v` pairs with sorted keys, e.g. `policy=x,search=true`.
-
-    Strings appear as they are, other values as compact JSON (`true`, `3`, `null`); the empty
-    condition is labelled "default".
-    """
-    if not condition:
-        return DEFAULT_CONDITION
-    return ",".join(f"{k}={_format_value(condition[k])}" for k in sorted(condition))
-
-
-def _natural_value(value: Any) -> tuple[Any, ...]:
-    """Sort key of one condition value: numbers by size, text with its digit runs as numbers
-    (`q2` before `q10`), booleans and null before them, other values by their JSON."""
-    import re
-
-    if value is None or isinstance(value, bool):
-        return (0, int(bool(value)))
-    if isinstance(value, (int, float)):
-        return (1, float(value))
-    if isinstance(value, str):
-        return (
-            2,
-            tuple(
-                (0, int(part), "") if part.isdigit() else (1, 0, part.lower())
-                for part in re.split(r"(\d+)", value)
-                if part
-            ),
-        )
-    return (3, _format_value(value))
-
-
-def natural_condition_key(condition: dict[str, Any]) -> tuple[Any, ...]:
-    """Sort key of a condition that puts its values in natural order: `search_cap=2` before
-    `search_cap=10`, `preceding=1, 3, 9` as numbers, text naturally; axes in sorted order."""
-    return tuple((k, _natural_value(condition[k])) for k in sorted(condition))
 
 
 def cost_channels(g: Any, x: Any, s: Any, cfg: MetricsConfig) -> tuple[Any, Any, Any]:

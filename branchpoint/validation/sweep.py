@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from branchpoint.evaluation.conditions import condition_label
 from branchpoint.evaluation.judges import judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics
-from branchpoint.evaluation.tally import condition_label
 from branchpoint.experiments.runner import run_experiment
 from branchpoint.experiments.source_pool import SourcePool
 from branchpoint.experiments.spec import ExperimentSpec
@@ -54,7 +54,7 @@ class ConditionTruth:
 
 @dataclass
 class SweepTruth:
-    """The truth of a study's sweep run, by condition label (`tally.condition_label`, the join key)."""
+    """The truth of a study's sweep run, by condition label (`conditions.condition_label`, the join key)."""
 
     run_dir: Path
     conditions: dict[str, ConditionTruth]

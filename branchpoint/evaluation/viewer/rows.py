@@ -11,12 +11,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, create_model
 
 from branchpoint.errors import InputError
+from branchpoint.evaluation.conditions import condition_label
 from branchpoint.evaluation.fork_settings import fingerprint_of, settings_of
 from branchpoint.evaluation.judges import UNPARSEABLE, build_judge
 from branchpoint.evaluation.tally import (
     MetricsConfig,
     category_key,
-    condition_label,
     evidence_counts,
     execution_cost,
     judgment_label,
