@@ -213,6 +213,12 @@ FORK_SETTINGS_HELP = (
     "Read only the branches of this fork settings fingerprint (or a unique start of it; the refusal "
     "of a mix lists them): branches of other settings are left out and counted."
 )
+#: The TPC weights `--lam` / `--mu` default to, as their help shows them. They are defined once,
+#: as `evaluation.cost.DEFAULT_LAMBDA` / `DEFAULT_MU`: importing that here would load the whole
+#: evaluation package at every start of the CLI, so the options default to None ("not given")
+#: and the commands take `MetricsConfig`'s defaults; tests/evaluation/test_tpc_weights.py checks
+#: this text against the definition.
+TPC_DEFAULTS = {"lam": "0.25", "mu": "500"}
 MIX_FORK_SETTINGS_HELP = "Pool branches of different fork settings (refused by default; recorded in the output file)."
 
 

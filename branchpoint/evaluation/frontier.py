@@ -44,6 +44,7 @@ import numpy as np
 
 from branchpoint.evaluation.bootstrap import QuestionBootstrap
 from branchpoint.evaluation.conditions import as_number, find_key, truthy
+from branchpoint.evaluation.cost import MetricsConfig
 from branchpoint.evaluation.studies import (
     ACCURACIES,
     ROI_MIN_ADDED_COST,
@@ -53,7 +54,7 @@ from branchpoint.evaluation.studies import (
     ratio_stats,
     roi_per_1k,
 )
-from branchpoint.evaluation.tally import MetricsConfig, Sums, cell_sums, set_stat
+from branchpoint.evaluation.tally import Sums, cell_sums, set_stat
 from branchpoint.traces import SPEC_FILE
 
 ACCURACY = "overall_accuracy"

@@ -16,7 +16,7 @@ Metrics read judged records (see `judges.judge_records`) and the labels of one j
 
 Intervals: every statistic `x` has a sibling `x_ci: [lo, hi]` (None when `x` is undefined or the
 bootstrap is off), a percentile interval over question resamples within each condition (see
-`bootstrap`). The definitions of cost, TPC, outcomes and latency are in `tally`,
+`bootstrap`). The definitions of outcomes and latency are in `tally`, of cost and TPC in `cost`,
 condition labels in `conditions`; the cross-condition views (search effect, search-cap sweep and
 ROI, multi-turn, reasoning effort) in `studies`, over-search in `over_search`, the
 reasoning-effort × search-cap frontier in `frontier`.
@@ -31,6 +31,7 @@ from typing import Any
 from branchpoint.errors import InputError
 from branchpoint.evaluation.bootstrap import QuestionBootstrap
 from branchpoint.evaluation.conditions import DEFAULT_CONDITION, condition_label, natural_condition_key, search_disabled
+from branchpoint.evaluation.cost import MetricsConfig, execution_cost, tpc_value
 from branchpoint.evaluation.epochs import epoch_metrics
 from branchpoint.evaluation.frontier import effort_cap_frontier
 from branchpoint.evaluation.metrics_file import MetricsReport, metrics_file_text
@@ -40,13 +41,11 @@ from branchpoint.evaluation.tally import (
     CATEGORY_ORDER,
     EVIDENCE_GROUPS,
     OUTCOMES,
-    MetricsConfig,
     Sums,
     budget_summary,
     category_key,
     cell_sums,
     evidence_summary,
-    execution_cost,
     is_correct,
     is_unparseable,
     judgment_label,
@@ -54,7 +53,6 @@ from branchpoint.evaluation.tally import (
     record_row,
     scored,
     summary,
-    tpc_value,
 )
 from branchpoint.evaluation.tpc_sensitivity import tpc_sensitivity
 from branchpoint.traces import ExecutionRecord

@@ -22,7 +22,8 @@ import numpy as np
 from branchpoint.errors import InputError
 from branchpoint.evaluation.bootstrap import QuestionBootstrap, ratio_samples
 from branchpoint.evaluation.conditions import condition_label
-from branchpoint.evaluation.tally import MetricsConfig, set_stat
+from branchpoint.evaluation.cost import MetricsConfig
+from branchpoint.evaluation.tally import set_stat
 from branchpoint.traces import MINIMAL_SEARCH_FILE, TraceError, iter_json_lines
 
 _MINIMAL_FIELDS = {"question_id": str, "condition": dict, "searches": int, "minimal_searches": int}

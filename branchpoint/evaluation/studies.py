@@ -43,7 +43,8 @@ import numpy as np
 
 from branchpoint.evaluation.bootstrap import ratio_samples
 from branchpoint.evaluation.conditions import as_number, find_key, truthy
-from branchpoint.evaluation.tally import MetricsConfig, Sums, set_stat
+from branchpoint.evaluation.cost import MetricsConfig
+from branchpoint.evaluation.tally import Sums, set_stat
 
 #: Below this change in mean cost per query (tokens) a marginal ROI is undefined (see above).
 ROI_MIN_ADDED_COST = 10.0

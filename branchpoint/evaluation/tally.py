@@ -6,14 +6,12 @@ execution into one row of named quantities (`COLUMNS`), sum rows per (condition,
 cell, and resample those sums by question (`bootstrap.QuestionBootstrap`); pooled numbers add
 cells. `Sums` carries a point sum and B resampled sums of every column.
 
-Definitions (each written once, here):
+Definitions (each written once, here or in the module named):
 
 - *correct*: answerable and `answer` label CORRECT, or unanswerable and `abstention` label
   ABSTAINED (`is_correct`);
-- *cost* of an execution: `g + λ·x + μ·|S|` with generated tokens g (output tokens, reasoning
-  included as servers count it), input tokens x, search calls |S| (`execution_cost`); the three
-  terms are the three cost channels (generated, input, search);
-- *TPC* = Σ cost / Σ correct, +inf when nothing is correct (`tpc_value`);
+- *cost* of an execution and *TPC* (Σ cost / Σ correct) are defined in `cost` (`execution_cost`,
+  `tpc_value`, the weights λ and μ);
 - *outcome*: `correct_answer` (answerable, CORRECT), `wrong_answer` (answerable, INCORRECT or
   NOT_ATTEMPTED), `correct_abstention` (unanswerable, ABSTAINED), `failed_abstention`
   (unanswerable, ANSWERED); TPC by outcome is Σ cost / n within each outcome (cost per
@@ -32,10 +30,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.bootstrap import QuestionBootstrap, percentile_ci, ratio_samples
+from branchpoint.evaluation.cost import COST_CHANNELS, MetricsConfig, cost_channels, execution_cost
 from branchpoint.evaluation.judges import UNPARSEABLE, needed_kind
 from branchpoint.traces import STEP_KINDS, ExecutionRecord
 
@@ -43,7 +41,6 @@ from branchpoint.traces import STEP_KINDS, ExecutionRecord
 # "unanswerable".
 CATEGORY_ORDER: tuple[str, ...] = ("answerable", "AU", "FP", "UC", "unanswerable")
 OUTCOMES: tuple[str, ...] = ("correct_answer", "wrong_answer", "correct_abstention", "failed_abstention")
-COST_CHANNELS: tuple[str, ...] = ("generated", "input", "search")
 MODEL_STEP_KINDS: frozenset[str] = frozenset({"decide", "answer", "forced_answer"})
 
 
@@ -65,18 +62,6 @@ EVIDENCE_GROUPS: tuple[str, ...] = (
     "only_negative",
     "no_evidence",
 )
-
-
-class MetricsConfig(BaseModel):
-    """TPC weights (λ per input token, μ per search call; generated tokens weigh 1) and the bootstrap."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    lam: float = Field(0.25, ge=0, description="weight λ of one input token")
-    mu: float = Field(500.0, ge=0, description="weight μ of one search call, in tokens")
-    bootstrap: int = Field(1000, ge=0, description="bootstrap resamples over questions (0: no intervals)")
-    seed: int = Field(0, description="seed of the bootstrap's numpy Generator")
-    confidence: float = Field(0.95, gt=0, lt=1, description="coverage of the percentile intervals")
 
 
 # --------------------------------------------------------------------------------------------
@@ -129,22 +114,6 @@ def category_key(record: ExecutionRecord) -> str:
     if record.answerable:
         return "answerable"
     return record.category or "unanswerable"
-
-
-def cost_channels(g: Any, x: Any, s: Any, cfg: MetricsConfig) -> tuple[Any, Any, Any]:
-    """The three cost channels of an execution: (g, λ·x, μ·|S|) — generated, input, search."""
-    return g, cfg.lam * x, cfg.mu * s
-
-
-def execution_cost(g: Any, x: Any, s: Any, cfg: MetricsConfig) -> Any:
-    """Cost of an execution in tokens: g + λ·x + μ·|S| (works on numbers and numpy arrays)."""
-    gen, inp, search = cost_channels(g, x, s, cfg)
-    return gen + inp + search
-
-
-def tpc_value(total_cost: float, n_correct: float) -> float:
-    """Tokens Per Correctness from sums: TPC = Σ_q cost_q / Σ_q correct_q, +inf when nothing is correct."""
-    return math.inf if n_correct == 0 else float(total_cost) / float(n_correct)
 
 
 # --------------------------------------------------------------------------------------------
