@@ -28,7 +28,8 @@ from branchpoint.evaluation.figure_common import (
     stat_of,
     write_csv,
 )
-from branchpoint.evaluation.metrics_file import MetricsReport, SearchEffect, as_metrics
+from branchpoint.evaluation.metrics_blocks import SearchEffect
+from branchpoint.evaluation.metrics_file import MetricsReport, as_metrics
 from branchpoint.evaluation.report_format import GROUP_NAMES, OUTCOME_NAMES
 from branchpoint.evaluation.sweep_figures import plot_effort_cap_frontier, plot_marginal_roi, plot_tpc_search_cap
 

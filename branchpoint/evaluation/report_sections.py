@@ -8,7 +8,8 @@ lines. The sweep sections (search cap, reasoning effort, their frontier) are in
 from __future__ import annotations
 
 from branchpoint.evaluation.conditions import condition_label
-from branchpoint.evaluation.metrics_file import Change, MetricsReport
+from branchpoint.evaluation.metrics_blocks import Change
+from branchpoint.evaluation.metrics_file import MetricsReport
 from branchpoint.evaluation.report_format import (
     GROUP_NAMES,
     OUTCOME_NAMES,
