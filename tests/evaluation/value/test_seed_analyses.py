@@ -15,8 +15,8 @@ from branchpoint.evaluation.value.bootstrap import _codes, bootstrap_means, coun
 from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.evaluation.value.failures import failure_rates
 from branchpoint.evaluation.value.gain_spread import gain_spread, spread_columns, spread_stats
+from branchpoint.evaluation.value.json_numbers import num
 from branchpoint.evaluation.value.power import detectable_difference, power_at, required_n
-from branchpoint.evaluation.value.scoring import num
 from branchpoint.evaluation.value.seed_analyses import ScoreColumns, power_section, router_differences
 from branchpoint.evaluation.value.simultaneous import max_standardised
 from branchpoint.evaluation.value.strata_panels import bootstrap_stratum_means, strata_panels
