@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from branchpoint.evaluation.value.bootstrap import _codes, bootstrap_means, count_chunks, home_groups
+from branchpoint.evaluation.value.bootstrap import bootstrap_means, count_chunks, home_groups, label_codes
 from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.evaluation.value.failures import failure_rates
 from branchpoint.evaluation.value.gain_spread import gain_spread, spread_columns, spread_stats
@@ -149,7 +149,7 @@ def test_stratum_bootstrap_is_the_studys_resamples():
     strata = np.array(["a", "a", "a", "a", "b", "b", "b", "b", "b"], dtype=object)
     got = bootstrap_stratum_means(values, comps, strata, resamples=50, seed=7)
     # by hand: the same seeded draw counts, then each stratum's mean over its drawn states
-    comp, n_comp = _codes(comps)
+    comp, n_comp = label_codes(comps)
     counts = np.concatenate(list(count_chunks(n_comp, 50, 7, home_groups(comps, strata))))
     for s in ("a", "b"):
         for b in range(50):
