@@ -15,6 +15,8 @@ COPIES: dict[str, object] = {
     "judge": defaults.DEFAULT_JUDGE,
     "temperature": defaults.FORK_TEMPERATURE,
     "top_p": defaults.FORK_TOP_P,
+    "lam": defaults.DEFAULT_LAMBDA,
+    "mu": defaults.DEFAULT_MU,
 }
 
 
@@ -24,9 +26,14 @@ def _literal_defaults(tree: ast.AST) -> list[tuple[str, object, int]]:
     found: list[tuple[str, object, int]] = []
 
     def value_of(node: ast.expr | None) -> ast.expr | None:
-        if isinstance(node, ast.Call) and node.args and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
-            "Option",
-            "Field",
+        if (
+            isinstance(node, ast.Call)
+            and node.args
+            and getattr(node.func, "attr", getattr(node.func, "id", ""))
+            in (
+                "Option",
+                "Field",
+            )
         ):
             return node.args[0]
         return node
@@ -70,7 +77,7 @@ def test_the_scan_finds_a_planted_copy(tmp_path: Path) -> None:
     planted.mkdir()
     (planted / "mod.py").write_text(
         'import typer\n\ndef f(judge: str = "rule") -> None: ...\n\n'
-        'class C:\n    temperature: float = 0.6\n\n'
+        "class C:\n    temperature: float = 0.6\n\n"
         'def g(top_p: float = typer.Option(0.95, "--top-p")) -> None: ...\n',
         encoding="utf-8",
     )

@@ -15,7 +15,7 @@ from branchpoint.cli.common import (
     friendly_errors,
     print_identical,
 )
-from branchpoint.defaults import DEFAULT_JUDGE
+from branchpoint.defaults import DEFAULT_JUDGE, DEFAULT_LAMBDA, DEFAULT_MU
 from branchpoint.traces import AGREEMENT_FILE, METRICS_FILE
 
 #: How many disagreeing executions (decisive label) the agreement printout lists.
@@ -64,8 +64,12 @@ def evaluate(
         help="--judge llm: also label retrieved documents (default: llm yes, llm-answer no).",
     ),
     out: Path | None = typer.Option(None, "--out", help="Output folder (default: beside the traces)."),
-    lam: float = typer.Option(0.25, "--lam", help="TPC weight of input tokens (λ). " + SPEC_FIRST.format(default=0.25)),
-    mu: float = typer.Option(500.0, "--mu", help="TPC weight of a search call (μ). " + SPEC_FIRST.format(default=500)),
+    lam: float | None = typer.Option(
+        None, "--lam", help="TPC weight of input tokens (λ). " + SPEC_FIRST.format(default=f"{DEFAULT_LAMBDA:g}")
+    ),
+    mu: float | None = typer.Option(
+        None, "--mu", help="TPC weight of a search call (μ). " + SPEC_FIRST.format(default=f"{DEFAULT_MU:g}")
+    ),
     bootstrap: int = typer.Option(
         1000,
         "--bootstrap",
@@ -126,8 +130,8 @@ def evaluate(
         ctx,
         {
             "judge": ("judge", judge),
-            "lam": ("lam", lam),
-            "mu": ("mu", mu),
+            **({"lam": ("lam", lam)} if lam is not None else {}),  # None: not given (MetricsConfig's default)
+            **({"mu": ("mu", mu)} if mu is not None else {}),
             "bootstrap": ("bootstrap", bootstrap),
             "seed": ("bootstrap_seed", seed),
         },

@@ -365,7 +365,7 @@ def _wide_states_table(rows: list[Any], branches: bool) -> Any:
     from rich import box
     from rich.table import Table
 
-    from branchpoint.evaluation.tally import condition_label
+    from branchpoint.evaluation.conditions import condition_label
 
     table = Table(box=box.SIMPLE_HEAD)
     table.add_column("execution / checkpoint / question", no_wrap=True, min_width=_IDS_WIDTH)

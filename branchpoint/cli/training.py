@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from branchpoint.cli.common import app, console, friendly_errors
+from branchpoint.defaults import DEFAULT_LAMBDA, DEFAULT_MU
 
 #: What the command writes in its output folder.
 BOUNDARY_FILE = "training_boundary.json"
@@ -26,8 +27,10 @@ def training_boundary_command(
         "--judge",
         help="given (the rollouts' rewards, as imported), rule (re-judged against the gold answers), or another judge taking no settings.",
     ),
-    lam: float = typer.Option(0.25, "--lam", help="TPC weight of input tokens (λ)."),
-    mu: float = typer.Option(500.0, "--mu", help="TPC weight of a search call (μ)."),
+    lam: float | None = typer.Option(
+        None, "--lam", help=f"TPC weight of input tokens (λ). Default: {DEFAULT_LAMBDA:g}."
+    ),
+    mu: float | None = typer.Option(None, "--mu", help=f"TPC weight of a search call (μ). Default: {DEFAULT_MU:g}."),
     bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Question resamples per step (0: no intervals)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
 ) -> None:
@@ -41,15 +44,16 @@ def training_boundary_command(
     """
     from rich.table import Table
 
+    from branchpoint.evaluation.cost import MetricsConfig
     from branchpoint.evaluation.judges import judge_records
-    from branchpoint.evaluation.tally import MetricsConfig
     from branchpoint.evaluation.training_boundary import training_boundary
     from branchpoint.evaluation.training_figure import report_json, write_training_figure
     from branchpoint.traces import FIGURES_DIR, read_records, write_files_atomically
 
     records = [r for path in traces for r in read_records(path)]
     judged = judge_records(records, judge)
-    cfg = MetricsConfig(lam=lam, mu=mu, bootstrap=bootstrap, seed=seed)
+    weights = {k: v for k, v in {"lam": lam, "mu": mu}.items() if v is not None}  # None: MetricsConfig's default
+    cfg = MetricsConfig(**weights, bootstrap=bootstrap, seed=seed)
     report = training_boundary(judged, judge, cfg)
     write_files_atomically({out / BOUNDARY_FILE: report_json(report)})
     figure = write_training_figure(report, out / FIGURES_DIR)

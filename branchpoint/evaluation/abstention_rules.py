@@ -52,7 +52,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from branchpoint.evaluation.answer_normalization import _lower, _stem
+from branchpoint.evaluation.answer_normalization import STOP_WORDS, lower_straight_quotes, stem_plural
 
 
 class AbstentionPattern(NamedTuple):
@@ -62,9 +62,13 @@ class AbstentionPattern(NamedTuple):
     family: str  # "unknown" | "clarification" | "premise"
     regex: re.Pattern[str]
 
+    @classmethod
+    def compile(cls, name: str, family: str, pattern: str) -> AbstentionPattern:
+        """The pattern `name` of `family` with its regex compiled (the judges' evidence cues too)."""
+        return cls(name, family, re.compile(pattern))
 
-def _p(name: str, family: str, pattern: str) -> AbstentionPattern:
-    return AbstentionPattern(name, family, re.compile(pattern))
+
+_p = AbstentionPattern.compile
 
 
 _FOR_SOMEONE = r"(?:for (?:me|us|you|anyone|anybody|any of us|an ai) )?"
@@ -221,7 +225,8 @@ _CANDIDATE = re.compile(r"\d|\b[A-Z][a-z]")
 _POLAR_START = re.compile(
     r"^\s*(?:is|are|was|were|do|does|did|can|could|will|would|should|has|have|had|may|might|must|shall)\b", re.I
 )
-_NEGATION = re.compile(r"\b(?:not|never|no|none|nothing|nobody|neither|nor|rather than|instead of)\b|n't\b")
+#: A negation in a clause ("not", "n't", "never", "no X", "rather than", "instead of").
+NEGATION = re.compile(r"\b(?:not|never|no|none|nothing|nobody|neither|nor|rather than|instead of)\b|n't\b")
 _BARE_DENIAL = re.compile(
     r"^(?:no[,.]?\s+)?(?:(?:he|she|it|they|we|you|i)\s+(?:did|does|do|was|were|is|are|has|have|had|could|can|would|will)\s*(?:not|n't)|none|nothing|nobody|no one|neither|not at all)\b[^a-z]*$"
 )
@@ -247,74 +252,10 @@ _AFFIRMS = re.compile(
 #: After a clarification cue, the same sentence goes on to answer ("..., but ...").
 _ANSWERS_ANYWAY = re.compile(r"[^.!?]*\bbut\b")
 _NOTE = re.compile(r"\b(?:note that|keep in mind that|bear in mind that)\b")
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "from",
-        "by",
-        "with",
-        "and",
-        "or",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "being",
-        "do",
-        "does",
-        "did",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "when",
-        "where",
-        "why",
-        "how",
-        "many",
-        "much",
-        "that",
-        "this",
-        "these",
-        "those",
-        "it",
-        "its",
-        "as",
-        "about",
-        "into",
-        "than",
-        "then",
-        "there",
-        "their",
-        "they",
-        "them",
-        "he",
-        "she",
-        "his",
-        "her",
-        "you",
-        "your",
-        "we",
-        "our",
-        "i",
-        "me",
-        "my",
-    ]
-)
 
 
-def _first(patterns: Iterable[AbstentionPattern], text: str) -> str | None:
+def first_match(patterns: Iterable[AbstentionPattern], text: str) -> str | None:
+    """The name of the first pattern whose regex occurs in `text`, or None."""
     for pattern in patterns:
         if pattern.regex.search(text):
             return pattern.name
@@ -330,11 +271,15 @@ def detect_abstention(answer: str | None) -> str | None:
     """
     if not answer:
         return None
-    return _first((p for p in ABSTENTION_PATTERNS if p.name != "is_not"), _lower(answer))
+    return first_match((p for p in ABSTENTION_PATTERNS if p.name != "is_not"), lower_straight_quotes(answer))
 
 
 def _content_words(text: str) -> set[str]:
-    return {_stem(w) for w in re.findall(r"[a-z0-9]+", _lower(text)) if w not in _STOP and (len(w) > 2 or w.isdigit())}
+    return {
+        stem_plural(w)
+        for w in re.findall(r"[a-z0-9]+", lower_straight_quotes(text))
+        if w not in STOP_WORDS and (len(w) > 2 or w.isdigit())
+    }
 
 
 def is_polar_question(question: str) -> bool:
@@ -352,7 +297,7 @@ def negates_premise(response: str, question: str, *, attribution: bool = False) 
     `attribution` also accepts the question's act credited to someone it does not name (used
     for false-premise questions).
     """
-    text = _lower(response)
+    text = lower_straight_quotes(response)
     q_words = _content_words(question)
     first_sentence = re.split(r"(?<=[.!?;:])\s", text.strip(), maxsplit=1)[0]
     if _BARE_DENIAL.match(first_sentence.strip()):
@@ -361,14 +306,14 @@ def negates_premise(response: str, question: str, *, attribution: bool = False) 
         return "never_happened"
     first_clause = (_clauses(first_sentence) or [""])[0]
     if (
-        _NEGATION.search(_lower(question))
+        NEGATION.search(lower_straight_quotes(question))
         and _AFFIRMS.match(first_clause)
-        and not _NEGATION.search(first_clause)
+        and not NEGATION.search(first_clause)
         and _content_words(first_clause) & q_words
     ):
         return "affirms_negated_premise"
     for clause in _clauses(text):
-        if _NEGATION.search(clause) and _content_words(clause) & q_words:
+        if NEGATION.search(clause) and _content_words(clause) & q_words:
             return "negated_premise"
     # "X, not Y": the clause after a comma starting with "not" names a question word.
     for match in re.finditer(r"\bnot\s+(?:the\s+|by\s+|in\s+|a\s+)?([a-z0-9' -]+)", text):
@@ -377,7 +322,7 @@ def negates_premise(response: str, question: str, *, attribution: bool = False) 
     if attribution:
         if _PRONOUN_DENIAL.match(first_sentence.strip()):
             return "pronoun_denial"
-        q_lower = _lower(question)
+        q_lower = lower_straight_quotes(question)
         for pat in (_ATTRIBUTION, _POSSESSIVE_WORK):
             for match in pat.finditer(response):
                 names = _content_words(match.group(1))
@@ -449,7 +394,7 @@ def _commits_after(response: str, text: str, end: int) -> bool:
         return False
     start, stop = tail.span(1)
     said = text[start:stop]
-    if _first((p for p in ABSTENTION_PATTERNS if p.family in ("unknown", "clarification")), said) is not None:
+    if first_match((p for p in ABSTENTION_PATTERNS if p.family in ("unknown", "clarification")), said) is not None:
         return False
     return bool(_TAIL_COMMITS.search(said) or _CANDIDATE.search(response[start:stop]))
 
@@ -473,7 +418,7 @@ def classify_abstention(
         return None
     if question is None:
         return detect_abstention(response)
-    text = _lower(response)
+    text = lower_straight_quotes(response)
     for pattern in ABSTENTION_PATTERNS:
         if pattern.name in NEGATION_CUES:
             continue

@@ -1,10 +1,11 @@
 """Answer-text normalisation shared by the rule judge's two readings of a response.
 
 `normalize_answer` is SQuAD's normalisation (what gold answers and responses are compared in);
-`contained_gold` is the plain containment test built on it. The private helpers turn
-punctuation into spaces (`_spaced`), drop a plural "s" (`_stem`) and lowercase with straightened
-apostrophes (`_lower`). They sit apart because both `abstention_rules` (did the response
-abstain?) and `gold_matching` (does it give a gold answer?) use them.
+`contained_gold` is the plain containment test built on it. The rest serve the rule judge's
+readings: `normalize_spaced` turns punctuation into spaces, `stem_plural` drops a plural "s",
+`lower_straight_quotes` lowercases with straightened apostrophes, and `STOP_WORDS` are the
+function words a content-word comparison skips. They sit apart because both `abstention_rules`
+(did the response abstain?) and `gold_matching` (does it give a gold answer?) use them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,72 @@ import unicodedata
 from collections.abc import Iterable
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
+#: Function words a content-word comparison skips (articles, pronouns, auxiliaries, question words).
+STOP_WORDS: frozenset[str] = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "from",
+        "by",
+        "with",
+        "and",
+        "or",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "do",
+        "does",
+        "did",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "many",
+        "much",
+        "that",
+        "this",
+        "these",
+        "those",
+        "it",
+        "its",
+        "as",
+        "about",
+        "into",
+        "than",
+        "then",
+        "there",
+        "their",
+        "they",
+        "them",
+        "he",
+        "she",
+        "his",
+        "her",
+        "you",
+        "your",
+        "we",
+        "our",
+        "i",
+        "me",
+        "my",
+    ]
+)
 
 
 def normalize_answer(text: str) -> str:
@@ -28,7 +95,7 @@ def normalize_answer(text: str) -> str:
     return " ".join(text.split())
 
 
-def _spaced(text: str) -> str:
+def normalize_spaced(text: str) -> str:
     """Like `normalize_answer`, but punctuation becomes a space ("IIIE-Centaur" -> "iiie centaur")."""
     text = text.lower()
     text = "".join(" " if unicodedata.category(ch).startswith(("P", "S")) else ch for ch in text)
@@ -36,7 +103,8 @@ def _spaced(text: str) -> str:
     return " ".join(text.split())
 
 
-def _stem(token: str) -> str:
+def stem_plural(token: str) -> str:
+    """The token without a plural "s" ("eggs" -> "egg"; not "ss" endings, not words of 3 letters or fewer)."""
     return token[:-1] if len(token) > 3 and token.endswith("s") and not token.endswith("ss") else token
 
 
@@ -56,5 +124,6 @@ def contained_gold(answer: str | None, gold_answers: Iterable[str]) -> str | Non
     return None
 
 
-def _lower(text: str) -> str:
+def lower_straight_quotes(text: str) -> str:
+    """Lowercase, with curly apostrophes straightened (what the abstention cues are matched against)."""
     return text.lower().replace("\u2019", "'").replace("\u2018", "'")

@@ -46,17 +46,10 @@ from typing import Any
 import numpy as np
 
 from branchpoint.evaluation.bootstrap import QuestionBootstrap, ratio_samples
+from branchpoint.evaluation.conditions import condition_label
+from branchpoint.evaluation.cost import MetricsConfig
 from branchpoint.evaluation.judges import UNPARSEABLE
-from branchpoint.evaluation.tally import (
-    CATEGORY_ORDER,
-    MetricsConfig,
-    category_key,
-    condition_label,
-    is_correct,
-    is_unparseable,
-    scored,
-    set_stat,
-)
+from branchpoint.evaluation.tally import CATEGORY_ORDER, category_key, is_correct, is_unparseable, scored, set_stat
 from branchpoint.traces import ExecutionRecord
 
 #: The decisions whose reliability across epochs is reported, in report order.

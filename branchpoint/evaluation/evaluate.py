@@ -20,8 +20,8 @@ from branchpoint.evaluation.frontier import spec_sweep
 from branchpoint.evaluation.gold_lists import gold_list_warnings
 from branchpoint.evaluation.judges import BatchJudge, judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, metrics_json
+from branchpoint.evaluation.over_search import read_minimal_search
 from branchpoint.evaluation.sameness import identical_conditions
-from branchpoint.evaluation.studies import read_minimal_search
 from branchpoint.models.server_info import describe_client
 from branchpoint.provenance import ModelServer, collect, dump_block
 from branchpoint.traces import (

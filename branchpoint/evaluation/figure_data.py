@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from branchpoint.evaluation.conditions import condition_label
 from branchpoint.evaluation.metrics_file import MetricsReport
 from branchpoint.evaluation.report_format import GROUP_NAMES, OUTCOME_NAMES
-from branchpoint.evaluation.tally import condition_label
 
 Rows = list[list[Any]]
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from branchpoint.evaluation.conditions import condition_label
 from branchpoint.evaluation.figure_common import (
     error_bar,
     finite,
@@ -27,10 +28,10 @@ from branchpoint.evaluation.figure_common import (
     stat_of,
     write_csv,
 )
-from branchpoint.evaluation.metrics_file import MetricsReport, SearchEffect, as_metrics
+from branchpoint.evaluation.metrics_blocks import SearchEffect
+from branchpoint.evaluation.metrics_file import MetricsReport, as_metrics
 from branchpoint.evaluation.report_format import GROUP_NAMES, OUTCOME_NAMES
 from branchpoint.evaluation.sweep_figures import plot_effort_cap_frontier, plot_marginal_roi, plot_tpc_search_cap
-from branchpoint.evaluation.tally import condition_label
 
 FIGURES: dict[str, str] = {
     "accuracy_search": "accuracy_with_without_search.png",

@@ -7,7 +7,7 @@ each axis on its own; a sweep over both (`sweep: {model.reasoning_effort: [...],
 agent.search_cap: [...]}`) is read here as one grid per setting of the other keys:
 
 - *Grid*: the conditions with a reasoning-effort key (any key containing `reasoning_effort`)
-  and a search-cap key (`search_cap`, see `studies.find_key`), search not switched off by a
+  and a search-cap key (`search_cap`, see `conditions.find_key`), search not switched off by a
   false `search` key (cap 0 stays: it is the no-search end of the cap axis), grouped by their
   other keys. A grid needs at least two conditions.
 - *Accuracy* is overall accuracy (correct / n: answers on answerable questions, abstentions on
@@ -43,23 +43,22 @@ from typing import Any, cast
 import numpy as np
 
 from branchpoint.evaluation.bootstrap import QuestionBootstrap
+from branchpoint.evaluation.conditions import as_number, find_key, truthy
+from branchpoint.evaluation.cost import MetricsConfig
 from branchpoint.evaluation.studies import (
-    _ACCURACIES,
+    ACCURACIES,
     ROI_MIN_ADDED_COST,
-    _as_number,
-    _difference,
-    _per_1k,
-    _stat,
-    _stats,
-    _truthy,
+    difference,
     effort_order,
-    find_key,
+    ratio_stat,
+    ratio_stats,
+    roi_per_1k,
 )
-from branchpoint.evaluation.tally import MetricsConfig, Sums, cell_sums, set_stat
+from branchpoint.evaluation.tally import Sums, cell_sums, set_stat
 from branchpoint.traces import SPEC_FILE
 
 ACCURACY = "overall_accuracy"
-_POINT_STATS = (*_ACCURACIES, "tpc", "mean_cost", "mean_search_calls", "mean_reasoning_tokens")
+_POINT_STATS = (*ACCURACIES, "tpc", "mean_cost", "mean_search_calls", "mean_reasoning_tokens")
 Rows = list[tuple[str, np.ndarray]]
 
 
@@ -106,9 +105,9 @@ def _grids(conditions: Mapping[str, dict[str, Any]]) -> dict[tuple[str, str, str
         if e_key is None or c_key is None:
             continue
         search_key = find_key(cond, "search")
-        if search_key is not None and not _truthy(cond[search_key]):
+        if search_key is not None and not truthy(cond[search_key]):
             continue
-        cap = _as_number(cond[c_key])
+        cap = as_number(cond[c_key])
         if cap is None:
             continue
         rest = {k: v for k, v in cond.items() if k not in (e_key, c_key)}
@@ -125,14 +124,14 @@ def _cap(value: float) -> int | float:
 def _step(a: Sums, b: Sums, cfg: MetricsConfig) -> dict[str, Any]:
     """Cost added from a to b and the accuracy gained per 1,000 tokens of it (paired samples)."""
     out: dict[str, Any] = {}
-    added = _difference(_stat(b, "mean_cost"), _stat(a, "mean_cost"))
+    added = difference(ratio_stat(b, "mean_cost"), ratio_stat(a, "mean_cost"))
     set_stat(out, "added_cost_per_query", *added, cfg)
     if added[0] is not None and abs(added[0]) < ROI_MIN_ADDED_COST:
         out["roi_undefined"] = f"mean cost per query changes by less than {ROI_MIN_ADDED_COST:g} tokens"
-    set_stat(out, f"{ACCURACY}_change", *_difference(_stat(b, ACCURACY), _stat(a, ACCURACY)), cfg)
-    for name in _ACCURACIES:
-        gain = _difference(_stat(b, name), _stat(a, name))
-        set_stat(out, f"{name}_per_1k_tokens", *_per_1k(gain, added), cfg)
+    set_stat(out, f"{ACCURACY}_change", *difference(ratio_stat(b, ACCURACY), ratio_stat(a, ACCURACY)), cfg)
+    for name in ACCURACIES:
+        gain = difference(ratio_stat(b, name), ratio_stat(a, name))
+        set_stat(out, f"{name}_per_1k_tokens", *roi_per_1k(gain, added), cfg)
     return out
 
 
@@ -148,8 +147,8 @@ def _grid(
     order, source = effort_order([e for e, _, _ in members], spec_values)
     rank = {e: i for i, e in enumerate(order)}
     members = sorted(members, key=lambda m: (rank[m[0]], m[1]))
-    acc = np.array([_num(_stat(sums[label], ACCURACY)[0]) for _, _, label in members])
-    tpc = np.array([_num(_stat(sums[label], "tpc")[0]) for _, _, label in members])
+    acc = np.array([_num(ratio_stat(sums[label], ACCURACY)[0]) for _, _, label in members])
+    tpc = np.array([_num(ratio_stat(sums[label], "tpc")[0]) for _, _, label in members])
     on = pareto_mask(acc, tpc)
     probability: list[float | None] = [None] * len(members)
     if boot.enabled:
@@ -159,7 +158,7 @@ def _grid(
     points = []
     for (effort, cap, label), frontier, prob in zip(members, on, probability):
         point: dict[str, Any] = {"effort": effort, "cap": _cap(cap), "condition": label}
-        point.update(_stats(sums[label], _POINT_STATS, cfg))
+        point.update(ratio_stats(sums[label], _POINT_STATS, cfg))
         point["on_frontier"] = bool(frontier)
         point["frontier_probability"] = prob
         points.append(point)
@@ -198,7 +197,7 @@ def _num(value: float | None) -> float:
 
 
 def _samples(s: Sums, name: str) -> np.ndarray:
-    samples = _stat(s, name)[1]
+    samples = ratio_stat(s, name)[1]
     assert samples is not None  # the bootstrap is on
     return samples
 

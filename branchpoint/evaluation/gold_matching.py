@@ -36,8 +36,15 @@ import unicodedata
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from branchpoint.evaluation.abstention_rules import _NEGATION, _STOP, ABSTENTION_PATTERNS, _first
-from branchpoint.evaluation.answer_normalization import _lower, _spaced, _stem, contained_gold, normalize_answer
+from branchpoint.evaluation.abstention_rules import ABSTENTION_PATTERNS, NEGATION, first_match
+from branchpoint.evaluation.answer_normalization import (
+    STOP_WORDS,
+    contained_gold,
+    lower_straight_quotes,
+    normalize_answer,
+    normalize_spaced,
+    stem_plural,
+)
 
 _UNITS_WORDS = [
     "zero",
@@ -279,7 +286,7 @@ def _toks(text: str) -> list[_Tok]:
             if low in ("a", "an", "the"):
                 continue
             ordinal = _ORDINAL.match(low)
-            plain = low if low in _UNIT_SYNONYMS else _stem(low)  # "celsius" is no plural
+            plain = low if low in _UNIT_SYNONYMS else stem_plural(low)  # "celsius" is no plural
             words.append(ordinal.group(1) if ordinal else plain.replace(_DECIMAL_MARK, "."))
             capitals.append(word[:1].isupper())
         out.extend(_Tok(norm, capitals[i], clause_no) for norm, i in _canonical_words(words))
@@ -297,20 +304,23 @@ def _is_name(gold: str) -> bool:
 
 
 def _polarity(response: str) -> str:
-    tokens = _spaced(response).split()
+    tokens = normalize_spaced(response).split()
     if tokens and tokens[0] in ("yes", "yeah", "yep", "correct", "true"):
         return "yes"
     if tokens and tokens[0] in ("no", "nope", "false", "neither"):
         return "no"
-    return "no" if _NEGATION.search(_lower(response)) else "yes"
+    return "no" if NEGATION.search(lower_straight_quotes(response)) else "yes"
 
 
 def _says_unknown(response: str) -> bool:
     """True when a yes/no response does not start with yes / no and says it does not know."""
-    tokens = _spaced(response).split()
+    tokens = normalize_spaced(response).split()
     if tokens and tokens[0] in ("yes", "yeah", "yep", "no", "nope", "correct", "true", "false"):
         return False
-    return _first((p for p in ABSTENTION_PATTERNS if p.family == "unknown"), _lower(response)) is not None
+    return (
+        first_match((p for p in ABSTENTION_PATTERNS if p.family == "unknown"), lower_straight_quotes(response))
+        is not None
+    )
 
 
 def _stands(toks: list[_Tok], start: int, end: int) -> bool:
@@ -403,7 +413,7 @@ def _name_match(gold: str, toks: list[_Tok], words: list[str]) -> GoldMatch | No
 
 def _words_match(gold: str, present: set[str]) -> GoldMatch | None:
     """Every content word of the gold (two of three for golds of 3+ words) and every number."""
-    content = [t.norm for t in _toks(gold) if t.norm not in _STOP and t.norm not in _GENERIC]
+    content = [t.norm for t in _toks(gold) if t.norm not in STOP_WORDS and t.norm not in _GENERIC]
     if not content or not all(n in present for n in content if _is_number(n)):
         return None
     needed = len(content) if len(content) < 3 else max(2, -(-2 * len(content) // 3))
@@ -464,7 +474,7 @@ def demoted(response: str, gold: str, question: str | None = None) -> bool:
 def _names_candidate(head: str, gold_words: list[str], q_words: set[str], numeric: bool) -> bool:
     toks = _toks(head)
     if numeric:
-        about_subject = bool(_PRONOUN_SUBJECT.match(head)) or bool({t.norm for t in toks} & (q_words - _STOP))
+        about_subject = bool(_PRONOUN_SUBJECT.match(head)) or bool({t.norm for t in toks} & (q_words - STOP_WORDS))
         others = [t.norm for t in toks if _is_number(t.norm) and t.norm not in gold_words]
         return about_subject and bool(others)
     first = toks[0] if toks else None

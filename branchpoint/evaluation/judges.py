@@ -41,7 +41,6 @@ from branchpoint.errors import InputError
 from branchpoint.evaluation.abstention_rules import (
     ABSTENTION_PATTERNS,
     AbstentionPattern,
-    _p,
     classify_abstention,
     detect_abstention,
 )
@@ -204,6 +203,7 @@ _EVIDENCE_UNKNOWN = (
     "no_one_knows",
     "unanswerable",
 )
+_p = AbstentionPattern.compile
 NEGATIVE_EVIDENCE_PATTERNS: tuple[AbstentionPattern, ...] = tuple(
     p for p in ABSTENTION_PATTERNS if p.name in _EVIDENCE_UNKNOWN
 ) + (

@@ -16,9 +16,10 @@ Metrics read judged records (see `judges.judge_records`) and the labels of one j
 
 Intervals: every statistic `x` has a sibling `x_ci: [lo, hi]` (None when `x` is undefined or the
 bootstrap is off), a percentile interval over question resamples within each condition (see
-`bootstrap`). The definitions of cost, outcomes and latency are in `tally`; the cross-condition
-views (search effect, search-cap sweep and ROI, over-search, multi-turn, reasoning effort) in
-`studies`, the reasoning-effort × search-cap frontier in `frontier`.
+`bootstrap`). The definitions of outcomes and latency are in `tally`, of cost and TPC in `cost`,
+condition labels in `conditions`; the cross-condition views (search effect, search-cap sweep and
+ROI, multi-turn, reasoning effort) in `studies`, over-search in `over_search`, the
+reasoning-effort × search-cap frontier in `frontier`.
 """
 
 from __future__ import annotations
@@ -29,40 +30,29 @@ from typing import Any
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.bootstrap import QuestionBootstrap
+from branchpoint.evaluation.conditions import DEFAULT_CONDITION, condition_label, natural_condition_key, search_disabled
+from branchpoint.evaluation.cost import MetricsConfig, execution_cost, tpc_value
 from branchpoint.evaluation.epochs import epoch_metrics
 from branchpoint.evaluation.frontier import effort_cap_frontier
 from branchpoint.evaluation.metrics_file import MetricsReport, metrics_file_text
-from branchpoint.evaluation.studies import (
-    ConditionSet,
-    multi_turn,
-    over_search,
-    reasoning_effort,
-    search_cap_sweep,
-    search_disabled,
-    search_effect,
-)
+from branchpoint.evaluation.over_search import over_search
+from branchpoint.evaluation.studies import ConditionSet, multi_turn, reasoning_effort, search_cap_sweep, search_effect
 from branchpoint.evaluation.tally import (
     CATEGORY_ORDER,
-    DEFAULT_CONDITION,
     EVIDENCE_GROUPS,
     OUTCOMES,
-    MetricsConfig,
     Sums,
     budget_summary,
     category_key,
     cell_sums,
-    condition_label,
     evidence_summary,
-    execution_cost,
     is_correct,
     is_unparseable,
     judgment_label,
-    natural_condition_key,
     record_outcome,
     record_row,
     scored,
     summary,
-    tpc_value,
 )
 from branchpoint.evaluation.tpc_sensitivity import tpc_sensitivity
 from branchpoint.traces import ExecutionRecord

@@ -23,7 +23,8 @@ from rich.table import Table
 from branchpoint.evaluation import report_robustness_sections as robustness
 from branchpoint.evaluation import report_sections as sections
 from branchpoint.evaluation import report_sweep_sections as sweeps
-from branchpoint.evaluation.metrics_file import MetricsReport, Summary, as_metrics, read_metrics
+from branchpoint.evaluation.metrics_blocks import Summary
+from branchpoint.evaluation.metrics_file import MetricsReport, as_metrics, read_metrics
 from branchpoint.evaluation.report_budgets import budgets_section
 from branchpoint.evaluation.report_epochs import epochs_section
 from branchpoint.evaluation.report_format import (

@@ -4,7 +4,8 @@ the decisions per condition and category, from metrics.json's `epochs` block (`e
 from __future__ import annotations
 
 from branchpoint.evaluation.epochs import DECISIONS
-from branchpoint.evaluation.metrics_file import EpochSummary, MetricsReport
+from branchpoint.evaluation.metrics_blocks import EpochSummary
+from branchpoint.evaluation.metrics_file import MetricsReport
 from branchpoint.evaluation.report_format import fmt_num_ci, fmt_pct_ci, md_table
 
 _HEADER = (

@@ -7,7 +7,9 @@ lines. The sweep sections (search cap, reasoning effort, their frontier) are in
 
 from __future__ import annotations
 
-from branchpoint.evaluation.metrics_file import Change, MetricsReport
+from branchpoint.evaluation.conditions import condition_label
+from branchpoint.evaluation.metrics_blocks import Change
+from branchpoint.evaluation.metrics_file import MetricsReport
 from branchpoint.evaluation.report_format import (
     GROUP_NAMES,
     OUTCOME_NAMES,
@@ -17,7 +19,6 @@ from branchpoint.evaluation.report_format import (
     md_cell,
     md_table,
 )
-from branchpoint.evaluation.tally import condition_label
 
 Figures = dict[str, str | None] | None
 

@@ -4,10 +4,11 @@ markdown lines."""
 
 from __future__ import annotations
 
-from branchpoint.evaluation.metrics_file import FrontierCapStep, FrontierEffortStep, MetricsReport, RoiStep
+from branchpoint.evaluation.conditions import condition_label
+from branchpoint.evaluation.metrics_file import MetricsReport
+from branchpoint.evaluation.metrics_sweeps import FrontierCapStep, FrontierEffortStep, RoiStep
 from branchpoint.evaluation.report_format import fmt_interval, fmt_num_ci, fmt_pct_ci, md_table
 from branchpoint.evaluation.report_sections import Figures, figure_lines, no_data
-from branchpoint.evaluation.tally import condition_label
 
 
 def _roi(step: RoiStep | FrontierCapStep | FrontierEffortStep, metric: str) -> str:

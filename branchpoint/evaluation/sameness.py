@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from branchpoint.evaluation.tally import condition_label, natural_condition_key
+from branchpoint.evaluation.conditions import condition_label, natural_condition_key
 from branchpoint.traces import ExecutionRecord
 
 

@@ -1,5 +1,7 @@
 """Views across conditions: search vs no search, the search-cap sweep and its marginal ROI,
-over-search from minimal searches, multi-turn curves and reasoning effort.
+multi-turn curves and reasoning effort (`search_effect`, `search_cap_sweep`, `marginal_roi`,
+`multi_turn`, `reasoning_effort`), and the ratio statistics of a condition they share
+(`ratio_stat`, `ratio_stats`, `difference`, `ACCURACIES`).
 
 Conditions are the records' `condition` dicts (the swept settings). Keys are found by name, with
 or without a section prefix: `agent.search` or `search`, `agent.search_cap` or `search_cap`,
@@ -18,15 +20,11 @@ reasoning effort is any key containing `reasoning_effort`.
   Undefined too when the cost barely moves: |Δ mean cost| < `ROI_MIN_ADDED_COST` (10 tokens per
   query, 1 % of the study's normalisation k = 1,000 tokens), where the ratio would explode
   (a 0.5-point gain over 1 token reads as +50,000 %).
-- *Over-search %* (from `minimal_search.jsonl`, written by `branchpoint fork --minimal-search`)
-  = 100 · (mean searches / mean minimal searches − 1) per condition; +inf when every minimal
-  count is 0. The means run over *all* correct executions, those that needed no search
-  (searches = minimal = 0, taken from the judged records) included, as the study reports them
-  (conditions with search switched off take no part: there was nothing to over-search);
-  per model the conditions of a model are pooled, and `model_average` is the unweighted mean
-  of the per-model figures (the study's "70.5 % on average" over six models).
 - *Multi-turn*: curves of accuracy by `multi_turn.preceding`, one per `multi_turn.context`
   (answerable / mixed / unanswerable) and setting of the other keys; only when the keys exist.
+
+Over-search % (from the fork engine's minimal searches) is in `over_search`; how condition keys
+are found (`find_key`, `search_disabled`) in `conditions`.
 
 Every view reads a condition's sums over all its executions, so with `run.epochs` > 1 each epoch
 counts as one execution (pooled per question) and the bootstrap draws a question with all its
@@ -39,22 +37,24 @@ import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from branchpoint.errors import InputError
-from branchpoint.evaluation.bootstrap import QuestionBootstrap, ratio_samples
-from branchpoint.evaluation.tally import MetricsConfig, Sums, condition_label, set_stat
-from branchpoint.traces import MINIMAL_SEARCH_FILE, TraceError, iter_json_lines
+from branchpoint.evaluation.bootstrap import ratio_samples
+from branchpoint.evaluation.conditions import as_number, find_key, truthy
+from branchpoint.evaluation.cost import MetricsConfig
+from branchpoint.evaluation.tally import Sums, set_stat
 
 #: Below this change in mean cost per query (tokens) a marginal ROI is undefined (see above).
 ROI_MIN_ADDED_COST = 10.0
 MODEL_KEY = "model.name"
 EFFORT_ORDER = ("none", "minimal", "low", "medium", "high")
-_ACCURACIES = ("answer_accuracy", "abstention_accuracy", "overall_accuracy")
-_RATIOS = {
+#: The three accuracies every view reports.
+ACCURACIES = ("answer_accuracy", "abstention_accuracy", "overall_accuracy")
+#: Each statistic a view reports: (numerator column, denominator column, +inf when the
+#: denominator is 0) of `tally.COLUMNS`.
+RATIOS: dict[str, tuple[str, str, bool]] = {
     "answer_accuracy": ("correct_answer", "answerable", False),
     "abstention_accuracy": ("correct_abstention", "unanswerable", False),
     "overall_accuracy": ("correct", "n", False),
@@ -67,36 +67,6 @@ _RATIOS = {
 }
 
 
-def find_key(condition: dict[str, Any], name: str) -> str | None:
-    """The condition key called `name` or ending in `.name` (first in sorted order), or None."""
-    hits = sorted(k for k in condition if k == name or k.endswith("." + name))
-    return hits[0] if hits else None
-
-
-def _truthy(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "yes", "on", "1")
-    return bool(value)
-
-
-def _as_number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def search_disabled(condition: dict[str, Any]) -> bool:
-    """True when the condition switches search off (a false `search` key, or `search_cap` 0)."""
-    key = find_key(condition, "search")
-    if key is not None and not _truthy(condition[key]):
-        return True
-    cap = find_key(condition, "search_cap")
-    return cap is not None and _as_number(condition[cap]) == 0
-
-
 def _rest(condition: dict[str, Any], *drop: str | None) -> dict[str, Any]:
     return {k: v for k, v in condition.items() if k not in drop}
 
@@ -105,21 +75,24 @@ def _key(condition: dict[str, Any]) -> str:
     return json.dumps(condition, sort_keys=True, default=str)
 
 
-def _stat(s: Sums, name: str) -> tuple[float | None, np.ndarray | None]:
-    num, den, inf = _RATIOS[name]
+def ratio_stat(s: Sums, name: str) -> tuple[float | None, np.ndarray | None]:
+    """(point, resampled values) of the statistic `name` of `RATIOS` over the sums `s`; TPC of
+    no execution is undefined (None), of executions none of them correct +inf."""
+    num, den, inf = RATIOS[name]
     if inf and s.count("n") == 0:
         return None, None
     return s.ratio(num, den, zero_den_inf=inf)
 
 
-def _stats(s: Sums, names: tuple[str, ...], cfg: MetricsConfig) -> dict[str, Any]:
+def ratio_stats(s: Sums, names: tuple[str, ...], cfg: MetricsConfig) -> dict[str, Any]:
+    """`n` and each statistic of `names` with its interval (`<name>_ci`), as a view's point lists them."""
     out: dict[str, Any] = {"n": s.count("n")}
     for name in names:
-        set_stat(out, name, *_stat(s, name), cfg)
+        set_stat(out, name, *ratio_stat(s, name), cfg)
     return out
 
 
-def _difference(
+def difference(
     a: tuple[float | None, np.ndarray | None], b: tuple[float | None, np.ndarray | None]
 ) -> tuple[float | None, np.ndarray | None]:
     """a − b with samples; None where either side is undefined or both are infinite."""
@@ -157,11 +130,11 @@ def _search_pair(with_c: dict[str, Any], without_c: dict[str, Any]) -> str | Non
     key = find_key(with_c, "search")
     if key is not None:
         same_rest = _rest(with_c, key) == _rest(without_c, key)
-        return key if same_rest and _truthy(with_c[key]) and not _truthy(without_c[key]) else None
+        return key if same_rest and truthy(with_c[key]) and not truthy(without_c[key]) else None
     cap = find_key(with_c, "search_cap")
     if cap is None or _rest(with_c, cap) != _rest(without_c, cap):
         return None
-    hi, lo = _as_number(with_c[cap]), _as_number(without_c[cap])
+    hi, lo = as_number(with_c[cap]), as_number(without_c[cap])
     return cap if hi is not None and lo is not None and hi > 0 and lo == 0 else None
 
 
@@ -181,10 +154,10 @@ def search_effect(cs: ConditionSet, cfg: MetricsConfig) -> list[dict[str, Any]]:
                 "n_with": cs.sums[w].count("n"),
                 "n_without": cs.sums[wo].count("n"),
             }
-            for name in (*_ACCURACIES, "tpc", "mean_cost", "mean_search_calls"):
-                a, b = _stat(cs.sums[w], name), _stat(cs.sums[wo], name)
+            for name in (*ACCURACIES, "tpc", "mean_cost", "mean_search_calls"):
+                a, b = ratio_stat(cs.sums[w], name), ratio_stat(cs.sums[wo], name)
                 metric: dict[str, Any] = {"with": a[0], "without": b[0]}
-                set_stat(metric, "change", *_difference(a, b), cfg)
+                set_stat(metric, "change", *difference(a, b), cfg)
                 entry[name] = metric
             out.append(entry)
     out.sort(key=lambda e: (e["model"], e["with"], e["without"]))
@@ -237,9 +210,9 @@ def search_cap_sweep(
         if cap_key is None:
             continue
         search_key = find_key(cond, "search")
-        if search_key is not None and not _truthy(cond[search_key]):
+        if search_key is not None and not truthy(cond[search_key]):
             continue
-        cap = _as_number(cond[cap_key])
+        cap = as_number(cond[cap_key])
         if cap is not None:
             groups.setdefault((cap_key, _key(_rest(cond, cap_key))), []).append((cap, label))
     series = []
@@ -259,18 +232,18 @@ def search_cap_sweep(
         points = []
         for cap, label in members:
             point = {"cap": int(cap) if cap == int(cap) else cap, "condition": label}
-            point.update(_stats(cs.sums[label], (*_ACCURACIES, "tpc", "mean_cost", "mean_search_calls"), cfg))
+            point.update(ratio_stats(cs.sums[label], (*ACCURACIES, "tpc", "mean_cost", "mean_search_calls"), cfg))
             points.append(point)
         roi: list[dict[str, Any]] = []
         for (_cap_a, a), (_cap_b, b) in itertools.pairwise(members):
-            added = _difference(_stat(cs.sums[b], "mean_cost"), _stat(cs.sums[a], "mean_cost"))
+            added = difference(ratio_stat(cs.sums[b], "mean_cost"), ratio_stat(cs.sums[a], "mean_cost"))
             step: dict[str, Any] = {"from_cap": points[len(roi)]["cap"], "to_cap": points[len(roi) + 1]["cap"]}
             set_stat(step, "added_cost_per_query", *added, cfg)
             if added[0] is not None and abs(added[0]) < ROI_MIN_ADDED_COST:
                 step["roi_undefined"] = f"mean cost per query changes by less than {ROI_MIN_ADDED_COST:g} tokens"
-            for name in _ACCURACIES:
-                gain = _difference(_stat(cs.sums[b], name), _stat(cs.sums[a], name))
-                set_stat(step, f"{name}_per_1k_tokens", *_per_1k(gain, added), cfg)
+            for name in ACCURACIES:
+                gain = difference(ratio_stat(cs.sums[b], name), ratio_stat(cs.sums[a], name))
+                set_stat(step, f"{name}_per_1k_tokens", *roi_per_1k(gain, added), cfg)
             roi.append(step)
         first = members[0][1]
         series.append(
@@ -301,7 +274,7 @@ def marginal_roi(
     return gain / (added_cost / k)
 
 
-def _per_1k(
+def roi_per_1k(
     gain: tuple[float | None, np.ndarray | None], added: tuple[float | None, np.ndarray | None]
 ) -> tuple[float | None, np.ndarray | None]:
     """`marginal_roi` with resamples; resamples whose added cost is below the threshold are undefined."""
@@ -333,7 +306,7 @@ def multi_turn(cs: ConditionSet, cfg: MetricsConfig) -> dict[str, Any]:
             continue
         ctx_key = find_key(cond, "multi_turn.context")
         context = str(cond[ctx_key]) if ctx_key else "all"
-        preceding = _as_number(cond[pre_key])
+        preceding = as_number(cond[pre_key])
         if preceding is not None:
             groups.setdefault((context, _key(_rest(cond, pre_key, ctx_key))), []).append((preceding, label))
     if not groups:
@@ -344,7 +317,7 @@ def multi_turn(cs: ConditionSet, cfg: MetricsConfig) -> dict[str, Any]:
         points = []
         for preceding, label in members:
             point = {"preceding": int(preceding), "condition": label}
-            point.update(_stats(cs.sums[label], (*_ACCURACIES, "tpc"), cfg))
+            point.update(ratio_stats(cs.sums[label], (*ACCURACIES, "tpc"), cfg))
             points.append(point)
         series.append(
             {"context": context, "other": json.loads(rest_json), "model": cs.model(members[0][1]), "points": points}
@@ -372,8 +345,8 @@ def reasoning_effort(
         }
         cap_key = find_key(cond, "search_cap")
         if cap_key is not None:
-            row["search_cap"] = _as_number(cond[cap_key])
-        row.update(_stats(cs.sums[label], tuple(_RATIOS), cfg))
+            row["search_cap"] = as_number(cond[cap_key])
+        row.update(ratio_stats(cs.sums[label], tuple(RATIOS), cfg))
         rows.append(row)
     if not rows:
         return {"available": False, "reason": "no condition has a reasoning_effort key"}
@@ -386,167 +359,3 @@ def reasoning_effort(
 
     rows.sort(key=in_spec_order)
     return {"available": True, "rows": rows}
-
-
-# --------------------------------------------------------------------------------------------
-# Over-search from the fork engine's minimal searches
-# --------------------------------------------------------------------------------------------
-
-_MINIMAL_FIELDS = {"question_id": str, "condition": dict, "searches": int, "minimal_searches": int}
-
-
-def read_minimal_search(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of minimal_search.jsonl, checked; errors name the file, line and field."""
-    rows: list[dict[str, Any]] = []
-    try:
-        for lineno, obj in iter_json_lines(path):
-            for name, kind in _MINIMAL_FIELDS.items():
-                value = obj.get(name)
-                ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-                if not ok or (isinstance(value, int) and kind is int and value < 0):
-                    raise InputError(
-                        f'{path} line {lineno}: field "{name}" missing or invalid '
-                        f"(expected {kind.__name__}{' >= 0' if kind is int else ''}; rows are "
-                        "{execution_id, question_id, condition, searches, minimal_searches, judge})"
-                    )
-            rows.append(obj)
-    except TraceError as exc:
-        raise InputError(str(exc)) from None
-    return rows
-
-
-def _over_search_entry(
-    rows: list[dict[str, Any]], questions: list[str], boot: QuestionBootstrap, cfg: MetricsConfig
-) -> tuple[dict[str, Any], np.ndarray, np.ndarray | None]:
-    values = np.array([[r["searches"], r["minimal_searches"], 1.0, r["searches"] > 0] for r in rows], dtype=float)
-    point = values.sum(axis=0)
-    resampled = None
-    if boot.enabled:
-        qset = sorted(set(questions) | {r["question_id"] for r in rows})
-        resampled = boot.sums(qset, [r["question_id"] for r in rows], values)
-    return _over_search_stats(point, resampled, cfg), point, resampled
-
-
-def over_search_pct(searches: float, minimal: float) -> float:
-    """Over-search % = 100 · (k̄ / k̄* − 1) = 100 · (Σ k / Σ k* − 1) over correct executions.
-
-    Over-searching study, Appendix A.1 (Table 8): k = searches an execution made, k* = the
-    fewest searches (a truncation of its search sequence) that still reach the correct outcome;
-    both averaged over the queries the model got right. +inf when Σ k* = 0 and Σ k > 0; 0 when
-    nothing searched at all.
-    """
-    if minimal == 0:
-        return 0.0 if searches == 0 else math.inf
-    return 100.0 * (searches / minimal - 1.0)
-
-
-def _over_search_stats(point: np.ndarray, resampled: np.ndarray | None, cfg: MetricsConfig) -> dict[str, Any]:
-    """Columns: Σk, Σk*, n (correct executions), n that searched."""
-    n = int(point[2])
-    out: dict[str, Any] = {
-        "n": n,
-        "n_searched": int(point[3]),
-        "n_no_search": n - int(point[3]),
-        "mean_searches": point[0] / n if n else None,
-        "mean_minimal_searches": point[1] / n if n else None,
-    }
-    if not n:
-        set_stat(out, "over_search_pct", None, None, cfg)
-        return out
-    samples = None
-    if resampled is not None:
-        samples = 100.0 * (ratio_samples(resampled[:, 0], resampled[:, 1], zero_den_inf=True) - 1.0)
-        samples[(resampled[:, 0] == 0) & (resampled[:, 1] == 0)] = 0.0
-    set_stat(out, "over_search_pct", over_search_pct(point[0], point[1]), samples, cfg)
-    return out
-
-
-def model_average(per_model: dict[str, tuple[np.ndarray, np.ndarray | None]], cfg: MetricsConfig) -> dict[str, Any]:
-    """The study's average over models: the unweighted mean of per-model over-search % (and of
-    per-model mean searches), Appendix A.1 / Table 8 ("70.5 % more searches on average").
-
-    (1/M) Σ_m 100 · (k̄_m / k̄*_m − 1) — not the pooled ratio, which weights models by their
-    number of correct executions. Its interval averages the per-model resamples (models as
-    strata). +inf when some model's k̄* is 0.
-    """
-    models = sorted(m for m, (point, _) in per_model.items() if point[2] > 0)
-    out: dict[str, Any] = {"n_models": len(models), "models": models}
-    if not models:
-        set_stat(out, "over_search_pct", None, None, cfg)
-        return out
-    pcts = [over_search_pct(per_model[m][0][0], per_model[m][0][1]) for m in models]
-    out["mean_searches"] = sum(per_model[m][0][0] / per_model[m][0][2] for m in models) / len(models)
-    out["mean_minimal_searches"] = sum(per_model[m][0][1] / per_model[m][0][2] for m in models) / len(models)
-    samples = None
-    if all(per_model[m][1] is not None for m in models):
-        stacked = []
-        for m in models:
-            res = per_model[m][1]
-            assert res is not None
-            with np.errstate(invalid="ignore", divide="ignore"):
-                s_ = 100.0 * (ratio_samples(res[:, 0], res[:, 1], zero_den_inf=True) - 1.0)
-            s_[(res[:, 0] == 0) & (res[:, 1] == 0)] = 0.0
-            s_[res[:, 2] == 0] = math.nan  # no correct execution of the model drawn
-            stacked.append(s_)
-        with np.errstate(invalid="ignore"):
-            samples = np.mean(np.vstack(stacked), axis=0)
-    set_stat(out, "over_search_pct", sum(pcts) / len(pcts), samples, cfg)
-    return out
-
-
-def over_search(
-    rows: list[dict[str, Any]] | None,
-    questions: dict[str, list[str]],
-    boot: QuestionBootstrap,
-    cfg: MetricsConfig,
-    *,
-    no_search: list[dict[str, Any]] | None = None,
-    model_of: Any = None,
-) -> dict[str, Any]:
-    """Over-search % per condition, per model, averaged over models, and pooled (conditions as
-    strata), from minimal-search rows plus the correct executions that made no search.
-
-    `questions` maps each condition label to its questions, so a condition resamples the same
-    questions as its other metrics. `no_search` are rows {execution_id, question_id, condition,
-    searches: 0, minimal_searches: 0} of correct executions without a search (the fork study
-    skips them: nothing to truncate); `model_of(label)` names a condition's model.
-    """
-    if rows is None:
-        return {
-            "available": False,
-            "reason": f"no {MINIMAL_SEARCH_FILE} beside the traces (run `branchpoint fork RUN_DIR --minimal-search`)",
-        }
-    seen = {r.get("execution_id") for r in rows}
-    extra = [r for r in (no_search or []) if r.get("execution_id") not in seen]
-    if not rows and not extra:
-        return {"available": False, "reason": f"{MINIMAL_SEARCH_FILE} is empty (no correct execution searched)"}
-    by_label: dict[str, list[dict[str, Any]]] = {}
-    for r in [*rows, *extra]:
-        by_label.setdefault(condition_label(r["condition"]), []).append(r)
-    per_condition = {}
-    width = 4
-    total_point = np.zeros(width)
-    total_boot = np.zeros((boot.n_resamples, width)) if boot.enabled else None
-    per_model: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
-    for label in sorted(by_label):
-        entry, point, resampled = _over_search_entry(by_label[label], questions.get(label, []), boot, cfg)
-        model = str(model_of(label)) if model_of is not None else label
-        entry["model"] = model
-        per_condition[label] = entry
-        total_point += point
-        if total_boot is not None and resampled is not None:
-            total_boot += resampled
-        m_point, m_boot = per_model.get(
-            model, (np.zeros(width), np.zeros((boot.n_resamples, width)) if boot.enabled else None)
-        )
-        per_model[model] = (m_point + point, None if m_boot is None or resampled is None else m_boot + resampled)
-    judges = sorted({str(r.get("judge")) for r in rows if r.get("judge")})
-    return {
-        "available": True,
-        "source": MINIMAL_SEARCH_FILE,
-        "judges": judges,
-        **_over_search_stats(total_point, total_boot, cfg),
-        "by_condition": per_condition,
-        "by_model": {m: _over_search_stats(p, b, cfg) for m, (p, b) in sorted(per_model.items())},
-        "model_average": model_average(per_model, cfg),
-    }

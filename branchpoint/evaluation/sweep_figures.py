@@ -11,6 +11,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from branchpoint.evaluation.conditions import condition_label
 from branchpoint.evaluation.figure_common import (
     error_bar,
     finite,
@@ -22,7 +23,6 @@ from branchpoint.evaluation.figure_common import (
     stat_of,
 )
 from branchpoint.evaluation.metrics_file import MetricsReport, as_metrics
-from branchpoint.evaluation.tally import condition_label
 
 #: Line colours of the search-cap figure's series (efforts in the spec's order; cycled).
 SERIES_COLORS = ("#08519c", "#e6550d", "#31a354", "#756bb1", "#636363", "#9ecae1", "#fdae6b")

@@ -6,14 +6,12 @@ execution into one row of named quantities (`COLUMNS`), sum rows per (condition,
 cell, and resample those sums by question (`bootstrap.QuestionBootstrap`); pooled numbers add
 cells. `Sums` carries a point sum and B resampled sums of every column.
 
-Definitions (each written once, here):
+Definitions (each written once, here or in the module named):
 
 - *correct*: answerable and `answer` label CORRECT, or unanswerable and `abstention` label
   ABSTAINED (`is_correct`);
-- *cost* of an execution: `g + λ·x + μ·|S|` with generated tokens g (output tokens, reasoning
-  included as servers count it), input tokens x, search calls |S| (`execution_cost`); the three
-  terms are the three cost channels (generated, input, search);
-- *TPC* = Σ cost / Σ correct, +inf when nothing is correct (`tpc_value`);
+- *cost* of an execution and *TPC* (Σ cost / Σ correct) are defined in `cost` (`execution_cost`,
+  `tpc_value`, the weights λ and μ);
 - *outcome*: `correct_answer` (answerable, CORRECT), `wrong_answer` (answerable, INCORRECT or
   NOT_ATTEMPTED), `correct_abstention` (unanswerable, ABSTAINED), `failed_abstention`
   (unanswerable, ANSWERED); TPC by outcome is Σ cost / n within each outcome (cost per
@@ -27,25 +25,22 @@ Definitions (each written once, here):
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from branchpoint.errors import InputError
 from branchpoint.evaluation.bootstrap import QuestionBootstrap, percentile_ci, ratio_samples
+from branchpoint.evaluation.cost import COST_CHANNELS, MetricsConfig, cost_channels, execution_cost
 from branchpoint.evaluation.judges import UNPARSEABLE, needed_kind
 from branchpoint.traces import STEP_KINDS, ExecutionRecord
 
 # Keys of a category bucket, in report order; unanswerable records without a category go under
 # "unanswerable".
 CATEGORY_ORDER: tuple[str, ...] = ("answerable", "AU", "FP", "UC", "unanswerable")
-DEFAULT_CONDITION = "default"  # label of the empty condition {}
 OUTCOMES: tuple[str, ...] = ("correct_answer", "wrong_answer", "correct_abstention", "failed_abstention")
-COST_CHANNELS: tuple[str, ...] = ("generated", "input", "search")
 MODEL_STEP_KINDS: frozenset[str] = frozenset({"decide", "answer", "forced_answer"})
 
 
@@ -67,18 +62,6 @@ EVIDENCE_GROUPS: tuple[str, ...] = (
     "only_negative",
     "no_evidence",
 )
-
-
-class MetricsConfig(BaseModel):
-    """TPC weights (λ per input token, μ per search call; generated tokens weigh 1) and the bootstrap."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    lam: float = Field(0.25, ge=0, description="weight λ of one input token")
-    mu: float = Field(500.0, ge=0, description="weight μ of one search call, in tokens")
-    bootstrap: int = Field(1000, ge=0, description="bootstrap resamples over questions (0: no intervals)")
-    seed: int = Field(0, description="seed of the bootstrap's numpy Generator")
-    confidence: float = Field(0.95, gt=0, lt=1, description="coverage of the percentile intervals")
 
 
 # --------------------------------------------------------------------------------------------
@@ -131,66 +114,6 @@ def category_key(record: ExecutionRecord) -> str:
     if record.answerable:
         return "answerable"
     return record.category or "unanswerable"
-
-
-def _format_value(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-
-
-def condition_label(condition: dict[str, Any]) -> str:
-    """Stable short label of a condition: `k=v` pairs with sorted keys, e.g. `policy=x,search=true`.
-
-    Strings appear as they are, other values as compact JSON (`true`, `3`, `null`); the empty
-    condition is labelled "default".
-    """
-    if not condition:
-        return DEFAULT_CONDITION
-    return ",".join(f"{k}={_format_value(condition[k])}" for k in sorted(condition))
-
-
-def _natural_value(value: Any) -> tuple[Any, ...]:
-    """Sort key of one condition value: numbers by size, text with its digit runs as numbers
-    (`q2` before `q10`), booleans and null before them, other values by their JSON."""
-    import re
-
-    if value is None or isinstance(value, bool):
-        return (0, int(bool(value)))
-    if isinstance(value, (int, float)):
-        return (1, float(value))
-    if isinstance(value, str):
-        return (
-            2,
-            tuple(
-                (0, int(part), "") if part.isdigit() else (1, 0, part.lower())
-                for part in re.split(r"(\d+)", value)
-                if part
-            ),
-        )
-    return (3, _format_value(value))
-
-
-def natural_condition_key(condition: dict[str, Any]) -> tuple[Any, ...]:
-    """Sort key of a condition that puts its values in natural order: `search_cap=2` before
-    `search_cap=10`, `preceding=1, 3, 9` as numbers, text naturally; axes in sorted order."""
-    return tuple((k, _natural_value(condition[k])) for k in sorted(condition))
-
-
-def cost_channels(g: Any, x: Any, s: Any, cfg: MetricsConfig) -> tuple[Any, Any, Any]:
-    """The three cost channels of an execution: (g, λ·x, μ·|S|) — generated, input, search."""
-    return g, cfg.lam * x, cfg.mu * s
-
-
-def execution_cost(g: Any, x: Any, s: Any, cfg: MetricsConfig) -> Any:
-    """Cost of an execution in tokens: g + λ·x + μ·|S| (works on numbers and numpy arrays)."""
-    gen, inp, search = cost_channels(g, x, s, cfg)
-    return gen + inp + search
-
-
-def tpc_value(total_cost: float, n_correct: float) -> float:
-    """Tokens Per Correctness from sums: TPC = Σ_q cost_q / Σ_q correct_q, +inf when nothing is correct."""
-    return math.inf if n_correct == 0 else float(total_cost) / float(n_correct)
 
 
 # --------------------------------------------------------------------------------------------

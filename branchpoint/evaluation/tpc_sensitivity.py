@@ -29,7 +29,8 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from branchpoint.evaluation.bootstrap import percentile_ci, ratio_samples
-from branchpoint.evaluation.tally import COLUMNS, MetricsConfig, Sums
+from branchpoint.evaluation.cost import MetricsConfig
+from branchpoint.evaluation.tally import COLUMNS, Sums
 
 #: λ (weight of an input token): free, a tenth, the seed's quarter, half, as dear as output.
 DEFAULT_LAMS: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5, 1.0)

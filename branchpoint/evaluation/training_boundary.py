@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from branchpoint.evaluation.bootstrap import QuestionBootstrap, percentile_ci, ratio_samples
-from branchpoint.evaluation.tally import MetricsConfig, execution_cost, is_correct, is_unparseable, scored, tpc_value
+from branchpoint.evaluation.cost import MetricsConfig, execution_cost, tpc_value
+from branchpoint.evaluation.tally import is_correct, is_unparseable, scored
 from branchpoint.traces import ExecutionRecord
 
 #: The statistics per step, each (numerator column, denominator column, +inf when the denominator is 0).

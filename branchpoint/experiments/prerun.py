@@ -36,8 +36,8 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from branchpoint.agents import AgentContext, build_graph, recursion_limit, resolve_policy
+from branchpoint.evaluation.conditions import condition_label
 from branchpoint.evaluation.sameness import describe_group
-from branchpoint.evaluation.tally import condition_label
 from branchpoint.experiments.planning import PlannedExecution, plan_executions, policy_paths, select_questions
 from branchpoint.experiments.runner import agent_context, first_state
 from branchpoint.experiments.spec import ExperimentSpec

@@ -27,7 +27,7 @@ from branchpoint.datasets.questions import Question
 from branchpoint.defaults import RULE_JUDGE
 from branchpoint.evaluation.judges import judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics, is_correct
-from branchpoint.evaluation.studies import read_minimal_search
+from branchpoint.evaluation.over_search import read_minimal_search
 from branchpoint.evaluation.value import Forecast, ValueConfig, load_states, value_study
 from branchpoint.evaluation.value.outcomes import StateTable, build_states
 from branchpoint.experiments.branch_planning import fork_records

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from branchpoint.defaults import RULE_JUDGE
+from branchpoint.evaluation.conditions import condition_label
 from branchpoint.evaluation.judges import judge_records
 from branchpoint.evaluation.metrics import MetricsConfig, compute_metrics
-from branchpoint.evaluation.tally import condition_label
 from branchpoint.experiments.runner import run_experiment
 from branchpoint.experiments.source_pool import SourcePool
 from branchpoint.experiments.spec import ExperimentSpec
@@ -56,7 +56,7 @@ class ConditionTruth:
 
 @dataclass
 class SweepTruth:
-    """The truth of a study's sweep run, by condition label (`tally.condition_label`, the join key)."""
+    """The truth of a study's sweep run, by condition label (`conditions.condition_label`, the join key)."""
 
     run_dir: Path
     conditions: dict[str, ConditionTruth]

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from branchpoint.agents import prompts
 from branchpoint.cli import app
+from branchpoint.evaluation.cost import MetricsConfig
 from branchpoint.evaluation.metrics import compute_metrics
-from branchpoint.evaluation.tally import MetricsConfig
 from branchpoint.experiments.branch_planning import fork_records
 from branchpoint.experiments.forking import ForkPlan, fork_run
 from branchpoint.experiments.spec.sections import AgentSpec

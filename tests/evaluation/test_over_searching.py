@@ -11,7 +11,8 @@ import pytest
 
 from branchpoint.evaluation import MetricsConfig, compute_metrics, markdown_report
 from branchpoint.evaluation.agreement import disagreement_direction, judge_agreement, mean_pairwise
-from branchpoint.evaluation.studies import ROI_MIN_ADDED_COST, marginal_roi, over_search_pct
+from branchpoint.evaluation.over_search import over_search_pct
+from branchpoint.evaluation.studies import ROI_MIN_ADDED_COST, marginal_roi
 from branchpoint.evaluation.sweep_figures import plot_marginal_roi
 from branchpoint.traces import Judgment
 from tests.evaluation.builders import make_record

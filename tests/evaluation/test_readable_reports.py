@@ -13,10 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from branchpoint.cli import app
+from branchpoint.evaluation.conditions import natural_condition_key
 from branchpoint.evaluation.figure_common import short
 from branchpoint.evaluation.figures import plot_tpc_outcome
 from branchpoint.evaluation.report import short_label
-from branchpoint.evaluation.tally import natural_condition_key
 from branchpoint.experiments import load_spec, run_experiment
 from tests.experiments.conftest import CountingOpener, search_until_told_responder
 

@@ -8,8 +8,8 @@ import yaml
 from typer.testing import CliRunner
 
 from branchpoint.cli import app
+from branchpoint.evaluation.conditions import condition_label
 from branchpoint.evaluation.sameness import before_run_warnings, identical_conditions
-from branchpoint.evaluation.tally import condition_label
 from branchpoint.experiments import load_spec, run_experiment
 from branchpoint.experiments.prerun import Probe, probe_conditions
 from branchpoint.models.request_fingerprint import RequestFingerprints

@@ -20,6 +20,8 @@
 - `curves`: matched-configuration learning curves.
 - `seed_analyses`: paired router differences, `simultaneous` (max-standardised) intervals,
   `strata_panels`, `gain_spread` (SD of gains, repeat noise), `power`, `failures` (rates).
+- `scoring`: `state_columns` and `score` (the score sections); `decision_factorial`: its cells,
+  fixed terms and section; `json_numbers`: `num`, `interval_of` (NaN → null, ±inf → "inf").
 - `study`: `value_study` (what `branchpoint value` runs) → value.json; `markdown`: its report.
 See docs/search-value.md.
 """

@@ -16,10 +16,10 @@ from branchpoint.evaluation.value.audit_sample import AuditSample
 from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval, single_component_strata
 from branchpoint.evaluation.value.config import ValueConfig, price_key
 from branchpoint.evaluation.value.forecasters import Forecast
+from branchpoint.evaluation.value.json_numbers import interval_of, num
 from branchpoint.evaluation.value.objectives import LEXICAL_OBJECTIVES, align, objective_comparison
 from branchpoint.evaluation.value.outcomes import Roles, StateTable, build_states
 from branchpoint.evaluation.value.scores import balanced_mean
-from branchpoint.evaluation.value.scoring import interval_of, num
 from branchpoint.traces import ExecutionRecord, TraceError, read_records
 
 

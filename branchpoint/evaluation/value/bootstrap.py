@@ -35,7 +35,8 @@ import numpy as np
 CHUNK = 500  # resamples per block: bounds memory at CHUNK × C counts
 
 
-def _codes(labels: np.ndarray) -> tuple[np.ndarray, int]:
+def label_codes(labels: np.ndarray) -> tuple[np.ndarray, int]:
+    """Integer codes 0..k−1 of the labels (in sorted order of their text) and k, the number of distinct labels."""
     uniq, inverse = np.unique(np.asarray(labels).astype(str), return_inverse=True)
     return inverse, len(uniq)
 
@@ -73,8 +74,8 @@ def draw_counts_within(
 def home_groups(components: np.ndarray, strata: np.ndarray) -> list[np.ndarray]:
     """Component indices (codes of the sorted component labels) grouped by home stratum: the
     stratum holding most of the component's states (ties: the smallest stratum label)."""
-    comp, n_comp = _codes(components)
-    strat, n_strata = _codes(strata)
+    comp, n_comp = label_codes(components)
+    strat, n_strata = label_codes(strata)
     table = np.zeros((n_comp, n_strata), dtype=np.int64)
     np.add.at(table, (comp, strat), 1)
     home = table.argmax(axis=1)  # argmax takes the first maximum: the smallest label
@@ -129,8 +130,8 @@ def bootstrap_means(
     values = np.asarray(values, dtype=float)
     if values.ndim == 1:
         values = values[:, None]
-    comp, n_comp = _codes(components)
-    strat, n_strata = _codes(strata)
+    comp, n_comp = label_codes(components)
+    strat, n_strata = label_codes(strata)
     _n, k = values.shape
     cells = comp * n_strata + strat
     sums = np.zeros((n_comp * n_strata, k))
@@ -166,8 +167,8 @@ def bootstrap_means_loop(
     values = np.asarray(values, dtype=float)
     if values.ndim == 1:
         values = values[:, None]
-    comp, n_comp = _codes(components)
-    strat, _ = _codes(strata)
+    comp, n_comp = label_codes(components)
+    strat, _ = label_codes(strata)
     rows = values.tolist()
     members: list[list[int]] = [[] for _ in range(n_comp)]
     for i, c in enumerate(comp.tolist()):

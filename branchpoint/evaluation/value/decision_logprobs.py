@@ -39,11 +39,11 @@ from branchpoint.evaluation.value.dev_view import DevView
 from branchpoint.evaluation.value.forecasters import (
     Forecast,
     ForecasterUnavailable,
-    _dev_means,
-    _logit,
-    _standardise,
+    dev_means,
     forecaster,
     logistic_fit,
+    logit,
+    standardise,
 )
 from branchpoint.evaluation.value.outcomes import StateTable
 from branchpoint.traces import BOUNDARY_PENDING, ExecutionRecord, Step
@@ -116,10 +116,10 @@ def logprob_forecaster(states: DevView, dev: np.ndarray) -> Forecast:
     fit_rows = np.asarray(dev, dtype=bool) & has
     if int(fit_rows.sum()) < 2:
         raise ForecasterUnavailable("needs at least 2 dev states whose decide step has log probabilities")
-    z = _standardise(_logit(x[:, 0])[:, None], fit_rows)[:, 0]
+    z = standardise(logit(x[:, 0])[:, None], fit_rows)[:, 0]
     pick = fit_rows[states.dev_rows]  # the fitting rows among the dev states, in their order
     d = states.dev_states
-    base = _dev_means(states, dev)
+    base = dev_means(states, dev)
     out: list[np.ndarray] = []
     info: dict[str, Any] = {"rows_without_logprobs": int((~has).sum()), "fitted_on": int(fit_rows.sum())}
     for k, (name, role) in enumerate((("think", d.think), ("search", d.search))):

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from branchpoint.evaluation.studies import search_disabled
+from branchpoint.evaluation.conditions import search_disabled
 from branchpoint.evaluation.value.bootstrap import bootstrap_means, percentile_interval
 from branchpoint.evaluation.value.outcomes import StateTable
 from branchpoint.traces import BOUNDARY_INITIAL, ExecutionRecord, search_count

@@ -188,7 +188,7 @@ def run_calibrator(
 # --------------------------------------------------------------------------------------------
 
 
-def _dev_means(states: DevView, rows: np.ndarray) -> tuple[float, float]:
+def dev_means(states: DevView, rows: np.ndarray) -> tuple[float, float]:
     """Stratum-balanced mean of Ȳ_T and Ȳ_S over `rows` (a mask over every row; dev rows only)."""
     d = states.dev_states
     pick = np.asarray(rows, dtype=bool)[states.dev_rows]
@@ -200,18 +200,18 @@ def _dev_means(states: DevView, rows: np.ndarray) -> tuple[float, float]:
 @forecaster("historical_mean", fitted=True)
 def historical_mean(states: DevView, dev: np.ndarray) -> Forecast:
     """q_T, q_S = each action's mean outcome over the dev rows (stratum-balanced), for every state."""
-    t, s = _dev_means(states, dev)
+    t, s = dev_means(states, dev)
     return Forecast(np.full(len(states), t), np.full(len(states), s))
 
 
 def _prior_by(labels: np.ndarray, states: DevView, dev: np.ndarray) -> Forecast:
-    t0, s0 = _dev_means(states, dev)
+    t0, s0 = dev_means(states, dev)
     q_t, q_s = np.full(len(states), t0), np.full(len(states), s0)
     fallback = 0
     for label in set(labels.tolist()):
         rows = labels == label
         if np.any(rows & dev):
-            q_t[rows], q_s[rows] = _dev_means(states, rows & dev)
+            q_t[rows], q_s[rows] = dev_means(states, rows & dev)
         else:
             fallback += int(rows.sum())
     return Forecast(q_t, q_s, {"rows_on_global_fallback": fallback})
@@ -313,7 +313,8 @@ def read_forecasts(path: Path, states: StateTable) -> Forecast:
 # --------------------------------------------------------------------------------------------
 
 
-def _standardise(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def standardise(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """`x` with each column standardised by its mean and SD over `rows` (an SD of 0 leaves it centred only)."""
     mu = x[rows].mean(axis=0)
     sd = x[rows].std(axis=0)
     return cast(np.ndarray, (x - mu) / np.where(sd > 0, sd, 1.0))
@@ -322,7 +323,7 @@ def _standardise(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
 def ridge_fit_predict(x: np.ndarray, y: np.ndarray, train: np.ndarray, penalty: float) -> np.ndarray:
     """Affine ridge from standardised inputs: ŷ = ȳ + z β, β = (ZᵀZ + λI)⁻¹ Zᵀ(y − ȳ), z and ȳ
     from the training rows (unpenalised intercept); predictions for every row, clipped to [0, 1]."""
-    z = _standardise(x, train)
+    z = standardise(x, train)
     zt, yt = z[train], y[train]
     y0 = yt.mean(axis=0)
     beta = np.linalg.solve(zt.T @ zt + penalty * np.eye(z.shape[1]), zt.T @ (yt - y0))
@@ -378,7 +379,8 @@ def affine_calibration(raw: Forecast, states: DevView, dev: np.ndarray, seed: in
     return Forecast(out[0], out[1], info)
 
 
-def _logit(q: np.ndarray) -> np.ndarray:
+def logit(q: np.ndarray) -> np.ndarray:
+    """log(q / (1 − q)), q clipped to [1e-4, 1 − 1e-4] first (probabilities of 0 and 1 stay finite)."""
     q = np.clip(q, 1e-4, 1 - 1e-4)
     return cast(np.ndarray, np.log(q / (1 - q)))
 
@@ -404,7 +406,7 @@ def logistic_calibration(raw: Forecast, states: DevView, dev: np.ndarray, seed: 
     out, info = [], {}
     d = states.dev_states
     for name, q, role in (("think", raw.q_think, d.think), ("search", raw.q_search, d.search)):
-        z = _standardise(_logit(q)[:, None], dev)[:, 0]
+        z = standardise(logit(q)[:, None], dev)[:, 0]
         alpha, beta = logistic_fit(z[dev], role.mean_y, role.m)
         out.append(1.0 / (1.0 + np.exp(-(alpha + beta * z))))
         info[name] = {"alpha": float(alpha), "beta": float(beta)}

@@ -30,7 +30,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.stats import norm
 
-from branchpoint.evaluation.value.bootstrap import _codes, home_groups
+from branchpoint.evaluation.value.bootstrap import home_groups, label_codes
 
 
 class SkillInterval(NamedTuple):
@@ -158,8 +158,8 @@ def jackknife_means(values: np.ndarray, components: np.ndarray, strata: np.ndarr
     values = np.asarray(values, dtype=float)
     if values.ndim == 1:
         values = values[:, None]
-    comp, n_comp = _codes(components)
-    strat, n_strata = _codes(strata)
+    comp, n_comp = label_codes(components)
+    strat, n_strata = label_codes(strata)
     cells = comp * n_strata + strat
     k = values.shape[1]
     sums = np.zeros((n_comp * n_strata, k))
@@ -278,8 +278,8 @@ def studentized_intervals(
     from branchpoint.evaluation.value.bootstrap import count_chunks
 
     values = np.column_stack([np.asarray(theta, dtype=float), np.asarray(dbar, dtype=float)])
-    comp, n_comp = _codes(components)
-    strat, n_strata = _codes(strata)
+    comp, n_comp = label_codes(components)
+    strat, n_strata = label_codes(strata)
     sums = np.zeros((n_comp, n_strata, 2))
     np.add.at(sums, (comp, strat), values)
     sizes = np.zeros((n_comp, n_strata))

@@ -1,6 +1,7 @@
 """Scoring a fork study's test rows: per-state columns (θ̂, Δ̄, each forecaster's Brier parts and
 gain risk, each router's utility per price), their stratum-balanced means, paired differences,
-the level split, the decision factorial, and bootstrap intervals over support components.
+the level split, the decision factorial (`decision_factorial`), and bootstrap intervals over
+support components.
 
 `state_columns` builds the columns, `score` turns them into the score sections of value.json
 (search-value study §3.3 for Brier, L and R²_Δ, §5.4 and Appendix E for utility and the
@@ -11,8 +12,7 @@ rows, or on the scored set when there are none, labelled in-sample.
 from __future__ import annotations
 
 import itertools
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -25,6 +25,7 @@ from branchpoint.evaluation.value.bootstrap import (
     single_component_strata,
 )
 from branchpoint.evaluation.value.config import ValueConfig, price_key
+from branchpoint.evaluation.value.decision_factorial import FACTORIAL_CELLS, factorial_section, fixed_decision_terms
 from branchpoint.evaluation.value.derived import accounting_section, task_prior_share
 from branchpoint.evaluation.value.forecasters import Forecast
 from branchpoint.evaluation.value.intervals import (
@@ -34,6 +35,7 @@ from branchpoint.evaluation.value.intervals import (
     skill_interval,
     studentized_intervals,
 )
+from branchpoint.evaluation.value.json_numbers import interval_of, num
 from branchpoint.evaluation.value.outcomes import StateTable
 from branchpoint.evaluation.value.scores import (
     balanced_mean,
@@ -63,20 +65,6 @@ class _Columns:
         return np.stack(self.values, axis=1)
 
 
-def num(x: Any) -> Any:
-    """A JSON-safe number: NaN → null, ±inf → "inf" / "-inf" (as in metrics.json)."""
-    x = float(x)
-    if math.isnan(x):
-        return None
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return x
-
-
-def interval_of(lo: float | np.ndarray, hi: float | np.ndarray) -> list[Any]:
-    return [num(lo), num(hi)]
-
-
 class StateColumns(NamedTuple):
     """Per-state columns on the test rows (`names[j]` ↔ `values[:, j]`), the test table, what
     each router reported beside its utility, the routers left out (with the reason), and how
@@ -88,39 +76,6 @@ class StateColumns(NamedTuple):
     router_info: dict[str, dict[str, dict[str, Any]]]
     skipped_routers: dict[str, str]
     selection: dict[str, Any]
-
-
-FACTORIAL_CELLS: tuple[tuple[str, bool, bool], ...] = (
-    # (name, query-specific gain, query-specific cost)
-    ("fixed_gain_fixed_cost", False, False),
-    ("query_gain_fixed_cost", True, False),
-    ("fixed_gain_query_cost", False, True),
-    ("query_gain_query_cost", True, True),
-)
-
-
-def fixed_decision_terms(states: StateTable, rows: np.ndarray) -> dict[str, float]:
-    """The fixed terms of the decision factorial, from `rows` (dev rows, or the scored set when
-    there are none): the stratum-balanced mean reward of each action, their difference (the
-    fixed gain) and the mean incremental tokens T̄_S − T̄_T (the fixed cost). Search-value study,
-    Appendix E ("Fixed action rewards are 0.68125 and 0.725 …; the fixed incremental token cost
-    is 7,007.49375")."""
-    cols = np.stack(
-        [
-            states.think.mean_y[rows],
-            states.search.mean_y[rows],
-            states.think.mean_tokens[rows],
-            states.search.mean_tokens[rows],
-        ],
-        axis=1,
-    )
-    r_t, r_s, t_t, t_s = balanced_mean(cols, states.stratum[rows])
-    return {
-        "reward_think": float(r_t),
-        "reward_search": float(r_s),
-        "gain": float(r_s - r_t),
-        "incremental_tokens": float(t_s - t_t),
-    }
 
 
 def constant_level(q_think: np.ndarray, q_search: np.ndarray) -> float | None:
@@ -379,7 +334,7 @@ def score(
         "skipped_routers": skipped_routers,
         "by_price": by_price,
     }
-    result["decision_factorial"] = _factorial(utility_meta, point, boot, interval, selection)
+    result["decision_factorial"] = factorial_section(utility_meta, point, boot, interval, selection)
     columns = ScoreColumns(cols, matrix, point, boot, tt, names, list(utility_meta), states.counts.incomplete)
     result.update(seed_analyses(columns, config, num, withheld=withheld is not None))
     result["consistency_accounting"] = accounting_section(point, boot, interval, skipped_routers)
@@ -442,57 +397,4 @@ def _level_splits(
                 }
             entry["gain_quarter"] = {"value": num(gain_part), "interval": interval(gain_samples)}
             out[f"{name} - {ref}"] = entry
-    return out
-
-
-def _factorial(
-    utility_meta: dict[str, dict[str, dict[str, Any]]],
-    point: dict[str, float],
-    boot: dict[str, np.ndarray],
-    interval: Any,
-    selection: dict[str, Any],
-) -> dict[str, Any]:
-    """The decision factorial per price: each cell's utility over the best constant, and the
-    contrasts of adding one kind of information to the other (search-value study §5.4)."""
-    out: dict[str, Any] = {
-        "fixed_terms": selection["factorial_fixed_terms"],
-        "fixed_terms_from": selection["rows"],
-        "selection_draws": "free (not charged); ⌊m/2⌋ per action select, the rest evaluate; all splits averaged",
-        "by_price": {},
-    }
-    contrasts = {
-        "cost_added_to_gain": ("query_gain_query_cost", "query_gain_fixed_cost"),
-        "gain_added_to_cost": ("query_gain_query_cost", "fixed_gain_query_cost"),
-    }
-    for pk in utility_meta:
-        col: Callable[[str], str] = lambda cell: f"U/{pk}/factorial:{cell}"
-        best = f"U/{pk}/best_constant"
-        entry: dict[str, Any] = {"over_best_constant": {}, "contrasts": {}}
-        for cell, _, _ in FACTORIAL_CELLS:
-            diff = point[col(cell)] - point[best]
-            entry["over_best_constant"][cell] = {
-                "utility": num(point[col(cell)]),
-                "difference": num(diff),
-                "interval": interval(boot[col(cell)] - boot[best]) if boot else None,
-            }
-        for cname, (a, b) in contrasts.items():
-            entry["contrasts"][cname] = {
-                "difference": num(point[col(a)] - point[col(b)]),
-                "interval": interval(boot[col(a)] - boot[col(b)]) if boot else None,
-            }
-        qq, qf, fq, ff = (
-            col(c)
-            for c in (
-                "query_gain_query_cost",
-                "query_gain_fixed_cost",
-                "fixed_gain_query_cost",
-                "fixed_gain_fixed_cost",
-            )
-        )
-        inter: Callable[[Mapping[str, Any]], Any] = lambda src: src[qq] - src[qf] - src[fq] + src[ff]
-        entry["contrasts"]["interaction"] = {
-            "difference": num(inter(point)),
-            "interval": interval(inter(boot)) if boot else None,
-        }
-        out["by_price"][pk] = entry
     return out

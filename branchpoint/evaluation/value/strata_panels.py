@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from branchpoint.evaluation.value.bootstrap import _codes, count_chunks, home_groups, percentile_interval
+from branchpoint.evaluation.value.bootstrap import count_chunks, home_groups, label_codes, percentile_interval
 
 
 def bootstrap_stratum_means(
@@ -36,8 +36,8 @@ def bootstrap_stratum_means(
     values = np.asarray(values, dtype=float)
     if values.ndim == 1:
         values = values[:, None]
-    comp, n_comp = _codes(components)
-    strat, n_strata = _codes(strata)
+    comp, n_comp = label_codes(components)
+    strat, n_strata = label_codes(strata)
     labels = sorted(set(np.asarray(strata).astype(str).tolist()))
     k = values.shape[1]
     sums = np.zeros((n_comp, n_strata, k))

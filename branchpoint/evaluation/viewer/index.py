@@ -19,7 +19,7 @@ from its file offset when it is opened. A line that breaks the schema becomes an
 (file, line, message); every other line is still shown. When one `execution_id` appears on several lines (an append-only run
 store after a retry) the last one wins, as in the metrics.
 
-Outcomes and costs are the evaluation's (`tally.record_outcome`, `tally.execution_cost`): the
+Outcomes and costs are the evaluation's (`tally.record_outcome`, `cost.execution_cost`): the
 judge is `--judge`, else the judge of metrics.json, else `rule`; a record without that judge's
 label gets the offline `rule` judge's, computed here (its row says so).
 """
@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from branchpoint.defaults import DEFAULT_JUDGE
-from branchpoint.evaluation.tally import MetricsConfig
+from branchpoint.evaluation.cost import MetricsConfig
 from branchpoint.evaluation.viewer.files import (
     TRACE_FILES,
     LineError,

@@ -1,6 +1,6 @@
 """The viewer's table rows: one small row per record, with the evaluation's outcome and cost.
 
-Outcomes and costs are the evaluation's (`tally.record_outcome`, `tally.execution_cost`); a record
+Outcomes and costs are the evaluation's (`tally.record_outcome`, `cost.execution_cost`); a record
 without the chosen judge's label gets the offline `rule` judge's, computed here (its row says so).
 """
 
@@ -12,17 +12,11 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from branchpoint.defaults import DEFAULT_JUDGE
 from branchpoint.errors import InputError
+from branchpoint.evaluation.conditions import condition_label
+from branchpoint.evaluation.cost import MetricsConfig, execution_cost
 from branchpoint.evaluation.fork_settings import fingerprint_of, settings_of
 from branchpoint.evaluation.judges import UNPARSEABLE, build_judge
-from branchpoint.evaluation.tally import (
-    MetricsConfig,
-    category_key,
-    condition_label,
-    evidence_counts,
-    execution_cost,
-    judgment_label,
-    record_outcome,
-)
+from branchpoint.evaluation.tally import category_key, evidence_counts, judgment_label, record_outcome
 from branchpoint.traces import REPLAYS_FILE, ExecutionRecord
 
 #: Outcomes a row can have: the evaluation's four, plus records it never scores.

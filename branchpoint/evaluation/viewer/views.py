@@ -18,8 +18,8 @@ from typing import Any
 
 from branchpoint.defaults import DEFAULT_JUDGE
 from branchpoint.errors import InputError
+from branchpoint.evaluation.cost import cost_channels
 from branchpoint.evaluation.fork_settings import ForkSettingsChoice, view_groups
-from branchpoint.evaluation.tally import cost_channels
 from branchpoint.evaluation.value.outcomes import Roles
 from branchpoint.evaluation.value.rewards import get_reward
 from branchpoint.evaluation.viewer.index import RunIndex

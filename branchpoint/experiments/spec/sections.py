@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_serializer, model_validator
 
-from branchpoint.defaults import DEFAULT_JUDGE
+from branchpoint.defaults import DEFAULT_JUDGE, DEFAULT_LAMBDA, DEFAULT_MU
 from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.experiments.spec.fork import ForkPlan
 from branchpoint.experiments.spec.run import RunSpec
@@ -160,8 +160,8 @@ class EvaluationSpec(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     judge: str = DEFAULT_JUDGE
-    lam: float = Field(0.25, ge=0, description="TPC weight of an input token (λ).")
-    mu: float = Field(500, ge=0, description="TPC weight of a search call (μ).")
+    lam: float = Field(DEFAULT_LAMBDA, ge=0, description="TPC weight of an input token (λ).")
+    mu: float = Field(DEFAULT_MU, ge=0, description="TPC weight of a search call (μ).")
     bootstrap: int = Field(1000, ge=0, description="Bootstrap resamples of questions (0: no intervals).")
     bootstrap_seed: int = Field(0, description="Seed of the bootstrap.")
 

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from branchpoint.evaluation.value.bootstrap import _codes, bootstrap_means, count_chunks, home_groups
+from branchpoint.evaluation.value.bootstrap import bootstrap_means, count_chunks, home_groups, label_codes
 from branchpoint.evaluation.value.config import ValueConfig
 from branchpoint.evaluation.value.failures import failure_rates
 from branchpoint.evaluation.value.gain_spread import gain_spread, spread_columns, spread_stats
+from branchpoint.evaluation.value.json_numbers import num
 from branchpoint.evaluation.value.power import detectable_difference, power_at, required_n
-from branchpoint.evaluation.value.scoring import num
 from branchpoint.evaluation.value.seed_analyses import ScoreColumns, power_section, router_differences
 from branchpoint.evaluation.value.simultaneous import max_standardised
 from branchpoint.evaluation.value.strata_panels import bootstrap_stratum_means, strata_panels
@@ -149,7 +149,7 @@ def test_stratum_bootstrap_is_the_studys_resamples():
     strata = np.array(["a", "a", "a", "a", "b", "b", "b", "b", "b"], dtype=object)
     got = bootstrap_stratum_means(values, comps, strata, resamples=50, seed=7)
     # by hand: the same seeded draw counts, then each stratum's mean over its drawn states
-    comp, n_comp = _codes(comps)
+    comp, n_comp = label_codes(comps)
     counts = np.concatenate(list(count_chunks(n_comp, 50, 7, home_groups(comps, strata))))
     for s in ("a", "b"):
         for b in range(50):

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from branchpoint.errors import InputError
+from branchpoint.evaluation.cost import execution_cost
 from branchpoint.evaluation.metrics import MetricsConfig, record_outcome
-from branchpoint.evaluation.tally import evidence_counts, execution_cost
+from branchpoint.evaluation.tally import evidence_counts
 from branchpoint.evaluation.viewer.index import RunIndex
 from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, JUDGED_FILE, read_records
 
