@@ -63,7 +63,7 @@ def copies_of_shared_defaults(package: Path) -> list[str]:
         if path.name == "defaults.py" and path.parent == package:
             continue
         for name, value, line in _literal_defaults(ast.parse(path.read_text(encoding="utf-8"))):
-            if name in COPIES and value == COPIES[name] and type(value) is type(COPIES[name]):
+            if name in COPIES and value == COPIES[name] and not isinstance(value, bool):
                 out.append(f"{path.relative_to(package.parent)}:{line} {name}={value!r}")
     return out
 
