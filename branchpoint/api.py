@@ -45,7 +45,7 @@ from branchpoint.traces import (
 )
 
 # the registry and the shared defaults
-from branchpoint.defaults import DEFAULT_JUDGE, FORK_TEMPERATURE, FORK_TOP_P, RULE_JUDGE
+from branchpoint.defaults import DEFAULT_JUDGE, DEFAULT_LAMBDA, DEFAULT_MU, FORK_TEMPERATURE, FORK_TOP_P, RULE_JUDGE
 from branchpoint.errors import InputError
 from branchpoint.registry import KINDS, REGISTRY, Registry, RegistryError, plugin
 
@@ -141,6 +141,8 @@ __all__ = [  # noqa: RUF022 -- grouped by job, as the imports above
     "write_records",
     # the registry and the shared defaults
     "DEFAULT_JUDGE",
+    "DEFAULT_LAMBDA",
+    "DEFAULT_MU",
     "FORK_TEMPERATURE",
     "FORK_TOP_P",
     "RULE_JUDGE",
