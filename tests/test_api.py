@@ -26,7 +26,7 @@ def undocumented(module: str, names: list[str], search_paths: list[str]) -> list
         if member is None:
             problems.append(f"{name}: not found by griffe")
             continue
-        target = member.final_target if member.is_alias else member
+        target = member.final_target if isinstance(member, griffe.Alias) else member
         if target.is_module:
             problems.append(f"{name}: resolves to the module {target.path}, not the object")
         elif target.docstring is None or not target.docstring.value.strip():
