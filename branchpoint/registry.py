@@ -60,6 +60,7 @@ BUILTIN_MODULES: Final[dict[str, tuple[str, ...]]] = {
     "router": ("branchpoint.evaluation.value.routers",),
 }
 KINDS: Final[tuple[str, ...]] = tuple(BUILTIN_MODULES)
+"""Every pluggable kind the registry holds (policy, judge, source, ..., router)."""
 
 
 class RegistryError(InputError):
@@ -410,8 +411,8 @@ class Registry:
         return key in self._entries
 
 
-#: The package's registry (filled at import time by the built-in modules and by plug-ins).
 REGISTRY: Final = Registry()
+"""The package's registry (filled at import time by the built-in modules and by plug-ins)."""
 
 register = REGISTRY.register
 add = REGISTRY.add

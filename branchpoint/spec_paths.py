@@ -38,8 +38,8 @@ class PathSetting:
         return not Path(value).expanduser().is_absolute()
 
 
-#: A path setting whose value `demo` names the embedded demo data (questions, corpus).
 SpecPath = Annotated[str, PathSetting(names=("demo",))]
+"""A path setting whose value `demo` names the embedded demo data (questions, corpus)."""
 
 Location = tuple[str | int, ...]
 

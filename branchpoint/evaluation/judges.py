@@ -69,12 +69,16 @@ __all__ = [
 ]
 
 JudgeFn = Callable[[ExecutionRecord], list[Judgment]]
+"""A judge as a function: one record in, its judgments out (register it with `@judge(name)`)."""
 
 ANSWER_LABELS: tuple[str, ...] = ("CORRECT", "INCORRECT", "NOT_ATTEMPTED")
+"""The labels of an `answer` judgment."""
 ABSTENTION_LABELS: tuple[str, ...] = ("ABSTAINED", "ANSWERED")
+"""The labels of an `abstention` judgment."""
 EVIDENCE_LABELS: tuple[str, ...] = ("POSITIVE", "NEGATIVE")
-#: A judge output that could not be parsed (after retries): excluded from metrics, counted.
+"""The labels of an `evidence` judgment of one retrieved document."""
 UNPARSEABLE = "UNPARSEABLE"
+"""A judge output that could not be parsed (after retries): excluded from metrics, counted."""
 #: The labels of the per-execution kinds (evidence judgments are per retrieved document).
 LABELS_BY_KIND: dict[str, tuple[str, ...]] = {
     "answer": ANSWER_LABELS,

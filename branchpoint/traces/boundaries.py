@@ -13,6 +13,8 @@ BOUNDARY_INITIAL = "initial"
 BOUNDARY_AFTER_SEARCH = "after_search_k"
 BOUNDARY_PENDING = "pending_query"
 BOUNDARY_KINDS: tuple[str, ...] = (BOUNDARY_INITIAL, BOUNDARY_AFTER_SEARCH, BOUNDARY_PENDING)
+"""The legal boundaries a state is saved at: before the first decision (`initial`), after the k-th
+search's results (`after_search_k`), and with a query chosen but not yet run (`pending_query`)."""
 _AFTER_SEARCH_PREFIX = "after_search_"
 
 
@@ -44,13 +46,14 @@ def collapse_search_count(boundary: str) -> str:
     return BOUNDARY_AFTER_SEARCH if boundary.startswith(_AFTER_SEARCH_PREFIX) else boundary
 
 
-#: The four actions a saved state can be forked into (a branch record's `branch`): THINK (answer
-#: now from the evidence in hand), SEARCH (search more, up to a budget; at a pending query: run
-#: it on the same source), STOP (cancel the pending query and answer), SWITCH (run the pending
-#: query on another source). Not a policy's own decision (search or answer,
-#: `branchpoint.agents.protocols.DecisionKind`).
 ForkAction = Literal["THINK", "SEARCH", "STOP", "SWITCH"]
+"""The four actions a saved state can be forked into (a branch record's `branch`): THINK (answer
+now from the evidence in hand), SEARCH (search more, up to a budget; at a pending query: run it
+on the same source), STOP (cancel the pending query and answer), SWITCH (run the pending query
+on another source). Not a policy's own decision (search or answer,
+`branchpoint.agents.protocols.DecisionKind`)."""
 FORK_ACTIONS: tuple[str, ...] = ("THINK", "SEARCH", "STOP", "SWITCH")
+"""The fork actions in their canonical order (`ForkAction`'s values)."""
 #: Which fork actions are legal at which boundary kind.
 LEGAL_ACTIONS: dict[str, tuple[str, ...]] = {
     BOUNDARY_INITIAL: ("THINK", "SEARCH"),

@@ -6,7 +6,9 @@ from __future__ import annotations
 #: A run folder's files. Traces: the executions of its spec, the branches of its fork studies,
 #: the replays, and the passage store they refer to (see `PassageResolver`).
 EXECUTIONS_FILE = "executions.jsonl"
+"""The executions of a run's spec: one `ExecutionRecord` per JSON line."""
 FORKS_FILE = "forks.jsonl"
+"""The branches of a run's fork studies: one `ExecutionRecord` (with `parent`) per JSON line."""
 REPLAYS_FILE = "replays.jsonl"
 PASSAGES_FILE = "passages.jsonl"
 #: One line per invocation (run, fork, replay, import) that wrote records: its provenance; each
@@ -29,9 +31,11 @@ FORK_SETTINGS_FILE = "fork_settings.jsonl"
 #: What `evaluate`, the minimal-search study, `value` and `report` write beside the traces.
 JUDGED_FILE = "judged.jsonl"
 METRICS_FILE = "metrics.json"
+"""What `branchpoint evaluate` writes beside the traces: the metrics with their intervals."""
 AGREEMENT_FILE = "agreement.json"
 MINIMAL_SEARCH_FILE = "minimal_search.jsonl"
 VALUE_FILE = "value.json"
+"""What `branchpoint value` writes beside the traces: forecasters, routers and search-gain estimates."""
 REPORT_FILE = "report.md"
 #: What `branchpoint validate` writes into its output folder (`branchpoint.validation`).
 VALIDATION_FILE = "validation.json"

@@ -1,7 +1,7 @@
 """Check your components with the conformance kit: one test, the same checks branchpoint's
 own components pass (here on the example components above; in your package, import yours)."""
 
-from branchpoint.testing import check_forecaster, check_judge, check_policy, check_source
+from branchpoint.api import check_forecaster, check_judge, check_policy, check_source
 from tests.registry.examples.evidence_count_forecaster import early_search_gain
 from tests.registry.examples.keyword_source import KeywordSourceSpec
 from tests.registry.examples.search_first_policy import search_first

@@ -3,7 +3,7 @@ scores it beside the built-in forecasters)."""
 
 import numpy as np
 
-from branchpoint.evaluation.value.forecasters import forecaster
+from branchpoint.api import forecaster
 
 
 @forecaster("early_search_gain")

@@ -5,8 +5,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from branchpoint.retrieval.sources import SourceSpec, source
-from branchpoint.traces import RetrievedDoc
+from branchpoint.api import RetrievedDoc, SourceSpec, source
 
 
 class KeywordSource:

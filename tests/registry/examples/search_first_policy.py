@@ -1,8 +1,7 @@
 """Add a new policy: one decorated decide node (then `agent: {policy: search-first}` in a spec,
 after importing this module, e.g. through a plug-in, or `policy: my_module:search_first`)."""
 
-from branchpoint.agents import Decision, apply_decision, policy
-from branchpoint.agents.policies import fewshot_decision
+from branchpoint.api import Decision, apply_decision, fewshot_decision, policy
 
 
 @policy("search-first")

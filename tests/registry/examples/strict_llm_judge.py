@@ -2,9 +2,7 @@
 (then `evaluation: {judge: llm-strict, model: {name: ..., base_url: ...}}` in a spec, or
 `branchpoint evaluate RUN --judge llm-strict --judge-model M --judge-base-url URL`)."""
 
-from branchpoint.evaluation.judges import ANSWER_LABELS, JudgeRun, judge
-from branchpoint.evaluation.llm_judge_prompts import JudgePrompt
-from branchpoint.evaluation.llm_judges import LLMJudge, LLMJudgeSettings, build_llm_judge
+from branchpoint.api import ANSWER_LABELS, JudgePrompt, JudgeRun, LLMJudge, LLMJudgeSettings, build_llm_judge, judge
 
 STRICT_ANSWER = JudgePrompt(
     kind="answer",

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from branchpoint.evaluation.judges import JudgeRun, judge, normalize_answer, rule_judge
-from branchpoint.traces import Judgment
+from branchpoint.api import JudgeRun, Judgment, judge, normalize_answer, rule_judge
 
 
 class TokenF1Settings(BaseModel):
