@@ -26,7 +26,7 @@ from branchpoint.agents import (
     recursion_limit,
     resolve_policy,
 )
-from branchpoint.checkpoints.store import adelete_threads, open_async_checkpointer
+from branchpoint.checkpoints.store import adelete_threads, batched_saves, open_async_checkpointer
 from branchpoint.diskspace import reporting_no_space
 from branchpoint.errors import InputError
 from branchpoint.experiments.execution import execute, run_blocking_core, stream_recording
@@ -372,17 +372,21 @@ def _run_todo(
                 rec.sampling = sent.pop(planned.execution_id)
                 return rec
 
-            await execute(
-                todo,
-                model_key=lambda p: _model_key(p.spec),
-                open_client=open_client,
-                max_connections=lambda p: p.spec.model.max_connections,
-                prepare=prepare,
-                run=one,
-                append=store.append_many,  # durable before the execution counts as done (as written)
-                count=count,
-                concurrency=concurrency,
-            )
+            # The saves go in one transaction per batch of records, committed by the writer just
+            # before it appends them (`batched_saves`; what is left is committed at the end).
+            with batched_saves(saver) as commit_states:
+                await execute(
+                    todo,
+                    model_key=lambda p: _model_key(p.spec),
+                    open_client=open_client,
+                    max_connections=lambda p: p.spec.model.max_connections,
+                    prepare=prepare,
+                    run=one,
+                    append=store.append_many,  # durable before the execution counts as done (as written)
+                    count=count,
+                    concurrency=concurrency,
+                    commit_states=commit_states,
+                )
 
     with reporting_no_space(store.run_dir):  # a checkpoint, cache or record write on a full disk
         run_blocking_core(main)
