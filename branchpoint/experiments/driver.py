@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,9 @@ class RunJob:
     checkpoints: str | None
     progress: bool
     invocation: str | None = None
+    #: The executions the run folder holds final records of, read once by the driver under its
+    #: lock (the in-process runner takes them from here instead of reading the file again).
+    finished: set[str] = field(default_factory=set)
 
 
 #: Makes a run's backend once the run folder is locked.
@@ -82,6 +85,7 @@ def in_process(
                 log_requests=log_requests,
                 lock=job.lock,
                 invocation_id=job.invocation,
+                done=job.finished,
             )
             return ShardOutcome(ran=done.ran, statuses=dict(done.statuses), response_cache=dict(done.response_cache))
 
@@ -116,23 +120,25 @@ def run_sharded(
     with run_lock(store.run_dir) as lock:  # one writer per run folder; shards write their own folders
         check_run_dir(store, spec, checkpoints)
         left = ShardMerger.shard_dirs_of(store)
-        done = store.finished_ids()
+        job = RunJob(spec, store, lock, checkpoints, progress)
+        runner = backend(job)
+        # The run's records are read once: by the merger when the driver writes (it folds
+        # leftovers, or the shards it starts), else here, and handed to the in-process runner.
+        merger = ShardMerger(store, checkpoints) if left or not runner.in_place else None
+        done = merger.finished_ids() if merger is not None else store.finished_ids()
         todo = missing(plan, done, _key)
         if not todo and not left:
             return missing_work(plan, done, store.run_dir, started)[1]
-        job = RunJob(spec, store, lock, checkpoints, progress)
-        runner = backend(job)
-        merger: ShardMerger | None = None
-        if left or not runner.in_place:  # the driver writes: fold leftovers, or shards to fold
+        if merger is not None:
             check_sources(todo)  # (a shard in this process opens its sources before its first write)
             lock.committed = True
             store.create(spec.model_dump(mode="json"))
             job.invocation = begin_invocation(
                 store, EXECUTIONS_FILE, "run", {id(p.spec): p.spec for p in todo}.values()
             )
-            merger = ShardMerger(store, checkpoints)
             merger.recover()
             done = merger.finished_ids()
+        job.finished = done
         todo, summary = missing_work(plan, done, store.run_dir, started)
         unseen: list[str] = []
         drive(
