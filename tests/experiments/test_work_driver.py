@@ -14,7 +14,7 @@ import yaml
 
 from branchpoint.errors import InputError
 from branchpoint.experiments import RunStore, load_spec, run_experiment
-from branchpoint.experiments.driver import run_spec
+from branchpoint.experiments.executors import run_spec
 from branchpoint.experiments.planning import plan_executions, select_questions
 from branchpoint.experiments.runner import RunSummary
 from branchpoint.experiments.shard_fold import ShardFoldError
