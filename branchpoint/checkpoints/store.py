@@ -9,12 +9,17 @@ same calls in the loop's thread. A save is a few statements and a commit into a 
 against 1.4 ms of CPU per execution of four checkpoints (BENCHMARKS.md, "CPU per model call").
 PostgreSQL gets LangGraph's `AsyncPostgresSaver` (`open_async_checkpointer`): its saves wait on
 the network, which the loop must not.
+
+A run saves through `batched_saves`: the SQLite saver then commits only when told to, so the
+saves of every execution that finished meanwhile go into one transaction, committed by the
+run's record writer just before it appends their records (a state a record lists is on disk
+before the record is; `experiments.execution.execute`), instead of one commit per save.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,6 +32,7 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
 )
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from branchpoint.checkpoints.postgres import (
@@ -60,7 +66,49 @@ def check_target(target: str | Path, option: str = "--checkpoints") -> str:
 
 class SqliteCheckpointer(SqliteSaver):
     """`SqliteSaver` with its async methods made in the calling (loop) thread: the same
-    statements, under the saver's lock, as the blocking methods (see the module docstring)."""
+    statements, under the saver's lock, as the blocking methods (see the module docstring).
+
+    Inside `batched()` a save is not committed by itself: it stays in the connection's open
+    transaction (visible to this saver's own reads at once, to other connections only once
+    committed) until `commit()`, so many saves cost one commit."""
+
+    def __init__(self, conn: sqlite3.Connection, *, serde: SerializerProtocol | None = None) -> None:
+        super().__init__(conn, serde=serde)
+        self._batching = False
+
+    @contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+        """`SqliteSaver.cursor`, whose commit after a write waits for `commit()` while batching."""
+        with self.lock:
+            self.setup()
+            cur = self.conn.cursor()
+            try:
+                yield cur
+            finally:
+                if transaction and not self._batching:
+                    self.conn.commit()
+                cur.close()
+
+    def commit(self) -> None:
+        """Commit the saves made since the last commit (one transaction), from any thread."""
+        with self.lock:
+            if self.conn.in_transaction:
+                self.conn.commit()
+
+    @contextmanager
+    def batched(self) -> Iterator[Callable[[], None]]:
+        """Saves are committed only by the `commit` yielded (and once more at the end, so every
+        save made inside is committed when this exits, however it exits)."""
+        with self.lock:
+            if self._batching:
+                raise RuntimeError("SqliteCheckpointer.batched() is already active on this saver")
+            self._batching = True
+        try:
+            yield self.commit
+        finally:
+            with self.lock:
+                self._batching = False
+            self.commit()
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self.get_tuple(config)
@@ -148,6 +196,24 @@ async def open_async_checkpointer(target: str | Path, *, pool_size: int = 8) -> 
     else:
         with sqlite_checkpointer(target) as sqlite_saver:
             yield sqlite_saver
+
+
+@contextmanager
+def batched_saves(saver: BaseCheckpointSaver[str] | None) -> Iterator[Callable[[], None]]:
+    """Group a run's checkpoint saves into one transaction per batch: yields `commit`, which
+    makes every save so far durable, for the writer to call before it appends the records that
+    list those states. A SQLite saver commits nothing else until this exits (then it commits
+    what is left); any other saver (PostgreSQL) commits each save itself, and `commit` does
+    nothing."""
+    if isinstance(saver, SqliteCheckpointer):
+        with saver.batched() as commit:
+            yield commit
+    else:
+        yield _no_commit
+
+
+def _no_commit() -> None:
+    """Nothing to commit: the saver commits each save itself."""
 
 
 async def adelete_threads(saver: BaseCheckpointSaver[str] | None, thread_ids: list[str], chunk: int = 500) -> None:

@@ -89,7 +89,7 @@ def run(
 
     Example: branchpoint run experiments/quickstart.yaml --out runs/again --cache ~/.cache/branchpoint/responses
     """
-    from branchpoint.experiments.driver import run_spec
+    from branchpoint.experiments.executors import run_spec
 
     response_cache = cache_override(cache, no_cache)
     # a quick look at a big study: --limit / --sample; the response cache is written into the run's spec

@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from branchpoint.agents import AgentContext, build_graph, recursion_limit, resolve_policy
 from branchpoint.checkpoints.fork import branch_input, prefix_of, transcript_from_steps
 from branchpoint.checkpoints.postgres import async_postgres_checkpointer
+from branchpoint.checkpoints.store import batched_saves
 from branchpoint.checkpoints.values import acheckpoint_values, state_reader
 from branchpoint.errors import InputError
 from branchpoint.evaluation.fork_settings import with_fork_settings
@@ -228,16 +229,19 @@ def run_branch_tasks(
                     record = await run_branch(graphs[task.spec.agent.policy], ctx, task, graph_saver, plan, parents)
                     return as_sent(record, sent.pop(task.execution_id))
 
-                await execute(
-                    tasks,
-                    model_key=lambda t: t.spec.model.model_dump_json(),
-                    open_client=open_client,
-                    max_connections=lambda t: t.spec.model.max_connections,
-                    prepare=prepare,
-                    run=one,
-                    append=lambda recs: store.append_many(recs, out_file),  # durable before it counts
-                    count=count,
-                    concurrency=plan.concurrency,
-                )
+                # one transaction of saves per batch of records, committed before they are appended
+                with batched_saves(graph_saver) as commit_states:
+                    await execute(
+                        tasks,
+                        model_key=lambda t: t.spec.model.model_dump_json(),
+                        open_client=open_client,
+                        max_connections=lambda t: t.spec.model.max_connections,
+                        prepare=prepare,
+                        run=one,
+                        append=lambda recs: store.append_many(recs, out_file),  # durable before it counts
+                        count=count,
+                        concurrency=plan.concurrency,
+                        commit_states=commit_states,
+                    )
 
         run_blocking_core(main)

@@ -1,12 +1,9 @@
-"""Run a spec on the executor the user chose: in this process, over several local processes
-sharing the model server, or on Ray (one task per sweep condition).
-
-The one place that checks which executor options go together (`run_spec`, called by `branchpoint
-run`) and the one flow every executor shares (`run_sharded`): plan -> lock the run folder -> fold
-what shards of a killed run left -> missing work -> the backend's shards (`work_driver.drive`) ->
-summary. The backends only say how a shard is started: `InProcess` (the ordinary runner over the
-missing executions, into the run folder itself), `process_executor.ProcessBackend`,
-`ray_executor.RayBackend`.
+"""The one flow every executor of a run shares (`run_sharded`): plan -> lock the run folder ->
+fold what shards of a killed run left -> missing work -> the backend's shards
+(`work_driver.drive`) -> summary. The backends only say how a shard is started: `InProcess` (the
+ordinary runner over the missing executions, into the run folder itself, `in_process`),
+`process_executor.ProcessBackend`, `ray_executor.RayBackend`; `executors.run_spec` picks one
+from the user's options.
 """
 
 from __future__ import annotations
@@ -14,11 +11,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from branchpoint.errors import InputError
 from branchpoint.experiments.invocations import begin_invocation
 from branchpoint.experiments.planning import PlannedExecution, plan_executions, select_questions
 from branchpoint.experiments.run_checks import check_models, check_run_dir, check_sources
@@ -30,20 +26,6 @@ from branchpoint.experiments.work_driver import Backend, InProcess, Shard, Shard
 from branchpoint.traces import EXECUTIONS_FILE, ExecutionRecord
 
 log = logging.getLogger(__name__)
-
-EXECUTORS = ("local", "ray")
-
-
-def check_executor_options(executor: str, ray_address: str | None, processes: int, log_requests: bool) -> None:
-    """Reject executor options that do not go together (before anything runs or is written)."""
-    if executor not in EXECUTORS:
-        raise InputError(f"--executor: expected local or ray, got {executor!r}")
-    if ray_address is not None and executor != "ray":
-        raise InputError("--ray-address applies to --executor ray only")
-    if processes > 1 and executor != "local":
-        raise InputError("--processes applies to --executor local only (Ray runs one task per condition)")
-    if log_requests and (executor != "local" or processes > 1):
-        raise InputError("--log-requests applies to a single local process (no --processes, no --executor ray)")
 
 
 @dataclass
@@ -57,6 +39,9 @@ class RunJob:
     checkpoints: str | None
     progress: bool
     invocation: str | None = None
+    #: The executions the run folder holds final records of, read once by the driver under its
+    #: lock (the in-process runner takes them from here instead of reading the file again).
+    finished: set[str] = field(default_factory=set)
 
 
 #: Makes a run's backend once the run folder is locked.
@@ -82,6 +67,7 @@ def in_process(
                 log_requests=log_requests,
                 lock=job.lock,
                 invocation_id=job.invocation,
+                done=job.finished,
             )
             return ShardOutcome(ran=done.ran, statuses=dict(done.statuses), response_cache=dict(done.response_cache))
 
@@ -116,23 +102,25 @@ def run_sharded(
     with run_lock(store.run_dir) as lock:  # one writer per run folder; shards write their own folders
         check_run_dir(store, spec, checkpoints)
         left = ShardMerger.shard_dirs_of(store)
-        done = store.finished_ids()
+        job = RunJob(spec, store, lock, checkpoints, progress)
+        runner = backend(job)
+        # The run's records are read once: by the merger when the driver writes (it folds
+        # leftovers, or the shards it starts), else here, and handed to the in-process runner.
+        merger = ShardMerger(store, checkpoints) if left or not runner.in_place else None
+        done = merger.finished_ids() if merger is not None else store.finished_ids()
         todo = missing(plan, done, _key)
         if not todo and not left:
             return missing_work(plan, done, store.run_dir, started)[1]
-        job = RunJob(spec, store, lock, checkpoints, progress)
-        runner = backend(job)
-        merger: ShardMerger | None = None
-        if left or not runner.in_place:  # the driver writes: fold leftovers, or shards to fold
+        if merger is not None:
             check_sources(todo)  # (a shard in this process opens its sources before its first write)
             lock.committed = True
             store.create(spec.model_dump(mode="json"))
             job.invocation = begin_invocation(
                 store, EXECUTIONS_FILE, "run", {id(p.spec): p.spec for p in todo}.values()
             )
-            merger = ShardMerger(store, checkpoints)
             merger.recover()
             done = merger.finished_ids()
+        job.finished = done
         todo, summary = missing_work(plan, done, store.run_dir, started)
         unseen: list[str] = []
         drive(
@@ -180,34 +168,3 @@ def folder_of(
         return added
 
     return fold
-
-
-def run_spec(
-    spec: ExperimentSpec,
-    run_dir: str | Path,
-    *,
-    executor: str = "local",
-    ray_address: str | None = None,
-    processes: int = 1,
-    concurrency: int = 1,
-    checkpoints: str | None = None,
-    log_requests: bool = False,
-    progress: bool = True,
-) -> RunSummary:
-    """Run every missing execution of `spec` into `run_dir` on the chosen executor."""
-    check_executor_options(executor, ray_address, processes, log_requests)
-    if concurrency < 1:
-        raise InputError(f"--concurrency must be at least 1, got {concurrency}")
-    if executor == "ray":
-        from branchpoint.experiments.ray_executor import run_experiment_ray
-
-        return run_experiment_ray(
-            spec, run_dir, progress=progress, checkpoints=checkpoints, concurrency=concurrency, address=ray_address
-        )
-    if processes > 1:
-        from branchpoint.experiments.process_executor import run_experiment_processes
-
-        return run_experiment_processes(
-            spec, run_dir, processes=processes, progress=progress, checkpoints=checkpoints, concurrency=concurrency
-        )
-    return run_sharded(spec, run_dir, in_process(concurrency, log_requests), progress=progress, checkpoints=checkpoints)

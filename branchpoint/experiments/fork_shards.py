@@ -33,6 +33,7 @@ from branchpoint.errors import InputError
 from branchpoint.experiments.branch_execution import run_branch_tasks
 from branchpoint.experiments.branch_planning import BranchTask, base_condition, condition_key, condition_specs
 from branchpoint.experiments.driver import folder_of, warn_unseen
+from branchpoint.experiments.fork_summary import ForkSummary
 from branchpoint.experiments.process_executor import ProcessBackend, check_shared_model
 from branchpoint.experiments.runner import default_model_opener
 from branchpoint.experiments.shard_fold import CACHE_TABLES, ShardMerger, merge_sqlite_tables
@@ -174,8 +175,6 @@ def run_fork_shard(task: ForkShardTask) -> ShardResult:
     holds as final; its records for the given ids are all returned, so a driver that cannot see
     this machine's files still receives them.
     """
-    from branchpoint.experiments.forking import ForkSummary
-
     started = time.perf_counter()
     with working_directory(task.cwd):
         plan = ForkPlan.model_validate({**task.plan, "concurrency": task.concurrency})

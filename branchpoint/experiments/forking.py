@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,7 +47,9 @@ from branchpoint.experiments.branch_planning import (
     plan_study,
     select_checkpoints,
 )
-from branchpoint.experiments.driver import check_executor_options
+from branchpoint.experiments.executors import check_executor_options
+from branchpoint.experiments.fork_shards import ForkJob, check_fork_executor, run_fork_shards
+from branchpoint.experiments.fork_summary import ForkSummary
 from branchpoint.experiments.invocations import begin_invocation
 from branchpoint.experiments.minimal_search import minimal_searches
 from branchpoint.experiments.runner import ModelOpener, default_model_opener
@@ -58,33 +59,6 @@ from branchpoint.experiments.spec import ExperimentSpec, ForkPlan, load_spec
 from branchpoint.experiments.store import RunStore, run_lock
 from branchpoint.experiments.work_driver import InProcess, ShardOutcome, drive, missing
 from branchpoint.traces import EXECUTIONS_FILE, FORKS_FILE, MINIMAL_SEARCH_FILE, REPLAYS_FILE, SPEC_FILE
-
-
-@dataclass
-class ForkSummary:
-    """What a fork study did."""
-
-    run_dir: Path
-    planned: int = 0
-    skipped_done: int = 0
-    ran: int = 0
-    illegal_skipped: dict[str, int] = field(default_factory=dict)
-    statuses: dict[str, int] = field(default_factory=dict)
-    wall_s: float = 0.0
-    minimal: list[dict[str, Any]] = field(default_factory=list)
-    seed: int = 0  # the plan's seed base (the draws a rerun with it finds recorded)
-    repeats: int = 0
-    #: Model calls the response cache answered (`hits`) or sent (`misses`); empty without one.
-    response_cache: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def over_search_pct(self) -> float | None:
-        """Over-search % = mean searches / mean minimal searches − 1 (None without data)."""
-        if not self.minimal:
-            return None
-        mean_k = sum(m["searches"] for m in self.minimal) / len(self.minimal)
-        mean_t = sum(m["minimal_searches"] for m in self.minimal) / len(self.minimal)
-        return float("inf") if mean_t == 0 else 100.0 * (mean_k / mean_t - 1.0)
 
 
 def _open_run(
@@ -177,8 +151,6 @@ def fork_run(
     started = time.perf_counter()
     store, spec = _open_run(run_dir, checkpoints, response_cache)
     if sharded:
-        from branchpoint.experiments.fork_shards import check_fork_executor
-
         check_fork_executor(spec, executor, processes, checkpoints)  # before anything is written
     summary = ForkSummary(run_dir=store.run_dir, seed=plan.seed, repeats=plan.repeats)
     label = f"fork {spec.name}"
@@ -200,8 +172,6 @@ def fork_run(
                 _run_here(todo, store, saver, plan, summary, model_opener, progress, label, FORKS_FILE, log_requests)
         if sharded and todo:  # no saver of the driver's is open while the shards run
             assert merger is not None
-            from branchpoint.experiments.fork_shards import ForkJob, run_fork_shards
-
             job = ForkJob(store, plan, checkpoints, invocation, FORKS_FILE)
             run_fork_shards(todo, job, merger, summary, executor, ray_address, processes, progress, label, started)
         if plan.minimal_search:

@@ -26,7 +26,7 @@ from branchpoint.agents import (
     recursion_limit,
     resolve_policy,
 )
-from branchpoint.checkpoints.store import adelete_threads, open_async_checkpointer
+from branchpoint.checkpoints.store import adelete_threads, batched_saves, open_async_checkpointer
 from branchpoint.diskspace import reporting_no_space
 from branchpoint.errors import InputError
 from branchpoint.experiments.execution import execute, run_blocking_core, stream_recording
@@ -278,23 +278,27 @@ def run_planned(
     lock: RunLock | None = None,
     started: float | None = None,
     invocation_id: str | None = None,
+    done: Collection[str] | None = None,
 ) -> RunSummary:
     """Run those of `planned` (executions of `spec`, as `plan_executions` made them) that
     `run_dir` has not recorded as final; as `run_experiment`, without planning again.
 
     The driver's in-process backend comes here with the missing work it planned (see
-    `driver.in_process`). The summary counts `planned` as the plan, and its wall time from
-    `started` (default: now).
+    `driver.in_process`) and `done`, the finished ids it read under the lock it holds (`lock`),
+    so the trace file is not read again; without `done` they are read here. The summary counts
+    `planned` as the plan, and its wall time from `started` (default: now).
     """
     _check_concurrency(concurrency)
     check_models(planned)
     started = time.perf_counter() if started is None else started
     store = RunStore(run_dir)
     target = store.checkpoint_target(checkpoints)
+    if lock is None:  # ids read before this lock was taken may be stale: read them under it
+        done = None
     with ExitStack() as stack:
         lock = lock or stack.enter_context(run_lock(store.run_dir))  # one writer per run folder
         check_run_dir(store, spec, checkpoints)
-        todo, summary = missing_work(planned, store.finished_ids(), store.run_dir, started)
+        todo, summary = missing_work(planned, store.finished_ids() if done is None else done, store.run_dir, started)
         if not todo:
             return summary
         pool = SourcePool(progress, cache_path=store.run_dir / RETRIEVAL_CACHE_FILE)
@@ -372,17 +376,21 @@ def _run_todo(
                 rec.sampling = sent.pop(planned.execution_id)
                 return rec
 
-            await execute(
-                todo,
-                model_key=lambda p: _model_key(p.spec),
-                open_client=open_client,
-                max_connections=lambda p: p.spec.model.max_connections,
-                prepare=prepare,
-                run=one,
-                append=store.append_many,  # durable before the execution counts as done (as written)
-                count=count,
-                concurrency=concurrency,
-            )
+            # The saves go in one transaction per batch of records, committed by the writer just
+            # before it appends them (`batched_saves`; what is left is committed at the end).
+            with batched_saves(saver) as commit_states:
+                await execute(
+                    todo,
+                    model_key=lambda p: _model_key(p.spec),
+                    open_client=open_client,
+                    max_connections=lambda p: p.spec.model.max_connections,
+                    prepare=prepare,
+                    run=one,
+                    append=store.append_many,  # durable before the execution counts as done (as written)
+                    count=count,
+                    concurrency=concurrency,
+                    commit_states=commit_states,
+                )
 
     with reporting_no_space(store.run_dir):  # a checkpoint, cache or record write on a full disk
         run_blocking_core(main)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from branchpoint.errors import InputError
-from branchpoint.experiments.driver import check_executor_options
+from branchpoint.experiments.executors import check_executor_options
 
 
 @pytest.mark.parametrize(

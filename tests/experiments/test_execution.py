@@ -4,6 +4,7 @@ runs at concurrency 256 (one event loop, no thread per execution)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 
@@ -13,7 +14,7 @@ from branchpoint.experiments import load_spec, run_experiment
 from branchpoint.experiments.execution import RecordWriter, limit_connections, run_blocking_core, run_bounded
 from branchpoint.experiments.forking import ForkPlan, fork_run
 from branchpoint.traces import read_records
-from tests.experiments.conftest import CountingOpener
+from tests.experiments.conftest import CountingOpener, fewshot_responder
 
 
 class SlowServer:
@@ -194,3 +195,26 @@ def test_run_and_fork_at_concurrency_256_match_concurrency_1(tmp_path, write_spe
             ),
         )
     assert records[1] == records[256]
+
+
+def test_a_run_keeps_the_heap_it_started_with_out_of_its_garbage_collections(tmp_path, write_spec, isolated_cache):
+    """The objects that exist when a run starts are frozen out of the cyclic GC while it runs (a
+    full collection would rescan every imported library's objects) and handed back after it."""
+    frozen_during: list[int] = []
+
+    def responder(prompt: str, request: dict | None = None) -> str:
+        frozen_during.append(gc.get_freeze_count())
+        return fewshot_responder(prompt, request)
+
+    assert gc.get_freeze_count() == 0
+    spec = load_spec(write_spec())
+    summary = run_experiment(spec, tmp_path / "run", progress=False, model_opener=CountingOpener(responder=responder))
+    assert summary.statuses == {"ok": 12} and frozen_during
+    assert min(frozen_during) > 10_000  # the libraries' objects, at least
+    assert gc.get_freeze_count() == 0  # collectable again after the run
+    gc.freeze()  # something froze the heap already (an application before it forks): left as it is
+    try:
+        run_experiment(spec, tmp_path / "again", progress=False, model_opener=CountingOpener(responder=responder))
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()

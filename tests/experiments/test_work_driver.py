@@ -14,7 +14,7 @@ import yaml
 
 from branchpoint.errors import InputError
 from branchpoint.experiments import RunStore, load_spec, run_experiment
-from branchpoint.experiments.driver import run_spec
+from branchpoint.experiments.executors import run_spec
 from branchpoint.experiments.planning import plan_executions, select_questions
 from branchpoint.experiments.runner import RunSummary
 from branchpoint.experiments.shard_fold import ShardFoldError
@@ -102,6 +102,35 @@ def test_a_run_here_folds_what_a_killed_processes_run_left(tmp_path, spec_path, 
     assert ids[:2] == left and len(set(ids)) == len(ids) == 6
     run_experiment(load_spec(spec_path), tmp_path / "one", progress=False)
     assert run_content(run_dir) == run_content(tmp_path / "one")
+
+
+def test_a_rerun_reads_the_run_s_records_once(tmp_path, spec_path, isolated_cache, monkeypatch):
+    """The driver reads which executions are finished once, under its lock, and hands them to the
+    runner (the trace file of a big run is not parsed twice before the first execution); with
+    shards to fold (`--processes`), the merger's one read serves both."""
+    run_dir, procs = tmp_path / "run", tmp_path / "procs"
+    spec = load_spec(spec_path)
+    first_two = [p.execution_id for p in plan_executions(spec, select_questions(spec))][:2]
+    for folder in (run_dir, procs):
+        run_experiment(spec, folder, progress=False, execution_ids=first_two)
+    reads: list[str] = []
+    real = RunStore.iter_records
+
+    def counted(self: RunStore, file: str = "executions.jsonl") -> Any:
+        reads.append(f"{self.run_dir.name}/{file}")
+        return real(self, file)
+
+    monkeypatch.setattr(RunStore, "iter_records", counted)
+    summary = run_spec(load_spec(spec_path), run_dir, progress=False)
+    assert (summary.skipped, summary.ran, reads) == (2, 4, ["run/executions.jsonl"])
+    reads.clear()
+    assert run_spec(load_spec(spec_path), run_dir, progress=False).ran == 0 and reads == ["run/executions.jsonl"]
+    reads.clear()
+    summary = run_spec(load_spec(spec_path), procs, processes=2, progress=False)
+    assert (summary.ran, [r for r in reads if r.startswith("procs/")]) == (
+        4,
+        ["procs/executions.jsonl"],
+    )  # the merger's
 
 
 def test_a_run_here_plans_once(tmp_path, spec_path, isolated_cache, monkeypatch):
