@@ -95,9 +95,9 @@ def test_a_missing_field_is_400_naming_it(
 
 
 def test_tokenize_counts_the_joined_message_contents(client: TestClient) -> None:
-    messages = [{"role": "system", "content": "Be brief."}, {"role": "user"}, {"role": "user", "content": QUESTION}]
+    messages = [{"role": "system", "content": "Be brief"}, {"role": "user"}, {"role": "user", "content": QUESTION}]
     body = client.post("/tokenize", json={"messages": messages}).json()
-    ids = token_ids(f"Be brief.\n\n{QUESTION}")
+    ids = token_ids(f"Be brief\n\n{QUESTION}")  # the contents kept apart: "briefWho" would be other tokens
     assert body == {"count": len(ids), "max_model_len": MAX_MODEL_LEN, "tokens": ids, "token_strs": None}
 
 
