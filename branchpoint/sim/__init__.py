@@ -7,7 +7,8 @@ format, whose behaviour is a documented, seeded stochastic function of what it i
   passages shown (`passages`), the question looked up in its question set (`question_set`);
   token counts from `tokens`.
 - `truth`: the exact success probability of every continuation from a saved state.
-- `server`: the HTTP server (`branchpoint models serve sim`); `SimServer` runs it as a child
+- `server`: the HTTP server (`branchpoint models serve sim`), assembled from the routes of
+  `generation_routes` and `admin_routes` over its `state`; `SimServer` runs it as a child
   process for `model.provider: sim`.
 """
 
