@@ -83,6 +83,8 @@ async def truth(request: Request) -> Response:
         )
     try:
         body = await request.json()
+        if not isinstance(body, dict):
+            return error(400, "truth: the request body must be a JSON object (a saved state's fields)")
         return JSONResponse(state.truth(body))
     except (KeyError, ValueError, TypeError) as exc:
         return error(400, f"truth: {exc}")

@@ -43,7 +43,7 @@ from branchpoint.sim.wire_format import (
 
 async def read_body(request: Request, state: SimState) -> dict[str, Any] | JSONResponse:
     """The request's JSON object, or the error reply: 400 when it is not JSON or not an object,
-    404 when it names a model other than the one served, 400 when it asks for n > 1."""
+    404 when it names a model other than the one served, 400 when n is not a whole number or > 1."""
     try:
         body = await request.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -53,7 +53,10 @@ async def read_body(request: Request, state: SimState) -> dict[str, Any] | JSONR
     model = body.get("model")
     if model is not None and model != state.served_name:
         return error(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
-    if int(body.get("n") or 1) != 1:
+    n = body.get("n") or 1
+    if isinstance(n, bool) or not isinstance(n, int):
+        return error(400, f"n: expected a whole number, got {n!r}", param="n")
+    if n != 1:
         return error(400, "the simulated server supports n = 1 only", param="n")
     return body
 

@@ -69,13 +69,15 @@ def test_a_body_that_is_not_a_json_object_is_400(client: TestClient, path: str, 
 
 
 @pytest.mark.parametrize("path", GENERATION_ROUTES)
-def test_another_model_is_404_and_n_above_1_is_400_on_every_route(client: TestClient, path: str) -> None:
+def test_another_model_is_404_and_n_not_1_is_400_on_every_route(client: TestClient, path: str) -> None:
     body = {"prompt": "x", "messages": [{"role": "user", "content": QUESTION}]}
     err = error_of(client.post(path, json={**body, "model": "other"}), 404)
     assert err["message"] == "The model `other` does not exist." and err["type"] == "NotFoundError"
     assert err["param"] == "model"
     err = error_of(client.post(path, json={**body, "n": 2}), 400)
     assert err["message"] == "the simulated server supports n = 1 only" and err["param"] == "n"
+    err = error_of(client.post(path, json={**body, "n": "x"}), 400)
+    assert err["message"] == "n: expected a whole number, got 'x'" and err["param"] == "n"
 
 
 @pytest.mark.parametrize(

@@ -239,6 +239,8 @@ def test_truth_endpoint_answers_over_http(tmp_path: Any) -> None:
     assert body["values"]["SEARCH"]["expected_input_tokens"] > body["values"]["THINK"]["expected_input_tokens"] > 0
     bad = client.post("/v1/sim/truth", json={"state": {"question": "not in the set"}})
     assert bad.status_code == 400
+    array = client.post("/v1/sim/truth", json=[state])
+    assert array.status_code == 400 and "must be a JSON object" in array.json()["error"]["message"]
     none = TestClient(create_app(build_state("instruct", latency_scale=0.0))).post(
         "/v1/sim/truth", json={"state": state}
     )
