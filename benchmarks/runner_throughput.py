@@ -106,8 +106,9 @@ def main_sim(args: argparse.Namespace) -> None:
     )
     with sim_server(args.tokens_per_s, workdir) as base_url:
         for c in (64, 256):
+            rates = {}
             for procs in sorted({1, args.processes}):
-                rate = run(base_url, args.n, c, workdir / f"sim-{c}-{procs}", procs)
+                rates[procs] = rate = run(base_url, args.n, c, workdir / f"sim-{c}-{procs}", procs)
                 run_dir = next((workdir / f"sim-{c}-{procs}").glob("run-*"))
                 capacity = args.tokens_per_s / completion_tokens(run_dir)
                 how = f"{procs} processes" if procs > 1 else "1 process"
@@ -115,9 +116,16 @@ def main_sim(args: argparse.Namespace) -> None:
                     f"concurrency {c:>3}, {how}: {rate:6.1f} requests/s  server capacity {capacity:6.1f}  "
                     f"fraction {rate / capacity:.2f}  ({args.n} executions, one request each)"
                 )
+            if args.peer:  # the same requests from the hand-written loop, in the same run
+                peer = peer_rate(base_url, args.n, c, workdir / f"sim-peer-{c}")
+                ratios = ", ".join(f"{procs} proc. {rate / peer:.2f}" for procs, rate in rates.items())
+                print(
+                    f"concurrency {c:>3}, peer (asyncio loop over AsyncOpenAI, 1 process): {peer:6.1f} requests/s  "
+                    f"fraction {peer / capacity:.2f}; branchpoint / peer: {ratios}"
+                )
     print(
         f"(reproduce: .venv/bin/python benchmarks/runner_throughput.py --server sim --tokens-per-s "
-        f"{args.tokens_per_s:g} --n {args.n} --processes {args.processes})"
+        f"{args.tokens_per_s:g} --n {args.n} --processes {args.processes}{' --peer' if args.peer else ''})"
     )
 
 
