@@ -26,20 +26,33 @@ class SweepPoint(Stats, _CapHead):
     """The metrics at one search cap."""
 
 
-class RoiStep(FileModel):
-    """Marginal ROI of one step of the cap (accuracy change per 1,000 tokens of added cost)."""
+class _RoiCost(FileModel):
+    """The added cost of one step (per query, with its interval), or why its ROI is undefined."""
 
-    from_cap: Num
-    to_cap: Num
     added_cost_per_query: Num | None = None
     added_cost_per_query_ci: Interval = None
     roi_undefined: str | None = None
+
+
+class _RoiRates(FileModel):
+    """The ROI of one step: accuracy change per 1,000 tokens of added cost, by accuracy."""
+
     overall_accuracy_per_1k_tokens: Num | None = None
     overall_accuracy_per_1k_tokens_ci: Interval = None
     answer_accuracy_per_1k_tokens: Num | None = None
     answer_accuracy_per_1k_tokens_ci: Interval = None
     abstention_accuracy_per_1k_tokens: Num | None = None
     abstention_accuracy_per_1k_tokens_ci: Interval = None
+
+
+class _CapSpan(FileModel):
+    from_cap: Num
+    to_cap: Num
+
+
+# pydantic lays out the fields of the last base first: each step's file keys keep their order.
+class RoiStep(_RoiRates, _RoiCost, _CapSpan):
+    """Marginal ROI of one step of the cap (accuracy change per 1,000 tokens of added cost)."""
 
 
 class CapSweep(FileModel):
@@ -106,20 +119,19 @@ class FrontierPoint(Stats, _FrontierHead):
     frontier_probability: Num | None = None
 
 
-class _FrontierStepValues(FileModel):
+class _ConditionPair(FileModel):
     from_condition: str | None = None
     to_condition: str | None = None
-    added_cost_per_query: Num | None = None
-    added_cost_per_query_ci: Interval = None
-    roi_undefined: str | None = None
+
+
+class _AccuracyChange(FileModel):
     overall_accuracy_change: Num | None = None
     overall_accuracy_change_ci: Interval = None
-    overall_accuracy_per_1k_tokens: Num | None = None
-    overall_accuracy_per_1k_tokens_ci: Interval = None
-    answer_accuracy_per_1k_tokens: Num | None = None
-    answer_accuracy_per_1k_tokens_ci: Interval = None
-    abstention_accuracy_per_1k_tokens: Num | None = None
-    abstention_accuracy_per_1k_tokens_ci: Interval = None
+
+
+class _FrontierStepValues(_RoiRates, _AccuracyChange, _RoiCost, _ConditionPair):
+    """A frontier step's conditions, added cost, accuracy change and ROI (the cap sweep's `RoiStep`
+    values, plus the pair of conditions and the accuracy change itself)."""
 
 
 class _CapStepHead(FileModel):
