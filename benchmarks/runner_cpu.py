@@ -16,20 +16,17 @@ For a sampled profile without cProfile's overhead run it under py-spy:
 from __future__ import annotations
 
 import argparse
-import cProfile
 import gc
-import pstats
 import resource
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cpu_per_call import server_process, spec_file
+from benchmarks.cpu_per_call import profile_run, server_process, spec_file
 from branchpoint.experiments import load_spec, run_experiment
 
 
@@ -95,25 +92,8 @@ def main() -> None:
             f"({100 * in_gc / max(measured, 1e-9):.0f}% of their CPU; whole process, per generation: "
             f"{[round(s, 2) for s in clock.seconds]} s in {clock.counts} collections)"
         )
-        if args.cprofile:
-            profiles: list[cProfile.Profile] = []
-
-            def start(*_: object) -> None:
-                prof = cProfile.Profile(timer=time.thread_time)
-                profiles.append(prof)
-                prof.enable()
-
-            main_prof = cProfile.Profile(timer=time.thread_time)
-            threading.setprofile(start)
-            main_prof.enable()
-            run_experiment(load_spec(spec), work / "profiled", progress=False, concurrency=args.concurrency)
-            main_prof.disable()
-            threading.setprofile(None)  # type: ignore[arg-type]
-            stats = pstats.Stats(main_prof)
-            for prof in profiles:
-                stats.add(prof)
-            stats.dump_stats(args.cprofile)
-            stats.sort_stats("tottime").print_stats(25)
+        if args.cprofile:  # every thread, merged: the top functions by own and cumulative time
+            profile_run(spec, work / "profiled", args.concurrency, n, args.cprofile)
 
 
 if __name__ == "__main__":
