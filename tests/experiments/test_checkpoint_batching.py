@@ -5,12 +5,7 @@ fork study, and after a run killed mid-batch."""
 
 from __future__ import annotations
 
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,9 +17,8 @@ from branchpoint.experiments.forking import ForkPlan, fork_run
 from branchpoint.experiments.verify import verify_run
 from branchpoint.experiments.verify_stores import read_only_checkpointer
 from branchpoint.traces import read_records
-from tests.conftest import REPO
 from tests.experiments.conftest import CountingOpener
-from tests.experiments.test_faults import spec_file
+from tests.experiments.test_faults import kill_run_midway, spec_file
 from tests.servers.openai_fault_server import FaultConfig, FaultServer
 
 
@@ -126,25 +120,7 @@ def test_a_run_killed_mid_batch_leaves_no_record_without_its_states(tmp_path):
     with FaultServer(FaultConfig(latency_s=0.05)) as server:
         spec = spec_file(tmp_path, server.base_url, n=40, name="killed-batch")
         run_dir = tmp_path / "run"
-        env = {**os.environ, "BRANCHPOINT_CACHE": str(tmp_path / "cache")}
-        command = [sys.executable, "-m", "branchpoint.cli", "run", str(spec), "--out", str(run_dir)]
-        proc = subprocess.Popen(
-            [*command, "--no-progress", "--concurrency", "8"],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        traces = run_dir / "executions.jsonl"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if traces.is_file() and traces.read_bytes().count(b"\n") >= 6:
-                break
-            assert proc.poll() is None, proc.stderr.read().decode()
-            time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        before = traces.read_bytes().count(b"\n")
+        before = kill_run_midway(spec, run_dir, tmp_path / "cache", concurrency=8)
         assert 6 <= before < 40, "the kill landed mid-run"
         assert unreadable_states(run_dir) == []  # as the killed process left them
         summary = run_experiment(load_spec(spec), run_dir, progress=False, concurrency=8)

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import yaml
 
@@ -62,39 +63,44 @@ def test_transport_faults_become_incomplete_and_are_redone(tmp_path, monkeypatch
     assert evaluate(run_dir)["n"] == 16
 
 
+def kill_run_midway(spec: Path, run_dir: Path, cache: Path, concurrency: int, lines: int = 6) -> int:
+    """`branchpoint run SPEC` in its own process, SIGKILLed once `lines` executions are recorded:
+    the number of trace lines it left."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "branchpoint.cli",
+            "run",
+            str(spec),
+            "--out",
+            str(run_dir),
+            "--no-progress",
+            "--concurrency",
+            str(concurrency),
+        ],
+        cwd=REPO,
+        env={**os.environ, "BRANCHPOINT_CACHE": str(cache)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    traces = run_dir / "executions.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if traces.is_file() and traces.read_bytes().count(b"\n") >= lines:
+            break
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return traces.read_bytes().count(b"\n")
+
+
 def test_sigkill_mid_run_then_resume_exactly_once(tmp_path):
     with FaultServer(FaultConfig(latency_s=0.05)) as server:
         spec = spec_file(tmp_path, server.base_url, n=40, name="killed")
         run_dir = tmp_path / "run"
-        env = {**os.environ, "BRANCHPOINT_CACHE": str(tmp_path / "cache")}
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "branchpoint.cli",
-                "run",
-                str(spec),
-                "--out",
-                str(run_dir),
-                "--no-progress",
-                "--concurrency",
-                "4",
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        traces = run_dir / "executions.jsonl"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if traces.is_file() and traces.read_bytes().count(b"\n") >= 6:
-                break
-            assert proc.poll() is None, proc.stderr.read().decode()
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        before = traces.read_bytes().count(b"\n")
+        before = kill_run_midway(spec, run_dir, tmp_path / "cache", concurrency=4)
         assert 6 <= before < 40, "the kill landed mid-run"
         summary = run_experiment(load_spec(spec), run_dir, progress=False, concurrency=4)
     store = RunStore(run_dir)
