@@ -61,6 +61,27 @@ async def read_body(request: Request, state: SimState) -> dict[str, Any] | JSONR
     return body
 
 
+async def _admitted(request: Request, state: SimState, *, chat: bool) -> tuple[dict[str, Any], Observation] | Response:
+    """The body of a generation request and what the simulator observes in it, counted in the
+    stats; or the error reply, in vLLM's order: the body, its messages / prompt, vLLM's refusals,
+    then a question the simulator does not know."""
+    body = await read_body(request, state)
+    if isinstance(body, Response):
+        return body
+    if chat and (not isinstance(body.get("messages"), list) or not body["messages"]):
+        return error(400, "messages: expected a non-empty list", param="messages")
+    if not chat and not isinstance(body.get("prompt"), (str, list)):
+        return error(400, "prompt: expected a string", param="prompt")
+    refused = vllm_rules.refusal(body, state.flags, chat=chat) or _logprobs_refusal(body, chat=chat)
+    if refused is not None:
+        return refused
+    obs = (observe_chat if chat else observe_completion)(state.profile, state.bank, body)
+    state.note(obs, body)
+    if (unknown := state.unknown(obs)) is not None:
+        return unknown
+    return body, obs
+
+
 def _logprobs_refusal(body: Mapping[str, Any], *, chat: bool) -> Response | None:
     """vLLM's 400 for log probabilities asked for wrongly (`sim.logprobs.refusal_message`)."""
     found = sim_logprobs.refusal_message(body, chat=chat)
@@ -75,18 +96,10 @@ def _usage_streamed(body: Mapping[str, Any]) -> bool:
 async def chat_completions(request: Request) -> Response:
     """`POST /v1/chat/completions`: one chat reply (reasoning, content or tool calls), whole or streamed."""
     state = sim_state(request)
-    body = await read_body(request, state)
-    if isinstance(body, Response):
-        return body
-    if not isinstance(body.get("messages"), list) or not body["messages"]:
-        return error(400, "messages: expected a non-empty list", param="messages")
-    refused = vllm_rules.refusal(body, state.flags, chat=True) or _logprobs_refusal(body, chat=True)
-    if refused is not None:
-        return refused
-    obs = observe_chat(state.profile, state.bank, body)
-    state.note(obs, body)
-    if (unknown := state.unknown(obs)) is not None:
-        return unknown
+    admitted = await _admitted(request, state, chat=True)
+    if isinstance(admitted, Response):
+        return admitted
+    body, obs = admitted
     rng = request_rng(body, state.rng)
     prompt_tokens = chat_prompt_tokens(body)
     limit = max_new_tokens(body, MAX_MODEL_LEN - prompt_tokens)
@@ -163,18 +176,10 @@ async def completions(request: Request) -> Response:
     """`POST /v1/completions`: the continuation of a few-shot prompt (cut at stop strings), whole
     or streamed, with vLLM's legacy log probabilities when asked for."""
     state = sim_state(request)
-    body = await read_body(request, state)
-    if isinstance(body, Response):
-        return body
-    if not isinstance(body.get("prompt"), (str, list)):
-        return error(400, "prompt: expected a string", param="prompt")
-    refused = vllm_rules.refusal(body, state.flags, chat=False) or _logprobs_refusal(body, chat=False)
-    if refused is not None:
-        return refused
-    obs = observe_completion(state.profile, state.bank, body)
-    state.note(obs, body)
-    if (unknown := state.unknown(obs)) is not None:
-        return unknown
+    admitted = await _admitted(request, state, chat=False)
+    if isinstance(admitted, Response):
+        return admitted
+    body, obs = admitted
     rng = request_rng(body, state.rng)
     prompt = body["prompt"] if isinstance(body["prompt"], str) else str(body["prompt"][0])
     prompt_tokens = count_tokens(prompt)
